@@ -1,0 +1,28 @@
+# The README's commands. Every target sets up what it needs on a fresh machine.
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+
+.PHONY: setup test bench lint run clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+test: $(STAMP)
+	$(PY) -m ruff check klog tests benchmarks
+	$(PY) -m pytest -q
+
+bench: $(STAMP)
+	$(PY) benchmarks/run_all.py
+
+lint: $(STAMP)
+	$(PY) -m ruff check klog tests benchmarks
+
+clean:
+	rm -rf $(VENV) build *.egg-info

@@ -1,0 +1,1 @@
+"""The ``klog`` command line: a typer app, one module per command group."""

@@ -1,0 +1,85 @@
+"""The one place klog's commands print through.
+
+Normal output goes to stdout, diagnostics and errors to stderr. Markup is off for
+anything that came from user data (topic names, payloads), so a payload containing
+``[red]`` prints as it is. Progress bars degrade to nothing when stderr is not a TTY.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any, NoReturn
+
+import typer
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    DownloadColumn,
+    Progress,
+    TextColumn,
+    TimeRemainingColumn,
+    TransferSpeedColumn,
+)
+
+out = Console(highlight=False, soft_wrap=True)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+EXIT_OK = 0
+EXIT_DAMAGE = 1
+EXIT_USAGE = 2
+
+
+def line(text: str) -> None:
+    """Print one plain line of data to stdout, no markup, no wrapping."""
+    out.out(text, markup=False, highlight=False)
+
+
+def raw(text: str) -> None:
+    """Write text to stdout as it is: for tools whose lines scripts parse."""
+    sys.stdout.write(text)
+
+
+def emit_json(obj: Any) -> None:
+    """One JSON document on one line (JSON Lines), for scripts."""
+    sys.stdout.write(json.dumps(obj, separators=(",", ":"), default=str) + "\n")
+
+
+def info(text: str) -> None:
+    err.print(text, markup=False)
+
+
+def warn(text: str) -> None:
+    err.print(f"[yellow]warning:[/yellow] {_escape(text)}")
+
+
+def fail(text: str, code: int = EXIT_DAMAGE) -> NoReturn:
+    """Print one clear error line to stderr and exit non-zero."""
+    err.print(f"[bold red]error:[/bold red] {_escape(text)}")
+    raise typer.Exit(code)
+
+
+def _escape(text: str) -> str:
+    from rich.markup import escape
+
+    return escape(text)
+
+
+@contextmanager
+def progress(description: str, total: int | None, *, bytes_: bool = True) -> Iterator[Any]:
+    """A progress bar on stderr; yields a callable ``advance(n)``.
+
+    Shown only when stderr is a terminal, so pipes and CI logs stay clean.
+    """
+    if not err.is_terminal:
+        yield lambda n=1: None
+        return
+    columns: list[Any] = [TextColumn("{task.description}"), BarColumn()]
+    if bytes_:
+        columns += [DownloadColumn(), TransferSpeedColumn()]
+    columns.append(TimeRemainingColumn())
+    with Progress(*columns, console=err, transient=True) as bar:
+        task = bar.add_task(description, total=total)
+        yield lambda n=1: bar.advance(task, n)
