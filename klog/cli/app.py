@@ -46,9 +46,11 @@ def _register_commands() -> None:
     inspect.register(app)
 
 
+_register_commands()
+
+
 def main() -> None:
     """Console-script entry point: no tracebacks reach the user."""
-    _register_commands()
     try:
         app(standalone_mode=False)
     except typer.Exit as exc:
@@ -56,14 +58,14 @@ def main() -> None:
     except (typer.Abort, KeyboardInterrupt):
         console.err.print("aborted")
         sys.exit(130)
-    except Exception as exc:  # click usage errors and anything unforeseen
-        import click
-
-        if isinstance(exc, click.ClickException):
+    except Exception as exc:  # usage errors and anything unforeseen
+        # Typer's parsing errors derive from TyperException and know how to show
+        # themselves and which exit code they mean (2 for usage errors).
+        if isinstance(exc, typer.TyperException) and hasattr(exc, "show"):
             exc.show()
-            sys.exit(console.EXIT_USAGE if isinstance(exc, click.UsageError) else 1)
-        console.err.print(f"[bold red]error:[/bold red] {type(exc).__name__}: {exc}",
-                          markup=True)
+            sys.exit(getattr(exc, "exit_code", console.EXIT_USAGE))
+        console.err.print("[bold red]error:[/bold red] ", end="")
+        console.err.print(f"{type(exc).__name__}: {exc}", markup=False)
         sys.exit(1)
 
 

@@ -34,7 +34,7 @@ EXIT_USAGE = 2
 
 def line(text: str) -> None:
     """Print one plain line of data to stdout, no markup, no wrapping."""
-    out.out(text, markup=False, highlight=False)
+    sys.stdout.write(text + "\n")
 
 
 def raw(text: str) -> None:

@@ -1,0 +1,5 @@
+"""``python -m klog`` runs the klog command line."""
+
+from klog.cli.app import main
+
+main()
