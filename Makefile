@@ -7,6 +7,7 @@ STAMP  := $(VENV)/.installed
 .PHONY: setup test bench lint run clean
 
 $(STAMP): pyproject.toml
+	bash scripts/setup-system.sh
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[test]'

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Installs the Debian packages klog's setup and tests need, only when they are missing.
+# Called by `make setup`; safe to run again. Needs root (or sudo) only when something is missing.
+set -euo pipefail
+
+missing=()
+# The venv module is a separate Debian package for Debian's own python3.
+if ! python3 -c 'import venv, ensurepip' >/dev/null 2>&1; then
+    missing+=(python3-venv)
+fi
+
+if [ ${#missing[@]} -eq 0 ]; then
+    exit 0
+fi
+
+sudo=""
+if [ "$(id -u)" -ne 0 ]; then
+    if command -v sudo >/dev/null 2>&1; then
+        sudo="sudo"
+    else
+        echo "error: need root to install: ${missing[*]}" >&2
+        exit 1
+    fi
+fi
+echo "installing system packages: ${missing[*]}"
+$sudo apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}"
