@@ -1,0 +1,767 @@
+"""Sparse segment indexes in Kafka's on-disk format: .index, .timeindex and .txnindex.
+
+This module owns the three per-segment index files. They are accelerators, never the
+source of truth: a crash may leave them stale or zero-filled, so every reader treats them
+as rebuildable (see ``LogSegment.recover`` and ``rebuild_indexes`` in ``segment.py``).
+
+Formats (big-endian, as Kafka's OffsetIndex / TimeIndex / TransactionIndex write them)::
+
+    .index       8-byte entries:  relativeOffset int32, position int32
+    .timeindex  12-byte entries:  timestamp int64, relativeOffset int32
+    .txnindex   34-byte entries:  version int16 (0), producerId int64, firstOffset int64,
+                                  lastOffset int64, lastStableOffset int64
+
+Offset and time indexes are memory-mapped and, while writable, preallocated to
+``segment.index.bytes`` rounded down to a whole number of entries (a sparse file); they are
+trimmed to their valid entries when the segment is closed or rolled. An index opened from
+an existing file counts ``file size / entry size`` entries, exactly like Kafka: a file left
+preallocated by a crash therefore ends in zero entries, which ``sanity_check`` detects
+(entries must strictly increase).
+
+Lookups use Kafka's "warm section" binary search: the last 8192 bytes of entries are
+searched first, because in-sync consumers and followers almost always look there and those
+pages stay in the page cache. Memory is the mapping only (the page cache's business), so an
+index's Python footprint does not grow with its size.
+
+Locking: an index is not thread-safe. Its owning ``LogSegment`` is guarded by the
+``PartitionLog`` lock, which serialises every call (reads included, because a resize
+remaps the file).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import mmap
+import operator
+import os
+import struct
+import sys
+from array import array
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar
+
+DEFAULT_MAX_INDEX_SIZE = 10 * 1024 * 1024  # segment.index.bytes
+WARM_SECTION_BYTES = 8192  # Kafka's AbstractIndex warm section
+INT32_MAX = 2**31 - 1
+NO_TIMESTAMP = -1
+
+OFFSET_INDEX_ENTRY_SIZE = 8
+TIME_INDEX_ENTRY_SIZE = 12
+ABORTED_TXN_SIZE = 34
+ABORTED_TXN_VERSION = 0
+
+_OFFSET_ENTRY = struct.Struct(">ii")
+_TIME_ENTRY = struct.Struct(">qi")
+_ABORTED_TXN = struct.Struct(">hqqqq")
+
+# Bound on bytes held in memory when a whole index file is checked or listed.
+_CHUNK_ENTRIES = 65536
+
+
+class CorruptIndexError(Exception):
+    """An index file that fails a sanity check; it must be rebuilt from the log."""
+
+
+class IndexOffsetOverflowError(ValueError):
+    """An offset that does not fit in an int32 relative to the segment's base offset."""
+
+
+class InvalidIndexAppendError(ValueError):
+    """An append that would break the index's ordering (Kafka's InvalidOffsetException)."""
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetPosition:
+    """An offset index entry: an absolute offset and the file position of its batch."""
+
+    offset: int
+    position: int
+
+
+@dataclass(frozen=True, slots=True)
+class TimestampOffset:
+    """A time index entry: a timestamp and the absolute offset it was reached at."""
+
+    timestamp: int
+    offset: int
+
+
+def round_down_to_entry(size: int, entry_size: int) -> int:
+    return entry_size * (size // entry_size)
+
+
+class _MmapIndex:
+    """Shared mechanics of the offset and time index: mapping, resizing, searching."""
+
+    entry_size: ClassVar[int]
+    kind: ClassVar[str]
+
+    def __init__(
+        self,
+        path: Path | str,
+        base_offset: int,
+        max_index_size: int = DEFAULT_MAX_INDEX_SIZE,
+        writable: bool = True,
+    ) -> None:
+        self.path = Path(path)
+        self.base_offset = base_offset
+        self.max_index_size = max_index_size
+        self.writable = writable
+        self._mmap: mmap.mmap | None = None
+        newly_created = not self.path.exists()
+        if newly_created and not writable:
+            raise FileNotFoundError(f"{self.kind} file {self.path} does not exist")
+        if newly_created and max_index_size < self.entry_size:
+            raise ValueError(f"invalid max index size {max_index_size}")
+        fd = os.open(self.path, (os.O_RDWR | os.O_CREAT) if writable else os.O_RDONLY, 0o644)
+        try:
+            if newly_created:
+                os.ftruncate(fd, round_down_to_entry(max_index_size, self.entry_size))
+            self._length = os.fstat(fd).st_size
+            self._map(fd, self._length)
+        finally:
+            os.close(fd)
+        self._max_entries = self._length // self.entry_size
+        # An existing file is trusted to be full of entries (Kafka does the same);
+        # sanity_check() is what tells a clean file from a crashed preallocated one.
+        self._entries = 0 if newly_created else self._max_entries
+        self._after_load()
+
+    # -- mapping -------------------------------------------------------------------------
+
+    def _map(self, fd: int, length: int) -> None:
+        if length == 0:
+            self._mmap = None  # mmap refuses empty files; an empty index needs no map
+            return
+        access = mmap.ACCESS_WRITE if self.writable else mmap.ACCESS_READ
+        self._mmap = mmap.mmap(fd, length, access=access)
+
+    def _unmap(self) -> None:
+        if self._mmap is not None:
+            self._mmap.close()
+            self._mmap = None
+
+    def _after_load(self) -> None:
+        """Hook for subclasses to cache their last entry."""
+
+    # -- properties ----------------------------------------------------------------------
+
+    @property
+    def entries(self) -> int:
+        return self._entries
+
+    @property
+    def max_entries(self) -> int:
+        return self._max_entries
+
+    @property
+    def length(self) -> int:
+        """Current size of the file in bytes (preallocated space included)."""
+        return self._length
+
+    @property
+    def size_in_bytes(self) -> int:
+        """Bytes used by valid entries."""
+        return self._entries * self.entry_size
+
+    @property
+    def is_full(self) -> bool:
+        return self._entries >= self._max_entries
+
+    def relative_offset(self, offset: int) -> int:
+        relative = offset - self.base_offset
+        if relative < 0 or relative > INT32_MAX:
+            raise IndexOffsetOverflowError(f"integer overflow for offset {offset} ({self.path})")
+        return relative
+
+    def can_append_offset(self, offset: int) -> bool:
+        return 0 <= offset - self.base_offset <= INT32_MAX
+
+    # -- file lifecycle ------------------------------------------------------------------
+
+    def resize(self, new_size: int) -> bool:
+        """Set the file (and mapping) size to ``new_size`` rounded down to whole entries."""
+        rounded = round_down_to_entry(new_size, self.entry_size)
+        if rounded == self._length:
+            return False
+        if not self.writable:
+            raise PermissionError(f"{self.kind} {self.path} is read-only")
+        self._unmap()
+        fd = os.open(self.path, os.O_RDWR)
+        try:
+            os.ftruncate(fd, rounded)
+            self._length = rounded
+            self._map(fd, rounded)
+        finally:
+            os.close(fd)
+        self._max_entries = rounded // self.entry_size
+        self._entries = min(self._entries, self._max_entries)
+        return True
+
+    def trim_to_valid_size(self) -> None:
+        if self.writable:
+            self.resize(self.size_in_bytes)
+
+    def flush(self) -> None:
+        if self._mmap is not None and self.writable:
+            self._mmap.flush()
+
+    def close_handler(self) -> None:
+        """Release the mapping without touching the file."""
+        self._unmap()
+
+    def close(self) -> None:
+        """Trim to the valid entries (so the file holds no zero tail) and unmap."""
+        if self.writable and self.path.exists():
+            self.trim_to_valid_size()
+            self.flush()
+        self._unmap()
+
+    def delete_if_exists(self) -> bool:
+        self._unmap()
+        try:
+            self.path.unlink()
+        except FileNotFoundError:
+            return False
+        return True
+
+    def rename_to(self, new_path: Path) -> None:
+        try:
+            os.replace(self.path, new_path)
+        finally:
+            self.path = Path(new_path)
+
+    def reset(self) -> None:
+        """Drop every entry and grow back to the maximum size (ready for rebuilding)."""
+        self._truncate_to_entries(0)
+        self.resize(self.max_index_size)
+
+    def _truncate_to_entries(self, entries: int) -> None:
+        self._entries = entries
+        self._after_load()
+
+    # -- searching -----------------------------------------------------------------------
+
+    def _slot_for(self, target: int, key: Callable[[int], int], smallest_upper: bool) -> int:
+        """Kafka's indexSlotRangeFor: warm section first, then the cold part.
+
+        Returns the slot of the largest entry whose key <= target (or -1), or with
+        ``smallest_upper`` the slot of the smallest entry whose key >= target (or -1).
+        """
+        entries = self._entries
+        if entries == 0:
+            return -1
+        first_hot = max(0, entries - 1 - WARM_SECTION_BYTES // self.entry_size)
+        if key(first_hot) < target:
+            return self._binary_search(target, key, smallest_upper, first_hot, entries - 1)
+        if key(0) > target:
+            return 0 if smallest_upper else -1
+        return self._binary_search(target, key, smallest_upper, 0, first_hot)
+
+    def _binary_search(
+        self, target: int, key: Callable[[int], int], smallest_upper: bool, lo: int, hi: int
+    ) -> int:
+        while lo < hi:
+            mid = (lo + hi + 1) >> 1
+            found = key(mid)
+            if found > target:
+                hi = mid - 1
+            elif found < target:
+                lo = mid
+            else:
+                return mid
+        if not smallest_upper:
+            return lo
+        # lo is the largest slot below target; the next one (if any) is the upper bound.
+        if key(lo) >= target:
+            return lo
+        return -1 if lo == self._entries - 1 else lo + 1
+
+    def _check_writable(self) -> mmap.mmap:
+        if not self.writable or self._mmap is None:
+            raise PermissionError(f"{self.kind} {self.path} is not open for writing")
+        return self._mmap
+
+    def _iter_raw(self, struct_: struct.Struct) -> Iterator[tuple[int, ...]]:
+        """All valid entries as raw tuples, read in bounded chunks."""
+        if self._mmap is None:
+            return
+        step = _CHUNK_ENTRIES * self.entry_size
+        end = self._entries * self.entry_size
+        for start in range(0, end, step):
+            chunk = self._mmap[start : min(end, start + step)]
+            yield from struct_.iter_unpack(chunk)
+
+
+def _strictly_increasing(values: array | list[int]) -> bool:
+    # map(operator.lt, ...) runs in C, so a 10 MiB index checks in milliseconds.
+    return all(map(operator.lt, values, values[1:]))
+
+
+class OffsetIndex(_MmapIndex):
+    """Maps offsets to file positions of the batches that hold them (Kafka's OffsetIndex).
+
+    Entries are (offset - base_offset, position) pairs, both increasing. A lookup returns
+    the largest entry whose offset is <= the target; the log is then scanned from its
+    position.
+    """
+
+    entry_size = OFFSET_INDEX_ENTRY_SIZE
+    kind = "offset index"
+
+    def _after_load(self) -> None:
+        self._last_offset = self.base_offset
+        if self._entries > 0:
+            self._last_offset = self.entry(self._entries - 1).offset
+
+    @property
+    def last_offset(self) -> int:
+        """The offset of the last entry, or the base offset when empty."""
+        return self._last_offset
+
+    def _relative(self, slot: int) -> int:
+        assert self._mmap is not None
+        return _OFFSET_ENTRY.unpack_from(self._mmap, slot * OFFSET_INDEX_ENTRY_SIZE)[0]
+
+    def _position(self, slot: int) -> int:
+        assert self._mmap is not None
+        return _OFFSET_ENTRY.unpack_from(self._mmap, slot * OFFSET_INDEX_ENTRY_SIZE)[1]
+
+    def entry(self, n: int) -> OffsetPosition:
+        if n < 0 or n >= self._entries:
+            raise IndexError(f"attempt to fetch entry {n} of {self.kind} with {self._entries}")
+        assert self._mmap is not None
+        relative, position = _OFFSET_ENTRY.unpack_from(self._mmap, n * OFFSET_INDEX_ENTRY_SIZE)
+        return OffsetPosition(self.base_offset + relative, position)
+
+    def lookup(self, target_offset: int) -> OffsetPosition:
+        """The largest entry with offset <= target, or (base_offset, 0) if there is none."""
+        slot = self._slot_for(target_offset - self.base_offset, self._relative, False)
+        if slot == -1:
+            return OffsetPosition(self.base_offset, 0)
+        return self.entry(slot)
+
+    def fetch_upper_bound_offset(
+        self, fetch_offset: OffsetPosition, fetch_size: int
+    ) -> OffsetPosition | None:
+        """The first entry at or past ``fetch_offset.position + fetch_size``, if any."""
+        slot = self._slot_for(fetch_offset.position + fetch_size, self._position, True)
+        return None if slot == -1 else self.entry(slot)
+
+    def append(self, offset: int, position: int) -> None:
+        buf = self._check_writable()
+        if self.is_full:
+            raise InvalidIndexAppendError(
+                f"attempt to append to a full index (size = {self._entries}) {self.path}"
+            )
+        if self._entries != 0 and offset <= self._last_offset:
+            raise InvalidIndexAppendError(
+                f"attempt to append an offset ({offset}) to position {self._entries} no "
+                f"larger than the last offset appended ({self._last_offset}) to {self.path}"
+            )
+        _OFFSET_ENTRY.pack_into(
+            buf, self._entries * OFFSET_INDEX_ENTRY_SIZE, self.relative_offset(offset), position
+        )
+        self._entries += 1
+        self._last_offset = offset
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove every entry with offset >= ``offset``."""
+        relative = offset - self.base_offset
+        slot = self._slot_for(relative, self._relative, False)
+        if slot < 0:
+            new_entries = 0
+        elif self._relative(slot) == relative:
+            new_entries = slot
+        else:
+            new_entries = slot + 1
+        self._truncate_to_entries(new_entries)
+
+    def truncate(self) -> None:
+        self._truncate_to_entries(0)
+
+    def iter_entries(self) -> Iterator[OffsetPosition]:
+        for relative, position in self._iter_raw(_OFFSET_ENTRY):
+            yield OffsetPosition(self.base_offset + relative, position)
+
+    def sanity_check(self, log_size: int | None = None) -> None:
+        """Raise CorruptIndexError unless the file is a plausible offset index.
+
+        Beyond Kafka's checks (size a multiple of 8, last offset >= base offset) every
+        entry must strictly increase in offset and position, which is what rejects the
+        zero-filled tail of an index preallocated before a crash; with ``log_size`` the
+        last position must lie inside the log.
+        """
+        _check_length(self)
+        if self._entries == 0:
+            return
+        last = self.entry(self._entries - 1)
+        if last.offset < self.base_offset:
+            raise CorruptIndexError(
+                f"corrupt index found, index file ({self.path}) has non-zero size but the last "
+                f"offset is {last.offset} which is less than the base offset {self.base_offset}"
+            )
+        if log_size is not None and last.position >= max(log_size, 1):
+            raise CorruptIndexError(
+                f"corrupt index found, index file ({self.path}) points at position "
+                f"{last.position} past the end of the log ({log_size} bytes)"
+            )
+        for first, values in _chunked_ints(self, "i", 2):
+            if not _strictly_increasing(values[0::2]) or not _strictly_increasing(values[1::2]):
+                raise CorruptIndexError(
+                    f"corrupt index found, index file ({self.path}) has entries that do not "
+                    f"increase (near entry {first}); a zero-filled tail means an unclean shutdown"
+                )
+
+
+class TimeIndex(_MmapIndex):
+    """Maps timestamps to offsets (Kafka's TimeIndex).
+
+    Entries are (timestamp, offset - base_offset), timestamps strictly increasing: an
+    entry is added only when a batch raises the segment's max timestamp. One slot is kept
+    in reserve for the final entry written when the segment becomes inactive.
+    """
+
+    entry_size = TIME_INDEX_ENTRY_SIZE
+    kind = "time index"
+
+    def _after_load(self) -> None:
+        self._last_entry = TimestampOffset(NO_TIMESTAMP, self.base_offset)
+        if self._entries > 0:
+            self._last_entry = self.entry(self._entries - 1)
+
+    @property
+    def is_full(self) -> bool:
+        # Kafka keeps the last slot for maybe_append(..., skip_full_check=True) at roll.
+        return self._entries >= self._max_entries - 1
+
+    @property
+    def last_entry(self) -> TimestampOffset:
+        """The last entry, or (-1, base_offset) when empty."""
+        return self._last_entry
+
+    def _timestamp(self, slot: int) -> int:
+        assert self._mmap is not None
+        return _TIME_ENTRY.unpack_from(self._mmap, slot * TIME_INDEX_ENTRY_SIZE)[0]
+
+    def _relative(self, slot: int) -> int:
+        assert self._mmap is not None
+        return _TIME_ENTRY.unpack_from(self._mmap, slot * TIME_INDEX_ENTRY_SIZE)[1]
+
+    def entry(self, n: int) -> TimestampOffset:
+        if n < 0 or n >= self._entries:
+            raise IndexError(f"attempt to fetch entry {n} of {self.kind} with {self._entries}")
+        assert self._mmap is not None
+        timestamp, relative = _TIME_ENTRY.unpack_from(self._mmap, n * TIME_INDEX_ENTRY_SIZE)
+        return TimestampOffset(timestamp, self.base_offset + relative)
+
+    def lookup(self, target_timestamp: int) -> TimestampOffset:
+        """The largest entry with timestamp <= target, or (-1, base_offset) if none."""
+        slot = self._slot_for(target_timestamp, self._timestamp, False)
+        if slot == -1:
+            return TimestampOffset(NO_TIMESTAMP, self.base_offset)
+        return self.entry(slot)
+
+    def maybe_append(self, timestamp: int, offset: int, skip_full_check: bool = False) -> bool:
+        """Append (timestamp, offset) if the timestamp is larger than the last entry's."""
+        buf = self._check_writable()
+        if not skip_full_check and self.is_full:
+            raise InvalidIndexAppendError(
+                f"attempt to append to a full time index (size = {self._entries}) {self.path}"
+            )
+        last = self._last_entry
+        if self._entries != 0 and offset < last.offset:
+            raise InvalidIndexAppendError(
+                f"attempt to append an offset ({offset}) to slot {self._entries} no larger "
+                f"than the last offset appended ({last.offset}) to {self.path}"
+            )
+        if self._entries != 0 and timestamp < last.timestamp:
+            raise InvalidIndexAppendError(
+                f"attempt to append a timestamp ({timestamp}) to slot {self._entries} no "
+                f"larger than the last timestamp appended ({last.timestamp}) to {self.path}"
+            )
+        if timestamp <= last.timestamp:
+            return False
+        if self._entries >= self._max_entries:
+            raise InvalidIndexAppendError(f"time index {self.path} has no room left")
+        _TIME_ENTRY.pack_into(
+            buf, self._entries * TIME_INDEX_ENTRY_SIZE, timestamp, self.relative_offset(offset)
+        )
+        self._entries += 1
+        self._last_entry = TimestampOffset(timestamp, offset)
+        return True
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove every entry with offset >= ``offset``."""
+        relative = offset - self.base_offset
+        slot = self._slot_for(relative, self._relative, False)
+        if slot < 0:
+            new_entries = 0
+        elif self._relative(slot) == relative:
+            new_entries = slot
+        else:
+            new_entries = slot + 1
+        self._truncate_to_entries(new_entries)
+
+    def truncate(self) -> None:
+        self._truncate_to_entries(0)
+
+    def iter_entries(self) -> Iterator[TimestampOffset]:
+        for timestamp, relative in self._iter_raw(_TIME_ENTRY):
+            yield TimestampOffset(timestamp, self.base_offset + relative)
+
+    def sanity_check(self) -> None:
+        """Raise CorruptIndexError unless the file is a plausible time index.
+
+        Kafka's checks (size a multiple of 12, last timestamp >= first, last offset >=
+        base offset) plus: timestamps strictly increase and offsets never decrease, which
+        rejects a zero-filled tail.
+        """
+        _check_length(self)
+        if self._entries == 0:
+            return
+        last = self.entry(self._entries - 1)
+        first = self.entry(0)
+        if last.timestamp < first.timestamp:
+            raise CorruptIndexError(
+                f"corrupt time index found, time index file ({self.path}) has non-zero size "
+                f"but the last timestamp is {last.timestamp} which is less than the first "
+                f"timestamp {first.timestamp}"
+            )
+        if last.offset < self.base_offset:
+            raise CorruptIndexError(
+                f"corrupt time index found, time index file ({self.path}) has non-zero size "
+                f"but the last offset is {last.offset} which is less than the base offset "
+                f"{self.base_offset}"
+            )
+        previous: TimestampOffset | None = None
+        for n, entry in enumerate(self.iter_entries()):
+            if previous is not None and (
+                entry.timestamp <= previous.timestamp or entry.offset < previous.offset
+            ):
+                raise CorruptIndexError(
+                    f"corrupt time index found, time index file ({self.path}) has entries "
+                    f"that do not increase (entry {n}); a zero-filled tail means an unclean "
+                    "shutdown"
+                )
+            previous = entry
+
+
+def _check_length(index: _MmapIndex) -> None:
+    if index.length % index.entry_size != 0:
+        raise CorruptIndexError(
+            f"{index.kind} file {index.path} is corrupt, found {index.length} bytes which is "
+            f"neither positive nor a multiple of {index.entry_size}"
+        )
+
+
+def _chunked_ints(index: _MmapIndex, code: str, per_entry: int) -> Iterator[tuple[int, array]]:
+    """(first entry number, native ints) for the index's valid entries, chunk by chunk."""
+    if index._mmap is None:
+        return
+    step = _CHUNK_ENTRIES * index.entry_size
+    end = index.entries * index.entry_size
+    for start in range(0, end, step):
+        # Overlap one entry so the increasing check spans chunk borders.
+        lo = max(0, start - index.entry_size)
+        values = array(code, index._mmap[lo : min(end, start + step)])
+        if sys.byteorder == "little":
+            values.byteswap()
+        yield lo // index.entry_size, values
+
+
+# -- transaction index ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class AbortedTxn:
+    """One .txnindex entry: an aborted transaction's offset range (Kafka's AbortedTxn)."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int
+    last_stable_offset: int
+    version: int = ABORTED_TXN_VERSION
+
+    def to_bytes(self) -> bytes:
+        return _ABORTED_TXN.pack(
+            self.version,
+            self.producer_id,
+            self.first_offset,
+            self.last_offset,
+            self.last_stable_offset,
+        )
+
+    @classmethod
+    def from_bytes(cls, buf: bytes | memoryview, position: int = 0) -> AbortedTxn:
+        version, producer_id, first, last, lso = _ABORTED_TXN.unpack_from(buf, position)
+        return cls(producer_id, first, last, lso, version)
+
+
+@dataclass(frozen=True, slots=True)
+class TxnIndexSearchResult:
+    """Aborted transactions overlapping a fetch; complete when the index said all it knows."""
+
+    aborted_txns: list[AbortedTxn]
+    is_complete: bool
+
+
+class TransactionIndex:
+    """The aborted transactions of one segment, in lastOffset order (Kafka's TransactionIndex).
+
+    The file is created on the first append (a segment without aborted transactions has
+    none), written with plain appends and read in bounded chunks. Not thread-safe: the
+    ``PartitionLog`` lock serialises access.
+    """
+
+    def __init__(self, path: Path | str, base_offset: int) -> None:
+        self.path = Path(path)
+        self.base_offset = base_offset
+        self._last_offset: int | None = None
+        if self.path.exists():
+            for txn in self.iter_entries():
+                self._last_offset = txn.last_offset
+
+    def append(self, txn: AbortedTxn) -> None:
+        if self._last_offset is not None and txn.last_offset < self._last_offset:
+            raise InvalidIndexAppendError(
+                f"the last offset of appended transactions must increase sequentially, but "
+                f"{txn.last_offset} is not greater than current last offset "
+                f"{self._last_offset} of index {self.path}"
+            )
+        with open(self.path, "ab") as f:
+            f.write(txn.to_bytes())
+        self._last_offset = txn.last_offset
+
+    def flush(self) -> None:
+        if self.path.exists():
+            fd = os.open(self.path, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+
+    def iter_entries(self) -> Iterator[AbortedTxn]:
+        """Every whole entry of the file (a partial trailing entry is ignored)."""
+        yield from _iter_txn_file(self.path)
+
+    def all_aborted_txns(self) -> list[AbortedTxn]:
+        return list(self.iter_entries())
+
+    def collect_aborted_txns(
+        self, fetch_offset: int, upper_bound_offset: int
+    ) -> TxnIndexSearchResult:
+        """Aborted transactions that overlap [fetch_offset, upper_bound_offset).
+
+        Complete once an entry's last stable offset reaches the upper bound: no later
+        segment can then hold a transaction that matters to this fetch.
+        """
+        found: list[AbortedTxn] = []
+        for txn in self.iter_entries():
+            if txn.last_offset >= fetch_offset and txn.first_offset < upper_bound_offset:
+                found.append(txn)
+            if txn.last_stable_offset >= upper_bound_offset:
+                return TxnIndexSearchResult(found, True)
+        return TxnIndexSearchResult(found, False)
+
+    def truncate_to(self, offset: int) -> None:
+        """Drop entries whose lastOffset >= ``offset``."""
+        if not self.path.exists():
+            return
+        keep = 0
+        last: int | None = None
+        for txn in self.iter_entries():
+            if txn.last_offset >= offset:
+                break
+            keep += ABORTED_TXN_SIZE
+            last = txn.last_offset
+        os.truncate(self.path, keep)
+        self._last_offset = last
+
+    def reset(self) -> None:
+        if self.path.exists():
+            os.truncate(self.path, 0)
+        self._last_offset = None
+
+    def sanity_check(self) -> None:
+        if not self.path.exists():
+            return
+        size = self.path.stat().st_size
+        if size % ABORTED_TXN_SIZE != 0:
+            raise CorruptIndexError(
+                f"transaction index {self.path} is corrupt: {size} bytes is not a multiple "
+                f"of {ABORTED_TXN_SIZE}"
+            )
+        for txn in self.iter_entries():
+            if txn.version != ABORTED_TXN_VERSION:
+                raise CorruptIndexError(
+                    f"unexpected aborted transaction version {txn.version} in {self.path}"
+                )
+            if txn.last_offset < self.base_offset:
+                raise CorruptIndexError(
+                    f"last offset of aborted transaction {txn} in index {self.path} is less "
+                    f"than start offset {self.base_offset}"
+                )
+
+    def close(self) -> None:
+        """Nothing stays open between calls."""
+
+    def delete_if_exists(self) -> bool:
+        try:
+            self.path.unlink()
+        except FileNotFoundError:
+            return False
+        return True
+
+    def rename_to(self, new_path: Path) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            os.replace(self.path, new_path)
+        self.path = Path(new_path)
+
+
+def _iter_txn_file(path: Path) -> Iterator[AbortedTxn]:
+    if not path.exists():
+        return
+    with open(path, "rb") as f:
+        step = ABORTED_TXN_SIZE * 1024
+        while True:
+            chunk = f.read(step)
+            whole = len(chunk) - len(chunk) % ABORTED_TXN_SIZE
+            for position in range(0, whole, ABORTED_TXN_SIZE):
+                yield AbortedTxn.from_bytes(chunk, position)
+            if len(chunk) < step:
+                return
+
+
+# -- read-only helpers for tools (dump-segment) ---------------------------------------------
+
+
+def read_offset_index_entries(path: Path | str, base_offset: int) -> list[tuple[int, int]]:
+    """Every raw (absolute offset, position) entry of an .index file, zero tail included.
+
+    The caller applies Kafka's DumpLogSegments rule of stopping at a zero entry. A partial
+    trailing entry is ignored.
+    """
+    data = Path(path).read_bytes()
+    whole = len(data) - len(data) % OFFSET_INDEX_ENTRY_SIZE
+    return [
+        (base_offset + relative, position)
+        for relative, position in _OFFSET_ENTRY.iter_unpack(memoryview(data)[:whole])
+    ]
+
+
+def read_time_index_entries(path: Path | str, base_offset: int) -> list[tuple[int, int]]:
+    """Every raw (timestamp, absolute offset) entry of a .timeindex file, zero tail included."""
+    data = Path(path).read_bytes()
+    whole = len(data) - len(data) % TIME_INDEX_ENTRY_SIZE
+    return [
+        (timestamp, base_offset + relative)
+        for timestamp, relative in _TIME_ENTRY.iter_unpack(memoryview(data)[:whole])
+    ]
+
+
+def read_txn_index_entries(path: Path | str) -> list[AbortedTxn]:
+    """Every whole entry of a .txnindex file."""
+    return list(_iter_txn_file(Path(path)))
