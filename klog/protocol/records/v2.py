@@ -1,0 +1,479 @@
+"""Records inside a v2 RecordBatch (KIP-98): decoding them and building batches.
+
+This module owns the record grammar of magic 2. The 61-byte batch header is ``batch``'s;
+here we read what follows it, decompressing the records section first when the batch's
+attributes name a codec::
+
+    Record =>
+      length: varint                bytes of the record after this field
+      attributes: int8              unused, 0
+      timestampDelta: varlong       timestamp - batch baseTimestamp
+      offsetDelta: varint           offset - batch baseOffset
+      keyLength: varint             -1 for a null key
+      key: byte[keyLength]
+      valueLength: varint           -1 for a null value
+      value: byte[valueLength]
+      headerCount: varint
+      Header => headerKeyLength: varint, headerKey: utf-8 string,
+                headerValueLength: varint (-1 null), headerValue: byte[]
+
+Decoding is for the places that must look inside a batch (dump --deep-iteration,
+compaction, down-conversion, internal topics); the hot path never calls it. It still has
+to be fast: ``_decode`` is one tight loop with the common one- and two-byte varints inlined
+and everything in locals. Every length is checked against the end of the record before
+use and slicing never reads past the data, so a hostile length cannot allocate more than
+the batch holds.
+"""
+
+from __future__ import annotations
+
+import struct
+import time
+from collections.abc import Iterable, Iterator, Sequence
+
+from klog.protocol.errors import CorruptRecordError
+from klog.protocol.records.batch import (
+    ATTRIBUTES_OFFSET,
+    CONTROL_FLAG_MASK,
+    CRC_OFFSET,
+    LOG_OVERHEAD,
+    MAGIC_V2,
+    NO_PARTITION_LEADER_EPOCH,
+    NO_PRODUCER_EPOCH,
+    NO_PRODUCER_ID,
+    NO_SEQUENCE,
+    NO_TIMESTAMP,
+    RECORD_BATCH_OVERHEAD,
+    TIMESTAMP_TYPE_MASK,
+    TRANSACTIONAL_FLAG_MASK,
+    BatchHeader,
+    CompressionType,
+    TimestampType,
+    crc32c,
+)
+from klog.protocol.records.compression import DEFAULT_MAX_DECOMPRESSED_SIZE, compress, decompress
+from klog.protocol.records.record import Header, Record, _MutableRecord
+from klog.protocol.records.varint import (
+    read_unsigned_varint,
+    read_unsigned_varlong,
+    write_varint,
+    write_varlong,
+)
+
+# length(1) + attributes(1) + timestampDelta(1) + offsetDelta(1) + keyLength(1) +
+# valueLength(1) + headerCount(1): no record is smaller, so a count beyond bytes / 7 is a lie.
+MIN_RECORD_SIZE = 7
+_MIN_BODY_SIZE = MIN_RECORD_SIZE - 1
+
+_SEQUENCE_MODULUS = 2**31
+
+_V2_HEADER = struct.Struct(">qiibIhiqqqhii")
+
+
+def iter_records(
+    buf: bytes | bytearray | memoryview,
+    header: BatchHeader,
+    *,
+    max_decompressed_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE,
+) -> Iterator[Record]:
+    """Yield the records of the v2 batch ``header`` describes (its bytes are in ``buf``).
+
+    The batch CRC is not checked here (``header.ensure_valid(buf)`` does that); a
+    corrupt record structure raises CorruptRecordError, a records section that inflates
+    beyond ``max_decompressed_size`` raises RecordTooLargeError. Decompression and the
+    count check happen when this is called, before the first record is yielded.
+    """
+    if header.magic != MAGIC_V2:
+        raise ValueError(f"v2.iter_records needs a magic 2 batch, not magic {header.magic}")
+    count = header.records_count
+    if count is None or count < 0:
+        raise CorruptRecordError(
+            f"invalid record count {count} in batch at position {header.position}"
+        )
+    section = header.records_view(buf)
+    codec = header.compression_id
+    data = (
+        decompress(codec, section, max_size=max_decompressed_size) if codec else bytes(section)
+    )
+    if count * MIN_RECORD_SIZE > len(data):
+        raise CorruptRecordError(
+            f"batch at position {header.position} claims {count} records but its "
+            f"{len(data)} bytes of records cannot hold them"
+        )
+    timestamp_type = header.timestamp_type
+    log_append_time = (
+        header.max_timestamp if timestamp_type is TimestampType.LOG_APPEND_TIME else None
+    )
+    return _decode(
+        data,
+        count,
+        header.base_offset or 0,
+        header.base_timestamp,
+        log_append_time,
+        header.base_sequence,
+        timestamp_type,
+        header.position,
+    )
+
+
+def _decode(
+    data: bytes,
+    count: int,
+    base_offset: int,
+    base_timestamp: int,
+    log_append_time: int | None,
+    base_sequence: int,
+    timestamp_type: TimestampType,
+    batch_position: int,
+) -> Iterator[Record]:
+    # Hot loop: locals only, varints inlined for one and two bytes (the common case for
+    # lengths < 8 KiB and timestamp deltas < 8 s), full readers as fallback.
+    end = len(data)
+    pos = 0
+    new = object.__new__
+    mutable = _MutableRecord
+    record_class = Record
+    read_uvarint = read_unsigned_varint
+    read_uvarlong = read_unsigned_varlong
+    has_sequence = base_sequence >= 0
+    seq_mod = _SEQUENCE_MODULUS
+    no_headers: tuple[Header, ...] = ()
+    index = 0
+    try:
+        for index in range(count):
+            record_start = pos
+            # length
+            b = data[pos]
+            if b < 0x80:
+                raw = b
+                pos += 1
+            else:
+                b2 = data[pos + 1]
+                if b2 < 0x80:
+                    raw = (b & 0x7F) | (b2 << 7)
+                    pos += 2
+                else:
+                    raw, pos = read_uvarint(data, pos)
+            length = (raw >> 1) ^ -(raw & 1)
+            body_start = pos
+            stop = pos + length
+            if length < _MIN_BODY_SIZE or stop > end:
+                raise CorruptRecordError(
+                    f"record {index} of batch at position {batch_position} has length "
+                    f"{length} but {end - body_start} bytes remain"
+                )
+            attributes = data[pos]
+            # timestampDelta (varlong)
+            b = data[pos + 1]
+            if b < 0x80:
+                raw = b
+                pos += 2
+            else:
+                b2 = data[pos + 2]
+                if b2 < 0x80:
+                    raw = (b & 0x7F) | (b2 << 7)
+                    pos += 3
+                else:
+                    raw, pos = read_uvarlong(data, pos + 1)
+            timestamp_delta = (raw >> 1) ^ -(raw & 1)
+            # offsetDelta
+            b = data[pos]
+            if b < 0x80:
+                raw = b
+                pos += 1
+            else:
+                raw, pos = read_uvarint(data, pos)
+            offset_delta = (raw >> 1) ^ -(raw & 1)
+            # key
+            b = data[pos]
+            if b < 0x80:
+                raw = b
+                pos += 1
+            else:
+                raw, pos = read_uvarint(data, pos)
+            key_length = (raw >> 1) ^ -(raw & 1)
+            if key_length >= 0:
+                key = data[pos : pos + key_length]
+                pos += key_length
+                if pos > stop:
+                    raise CorruptRecordError(
+                        f"key of {key_length} bytes overruns record {index} of batch at "
+                        f"position {batch_position}"
+                    )
+            else:
+                key = None
+            # value
+            b = data[pos]
+            if b < 0x80:
+                raw = b
+                pos += 1
+            else:
+                b2 = data[pos + 1]
+                if b2 < 0x80:
+                    raw = (b & 0x7F) | (b2 << 7)
+                    pos += 2
+                else:
+                    raw, pos = read_uvarint(data, pos)
+            value_length = (raw >> 1) ^ -(raw & 1)
+            if value_length >= 0:
+                value = data[pos : pos + value_length]
+                pos += value_length
+                if pos > stop:
+                    raise CorruptRecordError(
+                        f"value of {value_length} bytes overruns record {index} of batch "
+                        f"at position {batch_position}"
+                    )
+            else:
+                value = None
+            # headers
+            b = data[pos]
+            if b == 0:
+                headers = no_headers
+                pos += 1
+            else:
+                headers, pos = _read_headers(data, pos, stop, index, batch_position)
+            if pos != stop:
+                raise CorruptRecordError(
+                    f"invalid record size: expected to read {length} bytes in record "
+                    f"{index} of batch at position {batch_position}, but read "
+                    f"{pos - body_start}"
+                )
+            r = new(mutable)
+            r.offset = base_offset + offset_delta
+            r.timestamp = (
+                base_timestamp + timestamp_delta if log_append_time is None else log_append_time
+            )
+            r.key = key
+            r.value = value
+            r.headers = headers
+            r.sequence = (base_sequence + offset_delta) % seq_mod if has_sequence else -1
+            r.attributes = attributes
+            r.size_in_bytes = pos - record_start
+            r.magic = 2
+            r.crc = None
+            r.is_valid = True
+            r.timestamp_type = timestamp_type
+            r.__class__ = record_class
+            yield r  # type: ignore[misc]
+    except IndexError:
+        raise CorruptRecordError(
+            f"record {index} of batch at position {batch_position} is truncated"
+        ) from None
+    if pos != end:
+        raise CorruptRecordError(
+            f"batch at position {batch_position} has {end - pos} bytes after its "
+            f"{count} records (incorrect declared batch size)"
+        )
+
+
+def _read_headers(
+    data: bytes, pos: int, stop: int, index: int, batch_position: int
+) -> tuple[tuple[Header, ...], int]:
+    raw, pos = read_unsigned_varint(data, pos)
+    count = (raw >> 1) ^ -(raw & 1)
+    # Each header takes at least two bytes (two lengths), which bounds the loop.
+    if count < 0 or count * 2 > stop - pos:
+        raise CorruptRecordError(
+            f"invalid header count {count} in record {index} of batch at position "
+            f"{batch_position}"
+        )
+    headers = []
+    for _ in range(count):
+        raw, pos = read_unsigned_varint(data, pos)
+        key_length = (raw >> 1) ^ -(raw & 1)
+        if key_length < 0 or pos + key_length > stop:
+            raise CorruptRecordError(
+                f"invalid header key length {key_length} in record {index} of batch at "
+                f"position {batch_position}"
+            )
+        # Java decodes header keys leniently (malformed UTF-8 becomes U+FFFD); so do we,
+        # so that a dump shows what Kafka would show instead of failing.
+        header_key = data[pos : pos + key_length].decode("utf-8", "replace")
+        pos += key_length
+        raw, pos = read_unsigned_varint(data, pos)
+        value_length = (raw >> 1) ^ -(raw & 1)
+        if value_length >= 0:
+            if pos + value_length > stop:
+                raise CorruptRecordError(
+                    f"header value of {value_length} bytes overruns record {index} of "
+                    f"batch at position {batch_position}"
+                )
+            header_value: bytes | None = data[pos : pos + value_length]
+            pos += value_length
+        else:
+            header_value = None
+        headers.append((header_key, header_value))
+    return tuple(headers), pos
+
+
+# ---------------------------------------------------------------------------------------
+# building
+
+
+def encode_record(
+    offset_delta: int,
+    timestamp_delta: int,
+    key: bytes | bytearray | memoryview | None,
+    value: bytes | bytearray | memoryview | None,
+    headers: Sequence[tuple[str, bytes | None]] = (),
+    attributes: int = 0,
+) -> bytes:
+    """One record in the v2 grammar, length prefix included."""
+    parts = [
+        bytes((attributes & 0xFF,)),
+        write_varlong(timestamp_delta),
+        write_varint(offset_delta),
+    ]
+    for field in (key, value):
+        if field is None:
+            parts.append(b"\x01")  # zigzag(-1)
+        else:
+            parts.append(write_varint(len(field)))
+            parts.append(bytes(field))
+    parts.append(write_varint(len(headers)))
+    for header_key, header_value in headers:
+        encoded_key = header_key.encode("utf-8")
+        parts.append(write_varint(len(encoded_key)))
+        parts.append(encoded_key)
+        if header_value is None:
+            parts.append(b"\x01")
+        else:
+            parts.append(write_varint(len(header_value)))
+            parts.append(bytes(header_value))
+    body = b"".join(parts)
+    return write_varint(len(body)) + body
+
+
+class BatchBuilder:
+    """Builds one v2 RecordBatch, as a producer (or a broker re-writing one) would.
+
+    Not thread-safe; one builder per batch. Records are encoded as they are appended;
+    ``build`` compresses the records section when asked and computes the CRC-32C.
+    """
+
+    def __init__(
+        self,
+        *,
+        magic: int = MAGIC_V2,
+        compression: int | CompressionType = CompressionType.NONE,
+        timestamp_type: TimestampType = TimestampType.CREATE_TIME,
+        base_offset: int = 0,
+        producer_id: int = NO_PRODUCER_ID,
+        producer_epoch: int = NO_PRODUCER_EPOCH,
+        base_sequence: int = NO_SEQUENCE,
+        is_transactional: bool = False,
+        is_control: bool = False,
+        partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
+        log_append_time: int | None = None,
+        compression_level: int | None = None,
+    ) -> None:
+        if magic != MAGIC_V2:
+            raise ValueError(
+                f"BatchBuilder writes magic 2 only; use legacy.build_legacy_message_set "
+                f"for magic {magic}"
+            )
+        if timestamp_type is TimestampType.NO_TIMESTAMP_TYPE:
+            raise ValueError("a v2 batch has CreateTime or LogAppendTime")
+        self.compression = CompressionType(compression)
+        self.timestamp_type = TimestampType(timestamp_type)
+        self.base_offset = base_offset
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+        self.base_sequence = base_sequence
+        self.is_transactional = is_transactional
+        self.is_control = is_control
+        self.partition_leader_epoch = partition_leader_epoch
+        self.log_append_time = log_append_time
+        self.compression_level = compression_level
+        self._records: list[bytes] = []
+        self._base_timestamp: int | None = None
+        self._max_timestamp = NO_TIMESTAMP
+        self._last_offset_delta = -1
+
+    def __len__(self) -> int:
+        return len(self._records)
+
+    def append(
+        self,
+        timestamp: int,
+        key: bytes | bytearray | memoryview | None,
+        value: bytes | bytearray | memoryview | None,
+        headers: Sequence[tuple[str, bytes | None]] = (),
+        *,
+        offset: int | None = None,
+    ) -> int:
+        """Add a record; returns its offsetDelta.
+
+        ``offset`` (absolute) leaves gaps, as compaction does; by default records take
+        consecutive offsets.
+        """
+        if offset is None:
+            offset_delta = self._last_offset_delta + 1
+        else:
+            offset_delta = offset - self.base_offset
+            if offset_delta <= self._last_offset_delta:
+                raise ValueError(f"offset {offset} is not above the previous record's")
+        if self._base_timestamp is None:
+            # Kafka's baseTimestamp is the first record's timestamp.
+            self._base_timestamp = timestamp
+        self._records.append(
+            encode_record(offset_delta, timestamp - self._base_timestamp, key, value, headers)
+        )
+        self._max_timestamp = max(self._max_timestamp, timestamp)
+        self._last_offset_delta = offset_delta
+        return offset_delta
+
+    def build(self) -> bytes:
+        """The whole batch, LOG_OVERHEAD included, with a correct CRC-32C."""
+        records = b"".join(self._records)
+        if self.compression is not CompressionType.NONE:
+            records = compress(self.compression, records, level=self.compression_level)
+        attributes = int(self.compression)
+        if self.timestamp_type is TimestampType.LOG_APPEND_TIME:
+            attributes |= TIMESTAMP_TYPE_MASK
+        if self.is_transactional:
+            attributes |= TRANSACTIONAL_FLAG_MASK
+        if self.is_control:
+            attributes |= CONTROL_FLAG_MASK
+        base_timestamp = NO_TIMESTAMP if self._base_timestamp is None else self._base_timestamp
+        max_timestamp = self._max_timestamp
+        if self.timestamp_type is TimestampType.LOG_APPEND_TIME:
+            max_timestamp = (
+                int(time.time() * 1000) if self.log_append_time is None else self.log_append_time
+            )
+        batch = bytearray(RECORD_BATCH_OVERHEAD + len(records))
+        _V2_HEADER.pack_into(
+            batch,
+            0,
+            self.base_offset,
+            len(batch) - LOG_OVERHEAD,
+            self.partition_leader_epoch,
+            MAGIC_V2,
+            0,
+            attributes,
+            max(self._last_offset_delta, 0),
+            base_timestamp,
+            max_timestamp,
+            self.producer_id,
+            self.producer_epoch,
+            self.base_sequence,
+            len(self._records),
+        )
+        batch[RECORD_BATCH_OVERHEAD:] = records
+        crc = crc32c(memoryview(batch)[ATTRIBUTES_OFFSET:])
+        struct.pack_into(">I", batch, CRC_OFFSET, crc)
+        return bytes(batch)
+
+
+def build_batch(
+    records: Iterable[Sequence[object]],
+    **kwargs: object,
+) -> bytes:
+    """Build one v2 batch from ``(timestamp, key, value[, headers])`` tuples.
+
+    Keyword arguments are BatchBuilder's.
+    """
+    builder = BatchBuilder(**kwargs)  # type: ignore[arg-type]
+    for record in records:
+        builder.append(*record)  # type: ignore[arg-type]
+    return builder.build()
