@@ -1,0 +1,1264 @@
+"""Offline checks and repairs of Kafka log dirs: the logic behind ``klog verify`` / ``recover``.
+
+This module owns the *judgement* over a log dir at rest: which bytes are damage, which
+files are merely rebuildable, and what a broker's startup recovery would do about them.
+It works on one of three targets, detected from the path:
+
+- a segment file (``00000000000000000000.log``; its indexes are looked for beside it),
+- a partition dir (``<topic>-<partition>``; broker checkpoints are read from its parent
+  when the parent is a log dir),
+- a log dir (partition dirs plus the broker-level checkpoint files and meta.properties).
+
+Scanning is the storage core's (``segment.scan_segment`` / ``segment.rebuild_indexes``);
+index files are read through ``index.py``; checkpoints through ``checkpoints.py``. Memory
+does not grow with segment size: segments are scanned by the core in bounded chunks, and an
+index entry is checked by reading the one batch it points at.
+
+Severities:
+
+- ``damage``: bytes that fail a check (CRC, sizes, offsets), an index that disagrees with
+  its log, a checkpoint that is malformed or beyond the data. ``verify`` exits 1.
+- ``rebuildable``: a missing index, or one left preallocated (zero-filled tail) by an
+  unclean shutdown. Kafka rebuilds these at startup; the data is intact.
+- ``warning``: oddities that lose nothing (checkpoint entries for absent partitions,
+  leftover ``.swap``/``.cleaned``/``.deleted`` files, a log dir held by a running broker).
+
+``recover`` does what a broker does at startup, as a tool, except that it never destroys
+data: invalid bytes cut from a segment are saved beside it
+(``<segment>.log.truncated-at-<position>.bin``), segments after a damaged one are moved
+aside (``<segment>.log.orphaned``) instead of deleted, and a checkpoint file is copied
+aside (``<name>.before-recover``) before it is rewritten. Saved files are never
+overwritten: a counter is added. Running it twice changes nothing the second time.
+
+Not thread-safe and not meant to run beside a broker: ``recover`` holds the log dir's
+``.lock`` (flock and POSIX lock, as Kafka's FileChannel.tryLock takes the latter) for its
+whole run and refuses to start if a broker holds it.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+import re
+import struct
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from klog.protocol.errors import CorruptRecordError
+from klog.protocol.records.batch import (
+    DEFAULT_MAX_BATCH_SIZE,
+    LOG_OVERHEAD,
+    BatchHeader,
+    read_batch_header,
+)
+from klog.storage import checkpoints as cp
+from klog.storage.checkpoints import CheckpointError, MetaProperties
+from klog.storage.index import (
+    ABORTED_TXN_SIZE,
+    OFFSET_INDEX_ENTRY_SIZE,
+    TIME_INDEX_ENTRY_SIZE,
+    OffsetIndex,
+    TimeIndex,
+    read_txn_index_entries,
+)
+
+DAMAGE = "damage"
+REBUILDABLE = "rebuildable"
+WARNING = "warning"
+
+STATUS_OK = "ok"
+STATUS_DAMAGED = "damaged"
+STATUS_REBUILDABLE = "rebuildable"
+
+KIND_SEGMENT = "segment"
+KIND_PARTITION = "partition"
+KIND_LOG_DIR = "log_dir"
+
+# Kafka names segment files by their base offset, zero-padded to 20 digits.
+_SEGMENT_RE = re.compile(r"^([0-9]{20})\.log$")
+# <topic>-<partition>, optionally with the suffix Kafka gives dirs awaiting deletion, future
+# replicas (alter-log-dirs) and strays: "<topic>-<p>.<32 hex>-delete".
+_PARTITION_RE = re.compile(r"^(.+)-([0-9]+)(?:\.([0-9a-f]{32})-(delete|future|stray))?$")
+_LEFTOVER_SUFFIXES = (".swap", ".cleaned", ".deleted")
+_INDEX_SUFFIXES = (".index", ".timeindex", ".txnindex")
+_LOG_OVERHEAD = struct.Struct(">qi")
+
+Progress = Callable[[int], None]
+
+
+class InspectError(Exception):
+    """The path is not something verify/recover works on (a usage error, exit 2)."""
+
+
+class LogDirLockedError(Exception):
+    """The log dir's ``.lock`` is held: a broker is running on it."""
+
+
+# --------------------------------------------------------------------------- report types
+
+
+@dataclass(slots=True)
+class Finding:
+    """One thing verify noticed; ``file`` is a path, ``offset`` / ``position`` locate it."""
+
+    severity: str
+    message: str
+    partition: str | None = None
+    file: str | None = None
+    offset: int | None = None
+    position: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(slots=True)
+class SegmentReport:
+    file: str
+    base_offset: int
+    size: int
+    valid_bytes: int
+    batches: int
+    records: int
+    first_offset: int | None
+    last_offset: int | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(slots=True)
+class PartitionReport:
+    """What verify found in one partition (or the one segment it was given)."""
+
+    name: str
+    path: str
+    topic: str | None
+    partition: int | None
+    log_start_offset: int | None = None
+    log_end_offset: int | None = None
+    status: str = STATUS_OK
+    segments: list[SegmentReport] = field(default_factory=list)
+
+    @property
+    def batches(self) -> int:
+        return sum(s.batches for s in self.segments)
+
+    @property
+    def records(self) -> int:
+        return sum(s.records for s in self.segments)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "path": self.path,
+            "topic": self.topic,
+            "partition": self.partition,
+            "segments": len(self.segments),
+            "batches": self.batches,
+            "records": self.records,
+            "log_start_offset": self.log_start_offset,
+            "log_end_offset": self.log_end_offset,
+            "status": self.status,
+            "segment_details": [s.to_dict() for s in self.segments],
+        }
+
+
+@dataclass(slots=True)
+class VerifyReport:
+    path: str
+    kind: str
+    partitions: list[PartitionReport] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
+    meta: MetaProperties | None = None
+
+    @property
+    def damaged(self) -> bool:
+        return any(f.severity == DAMAGE for f in self.findings)
+
+    @property
+    def status(self) -> str:
+        if self.damaged:
+            return STATUS_DAMAGED
+        if any(f.severity == REBUILDABLE for f in self.findings):
+            return STATUS_REBUILDABLE
+        return STATUS_OK
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "path": self.path,
+            "kind": self.kind,
+            "status": self.status,
+            "meta": None if self.meta is None else asdict(self.meta),
+            "partitions": [p.to_dict() for p in self.partitions],
+            "findings": [f.to_dict() for f in self.findings],
+        }
+
+
+@dataclass(slots=True)
+class Action:
+    """One change recover made (or, in a dry run, would make)."""
+
+    kind: str  # truncate | orphan | rebuild-index | correct-checkpoint | replace-checkpoint
+    message: str
+    partition: str | None = None
+    file: str | None = None
+    position: int | None = None
+    bytes: int | None = None
+    saved_as: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(slots=True)
+class PartitionRecovery:
+    name: str
+    recovered_from: int
+    log_end_offset: int | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(slots=True)
+class RecoveryReport:
+    path: str
+    kind: str
+    dry_run: bool
+    actions: list[Action] = field(default_factory=list)
+    partitions: list[PartitionRecovery] = field(default_factory=list)
+    unresolved: list[Finding] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "path": self.path,
+            "kind": self.kind,
+            "dry_run": self.dry_run,
+            "actions": [a.to_dict() for a in self.actions],
+            "partitions": [p.to_dict() for p in self.partitions],
+            "unresolved": [f.to_dict() for f in self.unresolved],
+        }
+
+
+# --------------------------------------------------------------------------- targets
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionDir:
+    path: Path
+    topic: str | None
+    partition: int | None
+    # False for "-delete"/"-future"/"-stray" dirs: broker checkpoints do not describe them.
+    checkpointed: bool = True
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+    @property
+    def key(self) -> tuple[str, int] | None:
+        if self.topic is None or self.partition is None or not self.checkpointed:
+            return None
+        return self.topic, self.partition
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """What a path turned out to be."""
+
+    path: Path
+    kind: str
+    partitions: tuple[PartitionDir, ...]
+    log_dir: Path | None  # where the broker-level checkpoints live, if anywhere
+    segment: Path | None = None
+
+    def log_files(self) -> list[Path]:
+        if self.segment is not None:
+            return [self.segment]
+        return [log for p in self.partitions for _base, log in list_segments(p.path)]
+
+    def total_log_bytes(self) -> int:
+        return sum(_size(log) for log in self.log_files())
+
+
+def _partition_dir(path: Path) -> PartitionDir:
+    m = _PARTITION_RE.match(path.name)
+    if m is None:
+        return PartitionDir(path, None, None, False)
+    return PartitionDir(path, m.group(1), int(m.group(2)), m.group(4) is None)
+
+
+def _is_log_dir(path: Path) -> bool:
+    names = {cp.META_PROPERTIES, *cp.OFFSET_CHECKPOINT_FILES}
+    return any((path / n).is_file() for n in names)
+
+
+def list_segments(partition_path: Path) -> list[tuple[int, Path]]:
+    """(base offset, path) of every ``<20 digits>.log`` in a partition dir, in order."""
+    found = []
+    for entry in os.scandir(partition_path):
+        m = _SEGMENT_RE.match(entry.name)
+        if m and entry.is_file():
+            found.append((int(m.group(1)), Path(entry.path)))
+    found.sort()
+    return found
+
+
+def resolve_target(path: Path | str) -> Target:
+    """Decide whether ``path`` is a segment file, a partition dir or a log dir."""
+    path = Path(path)
+    if not path.exists():
+        raise InspectError(f"{path}: no such file or directory")
+    if path.is_file():
+        if not path.name.endswith(".log"):
+            raise InspectError(f"{path}: not a segment file (expected <base offset>.log)")
+        pdir = _partition_dir(path.parent)
+        log_dir = path.parent.parent if _is_log_dir(path.parent.parent) else None
+        return Target(path, KIND_SEGMENT, (pdir,), log_dir, path)
+    if not path.is_dir():
+        raise InspectError(f"{path}: not a regular file or directory")
+    try:
+        children = sorted(os.scandir(path), key=lambda e: e.name)
+    except OSError as exc:
+        raise InspectError(f"{path}: cannot list directory ({exc.strerror})") from None
+    subdirs = [Path(e.path) for e in children if e.is_dir() and _PARTITION_RE.match(e.name)]
+    has_segments = any(_SEGMENT_RE.match(e.name) for e in children if e.is_file())
+    if _is_log_dir(path) or (subdirs and not has_segments):
+        parts = tuple(_partition_dir(p) for p in subdirs)
+        return Target(path, KIND_LOG_DIR, parts, path)
+    if has_segments or _PARTITION_RE.match(path.name):
+        log_dir = path.parent if _is_log_dir(path.parent) else None
+        return Target(path, KIND_PARTITION, (_partition_dir(path),), log_dir)
+    raise InspectError(
+        f"{path}: not a log dir, partition dir or segment file "
+        "(no checkpoint files, no <topic>-<partition> dirs, no .log segments)"
+    )
+
+
+def _as_target(path: Path | str | Target) -> Target:
+    return path if isinstance(path, Target) else resolve_target(path)
+
+
+# --------------------------------------------------------------------------- locking
+
+
+def _lock_owner_dir(target: Target) -> Path | None:
+    if target.kind == KIND_LOG_DIR:
+        return target.path
+    # A partition's log dir is its parent (with or without checkpoint files yet).
+    pdir = target.partitions[0].path
+    return pdir.parent
+
+
+@contextmanager
+def _held_lock(log_dir: Path | None) -> Iterator[None]:
+    """Hold the log dir's ``.lock`` like a broker would, or raise LogDirLockedError.
+
+    Never creates the file (a dry run changes nothing): a log dir without ``.lock`` has no
+    broker. Takes both lock kinds: Kafka (Java FileChannel.tryLock) holds a POSIX record
+    lock, a klog broker holds an flock; each is invisible to the other kind on Linux.
+    """
+    lock = None if log_dir is None else log_dir / cp.LOCK_FILE
+    if lock is None or not lock.is_file():
+        yield
+        return
+    try:
+        fd = os.open(lock, os.O_RDONLY)
+    except OSError:
+        yield  # unreadable lock file: nobody we can detect
+        return
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            # A shared POSIX lock conflicts with the broker's exclusive one and needs only
+            # read access.
+            fcntl.lockf(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except OSError as exc:
+            if exc.errno in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
+                raise LogDirLockedError(
+                    f"{log_dir} is locked ({lock} is held): a broker is running on it; "
+                    "stop it first"
+                ) from None
+            raise
+        yield
+    finally:
+        os.close(fd)  # releases both locks
+
+
+def log_dir_is_locked(path: Path | str) -> bool:
+    """True when a broker holds the ``.lock`` of the log dir that ``path`` belongs to."""
+    try:
+        with _held_lock(_lock_owner_dir(_as_target(path))):
+            return False
+    except LogDirLockedError:
+        return True
+
+
+# --------------------------------------------------------------------------- small readers
+
+
+def _read_batch_at(
+    fh: Any, position: int, limit: int, max_batch_size: int
+) -> BatchHeader | None:
+    """The valid (CRC-checked) batch starting exactly at ``position``, else None.
+
+    Reads that one batch only, after checking its length against ``limit`` (the end of
+    the scanned valid bytes), so nothing is allocated from an untrusted length.
+    """
+    if position < 0 or position + LOG_OVERHEAD > limit:
+        return None
+    fh.seek(position)
+    head = fh.read(LOG_OVERHEAD)
+    if len(head) < LOG_OVERHEAD:
+        return None
+    _offset, length = _LOG_OVERHEAD.unpack(head)
+    if length <= 0 or length > max_batch_size or position + LOG_OVERHEAD + length > limit:
+        return None
+    body = fh.read(length)
+    if len(body) < length:
+        return None
+    buf = head + body
+    try:
+        header = read_batch_header(buf, 0, max_batch_size=max_batch_size)
+    except CorruptRecordError:
+        return None
+    return header if header.is_valid(buf) else None
+
+
+def read_leader_epoch_entries(path: Path) -> list[tuple[int, int]]:
+    """(epoch, start offset) entries of a ``leader-epoch-checkpoint`` (read-only).
+
+    Same framing as the offset checkpoints: version 0, count, ``epoch start_offset``.
+    """
+
+    def parse(line: str) -> tuple[int, int] | None:
+        parts = line.split()
+        if len(parts) != 2:
+            return None
+        epoch, start = cp.parse_int(parts[0], 32), cp.parse_int(parts[1], 64)
+        return None if epoch is None or start is None else (epoch, start)
+
+    return cp.read_checkpoint_entries(path, 0, parse)
+
+
+def _aside_name(path: Path, suffix: str) -> Path:
+    """``path`` + suffix, with a counter when that name is taken: never overwrite."""
+    candidate = path.with_name(path.name + suffix)
+    n = 1
+    while candidate.exists():
+        candidate = path.with_name(f"{path.name}{suffix}.{n}")
+        n += 1
+    return candidate
+
+
+def _truncated_name(log: Path, position: int) -> Path:
+    base = log.with_name(f"{log.name}.truncated-at-{position}.bin")
+    n = 1
+    while base.exists():
+        base = log.with_name(f"{log.name}.truncated-at-{position}.{n}.bin")
+        n += 1
+    return base
+
+
+# --------------------------------------------------------------------------- index checks
+
+
+@dataclass(slots=True)
+class _Problem:
+    severity: str
+    message: str
+    offset: int | None = None
+    position: int | None = None
+
+
+def _zero_tail(entries: Iterator[Any], first_zero: bool, is_zero: Callable[[Any], bool]) -> int:
+    """Count the rest of ``entries`` if all are zero (first included), else -1."""
+    count = 1 if first_zero else 0
+    if not first_zero:
+        return -1
+    for entry in entries:
+        if not is_zero(entry):
+            return -1
+        count += 1
+    return count
+
+
+def check_offset_index(
+    log: Path,
+    base_offset: int,
+    valid_bytes: int,
+    last_offset: int | None,
+    max_batch_size: int,
+) -> _Problem | None:
+    """The first disagreement between ``<segment>.index`` and its log, if any.
+
+    Kafka's rule: an entry is (offset, position) where position is the start of a batch
+    and offset is that batch's last offset (or, after a multi-batch append, a later one
+    of the same append); entries strictly increase. A lookup is then correct.
+    """
+    path = log.with_suffix(".index")
+    if not path.exists():
+        return _Problem(REBUILDABLE, "offset index is missing")
+    size = path.stat().st_size
+    if size % OFFSET_INDEX_ENTRY_SIZE:
+        return _Problem(DAMAGE, f"offset index size {size} is not a multiple of 8")
+    if size == 0:
+        return None
+    index = OffsetIndex(path, base_offset, writable=False)
+    try:
+        with open(log, "rb") as fh:
+            entries = index.iter_entries()
+            previous = None
+            for n, entry in enumerate(entries):
+                if previous is not None and (
+                    entry.offset <= previous.offset or entry.position <= previous.position
+                ):
+                    zeros = _zero_tail(
+                        entries,
+                        entry.offset == base_offset and entry.position == 0,
+                        lambda e: e.offset == base_offset and e.position == 0,
+                    )
+                    if zeros > 0:
+                        return _Problem(
+                            REBUILDABLE,
+                            f"offset index ends in {zeros} zero entries (preallocated, "
+                            "left by an unclean shutdown)",
+                        )
+                    return _Problem(
+                        DAMAGE,
+                        f"offset index entry {n} (offset {entry.offset}, position "
+                        f"{entry.position}) does not follow entry {n - 1} (offset "
+                        f"{previous.offset}, position {previous.position})",
+                        entry.offset,
+                        entry.position,
+                    )
+                header = _read_batch_at(fh, entry.position, valid_bytes, max_batch_size)
+                if header is None:
+                    return _Problem(
+                        DAMAGE,
+                        f"offset index entry {n} (offset {entry.offset}) points at position "
+                        f"{entry.position}, which is not the start of a valid batch",
+                        entry.offset,
+                        entry.position,
+                    )
+                if entry.offset < header.last_offset or (
+                    last_offset is not None and entry.offset > last_offset
+                ):
+                    return _Problem(
+                        DAMAGE,
+                        f"offset index entry {n} says offset {entry.offset} at position "
+                        f"{entry.position}, but the batch there ends at offset "
+                        f"{header.last_offset}",
+                        entry.offset,
+                        entry.position,
+                    )
+                previous = entry
+    finally:
+        index.close_handler()
+    return None
+
+
+def check_time_index(
+    log: Path, base_offset: int, last_offset: int | None, max_timestamp: int | None
+) -> _Problem | None:
+    """The first problem of ``<segment>.timeindex``: order, offsets outside the segment."""
+    path = log.with_suffix(".timeindex")
+    if not path.exists():
+        return _Problem(REBUILDABLE, "time index is missing")
+    size = path.stat().st_size
+    if size % TIME_INDEX_ENTRY_SIZE:
+        return _Problem(DAMAGE, f"time index size {size} is not a multiple of 12")
+    if size == 0:
+        return None
+    index = TimeIndex(path, base_offset, writable=False)
+    try:
+        entries = index.iter_entries()
+        previous = None
+        for n, entry in enumerate(entries):
+            if previous is not None and (
+                entry.timestamp <= previous.timestamp or entry.offset < previous.offset
+            ):
+                zeros = _zero_tail(
+                    entries,
+                    entry.timestamp == 0 and entry.offset == base_offset,
+                    lambda e: e.timestamp == 0 and e.offset == base_offset,
+                )
+                if zeros > 0:
+                    return _Problem(
+                        REBUILDABLE,
+                        f"time index ends in {zeros} zero entries (preallocated, left by an "
+                        "unclean shutdown)",
+                    )
+                return _Problem(
+                    DAMAGE,
+                    f"time index entry {n} (timestamp {entry.timestamp}, offset "
+                    f"{entry.offset}) does not follow entry {n - 1} (timestamp "
+                    f"{previous.timestamp}, offset {previous.offset})",
+                    entry.offset,
+                )
+            if last_offset is None or not base_offset <= entry.offset <= last_offset:
+                return _Problem(
+                    DAMAGE,
+                    f"time index entry {n} names offset {entry.offset}, outside the segment's "
+                    f"offsets [{base_offset}, {last_offset}]",
+                    entry.offset,
+                )
+            if max_timestamp is not None and entry.timestamp > max_timestamp:
+                return _Problem(
+                    DAMAGE,
+                    f"time index entry {n} has timestamp {entry.timestamp}, above the "
+                    f"segment's max timestamp {max_timestamp}",
+                    entry.offset,
+                )
+            previous = entry
+    finally:
+        index.close_handler()
+    return None
+
+
+def check_txn_index(log: Path, base_offset: int, last_offset: int | None) -> _Problem | None:
+    """Sanity of ``<segment>.txnindex`` (absent is normal: no aborted transactions)."""
+    path = log.with_suffix(".txnindex")
+    if not path.exists():
+        return None
+    size = path.stat().st_size
+    if size % ABORTED_TXN_SIZE:
+        return _Problem(DAMAGE, f"transaction index size {size} is not a multiple of 34")
+    for n, txn in enumerate(read_txn_index_entries(path)):
+        bad = None
+        if txn.version != 0:
+            bad = f"has version {txn.version}"
+        elif txn.first_offset > txn.last_offset:
+            bad = f"has first offset {txn.first_offset} after last offset {txn.last_offset}"
+        elif txn.last_offset < base_offset:
+            bad = f"ends at offset {txn.last_offset}, before the segment's base {base_offset}"
+        elif last_offset is not None and txn.last_offset > last_offset:
+            bad = f"ends at offset {txn.last_offset}, after the segment's last {last_offset}"
+        if bad:
+            return _Problem(DAMAGE, f"transaction index entry {n} {bad}", txn.last_offset)
+    return None
+
+
+# --------------------------------------------------------------------------- verify
+
+
+@dataclass(slots=True)
+class _Checkpoints:
+    """The broker-level checkpoint files of a log dir, as read (None = absent/malformed)."""
+
+    offsets: dict[str, dict[tuple[str, int], int] | None] = field(default_factory=dict)
+    errors: dict[str, CheckpointError | OSError] = field(default_factory=dict)
+
+
+def _read_checkpoints(log_dir: Path | None) -> _Checkpoints:
+    result = _Checkpoints()
+    if log_dir is None:
+        return result
+    for name in cp.OFFSET_CHECKPOINT_FILES:
+        path = log_dir / name
+        if not path.is_file():
+            result.offsets[name] = None
+            continue
+        try:
+            result.offsets[name] = cp.read_offset_checkpoint(path)
+        except (CheckpointError, OSError) as exc:
+            result.offsets[name] = None
+            result.errors[name] = exc
+    return result
+
+
+class _Verifier:
+    def __init__(self, target: Target, max_batch_size: int, progress: Progress | None) -> None:
+        self.target = target
+        self.max_batch_size = max_batch_size
+        self.progress = progress
+        self.report = VerifyReport(str(target.path), target.kind)
+
+    def add(self, severity: str, message: str, **where: Any) -> None:
+        file = where.pop("file", None)
+        self.report.findings.append(
+            Finding(severity, message, file=None if file is None else str(file), **where)
+        )
+
+    def _scan(self, log: Path, expected_min_offset: int | None) -> Any:
+        from klog.storage.segment import scan_segment
+
+        return scan_segment(
+            log,
+            max_batch_size=self.max_batch_size,
+            verify_crc=True,
+            expected_min_offset=expected_min_offset,
+            progress=self.progress,
+        )
+
+    def run(self) -> VerifyReport:
+        target = self.target
+        self._check_lock()
+        checkpoints = _read_checkpoints(target.log_dir if target.kind != KIND_SEGMENT else None)
+        if target.kind == KIND_LOG_DIR:
+            self._check_log_dir_files(checkpoints)
+        for pdir in target.partitions:
+            self.report.partitions.append(self._partition(pdir, checkpoints))
+        if target.kind == KIND_LOG_DIR:
+            present = {p.key for p in target.partitions if p.key is not None}
+            for name, offsets in checkpoints.offsets.items():
+                for key in (offsets or {}):
+                    if key not in present:
+                        self.add(
+                            WARNING,
+                            f"{name} has an entry for {key[0]}-{key[1]}, which has no "
+                            "partition dir here",
+                            file=target.path / name,
+                            partition=f"{key[0]}-{key[1]}",
+                        )
+        self._set_statuses()
+        return self.report
+
+    def _check_lock(self) -> None:
+        try:
+            with _held_lock(_lock_owner_dir(self.target)):
+                pass
+        except LogDirLockedError as exc:
+            self.add(WARNING, f"{exc}; active segments may change while being read")
+
+    def _check_log_dir_files(self, checkpoints: _Checkpoints) -> None:
+        root = self.target.path
+        for name, exc in checkpoints.errors.items():
+            self.add(DAMAGE, f"unreadable checkpoint: {exc}", file=root / name)
+        meta_path = root / cp.META_PROPERTIES
+        if meta_path.is_file():
+            try:
+                self.report.meta = cp.read_meta_properties(meta_path)
+            except (CheckpointError, OSError) as exc:
+                self.add(DAMAGE, f"unreadable meta.properties: {exc}", file=meta_path)
+        else:
+            self.add(WARNING, "no meta.properties (a broker writes it on first start)",
+                     file=meta_path)
+
+    def _set_statuses(self) -> None:
+        by_partition: dict[str, set[str]] = {}
+        for f in self.report.findings:
+            if f.partition is not None:
+                by_partition.setdefault(f.partition, set()).add(f.severity)
+        for p in self.report.partitions:
+            severities = by_partition.get(p.name, set())
+            if DAMAGE in severities:
+                p.status = STATUS_DAMAGED
+            elif REBUILDABLE in severities:
+                p.status = STATUS_REBUILDABLE
+
+    def _partition(self, pdir: PartitionDir, checkpoints: _Checkpoints) -> PartitionReport:
+        target = self.target
+        name = pdir.name
+        report = PartitionReport(name, str(pdir.path), pdir.topic, pdir.partition)
+        if target.segment is not None:
+            m = _SEGMENT_RE.match(target.segment.name)
+            segments = [(int(m.group(1)) if m else 0, target.segment)]
+            if not m:
+                self.add(WARNING, "segment file name is not a 20-digit base offset; assuming 0",
+                         partition=name, file=target.segment)
+        else:
+            segments = list_segments(pdir.path)
+            self._check_partition_files(pdir)
+        prev_last: int | None = None
+        damaged_at: tuple[Path, int] | None = None
+        leo: int | None = None
+        for i, (base, log) in enumerate(segments):
+            if damaged_at is not None:
+                self.add(
+                    DAMAGE,
+                    f"segment follows damaged data ({damaged_at[0].name} at position "
+                    f"{damaged_at[1]}); a broker would delete it, klog recover moves it aside",
+                    partition=name, file=log, offset=base, position=0,
+                )
+                if self.progress:
+                    self.progress(_size(log))
+                continue
+            if prev_last is not None and base <= prev_last:
+                self.add(
+                    DAMAGE,
+                    f"segment base offset {base} is not above the previous segment's last "
+                    f"offset {prev_last}",
+                    partition=name, file=log, offset=base, position=0,
+                )
+                damaged_at = (log, 0)
+                if self.progress:
+                    self.progress(_size(log))
+                continue
+            scan = self._scan(log, base)
+            report.segments.append(
+                SegmentReport(str(log), base, scan.file_size, scan.valid_bytes, scan.batches,
+                              scan.records, scan.first_offset, scan.last_offset)
+            )
+            if scan.error is not None:
+                self.add(
+                    DAMAGE,
+                    f"{scan.error}; {scan.truncated_bytes} bytes from position "
+                    f"{scan.error_position} on are invalid",
+                    partition=name, file=log, offset=scan.error_offset,
+                    position=scan.error_position,
+                )
+                damaged_at = (log, scan.error_position)
+            else:
+                self._check_indexes(name, log, base, scan, i == len(segments) - 1)
+            if scan.last_offset is not None:
+                prev_last = scan.last_offset
+                leo = scan.last_offset + 1
+            else:
+                leo = base if leo is None else max(leo, base)
+        if not segments:
+            self.add(WARNING, "partition has no segments", partition=name, file=pdir.path)
+        report.log_end_offset = leo
+        report.log_start_offset = segments[0][0] if segments else None
+        if target.kind != KIND_SEGMENT:
+            self._check_partition_checkpoints(pdir, report, checkpoints)
+        return report
+
+    def _check_indexes(self, name: str, log: Path, base: int, scan: Any, active: bool) -> None:
+        problem = check_offset_index(
+            log, base, scan.valid_bytes, scan.last_offset, self.max_batch_size
+        )
+        if problem:
+            self.add(problem.severity, problem.message, partition=name,
+                     file=log.with_suffix(".index"), offset=problem.offset,
+                     position=problem.position)
+        problem = check_time_index(log, base, scan.last_offset, scan.max_timestamp)
+        if problem:
+            self.add(problem.severity, problem.message, partition=name,
+                     file=log.with_suffix(".timeindex"), offset=problem.offset,
+                     position=problem.position)
+        problem = check_txn_index(log, base, scan.last_offset)
+        if problem:
+            self.add(problem.severity, problem.message, partition=name,
+                     file=log.with_suffix(".txnindex"), offset=problem.offset)
+
+    def _check_partition_files(self, pdir: PartitionDir) -> None:
+        logs = {b for b, _ in list_segments(pdir.path)}
+        for entry in sorted(os.scandir(pdir.path), key=lambda e: e.name):
+            if entry.name.endswith(_LEFTOVER_SUFFIXES):
+                self.add(WARNING, "leftover file of an interrupted operation (Kafka finishes "
+                         "or removes it at startup)", partition=pdir.name, file=entry.path)
+            elif entry.name.endswith(_INDEX_SUFFIXES):
+                stem = entry.name.split(".", 1)[0]
+                if stem.isdigit() and len(stem) == 20 and int(stem) not in logs:
+                    self.add(WARNING, "index file without its .log segment (Kafka deletes it)",
+                             partition=pdir.name, file=entry.path)
+        if not pdir.checkpointed:
+            self.add(WARNING, "partition dir is marked for deletion, a future replica or a "
+                     "stray", partition=pdir.name, file=pdir.path)
+
+    def _check_partition_checkpoints(
+        self, pdir: PartitionDir, report: PartitionReport, checkpoints: _Checkpoints
+    ) -> None:
+        name = pdir.name
+        leo = report.log_end_offset
+        first_base = report.log_start_offset
+        key = pdir.key
+        root = self.target.log_dir
+        if key is not None and root is not None and leo is not None:
+            lso = (checkpoints.offsets.get(cp.LOG_START_OFFSET_CHECKPOINT) or {}).get(key)
+            if lso is not None and first_base is not None and lso > first_base:
+                report.log_start_offset = lso  # Kafka: max(checkpoint, first segment base)
+            for file_name, offsets in checkpoints.offsets.items():
+                value = (offsets or {}).get(key)
+                if value is None:
+                    continue
+                if value > leo:
+                    severity = WARNING if file_name == cp.CLEANER_OFFSET_CHECKPOINT else DAMAGE
+                    self.add(
+                        severity,
+                        f"{file_name} says {value} for {name}, beyond the log end offset {leo}"
+                        + ("" if severity == WARNING else ": data the broker had is missing"),
+                        partition=name, file=root / file_name, offset=value,
+                    )
+                elif (
+                    file_name == cp.RECOVERY_POINT_CHECKPOINT
+                    and first_base is not None
+                    and value < first_base
+                ):
+                    self.add(WARNING, f"{file_name} says {value} for {name}, below the first "
+                             f"segment's base offset {first_base}", partition=name,
+                             file=root / file_name, offset=value)
+        self._check_leader_epochs(pdir, leo)
+
+    def _check_leader_epochs(self, pdir: PartitionDir, leo: int | None) -> None:
+        path = pdir.path / cp.LEADER_EPOCH_CHECKPOINT
+        if not path.is_file():
+            return
+        try:
+            entries = read_leader_epoch_entries(path)
+        except (CheckpointError, OSError) as exc:
+            self.add(DAMAGE, f"unreadable leader epoch checkpoint: {exc}", partition=pdir.name,
+                     file=path)
+            return
+        problem = leader_epoch_problem(entries, leo)
+        if problem is not None:
+            self.add(DAMAGE, problem[0], partition=pdir.name, file=path, offset=problem[1])
+
+
+def leader_epoch_problem(
+    entries: list[tuple[int, int]], leo: int | None
+) -> tuple[str, int] | None:
+    """(message, offset) of the first broken rule: epochs and start offsets increase, <= LEO."""
+    previous: tuple[int, int] | None = None
+    for epoch, start in entries:
+        if previous is not None and (epoch <= previous[0] or start < previous[1]):
+            return (
+                f"leader epoch {epoch} at offset {start} does not follow epoch "
+                f"{previous[0]} at offset {previous[1]}",
+                start,
+            )
+        if epoch < 0 or start < 0:
+            return f"leader epoch entry ({epoch}, {start}) is negative", start
+        if leo is not None and start > leo:
+            return (
+                f"leader epoch {epoch} starts at offset {start}, beyond the log end offset {leo}",
+                start,
+            )
+        previous = (epoch, start)
+    return None
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def verify(
+    path: Path | str | Target,
+    *,
+    max_batch_size: int | None = None,
+    progress: Progress | None = None,
+) -> VerifyReport:
+    """Check a segment, partition dir or log dir without changing anything.
+
+    ``progress(n)`` is called with the number of log bytes just scanned.
+    Raises InspectError when ``path`` is none of the three.
+    """
+    target = _as_target(path)
+    limit = DEFAULT_MAX_BATCH_SIZE if max_batch_size is None else max_batch_size
+    return _Verifier(target, limit, progress).run()
+
+
+# --------------------------------------------------------------------------- recover
+
+
+class _Recoverer:
+    def __init__(
+        self,
+        target: Target,
+        dry_run: bool,
+        full: bool,
+        max_batch_size: int,
+        progress: Progress | None,
+    ) -> None:
+        self.target = target
+        self.dry_run = dry_run
+        self.full = full
+        self.max_batch_size = max_batch_size
+        self.progress = progress
+        self.report = RecoveryReport(str(target.path), target.kind, dry_run)
+
+    def act(self, kind: str, message: str, **fields: Any) -> None:
+        for key in ("file", "saved_as"):
+            if fields.get(key) is not None:
+                fields[key] = str(fields[key])
+        self.report.actions.append(Action(kind, message, **fields))
+
+    def run(self) -> RecoveryReport:
+        target = self.target
+        with _held_lock(_lock_owner_dir(target)):
+            checkpoints = _read_checkpoints(
+                target.log_dir if target.kind != KIND_SEGMENT else None
+            )
+            recovery_points = checkpoints.offsets.get(cp.RECOVERY_POINT_CHECKPOINT) or {}
+            leos: dict[tuple[str, int], int] = {}
+            for pdir in target.partitions:
+                key = pdir.key
+                if target.kind == KIND_SEGMENT or key is None:
+                    start = 0
+                else:
+                    start = recovery_points.get(key, 0)
+                leo = self._partition(pdir, start)
+                self.report.partitions.append(PartitionRecovery(pdir.name, start, leo))
+                if key is not None and leo is not None:
+                    leos[key] = leo
+            if target.kind != KIND_SEGMENT and target.log_dir is not None:
+                self._correct_checkpoints(target.log_dir, checkpoints, leos)
+        return self.report
+
+    # -- segments ------------------------------------------------------------------------
+
+    def _scan(self, log: Path, expected_min_offset: int | None) -> Any:
+        from klog.storage.segment import scan_segment
+
+        return scan_segment(
+            log,
+            max_batch_size=self.max_batch_size,
+            verify_crc=True,
+            expected_min_offset=expected_min_offset,
+            progress=self.progress,
+        )
+
+    def _partition(self, pdir: PartitionDir, recovery_point: int) -> int | None:
+        name = pdir.name
+        if self.target.segment is not None:
+            m = _SEGMENT_RE.match(self.target.segment.name)
+            segments = [(int(m.group(1)) if m else 0, self.target.segment)]
+        else:
+            segments = list_segments(pdir.path)
+        start = 0 if self.full else recovery_point
+        prev_last: int | None = None
+        damaged = False
+        leo: int | None = None
+        for i, (base, log) in enumerate(segments):
+            next_base = segments[i + 1][0] if i + 1 < len(segments) else None
+            if damaged or (prev_last is not None and base <= prev_last):
+                # Overlapping offsets make this segment and all after it unusable.
+                damaged = True
+                self._orphan(name, log)
+                if self.progress:
+                    self.progress(_size(log))
+                continue
+            # Like Kafka: the segment holding the recovery point and all after it are
+            # scanned; earlier ones were flushed and are trusted (their indexes are checked).
+            if next_base is not None and next_base <= start:
+                self._check_trusted_segment(name, log, base, next_base)
+                prev_last = next_base - 1
+                leo = next_base
+                continue
+            scan = self._scan(log, base)
+            if scan.error is not None:
+                self._truncate(name, log, scan)
+                damaged = True
+                rebuild = True
+            else:
+                rebuild = self._indexes_disagree(log, base, scan)
+            if rebuild:
+                self._rebuild(name, log, base, scan.valid_bytes,
+                              "segment was truncated" if scan.error is not None else rebuild)
+            if scan.last_offset is not None:
+                prev_last = scan.last_offset
+                leo = scan.last_offset + 1
+            else:
+                leo = base if leo is None else max(leo, base)
+        if self.target.kind != KIND_SEGMENT and leo is not None:
+            self._fix_leader_epochs(pdir, leo)
+        return leo
+
+    def _indexes_disagree(self, log: Path, base: int, scan: Any) -> str | bool:
+        problem = check_offset_index(
+            log, base, scan.valid_bytes, scan.last_offset, self.max_batch_size
+        ) or check_time_index(log, base, scan.last_offset, scan.max_timestamp)
+        return False if problem is None else problem.message
+
+    def _check_trusted_segment(self, name: str, log: Path, base: int, next_base: int) -> None:
+        size = _size(log)
+        problem = check_offset_index(
+            log, base, size, next_base - 1, self.max_batch_size
+        ) or check_time_index(log, base, next_base - 1, None)
+        if problem is not None:
+            self._rebuild(name, log, base, None, problem.message)
+        elif self.progress:
+            self.progress(size)
+
+    def _truncate(self, name: str, log: Path, scan: Any) -> None:
+        position = scan.valid_bytes
+        removed = scan.file_size - position
+        saved = _truncated_name(log, position)
+        if not self.dry_run:
+            _save_tail(log, position, saved)
+        self.act(
+            "truncate",
+            f"truncated {removed} bytes at position {position} of {log.name} "
+            f"({scan.error}), saved to {saved.name}",
+            partition=name, file=log, position=position, bytes=removed, saved_as=saved,
+        )
+
+    def _orphan(self, name: str, log: Path) -> None:
+        moved: list[str] = []
+        size = _size(log)
+        saved = _aside_name(log, ".orphaned")
+        companions = [log.with_suffix(s) for s in _INDEX_SUFFIXES]
+        if not self.dry_run:
+            os.rename(log, saved)
+            for extra in companions:
+                if extra.exists():
+                    os.rename(extra, _aside_name(extra, ".orphaned"))
+                    moved.append(extra.name)
+            cp.fsync_dir(log.parent)
+        else:
+            moved = [c.name for c in companions if c.exists()]
+        also = f" (with {', '.join(moved)})" if moved else ""
+        self.act(
+            "orphan",
+            f"moved segment {log.name}{also} aside to {saved.name}: it follows damaged data "
+            "(a broker would delete it)",
+            partition=name, file=log, bytes=size, saved_as=saved,
+        )
+
+    def _rebuild(
+        self, name: str, log: Path, base: int, valid_bytes: int | None, why: str | bool
+    ) -> None:
+        from klog.storage.segment import rebuild_indexes
+
+        if not self.dry_run:
+            rebuild_indexes(log, base, valid_bytes=valid_bytes)
+        self.act(
+            "rebuild-index",
+            f"rebuilt {log.with_suffix('.index').name} and "
+            f"{log.with_suffix('.timeindex').name} ({why})",
+            partition=name, file=log,
+        )
+
+    # -- checkpoints ---------------------------------------------------------------------
+
+    def _rewrite(self, path: Path, write: Callable[[], None]) -> Path | None:
+        """Copy ``path`` aside, then write it anew; returns the backup's name."""
+        backup = _aside_name(path, ".before-recover") if path.exists() else None
+        if not self.dry_run:
+            if backup is not None:
+                _copy_file(path, backup)
+            write()
+        return backup
+
+    def _fix_leader_epochs(self, pdir: PartitionDir, leo: int) -> None:
+        path = pdir.path / cp.LEADER_EPOCH_CHECKPOINT
+        if not path.is_file():
+            return
+        try:
+            entries = read_leader_epoch_entries(path)
+        except (CheckpointError, OSError) as exc:
+            self.report.unresolved.append(
+                Finding(DAMAGE, f"unreadable leader epoch checkpoint left as it is: {exc}",
+                        pdir.name, str(path))
+            )
+            return
+        kept = [(e, s) for e, s in entries if s <= leo]
+        if len(kept) == len(entries):
+            problem = leader_epoch_problem(entries, leo)
+            if problem is not None:
+                self.report.unresolved.append(
+                    Finding(DAMAGE, problem[0], pdir.name, str(path), problem[1])
+                )
+            return
+        backup = self._rewrite(
+            path,
+            lambda: cp.write_checkpoint_lines(path, 0, [f"{e} {s}" for e, s in kept]),
+        )
+        self.act(
+            "correct-checkpoint",
+            f"removed {len(entries) - len(kept)} leader epoch entries beyond the log end "
+            f"offset {leo} from {path.name} (as a broker does at startup)",
+            partition=pdir.name, file=path, saved_as=backup,
+        )
+
+    def _correct_checkpoints(
+        self, root: Path, checkpoints: _Checkpoints, leos: dict[tuple[str, int], int]
+    ) -> None:
+        for name in cp.OFFSET_CHECKPOINT_FILES:
+            path = root / name
+            if name in checkpoints.errors:
+                self._replace_malformed(path, name, leos, checkpoints.errors[name])
+                continue
+            offsets = checkpoints.offsets.get(name)
+            if not offsets:
+                continue
+            corrected = dict(offsets)
+            changes = []
+            for key, value in offsets.items():
+                leo = leos.get(key)
+                if leo is not None and value > leo:
+                    corrected[key] = leo
+                    changes.append(f"{key[0]}-{key[1]} {value} -> {leo}")
+            if not changes:
+                continue
+            backup = self._rewrite(
+                path, lambda p=path, c=corrected: cp.write_offset_checkpoint(p, c)
+            )
+            self.act(
+                "correct-checkpoint",
+                f"{name}: lowered to the log end offset: {', '.join(changes)}",
+                file=path, saved_as=backup,
+            )
+
+    def _replace_malformed(
+        self, path: Path, name: str, leos: dict[tuple[str, int], int], error: Exception
+    ) -> None:
+        if self.target.kind != KIND_LOG_DIR:
+            # Only a whole log dir tells us every partition's log end offset.
+            self.report.unresolved.append(
+                Finding(DAMAGE, f"unreadable checkpoint left as it is (recover the whole log "
+                        f"dir to replace it): {error}", file=str(path))
+            )
+            return
+        # Rebuilt from the data where it can be: every partition was just scanned up to
+        # its LEO, so that is its recovery point; the others start empty, which Kafka reads
+        # as "unknown" (log start = first segment, high watermark from the leader).
+        fresh = dict(leos) if name == cp.RECOVERY_POINT_CHECKPOINT else {}
+        saved = _aside_name(path, ".malformed")
+        if not self.dry_run:
+            os.rename(path, saved)
+            cp.write_offset_checkpoint(path, fresh)
+        self.act(
+            "replace-checkpoint",
+            f"{name} was unreadable ({error}); moved aside to {saved.name} and wrote "
+            f"{len(fresh)} entries derived from the data",
+            file=path, saved_as=saved,
+        )
+
+
+def _save_tail(log: Path, position: int, saved: Path) -> None:
+    """Copy ``log[position:]`` to ``saved`` (fsynced), then truncate ``log`` at ``position``."""
+    chunk = 1 << 20
+    with open(log, "r+b") as src, open(saved, "xb") as dst:
+        src.seek(position)
+        while True:
+            data = src.read(chunk)
+            if not data:
+                break
+            dst.write(data)
+        dst.flush()
+        os.fsync(dst.fileno())
+        # Only once the bytes are safely elsewhere do we cut them off.
+        src.truncate(position)
+        src.flush()
+        os.fsync(src.fileno())
+    cp.fsync_dir(log.parent)
+
+
+def _copy_file(src: Path, dst: Path) -> None:
+    with open(src, "rb") as fin, open(dst, "xb") as fout:
+        while data := fin.read(1 << 20):
+            fout.write(data)
+        fout.flush()
+        os.fsync(fout.fileno())
+
+
+def recover(
+    path: Path | str | Target,
+    *,
+    dry_run: bool = False,
+    full: bool = False,
+    max_batch_size: int | None = None,
+    progress: Progress | None = None,
+) -> RecoveryReport:
+    """Run a broker's startup recovery on a segment, partition dir or log dir, losslessly.
+
+    Scans each partition from its recovery point (``full``: from the start), truncates a
+    segment where invalid bytes start after saving them beside it, moves later segments
+    aside, rebuilds indexes that are missing or disagree with the log, and lowers
+    checkpoints beyond the data. ``dry_run`` changes nothing and reports what would be
+    done. Raises InspectError for a path that is none of the three, LogDirLockedError when
+    a broker holds the log dir.
+    """
+    target = _as_target(path)
+    limit = DEFAULT_MAX_BATCH_SIZE if max_batch_size is None else max_batch_size
+    return _Recoverer(target, dry_run, full, limit, progress).run()
