@@ -1,0 +1,210 @@
+"""``klog verify`` and ``klog recover``: formatting over ``klog.storage.inspect``.
+
+The checks and repairs live in the library; this module turns their reports into a table,
+finding lines or JSON, and their outcome into exit codes (0 intact / recovered, 1 damage,
+2 usage error).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import NoReturn
+
+import typer
+from rich.table import Table
+from rich.text import Text
+
+from klog.cli import console
+from klog.storage import inspect as lib
+
+_STATUS_STYLE = {
+    lib.STATUS_OK: "green",
+    lib.STATUS_REBUILDABLE: "yellow",
+    lib.STATUS_DAMAGED: "bold red",
+}
+
+_PATH_HELP = "A log dir, a partition dir (<topic>-<partition>) or a segment file (.log)."
+_MAX_HELP = (
+    "Largest batch size accepted, in bytes; a length field above it is damage "
+    "(default: no limit but the file itself)."
+)
+
+
+def _exit(code: int) -> NoReturn:
+    # sys.exit, not typer.Exit: app.main() runs click with standalone_mode=False, which
+    # turns typer.Exit into a return value that main() drops (exit status 0). SystemExit
+    # passes through click untouched, in the real binary and in CliRunner alike.
+    sys.exit(code)
+
+
+def _fail(message: str, code: int = console.EXIT_DAMAGE) -> NoReturn:
+    try:
+        console.fail(message, code)
+    except typer.Exit as exc:
+        _exit(exc.exit_code)
+
+
+def _fmt(value: int | None) -> str:
+    return "-" if value is None else str(value)
+
+
+def _where(finding: lib.Finding | lib.Action) -> str:
+    parts = []
+    if finding.partition:
+        parts.append(finding.partition)
+    if finding.file:
+        parts.append(Path(finding.file).name)
+    offset = getattr(finding, "offset", None)
+    if offset is not None:
+        parts.append(f"offset {offset}")
+    if finding.position is not None:
+        parts.append(f"position {finding.position}")
+    return " ".join(parts)
+
+
+def _finding_line(finding: lib.Finding) -> str:
+    where = _where(finding)
+    return f"{finding.severity:<11} {where}: {finding.message}" if where else (
+        f"{finding.severity:<11} {finding.message}"
+    )
+
+
+def _target(path: Path) -> lib.Target:
+    try:
+        return lib.resolve_target(path)
+    except lib.InspectError as exc:
+        _fail(str(exc), console.EXIT_USAGE)
+
+
+def _print_verify(report: lib.VerifyReport) -> None:
+    table = Table(title=None, show_edge=False, pad_edge=False)
+    widest = max((len(p.name) for p in report.partitions), default=9)
+    for name, justify in (
+        ("partition", "left"),
+        ("segments", "right"),
+        ("batches", "right"),
+        ("records", "right"),
+        ("log start", "right"),
+        ("log end", "right"),
+        ("status", "left"),
+    ):
+        table.add_column(  # type: ignore[arg-type]
+            name, justify=justify, no_wrap=True, min_width=widest if name == "partition" else None
+        )
+    for p in report.partitions:
+        table.add_row(
+            Text(p.name),
+            str(len(p.segments)),
+            str(p.batches),
+            str(p.records),
+            _fmt(p.log_start_offset),
+            _fmt(p.log_end_offset),
+            Text(p.status, style=_STATUS_STYLE.get(p.status, "")),
+        )
+    # Never squeeze partition names into ellipses, whatever the terminal width.
+    console.out.print(table, width=max(console.out.width, widest + 70))
+    if report.findings:
+        console.line("")
+        console.line("findings:")
+        for finding in report.findings:
+            console.line("  " + _finding_line(finding))
+    damage = sum(f.severity == lib.DAMAGE for f in report.findings)
+    rebuildable = sum(f.severity == lib.REBUILDABLE for f in report.findings)
+    warnings = sum(f.severity == lib.WARNING for f in report.findings)
+    segments = sum(len(p.segments) for p in report.partitions)
+    records = sum(p.records for p in report.partitions)
+    verdict = "DAMAGED" if damage else "intact"
+    console.line("")
+    console.line(
+        f"{verdict}: {len(report.partitions)} partitions, {segments} segments, {records} "
+        f"records; {damage} damage, {rebuildable} rebuildable, {warnings} warnings"
+    )
+
+
+def verify_command(
+    path: Path = typer.Argument(..., help=_PATH_HELP, metavar="PATH", show_default=False),
+    json_: bool = typer.Option(False, "--json", help="One JSON document for scripts."),
+    max_message_size: int | None = typer.Option(
+        None, "--max-message-size", min=14, help=_MAX_HELP, show_default=False
+    ),
+) -> None:
+    """Check segments, indexes and checkpoints; exit 1 when damage is found.
+
+    Missing or preallocated indexes are reported as rebuildable, not damage.
+    """
+    target = _target(path)
+    with console.progress("verifying", target.total_log_bytes()) as advance:
+        try:
+            report = lib.verify(target, max_batch_size=max_message_size, progress=advance)
+        except OSError as exc:
+            _fail(f"{exc.filename or path}: {exc.strerror or exc}")
+    if json_:
+        console.emit_json(report.to_dict())
+    else:
+        _print_verify(report)
+    _exit(console.EXIT_DAMAGE if report.damaged else console.EXIT_OK)
+
+
+def _print_recover(report: lib.RecoveryReport) -> None:
+    if report.dry_run:
+        console.line("dry run: nothing was changed")
+    if not report.actions:
+        console.line(
+            f"nothing to do: {len(report.partitions)} partitions are consistent"
+        )
+    for action in report.actions:
+        prefix = f"{action.partition}: " if action.partition else ""
+        console.line(("would have " if report.dry_run else "") + prefix + action.message)
+    for finding in report.unresolved:
+        console.warn("not repaired: " + _finding_line(finding))
+    if report.actions:
+        verb = "would take" if report.dry_run else "took"
+        console.line(f"{verb} {len(report.actions)} actions on {len(report.partitions)} "
+                     "partitions")
+
+
+def recover_command(
+    path: Path = typer.Argument(..., help=_PATH_HELP, metavar="PATH", show_default=False),
+    dry_run: bool = typer.Option(
+        False, "--dry-run", help="Change nothing; report what would be done."
+    ),
+    full: bool = typer.Option(
+        False, "--full", help="Scan every segment, not only those from the recovery point."
+    ),
+    json_: bool = typer.Option(False, "--json", help="One JSON document for scripts."),
+    max_message_size: int | None = typer.Option(
+        None, "--max-message-size", min=14, help=_MAX_HELP, show_default=False
+    ),
+) -> None:
+    """Do a broker's startup recovery, offline and without losing a byte.
+
+    Invalid bytes are cut from a segment and saved beside it, later segments are moved
+    aside, indexes rebuilt, checkpoints beyond the data lowered. Refuses a log dir that a
+    running broker holds.
+    """
+    target = _target(path)
+    with console.progress("recovering", target.total_log_bytes()) as advance:
+        try:
+            report = lib.recover(
+                target,
+                dry_run=dry_run,
+                full=full,
+                max_batch_size=max_message_size,
+                progress=advance,
+            )
+        except lib.LogDirLockedError as exc:
+            _fail(str(exc))
+        except OSError as exc:
+            _fail(f"{exc.filename or path}: {exc.strerror or exc}")
+    if json_:
+        console.emit_json(report.to_dict())
+    else:
+        _print_recover(report)
+    _exit(console.EXIT_DAMAGE if report.unresolved else console.EXIT_OK)
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``verify`` and ``recover`` to ``app``."""
+    app.command("verify")(verify_command)
+    app.command("recover")(recover_command)
