@@ -343,6 +343,13 @@ class OffsetIndex(_MmapIndex):
             return OffsetPosition(self.base_offset, 0)
         return self.entry(slot)
 
+    def lookup_by_position(self, position: int) -> OffsetPosition:
+        """The last entry whose position is <= ``position`` (or (base_offset, 0))."""
+        slot = self._slot_for(position, self._position, False)
+        if slot == -1:
+            return OffsetPosition(self.base_offset, 0)
+        return self.entry(slot)
+
     def fetch_upper_bound_offset(
         self, fetch_offset: OffsetPosition, fetch_size: int
     ) -> OffsetPosition | None:

@@ -22,8 +22,10 @@ The module-level functions hold no state.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import struct
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,8 +33,17 @@ from pathlib import Path
 from klog.protocol.errors import CorruptRecordError
 from klog.protocol.records.batch import (
     DEFAULT_MAX_BATCH_SIZE,
+    LAST_OFFSET_DELTA_OFFSET,
+    LEGACY_RECORD_OVERHEAD_V0,
+    LEGACY_TIMESTAMP_OFFSET,
     LOG_OVERHEAD,
+    MAGIC_OFFSET,
+    MAGIC_V1,
+    MAGIC_V2,
+    MAX_TIMESTAMP_OFFSET,
+    NO_PARTITION_LEADER_EPOCH,
     NO_TIMESTAMP,
+    PARTITION_LEADER_EPOCH_OFFSET,
     RECORD_BATCH_OVERHEAD,
     BatchHeader,
     iter_batch_headers,
@@ -41,8 +52,13 @@ from klog.protocol.records.batch import (
 from klog.storage.index import (
     DEFAULT_MAX_INDEX_SIZE,
     INT32_MAX,
+    AbortedTxn,
+    CorruptIndexError,
     OffsetIndex,
     TimeIndex,
+    TimestampOffset,
+    TransactionIndex,
+    TxnIndexSearchResult,
 )
 
 LOG_FILE_SUFFIX = ".log"
@@ -356,6 +372,26 @@ def scan_segment(
     ``progress`` is called with the number of bytes just read (increments summing to the
     bytes examined). Memory is one chunk (8 MiB) plus, at most, one batch bigger than it.
     """
+    return _scan(
+        log_path,
+        max_batch_size=max_batch_size,
+        verify_crc=verify_crc,
+        start_position=start_position,
+        expected_min_offset=expected_min_offset,
+        progress=progress,
+    )[0]
+
+
+def _scan(
+    log_path: Path,
+    *,
+    max_batch_size: int,
+    verify_crc: bool,
+    start_position: int,
+    expected_min_offset: int | None,
+    progress: Callable[[int], None] | None,
+) -> tuple[SegmentScan, int | None]:
+    """scan_segment, plus the offending offset when the scan stopped at an offset overflow."""
     log_path = Path(log_path)
     fd = os.open(log_path, os.O_RDONLY)
     try:
@@ -385,7 +421,7 @@ def scan_segment(
                 max_timestamp, offset_of_max = header.max_timestamp, header.last_offset
     finally:
         os.close(fd)
-    return SegmentScan(
+    scan = SegmentScan(
         file_size=file_size,
         valid_bytes=state.position,
         batches=batches,
@@ -398,6 +434,7 @@ def scan_segment(
         error_position=state.error_position,
         error_offset=state.error_offset,
     )
+    return scan, state.overflow_offset
 
 
 # -- index rebuilding -----------------------------------------------------------------------
@@ -515,3 +552,711 @@ def rebuild_indexes(
         offset_of_max_timestamp=offset_of_max,
         last_offset=last_offset,
     )
+
+
+# -- the segment ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class LogOffsetMetadata:
+    """An offset and where it sits (Kafka's LogOffsetMetadata)."""
+
+    message_offset: int
+    segment_base_offset: int = -1
+    relative_position_in_segment: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class LogOffsetPosition:
+    """The batch holding an offset: its last offset, file position and size."""
+
+    offset: int
+    position: int
+    size: int
+
+
+@dataclass(frozen=True, slots=True)
+class TimestampAndOffset:
+    """A ListOffsets answer: a timestamp, an offset and the leader epoch of its batch."""
+
+    timestamp: int
+    offset: int
+    leader_epoch: int | None = None
+
+
+@dataclass(slots=True)
+class FetchDataInfo:
+    """Whole batches of a segment as a file region (Kafka's FetchDataInfo).
+
+    ``fd`` is the segment's open descriptor for ``sendfile``; it stays valid while the
+    segment is open, and a deleted segment stays open for ``file.delete.delay.ms`` after
+    its deletion was scheduled, which is what makes serving a region read just before a
+    deletion safe. ``size`` is 0 when nothing fits (then ``first_entry_incomplete`` says
+    whether the first batch was bigger than the allowed size).
+    """
+
+    fetch_offset_metadata: LogOffsetMetadata
+    path: Path | None = None
+    fd: int | None = None
+    position: int = 0
+    size: int = 0
+    first_entry_incomplete: bool = False
+    aborted_transactions: list | None = None
+
+    def read_bytes(self) -> bytes:
+        """The region's bytes (a copy: for tests, tools and non-sendfile transports)."""
+        if self.size == 0:
+            return b""
+        if self.fd is not None:
+            try:
+                return _pread_fully(self.fd, self.size, self.position)
+            except OSError:
+                if self.path is None:
+                    raise
+        assert self.path is not None
+        fd = os.open(self.path, os.O_RDONLY)
+        try:
+            return _pread_fully(fd, self.size, self.position)
+        finally:
+            os.close(fd)
+
+
+def _pread_fully(fd: int, size: int, position: int) -> bytes:
+    buf = bytearray(size)
+    got = _read_fully(fd, memoryview(buf), position)
+    return bytes(buf[:got])
+
+
+@dataclass(frozen=True, slots=True)
+class _Peek:
+    """The few header fields the read path needs, from one pread of <= 61 bytes."""
+
+    position: int
+    size: int
+    magic: int
+    base_offset: int
+    last_offset: int
+    max_timestamp: int
+    partition_leader_epoch: int
+
+    @property
+    def end(self) -> int:
+        return self.position + self.size
+
+
+@dataclass(frozen=True, slots=True)
+class RollParams:
+    """What ``LogSegment.should_roll`` weighs (Kafka's RollParams)."""
+
+    max_segment_ms: int
+    max_segment_bytes: int
+    max_timestamp_in_messages: int
+    max_offset_in_messages: int
+    messages_size: int
+    now_ms: int
+
+
+class LogSegment:
+    """One segment: an append-only .log file plus its lazily opened indexes.
+
+    Kafka's LogSegment. The .log file descriptor stays open for the segment's life;
+    indexes are mapped on first use (so loading thousands of segments maps nothing).
+    Not thread-safe: the owning PartitionLog's lock serialises every call.
+    """
+
+    def __init__(
+        self,
+        directory: Path,
+        base_offset: int,
+        *,
+        index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES,
+        max_index_size: int = DEFAULT_MAX_INDEX_SIZE,
+        roll_jitter_ms: int = 0,
+        file_suffix: str = "",
+        now_ms: int | None = None,
+        file_already_exists: bool = False,
+    ) -> None:
+        self.directory = Path(directory)
+        self.base_offset = base_offset
+        self.index_interval_bytes = index_interval_bytes
+        self.max_index_size = max_index_size
+        self.roll_jitter_ms = roll_jitter_ms
+        self.log_path = log_file_path(self.directory, base_offset, file_suffix)
+        self.offset_index_path = offset_index_file_path(self.directory, base_offset, file_suffix)
+        self.time_index_path = time_index_file_path(self.directory, base_offset, file_suffix)
+        flags = os.O_RDWR if file_already_exists else os.O_RDWR | os.O_CREAT
+        self._fd: int | None = os.open(self.log_path, flags, 0o644)
+        self._size = os.fstat(self._fd).st_size
+        self._offset_index: OffsetIndex | None = None
+        self._time_index: TimeIndex | None = None
+        self.txn_index = TransactionIndex(
+            txn_index_file_path(self.directory, base_offset, file_suffix), base_offset
+        )
+        self.created_ms = _now_ms() if now_ms is None else now_ms
+        self._rolling_based_timestamp: int | None = None
+        self._max_timestamp_and_offset: TimestampOffset | None = None  # None = not read yet
+        self._bytes_since_last_index_entry = 0
+
+    @classmethod
+    def open(
+        cls,
+        directory: Path,
+        base_offset: int,
+        config: object | None = None,
+        *,
+        file_suffix: str = "",
+        now_ms: int | None = None,
+        file_already_exists: bool = False,
+        roll_jitter_ms: int = 0,
+    ) -> LogSegment:
+        """Open (or create) a segment with a LogConfig's index settings."""
+        interval = getattr(config, "index_interval_bytes", DEFAULT_INDEX_INTERVAL_BYTES)
+        max_index = getattr(config, "segment_index_bytes", DEFAULT_MAX_INDEX_SIZE)
+        return cls(
+            directory,
+            base_offset,
+            index_interval_bytes=interval,
+            max_index_size=max_index,
+            roll_jitter_ms=roll_jitter_ms,
+            file_suffix=file_suffix,
+            now_ms=now_ms,
+            file_already_exists=file_already_exists,
+        )
+
+    # -- basic properties ----------------------------------------------------------------
+
+    @property
+    def fd(self) -> int:
+        if self._fd is None:
+            raise ValueError(f"segment {self.log_path} is closed")
+        return self._fd
+
+    @property
+    def size(self) -> int:
+        """Bytes in the .log file."""
+        return self._size
+
+    @property
+    def offset_index(self) -> OffsetIndex:
+        if self._offset_index is None:
+            self._offset_index = OffsetIndex(
+                self.offset_index_path, self.base_offset, self.max_index_size
+            )
+        return self._offset_index
+
+    @property
+    def time_index(self) -> TimeIndex:
+        if self._time_index is None:
+            self._time_index = TimeIndex(
+                self.time_index_path, self.base_offset, self.max_index_size
+            )
+        return self._time_index
+
+    def __repr__(self) -> str:
+        return (
+            f"LogSegment(base_offset={self.base_offset}, size={self._size}, path={self.log_path})"
+        )
+
+    def can_convert_to_relative_offset(self, offset: int) -> bool:
+        return 0 <= offset - self.base_offset <= INT32_MAX
+
+    @property
+    def max_timestamp_and_offset_so_far(self) -> TimestampOffset:
+        if self._max_timestamp_and_offset is None:
+            self._max_timestamp_and_offset = self.time_index.last_entry
+        return self._max_timestamp_and_offset
+
+    @property
+    def max_timestamp_so_far(self) -> int:
+        return self.max_timestamp_and_offset_so_far.timestamp
+
+    @property
+    def offset_of_max_timestamp_so_far(self) -> int:
+        return self.max_timestamp_and_offset_so_far.offset
+
+    @property
+    def last_modified_ms(self) -> int:
+        return int(os.stat(self.log_path).st_mtime * 1000)
+
+    def set_last_modified(self, ms: int) -> None:
+        for path in (self.log_path, self.offset_index_path, self.time_index_path):
+            if path.exists():
+                os.utime(path, (ms / 1000, ms / 1000))
+
+    @property
+    def largest_record_timestamp(self) -> int | None:
+        ts = self.max_timestamp_so_far
+        return ts if ts >= 0 else None
+
+    @property
+    def largest_timestamp(self) -> int:
+        """The max record timestamp, or the file's mtime when no record has one."""
+        ts = self.max_timestamp_so_far
+        return ts if ts >= 0 else self.last_modified_ms
+
+    # -- checks ----------------------------------------------------------------------------
+
+    def sanity_check(self) -> None:
+        """Raise CorruptIndexError / FileNotFoundError unless the indexes can be trusted.
+
+        Stricter than Kafka (which defers to recovery): both index files must exist and
+        pass their sanity checks, and the offset index must point inside the log.
+        """
+        for path in (self.offset_index_path, self.time_index_path):
+            if not path.exists():
+                raise FileNotFoundError(f"index file {path} does not exist")
+        self.offset_index.sanity_check(log_size=self._size)
+        self.time_index.sanity_check()
+        self.txn_index.sanity_check()
+        last_time = self.time_index.last_entry
+        if self.time_index.entries and last_time.offset > self.read_next_offset() - 1:
+            raise CorruptIndexError(
+                f"time index {self.time_index_path} points at offset {last_time.offset} past "
+                f"the end of the log"
+            )
+
+    # -- append ----------------------------------------------------------------------------
+
+    def append(
+        self,
+        largest_offset: int,
+        largest_timestamp: int,
+        offset_of_max_timestamp: int,
+        records: bytes | bytearray | memoryview,
+    ) -> None:
+        """Append whole batches; add an index entry every ``index.interval.bytes``.
+
+        As in Kafka, the index entry maps the append's largest offset to the position of
+        its first byte; the time index gains an entry at the same moments when the max
+        timestamp grew.
+        """
+        n = len(records)
+        if n == 0:
+            return
+        physical_position = self._size
+        if physical_position == 0:
+            self._rolling_based_timestamp = largest_timestamp
+        if not self.can_convert_to_relative_offset(largest_offset):
+            raise LogSegmentOffsetOverflowError(self.log_path, self.base_offset, largest_offset)
+        view = memoryview(records)
+        written = 0
+        while written < n:
+            written += os.pwrite(self.fd, view[written:], physical_position + written)
+        self._size += n
+        if largest_timestamp > self.max_timestamp_so_far:
+            self._max_timestamp_and_offset = TimestampOffset(
+                largest_timestamp, offset_of_max_timestamp
+            )
+        if self._bytes_since_last_index_entry > self.index_interval_bytes:
+            self.offset_index.append(largest_offset, physical_position)
+            self.time_index.maybe_append(
+                self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far
+            )
+            self._bytes_since_last_index_entry = 0
+        self._bytes_since_last_index_entry += n
+
+    def update_txn_index(self, completed_txn: object, last_stable_offset: int) -> None:
+        """Record an aborted transaction (``completed_txn`` is producer_state.CompletedTxn)."""
+        if getattr(completed_txn, "is_aborted", False):
+            self.txn_index.append(
+                AbortedTxn(
+                    producer_id=completed_txn.producer_id,  # type: ignore[attr-defined]
+                    first_offset=completed_txn.first_offset,  # type: ignore[attr-defined]
+                    last_offset=completed_txn.last_offset,  # type: ignore[attr-defined]
+                    last_stable_offset=last_stable_offset,
+                )
+            )
+
+    def collect_aborted_txns(
+        self, fetch_offset: int, upper_bound_offset: int
+    ) -> TxnIndexSearchResult:
+        return self.txn_index.collect_aborted_txns(fetch_offset, upper_bound_offset)
+
+    # -- header walking --------------------------------------------------------------------
+
+    def _peek(self, position: int, end: int) -> _Peek | None:
+        """Parse the header at ``position`` from at most 61 bytes; None at a clean end.
+
+        Only the fields the read path needs are read (offset fields and timestamps at
+        batch.py's positions); a header that cannot be right raises CorruptRecordError,
+        since the segment was validated when it was loaded.
+        """
+        if end - position < LOG_OVERHEAD:
+            return None
+        head = os.pread(self.fd, min(RECORD_BATCH_OVERHEAD, end - position), position)
+        if len(head) < LOG_OVERHEAD:
+            return None
+        offset, length = _LOG_OVERHEAD.unpack_from(head)
+        size = length + LOG_OVERHEAD
+        if length < LEGACY_RECORD_OVERHEAD_V0 or position + size > end:
+            if position + size > end and length >= LEGACY_RECORD_OVERHEAD_V0:
+                return None  # a partial batch (cannot happen after recovery)
+            raise CorruptRecordError(
+                f"invalid batch length {length} at position {position} of {self.log_path}"
+            )
+        magic = head[MAGIC_OFFSET] if len(head) > MAGIC_OFFSET else -1
+        if magic == MAGIC_V2 and len(head) >= RECORD_BATCH_OVERHEAD:
+            (last_delta,) = _INT32.unpack_from(head, LAST_OFFSET_DELTA_OFFSET)
+            (max_ts,) = _INT64.unpack_from(head, MAX_TIMESTAMP_OFFSET)
+            (epoch,) = _INT32.unpack_from(head, PARTITION_LEADER_EPOCH_OFFSET)
+            return _Peek(position, size, magic, offset, offset + last_delta, max_ts, epoch)
+        if magic in (0, MAGIC_V1):
+            ts = NO_TIMESTAMP
+            if magic == MAGIC_V1 and len(head) >= LEGACY_TIMESTAMP_OFFSET + 8:
+                (ts,) = _INT64.unpack_from(head, LEGACY_TIMESTAMP_OFFSET)
+            # A legacy entry's offset is its (wrapper's: last inner) offset.
+            return _Peek(position, size, magic, offset, offset, ts, NO_PARTITION_LEADER_EPOCH)
+        raise CorruptRecordError(f"unknown magic {magic} at position {position} of {self.log_path}")
+
+    def _iter_peeks(self, position: int, end: int | None = None) -> Iterator[_Peek]:
+        end = self._size if end is None else min(end, self._size)
+        while position < end:
+            peek = self._peek(position, end)
+            if peek is None:
+                return
+            yield peek
+            position = peek.end
+
+    # -- reads -----------------------------------------------------------------------------
+
+    def translate_offset(self, offset: int, starting_position: int = 0) -> LogOffsetPosition | None:
+        """The first batch whose last offset is >= ``offset`` (None past the end)."""
+        mapping = self.offset_index.lookup(offset)
+        for peek in self._iter_peeks(max(mapping.position, starting_position)):
+            if peek.last_offset >= offset:
+                return LogOffsetPosition(peek.last_offset, peek.position, peek.size)
+        return None
+
+    def read(
+        self,
+        start_offset: int,
+        max_size: int,
+        max_position: int | None = None,
+        min_one_message: bool = True,
+    ) -> FetchDataInfo | None:
+        """Whole batches from the one holding ``start_offset``, at most ``max_size`` bytes.
+
+        With ``min_one_message`` the first batch is returned even if bigger than
+        ``max_size``. ``max_position`` bounds what is exposed (e.g. the high watermark's
+        position). None when ``start_offset`` is past the last batch. Only headers are read.
+        """
+        if max_size < 0:
+            raise ValueError(f"invalid max size {max_size} for log read from segment {self}")
+        start = self.translate_offset(start_offset)
+        if start is None:
+            return None
+        metadata = LogOffsetMetadata(start_offset, self.base_offset, start.position)
+        limit = self._size if max_position is None else min(max_position, self._size)
+        adjusted = max(max_size, start.size) if min_one_message else max_size
+        incomplete = adjusted < start.size
+        if adjusted == 0 or start.position >= limit or incomplete:
+            return FetchDataInfo(
+                metadata,
+                self.log_path,
+                self._fd,
+                start.position,
+                0,
+                first_entry_incomplete=incomplete,
+            )
+        budget_end = min(limit, start.position + adjusted)
+        # Jump over batches known to be whole through the index, then walk headers.
+        end = start.position + start.size
+        if end < budget_end:
+            indexed = self.offset_index.lookup_by_position(budget_end)
+            walk_from = max(end, indexed.position)
+            if walk_from > end and walk_from <= budget_end:
+                end = walk_from
+            for peek in self._iter_peeks(end, budget_end):
+                end = peek.end
+        return FetchDataInfo(
+            metadata, self.log_path, self._fd, start.position, end - start.position
+        )
+
+    def read_next_offset(self) -> int:
+        """The offset after the last batch (the base offset when empty). Walks from the last
+        index entry, so it costs at most ``index.interval.bytes`` of headers."""
+        last = None
+        for peek in self._iter_peeks(
+            self.offset_index.lookup(self.offset_index.last_offset).position
+        ):
+            last = peek
+        return self.base_offset if last is None else last.last_offset + 1
+
+    def first_batch_timestamp(self) -> int | None:
+        for peek in self._iter_peeks(0):
+            return peek.max_timestamp
+        return None
+
+    def find_offset_by_timestamp(
+        self,
+        timestamp: int,
+        starting_offset: int | None = None,
+        record_locator: Callable[[bytes], Iterator[tuple[int, int]]] | None = None,
+    ) -> TimestampAndOffset | None:
+        """The first offset >= ``starting_offset`` whose timestamp is >= ``timestamp``.
+
+        Kafka answers with the exact record, which means reading the records of the
+        batch found. ``record_locator(batch_bytes)`` yields (offset, timestamp) per record
+        and gives that exact answer (the daemon passes the v2 record decoder). Without it
+        the answer is at batch granularity: the first batch whose max timestamp reaches
+        the target, reported at max(base offset, starting_offset) with the batch's max
+        timestamp.
+        """
+        starting = self.base_offset if starting_offset is None else starting_offset
+        time_entry = self.time_index.lookup(timestamp)
+        position = self.offset_index.lookup(max(time_entry.offset, starting)).position
+        for peek in self._iter_peeks(position):
+            if peek.max_timestamp < timestamp or peek.last_offset < starting:
+                continue
+            epoch = peek.partition_leader_epoch if peek.partition_leader_epoch >= 0 else None
+            if record_locator is not None:
+                data = os.pread(self.fd, peek.size, peek.position)
+                for offset, ts in record_locator(data):
+                    if ts >= timestamp and offset >= starting:
+                        return TimestampAndOffset(ts, offset, epoch)
+                continue
+            return TimestampAndOffset(peek.max_timestamp, max(peek.base_offset, starting), epoch)
+        return None
+
+    # -- rolling ---------------------------------------------------------------------------
+
+    def time_waited_for_roll(self, now_ms: int, message_timestamp: int) -> int:
+        if self._rolling_based_timestamp is None:
+            self._rolling_based_timestamp = self.first_batch_timestamp()
+        ts = self._rolling_based_timestamp
+        if ts is not None and ts >= 0:
+            return message_timestamp - ts
+        return now_ms - self.created_ms
+
+    def should_roll(self, params: RollParams) -> bool:
+        """Kafka's roll conditions: size, age, a full index, or a relative offset overflow."""
+        reached_roll_ms = (
+            self.time_waited_for_roll(params.now_ms, params.max_timestamp_in_messages)
+            > params.max_segment_ms - self.roll_jitter_ms
+        )
+        return (
+            self._size > params.max_segment_bytes - params.messages_size
+            or (self._size > 0 and reached_roll_ms)
+            or self.offset_index.is_full
+            or self.time_index.is_full
+            or not self.can_convert_to_relative_offset(params.max_offset_in_messages)
+        )
+
+    def resize_indexes(self, size: int) -> None:
+        self.offset_index.resize(size)
+        self.time_index.resize(size)
+
+    def on_become_inactive_segment(self) -> None:
+        """At roll: record the max timestamp in the time index and trim both indexes."""
+        ts = self.max_timestamp_and_offset_so_far
+        self.time_index.maybe_append(ts.timestamp, ts.offset, skip_full_check=True)
+        self.offset_index.trim_to_valid_size()
+        self.time_index.trim_to_valid_size()
+
+    # -- truncation and recovery -----------------------------------------------------------
+
+    def truncate_to(self, offset: int) -> int:
+        """Remove every batch holding offsets >= ``offset``; return bytes removed.
+
+        A batch that straddles ``offset`` goes as a whole (offsets are per batch on disk).
+        """
+        mapping = self.translate_offset(offset)
+        self.offset_index.truncate_to(offset)
+        self.time_index.truncate_to(offset)
+        self.txn_index.truncate_to(offset)
+        # The segment becomes active again: give the indexes room.
+        self.offset_index.resize(self.max_index_size)
+        self.time_index.resize(self.max_index_size)
+        truncated = 0
+        if mapping is not None:
+            truncated = self._size - mapping.position
+            os.ftruncate(self.fd, mapping.position)
+            self._size = mapping.position
+        if self._size == 0:
+            self.created_ms = _now_ms()
+            self._rolling_based_timestamp = None
+        self._bytes_since_last_index_entry = 0
+        self._max_timestamp_and_offset = self._read_largest_timestamp()
+        return truncated
+
+    def _read_largest_timestamp(self) -> TimestampOffset:
+        last = self.time_index.last_entry
+        position = self.offset_index.lookup(last.offset).position
+        best = last
+        for peek in self._iter_peeks(position):
+            if peek.max_timestamp > best.timestamp:
+                best = TimestampOffset(peek.max_timestamp, peek.last_offset)
+        return best
+
+    def recover(
+        self,
+        max_batch_size: int = DEFAULT_MAX_BATCH_SIZE,
+        producer_state: object | None = None,
+        leader_epoch_cache: object | None = None,
+    ) -> int:
+        """Validate the .log from position 0, cut it at the first invalid byte, rebuild the
+        indexes (and the transaction index, producer state and leader epochs on the way).
+
+        Returns the number of bytes truncated. A batch whose offsets overflow the
+        segment raises LogSegmentOffsetOverflowError and nothing is truncated.
+        """
+        scan, overflow = _scan(
+            self.log_path,
+            max_batch_size=max_batch_size,
+            verify_crc=True,
+            start_position=0,
+            expected_min_offset=self.base_offset,
+            progress=None,
+        )
+        if overflow is not None:
+            raise LogSegmentOffsetOverflowError(self.log_path, self.base_offset, overflow)
+        self._close_indexes()
+        self.txn_index.reset()
+        if scan.valid_bytes < self._size:
+            os.ftruncate(self.fd, scan.valid_bytes)
+            self._size = scan.valid_bytes
+
+        def on_batch(position: int, header: BatchHeader, entry: memoryview) -> None:
+            if header.magic < MAGIC_V2:
+                return
+            if leader_epoch_cache is not None and header.partition_leader_epoch >= 0:
+                latest = leader_epoch_cache.latest_epoch  # type: ignore[attr-defined]
+                if latest is None or header.partition_leader_epoch > latest:
+                    leader_epoch_cache.assign(  # type: ignore[attr-defined]
+                        header.partition_leader_epoch, header.base_offset
+                    )
+            if producer_state is not None:
+                completed = producer_state.update_from_batch(header, entry)  # type: ignore[attr-defined]
+                if completed is not None:
+                    lso = producer_state.last_stable_offset(completed)  # type: ignore[attr-defined]
+                    self.update_txn_index(completed, lso)
+                    producer_state.complete_txn(completed)  # type: ignore[attr-defined]
+                producer_state.update_map_end_offset(header.last_offset + 1)  # type: ignore[attr-defined]
+
+        rebuilt = rebuild_indexes(
+            self.log_path,
+            self.base_offset,
+            valid_bytes=scan.valid_bytes,
+            index_interval_bytes=self.index_interval_bytes,
+            max_index_size=self.max_index_size,
+            max_batch_size=max_batch_size,
+            on_batch=on_batch,
+        )
+        self._max_timestamp_and_offset = TimestampOffset(
+            rebuilt.max_timestamp,
+            rebuilt.offset_of_max_timestamp
+            if rebuilt.offset_of_max_timestamp >= 0
+            else self.base_offset,
+        )
+        self._bytes_since_last_index_entry = 0
+        return scan.truncated_bytes
+
+    def has_overflow(self) -> bool:
+        next_offset = self.read_next_offset()
+        return next_offset > self.base_offset and not self.can_convert_to_relative_offset(
+            next_offset - 1
+        )
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def flush(self) -> None:
+        """fsync the log and flush the index mappings."""
+        os.fsync(self.fd)
+        if self._offset_index is not None:
+            self._offset_index.flush()
+        if self._time_index is not None:
+            self._time_index.flush()
+        self.txn_index.flush()
+
+    def _close_indexes(self) -> None:
+        for index in (self._offset_index, self._time_index):
+            if index is not None:
+                index.close_handler()
+        self._offset_index = self._time_index = None
+
+    def close(self) -> None:
+        """Record the max timestamp in the time index, trim the indexes, close the file."""
+        if self._fd is None:
+            return
+        if self._max_timestamp_and_offset is not None and self.time_index_path.exists():
+            ts = self._max_timestamp_and_offset
+            with contextlib.suppress(Exception):
+                self.time_index.maybe_append(ts.timestamp, ts.offset, skip_full_check=True)
+        for index in (self._offset_index, self._time_index):
+            if index is not None:
+                index.close()
+        self._offset_index = self._time_index = None
+        os.close(self._fd)
+        self._fd = None
+
+    def close_handlers(self) -> None:
+        """Release files without writing (the disk may have failed)."""
+        self._close_indexes()
+        if self._fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self._fd)
+            self._fd = None
+
+    def change_file_suffixes(self, old_suffix: str, new_suffix: str) -> None:
+        """Rename every file of the segment, e.g. "" -> ".deleted" (the fd stays valid)."""
+
+        def renamed(path: Path) -> Path:
+            name = path.name
+            if old_suffix and not name.endswith(old_suffix):
+                raise ValueError(f"{path} does not end with {old_suffix!r}")
+            base = name[: len(name) - len(old_suffix)] if old_suffix else name
+            return path.with_name(base + new_suffix)
+
+        new_log = renamed(self.log_path)
+        os.replace(self.log_path, new_log)
+        self.log_path = new_log
+        for attr, index in (
+            ("offset_index_path", self._offset_index),
+            ("time_index_path", self._time_index),
+        ):
+            old_path: Path = getattr(self, attr)
+            new_path = renamed(old_path)
+            if index is not None:
+                index.rename_to(new_path)
+            elif old_path.exists():
+                os.replace(old_path, new_path)
+            setattr(self, attr, new_path)
+        self.txn_index.rename_to(renamed(self.txn_index.path))
+
+    def has_suffix(self, suffix: str) -> bool:
+        return all(
+            p.name.endswith(suffix)
+            for p in (
+                self.log_path,
+                self.offset_index_path,
+                self.time_index_path,
+                self.txn_index.path,
+            )
+        )
+
+    def delete_if_exists(self) -> None:
+        """Close and delete the segment's files."""
+        self.close_handlers()
+        for path in (
+            self.log_path,
+            self.offset_index_path,
+            self.time_index_path,
+            self.txn_index.path,
+        ):
+            path.unlink(missing_ok=True)
+
+    @property
+    def deleted(self) -> bool:
+        return not any(
+            p.exists()
+            for p in (
+                self.log_path,
+                self.offset_index_path,
+                self.time_index_path,
+                self.txn_index.path,
+            )
+        )
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
