@@ -323,13 +323,59 @@ def _lz4_header_checksum_position(raw: memoryview) -> int:
     return pos
 
 
-# zstd's densest output is an RLE block: 4 input bytes for up to 128 KiB. Feeding the
-# decoder this many input bytes per call bounds the output of one call to ~32 MiB even
-# for a bomb, so the max_size check below runs before memory is exhausted.
-_ZSTD_INPUT_STEP = 1024
 # Windows larger than this are refused before the decoder allocates them (zstd's own
 # default limit, 2**27).
 _ZSTD_MAX_WINDOW = 1 << 27
+_ZSTD_MAGIC = 0xFD2FB528
+_ZSTD_SKIPPABLE_MASK = 0xFFFFFFF0
+_ZSTD_SKIPPABLE_MAGIC = 0x184D2A50
+_UINT32_LE = struct.Struct("<I")
+
+
+def _zstd_frame_end(raw: memoryview, pos: int) -> tuple[int, bool]:
+    """End of the zstd frame at ``pos`` and whether it holds data (not skippable).
+
+    Walks the frame header and block headers only (one per <= 128 KiB block), so that
+    truncation and trailing garbage are caught before decoding: the streaming decoder
+    below reports neither.
+    """
+    end = len(raw)
+    if end - pos < 4:
+        raise CorruptRecordError(f"zstd frame at {pos} is truncated")
+    (magic,) = _UINT32_LE.unpack_from(raw, pos)
+    if magic & _ZSTD_SKIPPABLE_MASK == _ZSTD_SKIPPABLE_MAGIC:
+        if end - pos < 8:
+            raise CorruptRecordError(f"skippable zstd frame at {pos} is truncated")
+        (size,) = _UINT32_LE.unpack_from(raw, pos + 4)
+        if size > end - pos - 8:
+            raise CorruptRecordError(f"skippable zstd frame at {pos} is truncated")
+        return pos + 8 + size, False
+    if magic != _ZSTD_MAGIC:
+        raise CorruptRecordError(f"no zstd frame at {pos} (magic {magic:#010x})")
+    if end - pos < 5:
+        raise CorruptRecordError(f"zstd frame header at {pos} is truncated")
+    descriptor = raw[pos + 4]
+    single_segment = descriptor & 0x20
+    fcs_size = (1 if single_segment else 0, 2, 4, 8)[descriptor >> 6]
+    header = 1 + (0 if single_segment else 1) + (0, 1, 2, 4)[descriptor & 0x03] + fcs_size
+    cursor = pos + 4 + header
+    while True:
+        if end - cursor < 3:
+            raise CorruptRecordError(f"zstd frame at {pos} is truncated")
+        block = raw[cursor] | (raw[cursor + 1] << 8) | (raw[cursor + 2] << 16)
+        block_type = (block >> 1) & 0x03
+        if block_type == 3:
+            raise CorruptRecordError(f"reserved zstd block type in frame at {pos}")
+        cursor += 3 + (1 if block_type == 1 else block >> 3)
+        if cursor > end:
+            raise CorruptRecordError(f"zstd frame at {pos} is truncated")
+        if block & 1:
+            break
+    if descriptor & 0x04:
+        cursor += 4
+        if cursor > end:
+            raise CorruptRecordError(f"zstd frame at {pos} is truncated")
+    return cursor, True
 
 
 def _unzstd(data: bytes | bytearray | memoryview, max_size: int) -> bytes:
@@ -341,22 +387,21 @@ def _unzstd(data: bytes | bytearray | memoryview, max_size: int) -> bytes:
     out: list[bytes] = []
     produced = 0
     pos = 0
-    end = len(raw)
-    while pos < end:
-        # One zstd frame (Java's ZstdInputStream reads concatenated frames).
-        inflater = decoder.decompressobj()
-        while not inflater.eof:
-            if pos >= end:
-                raise CorruptRecordError("zstd frame is truncated")
-            step = bytes(raw[pos : pos + _ZSTD_INPUT_STEP])
-            pos += len(step)
-            chunk = inflater.decompress(step)
-            produced += len(chunk)
-            if produced > max_size:
-                raise _too_large(max_size)
-            out.append(chunk)
-        # Bytes fed past the end of the frame belong to the next one.
-        pos -= len(inflater.unused_data)
+    # Java's ZstdInputStream reads concatenated frames; so do we, one at a time.
+    while pos < len(raw):
+        frame_end, has_data = _zstd_frame_end(raw, pos)
+        if has_data:
+            # read_to_iter yields at most write_size bytes at a time: a bomb is stopped
+            # within one chunk of the bound.
+            chunks = decoder.read_to_iter(
+                raw[pos:frame_end], read_size=_CHUNK, write_size=min(_CHUNK, max_size + 1)
+            )
+            for chunk in chunks:
+                produced += len(chunk)
+                if produced > max_size:
+                    raise _too_large(max_size)
+                out.append(chunk)
+        pos = frame_end
     return b"".join(out)
 
 
