@@ -206,5 +206,18 @@ def recover_command(
 
 def register(app: typer.Typer) -> None:
     """Add ``verify`` and ``recover`` to ``app``."""
-    app.command("verify")(verify_command)
-    app.command("recover")(recover_command)
+    # Help texts as single paragraphs: rich help keeps a docstring's line breaks.
+    app.command("verify", help=_VERIFY_HELP)(verify_command)
+    app.command("recover", help=_RECOVER_HELP)(recover_command)
+
+
+_VERIFY_HELP = (
+    "Check segments, indexes and checkpoints; exit 1 when damage is found.\n\n"
+    "Missing or preallocated indexes are reported as rebuildable, not damage (exit 0)."
+)
+_RECOVER_HELP = (
+    "Do a broker's startup recovery, offline and without losing a byte.\n\n"
+    "Invalid bytes are cut from a segment and saved beside it, later segments are moved "
+    "aside, indexes rebuilt, checkpoints beyond the data lowered. Refuses a log dir that a "
+    "running broker holds."
+)
