@@ -323,9 +323,6 @@ def _lz4_header_checksum_position(raw: memoryview) -> int:
     return pos
 
 
-# Windows larger than this are refused before the decoder allocates them (zstd's own
-# default limit, 2**27).
-_ZSTD_MAX_WINDOW = 1 << 27
 _ZSTD_MAGIC = 0xFD2FB528
 _ZSTD_SKIPPABLE_MASK = 0xFFFFFFF0
 _ZSTD_SKIPPABLE_MAGIC = 0x184D2A50
@@ -382,8 +379,10 @@ def _unzstd(data: bytes | bytearray | memoryview, max_size: int) -> bytes:
     raw = memoryview(data)
     if not raw:
         raise CorruptRecordError("empty zstd stream")
-    window = 1 << max(20, min(27, (max(max_size, 1) - 1).bit_length()))
-    decoder = _zstd.ZstdDecompressor(max_window_size=min(window, _ZSTD_MAX_WINDOW))
+    # The window is what the decoder allocates up front; frames may ask for up to the
+    # bound (at least 8 MiB, the window of zstd levels <= 19) but never more than 128 MiB.
+    window = 1 << max(23, min(27, (max(max_size, 1) - 1).bit_length()))
+    decoder = _zstd.ZstdDecompressor(max_window_size=window)
     out: list[bytes] = []
     produced = 0
     pos = 0
@@ -396,11 +395,18 @@ def _unzstd(data: bytes | bytearray | memoryview, max_size: int) -> bytes:
             chunks = decoder.read_to_iter(
                 raw[pos:frame_end], read_size=_CHUNK, write_size=min(_CHUNK, max_size + 1)
             )
-            for chunk in chunks:
-                produced += len(chunk)
-                if produced > max_size:
-                    raise _too_large(max_size)
-                out.append(chunk)
+            try:
+                for chunk in chunks:
+                    produced += len(chunk)
+                    if produced > max_size:
+                        raise _too_large(max_size)
+                    out.append(chunk)
+            except _zstd.ZstdError as exc:
+                if "too much memory" in str(exc):
+                    raise RecordTooLargeError(
+                        f"zstd frame at {pos} needs a window above {window} bytes"
+                    ) from exc
+                raise
         pos = frame_end
     return b"".join(out)
 

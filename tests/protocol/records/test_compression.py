@@ -287,3 +287,12 @@ def test_zstd_checksummed_and_skippable_frames() -> None:
         decompress(CompressionType.ZSTD, checked[:-2])
     with pytest.raises(CorruptRecordError):
         decompress(CompressionType.ZSTD, skippable[:-1])
+
+
+def test_zstd_window_beyond_the_bound_is_refused_before_allocating() -> None:
+    params = zstandard.ZstdCompressionParameters.from_level(3, window_log=27)
+    streaming = zstandard.ZstdCompressor(compression_params=params, write_content_size=False)
+    frame = streaming.compress(SAMPLE)
+    with pytest.raises(RecordTooLargeError, match="window"):
+        decompress(CompressionType.ZSTD, frame)
+    assert decompress(CompressionType.ZSTD, frame, max_size=128 * MiB) == SAMPLE

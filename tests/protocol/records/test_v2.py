@@ -1,0 +1,313 @@
+"""Tests for klog.protocol.records.v2 (record decoding and BatchBuilder)."""
+
+from __future__ import annotations
+
+import struct
+import time
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from klog.protocol.errors import CorruptRecordError, RecordTooLargeError
+from klog.protocol.records.batch import (
+    CompressionType,
+    TimestampType,
+    crc32c,
+    iter_batch_headers,
+    read_batch_header,
+)
+from klog.protocol.records.compression import compress
+from klog.protocol.records.record import Record
+from klog.protocol.records.v2 import BatchBuilder, build_batch, encode_record, iter_records
+from klog.protocol.records.varint import write_varint
+
+CODECS = list(CompressionType)
+
+
+def decode(buf: bytes, **kwargs) -> list[Record]:
+    return list(iter_records(buf, read_batch_header(buf), **kwargs))
+
+
+def raw_batch(records: bytes, count: int, *, codec: int = 0, base_offset: int = 0) -> bytes:
+    """A v2 batch around an arbitrary records section, with a correct CRC."""
+    body = struct.pack(">hiqqqhii", codec, max(count - 1, 0), 1000, 1000, -1, -1, -1, count)
+    body += records
+    crc = crc32c(body)
+    return struct.pack(">qiibI", base_offset, len(body) + 9, -1, 2, crc) + body
+
+
+def test_decodes_every_field() -> None:
+    builder = BatchBuilder(base_offset=1000, producer_id=7, producer_epoch=1, base_sequence=40)
+    assert builder.append(1_000, b"k0", b"v0") == 0
+    assert builder.append(999, None, b"v1", [("a", b"1"), ("b", None)]) == 1
+    assert builder.append(1_070, b"k2", None, [("ü", b"")]) == 2
+    buf = builder.build()
+    records = decode(buf)
+    assert [r.offset for r in records] == [1000, 1001, 1002]
+    assert [r.timestamp for r in records] == [1_000, 999, 1_070]
+    assert [r.key for r in records] == [b"k0", None, b"k2"]
+    assert [r.value for r in records] == [b"v0", b"v1", None]
+    assert [r.headers for r in records] == [(), (("a", b"1"), ("b", None)), (("ü", b""),)]
+    assert [r.sequence for r in records] == [40, 41, 42]
+    assert [r.key_size for r in records] == [2, -1, 2]
+    assert [r.value_size for r in records] == [2, 2, -1]
+    assert all(r.magic == 2 and r.crc is None and r.is_valid for r in records)
+    assert all(r.timestamp_type is TimestampType.CREATE_TIME for r in records)
+    # size_in_bytes is the record's encoded size, length prefix included; they tile the
+    # records section.
+    assert sum(r.size_in_bytes for r in records) == len(buf) - 61
+    header = read_batch_header(buf)
+    assert header.base_timestamp == 1_000 and header.max_timestamp == 1_070
+
+
+def test_record_size_matches_encoding() -> None:
+    encoded = encode_record(0, 0, b"key", b"x" * 200, [("h", b"v")])
+    buf = raw_batch(encoded, 1)
+    assert decode(buf)[0].size_in_bytes == len(encoded)
+
+
+def test_log_append_time_replaces_record_timestamps() -> None:
+    buf = build_batch(
+        [(1, b"a", b"b", ()), (2, b"c", b"d", ())],
+        timestamp_type=TimestampType.LOG_APPEND_TIME,
+        log_append_time=9_999,
+    )
+    records = decode(buf)
+    assert [r.timestamp for r in records] == [9_999, 9_999]
+    assert all(r.timestamp_type is TimestampType.LOG_APPEND_TIME for r in records)
+
+
+def test_log_append_time_defaults_to_now() -> None:
+    before = int(time.time() * 1000)
+    buf = build_batch([(1, None, b"x", ())], timestamp_type=TimestampType.LOG_APPEND_TIME)
+    assert before <= read_batch_header(buf).max_timestamp <= int(time.time() * 1000)
+
+
+def test_sequence_wraps_and_none_without_producer() -> None:
+    buf = build_batch([(1, None, b"x", ())] * 3, base_sequence=2**31 - 2, producer_id=1)
+    assert [r.sequence for r in decode(buf)] == [2**31 - 2, 2**31 - 1, 0]
+    assert [r.sequence for r in decode(build_batch([(1, None, b"x", ())] * 2))] == [-1, -1]
+
+
+def test_offset_gaps_as_after_compaction() -> None:
+    builder = BatchBuilder(base_offset=50)
+    builder.append(1, b"a", b"1")
+    builder.append(2, b"b", b"2", offset=55)
+    with pytest.raises(ValueError):
+        builder.append(3, b"c", b"3", offset=55)
+    buf = builder.build()
+    assert [r.offset for r in decode(buf)] == [50, 55]
+    assert read_batch_header(buf).last_offset == 55
+
+
+def test_empty_batch() -> None:
+    buf = BatchBuilder(base_offset=3).build()
+    header = read_batch_header(buf)
+    assert header.records_count == 0
+    assert header.base_timestamp == header.max_timestamp == -1
+    assert header.is_valid(buf)
+    assert decode(buf) == []
+
+
+def test_builder_refuses_other_magics() -> None:
+    with pytest.raises(ValueError, match="legacy"):
+        BatchBuilder(magic=1)
+
+
+@pytest.mark.parametrize("codec", CODECS)
+def test_every_codec(codec: CompressionType) -> None:
+    rows = [(1_000 + i, b"key%d" % i, b"value-%d" % i * 20, [("i", b"%d" % i)]) for i in range(300)]
+    buf = build_batch(rows, compression=codec, base_offset=10)
+    header = read_batch_header(buf)
+    assert header.compression is codec
+    assert header.is_valid(buf)
+    records = decode(buf)
+    assert [(r.timestamp, r.key, r.value, list(r.headers)) for r in records] == rows
+    assert [r.offset for r in records] == list(range(10, 310))
+
+
+def test_batches_in_a_buffer_at_nonzero_positions() -> None:
+    one = build_batch([(1, b"a", b"b", ())], base_offset=0)
+    two = build_batch([(2, b"c", b"d", ())], base_offset=1, compression=CompressionType.GZIP)
+    buf = bytearray(one + two)
+    got = [r.key for h in iter_batch_headers(buf) for r in iter_records(memoryview(buf), h)]
+    assert got == [b"a", b"c"]
+
+
+def test_rejects_legacy_headers() -> None:
+    from klog.protocol.records.legacy import build_legacy_message
+
+    buf = build_legacy_message(0, 1, None, b"x")
+    with pytest.raises(ValueError):
+        iter_records(buf, read_batch_header(buf))
+
+
+headers_strategy = st.lists(
+    st.tuples(st.text(max_size=8), st.one_of(st.none(), st.binary(max_size=8))), max_size=3
+)
+record_strategy = st.tuples(
+    st.integers(0, 2**45),
+    st.one_of(st.none(), st.binary(max_size=40)),
+    st.one_of(st.none(), st.binary(max_size=300)),
+    headers_strategy,
+)
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(record_strategy, max_size=25),
+    st.sampled_from(CODECS),
+    st.integers(0, 2**40),
+    st.integers(-1, 2**31 - 1),
+)
+def test_round_trip_property(rows, codec, base_offset, base_sequence) -> None:
+    buf = build_batch(
+        rows, compression=codec, base_offset=base_offset, base_sequence=base_sequence,
+        producer_id=1 if base_sequence >= 0 else -1,
+    )
+    header = read_batch_header(buf)
+    assert header.is_valid(buf)
+    assert header.records_count == len(rows)
+    records = decode(buf)
+    assert [(r.timestamp, r.key, r.value, list(r.headers)) for r in records] == [
+        (t, k, v, list(h)) for t, k, v, h in rows
+    ]
+    assert [r.offset for r in records] == [base_offset + i for i in range(len(rows))]
+    if rows:
+        assert header.max_timestamp == max(r[0] for r in rows)
+        assert header.base_timestamp == rows[0][0]
+
+
+# --- bad input ---------------------------------------------------------------------------
+
+
+def _sample() -> bytes:
+    return build_batch([(1_000 + i, b"k%d" % i, b"v" * 30, [("h", b"x")]) for i in range(5)])
+
+
+def test_record_count_larger_than_records() -> None:
+    buf = bytearray(_sample())
+    struct.pack_into(">i", buf, 57, 6)
+    with pytest.raises(CorruptRecordError, match="truncated"):
+        decode(bytes(buf))
+
+
+def test_record_count_smaller_than_records() -> None:
+    buf = bytearray(_sample())
+    struct.pack_into(">i", buf, 57, 4)
+    with pytest.raises(CorruptRecordError, match="bytes after"):
+        decode(bytes(buf))
+
+
+@pytest.mark.parametrize("count", [-1, 2**31 - 1, 10_000_000])
+def test_absurd_record_counts_fail_before_looping(count: int) -> None:
+    buf = bytearray(_sample())
+    struct.pack_into(">i", buf, 57, count)
+    started = time.monotonic()
+    with pytest.raises(CorruptRecordError):
+        decode(bytes(buf))
+    assert time.monotonic() - started < 0.5
+
+
+def test_truncated_records_section() -> None:
+    full = _sample()
+    records = full[61:]
+    for cut in range(1, len(records), 7):
+        buf = raw_batch(records[:cut], 5)
+        with pytest.raises(CorruptRecordError):
+            decode(buf)
+
+
+@pytest.mark.parametrize(
+    "record",
+    [
+        # record length says 2 GiB
+        write_varint(2**31 - 1) + b"\x00" * 20,
+        # key length says 1 GiB in a small record
+        write_varint(10) + b"\x00\x00\x00" + write_varint(2**30) + b"\x00" * 5,
+        # value length 1 GiB
+        write_varint(10) + b"\x00\x00\x00\x02k" + write_varint(2**30) + b"\x00" * 3,
+        # header count 1 billion
+        write_varint(12) + b"\x00\x00\x00\x01\x01" + write_varint(10**9) + b"\x00" * 3,
+        # header key length 1 GiB
+        write_varint(12) + b"\x00\x00\x00\x01\x01\x02" + write_varint(2**30) + b"\x00" * 3,
+        # header value length 1 GiB
+        write_varint(12) + b"\x00\x00\x00\x01\x01\x02\x02h" + write_varint(2**30) + b"\x00",
+    ],
+    ids=["record", "key", "value", "header-count", "header-key", "header-value"],
+)
+def test_huge_length_fields_fail_fast_without_allocating(record: bytes) -> None:
+    buf = raw_batch(record, 1)
+    started = time.monotonic()
+    with pytest.raises(CorruptRecordError):
+        decode(buf)
+    assert time.monotonic() - started < 0.5
+
+
+@pytest.mark.parametrize(
+    "record",
+    [
+        write_varint(-5) + b"\x00" * 10,  # negative record length
+        write_varint(3) + b"\x00\x00\x00",  # shorter than any record body
+        write_varint(8) + b"\x00\x00\x00\x01\x01\x01" + b"\x00\x00",  # 2 unread bytes
+        write_varint(7) + b"\x00\x00\x00\x01\x01\x01" + write_varint(-1),  # negative hdrs
+        write_varint(6) + b"\x00\xff\xff\xff\xff\xff",  # overlong varint inside
+    ],
+    ids=["negative-length", "too-short", "size-mismatch", "negative-headers", "overlong"],
+)
+def test_malformed_records(record: bytes) -> None:
+    with pytest.raises(CorruptRecordError):
+        decode(raw_batch(record, 1))
+
+
+def test_zero_filled_records_section() -> None:
+    # A zero byte is a record length of 0: less than any record body.
+    with pytest.raises(CorruptRecordError):
+        decode(raw_batch(bytes(500), 5))
+
+
+@pytest.mark.parametrize("codec", [1, 2, 3, 4])
+def test_garbage_compressed_records(codec: int) -> None:
+    with pytest.raises(CorruptRecordError):
+        decode(raw_batch(b"definitely not compressed data" * 3, 2, codec=codec))
+
+
+@pytest.mark.parametrize("codec", [1, 2, 3, 4])
+def test_decompression_bomb(codec: int) -> None:
+    payload = compress(codec, bytes(8 * 1024 * 1024))
+    buf = raw_batch(payload, 1, codec=codec)
+    with pytest.raises(RecordTooLargeError):
+        decode(buf, max_decompressed_size=1024 * 1024)
+
+
+def test_compressed_section_with_fewer_records_than_declared() -> None:
+    encoded = encode_record(0, 0, b"k", b"v")
+    buf = raw_batch(compress(CompressionType.LZ4, encoded), 3, codec=3)
+    with pytest.raises(CorruptRecordError):
+        decode(buf)
+
+
+def test_malformed_header_keys_decode_leniently_like_java() -> None:
+    record = encode_record(0, 0, None, b"v", [("k", b"v")]).replace(b"\x02k", b"\x02\xff")
+    (record_obj,) = decode(raw_batch(record, 1))
+    assert record_obj.headers == (("\ufffd", b"v"),)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.data())
+def test_random_damage_raises_only_corrupt(data) -> None:
+    codec = data.draw(st.sampled_from([0, 0, 1, 3, 4]))
+    original = build_batch(
+        [(i, b"key%d" % i, b"val" * i, [("h", b"v")]) for i in range(6)], compression=codec
+    )
+    records = bytearray(original[61:])
+    for _ in range(data.draw(st.integers(1, 4))):
+        index = data.draw(st.integers(0, len(records) - 1))
+        records[index] = data.draw(st.integers(0, 255))
+    buf = raw_batch(bytes(records), 6, codec=codec)
+    try:
+        decoded = decode(buf, max_decompressed_size=1 << 20)
+    except (CorruptRecordError, RecordTooLargeError):
+        return
+    assert len(decoded) == 6
