@@ -1,0 +1,144 @@
+"""Tests for klog/cli/inspect.py: ``klog verify`` / ``klog recover`` output and exit codes."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from klog.cli.app import app
+from klog.storage import checkpoints as cp
+from tests.storage.inspect_batches import segment_name, write_segment
+
+runner = CliRunner()
+
+
+@pytest.fixture
+def corpus_copy(kafka_corpus: Path, tmp_path: Path) -> Path:
+    dest = tmp_path / "kafka-logs"
+    shutil.copytree(kafka_corpus, dest)
+    for p in [dest, *dest.rglob("*")]:
+        p.chmod(p.stat().st_mode | 0o200)
+    return dest
+
+
+@pytest.fixture
+def torn_partition(tmp_path: Path) -> tuple[Path, int]:
+    log, layout = write_segment(tmp_path / "orders-1", 0, [2] * 10)
+    with open(log, "r+b") as fh:
+        fh.truncate(layout[-1][0] + 15)
+    return log.parent, layout[-1][0]
+
+
+def test_verify_real_kafka_corpus_is_intact(kafka_corpus: Path) -> None:
+    result = runner.invoke(app, ["verify", str(kafka_corpus)])
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    row = next(line for line in lines if line.startswith("first_topic-2 "))
+    cells = [c for c in row.split() if c != "│"]
+    # partition, segments, batches, records, log start, log end, status
+    assert cells == ["first_topic-2", "1", "16", "18", "0", "18", "rebuildable"]
+    assert "rebuildable first_topic-0 00000000000000000000.index: offset index is missing" in (
+        result.stdout
+    )
+    assert lines[-1].startswith("intact: 54 partitions, 54 segments, 1068 records; 0 damage")
+
+
+def test_verify_json_shape(kafka_corpus: Path) -> None:
+    result = runner.invoke(app, ["verify", "--json", str(kafka_corpus / "new_topic-0")])
+    assert result.exit_code == 0
+    doc = json.loads(result.stdout)
+    assert doc["kind"] == "partition" and doc["status"] == "rebuildable"
+    [part] = doc["partitions"]
+    assert {k: part[k] for k in ("name", "segments", "records", "log_end_offset")} == {
+        "name": "new_topic-0", "segments": 1, "records": 2, "log_end_offset": 2
+    }
+    assert {f["severity"] for f in doc["findings"]} == {"rebuildable"}
+    assert set(doc["findings"][0]) == {
+        "severity", "message", "partition", "file", "offset", "position"
+    }
+
+
+def test_verify_damage_exits_1_and_names_the_place(torn_partition: tuple[Path, int]) -> None:
+    pdir, position = torn_partition
+    result = runner.invoke(app, ["verify", str(pdir)])
+    assert result.exit_code == 1
+    assert f"damage      orders-1 {segment_name(0)} offset 18 position {position}:" in (
+        result.stdout
+    )
+    assert "DAMAGED: 1 partitions" in result.stdout
+    doc = json.loads(runner.invoke(app, ["verify", "--json", str(pdir)]).stdout)
+    assert doc["status"] == "damaged"
+    assert doc["findings"][0]["position"] == position
+
+
+def test_usage_errors_exit_2(tmp_path: Path) -> None:
+    result = runner.invoke(app, ["verify", str(tmp_path / "nowhere")])
+    assert result.exit_code == 2
+    assert "no such file or directory" in result.stderr
+    assert "Traceback" not in result.output
+    (tmp_path / "empty").mkdir()
+    assert runner.invoke(app, ["recover", str(tmp_path / "empty")]).exit_code == 2
+    assert runner.invoke(app, ["verify"]).exit_code == 2
+
+
+def test_recover_dry_run_then_real_then_noop(torn_partition: tuple[Path, int]) -> None:
+    pdir, position = torn_partition
+    before = {p.name: p.read_bytes() for p in pdir.iterdir()}
+    dry = runner.invoke(app, ["recover", "--dry-run", str(pdir)])
+    assert dry.exit_code == 0
+    assert dry.stdout.startswith("dry run: nothing was changed")
+    assert f"would have orders-1: truncated 15 bytes at position {position}" in dry.stdout
+    assert {p.name: p.read_bytes() for p in pdir.iterdir()} == before
+
+    real = runner.invoke(app, ["recover", "--json", str(pdir)])
+    assert real.exit_code == 0
+    doc = json.loads(real.stdout)
+    assert doc["dry_run"] is False
+    truncate = next(a for a in doc["actions"] if a["kind"] == "truncate")
+    assert truncate["position"] == position and truncate["bytes"] == 15
+    assert Path(truncate["saved_as"]).name == f"{segment_name(0)}.truncated-at-{position}.bin"
+    assert doc["partitions"] == [
+        {"name": "orders-1", "recovered_from": 0, "log_end_offset": 18}
+    ]
+
+    again = runner.invoke(app, ["recover", str(pdir)])
+    assert again.exit_code == 0
+    assert again.stdout.strip() == "nothing to do: 1 partitions are consistent"
+    assert runner.invoke(app, ["verify", str(pdir)]).exit_code == 0
+
+
+def test_recover_real_corpus(corpus_copy: Path) -> None:
+    result = runner.invoke(app, ["recover", str(corpus_copy)])
+    assert result.exit_code == 0
+    assert "first_topic-1: rebuilt 00000000000000000000.index and" in result.stdout
+    assert result.stdout.splitlines()[-1] == "took 54 actions on 54 partitions"
+
+
+def test_recover_refuses_a_locked_log_dir(corpus_copy: Path) -> None:
+    fd = os.open(corpus_copy / cp.LOCK_FILE, os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        result = runner.invoke(app, ["recover", str(corpus_copy)])
+    finally:
+        os.close(fd)
+    assert result.exit_code == 1
+    assert "broker is running" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_real_binary_exit_codes(tmp_path: Path, torn_partition: tuple[Path, int]) -> None:
+    # Through the console-script entry point (not CliRunner): exit codes must survive.
+    pdir, _ = torn_partition
+    cmd = [sys.executable, "-c", "from klog.cli.app import main; main()"]
+    damaged = subprocess.run([*cmd, "verify", str(pdir)], capture_output=True, text=True)
+    assert damaged.returncode == 1
+    usage = subprocess.run([*cmd, "verify", str(tmp_path / "x")], capture_output=True, text=True)
+    assert usage.returncode == 2 and usage.stderr.startswith("error: ")
