@@ -290,9 +290,13 @@ def test_zstd_checksummed_and_skippable_frames() -> None:
 
 
 def test_zstd_window_beyond_the_bound_is_refused_before_allocating() -> None:
-    params = zstandard.ZstdCompressionParameters.from_level(3, window_log=27)
-    streaming = zstandard.ZstdCompressor(compression_params=params, write_content_size=False)
-    frame = streaming.compress(SAMPLE)
+    params = zstandard.ZstdCompressionParameters.from_level(
+        3, window_log=27, write_content_size=False
+    )
+    # Streaming: the compressor does not know the input size, so keeps the 128 MiB window.
+    streaming = zstandard.ZstdCompressor(compression_params=params).compressobj()
+    frame = streaming.compress(SAMPLE) + streaming.flush()
+    assert zstandard.get_frame_parameters(frame).window_size == 128 * MiB
     with pytest.raises(RecordTooLargeError, match="window"):
         decompress(CompressionType.ZSTD, frame)
     assert decompress(CompressionType.ZSTD, frame, max_size=128 * MiB) == SAMPLE
