@@ -89,8 +89,9 @@ def _print_verify(report: lib.VerifyReport) -> None:
         ("log end", "right"),
         ("status", "left"),
     ):
+        width = {"partition": widest, "status": len(lib.STATUS_REBUILDABLE)}.get(name, len(name))
         table.add_column(  # type: ignore[arg-type]
-            name, justify=justify, no_wrap=True, min_width=widest if name == "partition" else None
+            name, justify=justify, no_wrap=True, min_width=width
         )
     for p in report.partitions:
         table.add_row(
@@ -103,7 +104,7 @@ def _print_verify(report: lib.VerifyReport) -> None:
             Text(p.status, style=_STATUS_STYLE.get(p.status, "")),
         )
     # Never squeeze partition names into ellipses, whatever the terminal width.
-    console.out.print(table, width=max(console.out.width, widest + 70))
+    console.out.print(table, width=max(console.out.width, widest + 90))
     if report.findings:
         console.line("")
         console.line("findings:")
