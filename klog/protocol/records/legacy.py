@@ -150,6 +150,8 @@ def _to_record(
 
 def _inner_records(wrapper: _Message, max_decompressed_size: int) -> list[Record]:
     where = f"compressed message set at offset {wrapper.offset}"
+    if wrapper.codec > CompressionType.ZSTD:
+        raise CorruptRecordError(f"unknown compression codec {wrapper.codec} ({where})")
     if wrapper.codec == CompressionType.ZSTD:
         raise CorruptRecordError(f"zstd is not allowed below magic 2 ({where})")
     if wrapper.value is None:

@@ -91,7 +91,7 @@ def iter_records(
             f"invalid record count {count} in batch at position {header.position}"
         )
     section = header.records_view(buf)
-    codec = header.compression_id
+    codec = header.compression  # CorruptRecordError for ids 5-7
     data = (
         decompress(codec, section, max_size=max_decompressed_size) if codec else bytes(section)
     )

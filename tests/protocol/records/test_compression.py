@@ -36,8 +36,10 @@ SAMPLE = b"".join(b"record-%06d:" % i + bytes(range(i % 50)) for i in range(3000
 MiB = 1024 * 1024
 
 
-def test_default_bound_is_64_mib() -> None:
-    assert DEFAULT_MAX_DECOMPRESSED_SIZE == 64 * MiB
+def test_default_bound_applies() -> None:
+    bomb = compress(CompressionType.GZIP, bytes(DEFAULT_MAX_DECOMPRESSED_SIZE + 1))
+    with pytest.raises(RecordTooLargeError):
+        decompress(CompressionType.GZIP, bomb)
 
 
 @pytest.mark.parametrize("codec", [CompressionType.NONE, *CODECS])

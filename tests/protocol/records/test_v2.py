@@ -311,3 +311,9 @@ def test_random_damage_raises_only_corrupt(data) -> None:
     except (CorruptRecordError, RecordTooLargeError):
         return
     assert len(decoded) == 6
+
+
+@pytest.mark.parametrize("codec", [5, 6, 7])
+def test_unknown_codec_id_is_corrupt(codec: int) -> None:
+    with pytest.raises(CorruptRecordError, match="unknown compression"):
+        decode(raw_batch(b"\x00" * 20, 1, codec=codec))
