@@ -433,8 +433,20 @@ def _read_batch_at(
 def read_leader_epoch_entries(path: Path) -> list[tuple[int, int]]:
     """(epoch, start offset) entries of a ``leader-epoch-checkpoint`` (read-only).
 
-    Same framing as the offset checkpoints: version 0, count, ``epoch start_offset``.
+    Read through ``leader_epoch.py`` (the owner of that file) when it is there; otherwise
+    with the shared checkpoint framing: version 0, count, ``epoch start_offset`` lines.
+    Raises CheckpointError for a malformed file.
     """
+    try:
+        from klog.storage import leader_epoch
+    except ImportError:
+        leader_epoch = None  # type: ignore[assignment]
+    if leader_epoch is not None:
+        try:
+            entries = leader_epoch.read_leader_epoch_checkpoint(path)
+        except leader_epoch.LeaderEpochCheckpointError as exc:
+            raise CheckpointError(path, None, str(exc).removeprefix(f"{path}: ")) from None
+        return [(e.epoch, e.start_offset) for e in entries]
 
     def parse(line: str) -> tuple[int, int] | None:
         parts = line.split()
@@ -444,6 +456,18 @@ def read_leader_epoch_entries(path: Path) -> list[tuple[int, int]]:
         return None if epoch is None or start is None else (epoch, start)
 
     return cp.read_checkpoint_entries(path, 0, parse)
+
+
+def write_leader_epoch_entries(path: Path, entries: list[tuple[int, int]]) -> None:
+    """Write a ``leader-epoch-checkpoint`` atomically (through leader_epoch.py if there)."""
+    try:
+        from klog.storage import leader_epoch
+    except ImportError:
+        cp.write_checkpoint_lines(path, 0, [f"{e} {s}" for e, s in entries])
+        return
+    leader_epoch.write_leader_epoch_checkpoint(
+        path, [leader_epoch.EpochEntry(e, s) for e, s in entries]
+    )
 
 
 def _aside_name(path: Path, suffix: str) -> Path:
@@ -1151,7 +1175,7 @@ class _Recoverer:
             return
         backup = self._rewrite(
             path,
-            lambda: cp.write_checkpoint_lines(path, 0, [f"{e} {s}" for e, s in kept]),
+            lambda: write_leader_epoch_entries(path, kept),
         )
         self.act(
             "correct-checkpoint",

@@ -479,3 +479,22 @@ def test_single_segment_recovery(tmp_path: Path) -> None:
     recovered = recover_and_check_idempotent(log, tmp_path)
     assert_recovered_losslessly(original, log, recovered)
     assert recovered.partitions[0].log_end_offset == 148
+
+
+@pytest.mark.parametrize("owner_module", [True, False])
+def test_leader_epoch_reader_with_and_without_leader_epoch_module(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, owner_module: bool
+) -> None:
+    if not owner_module:
+        monkeypatch.setitem(sys.modules, "klog.storage.leader_epoch", None)  # ImportError
+    path = tmp_path / cp.LEADER_EPOCH_CHECKPOINT
+    ins.write_leader_epoch_entries(path, [(0, 0), (2, 40)])
+    assert path.read_text() == "0\n2\n0 0\n2 40\n"
+    assert ins.read_leader_epoch_entries(path) == [(0, 0), (2, 40)]
+    path.write_text("0\n3\n0 0\n")
+    with pytest.raises(cp.CheckpointError):
+        ins.read_leader_epoch_entries(path)
+    root = make_log_dir(tmp_path / "logs", {"a-0": [(0, [1] * 3)]})
+    (root / "a-0" / cp.LEADER_EPOCH_CHECKPOINT).write_text("0\nx\n")
+    [finding] = damage_findings(ins.verify(root))
+    assert finding.file == str(root / "a-0" / cp.LEADER_EPOCH_CHECKPOINT)
