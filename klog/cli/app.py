@@ -52,7 +52,10 @@ _register_commands()
 def main() -> None:
     """Console-script entry point: no tracebacks reach the user."""
     try:
-        app(standalone_mode=False)
+        # Without standalone mode, typer returns the code of a typer.Exit instead of
+        # raising it; it must still become the process's exit status.
+        rv = app(standalone_mode=False)
+        sys.exit(rv if isinstance(rv, int) else 0)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
     except (typer.Abort, KeyboardInterrupt):
