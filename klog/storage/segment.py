@@ -1111,7 +1111,10 @@ class LogSegment:
         if overflow is not None:
             raise LogSegmentOffsetOverflowError(self.log_path, self.base_offset, overflow)
         self._close_indexes()
-        self.txn_index.reset()
+        if producer_state is not None:
+            # Only producer state can rebuild the aborted transactions; without it the
+            # existing .txnindex is kept as it is.
+            self.txn_index.reset()
         if scan.valid_bytes < self._size:
             os.ftruncate(self.fd, scan.valid_bytes)
             self._size = scan.valid_bytes
@@ -1222,6 +1225,17 @@ class LogSegment:
                 os.replace(old_path, new_path)
             setattr(self, attr, new_path)
         self.txn_index.rename_to(renamed(self.txn_index.path))
+
+    def update_parent_dir(self, directory: Path) -> None:
+        """The partition directory was renamed (open files are unaffected)."""
+        self.directory = Path(directory)
+        self.log_path = self.directory / self.log_path.name
+        self.offset_index_path = self.directory / self.offset_index_path.name
+        self.time_index_path = self.directory / self.time_index_path.name
+        for index in (self._offset_index, self._time_index):
+            if index is not None:
+                index.path = self.directory / index.path.name
+        self.txn_index.path = self.directory / self.txn_index.path.name
 
     def has_suffix(self, suffix: str) -> bool:
         return all(

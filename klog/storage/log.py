@@ -1,0 +1,1119 @@
+"""One partition's log: its segments, offsets, appends, reads, truncation and retention.
+
+This module owns ``PartitionLog``, Kafka's UnifiedLog + LocalLog + LogLoader without the
+replication and tiered-storage parts: the directory ``<topic>-<partition>`` and its
+segments (sorted by base offset, found with bisect), the log end offset, log start offset,
+recovery point and high watermark, the producer state and the leader epoch cache.
+
+Appends assign offsets by patching each v2 batch's baseOffset and partitionLeaderEpoch
+(outside the CRC) in a copy of the request bytes: records are never decoded. Reads return
+whole batches as a file region. Loading follows Kafka's LogLoader: leftover ``.deleted`` /
+``.cleaned`` / ``.swap`` / temporary files are resolved, index files that are missing or fail
+their sanity check are rebuilt (never trusted), and after an unclean shutdown every segment
+from the recovery point on is recovered (validated, cut at the first invalid byte).
+
+No scheduler lives here: the broker calls ``maybe_flush``, ``delete_old_segments`` and
+``delete_pending`` periodically. Time comes from ``clock`` (milliseconds), injectable.
+
+Locking: every public method takes the log's own re-entrant lock, so a PartitionLog may be
+used from several threads (the request path and the flusher/retention threads).
+"""
+
+from __future__ import annotations
+
+import bisect
+import functools
+import os
+import re
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+from klog.protocol.errors import (
+    CorruptRecordError,
+    ErrorCode,
+    InvalidRecordError,
+    KafkaError,
+    RecordTooLargeError,
+)
+from klog.protocol.records.batch import (
+    ATTRIBUTES_OFFSET,
+    COMPRESSION_CODEC_MASK,
+    CRC_OFFSET,
+    DEFAULT_MAX_BATCH_SIZE,
+    MAGIC_V2,
+    MAX_TIMESTAMP_OFFSET,
+    NO_TIMESTAMP,
+    TIMESTAMP_TYPE_MASK,
+    BatchHeader,
+    crc32c,
+    iter_batch_headers,
+    patch_base_offset,
+    patch_legacy_offset,
+    patch_partition_leader_epoch,
+)
+from klog.storage.config import LogConfig
+from klog.storage.index import CorruptIndexError
+from klog.storage.leader_epoch import LEADER_EPOCH_CHECKPOINT_FILENAME, LeaderEpochFileCache
+from klog.storage.producer_state import (
+    PRODUCER_SNAPSHOT_FILE_SUFFIX,
+    BatchMetadata,
+    ProducerStateManager,
+)
+from klog.storage.segment import (
+    CLEANED_FILE_SUFFIX,
+    DELETED_FILE_SUFFIX,
+    INDEX_FILE_SUFFIX,
+    LOG_FILE_SUFFIX,
+    SWAP_FILE_SUFFIX,
+    TIME_INDEX_FILE_SUFFIX,
+    TMP_FILE_SUFFIX,
+    TXN_INDEX_FILE_SUFFIX,
+    FetchDataInfo,
+    LogOffsetMetadata,
+    LogSegment,
+    RollParams,
+    TimestampAndOffset,
+    _iter_file_batches,
+    _ScanState,
+    offset_from_filename,
+    scan_segment,
+)
+
+DELETE_DIR_SUFFIX = "-delete"
+FUTURE_DIR_SUFFIX = "-future"
+STRAY_DIR_SUFFIX = "-stray"
+
+# ListOffsets special timestamps (Kafka's ListOffsetsRequest).
+EARLIEST_TIMESTAMP = -2
+LATEST_TIMESTAMP = -1
+MAX_TIMESTAMP = -3
+EARLIEST_LOCAL_TIMESTAMP = -4
+
+_INT64_STRUCT_MAX = 2**63 - 1
+
+T = TypeVar("T")
+
+
+# -- errors ---------------------------------------------------------------------------------
+
+
+class OffsetOutOfRangeError(KafkaError):
+    error_code = ErrorCode.OFFSET_OUT_OF_RANGE
+
+
+class UnsupportedForMessageFormatError(KafkaError):
+    error_code = ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT
+
+
+class KafkaStorageError(KafkaError):
+    error_code = ErrorCode.KAFKA_STORAGE_ERROR
+
+
+class UnexpectedAppendOffsetError(KafkaError):
+    """A follower append that does not start at the log end offset."""
+
+    error_code = ErrorCode.UNKNOWN_SERVER_ERROR
+
+
+# -- directory names ------------------------------------------------------------------------
+
+_DIR_RE = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
+_SPECIAL_DIR_RE = re.compile(
+    r"^(?P<topic>.+)-(?P<partition>\d+)\.(?P<uid>[0-9a-fA-F]{32})(?P<kind>-delete|-future|-stray)$"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionDirName:
+    """What a partition directory's name says: topic, partition and its state."""
+
+    topic: str
+    partition: int
+    kind: str = ""  # "", "delete", "future" or "stray"
+
+
+def log_dir_name(topic: str, partition: int) -> str:
+    return f"{topic}-{partition}"
+
+
+def _special_dir_name(topic: str, partition: int, suffix: str) -> str:
+    # Kafka: <topic>-<partition>.<uuid without dashes><suffix>
+    return f"{topic}-{partition}.{uuid.uuid4().hex}{suffix}"
+
+
+def log_delete_dir_name(topic: str, partition: int) -> str:
+    return _special_dir_name(topic, partition, DELETE_DIR_SUFFIX)
+
+
+def log_future_dir_name(topic: str, partition: int) -> str:
+    return _special_dir_name(topic, partition, FUTURE_DIR_SUFFIX)
+
+
+def parse_partition_dir_name(name: str) -> PartitionDirName:
+    """Parse ``<topic>-<partition>`` (or its ``.<uuid>-delete`` / ``-future`` forms)."""
+    special = _SPECIAL_DIR_RE.match(name)
+    if special:
+        return PartitionDirName(
+            special["topic"], int(special["partition"]), special["kind"].lstrip("-")
+        )
+    plain = _DIR_RE.match(name)
+    if plain is None or not plain["topic"]:
+        raise ValueError(
+            f"found directory {name!r}, which is not in the form of topic-partition or "
+            "topic-partition.uniqueId-delete (if marked for deletion)"
+        )
+    return PartitionDirName(plain["topic"], int(plain["partition"]))
+
+
+# -- values ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class LogAppendInfo:
+    """What an append did (Kafka's LogAppendInfo, the parts a produce response needs)."""
+
+    first_offset: int
+    last_offset: int
+    max_timestamp: int
+    offset_of_max_timestamp: int
+    log_append_time: int
+    log_start_offset: int
+    record_count: int
+    batch_count: int
+    valid_bytes: int
+    last_leader_epoch: int = -1
+    duplicate: bool = False
+
+    @property
+    def count(self) -> int:
+        return self.record_count
+
+
+def _locked(method: Callable[..., T]) -> Callable[..., T]:
+    @functools.wraps(method)
+    def wrapper(self: PartitionLog, *args: Any, **kwargs: Any) -> T:
+        with self._lock:
+            return method(self, *args, **kwargs)
+
+    return wrapper
+
+
+def _wall_clock_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class PartitionLog:
+    """A partition's log (Kafka's UnifiedLog/LocalLog/LogLoader, local storage only).
+
+    Thread-safe: each public method holds the log's lock for its duration.
+    """
+
+    def __init__(
+        self,
+        directory: Path | str,
+        config: LogConfig | None = None,
+        *,
+        log_start_offset: int = 0,
+        recovery_point: int = 0,
+        high_watermark: int | None = None,
+        had_clean_shutdown: bool = True,
+        clock: Callable[[], int] = _wall_clock_ms,
+        producer_id_expiration_ms: int = 86_400_000,
+    ) -> None:
+        self.dir = Path(directory)
+        self.config = config or LogConfig()
+        self.clock = clock
+        self._lock = threading.RLock()
+        name = parse_partition_dir_name(self.dir.name)
+        self.topic, self.partition = name.topic, name.partition
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self._base_offsets: list[int] = []
+        self._segments: dict[int, LogSegment] = {}
+        self._pending_deletes: list[tuple[int, LogSegment]] = []
+        self._log_start_offset = log_start_offset
+        self._recovery_point = recovery_point
+        self._log_end_offset = 0
+        self._last_flush_ms = clock()
+        self._dir_needs_fsync = False
+        self.leader_epoch_cache = LeaderEpochFileCache(self.dir / LEADER_EPOCH_CHECKPOINT_FILENAME)
+        self.producer_state = ProducerStateManager(self.dir, producer_id_expiration_ms)
+        self.loaded_with_recovery = not had_clean_shutdown
+        self.bytes_truncated_on_load = 0
+        self._load(had_clean_shutdown)
+        hw = self._log_end_offset if high_watermark is None else high_watermark
+        self._high_watermark = min(max(hw, self._log_start_offset), self._log_end_offset)
+
+    # ==========================================================================================
+    # loading
+    # ==========================================================================================
+
+    def _load(self, had_clean_shutdown: bool) -> None:
+        self._remove_temp_files_and_resolve_swaps()
+        self._load_segment_files()
+        if not had_clean_shutdown:
+            self._recover_log()
+        if not self._base_offsets:
+            self._add_segment(self._new_segment(self._log_start_offset))
+        active = self.active_segment
+        active.resize_indexes(self.config.segment_index_bytes)
+        self._log_end_offset = active.read_next_offset()
+        first_base = self._base_offsets[0]
+        self._log_start_offset = max(self._log_start_offset, first_base)
+        self._log_start_offset = min(self._log_start_offset, self._log_end_offset)
+        self._recovery_point = min(max(self._recovery_point, 0), self._log_end_offset)
+        if had_clean_shutdown:
+            # A clean shutdown flushed everything.
+            self._recovery_point = self._log_end_offset
+        self.leader_epoch_cache.truncate_from_end(self._log_end_offset)
+        self.leader_epoch_cache.truncate_from_start(self._log_start_offset)
+        self._rebuild_producer_state(self._log_end_offset)
+
+    def _remove_temp_files_and_resolve_swaps(self) -> None:
+        """Kafka's removeTempFilesAndCollectSwapFiles + swap completion."""
+        swap_logs: list[Path] = []
+        min_cleaned: int | None = None
+        for entry in sorted(self.dir.iterdir()):
+            name = entry.name
+            if not entry.is_file():
+                continue
+            if name.endswith(DELETED_FILE_SUFFIX) or name.endswith(TMP_FILE_SUFFIX):
+                entry.unlink()  # scheduled deletions and half-written temporaries
+            elif name.endswith(CLEANED_FILE_SUFFIX):
+                base = _safe_offset(name)
+                if base is not None:
+                    min_cleaned = base if min_cleaned is None else min(min_cleaned, base)
+                entry.unlink()  # an interrupted cleaning: the originals are intact
+            elif name.endswith(SWAP_FILE_SUFFIX):
+                if name.endswith(LOG_FILE_SUFFIX + SWAP_FILE_SUFFIX):
+                    swap_logs.append(entry)
+                else:
+                    entry.unlink()  # index swap files are rebuilt from the log
+        for swap in swap_logs:
+            base = _safe_offset(swap.name)
+            if base is None:
+                continue
+            if min_cleaned is not None and base >= min_cleaned:
+                # Cleaning did not finish writing this group: the originals stay.
+                swap.unlink()
+                continue
+            scan = scan_segment(swap, verify_crc=False)
+            next_offset = base if scan.last_offset is None else scan.last_offset + 1
+            # The swap replaces every segment whose base offset it covers.
+            for log_file in self.dir.glob(f"*{LOG_FILE_SUFFIX}"):
+                other = _safe_offset(log_file.name)
+                if other is not None and base <= other < max(next_offset, base + 1):
+                    for suffix in (
+                        LOG_FILE_SUFFIX,
+                        INDEX_FILE_SUFFIX,
+                        TIME_INDEX_FILE_SUFFIX,
+                        TXN_INDEX_FILE_SUFFIX,
+                    ):
+                        (self.dir / f"{log_file.name[:20]}{suffix}").unlink(missing_ok=True)
+            os.replace(swap, swap.with_name(swap.name[: -len(SWAP_FILE_SUFFIX)]))
+
+    def _load_segment_files(self) -> None:
+        # Orphaned index files (no .log) are removed, as Kafka does.
+        logs = {_safe_offset(p.name) for p in self.dir.glob(f"*{LOG_FILE_SUFFIX}")}
+        for suffix in (INDEX_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX, TXN_INDEX_FILE_SUFFIX):
+            for index_file in self.dir.glob(f"*{suffix}"):
+                if _safe_offset(index_file.name) not in logs:
+                    index_file.unlink()
+        for base in sorted(b for b in logs if b is not None):
+            segment = LogSegment.open(self.dir, base, self.config, file_already_exists=True)
+            try:
+                segment.sanity_check()
+            except (FileNotFoundError, CorruptIndexError):
+                # Indexes are accelerators: rebuild them from the log (and validate it).
+                self.bytes_truncated_on_load += segment.recover(DEFAULT_MAX_BATCH_SIZE)
+            self._add_segment(segment)
+
+    def _recover_log(self) -> None:
+        """After an unclean shutdown: recover every segment from the recovery point on."""
+        if not self._base_offsets:
+            return
+        i = max(0, bisect.bisect_right(self._base_offsets, self._recovery_point) - 1)
+        unflushed = self._base_offsets[i:]
+        first = unflushed[0]
+        state = ProducerStateManager(self.dir, self.producer_state.producer_id_expiration_ms)
+        state.truncate_and_reload(self._log_start_offset, first, self.clock())
+        self._replay_producer_state(state, state.map_end_offset, first)
+        for n, base in enumerate(unflushed):
+            segment = self._segments[base]
+            truncated = segment.recover(DEFAULT_MAX_BATCH_SIZE, state, self.leader_epoch_cache)
+            self.bytes_truncated_on_load += truncated
+            if truncated > 0:
+                # The log must stay contiguous: what follows a cut is scheduled for
+                # deletion, exactly like Kafka's recovery.
+                for later in unflushed[n + 1 :]:
+                    self._schedule_delete(self._remove_segment(later))
+                break
+        self._recovery_point = self.active_segment.read_next_offset()
+
+    def _rebuild_producer_state(self, last_offset: int) -> None:
+        """Kafka's rebuildProducerState: latest snapshot, then replay batch headers."""
+        state = self.producer_state
+        state.truncate_and_reload(self._log_start_offset, last_offset, self.clock())
+        if last_offset > state.map_end_offset:
+            self._replay_producer_state(state, state.map_end_offset, last_offset)
+            state.update_map_end_offset(last_offset)
+            state.take_snapshot()
+
+    def _replay_producer_state(self, state: ProducerStateManager, start: int, end: int) -> None:
+        """Apply the batches with offsets in [start, end) to ``state`` (headers only)."""
+        if start >= end:
+            return
+        for base in self._segments_from(start):
+            if base >= end:
+                break
+            segment = self._segments[base]
+            position = 0
+            if base <= start:
+                found = segment.translate_offset(start)
+                if found is None:
+                    continue
+                position = found.position
+            for header, entry in self._iter_segment_batches(segment, position):
+                if header.base_offset is not None and header.base_offset >= end:
+                    return
+                if header.magic >= MAGIC_V2 and header.last_offset >= start:
+                    completed = state.update_from_batch(header, entry)
+                    if completed is not None:
+                        # The .txnindex already holds it: only the state moves on.
+                        state.complete_txn(completed)
+                state.update_map_end_offset(header.last_offset + 1)
+
+    def _iter_segment_batches(
+        self, segment: LogSegment, position: int
+    ) -> Iterator[tuple[BatchHeader, memoryview]]:
+        state = _ScanState(position=position)
+        for _pos, header, entry in _iter_file_batches(
+            segment.fd,
+            state,
+            segment.size,
+            max_batch_size=DEFAULT_MAX_BATCH_SIZE,
+            verify_crc=False,
+            expected_min_offset=None,
+        ):
+            yield header, entry
+
+    # ==========================================================================================
+    # segment bookkeeping
+    # ==========================================================================================
+
+    def _new_segment(self, base_offset: int) -> LogSegment:
+        self._dir_needs_fsync = True
+        for stale in self.dir.glob(f"{base_offset:020d}.*"):
+            # An empty leftover at the same base offset (e.g. after truncation) is replaced.
+            if stale.suffix in (INDEX_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX, TXN_INDEX_FILE_SUFFIX):
+                stale.unlink()
+        return LogSegment.open(self.dir, base_offset, self.config, now_ms=self.clock())
+
+    def _add_segment(self, segment: LogSegment) -> None:
+        if segment.base_offset not in self._segments:
+            bisect.insort(self._base_offsets, segment.base_offset)
+        self._segments[segment.base_offset] = segment
+
+    def _remove_segment(self, base_offset: int) -> LogSegment:
+        segment = self._segments.pop(base_offset)
+        self._base_offsets.remove(base_offset)
+        return segment
+
+    def _schedule_delete(self, segment: LogSegment) -> None:
+        """Rename to ``.deleted`` now, delete after file.delete.delay.ms (readers may still
+        be sending from it)."""
+        segment.change_file_suffixes("", DELETED_FILE_SUFFIX)
+        due = self.clock() + self.config.file_delete_delay_ms
+        self._pending_deletes.append((due, segment))
+
+    def _floor_segment(self, offset: int) -> LogSegment | None:
+        i = bisect.bisect_right(self._base_offsets, offset) - 1
+        return self._segments[self._base_offsets[i]] if i >= 0 else None
+
+    def _segments_from(self, offset: int) -> list[int]:
+        i = max(0, bisect.bisect_right(self._base_offsets, offset) - 1)
+        return self._base_offsets[i:]
+
+    # ==========================================================================================
+    # properties
+    # ==========================================================================================
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self._segments[self._base_offsets[-1]]
+
+    @property
+    def segments(self) -> list[LogSegment]:
+        with self._lock:
+            return [self._segments[b] for b in self._base_offsets]
+
+    @property
+    def number_of_segments(self) -> int:
+        return len(self._base_offsets)
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._log_end_offset
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._log_start_offset
+
+    @property
+    def recovery_point(self) -> int:
+        return self._recovery_point
+
+    @property
+    def high_watermark(self) -> int:
+        return self._high_watermark
+
+    @property
+    def size(self) -> int:
+        """Bytes of all segments."""
+        with self._lock:
+            return sum(s.size for s in self._segments.values())
+
+    @property
+    def log_end_offset_metadata(self) -> LogOffsetMetadata:
+        active = self.active_segment
+        return LogOffsetMetadata(self._log_end_offset, active.base_offset, active.size)
+
+    @property
+    def pending_deletes(self) -> list[Path]:
+        return [segment.log_path for _due, segment in self._pending_deletes]
+
+    def __repr__(self) -> str:
+        return (
+            f"PartitionLog({self.dir}, log_start_offset={self._log_start_offset}, "
+            f"log_end_offset={self._log_end_offset})"
+        )
+
+    @_locked
+    def update_config(self, config: LogConfig) -> None:
+        self.config = config
+
+    @_locked
+    def update_high_watermark(self, high_watermark: int) -> int:
+        """Set the HW, clamped to [log_start_offset, log_end_offset]; return it."""
+        hw = min(max(high_watermark, self._log_start_offset), self._log_end_offset)
+        self._high_watermark = hw
+        self.producer_state.on_high_watermark_updated(hw)
+        return hw
+
+    # ==========================================================================================
+    # appends
+    # ==========================================================================================
+
+    def _headers(self, records: bytes | bytearray | memoryview) -> list[BatchHeader]:
+        """Validate the shape, sizes and CRCs of a produce/fetch payload, batch by batch."""
+        headers: list[BatchHeader] = []
+        consumed = 0
+        try:
+            for header in iter_batch_headers(records):
+                if header.size > self.config.max_message_bytes:
+                    raise RecordTooLargeError(
+                        f"the record batch at position {header.position} is {header.size} "
+                        f"bytes, larger than max.message.bytes ({self.config.max_message_bytes})"
+                    )
+                header.ensure_valid(records)
+                headers.append(header)
+                consumed = header.end
+        except CorruptRecordError:
+            raise
+        if consumed != len(records):
+            raise CorruptRecordError(
+                f"{len(records) - consumed} trailing bytes after the last whole batch "
+                f"(a truncated batch at position {consumed})"
+            )
+        if not headers:
+            raise InvalidRecordError("no record batch to append")
+        return headers
+
+    @_locked
+    def append_as_leader(
+        self,
+        records: bytes | bytearray | memoryview,
+        leader_epoch: int,
+        *,
+        origin: str = "client",
+    ) -> LogAppendInfo:
+        """Validate ``records`` (whole batches), assign offsets from the log end offset,
+        stamp ``leader_epoch``, and append. Records are not decoded.
+
+        ``origin`` is "client" (producers: no control batches, sequence checks) or
+        "coordinator" (transaction markers). A duplicate of one of a producer's last 5
+        batches is not appended: its original offsets come back with ``duplicate=True``.
+        Compressed v0/v1 wrappers would need recompression to assign inner offsets and
+        raise UnsupportedForMessageFormatError.
+        """
+        headers = self._headers(records)
+        now = self.clock()
+        if origin == "client":
+            for h in headers:
+                if h.is_control:
+                    raise InvalidRecordError("clients are not allowed to write control records")
+                if h.magic >= MAGIC_V2 and (
+                    h.records_count is None or h.records_count != h.last_offset_delta + 1
+                ):
+                    raise InvalidRecordError(
+                        f"batch at position {h.position} has {h.records_count} records but a "
+                        f"lastOffsetDelta of {h.last_offset_delta}"
+                    )
+                if h.has_producer_id:
+                    duplicate = self.producer_state.find_duplicate_batch(h)
+                    if duplicate is not None:
+                        return self._duplicate_info(duplicate, h)
+                    self.producer_state.check_append(h)
+        for h in headers:
+            if h.magic < MAGIC_V2 and h.attributes & COMPRESSION_CODEC_MASK:
+                raise UnsupportedForMessageFormatError(
+                    "compressed v0/v1 message sets are not supported: their inner offsets "
+                    "need recompression (produce with magic v2)"
+                )
+        buf = bytearray(records)
+        log_append = self.config.log_append_time
+        next_offset = self._log_end_offset
+        for h in headers:
+            if h.magic >= MAGIC_V2:
+                patch_base_offset(buf, h.position, next_offset)
+                patch_partition_leader_epoch(buf, h.position, leader_epoch)
+                if log_append:
+                    self._stamp_log_append_time(buf, h, now)
+                last = next_offset + h.last_offset_delta
+            else:
+                patch_legacy_offset(buf, h.position, next_offset)
+                last = next_offset
+            next_offset = last + 1
+        return self._append(buf, leader_epoch, assign_epoch=True, now=now, log_append=log_append)
+
+    @staticmethod
+    def _stamp_log_append_time(buf: bytearray, h: BatchHeader, now: int) -> None:
+        # LogAppendTime changes CRC-covered bytes (attributes, maxTimestamp): recompute.
+        attributes = int.from_bytes(buf[h.position + ATTRIBUTES_OFFSET : h.position + 23], "big")
+        attributes |= TIMESTAMP_TYPE_MASK
+        buf[h.position + ATTRIBUTES_OFFSET : h.position + 23] = attributes.to_bytes(2, "big")
+        start = h.position + MAX_TIMESTAMP_OFFSET
+        buf[start : start + 8] = now.to_bytes(8, "big", signed=True)
+        crc = crc32c(memoryview(buf)[h.position + ATTRIBUTES_OFFSET : h.end])
+        buf[h.position + CRC_OFFSET : h.position + CRC_OFFSET + 4] = crc.to_bytes(4, "big")
+
+    def _duplicate_info(self, meta: BatchMetadata, h: BatchHeader) -> LogAppendInfo:
+        return LogAppendInfo(
+            first_offset=meta.first_offset,
+            last_offset=meta.last_offset,
+            max_timestamp=meta.timestamp,
+            offset_of_max_timestamp=meta.last_offset,
+            log_append_time=-1,
+            log_start_offset=self._log_start_offset,
+            record_count=h.records_count or 0,
+            batch_count=1,
+            valid_bytes=h.size,
+            duplicate=True,
+        )
+
+    @_locked
+    def append_as_follower(self, records: bytes | bytearray | memoryview) -> LogAppendInfo:
+        """Append a leader's batches as they are (offsets and epochs kept).
+
+        The first offset must be the log end offset and offsets must increase; batches
+        stamped with a newer leader epoch update the leader epoch cache.
+        """
+        headers = self._headers(records)
+        first = (
+            headers[0].base_offset if headers[0].base_offset is not None else headers[0].last_offset
+        )
+        if first < self._log_end_offset:
+            raise UnexpectedAppendOffsetError(
+                f"follower append starts at offset {first}, below the log end offset "
+                f"{self._log_end_offset} of {self.dir.name}"
+            )
+        previous = self._log_end_offset - 1
+        for h in headers:
+            low = h.base_offset if h.base_offset is not None else h.last_offset
+            if low <= previous:
+                raise InvalidRecordError(
+                    f"out of order offsets in follower append to {self.dir.name}: "
+                    f"{low} after {previous}"
+                )
+            previous = h.last_offset
+        return self._append(records, -1, assign_epoch=False, now=self.clock(), log_append=False)
+
+    def _append(
+        self,
+        buf: bytes | bytearray | memoryview,
+        leader_epoch: int,
+        *,
+        assign_epoch: bool,
+        now: int,
+        log_append: bool,
+    ) -> LogAppendInfo:
+        # Re-read the (possibly patched) headers: offsets are final now.
+        headers = list(iter_batch_headers(buf))
+        first_h = headers[0]
+        first_offset = (
+            first_h.base_offset if first_h.base_offset is not None else first_h.last_offset
+        )
+        last_offset = headers[-1].last_offset
+        max_ts, offset_of_max = NO_TIMESTAMP, first_offset
+        records = 0
+        for h in headers:
+            if h.max_timestamp > max_ts:
+                max_ts, offset_of_max = h.max_timestamp, h.last_offset
+            records += h.records_count or 1
+        if headers[-1].last_offset - self.active_segment.base_offset < 0:
+            raise InvalidRecordError(f"offset {first_offset} is below the active segment")
+        segment = self._maybe_roll(len(buf), max_ts, last_offset, first_offset, now)
+        segment.append(last_offset, max_ts, offset_of_max, buf)
+        # Producer state, transactions and leader epochs, from the headers.
+        epoch_seen = -1
+        for h in headers:
+            if h.magic < MAGIC_V2:
+                continue
+            epoch = h.partition_leader_epoch
+            if epoch >= 0 and epoch != epoch_seen:
+                latest = self.leader_epoch_cache.latest_epoch
+                if latest is None or epoch > latest:
+                    self.leader_epoch_cache.assign(epoch, h.base_offset or 0)
+                epoch_seen = epoch
+            if h.has_producer_id:
+                completed = self.producer_state.update_from_batch(h, h.payload(buf))
+                if completed is not None:
+                    lso = self.producer_state.last_stable_offset(completed)
+                    segment.update_txn_index(completed, lso)
+                    self.producer_state.complete_txn(completed)
+        self.producer_state.update_map_end_offset(last_offset + 1)
+        self._log_end_offset = last_offset + 1
+        if self._high_watermark > self._log_end_offset:
+            self._high_watermark = self._log_end_offset
+        info = LogAppendInfo(
+            first_offset=first_offset,
+            last_offset=last_offset,
+            max_timestamp=max_ts,
+            offset_of_max_timestamp=offset_of_max,
+            log_append_time=now if log_append else -1,
+            log_start_offset=self._log_start_offset,
+            record_count=records,
+            batch_count=len(headers),
+            valid_bytes=len(buf),
+            last_leader_epoch=leader_epoch if assign_epoch else epoch_seen,
+        )
+        self._flush_if_too_many_messages()
+        return info
+
+    def _flush_if_too_many_messages(self) -> None:
+        if self._log_end_offset - self._recovery_point >= self.config.flush_messages:
+            self._flush(self._log_end_offset)
+
+    # ==========================================================================================
+    # rolling
+    # ==========================================================================================
+
+    def _maybe_roll(
+        self, size: int, max_ts: int, max_offset: int, first_offset: int, now: int
+    ) -> LogSegment:
+        segment = self.active_segment
+        params = RollParams(
+            max_segment_ms=self.config.segment_ms,
+            max_segment_bytes=self.config.segment_bytes,
+            max_timestamp_in_messages=max_ts,
+            max_offset_in_messages=max_offset,
+            messages_size=size,
+            now_ms=now,
+        )
+        if segment.should_roll(params):
+            # Kafka rolls at the first offset of the append (or where it must, to keep
+            # relative offsets in int32 when the append itself spans too much).
+            roll_offset = first_offset
+            if max_offset - first_offset > 2**31 - 1:
+                roll_offset = max_offset - (2**31 - 1)
+            return self._roll(roll_offset)
+        return segment
+
+    @_locked
+    def roll(self, expected_next_offset: int | None = None) -> LogSegment:
+        """Start a new active segment at max(expected_next_offset, log end offset)."""
+        return self._roll(expected_next_offset)
+
+    def _roll(self, expected_next_offset: int | None = None) -> LogSegment:
+        new_offset = max(expected_next_offset or 0, self._log_end_offset)
+        active = self.active_segment
+        if new_offset in self._segments:
+            existing = self._segments[new_offset]
+            if existing is active and existing.size == 0:
+                return existing  # already rolled, nothing written yet
+            raise KafkaStorageError(
+                f"trying to roll a new log segment for {self.dir.name} with start offset "
+                f"{new_offset} which already exists"
+            )
+        if active.size == 0 and active.base_offset < new_offset:
+            # An empty active segment is simply replaced.
+            self._remove_segment(active.base_offset).delete_if_exists()
+        else:
+            active.on_become_inactive_segment()
+        segment = self._new_segment(new_offset)
+        self._add_segment(segment)
+        self.producer_state.update_map_end_offset(new_offset)
+        self.producer_state.take_snapshot()
+        return segment
+
+    # ==========================================================================================
+    # reads
+    # ==========================================================================================
+
+    @_locked
+    def read(
+        self,
+        start_offset: int,
+        max_bytes: int,
+        max_offset: int | None = None,
+        min_one_message: bool = True,
+        include_aborted_txns: bool = False,
+    ) -> FetchDataInfo:
+        """Whole batches from ``start_offset``: at most ``max_bytes`` (but at least one batch
+        with ``min_one_message``), none at or past ``max_offset`` (e.g. the high watermark).
+
+        Raises OffsetOutOfRangeError outside [log_start_offset, log_end_offset].
+        """
+        end = self._log_end_offset
+        if start_offset == end:
+            return FetchDataInfo(self.log_end_offset_metadata)
+        if start_offset > end or start_offset < self._log_start_offset:
+            raise OffsetOutOfRangeError(
+                f"received request for offset {start_offset} for partition {self.dir.name}, "
+                f"but we only have log segments in the range {self._log_start_offset} to {end}"
+            )
+        limit_position: tuple[int, int] | None = None
+        if max_offset is not None:
+            if max_offset <= start_offset:
+                seg = self._floor_segment(start_offset)
+                assert seg is not None
+                found = seg.translate_offset(start_offset)
+                position = found.position if found else seg.size
+                return FetchDataInfo(LogOffsetMetadata(start_offset, seg.base_offset, position))
+            limit_position = self._position_of(max_offset)
+        for base in self._segments_from(start_offset):
+            segment = self._segments[base]
+            max_position = None
+            if limit_position is not None:
+                if limit_position[0] < base:
+                    break
+                if limit_position[0] == base:
+                    max_position = limit_position[1]
+            info = segment.read(start_offset, max_bytes, max_position, min_one_message)
+            if info is not None:
+                if include_aborted_txns and info.size > 0:
+                    info.aborted_transactions = self._collect_aborted(start_offset, info)
+                return info
+        return FetchDataInfo(self.log_end_offset_metadata)
+
+    def _position_of(self, offset: int) -> tuple[int, int]:
+        """(segment base, position) of the batch holding ``offset`` (or the end of log)."""
+        segment = self._floor_segment(offset)
+        if segment is None:
+            return self._base_offsets[0], 0
+        found = segment.translate_offset(offset)
+        if found is None:
+            return segment.base_offset, segment.size
+        return segment.base_offset, found.position
+
+    def _collect_aborted(self, fetch_offset: int, info: FetchDataInfo) -> list:
+        upper = self._log_end_offset
+        out: list = []
+        for base in self._segments_from(fetch_offset):
+            result = self._segments[base].collect_aborted_txns(fetch_offset, upper)
+            out.extend(result.aborted_txns)
+            if result.is_complete:
+                break
+        return out
+
+    # ==========================================================================================
+    # truncation and log start offset
+    # ==========================================================================================
+
+    @_locked
+    def truncate_to(self, target_offset: int) -> bool:
+        """Remove everything at or past ``target_offset`` (a follower diverged). Returns
+        False when there was nothing to remove."""
+        if target_offset < 0:
+            raise ValueError(f"cannot truncate partition {self.dir.name} to a negative offset")
+        if target_offset >= self._log_end_offset:
+            return False
+        if self._base_offsets[0] > target_offset:
+            self._truncate_fully_and_start_at(target_offset)
+            return True
+        for base in [b for b in self._base_offsets if b > target_offset]:
+            self._schedule_delete(self._remove_segment(base))
+        active = self.active_segment
+        active.truncate_to(target_offset)
+        self._log_end_offset = active.read_next_offset()
+        self._recovery_point = min(self._recovery_point, self._log_end_offset)
+        self._high_watermark = min(self._high_watermark, self._log_end_offset)
+        self._log_start_offset = min(self._log_start_offset, self._log_end_offset)
+        self.leader_epoch_cache.truncate_from_end(self._log_end_offset)
+        state = self.producer_state
+        state.truncate_and_reload(self._log_start_offset, self._log_end_offset, self.clock())
+        self._replay_producer_state(state, state.map_end_offset, self._log_end_offset)
+        state.update_map_end_offset(self._log_end_offset)
+        return True
+
+    @_locked
+    def truncate_fully_and_start_at(self, new_offset: int) -> None:
+        """Drop every segment and start empty at ``new_offset``."""
+        self._truncate_fully_and_start_at(new_offset)
+
+    def _truncate_fully_and_start_at(self, new_offset: int) -> None:
+        for base in list(self._base_offsets):
+            segment = self._remove_segment(base)
+            if segment.base_offset == new_offset:
+                segment.delete_if_exists()  # the new segment takes its file names
+            else:
+                self._schedule_delete(segment)
+        self._add_segment(self._new_segment(new_offset))
+        self._log_end_offset = self._log_start_offset = new_offset
+        self._recovery_point = self._high_watermark = new_offset
+        self.leader_epoch_cache.clear_and_flush()
+        self.producer_state.truncate_fully_and_start_at(new_offset)
+
+    @_locked
+    def maybe_increment_log_start_offset(self, new_log_start_offset: int) -> bool:
+        """DeleteRecords: move the log start offset forward (never past the high watermark).
+
+        Segments wholly below it are deleted by the next ``delete_old_segments``.
+        """
+        if new_log_start_offset > self._high_watermark:
+            raise OffsetOutOfRangeError(
+                f"cannot increment the log start offset to {new_log_start_offset} of partition "
+                f"{self.dir.name} since it is larger than the high watermark "
+                f"{self._high_watermark}"
+            )
+        if new_log_start_offset <= self._log_start_offset:
+            return False
+        self._log_start_offset = new_log_start_offset
+        self.leader_epoch_cache.truncate_from_start(new_log_start_offset)
+        self.producer_state.on_log_start_offset_incremented(new_log_start_offset)
+        return True
+
+    # ==========================================================================================
+    # retention
+    # ==========================================================================================
+
+    @_locked
+    def delete_old_segments(self, now_ms: int | None = None) -> int:
+        """Apply retention: segments wholly below the log start offset always; with
+        cleanup.policy=delete also by retention.bytes and retention.ms (a segment's age is
+        its largest record timestamp). Never the active segment, never past the high
+        watermark. Deleted segments are renamed ``.deleted`` and removed later by
+        ``delete_pending``. Returns the number of segments deleted."""
+        now = self.clock() if now_ms is None else now_ms
+        deleted = self._delete_while(lambda seg, nxt: nxt.base_offset <= self._log_start_offset)
+        if self.config.delete:
+            deleted += self._delete_retention_bytes()
+            if self.config.retention_ms >= 0:
+                retention = self.config.retention_ms
+                deleted += self._delete_while(
+                    lambda seg, nxt: now - seg.largest_timestamp > retention
+                )
+        return deleted
+
+    def _delete_retention_bytes(self) -> int:
+        limit = self.config.retention_bytes
+        if limit < 0:
+            return 0
+        diff = self.size - limit
+
+        def predicate(seg: LogSegment, nxt: LogSegment) -> bool:
+            nonlocal diff
+            if diff - seg.size >= 0:
+                diff -= seg.size
+                return True
+            return False
+
+        return self._delete_while(predicate)
+
+    def _delete_while(self, predicate: Callable[[LogSegment, LogSegment], bool]) -> int:
+        count = 0
+        while len(self._base_offsets) > 1:
+            segment = self._segments[self._base_offsets[0]]
+            nxt = self._segments[self._base_offsets[1]]
+            if nxt.base_offset > self._high_watermark or not predicate(segment, nxt):
+                break
+            self._schedule_delete(self._remove_segment(segment.base_offset))
+            count += 1
+        if count:
+            new_start = self._base_offsets[0]
+            if new_start > self._log_start_offset:
+                self._log_start_offset = new_start
+                self.leader_epoch_cache.truncate_from_start(new_start)
+                self.producer_state.on_log_start_offset_incremented(new_start)
+            self.producer_state.delete_snapshots_before(self._base_offsets[0])
+        return count
+
+    @_locked
+    def delete_pending(self, now_ms: int | None = None) -> int:
+        """Delete the ``.deleted`` segments whose file.delete.delay.ms has passed."""
+        now = self.clock() if now_ms is None else now_ms
+        due = [(t, s) for t, s in self._pending_deletes if t <= now]
+        self._pending_deletes = [(t, s) for t, s in self._pending_deletes if t > now]
+        for _t, segment in due:
+            segment.delete_if_exists()
+        return len(due)
+
+    # ==========================================================================================
+    # flushing
+    # ==========================================================================================
+
+    @_locked
+    def flush(self, offset: int | None = None) -> None:
+        """fsync segments holding offsets in [recovery_point, offset) (default: all) and
+        move the recovery point to ``offset``."""
+        self._flush(self._log_end_offset if offset is None else offset)
+
+    def _flush(self, offset: int) -> None:
+        offset = min(offset, self._log_end_offset)
+        if self._dir_needs_fsync:
+            _fsync_dir(self.dir)
+            self._dir_needs_fsync = False
+        if offset <= self._recovery_point:
+            return
+        for base in self._segments_from(self._recovery_point):
+            if base >= offset:
+                break
+            self._segments[base].flush()
+        self._recovery_point = offset
+        self._last_flush_ms = self.clock()
+
+    @_locked
+    def maybe_flush(self, now_ms: int | None = None) -> bool:
+        """The flush policy: flush.messages unflushed messages, or flush.ms since the last
+        flush, or a rolled segment not yet flushed. Returns whether it flushed."""
+        now = self.clock() if now_ms is None else now_ms
+        unflushed = self._log_end_offset - self._recovery_point
+        if unflushed <= 0:
+            return False
+        if unflushed >= self.config.flush_messages or (
+            now - self._last_flush_ms >= self.config.flush_ms
+        ):
+            self._flush(self._log_end_offset)
+            return True
+        if self.active_segment.base_offset > self._recovery_point:
+            # Kafka flushes rolled segments right after a roll.
+            self._flush(self.active_segment.base_offset)
+            return True
+        return False
+
+    # ==========================================================================================
+    # ListOffsets
+    # ==========================================================================================
+
+    @_locked
+    def fetch_offset_by_timestamp(
+        self,
+        target_timestamp: int,
+        record_locator: Callable[[bytes], Iterator[tuple[int, int]]] | None = None,
+    ) -> TimestampAndOffset | None:
+        """ListOffsets: earliest (-2), latest (-1), max timestamp (-3), earliest local (-4),
+        or the first offset whose timestamp is >= ``target_timestamp`` (None if none).
+
+        See ``LogSegment.find_offset_by_timestamp`` for ``record_locator``.
+        """
+        cache = self.leader_epoch_cache
+        if target_timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
+            start = self._log_start_offset
+            return TimestampAndOffset(NO_TIMESTAMP, start, cache.epoch_for_offset(start))
+        if target_timestamp == LATEST_TIMESTAMP:
+            return TimestampAndOffset(NO_TIMESTAMP, self._log_end_offset, cache.latest_epoch)
+        if target_timestamp == MAX_TIMESTAMP:
+            best = None
+            for base in self._base_offsets:
+                ts = self._segments[base].max_timestamp_and_offset_so_far
+                if best is None or ts.timestamp > best.timestamp:
+                    best = ts
+            if best is None or best.timestamp < 0:
+                return TimestampAndOffset(NO_TIMESTAMP, -1, None)
+            return TimestampAndOffset(
+                best.timestamp, best.offset, cache.epoch_for_offset(best.offset)
+            )
+        for base in self._base_offsets:
+            segment = self._segments[base]
+            if segment.largest_timestamp >= target_timestamp:
+                found = segment.find_offset_by_timestamp(
+                    target_timestamp, self._log_start_offset, record_locator
+                )
+                if found is not None:
+                    return found
+        return None
+
+    # ==========================================================================================
+    # lifecycle
+    # ==========================================================================================
+
+    @_locked
+    def close(self) -> None:
+        """Snapshot producer state and close every segment (no flush: call flush first)."""
+        self.producer_state.update_map_end_offset(self._log_end_offset)
+        self.producer_state.take_snapshot()
+        for base in self._base_offsets:
+            self._segments[base].close()
+        for _due, segment in self._pending_deletes:
+            segment.close_handlers()
+
+    @_locked
+    def rename_dir(self, new_name: str) -> None:
+        """Rename the partition directory (e.g. to its ``-delete`` name); files stay open."""
+        new_dir = self.dir.parent / new_name
+        os.replace(self.dir, new_dir)
+        self.dir = new_dir
+        for segment in list(self._segments.values()) + [s for _t, s in self._pending_deletes]:
+            segment.update_parent_dir(new_dir)
+        self.leader_epoch_cache.path = new_dir / LEADER_EPOCH_CHECKPOINT_FILENAME
+        self.producer_state.log_dir = new_dir
+
+    @_locked
+    def delete(self) -> None:
+        """Close and remove the whole directory (topic deletion, after the rename)."""
+        for base in list(self._base_offsets):
+            self._remove_segment(base).delete_if_exists()
+        for _t, segment in self._pending_deletes:
+            segment.delete_if_exists()
+        self._pending_deletes.clear()
+        for entry in self.dir.iterdir():
+            if entry.is_file():
+                entry.unlink()
+        self.dir.rmdir()
+
+
+def _safe_offset(name: str) -> int | None:
+    try:
+        return offset_from_filename(name)
+    except ValueError:
+        return None
+
+
+def _fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+__all__ = [
+    "EARLIEST_TIMESTAMP",
+    "LATEST_TIMESTAMP",
+    "MAX_TIMESTAMP",
+    "PRODUCER_SNAPSHOT_FILE_SUFFIX",
+    "FetchDataInfo",
+    "LogAppendInfo",
+    "OffsetOutOfRangeError",
+    "PartitionDirName",
+    "PartitionLog",
+    "UnsupportedForMessageFormatError",
+    "log_delete_dir_name",
+    "log_dir_name",
+    "log_future_dir_name",
+    "parse_partition_dir_name",
+]

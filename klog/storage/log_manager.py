@@ -1,0 +1,416 @@
+"""The broker's log directories: locking, loading, creating, checkpointing, closing.
+
+This module owns Kafka's LogManager for ``log.dirs``: it locks each directory (``.lock``,
+fcntl.flock, so a second broker or tool on the same dirs fails with a clear error), loads
+every partition directory into a ``PartitionLog`` (recovering from the recovery points
+when ``.kafka_cleanshutdown`` is absent, trusting them when it is present), places new
+partitions in the directory with the fewest partitions, and keeps the broker-level
+checkpoint files (``recovery-point-offset-checkpoint``, ``log-start-offset-checkpoint``;
+``replication-offset-checkpoint`` and ``cleaner-offset-checkpoint`` are read and kept).
+On a clean ``close`` every log is flushed and the clean-shutdown marker written.
+
+No threads are started here: the daemon calls ``flush_dirty_logs``, ``cleanup_logs`` and
+``checkpoint_*`` from its own workers, off the event loop.
+
+Locking: the manager's lock guards the partition table (create / delete / lookup); each
+PartitionLog has its own lock, so work on different partitions runs in parallel. All
+public methods are thread-safe.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import shutil
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from klog.storage.checkpoints import (
+    CheckpointError,
+    MetaProperties,
+    read_meta_properties,
+    read_offset_checkpoint,
+    write_meta_properties,
+    write_offset_checkpoint,
+)
+from klog.storage.config import LogConfig
+from klog.storage.log import (
+    PartitionLog,
+    log_delete_dir_name,
+    log_dir_name,
+    parse_partition_dir_name,
+)
+
+RECOVERY_POINT_CHECKPOINT_FILE = "recovery-point-offset-checkpoint"
+LOG_START_OFFSET_CHECKPOINT_FILE = "log-start-offset-checkpoint"
+REPLICATION_OFFSET_CHECKPOINT_FILE = "replication-offset-checkpoint"
+CLEANER_OFFSET_CHECKPOINT_FILE = "cleaner-offset-checkpoint"
+CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+LOCK_FILE = ".lock"
+META_PROPERTIES_FILE = "meta.properties"
+
+TopicPartition = tuple[str, int]
+
+
+class LogDirLockedError(RuntimeError):
+    """Another process (or another LogManager here) holds a log dir's ``.lock``."""
+
+
+class LogDirError(RuntimeError):
+    """A log directory that cannot be used (unreadable checkpoints, duplicate partitions)."""
+
+
+@dataclass(frozen=True, slots=True)
+class LoadSummary:
+    """What loading one log dir found."""
+
+    log_dir: Path
+    had_clean_shutdown: bool
+    partitions: int
+    bytes_truncated: int
+    skipped: tuple[str, ...]  # directory names that are not partitions, with the reason
+
+
+def _wall_clock_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class LogManager:
+    """Kafka's LogManager over one or more log dirs (thread-safe; see module docstring)."""
+
+    def __init__(
+        self,
+        log_dirs: Iterable[Path | str],
+        default_config: LogConfig | None = None,
+        *,
+        topic_config: Callable[[str], LogConfig] | None = None,
+        clock: Callable[[], int] = _wall_clock_ms,
+        producer_id_expiration_ms: int = 86_400_000,
+    ) -> None:
+        self.log_dirs = [Path(d) for d in log_dirs]
+        if not self.log_dirs:
+            raise ValueError("at least one log dir is needed")
+        if len({d.resolve() for d in self.log_dirs}) != len(self.log_dirs):
+            raise LogDirError(f"duplicate log directory found: {self.log_dirs}")
+        self.default_config = default_config or LogConfig()
+        self._topic_config = topic_config
+        self.clock = clock
+        self.producer_id_expiration_ms = producer_id_expiration_ms
+        self._lock = threading.RLock()
+        self._lock_fds: dict[Path, int] = {}
+        self._logs: dict[TopicPartition, PartitionLog] = {}
+        self._log_dir_of: dict[TopicPartition, Path] = {}
+        self._logs_to_delete: list[tuple[int, Path]] = []
+        self.high_watermarks: dict[TopicPartition, int] = {}
+        self.cleaner_offsets: dict[Path, dict[TopicPartition, int]] = {}
+        self.load_summaries: list[LoadSummary] = []
+        self._closed = False
+
+    # -- opening -------------------------------------------------------------------------
+
+    def startup(self) -> LogManager:
+        """Create missing dirs, lock them all, and load every partition. Returns self."""
+        with self._lock:
+            try:
+                for log_dir in self.log_dirs:
+                    log_dir.mkdir(parents=True, exist_ok=True)
+                    self._lock_dir(log_dir)
+                for log_dir in self.log_dirs:
+                    self._load_dir(log_dir)
+            except BaseException:
+                self._close_all_quietly()
+                self._unlock_all()
+                raise
+        return self
+
+    def __enter__(self) -> LogManager:
+        return self.startup()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _lock_dir(self, log_dir: Path) -> None:
+        fd = os.open(log_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise LogDirLockedError(
+                f"failed to acquire lock on file {LOCK_FILE} in {log_dir}: a Kafka or klog "
+                "instance in another process or thread is using this directory"
+            ) from None
+        self._lock_fds[log_dir] = fd
+
+    def _unlock_all(self) -> None:
+        for fd in self._lock_fds.values():
+            try:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+            finally:
+                os.close(fd)
+        self._lock_fds.clear()
+
+    def config_for(self, topic: str) -> LogConfig:
+        if self._topic_config is not None:
+            return self._topic_config(topic)
+        return self.default_config
+
+    def _read_checkpoint(self, path: Path) -> dict[TopicPartition, int]:
+        if not path.exists():
+            return {}
+        try:
+            return read_offset_checkpoint(path)
+        except (CheckpointError, OSError, ValueError):
+            # Kafka resets an unreadable checkpoint: recovery then starts from 0, which is
+            # slower but safe; the file is rewritten at the next checkpoint.
+            return {}
+
+    def _load_dir(self, log_dir: Path) -> None:
+        clean_marker = log_dir / CLEAN_SHUTDOWN_FILE
+        had_clean_shutdown = clean_marker.exists()
+        recovery_points = self._read_checkpoint(log_dir / RECOVERY_POINT_CHECKPOINT_FILE)
+        log_start_offsets = self._read_checkpoint(log_dir / LOG_START_OFFSET_CHECKPOINT_FILE)
+        high_watermarks = self._read_checkpoint(log_dir / REPLICATION_OFFSET_CHECKPOINT_FILE)
+        self.cleaner_offsets[log_dir] = self._read_checkpoint(
+            log_dir / CLEANER_OFFSET_CHECKPOINT_FILE
+        )
+        skipped: list[str] = []
+        truncated = 0
+        loaded = 0
+        for entry in sorted(log_dir.iterdir()):
+            if not entry.is_dir():
+                continue
+            try:
+                name = parse_partition_dir_name(entry.name)
+            except ValueError as exc:
+                skipped.append(f"{entry.name}: {exc}")
+                continue
+            if name.kind == "delete":
+                # A topic deletion that did not finish: finish it after the usual delay.
+                due = self.clock() + self.default_config.file_delete_delay_ms
+                self._logs_to_delete.append((due, entry))
+                continue
+            if name.kind:
+                skipped.append(f"{entry.name}: {name.kind} logs are not supported")
+                continue
+            tp = (name.topic, name.partition)
+            if tp in self._logs:
+                raise LogDirError(
+                    f"duplicate log directories for {entry.name} are found in both "
+                    f"{self._log_dir_of[tp]} and {log_dir}"
+                )
+            log = PartitionLog(
+                entry,
+                self.config_for(name.topic),
+                log_start_offset=log_start_offsets.get(tp, 0),
+                recovery_point=recovery_points.get(tp, 0),
+                high_watermark=high_watermarks.get(tp),
+                had_clean_shutdown=had_clean_shutdown,
+                clock=self.clock,
+                producer_id_expiration_ms=self.producer_id_expiration_ms,
+            )
+            self._logs[tp] = log
+            self._log_dir_of[tp] = log_dir
+            if tp in high_watermarks:
+                self.high_watermarks[tp] = log.high_watermark
+            truncated += log.bytes_truncated_on_load
+            loaded += 1
+        # Loaded: the marker has done its job. A crash from now on must recover.
+        clean_marker.unlink(missing_ok=True)
+        self.load_summaries.append(
+            LoadSummary(log_dir, had_clean_shutdown, loaded, truncated, tuple(skipped))
+        )
+
+    # -- partitions ----------------------------------------------------------------------
+
+    def get_log(self, topic: str, partition: int) -> PartitionLog | None:
+        with self._lock:
+            return self._logs.get((topic, partition))
+
+    def all_logs(self) -> dict[TopicPartition, PartitionLog]:
+        with self._lock:
+            return dict(self._logs)
+
+    def log_dir_of(self, topic: str, partition: int) -> Path | None:
+        with self._lock:
+            return self._log_dir_of.get((topic, partition))
+
+    def _next_log_dir(self) -> Path:
+        counts = {d: 0 for d in self.log_dirs}
+        for log_dir in self._log_dir_of.values():
+            counts[log_dir] += 1
+        # Fewest partitions first; ties go to the first configured dir.
+        return min(self.log_dirs, key=lambda d: counts[d])
+
+    def get_or_create_log(
+        self, topic: str, partition: int, config: LogConfig | None = None
+    ) -> PartitionLog:
+        """The partition's log, created (empty, at offset 0) in the least loaded dir."""
+        with self._lock:
+            self._check_open()
+            tp = (topic, partition)
+            log = self._logs.get(tp)
+            if log is not None:
+                return log
+            log_dir = self._next_log_dir()
+            log = PartitionLog(
+                log_dir / log_dir_name(topic, partition),
+                config or self.config_for(topic),
+                clock=self.clock,
+                producer_id_expiration_ms=self.producer_id_expiration_ms,
+            )
+            self._logs[tp] = log
+            self._log_dir_of[tp] = log_dir
+            return log
+
+    def delete_log(self, topic: str, partition: int) -> Path | None:
+        """Rename the partition dir to its ``-delete`` name now; ``cleanup_logs`` removes it
+        after file.delete.delay.ms. Returns the new path (None if there was no log)."""
+        with self._lock:
+            tp = (topic, partition)
+            log = self._logs.pop(tp, None)
+            log_dir = self._log_dir_of.pop(tp, None)
+            self.high_watermarks.pop(tp, None)
+            if log is None or log_dir is None:
+                return None
+            log.rename_dir(log_delete_dir_name(topic, partition))
+            log.close()
+            due = self.clock() + log.config.file_delete_delay_ms
+            self._logs_to_delete.append((due, log.dir))
+            self._checkpoint_dir(log_dir)
+            return log.dir
+
+    # -- periodic work (called by the daemon) ----------------------------------------------
+
+    def flush_dirty_logs(self, now_ms: int | None = None) -> int:
+        """Apply each log's flush policy; returns how many logs flushed."""
+        now = self.clock() if now_ms is None else now_ms
+        return sum(1 for log in self.all_logs().values() if log.maybe_flush(now))
+
+    def cleanup_logs(self, now_ms: int | None = None) -> int:
+        """Retention for every log, pending segment deletions, finished topic deletions.
+        Returns the number of segments deleted by retention."""
+        now = self.clock() if now_ms is None else now_ms
+        deleted = 0
+        for log in self.all_logs().values():
+            deleted += log.delete_old_segments(now)
+            log.delete_pending(now)
+        with self._lock:
+            due = [p for t, p in self._logs_to_delete if t <= now]
+            self._logs_to_delete = [(t, p) for t, p in self._logs_to_delete if t > now]
+        for path in due:
+            shutil.rmtree(path, ignore_errors=True)
+        return deleted
+
+    def update_high_watermark(self, topic: str, partition: int, high_watermark: int) -> None:
+        with self._lock:
+            log = self._logs.get((topic, partition))
+            if log is not None:
+                self.high_watermarks[(topic, partition)] = log.update_high_watermark(high_watermark)
+
+    # -- checkpoints ---------------------------------------------------------------------
+
+    def _logs_in(self, log_dir: Path) -> dict[TopicPartition, PartitionLog]:
+        return {tp: log for tp, log in self._logs.items() if self._log_dir_of[tp] == log_dir}
+
+    def _checkpoint_dir(self, log_dir: Path) -> None:
+        logs = self._logs_in(log_dir)
+        write_offset_checkpoint(
+            log_dir / RECOVERY_POINT_CHECKPOINT_FILE,
+            {tp: log.recovery_point for tp, log in logs.items()},
+        )
+        # Kafka records only log start offsets above the first segment's base offset.
+        write_offset_checkpoint(
+            log_dir / LOG_START_OFFSET_CHECKPOINT_FILE,
+            {
+                tp: log.log_start_offset
+                for tp, log in logs.items()
+                if log.log_start_offset > log.segments[0].base_offset
+            },
+        )
+
+    def checkpoint_recovery_points_and_log_start_offsets(self) -> None:
+        with self._lock:
+            for log_dir in self.log_dirs:
+                self._checkpoint_dir(log_dir)
+
+    def checkpoint_high_watermarks(self) -> None:
+        """Write replication-offset-checkpoint (the ReplicaManager's file in Kafka)."""
+        with self._lock:
+            for log_dir in self.log_dirs:
+                logs = self._logs_in(log_dir)
+                write_offset_checkpoint(
+                    log_dir / REPLICATION_OFFSET_CHECKPOINT_FILE,
+                    {tp: log.high_watermark for tp, log in logs.items()},
+                )
+
+    # -- meta.properties -----------------------------------------------------------------
+
+    def read_meta_properties(self) -> dict[Path, MetaProperties | None]:
+        out: dict[Path, MetaProperties | None] = {}
+        for log_dir in self.log_dirs:
+            path = log_dir / META_PROPERTIES_FILE
+            out[log_dir] = read_meta_properties(path) if path.exists() else None
+        return out
+
+    def ensure_meta_properties(self, broker_id: int, cluster_id: str | None) -> None:
+        """Write meta.properties where missing; refuse a dir of another broker or cluster."""
+        for log_dir, meta in self.read_meta_properties().items():
+            if meta is None:
+                write_meta_properties(
+                    log_dir / META_PROPERTIES_FILE,
+                    MetaProperties(version=0, node_id=broker_id, cluster_id=cluster_id),
+                )
+                continue
+            if meta.node_id is not None and meta.node_id != broker_id:
+                raise LogDirError(
+                    f"stored broker.id {meta.node_id} in {log_dir / META_PROPERTIES_FILE} "
+                    f"doesn't match configured broker.id {broker_id}"
+                )
+            if cluster_id is not None and meta.cluster_id not in (None, cluster_id):
+                raise LogDirError(
+                    f"the cluster id {cluster_id} doesn't match the stored cluster.id "
+                    f"{meta.cluster_id} in {log_dir / META_PROPERTIES_FILE}"
+                )
+
+    # -- closing -------------------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RuntimeError("the log manager is closed")
+
+    def _close_all_quietly(self) -> None:
+        for log in self._logs.values():
+            with contextlib.suppress(Exception):  # after a failed load: best effort
+                log.close()
+        self._logs.clear()
+        self._log_dir_of.clear()
+
+    def close(self) -> None:
+        """Flush and close every log, write the checkpoints and the clean-shutdown marker
+        in each dir, then release the locks."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            for log in self._logs.values():
+                log.flush()
+            for log_dir in self.log_dirs:
+                self._checkpoint_dir(log_dir)
+            for log in self._logs.values():
+                log.close()
+            for log_dir in self.log_dirs:
+                (log_dir / CLEAN_SHUTDOWN_FILE).touch()
+                _fsync_dir(log_dir)
+            self._unlock_all()
+
+
+def _fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
