@@ -1,0 +1,225 @@
+"""``klog dump-segment``: Kafka's kafka-dump-log.sh for segment files (formatting only).
+
+The logic lives in ``klog.storage.dump``; this module parses options, prints each event as
+Kafka's line (stdout or stderr, exactly where Kafka prints it) or as one JSON object per
+line with ``--json``, and chooses the exit status.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from collections.abc import Iterator
+from itertools import islice
+from pathlib import Path
+
+import typer
+
+from klog.cli import console
+from klog.storage.dump import (
+    DEFAULT_MAX_BYTES,
+    DEFAULT_MAX_MESSAGE_SIZE,
+    ERR,
+    BatchEvent,
+    DumpEvent,
+    DumpOptions,
+    DumpRun,
+    FileErrorEvent,
+)
+
+# Events rendered per write: large writes keep the output side cheap per record.
+_CHUNK_EVENTS = 2048
+# Show a progress bar (stderr, TTY only) for logs at least this big.
+_PROGRESS_MIN_BYTES = 64 * 1024 * 1024
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``dump-segment`` to ``app``."""
+    app.command(
+        "dump-segment",
+        help=(
+            "Print the contents of log segment files (.log, .index, .timeindex, .snapshot, "
+            ".txnindex) as Kafka's kafka-dump-log.sh does."
+        ),
+        no_args_is_help=True,
+    )(dump_segment)
+
+
+def dump_segment(
+    files: list[Path] = typer.Argument(
+        None, help="Segment files to dump.", show_default=False
+    ),
+    files_opt: list[str] = typer.Option(
+        None,
+        "--files",
+        help="Files to dump; repeatable and/or comma-separated, as in Kafka.",
+        show_default=False,
+    ),
+    print_data_log: bool = typer.Option(
+        False, "--print-data-log", help="Print record keys and values (implies deep iteration)."
+    ),
+    deep_iteration: bool = typer.Option(
+        False, "--deep-iteration", help="Print every record, not only batches."
+    ),
+    verify_index_only: bool = typer.Option(
+        False, "--verify-index-only", help="Check index entries against the log; print no entries."
+    ),
+    index_sanity_check: bool = typer.Option(
+        False, "--index-sanity-check", help="Only run the index sanity check."
+    ),
+    max_message_size: int = typer.Option(
+        DEFAULT_MAX_MESSAGE_SIZE,
+        "--max-message-size",
+        min=1,
+        help="Largest batch an index entry may point at.",
+    ),
+    max_bytes: int = typer.Option(
+        DEFAULT_MAX_BYTES,
+        "--max-bytes",
+        min=0,
+        help="Stop after this many bytes of each .log file.",
+    ),
+    offsets_decoder: bool = typer.Option(
+        False, "--offsets-decoder", help="Decode records as __consumer_offsets data."
+    ),
+    transaction_log_decoder: bool = typer.Option(
+        False, "--transaction-log-decoder", help="Decode records as __transaction_state data."
+    ),
+    key_decoder_class: str | None = typer.Option(
+        None,
+        "--key-decoder-class",
+        help="Key decoder: string, hex, base64, int, long, or kafka.serializer.*Decoder.",
+        show_default=False,
+    ),
+    value_decoder_class: str | None = typer.Option(
+        None,
+        "--value-decoder-class",
+        help="Value decoder: string, hex, base64, int, long, or kafka.serializer.*Decoder.",
+        show_default=False,
+    ),
+    skip_record_metadata: bool = typer.Option(
+        False, "--skip-record-metadata", help="Do not print record metadata, only data."
+    ),
+    json_output: bool = typer.Option(
+        False, "--json", help="One JSON object per batch, record or entry (JSON Lines)."
+    ),
+) -> None:
+    """Print the contents of log segment files as Kafka's kafka-dump-log.sh does."""
+    paths = [str(p) for p in files or []]
+    for value in files_opt or []:
+        paths.extend(part for part in value.split(",") if part)
+    if not paths:
+        console.fail("no files given (pass FILES or --files)", console.EXIT_USAGE)
+    try:
+        options = DumpOptions(
+            print_data_log=print_data_log,
+            deep_iteration=deep_iteration,
+            verify_index_only=verify_index_only,
+            index_sanity_check=index_sanity_check,
+            max_message_size=max_message_size,
+            max_bytes=max_bytes,
+            offsets_decoder=offsets_decoder,
+            transaction_log_decoder=transaction_log_decoder,
+            key_decoder=key_decoder_class,
+            value_decoder=value_decoder_class,
+            skip_record_metadata=skip_record_metadata,
+        )
+    except ValueError as exc:
+        console.fail(str(exc), console.EXIT_USAGE)
+    if offsets_decoder and transaction_log_decoder:
+        console.fail(
+            "--offsets-decoder and --transaction-log-decoder exclude each other",
+            console.EXIT_USAGE,
+        )
+
+    run = DumpRun(paths, options)
+    _make_stdout_safe()
+    try:
+        with _progress(paths) as events_with_progress:
+            events = events_with_progress(iter(run))
+            if json_output:
+                _write_json(events)
+            else:
+                _write_kafka_lines(events)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # `klog dump-segment ... | head`: the reader left; that is not an error.
+        _silence_stdout()
+        raise typer.Exit(console.EXIT_OK) from None
+    if run.failed or run.dumped == 0:
+        raise typer.Exit(console.EXIT_DAMAGE)
+
+
+def _write_kafka_lines(events: Iterator[DumpEvent]) -> None:
+    out = console.raw
+    while True:
+        chunk = list(islice(events, _CHUNK_EVENTS))
+        if not chunk:
+            return
+        lines = [event.to_kafka_line() for event in chunk]
+        start = 0
+        # stderr events are rare: split the chunk around them to keep Kafka's interleaving.
+        for i, event in enumerate(chunk):
+            if event.stream is ERR:
+                if start < i:
+                    out("".join(lines[start:i]))
+                sys.stdout.flush()
+                text = lines[i]
+                if isinstance(event, FileErrorEvent):
+                    _error_line(text)
+                else:
+                    sys.stderr.write(text)
+                    sys.stderr.flush()
+                start = i + 1
+        if start < len(lines):
+            out("".join(lines[start:]))
+
+
+def _error_line(text: str) -> None:
+    console.err.print("[bold red]error:[/bold red] ", end="")
+    console.err.print(text.rstrip("\n"), markup=False, highlight=False)
+
+
+def _write_json(events: Iterator[DumpEvent]) -> None:
+    for event in events:
+        if isinstance(event, FileErrorEvent):
+            sys.stdout.flush()
+            _error_line(event.to_kafka_line())
+        console.emit_json(event.to_json())
+
+
+@contextlib.contextmanager
+def _progress(paths: list[str]) -> Iterator[object]:
+    """A wrapper adding a byte progress bar for big files (stderr TTY only)."""
+    total = 0
+    for p in paths:
+        with contextlib.suppress(OSError):
+            if os.path.isfile(p):
+                total += os.path.getsize(p)
+    if total < _PROGRESS_MIN_BYTES or not console.err.is_terminal:
+        yield lambda events: events
+        return
+    with console.progress("dumping", total) as advance:
+
+        def counted(events: Iterator[DumpEvent]) -> Iterator[DumpEvent]:
+            for event in events:
+                if type(event) is BatchEvent:
+                    advance(event.header.size)
+                yield event
+
+        yield counted
+
+
+def _make_stdout_safe() -> None:
+    # Payloads are user data: never let an odd terminal encoding turn them into a crash.
+    reconfigure = getattr(sys.stdout, "reconfigure", None)
+    if reconfigure is not None:
+        with contextlib.suppress(Exception):
+            reconfigure(errors="backslashreplace")
+
+
+def _silence_stdout() -> None:
+    with contextlib.suppress(Exception):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())

@@ -1,0 +1,1354 @@
+"""The logic behind ``klog dump-segment``: Kafka's DumpLogSegments as a stream of events.
+
+This module owns what the dump tool finds in a segment's files and how Kafka 3.x words it.
+``dump_files(paths, options)`` yields typed events, one per file header, batch, record, index
+entry, snapshot entry, aborted transaction and end-of-run report; each event renders itself
+as Kafka's line (``to_kafka_line``, character for character, so scripts that parse
+``kafka-dump-log.sh`` keep working) or as one JSON object (``to_json``). The CLI only prints.
+
+Files are told apart by suffix, as Kafka does: ``.log`` (and KRaft ``.checkpoint``
+snapshots, which are record batches too), ``.index``, ``.timeindex``, ``.snapshot``
+(producer state), ``.txnindex``; anything else is "Ignoring unknown file".
+
+Logs are streamed: the file is read in chunks of ``CHUNK_SIZE`` bytes and a batch is only
+held whole when it is at most ``max(max_message_size, IN_MEMORY_BATCH_BOUND)`` bytes; a
+bigger one has its CRC computed in chunks and its records are not decoded (a warning says
+so). Memory therefore does not grow with the file. Nothing is ever written: every file is
+opened read-only.
+
+Where Kafka's tool would die with a stack trace on bad bytes (a length field below the
+minimum, an index entry pointing past the log, an undecodable internal-topic record), this
+module reports the problem as an event and carries on. Stdout lines stay Kafka's; the
+explanations are extra lines on stderr.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import re
+import struct
+import zlib
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, BinaryIO, ClassVar
+
+import crc32c as _crc32c
+
+from klog.protocol import internal_topics as it
+from klog.protocol.errors import KafkaError
+from klog.protocol.records.batch import (
+    LOG_OVERHEAD,
+    MAGIC_V2,
+    RECORD_BATCH_OVERHEAD,
+    BatchHeader,
+    CompressionType,
+    iter_batch_headers,
+    read_batch_header,
+)
+
+DEFAULT_MAX_MESSAGE_SIZE = 5 * 1024 * 1024  # Kafka's --max-message-size default
+DEFAULT_MAX_BYTES = 2**31 - 1  # Kafka's --max-bytes default (Integer.MAX_VALUE)
+CHUNK_SIZE = 1 << 20
+# Batches up to this size (or --max-message-size, if larger) are read whole and can be
+# decoded; Kafka's own limits (message.max.bytes ~1 MiB) sit far below it.
+IN_MEMORY_BATCH_BOUND = 64 * 1024 * 1024
+# Bound on one batch's decompressed records (a decompression bomb is refused, not expanded).
+MAX_DECOMPRESSED_SIZE = 256 * 1024 * 1024
+
+LOG_SUFFIX = ".log"
+INDEX_SUFFIX = ".index"
+TIME_INDEX_SUFFIX = ".timeindex"
+TXN_INDEX_SUFFIX = ".txnindex"
+PRODUCER_SNAPSHOT_SUFFIX = ".snapshot"
+KRAFT_SNAPSHOT_SUFFIX = ".checkpoint"
+KRAFT_BOOTSTRAP_FILENAME = "bootstrap.checkpoint"
+
+OUT = "out"
+ERR = "err"
+
+_NONE = CompressionType.NONE
+
+# --------------------------------------------------------------------------------------------
+# Options and decoders
+
+
+DEFAULT_DECODER = "kafka.serializer.StringDecoder"
+
+_STRING_NAMES = (
+    "string",
+    "kafka.serializer.StringDecoder",
+    "org.apache.kafka.tools.api.StringDecoder",
+)
+_HEX_NAMES = (
+    "hex",
+    # Kafka's DefaultDecoder returns the raw byte[], which Java prints as "[B@<hash>";
+    # hex is the useful rendering of "the bytes as they are".
+    "kafka.serializer.DefaultDecoder",
+    "org.apache.kafka.tools.api.DefaultDecoder",
+)
+_INT_NAMES = (
+    "int",
+    "kafka.serializer.IntegerDecoder",
+    "org.apache.kafka.tools.api.IntegerDecoder",
+)
+_LONG_NAMES = (
+    "long",
+    "kafka.serializer.LongDecoder",
+    "org.apache.kafka.tools.api.LongDecoder",
+)
+_BASE64_NAMES = ("base64",)
+
+DECODER_NAMES = _STRING_NAMES + _HEX_NAMES + _INT_NAMES + _LONG_NAMES + _BASE64_NAMES
+
+_INT16 = struct.Struct(">h")
+_INT32 = struct.Struct(">i")
+_INT64 = struct.Struct(">q")
+
+
+def _decode_string(data: bytes) -> str:
+    # Java's new String(bytes, UTF_8) replaces malformed sequences; so does this.
+    return data.decode("utf-8", "replace")
+
+
+def _decode_hex(data: bytes) -> str:
+    return data.hex()
+
+
+def _decode_base64(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")
+
+
+def _decode_int(data: bytes) -> str:
+    # Like ByteBuffer.wrap(bytes).getInt(): the first four bytes, big-endian.
+    if len(data) < 4:
+        return f"<not an int32: {len(data)} byte(s)>"
+    return str(_INT32.unpack_from(data)[0])
+
+
+def _decode_long(data: bytes) -> str:
+    if len(data) < 8:
+        return f"<not an int64: {len(data)} byte(s)>"
+    return str(_INT64.unpack_from(data)[0])
+
+
+def make_decoder(name: str) -> Callable[[bytes], str]:
+    """The decoder for a ``--key-decoder-class`` / ``--value-decoder-class`` name.
+
+    Kafka takes Java class names; the common ones are accepted, plus klog's short names
+    ``string``, ``hex``, ``base64``, ``int``, ``long``. Raises ValueError otherwise.
+    """
+    for names, decoder in (
+        (_STRING_NAMES, _decode_string),
+        (_HEX_NAMES, _decode_hex),
+        (_INT_NAMES, _decode_int),
+        (_LONG_NAMES, _decode_long),
+        (_BASE64_NAMES, _decode_base64),
+    ):
+        if name in names:
+            return decoder
+    raise ValueError(
+        f"unknown decoder {name!r}; use one of: string, hex, base64, int, long, or "
+        "kafka.serializer.{String,Default,Integer,Long}Decoder"
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class DumpOptions:
+    """The dump tool's switches, named after Kafka's options.
+
+    ``key_decoder`` / ``value_decoder`` are None when not given; giving one (like giving
+    any decoder option) implies ``print_data_log``, which implies ``deep_iteration``.
+    """
+
+    print_data_log: bool = False
+    deep_iteration: bool = False
+    verify_index_only: bool = False
+    index_sanity_check: bool = False
+    max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE
+    max_bytes: int = DEFAULT_MAX_BYTES
+    offsets_decoder: bool = False
+    transaction_log_decoder: bool = False
+    key_decoder: str | None = None
+    value_decoder: str | None = None
+    skip_record_metadata: bool = False
+
+    def __post_init__(self) -> None:
+        for name in (self.key_decoder, self.value_decoder):
+            if name is not None:
+                make_decoder(name)  # fail early on an unknown name
+        if self.max_message_size <= 0:
+            raise ValueError("max_message_size must be positive")
+        if self.max_bytes < 0:
+            raise ValueError("max_bytes must not be negative")
+
+    @property
+    def prints_data(self) -> bool:
+        return (
+            self.print_data_log
+            or self.offsets_decoder
+            or self.transaction_log_decoder
+            or self.key_decoder is not None
+            or self.value_decoder is not None
+        )
+
+    @property
+    def deep(self) -> bool:
+        return self.deep_iteration or self.prints_data
+
+
+# --------------------------------------------------------------------------------------------
+# Events
+
+
+class DumpEvent:
+    """Something the dump found; ``stream`` says where Kafka prints it (stdout or stderr)."""
+
+    __slots__ = ()
+    stream: ClassVar[str] = OUT
+    kind: ClassVar[str] = "event"
+
+    def to_kafka_line(self) -> str:
+        """Kafka's text for this event, newline included (some reports span lines)."""
+        raise NotImplementedError
+
+    def to_json(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+
+def _bool(value: bool) -> str:
+    return "true" if value else "false"
+
+
+def _java_path(path: str) -> str:
+    # java.io.File.getAbsolutePath: cwd prepended, nothing normalised.
+    return path if os.path.isabs(path) else os.path.join(os.getcwd(), path)
+
+
+@dataclass(frozen=True, slots=True)
+class FileEvent(DumpEvent):
+    """``Dumping <file>``: the start of a file."""
+
+    kind: ClassVar[str] = "file"
+    path: str
+
+    def to_kafka_line(self) -> str:
+        return f"Dumping {self.path}\n"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"type": self.kind, "path": self.path}
+
+
+@dataclass(frozen=True, slots=True)
+class LogStartOffsetEvent(DumpEvent):
+    kind: ClassVar[str] = "log_start_offset"
+    base_offset: int
+
+    def to_kafka_line(self) -> str:
+        return f"Log starting offset: {self.base_offset}\n"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"type": self.kind, "baseOffset": self.base_offset}
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotHeaderEvent(DumpEvent):
+    """The first line of a KRaft snapshot (``.checkpoint``) dump."""
+
+    kind: ClassVar[str] = "snapshot_header"
+    end_offset: int | None
+    epoch: int | None
+
+    def to_kafka_line(self) -> str:
+        if self.end_offset is None:
+            return "KRaft bootstrap snapshot\n"
+        return f"Snapshot end offset: {self.end_offset}, epoch: {self.epoch}\n"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"type": self.kind, "endOffset": self.end_offset, "epoch": self.epoch}
+
+
+def _codec_name(header: BatchHeader) -> str:
+    codec = header.compression_id
+    try:
+        return CompressionType(codec).kafka_name
+    except ValueError:
+        return f"unknown({codec})"
+
+
+@dataclass(frozen=True, slots=True)
+class BatchEvent(DumpEvent):
+    """One batch (v2) or shallow message (v0/v1); ``position`` is its place in the file."""
+
+    kind: ClassVar[str] = "batch"
+    header: BatchHeader
+    position: int
+    is_valid: bool
+
+    @property
+    def delete_horizon_ms(self) -> int | None:
+        h = self.header
+        return h.base_timestamp if h.has_delete_horizon else None
+
+    def to_kafka_line(self) -> str:
+        h = self.header
+        tail = (
+            f" position: {self.position} {h.timestamp_type.kafka_name}: {h.max_timestamp}"
+            f" size: {h.size} magic: {h.magic} compresscodec: {_codec_name(h)}"
+            f" crc: {h.crc} isvalid: {_bool(self.is_valid)}\n"
+        )
+        if h.magic < MAGIC_V2:
+            return f"offset: {h.last_offset}{tail}"
+        horizon = self.delete_horizon_ms
+        # Kafka prints the OptionalLong itself.
+        horizon_text = "OptionalLong.empty" if horizon is None else f"OptionalLong[{horizon}]"
+        return (
+            f"baseOffset: {h.base_offset} lastOffset: {h.last_offset} count: {h.records_count}"
+            f" baseSequence: {h.base_sequence} lastSequence: {h.last_sequence}"
+            f" producerId: {h.producer_id} producerEpoch: {h.producer_epoch}"
+            f" partitionLeaderEpoch: {h.partition_leader_epoch}"
+            f" isTransactional: {_bool(h.is_transactional)}"
+            f" isControl: {_bool(h.is_control)} deleteHorizonMs: {horizon_text}{tail}"
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        h = self.header
+        out: dict[str, Any] = {"type": self.kind}
+        if h.magic >= MAGIC_V2:
+            out.update(
+                baseOffset=h.base_offset,
+                lastOffset=h.last_offset,
+                count=h.records_count,
+                baseSequence=h.base_sequence,
+                lastSequence=h.last_sequence,
+                producerId=h.producer_id,
+                producerEpoch=h.producer_epoch,
+                partitionLeaderEpoch=h.partition_leader_epoch,
+                isTransactional=h.is_transactional,
+                isControl=h.is_control,
+                deleteHorizonMs=self.delete_horizon_ms,
+            )
+        else:
+            out["offset"] = h.last_offset
+        out.update(
+            position=self.position,
+            timestampType=h.timestamp_type.kafka_name,
+            maxTimestamp=h.max_timestamp,
+            size=h.size,
+            magic=h.magic,
+            compresscodec=_codec_name(h),
+            crc=h.crc,
+            isvalid=self.is_valid,
+        )
+        return out
+
+
+def _text(value: Any) -> str:
+    # Kafka's JSON (Jackson ObjectNode.toString): compact, non-ASCII kept as is.
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+class _BatchContext:
+    """What every record of one batch shares, so a RecordEvent carries two references.
+
+    ``fmt`` is the line formatter for this batch's records, chosen once per batch so the
+    per-record path has no branches for options that cannot change within a batch.
+    """
+
+    __slots__ = ("fmt", "is_control", "magic", "parse", "show_metadata", "ts_type")
+
+    def __init__(
+        self, ts_type: str, magic: int, show_metadata: bool, is_control: bool, parse: Any
+    ) -> None:
+        self.ts_type = ts_type
+        self.magic = magic
+        self.show_metadata = show_metadata
+        self.is_control = is_control
+        self.parse = parse
+        if show_metadata and magic >= MAGIC_V2 and not is_control and parse is None:
+            self.fmt = _fmt_v2_metadata
+        else:
+            self.fmt = _fmt_general
+
+
+def _fmt_v2_metadata(r: Any, ctx: _BatchContext) -> str:
+    # The --deep-iteration hot path: one f-string per record.
+    k = r.key
+    v = r.value
+    hs = r.headers
+    return (
+        f"| offset: {r.offset} {ctx.ts_type}: {r.timestamp}"
+        f" keySize: {-1 if k is None else len(k)} valueSize: {-1 if v is None else len(v)}"
+        f" sequence: {r.sequence}"
+        f" headerKeys: {'[' + ','.join([h[0] for h in hs]) + ']' if hs else '[]'}\n"
+    )
+
+
+def _fmt_general(r: Any, ctx: _BatchContext) -> str:
+    prefix = "| "
+    line = ""
+    if ctx.show_metadata:
+        k = r.key
+        v = r.value
+        line = (
+            f"| offset: {r.offset} {ctx.ts_type}: {r.timestamp}"
+            f" keySize: {-1 if k is None else len(k)} valueSize: {-1 if v is None else len(v)}"
+        )
+        if ctx.magic >= MAGIC_V2:
+            hs = r.headers
+            keys = "[" + ",".join([h[0] for h in hs]) + "]" if hs else "[]"
+            line = f"{line} sequence: {r.sequence} headerKeys: {keys}"
+        else:
+            # Kafka's format string has a stray brace after the crc; scripts expect it.
+            line = f"{line} isValid: {_bool(r.is_valid)} crc: {r.crc}}}"
+        if ctx.is_control:
+            line += _control_text(_control_of(r))
+        prefix = " "
+    if ctx.parse is not None:
+        key, payload = ctx.parse(r)
+        if key is not None:
+            line = f"{line}{prefix}key: {_text(key)}"
+        if payload is not None:
+            line = f"{line} payload: {_text(payload)}"
+    # With --skip-record-metadata and no data Kafka still ends the (empty) line.
+    return line + "\n"
+
+
+class RecordEvent(DumpEvent):
+    """One record of a deep iteration (a ``| offset: ...`` line).
+
+    A plain slotted class rather than a dataclass, holding the decoded record and its
+    batch's shared context: this is the one event created per record, and its cost shows
+    in the dump's records/s. Key/payload decoding (--print-data-log and the decoders)
+    happens when the event is rendered.
+    """
+
+    __slots__ = ("ctx", "record")
+    kind: ClassVar[str] = "record"
+
+    def __init__(self, record: Any, ctx: _BatchContext) -> None:
+        self.record = record
+        self.ctx = ctx
+
+    @property
+    def control(self) -> tuple[str, int] | None:
+        """(marker or control type name, coordinator epoch or type id) of a control record."""
+        return _control_of(self.record) if self.ctx.is_control else None
+
+    def key_and_payload(self) -> tuple[Any, Any]:
+        """What --print-data-log shows (None, None when it is off or for control records)."""
+        parse = self.ctx.parse
+        return (None, None) if parse is None else parse(self.record)
+
+    def to_kafka_line(self) -> str:
+        return self.ctx.fmt(self.record, self.ctx)
+
+    def to_json(self) -> dict[str, Any]:
+        r = self.record
+        ctx = self.ctx
+        out: dict[str, Any] = {
+            "type": self.kind,
+            "offset": r.offset,
+            "timestampType": ctx.ts_type,
+            "timestamp": r.timestamp,
+            "keySize": r.key_size,
+            "valueSize": r.value_size,
+        }
+        if ctx.magic >= MAGIC_V2:
+            out["sequence"] = r.sequence
+            out["headerKeys"] = [h[0] for h in r.headers]
+        else:
+            out["isValid"] = r.is_valid
+            out["crc"] = r.crc
+        control = self.control
+        if control is not None:
+            name, number = control
+            if name in ("COMMIT", "ABORT"):
+                out["endTxnMarker"] = name
+                out["coordinatorEpoch"] = number
+            else:
+                out["controlType"] = name
+                out["controlTypeId"] = number
+        key, payload = self.key_and_payload()
+        if key is not None:
+            out["key"] = key
+        if payload is not None:
+            out["payload"] = payload
+        return out
+
+
+def _control_text(control: tuple[str, int]) -> str:
+    name, number = control
+    if name in ("COMMIT", "ABORT"):
+        return f" endTxnMarker: {name} coordinatorEpoch: {number}"
+    return f" controlType: {name}({number})"
+
+
+@dataclass(frozen=True, slots=True)
+class TrailingBytesEvent(DumpEvent):
+    """``Found N invalid bytes at the end of <name>``: a torn or garbage tail."""
+
+    kind: ClassVar[str] = "invalid_bytes"
+    count: int
+    file_name: str
+    position: int
+
+    def to_kafka_line(self) -> str:
+        return f"Found {self.count} invalid bytes at the end of {self.file_name}\n"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "type": self.kind,
+            "count": self.count,
+            "file": self.file_name,
+            "position": self.position,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class ProblemEvent(DumpEvent):
+    """A problem found in a file's bytes (klog's addition; Kafka would often crash)."""
+
+    stream: ClassVar[str] = ERR
+    kind: ClassVar[str] = "problem"
+    path: str
+    message: str
+    position: int | None = None
+
+    def to_kafka_line(self) -> str:
+        if self.position is None and self.path in self.message:
+            return f"{self.message}\n"
+        where = "" if self.position is None else f" at position {self.position}"
+        return f"{self.path}{where}: {self.message}\n"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "type": self.kind,
+            "path": self.path,
+            "position": self.position,
+            "message": self.message,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class FileErrorEvent(DumpEvent):
+    """A file that could not be dumped at all (missing, a directory, unreadable)."""
+
+    stream: ClassVar[str] = ERR
+    kind: ClassVar[str] = "error"
+    path: str
+    message: str
+
+    def to_kafka_line(self) -> str:
+        return f"{self.message}\n"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"type": self.kind, "path": self.path, "message": self.message}
+
+
+@dataclass(frozen=True, slots=True)
+class UnknownFileEvent(DumpEvent):
+    stream: ClassVar[str] = ERR
+    kind: ClassVar[str] = "unknown_file"
+    path: str
+
+    def to_kafka_line(self) -> str:
+        return f"Ignoring unknown file {self.path}\n"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"type": self.kind, "path": self.path}
+
+
+@dataclass(frozen=True, slots=True)
+class IndexEntryEvent(DumpEvent):
+    kind: ClassVar[str] = "index_entry"
+    offset: int
+    position: int
+
+    def to_kafka_line(self) -> str:
+        return f"offset: {self.offset} position: {self.position}\n"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"type": self.kind, "offset": self.offset, "position": self.position}
+
+
+@dataclass(frozen=True, slots=True)
+class TimeIndexEntryEvent(DumpEvent):
+    kind: ClassVar[str] = "time_index_entry"
+    timestamp: int
+    offset: int
+
+    def to_kafka_line(self) -> str:
+        return f"timestamp: {self.timestamp} offset: {self.offset}\n"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"type": self.kind, "timestamp": self.timestamp, "offset": self.offset}
+
+
+@dataclass(frozen=True, slots=True)
+class IndexEmptyEvent(DumpEvent):
+    kind: ClassVar[str] = "index_empty"
+    path: str
+
+    def to_kafka_line(self) -> str:
+        return f"{self.path} is empty.\n"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"type": self.kind, "path": self.path}
+
+
+@dataclass(frozen=True, slots=True)
+class SanityCheckEvent(DumpEvent):
+    kind: ClassVar[str] = "sanity_check"
+    path: str
+
+    def to_kafka_line(self) -> str:
+        return f"{self.path} passed sanity check.\n"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"type": self.kind, "path": self.path, "passed": True}
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotEntryEvent(DumpEvent):
+    """One producer of a ``.snapshot`` file (Kafka's ProducerStateEntry)."""
+
+    kind: ClassVar[str] = "producer_snapshot_entry"
+    producer_id: int
+    producer_epoch: int
+    coordinator_epoch: int
+    current_txn_first_offset: int | None
+    last_timestamp: int
+    # (firstSequence, lastSequence, lastOffset, offsetDelta, timestamp) of the newest batch
+    batch: tuple[int, int, int, int, int] | None
+
+    def to_kafka_line(self) -> str:
+        first = self.current_txn_first_offset
+        txn = "OptionalLong.empty" if first is None else f"OptionalLong[{first}]"
+        line = (
+            f"producerId: {self.producer_id} producerEpoch: {self.producer_epoch} "
+            f"coordinatorEpoch: {self.coordinator_epoch} currentTxnFirstOffset: {txn} "
+            f"lastTimestamp: {self.last_timestamp} "
+        )
+        if self.batch is not None:
+            first_seq, last_seq, last_offset, delta, timestamp = self.batch
+            line += (
+                f"firstSequence: {first_seq} lastSequence: {last_seq} lastOffset: {last_offset} "
+                f"offsetDelta: {delta} timestamp: {timestamp}"
+            )
+        return line + "\n"
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "type": self.kind,
+            "producerId": self.producer_id,
+            "producerEpoch": self.producer_epoch,
+            "coordinatorEpoch": self.coordinator_epoch,
+            "currentTxnFirstOffset": self.current_txn_first_offset,
+            "lastTimestamp": self.last_timestamp,
+        }
+        if self.batch is not None:
+            first_seq, last_seq, last_offset, delta, timestamp = self.batch
+            out.update(
+                firstSequence=first_seq,
+                lastSequence=last_seq,
+                lastOffset=last_offset,
+                offsetDelta=delta,
+                timestamp=timestamp,
+            )
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class TxnIndexEntryEvent(DumpEvent):
+    kind: ClassVar[str] = "aborted_txn"
+    version: int
+    producer_id: int
+    first_offset: int
+    last_offset: int
+    last_stable_offset: int
+
+    def to_kafka_line(self) -> str:
+        return (
+            f"version: {self.version} producerId: {self.producer_id} "
+            f"firstOffset: {self.first_offset} lastOffset: {self.last_offset} "
+            f"lastStableOffset: {self.last_stable_offset}\n"
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "type": self.kind,
+            "version": self.version,
+            "producerId": self.producer_id,
+            "firstOffset": self.first_offset,
+            "lastOffset": self.last_offset,
+            "lastStableOffset": self.last_stable_offset,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class ReportEvent(DumpEvent):
+    """An end-of-run report (stderr in Kafka): a title line and ``pairs`` of numbers.
+
+    ``report`` is one of: index_mismatch, time_index_mismatch, time_index_out_of_order,
+    time_index_offset_not_found, non_consecutive_offsets.
+    """
+
+    stream: ClassVar[str] = ERR
+    kind: ClassVar[str] = "report"
+    report: str
+    path: str
+    pairs: tuple[tuple[int, int], ...]
+
+    _TITLES: ClassVar[dict[str, str]] = {
+        "index_mismatch": "Mismatches in :{path}",
+        "time_index_mismatch": "Found timestamp mismatch in :{path}",
+        "time_index_out_of_order": "Found out of order timestamp in :{path}",
+        "time_index_offset_not_found": "The following indexed offsets are not found in the log.",
+        "non_consecutive_offsets": "Non-consecutive offsets in {path}",
+    }
+    _ITEMS: ClassVar[dict[str, str]] = {
+        "index_mismatch": "  Index offset: {0}, log offset: {1}",
+        "time_index_mismatch": "  Index timestamp: {0}, log timestamp: {1}",
+        "time_index_out_of_order": "  Index timestamp: {0}, Previously indexed timestamp: {1}",
+        "time_index_offset_not_found": "Indexed offset: {0}, found log offset: {1}",
+        "non_consecutive_offsets": "  {0} is followed by {1}",
+    }
+    _JSON_NAMES: ClassVar[dict[str, tuple[str, str]]] = {
+        "index_mismatch": ("indexOffset", "logOffset"),
+        "time_index_mismatch": ("indexTimestamp", "logTimestamp"),
+        "time_index_out_of_order": ("indexTimestamp", "previousIndexTimestamp"),
+        "time_index_offset_not_found": ("indexedOffset", "logOffset"),
+        "non_consecutive_offsets": ("offset", "followedBy"),
+    }
+
+    def to_kafka_line(self) -> str:
+        lines = [self._TITLES[self.report].format(path=self.path)]
+        item = self._ITEMS[self.report]
+        lines.extend(item.format(a, b) for a, b in self.pairs)
+        return "\n".join(lines) + "\n"
+
+    def to_json(self) -> dict[str, Any]:
+        first, second = self._JSON_NAMES[self.report]
+        return {
+            "type": self.kind,
+            "report": self.report,
+            "path": self.path,
+            "entries": [{first: a, second: b} for a, b in self.pairs],
+        }
+
+
+# --------------------------------------------------------------------------------------------
+# Message parsers (Kafka's MessageParser): record -> (key, payload), each None or printable
+
+Parser = Callable[[Any], tuple[Any, Any]]
+
+
+def _decoder_parser(key_decoder: str | None, value_decoder: str | None) -> Parser:
+    decode_key = make_decoder(key_decoder or DEFAULT_DECODER)
+    decode_value = make_decoder(value_decoder or DEFAULT_DECODER)
+
+    def parse(record: Any) -> tuple[Any, Any]:
+        k = record.key
+        v = record.value
+        return (
+            None if k is None else decode_key(k),
+            None if v is None else decode_value(v),
+        )
+
+    return parse
+
+
+def parse_offsets_record(record: Any) -> tuple[Any, Any]:
+    """Kafka 3.x's OffsetsMessageParser: key/value of ``__consumer_offsets`` as JSON objects.
+
+    Key ``{"type": "<key version>", "data": {...}}``, payload ``{"version": "<value
+    version>", "data": {...}}`` or ``<DELETE>`` for a tombstone; an undecodable record
+    becomes a one-line explanation in place of the key, as in Kafka.
+    """
+    offset = record.offset
+    if record.key is None:
+        return (
+            f"Failed to decode message at offset {offset} using offset topic decoder "
+            "(message had a missing key)",
+            None,
+        )
+    try:
+        key = it.read_offsets_key(record.key)
+        value = it.read_offsets_value(key, record.value)
+    except it.UnknownVersionError as exc:
+        if exc.version not in (0, 1, 2):
+            return (f"Unknown record type {exc.version} at offset {offset}, skipping.", None)
+        return (f"Error at offset {offset}, skipping. {exc}", None)
+    except it.InternalTopicError as exc:
+        return (f"Error at offset {offset}, skipping. {exc}", None)
+    key_json = {"type": str(key.version), "data": key.to_kafka_json()}
+    if value is None:
+        return key_json, "<DELETE>"
+    return key_json, {"version": str(value.version), "data": value.to_kafka_json()}
+
+
+def parse_transaction_log_record(record: Any) -> tuple[Any, Any]:
+    """Kafka 3.x's TransactionLogMessageParser (``TransactionLog.formatRecordKeyAndValue``)."""
+    offset = record.offset
+    if record.key is None:
+        return (f"Error at offset {offset}, skipping. the record has no key", None)
+    try:
+        key = it.read_transaction_log_key(record.key)
+    except it.UnknownVersionError as exc:
+        return (f"unknown::version={exc.version}", None)
+    except it.InternalTopicError as exc:
+        return (f"Error at offset {offset}, skipping. {exc}", None)
+    key_text = f"transaction_metadata::transactionalId={key.transactional_id}"
+    try:
+        value = it.read_transaction_log_value(record.value)
+        if value is None:
+            return key_text, "<DELETE>"
+        state = value.state_name
+    except it.InternalTopicError as exc:
+        return (key_text, f"Error at offset {offset}, skipping. {exc}")
+    partitions: list[str] = []
+    # Kafka does not list the partitions of an Empty transaction.
+    if value.transaction_status != it.TransactionState.EMPTY and value.transaction_partitions:
+        for tp in value.transaction_partitions:
+            partitions.extend(f"{tp.topic}-{p}" for p in tp.partition_ids)
+    payload = (
+        f"producerId:{value.producer_id},producerEpoch:{value.producer_epoch},"
+        f"state={state},partitions=[{','.join(partitions)}],"
+        f"txnLastUpdateTimestamp={value.transaction_last_update_timestamp_ms},"
+        f"txnTimeoutMs={value.transaction_timeout_ms}"
+    )
+    return key_text, payload
+
+
+def message_parser(options: DumpOptions) -> Parser:
+    if options.offsets_decoder:
+        return parse_offsets_record
+    if options.transaction_log_decoder:
+        return parse_transaction_log_record
+    return _decoder_parser(options.key_decoder, options.value_decoder)
+
+
+# --------------------------------------------------------------------------------------------
+# Streaming a log file
+
+
+@dataclass(slots=True)
+class _Entry:
+    """A whole entry of the log: ``header`` is relative to ``buf``; ``buf`` is None for an
+    entry too large to hold (its CRC was computed in chunks)."""
+
+    buf: bytes | None
+    header: BatchHeader
+    position: int
+    is_valid: bool
+
+
+@dataclass(slots=True)
+class _LogScan:
+    """Streams the entries of ``f`` in [0, end); records where and why it stopped."""
+
+    f: BinaryIO
+    end: int
+    in_memory_bound: int
+    start: int = 0
+    stop_position: int = 0
+    problem: str | None = None
+
+    def __iter__(self) -> Iterator[_Entry]:
+        f, end = self.f, self.end
+        pos = self.start  # file position of the next entry
+        base = pos  # file position of buf[0]
+        buf = b""
+        f.seek(pos)
+        while True:
+            try:
+                for h in iter_batch_headers(buf, pos - base):
+                    yield _Entry(buf, h, base + h.position, _crc_ok(buf, h))
+                    pos = base + h.end
+            except KafkaError as exc:
+                self._stop(pos, _strip_position(str(exc)))
+                return
+            tail = buf[pos - base :]
+            if len(tail) >= LOG_OVERHEAD:
+                length = _INT32.unpack_from(tail, 8)[0]
+                need = LOG_OVERHEAD + length
+            else:
+                need = LOG_OVERHEAD
+            if pos + need > end:
+                self._stop(pos, None)  # a torn tail: Kafka just stops here
+                return
+            if need > self.in_memory_bound:
+                entry = self._large_entry(tail, pos, need)
+                if entry is None:
+                    return
+                yield entry
+                pos += need
+                base, buf = pos, b""
+                f.seek(pos)
+                continue
+            want = min(max(CHUNK_SIZE, need - len(tail)), end - pos - len(tail))
+            more = f.read(want)
+            if not more:
+                self._stop(pos, "the file ended while reading it (was it truncated?)")
+                return
+            base, buf = pos, tail + more
+
+    def _stop(self, position: int, problem: str | None) -> None:
+        self.stop_position = position
+        self.problem = problem
+
+    def _large_entry(self, tail: bytes, pos: int, size: int) -> _Entry | None:
+        """Parse the header of an entry too big to hold and checksum it in chunks."""
+        f = self.f
+        f.seek(pos + len(tail))
+        head = (tail + f.read(max(0, RECORD_BATCH_OVERHEAD - len(tail))))[:RECORD_BATCH_OVERHEAD]
+        try:
+            # read_batch_header wants the whole entry in its buffer: give it the header
+            # alone with the length field shrunk to match, then restore the real length.
+            shrunk = head[:8] + _INT32.pack(len(head) - LOG_OVERHEAD) + head[12:]
+            h = replace(read_batch_header(shrunk), batch_length=size - LOG_OVERHEAD)
+        except KafkaError as exc:
+            self._stop(pos, _strip_position(str(exc)))
+            return None
+        start, stop = h.crc_span()
+        f.seek(pos + start)
+        crc = 0
+        left = stop - start
+        while left > 0:
+            chunk = f.read(min(CHUNK_SIZE, left))
+            if not chunk:
+                self._stop(pos, "the file ended while reading it (was it truncated?)")
+                return None
+            crc = _crc32c.crc32c(chunk, crc) if h.magic >= MAGIC_V2 else zlib.crc32(chunk, crc)
+            left -= len(chunk)
+        return _Entry(None, h, pos, crc == h.crc)
+
+
+def _crc_ok(buf: bytes, h: BatchHeader) -> bool:
+    return h.is_valid(buf)
+
+
+def _strip_position(message: str) -> str:
+    return re.sub(r" at position \d+$", "", message)
+
+
+def _read_header_at(f: BinaryIO, position: int, limit: int) -> BatchHeader | None:
+    """The header of the entry at ``position`` if it lies whole within ``limit`` bytes."""
+    f.seek(position)
+    head = f.read(RECORD_BATCH_OVERHEAD)
+    if len(head) < LOG_OVERHEAD:
+        return None
+    size = LOG_OVERHEAD + _INT32.unpack_from(head, 8)[0]
+    if size > limit:
+        return None
+    try:
+        if size <= len(head):
+            return read_batch_header(head[:size])
+        if len(head) < RECORD_BATCH_OVERHEAD:
+            return None
+        shrunk = head[:8] + _INT32.pack(len(head) - LOG_OVERHEAD) + head[12:]
+        return replace(read_batch_header(shrunk), batch_length=size - LOG_OVERHEAD)
+    except KafkaError:
+        return None
+
+
+# --------------------------------------------------------------------------------------------
+# The run
+
+
+def _base_offset(name: str) -> int | None:
+    # Kafka: file.getName.split("\\.")(0).toLong
+    stem = name.split(".", 1)[0]
+    return int(stem) if stem.isdigit() else None
+
+
+_KRAFT_SNAPSHOT_NAME = re.compile(r"^(\d{20})-(\d{10})\.checkpoint$")
+
+
+@dataclass
+class DumpRun:
+    """One dump over ``paths``: iterate it for events; then read the counters.
+
+    ``dumped`` counts files whose content was dumped, ``failed`` those that could not be
+    opened at all (missing, a directory, unreadable), ``ignored`` those with an unknown
+    suffix. Not thread-safe; one consumer iterates it once.
+    """
+
+    paths: Iterable[str | os.PathLike[str]]
+    options: DumpOptions = field(default_factory=DumpOptions)
+    dumped: int = 0
+    failed: int = 0
+    ignored: int = 0
+    _index_mismatches: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
+    _time_mismatches: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
+    _time_out_of_order: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
+    _time_not_found: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
+    _non_consecutive: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
+
+    def __iter__(self) -> Iterator[DumpEvent]:
+        self._parse = message_parser(self.options)
+        for arg in self.paths:
+            yield from self._dump_one(os.fspath(arg))
+        yield from self._reports()
+
+    # -- one file -------------------------------------------------------------------------
+
+    def _dump_one(self, arg: str) -> Iterator[DumpEvent]:
+        path = Path(arg)
+        if not path.exists():
+            self.failed += 1
+            yield FileErrorEvent(arg, f"{arg}: no such file")
+            return
+        if path.is_dir():
+            self.failed += 1
+            yield FileErrorEvent(arg, f"{arg}: is a directory; give the segment files in it")
+            return
+        yield FileEvent(arg)
+        name = path.name
+        suffix = name[name.rfind(".") :] if "." in name else ""
+        try:
+            if suffix in (LOG_SUFFIX, KRAFT_SNAPSHOT_SUFFIX):
+                yield from self._dump_log(arg, path)
+            elif suffix == INDEX_SUFFIX:
+                yield from self._dump_index(arg, path)
+            elif suffix == TIME_INDEX_SUFFIX:
+                yield from self._dump_time_index(arg, path)
+            elif suffix == PRODUCER_SNAPSHOT_SUFFIX:
+                yield from self._dump_producer_snapshot(arg, path)
+            elif suffix == TXN_INDEX_SUFFIX:
+                yield from self._dump_txn_index(arg, path)
+            else:
+                self.ignored += 1
+                yield UnknownFileEvent(arg)
+                return
+        except OSError as exc:
+            self.failed += 1
+            yield FileErrorEvent(arg, f"{arg}: {exc.strerror or exc}")
+            return
+        self.dumped += 1
+
+    # -- .log -----------------------------------------------------------------------------
+
+    def _dump_log(self, arg: str, path: Path) -> Iterator[DumpEvent]:
+        opts = self.options
+        name = path.name
+        if name.endswith(LOG_SUFFIX):
+            base = _base_offset(name)
+            if base is None:
+                yield ProblemEvent(arg, "the file name does not start with a base offset")
+            else:
+                yield LogStartOffsetEvent(base)
+        elif name == KRAFT_BOOTSTRAP_FILENAME:
+            yield SnapshotHeaderEvent(None, None)
+        else:
+            match = _KRAFT_SNAPSHOT_NAME.match(name)
+            if match is None:
+                yield ProblemEvent(arg, "not a KRaft snapshot name (<offset>-<epoch>.checkpoint)")
+            else:
+                yield SnapshotHeaderEvent(int(match.group(1)), int(match.group(2)))
+        from klog.protocol.records.decode import iter_records
+
+        deep = opts.deep
+        show = not opts.skip_record_metadata
+        parse = self._parse if opts.prints_data else None
+        bound = MAX_DECOMPRESSED_SIZE
+        new_event = RecordEvent
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            end = min(size, opts.max_bytes)
+            scan = _LogScan(f, end, max(opts.max_message_size, IN_MEMORY_BATCH_BOUND))
+            valid_bytes = 0
+            last_offset = -1
+            pairs: list[tuple[int, int]] = []
+            for entry in scan:
+                yield BatchEvent(entry.header, entry.position, entry.is_valid)
+                if deep:
+                    if entry.buf is None:
+                        yield ProblemEvent(
+                            arg,
+                            f"batch of {entry.header.size} bytes is too large to decode "
+                            "in memory; its records are not shown (raise --max-message-size)",
+                            entry.position,
+                        )
+                    else:
+                        # The hot loop of --deep-iteration, kept inline: one generator
+                        # frame less per record is measurable.
+                        h = entry.header
+                        is_control = h.is_control
+                        ctx = _BatchContext(
+                            h.timestamp_type.kafka_name,
+                            h.magic,
+                            show,
+                            is_control and show,
+                            parse if not is_control else None,
+                        )
+                        try:
+                            for r in iter_records(entry.buf, h, max_decompressed_size=bound):
+                                offset = r.offset
+                                if last_offset == -1:
+                                    last_offset = offset
+                                elif offset != last_offset + 1:
+                                    pairs.append((last_offset, offset))
+                                last_offset = offset
+                                yield new_event(r, ctx)
+                        except KafkaError as exc:
+                            yield ProblemEvent(
+                                arg,
+                                f"cannot decode the records of this batch: {exc}",
+                                entry.position,
+                            )
+                valid_bytes += entry.header.size
+            if scan.problem is not None:
+                yield ProblemEvent(arg, scan.problem, scan.stop_position)
+            trailing = end - valid_bytes
+            if trailing > 0 and opts.max_bytes == DEFAULT_MAX_BYTES:
+                yield TrailingBytesEvent(trailing, name, valid_bytes)
+        if pairs:
+            self._non_consecutive[_java_path(arg)] = pairs
+
+    # -- .index ---------------------------------------------------------------------------
+
+    def _dump_index(self, arg: str, path: Path) -> Iterator[DumpEvent]:
+        from klog.storage.index import CorruptIndexError, OffsetIndex, read_offset_index_entries
+
+        opts = self.options
+        base = _base_offset(path.name)
+        if base is None:
+            yield ProblemEvent(arg, "the file name does not start with a base offset")
+            return
+        entries = read_offset_index_entries(path, base)
+        if not entries:
+            yield IndexEmptyEvent(arg)
+            return
+        if opts.index_sanity_check:
+            try:
+                index = OffsetIndex(path, base, writable=False)
+                try:
+                    index.sanity_check()
+                finally:
+                    index.close()
+            except CorruptIndexError as exc:
+                yield ProblemEvent(arg, f"failed sanity check: {exc}")
+            else:
+                yield SanityCheckEvent(arg)
+            return
+        log_path = path.with_name(path.name.split(".", 1)[0] + LOG_SUFFIX)
+        log = open(log_path, "rb") if log_path.is_file() else None  # noqa: SIM115
+        if log is None:
+            yield ProblemEvent(arg, f"no log file {log_path.name} beside it; entries not verified")
+        mismatches: list[tuple[int, int]] = []
+        try:
+            log_size = os.fstat(log.fileno()).st_size if log is not None else 0
+            for i, (offset, position) in enumerate(entries):
+                # A crash leaves a preallocated index with a zero-filled tail: stop there.
+                if i > 0 and offset == base:
+                    break
+                if log is not None:
+                    limit = min(opts.max_message_size, max(0, log_size - position))
+                    header = _read_header_at(log, position, limit)
+                    found = -1 if header is None else header.last_offset
+                    if found != offset:
+                        mismatches.append((offset, found))
+                if not opts.verify_index_only:
+                    yield IndexEntryEvent(offset, position)
+        finally:
+            if log is not None:
+                log.close()
+        if mismatches:
+            # Kafka prepends to a list, so its report lists the last mismatch first.
+            self._index_mismatches[_java_path(arg)] = mismatches[::-1]
+
+    # -- .timeindex -----------------------------------------------------------------------
+
+    def _dump_time_index(self, arg: str, path: Path) -> Iterator[DumpEvent]:
+        from klog.storage.index import (
+            CorruptIndexError,
+            OffsetIndex,
+            TimeIndex,
+            read_time_index_entries,
+        )
+
+        opts = self.options
+        base = _base_offset(path.name)
+        if base is None:
+            yield ProblemEvent(arg, "the file name does not start with a base offset")
+            return
+        if opts.index_sanity_check:
+            try:
+                time_index = TimeIndex(path, base, writable=False)
+                try:
+                    time_index.sanity_check()
+                finally:
+                    time_index.close()
+            except CorruptIndexError as exc:
+                yield ProblemEvent(arg, f"failed sanity check: {exc}")
+            else:
+                yield SanityCheckEvent(arg)
+            return
+        entries = read_time_index_entries(path, base)
+        stem = path.name.split(".", 1)[0]
+        log_path = path.with_name(stem + LOG_SUFFIX)
+        index_path = path.with_name(stem + INDEX_SUFFIX)
+        # Kafka's tool would create a missing .index as a side effect; we never write, and
+        # an absent offset index means every lookup starts at position 0, as an empty one.
+        offset_index = (
+            OffsetIndex(index_path, base, writable=False) if index_path.is_file() else None
+        )
+        log = open(log_path, "rb") if log_path.is_file() else None  # noqa: SIM115
+        if log is None and entries:
+            yield ProblemEvent(arg, f"no log file {log_path.name} beside it; entries not verified")
+        key = _java_path(arg)
+        mismatches: list[tuple[int, int]] = []
+        out_of_order: list[tuple[int, int]] = []
+        not_found: list[tuple[int, int]] = []
+        try:
+            previous = -1
+            for i, (timestamp, offset) in enumerate(entries):
+                if i > 0 and offset == base:
+                    break
+                if log is not None:
+                    position = 0
+                    if offset_index is not None and offset_index.entries > 0:
+                        position = offset_index.lookup(offset).position
+                    found = self._find_batch(log, position, offset)
+                    if found is None:
+                        not_found.append((offset, -1))
+                    elif found[0] != offset:
+                        not_found.append((offset, found[0]))
+                    else:
+                        if found[1] != timestamp:
+                            mismatches.append((timestamp, found[1]))
+                        if previous >= timestamp:
+                            out_of_order.append((timestamp, previous))
+                if not opts.verify_index_only:
+                    yield TimeIndexEntryEvent(timestamp, offset)
+                previous = timestamp
+        finally:
+            if log is not None:
+                log.close()
+            if offset_index is not None:
+                offset_index.close()
+        for report, pairs in (
+            (self._time_mismatches, mismatches),
+            (self._time_out_of_order, out_of_order),
+            (self._time_not_found, not_found),
+        ):
+            if pairs:
+                report[key] = pairs
+
+    def _find_batch(self, log: BinaryIO, position: int, offset: int) -> tuple[int, int] | None:
+        """(lastOffset, max record timestamp) of the first batch at/after ``position`` whose
+        last offset reaches ``offset``; None when there is none."""
+        from klog.protocol.records.decode import iter_records
+
+        log_size = os.fstat(log.fileno()).st_size
+        if position >= log_size:
+            return None
+        scan = _LogScan(log, log_size, IN_MEMORY_BATCH_BOUND, start=position)
+        for entry in scan:
+            h = entry.header
+            if h.last_offset < offset:
+                continue
+            if h.last_offset != offset or entry.buf is None:
+                return h.last_offset, h.max_timestamp
+            max_timestamp = -1
+            try:
+                for r in iter_records(entry.buf, h, max_decompressed_size=MAX_DECOMPRESSED_SIZE):
+                    max_timestamp = max(max_timestamp, r.timestamp)
+            except KafkaError:
+                max_timestamp = h.max_timestamp
+            return h.last_offset, max_timestamp
+        return None
+
+    # -- .snapshot, .txnindex ---------------------------------------------------------------
+
+    def _dump_producer_snapshot(self, arg: str, path: Path) -> Iterator[DumpEvent]:
+        from klog.storage.producer_state import CorruptSnapshotError, read_snapshot
+
+        try:
+            entries = read_snapshot(path)
+        except (CorruptSnapshotError, KafkaError) as exc:
+            # Kafka prints the CorruptSnapshotException's message and carries on.
+            yield ProblemEvent(arg, str(exc))
+            return
+        for entry in entries:
+            yield _snapshot_event(entry)
+
+    def _dump_txn_index(self, arg: str, path: Path) -> Iterator[DumpEvent]:
+        from klog.storage.index import ABORTED_TXN_SIZE, read_txn_index_entries
+
+        for txn in read_txn_index_entries(path):
+            yield TxnIndexEntryEvent(
+                txn.version,
+                txn.producer_id,
+                txn.first_offset,
+                txn.last_offset,
+                txn.last_stable_offset,
+            )
+        extra = path.stat().st_size % ABORTED_TXN_SIZE
+        if extra:
+            yield ProblemEvent(arg, f"{extra} trailing byte(s) are not a whole entry; ignored")
+
+    # -- end of run -------------------------------------------------------------------------
+
+    def _reports(self) -> Iterator[DumpEvent]:
+        # Kafka's order: index mismatches, the three time-index reports, then
+        # non-consecutive offsets (the latter also prepended, so newest first).
+        for path, pairs in self._index_mismatches.items():
+            yield ReportEvent("index_mismatch", path, tuple(pairs))
+        for path, pairs in self._time_mismatches.items():
+            yield ReportEvent("time_index_mismatch", path, tuple(pairs))
+        for path, pairs in self._time_out_of_order.items():
+            yield ReportEvent("time_index_out_of_order", path, tuple(pairs))
+        for path, pairs in self._time_not_found.items():
+            yield ReportEvent("time_index_offset_not_found", path, tuple(pairs))
+        for path, pairs in self._non_consecutive.items():
+            yield ReportEvent("non_consecutive_offsets", path, tuple(pairs[::-1]))
+
+
+def dump_files(
+    paths: Iterable[str | os.PathLike[str]], options: DumpOptions | None = None
+) -> Iterator[DumpEvent]:
+    """Every event of dumping ``paths`` in order (see DumpRun for the counters)."""
+    return iter(DumpRun(paths, options or DumpOptions()))
+
+
+def _control_of(record: Any) -> tuple[str, int]:
+    from klog.protocol.records.control import ControlRecordType, EndTransactionMarker
+
+    key = record.key
+    if key is None or len(key) < 4:
+        return ("UNKNOWN", -1)
+    type_id = _INT16.unpack_from(key, 2)[0]
+    control_type = ControlRecordType.from_type_id(type_id)
+    if control_type in (ControlRecordType.COMMIT, ControlRecordType.ABORT):
+        try:
+            marker = EndTransactionMarker.from_record(record)
+        except KafkaError:
+            return ("UNKNOWN", type_id)
+        return (marker.control_type.name, marker.coordinator_epoch)
+    return (control_type.name, type_id)
+
+
+def _snapshot_event(entry: Any) -> SnapshotEntryEvent:
+    """Kafka's view of a snapshot entry (ProducerStateManager.readSnapshot)."""
+    batch = None
+    if entry.offset_delta >= 0:
+        last_seq, delta = entry.last_sequence, entry.offset_delta
+        # DefaultRecordBatch.decrementSequence: wraps below zero to Integer.MAX_VALUE.
+        first_seq = last_seq - delta if last_seq >= delta else 2**31 - 1 - (delta - last_seq) + 1
+        batch = (first_seq, last_seq, entry.last_offset, delta, entry.timestamp)
+    first_offset = entry.current_txn_first_offset
+    return SnapshotEntryEvent(
+        entry.producer_id,
+        entry.producer_epoch,
+        entry.coordinator_epoch,
+        first_offset if first_offset >= 0 else None,
+        entry.timestamp,
+        batch,
+    )
