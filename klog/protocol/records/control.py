@@ -15,6 +15,7 @@ version 0 (the schema may only grow); a negative one is corruption.
 from __future__ import annotations
 
 import struct
+import time
 from dataclasses import dataclass
 from enum import IntEnum
 
@@ -118,10 +119,15 @@ def build_control_batch(
     producer_id: int,
     producer_epoch: int,
     base_offset: int = 0,
-    timestamp: int,
+    timestamp: int | None = None,
     partition_leader_epoch: int = -1,
 ) -> bytes:
-    """A one-record control batch carrying ``marker`` (transactional and control set)."""
+    """A one-record control batch carrying ``marker`` (transactional and control set).
+
+    ``timestamp`` defaults to now, as the coordinator stamps markers when it writes them.
+    """
+    if timestamp is None:
+        timestamp = int(time.time() * 1000)
     builder = BatchBuilder(
         base_offset=base_offset,
         producer_id=producer_id,

@@ -126,8 +126,8 @@ def _decode(
     timestamp_type: TimestampType,
     batch_position: int,
 ) -> Iterator[Record]:
-    # Hot loop: locals only, varints inlined for one and two bytes (the common case for
-    # lengths < 8 KiB and timestamp deltas < 8 s), full readers as fallback.
+    # Hot loop: locals only, varints inlined for one and two bytes (the common case:
+    # lengths, offset deltas and timestamp deltas below 8192), full readers as fallback.
     end = len(data)
     pos = 0
     new = object.__new__
@@ -182,7 +182,12 @@ def _decode(
                 raw = b
                 pos += 1
             else:
-                raw, pos = read_uvarint(data, pos)
+                b2 = data[pos + 1]
+                if b2 < 0x80:
+                    raw = (b & 0x7F) | (b2 << 7)
+                    pos += 2
+                else:
+                    raw, pos = read_uvarint(data, pos)
             offset_delta = (raw >> 1) ^ -(raw & 1)
             # key
             b = data[pos]
@@ -190,7 +195,12 @@ def _decode(
                 raw = b
                 pos += 1
             else:
-                raw, pos = read_uvarint(data, pos)
+                b2 = data[pos + 1]
+                if b2 < 0x80:
+                    raw = (b & 0x7F) | (b2 << 7)
+                    pos += 2
+                else:
+                    raw, pos = read_uvarint(data, pos)
             key_length = (raw >> 1) ^ -(raw & 1)
             if key_length >= 0:
                 key = data[pos : pos + key_length]

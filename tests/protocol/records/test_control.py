@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import struct
+import time
 
 import pytest
 
@@ -73,6 +74,14 @@ def test_control_batch_round_trip() -> None:
     (record,) = iter_records(buf, header)
     assert (record.offset, record.timestamp) == (500, 1_700)
     assert EndTransactionMarker.from_record(record) == marker
+
+
+def test_control_batch_timestamp_defaults_to_now() -> None:
+    before = int(time.time() * 1000)
+    marker = EndTransactionMarker(ControlRecordType.ABORT, coordinator_epoch=1)
+    buf = build_control_batch(marker, producer_id=1, producer_epoch=0)
+    (record,) = iter_records(buf, read_batch_header(buf))
+    assert before <= record.timestamp <= int(time.time() * 1000)
 
 
 def _record(key: bytes | None, value: bytes | None) -> Record:
