@@ -1,0 +1,394 @@
+"""Tests for klog.storage.log.PartitionLog."""
+
+from __future__ import annotations
+
+import os
+import struct
+from pathlib import Path
+
+import pytest
+
+from klog.protocol.errors import CorruptRecordError, InvalidRecordError, RecordTooLargeError
+from klog.protocol.records.batch import iter_batch_headers, read_batch_header
+from klog.storage.config import LogConfig
+from klog.storage.log import (
+    OffsetOutOfRangeError,
+    PartitionLog,
+    log_delete_dir_name,
+    parse_partition_dir_name,
+)
+from klog.storage.producer_state import OutOfOrderSequenceError
+from klog.storage.segment import scan_segment
+
+from .batches import build_batch, build_control_batch
+
+T0 = 1_600_000_000_000
+
+
+class Clock:
+    def __init__(self, now: int = T0) -> None:
+        self.now = now
+
+    def __call__(self) -> int:
+        return self.now
+
+
+def make_log(tmp_path: Path, clock: Clock | None = None, **config: object) -> PartitionLog:
+    return PartitionLog(tmp_path / "topic-0", LogConfig(**config), clock=clock or Clock())
+
+
+def append_n(log: PartitionLog, n: int, records: int = 3, value_size: int = 50, ts: int = T0):
+    infos = []
+    for i in range(n):
+        batch = build_batch(0, count=records, value_size=value_size, base_timestamp=ts + i)
+        infos.append(log.append_as_leader(batch, leader_epoch=1))
+    return infos
+
+
+def test_dir_names() -> None:
+    assert parse_partition_dir_name("my-topic-12").topic == "my-topic"
+    assert parse_partition_dir_name("my-topic-12").partition == 12
+    name = log_delete_dir_name("t", 3)
+    parsed = parse_partition_dir_name(name)
+    assert (parsed.topic, parsed.partition, parsed.kind) == ("t", 3, "delete")
+    for bad in ("topic", "-1", "topic-x"):
+        with pytest.raises(ValueError):
+            parse_partition_dir_name(bad)
+
+
+def test_append_assigns_offsets_and_epochs(tmp_path: Path) -> None:
+    log = make_log(tmp_path)
+    batch = build_batch(999, count=3, leader_epoch=42)
+    info = log.append_as_leader(batch + build_batch(5, count=2), leader_epoch=7)
+    assert (info.first_offset, info.last_offset, info.record_count, info.batch_count) == (
+        0,
+        4,
+        5,
+        2,
+    )
+    assert log.log_end_offset == 5
+    data = log.read(0, 10_000).read_bytes()
+    headers = list(iter_batch_headers(data))
+    assert [(h.base_offset, h.last_offset) for h in headers] == [(0, 2), (3, 4)]
+    assert {h.partition_leader_epoch for h in headers} == {7}
+    for h in headers:
+        h.ensure_valid(data)  # the CRC still holds: it does not cover the patched fields
+    # Only the offset and epoch fields differ from what the producer sent.
+    assert data[12 + 4 :][: len(batch) - 16] == batch[16:]
+    assert log.leader_epoch_cache.entries[0].epoch == 7
+
+
+def test_append_rejects_bad_input(tmp_path: Path) -> None:
+    log = make_log(tmp_path, max_message_bytes=500)
+    good = build_batch(0, count=2)
+    with pytest.raises(CorruptRecordError):
+        log.append_as_leader(good[:-3], 0)
+    flipped = bytearray(good)
+    flipped[-1] ^= 1
+    with pytest.raises(CorruptRecordError):
+        log.append_as_leader(bytes(flipped), 0)
+    with pytest.raises(RecordTooLargeError):
+        log.append_as_leader(build_batch(0, count=1, value_size=600), 0)
+    with pytest.raises(InvalidRecordError):
+        log.append_as_leader(
+            build_control_batch(0, commit=True, producer_id=1, producer_epoch=0), 0
+        )
+    with pytest.raises(CorruptRecordError):
+        log.append_as_leader(b"\x00" * 40, 0)
+    assert log.log_end_offset == 0 and log.size == 0
+
+
+def test_log_append_time(tmp_path: Path) -> None:
+    clock = Clock(T0 + 5000)
+    log = make_log(tmp_path, clock, message_timestamp_type="LogAppendTime")
+    info = log.append_as_leader(build_batch(0, count=2), 0)
+    assert info.log_append_time == T0 + 5000
+    data = log.read(0, 1000).read_bytes()
+    header = read_batch_header(data, 0)
+    header.ensure_valid(data)
+    assert header.max_timestamp == T0 + 5000
+    assert header.timestamp_type.kafka_name == "LogAppendTime"
+
+
+def test_idempotent_duplicates_and_sequences(tmp_path: Path) -> None:
+    log = make_log(tmp_path)
+    b = build_batch(0, count=2, producer_id=9, producer_epoch=0, base_sequence=0)
+    first = log.append_as_leader(b, 0)
+    dup = log.append_as_leader(b, 0)
+    assert dup.duplicate and (dup.first_offset, dup.last_offset) == (0, 1)
+    assert log.log_end_offset == 2
+    with pytest.raises(OutOfOrderSequenceError):
+        log.append_as_leader(build_batch(0, producer_id=9, producer_epoch=0, base_sequence=7), 0)
+    assert not first.duplicate
+
+
+def test_read_whole_batches_and_min_one_message(tmp_path: Path) -> None:
+    log = make_log(tmp_path)
+    append_n(log, 10, value_size=100)
+    sizes = [h.size for h in iter_batch_headers(log.read(0, 10**6).read_bytes())]
+    one = log.read(4, 10)  # smaller than a batch
+    assert one.size == sizes[0]
+    nothing = log.read(4, 10, min_one_message=False)
+    assert nothing.size == 0 and nothing.first_entry_incomplete
+    two = log.read(3, sizes[0] * 2 + 5)
+    assert two.size == sizes[0] * 2  # whole batches only
+    assert [h.base_offset for h in iter_batch_headers(two.read_bytes())] == [3, 6]
+    bounded = log.read(0, 10**6, max_offset=9)
+    assert [h.base_offset for h in iter_batch_headers(bounded.read_bytes())] == [0, 3, 6]
+    assert log.read(30, 100).size == 0  # at the LEO: empty
+    for bad in (31, -1):
+        with pytest.raises(OffsetOutOfRangeError):
+            log.read(bad, 100)
+
+
+def test_roll_on_size_and_reads_across_segments(tmp_path: Path) -> None:
+    log = make_log(tmp_path, segment_bytes=1000)
+    append_n(log, 20, value_size=60)
+    assert log.number_of_segments > 3
+    bases = [s.base_offset for s in log.segments]
+    assert bases == sorted(bases) and bases[0] == 0
+    for segment in log.segments[:-1]:
+        assert segment.size <= 1000
+        # Rolled segments have trimmed indexes.
+        assert segment.offset_index_path.stat().st_size == 8 * segment.offset_index.entries
+    everything = b"".join(s.log_path.read_bytes() for s in log.segments)
+    offset, got = 0, b""
+    while offset < log.log_end_offset:
+        info = log.read(offset, 100_000)
+        chunk = info.read_bytes()
+        got += chunk
+        offset = list(iter_batch_headers(chunk))[-1].last_offset + 1
+    assert got == everything
+    assert (tmp_path / "topic-0" / f"{bases[1]:020d}.snapshot").exists()
+
+
+def test_roll_on_full_index(tmp_path: Path) -> None:
+    # 16-byte indexes hold two entries; batches of ~1 KB pass index.interval.bytes often.
+    log = make_log(tmp_path, segment_index_bytes=24, index_interval_bytes=100)
+    append_n(log, 12, value_size=300)
+    assert log.number_of_segments >= 3
+    for segment in log.segments[:-1]:
+        assert segment.offset_index.entries <= 3
+
+
+def test_roll_on_time(tmp_path: Path) -> None:
+    clock = Clock()
+    log = make_log(tmp_path, clock, segment_ms=1000)
+    append_n(log, 2, ts=T0)
+    assert log.number_of_segments == 1
+    append_n(log, 1, ts=T0 + 5000)  # the record timestamps span more than segment.ms
+    assert log.number_of_segments == 2
+
+
+def test_roll_on_relative_offset_overflow(tmp_path: Path) -> None:
+    log = make_log(tmp_path)
+    log.append_as_follower(build_batch(0, count=1))
+    log.append_as_follower(build_batch(2**31 + 10, count=1))
+    assert [s.base_offset for s in log.segments] == [0, 2**31 + 10]
+    assert log.log_end_offset == 2**31 + 11
+
+
+def test_follower_append_keeps_offsets(tmp_path: Path) -> None:
+    log = make_log(tmp_path)
+    data = build_batch(0, count=2, leader_epoch=3) + build_batch(5, count=1, leader_epoch=4)
+    info = log.append_as_follower(data)
+    assert (info.first_offset, info.last_offset) == (0, 5)
+    assert log.read(0, 10**6).read_bytes() == data
+    assert [e.epoch for e in log.leader_epoch_cache.entries] == [3, 4]
+    with pytest.raises(Exception, match="below the log end offset"):
+        log.append_as_follower(build_batch(3, count=1))
+
+
+def test_truncate_to(tmp_path: Path) -> None:
+    log = make_log(tmp_path, segment_bytes=700)
+    append_n(log, 12, value_size=60)
+    segments_before = log.number_of_segments
+    assert log.truncate_to(15)
+    assert log.log_end_offset == 15
+    assert log.number_of_segments < segments_before
+    assert list(log.segments[-1].log_path.parent.glob("*.deleted"))
+    assert not log.truncate_to(100)
+    info = append_n(log, 1)[0]
+    assert info.first_offset == 15
+    # Reopening gives the same LEO.
+    log.flush()
+    log.close()
+    again = make_log(tmp_path, segment_bytes=700)
+    assert again.log_end_offset == 18
+    assert not list((tmp_path / "topic-0").glob("*.deleted"))  # cleaned at load
+
+
+def test_truncate_fully_and_start_at(tmp_path: Path) -> None:
+    log = make_log(tmp_path)
+    append_n(log, 3)
+    log.truncate_fully_and_start_at(100)
+    assert (log.log_start_offset, log.log_end_offset) == (100, 100)
+    assert append_n(log, 1)[0].first_offset == 100
+    with pytest.raises(OffsetOutOfRangeError):
+        log.read(50, 10)
+
+
+def test_retention_by_time_and_pending_deletes(tmp_path: Path) -> None:
+    clock = Clock()
+    log = make_log(
+        tmp_path, clock, segment_bytes=700, retention_ms=10_000, file_delete_delay_ms=500
+    )
+    append_n(log, 6, value_size=60, ts=T0)
+    append_n(log, 6, value_size=60, ts=T0 + 20_000)
+    n_before = log.number_of_segments
+    clock.now = T0 + 15_000
+    # Nothing past the high watermark is ever deleted (the replica manager moves it).
+    assert log.delete_old_segments() == 0
+    log.update_high_watermark(log.log_end_offset)
+    deleted = log.delete_old_segments()
+    assert deleted > 0 and log.number_of_segments == n_before - deleted
+    assert log.log_start_offset == log.segments[0].base_offset
+    pending = log.pending_deletes
+    assert pending and all(p.name.endswith(".log.deleted") and p.exists() for p in pending)
+    assert log.delete_pending(clock.now + 100) == 0
+    assert log.delete_pending(clock.now + 500) == deleted
+    assert not any(p.exists() for p in pending)
+    with pytest.raises(OffsetOutOfRangeError):
+        log.read(0, 100)
+    # The active segment is never deleted.
+    clock.now = T0 + 10**9
+    log.delete_old_segments()
+    assert log.number_of_segments >= 1 and log.log_end_offset == 36
+
+
+def test_retention_by_bytes(tmp_path: Path) -> None:
+    log = make_log(tmp_path, segment_bytes=700, retention_bytes=1500)
+    append_n(log, 20, value_size=60)
+    log.update_high_watermark(log.log_end_offset)
+    log.delete_old_segments()
+    assert log.size - log.active_segment.size <= 1500
+    assert log.size > 0
+
+
+def test_log_start_offset_and_delete_records(tmp_path: Path) -> None:
+    log = make_log(tmp_path, segment_bytes=700)
+    append_n(log, 12, value_size=60)
+    second_base = log.segments[1].base_offset
+    log.update_high_watermark(log.log_end_offset)
+    assert log.maybe_increment_log_start_offset(second_base + 1)
+    assert log.log_start_offset == second_base + 1
+    with pytest.raises(OffsetOutOfRangeError):
+        log.read(0, 100)
+    assert log.delete_old_segments() == 1  # the first segment is wholly below
+    with pytest.raises(OffsetOutOfRangeError):
+        log.maybe_increment_log_start_offset(10**6)
+
+
+def test_fetch_offset_by_timestamp(tmp_path: Path) -> None:
+    log = make_log(tmp_path, segment_bytes=700)
+    for i in range(10):
+        log.append_as_leader(build_batch(0, count=2, base_timestamp=T0 + 1000 * i), 0)
+    assert log.fetch_offset_by_timestamp(-2).offset == 0
+    assert log.fetch_offset_by_timestamp(-1).offset == 20
+    found = log.fetch_offset_by_timestamp(T0 + 4500)
+    assert found is not None and found.offset == 10
+    assert log.fetch_offset_by_timestamp(T0 + 10**6) is None
+    latest = log.fetch_offset_by_timestamp(-3)
+    assert (latest.timestamp, latest.offset) == (T0 + 9001, 19)
+
+
+def test_flush_policy(tmp_path: Path) -> None:
+    clock = Clock()
+    log = make_log(tmp_path, clock, flush_messages=10, flush_ms=1000)
+    append_n(log, 2)
+    assert log.recovery_point == 0
+    append_n(log, 2)  # 12 unflushed messages >= flush.messages
+    assert log.recovery_point == 12
+    append_n(log, 1)
+    assert not log.maybe_flush(clock.now)
+    clock.now += 1000
+    assert log.maybe_flush(clock.now) and log.recovery_point == 15
+
+
+def test_reopen_after_clean_and_unclean_shutdown(tmp_path: Path) -> None:
+    log = make_log(tmp_path, segment_bytes=1000)
+    append_n(log, 15, value_size=60)
+    leo = log.log_end_offset
+    log.flush()
+    log.close()
+    clean = make_log(tmp_path, segment_bytes=1000)
+    assert clean.log_end_offset == leo
+    clean.close()
+    # Unclean: indexes preallocated and zero-filled, a torn batch at the end.
+    active = sorted((tmp_path / "topic-0").glob("*.log"))[-1]
+    with open(active, "ab") as f:
+        f.write(build_batch(leo, count=2)[:30])
+    index = active.with_suffix(".index")
+    with open(index, "ab") as f:
+        f.write(bytes(800))
+    unclean = PartitionLog(
+        tmp_path / "topic-0",
+        LogConfig(segment_bytes=1000),
+        recovery_point=0,
+        had_clean_shutdown=False,
+        clock=Clock(),
+    )
+    assert unclean.log_end_offset == leo
+    assert unclean.bytes_truncated_on_load == 30
+    assert scan_segment(active).is_clean
+    assert unclean.append_as_leader(build_batch(0, count=1), 0).first_offset == leo
+
+
+def test_missing_and_corrupt_indexes_are_rebuilt(tmp_path: Path) -> None:
+    log = make_log(tmp_path, segment_bytes=2000)
+    append_n(log, 30, value_size=60)
+    leo = log.log_end_offset
+    log.flush()
+    log.close()
+    directory = tmp_path / "topic-0"
+    indexes = sorted(directory.glob("*.index"))
+    reference = {p: p.read_bytes() for p in indexes[:-1]}
+    indexes[0].unlink()
+    indexes[1].write_bytes(struct.pack(">ii", 5, 10) + bytes(16))  # zero tail
+    reopened = make_log(tmp_path, segment_bytes=2000)
+    assert reopened.log_end_offset == leo
+    reopened.close()
+    for path, data in reference.items():
+        assert path.read_bytes() == data
+
+
+def test_leftover_files_are_resolved(tmp_path: Path) -> None:
+    log = make_log(tmp_path, segment_bytes=700)
+    append_n(log, 8, value_size=60)
+    log.flush()
+    log.close()
+    directory = tmp_path / "topic-0"
+    (directory / "00000000000000000003.log.deleted").write_bytes(b"x")
+    (directory / "00000000000000000099.log.cleaned").write_bytes(b"x")
+    (directory / "00000000000000000000.index.tmp").write_bytes(b"x")
+    (directory / "00000000000000000077.index").write_bytes(bytes(8))  # orphan
+    reopened = make_log(tmp_path, segment_bytes=700)
+    assert reopened.log_end_offset == 24
+    names = {p.name for p in directory.iterdir()}
+    assert not any(n.endswith((".deleted", ".cleaned", ".tmp")) for n in names)
+    assert "00000000000000000077.index" not in names
+
+
+def test_swap_file_replaces_segments(tmp_path: Path) -> None:
+    directory = tmp_path / "topic-0"
+    directory.mkdir()
+    (directory / "00000000000000000000.log").write_bytes(build_batch(0, count=3))
+    (directory / "00000000000000000003.log").write_bytes(build_batch(3, count=3))
+    cleaned = build_batch(1, count=1) + build_batch(5, count=1)
+    (directory / "00000000000000000000.log.swap").write_bytes(cleaned)
+    log = PartitionLog(directory, LogConfig(), clock=Clock())
+    assert [s.base_offset for s in log.segments] == [0]
+    assert log.read(0, 10**6).read_bytes() == cleaned
+    assert log.log_end_offset == 6
+
+
+def test_rename_dir_keeps_segments_usable(tmp_path: Path) -> None:
+    log = make_log(tmp_path)
+    append_n(log, 2)
+    log.rename_dir(log_delete_dir_name("topic", 0))
+    assert log.dir.name.endswith("-delete")
+    assert log.read(0, 1000).read_bytes()
+    assert log.segments[0].log_path.parent == log.dir
+    log.delete()
+    assert not log.dir.exists()
+    assert os.listdir(tmp_path) == []
