@@ -392,3 +392,43 @@ def test_rename_dir_keeps_segments_usable(tmp_path: Path) -> None:
     log.delete()
     assert not log.dir.exists()
     assert os.listdir(tmp_path) == []
+
+
+# -- LogConfig (klog.storage.config; tested here as the log is its consumer) ---------------
+
+
+def test_log_config_defaults_and_properties() -> None:
+    from klog.storage.config import LONG_MAX, LogConfig, LogConfigError
+
+    config = LogConfig()
+    assert config.segment_bytes == 1073741824 and config.segment_ms == 604800000
+    assert config.segment_index_bytes == 10485760 and config.index_interval_bytes == 4096
+    assert config.retention_ms == 604800000 and config.retention_bytes == -1
+    assert config.file_delete_delay_ms == 60000 and config.max_message_bytes == 1048588
+    assert config.flush_messages == config.flush_ms == LONG_MAX
+    assert config.cleanup_policy == ("delete",) and config.min_insync_replicas == 1
+    custom = LogConfig.from_properties(
+        {
+            "segment.bytes": "2048",
+            "cleanup.policy": "compact,delete",
+            "preallocate": "true",
+            "message.timestamp.type": "LogAppendTime",
+            "min.cleanable.dirty.ratio": "0.3",
+        }
+    )
+    assert custom.segment_bytes == 2048 and custom.compact and custom.delete
+    assert custom.preallocate and custom.log_append_time
+    assert LogConfig.from_properties(custom.to_properties()) == custom
+    for props, message in [
+        ({"segment.bytes": "abc"}, "not a number"),
+        ({"segment.bytes": "10"}, "at least 14"),
+        ({"segment.bytes": str(2**31)}, "out of range"),
+        ({"preallocate": "yes"}, "true or false"),
+        ({"cleanup.policy": "archive"}, "must be one of"),
+        ({"message.timestamp.type": "createtime"}, "must be one of"),
+        ({"min.cleanable.dirty.ratio": "1.5"}, "no more than 1"),
+        ({"no.such.config": "1"}, "unknown topic config"),
+    ]:
+        with pytest.raises(LogConfigError, match=message):
+            LogConfig.from_properties(props)
+    assert LogConfig.from_properties({"no.such.config": "1"}, ignore_unknown=True) == config

@@ -255,3 +255,175 @@ def test_scan_result_does_not_depend_on_chunk_size(
             monkeypatch.setattr(seg, "SCAN_CHUNK_SIZE", chunk)
             assert scan_segment(path) == reference, (cut, chunk)
         monkeypatch.setattr(seg, "SCAN_CHUNK_SIZE", 8 * 1024 * 1024)
+
+
+# -- LogSegment ---------------------------------------------------------------------------
+
+
+def make_segment(tmp_path: Path, base: int = 0, **kwargs: object) -> seg.LogSegment:
+    return seg.LogSegment(tmp_path, base, **kwargs)
+
+
+def fill(segment: seg.LogSegment, batches: list[bytes]) -> None:
+    from klog.protocol.records.batch import read_batch_header
+
+    for b in batches:
+        h = read_batch_header(b, 0)
+        segment.append(h.last_offset, h.max_timestamp, h.last_offset, b)
+
+
+def test_segment_append_indexes_like_kafka(tmp_path: Path) -> None:
+    segment = make_segment(tmp_path, index_interval_bytes=500)
+    batches = sequential_batches(20, records_per_batch=2, value_size=100)
+    fill(segment, batches)
+    # Kafka's rule on append: an entry when more than 500 bytes were appended since the
+    # last one, for the batch being appended (its last offset -> its position).
+    expected, since, position = [], 0, 0
+    for i, b in enumerate(batches):
+        if since > 500:
+            expected.append((2 * i + 1, position))
+            since = 0
+        since += len(b)
+        position += len(b)
+    assert list((e.offset, e.position) for e in segment.offset_index.iter_entries()) == expected
+    # Recovery rebuilds the same index from the file.
+    segment.close()
+    reopened = make_segment(tmp_path, index_interval_bytes=500)
+    assert reopened.recover() == 0
+    got = [(e.offset, e.position) for e in reopened.offset_index.iter_entries()]
+    assert got == expected
+    assert reopened.read_next_offset() == 40
+    reopened.close()
+
+
+def test_segment_read_translate_and_timestamps(tmp_path: Path) -> None:
+    segment = make_segment(tmp_path, base=100, index_interval_bytes=200)
+    batches = sequential_batches(10, records_per_batch=3, value_size=50, start_offset=100)
+    fill(segment, batches)
+    size = len(batches[0])
+    found = segment.translate_offset(104)
+    assert found == seg.LogOffsetPosition(105, size, size)
+    assert segment.translate_offset(130) is None
+    info = segment.read(104, size * 3 - 1)
+    assert info is not None and info.size == size * 2
+    assert info.read_bytes() == batches[1] + batches[2]
+    assert info.fetch_offset_metadata == seg.LogOffsetMetadata(104, 100, size)
+    assert segment.read(104, 1).size == size  # at least one batch
+    assert segment.read(104, size * 5, max_position=size * 3).size == size * 2
+    assert segment.read(200, 100) is None
+    hit = segment.find_offset_by_timestamp(1_600_000_000_000 + 3000)
+    assert hit is not None and hit.offset == 109
+    assert segment.find_offset_by_timestamp(1_600_000_000_000 + 10**6) is None
+
+    # With a record locator the exact record is found.
+    def locator(data: bytes):
+        from klog.protocol.records.batch import read_batch_header
+        from klog.protocol.records.v2 import iter_records
+
+        h = read_batch_header(data, 0)
+        for r in iter_records(data, h):
+            yield r.offset, r.timestamp
+
+    exact = segment.find_offset_by_timestamp(1_600_000_000_000 + 3001, record_locator=locator)
+    assert exact is not None and (exact.offset, exact.timestamp) == (110, 1_600_000_000_000 + 3001)
+    segment.close()
+
+
+def test_segment_truncate_to(tmp_path: Path) -> None:
+    segment = make_segment(tmp_path, index_interval_bytes=100)
+    batches = sequential_batches(10)
+    fill(segment, batches)
+    removed = segment.truncate_to(13)  # inside the 5th batch (12..14): it goes whole
+    assert removed == sum(map(len, batches[4:]))
+    assert segment.size == sum(map(len, batches[:4]))
+    assert segment.read_next_offset() == 12
+    assert segment.offset_index.last_offset < 12
+    assert segment.truncate_to(100) == 0
+    segment.close()
+
+
+@pytest.mark.parametrize(
+    "damage",
+    ["torn", "flipped", "zeros", "huge_length", "garbage"],
+)
+def test_segment_recover_truncates_only_at_the_first_invalid_byte(
+    tmp_path: Path, damage: str
+) -> None:
+    batches = sequential_batches(8, value_size=100)
+    good = b"".join(batches[:5])
+    tail = b"".join(batches[5:])
+    if damage == "torn":
+        bad = tail[: len(batches[5]) - 7]
+    elif damage == "flipped":
+        bad = bytes([tail[0]]) + tail[1:70] + bytes([tail[70] ^ 0x40]) + tail[71:]
+    elif damage == "zeros":
+        bad = bytes(3000)
+    elif damage == "huge_length":
+        bad = tail[:8] + struct.pack(">i", 2**31 - 20) + tail[12:]
+    else:
+        bad = os.urandom(500)
+    path = seg.log_file_path(tmp_path, 0)
+    path.write_bytes(good + bad)
+    segment = make_segment(tmp_path)
+    assert segment.recover() == len(bad)
+    assert path.read_bytes() == good
+    assert segment.read_next_offset() == 15
+    segment.close()
+
+
+def test_segment_recover_empty_file(tmp_path: Path) -> None:
+    seg.log_file_path(tmp_path, 7).write_bytes(b"")
+    segment = make_segment(tmp_path, base=7)
+    assert segment.recover() == 0
+    assert segment.read_next_offset() == 7
+    assert seg.log_file_path(tmp_path, 7).exists()
+    segment.close()
+
+
+def test_segment_recover_refuses_offset_overflow(tmp_path: Path) -> None:
+    data = build_batch(0, count=1) + build_batch(2**31 + 1, count=1)
+    seg.log_file_path(tmp_path, 0).write_bytes(data)
+    segment = make_segment(tmp_path)
+    with pytest.raises(seg.LogSegmentOffsetOverflowError):
+        segment.recover()
+    assert seg.log_file_path(tmp_path, 0).read_bytes() == data  # nothing truncated
+    segment.close()
+
+
+def test_segment_roll_conditions(tmp_path: Path) -> None:
+    segment = make_segment(tmp_path, base=10)
+    fill(segment, sequential_batches(2, start_offset=10))
+
+    def params(**kw: int) -> seg.RollParams:
+        base = dict(
+            max_segment_ms=10**9,
+            max_segment_bytes=10**9,
+            max_timestamp_in_messages=1_600_000_000_000,
+            max_offset_in_messages=20,
+            messages_size=10,
+            now_ms=0,
+        )
+        base.update(kw)
+        return seg.RollParams(**base)
+
+    assert not segment.should_roll(params())
+    assert segment.should_roll(params(max_segment_bytes=segment.size + 5))
+    assert segment.should_roll(
+        params(max_segment_ms=10, max_timestamp_in_messages=1_600_000_001_000)
+    )
+    assert segment.should_roll(params(max_offset_in_messages=10 + 2**31))
+    segment.close()
+
+
+def test_segment_close_trims_and_suffixes(tmp_path: Path) -> None:
+    segment = make_segment(tmp_path, index_interval_bytes=10)
+    fill(segment, sequential_batches(5))
+    assert segment.offset_index_path.stat().st_size == 10 * 1024 * 1024
+    segment.change_file_suffixes("", ".deleted")
+    assert segment.has_suffix(".deleted")
+    assert segment.log_path.name == "00000000000000000000.log.deleted"
+    assert segment.read(0, 10**6).size == segment.size  # still readable after the rename
+    segment.close()
+    assert segment.offset_index_path.stat().st_size == 8 * 4
+    segment.delete_if_exists()
+    assert segment.deleted and not list(tmp_path.iterdir())
