@@ -40,7 +40,7 @@ from array import array
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar
+from typing import ClassVar, NamedTuple
 
 DEFAULT_MAX_INDEX_SIZE = 10 * 1024 * 1024  # segment.index.bytes
 WARM_SECTION_BYTES = 8192  # Kafka's AbstractIndex warm section
@@ -72,16 +72,14 @@ class InvalidIndexAppendError(ValueError):
     """An append that would break the index's ordering (Kafka's InvalidOffsetException)."""
 
 
-@dataclass(frozen=True, slots=True)
-class OffsetPosition:
+class OffsetPosition(NamedTuple):
     """An offset index entry: an absolute offset and the file position of its batch."""
 
     offset: int
     position: int
 
 
-@dataclass(frozen=True, slots=True)
-class TimestampOffset:
+class TimestampOffset(NamedTuple):
     """A time index entry: a timestamp and the absolute offset it was reached at."""
 
     timestamp: int

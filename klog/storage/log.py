@@ -31,7 +31,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from klog.protocol.errors import (
     CorruptRecordError,
@@ -45,6 +45,7 @@ from klog.protocol.records.batch import (
     COMPRESSION_CODEC_MASK,
     CRC_OFFSET,
     DEFAULT_MAX_BATCH_SIZE,
+    LOG_OVERHEAD,
     MAGIC_V2,
     MAX_TIMESTAMP_OFFSET,
     NO_TIMESTAMP,
@@ -76,7 +77,6 @@ from klog.storage.segment import (
     FetchDataInfo,
     LogOffsetMetadata,
     LogSegment,
-    RollParams,
     TimestampAndOffset,
     _iter_file_batches,
     _ScanState,
@@ -173,8 +173,7 @@ def parse_partition_dir_name(name: str) -> PartitionDirName:
 # -- values ---------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class LogAppendInfo:
+class LogAppendInfo(NamedTuple):
     """What an append did (Kafka's LogAppendInfo, the parts a produce response needs)."""
 
     first_offset: int
@@ -201,6 +200,38 @@ def _locked(method: Callable[..., T]) -> Callable[..., T]:
             return method(self, *args, **kwargs)
 
     return wrapper
+
+
+def _writable(records: bytes | bytearray | memoryview) -> bytearray | memoryview:
+    """``records`` itself when it can be patched in place, else one copy of it."""
+    if isinstance(records, bytearray):
+        return records
+    if isinstance(records, memoryview) and not records.readonly:
+        return records
+    return bytearray(records)
+
+
+def _assigned(
+    h: BatchHeader, base: int, last: int, epoch: int, now: int, log_append: bool
+) -> BatchHeader:
+    """``h`` as it reads after the leader patched offsets, epoch and (maybe) time in."""
+    return BatchHeader(
+        h.position,
+        base,
+        h.batch_length,
+        epoch,
+        h.magic,
+        h.crc,
+        h.attributes | TIMESTAMP_TYPE_MASK if log_append else h.attributes,
+        h.last_offset_delta,
+        h.base_timestamp,
+        now if log_append else h.max_timestamp,
+        h.producer_id,
+        h.producer_epoch,
+        h.base_sequence,
+        h.records_count,
+        last,
+    )
 
 
 def _wall_clock_ms() -> int:
@@ -512,21 +543,27 @@ class PartitionLog:
         """Validate the shape, sizes and CRCs of a produce/fetch payload, batch by batch."""
         headers: list[BatchHeader] = []
         consumed = 0
-        try:
-            for header in iter_batch_headers(records):
-                if header.size > self.config.max_message_bytes:
-                    raise RecordTooLargeError(
-                        f"the record batch at position {header.position} is {header.size} "
-                        f"bytes, larger than max.message.bytes ({self.config.max_message_bytes})"
-                    )
-                header.ensure_valid(records)
-                headers.append(header)
-                consumed = header.end
-        except CorruptRecordError:
-            raise
-        if consumed != len(records):
+        max_bytes = self.config.max_message_bytes
+        view = memoryview(records)
+        for header in iter_batch_headers(view):
+            if header.batch_length + LOG_OVERHEAD > max_bytes:
+                raise RecordTooLargeError(
+                    f"the record batch at position {header.position} is {header.size} "
+                    f"bytes, larger than max.message.bytes ({max_bytes})"
+                )
+            if header.magic >= MAGIC_V2:
+                # Inline BatchHeader.ensure_valid: this runs once per produced batch.
+                start = header.position + ATTRIBUTES_OFFSET
+                if crc32c(view[start : header.position + header.batch_length + LOG_OVERHEAD]) \
+                        != header.crc:
+                    header.ensure_valid(view)  # raises with Kafka's message
+            else:
+                header.ensure_valid(view)
+            headers.append(header)
+            consumed = header.end
+        if consumed != len(view):
             raise CorruptRecordError(
-                f"{len(records) - consumed} trailing bytes after the last whole batch "
+                f"{len(view) - consumed} trailing bytes after the last whole batch "
                 f"(a truncated batch at position {consumed})"
             )
         if not headers:
@@ -549,6 +586,9 @@ class PartitionLog:
         batches is not appended: its original offsets come back with ``duplicate=True``.
         Compressed v0/v1 wrappers would need recompression to assign inner offsets and
         raise UnsupportedForMessageFormatError.
+
+        A writable ``records`` (bytearray, writable memoryview) is patched in place, as
+        Kafka patches the request buffer; anything else is copied once.
         """
         headers = self._headers(records)
         now = self.clock()
@@ -574,9 +614,12 @@ class PartitionLog:
                     "compressed v0/v1 message sets are not supported: their inner offsets "
                     "need recompression (produce with magic v2)"
                 )
-        buf = bytearray(records)
+        # Kafka patches the request's buffer in place; so do we when the caller hands over
+        # a writable buffer (the broker's receive buffer). Read-only input is copied once.
+        buf = _writable(records)
         log_append = self.config.log_append_time
         next_offset = self._log_end_offset
+        assigned: list[BatchHeader] = []
         for h in headers:
             if h.magic >= MAGIC_V2:
                 patch_base_offset(buf, h.position, next_offset)
@@ -584,14 +627,19 @@ class PartitionLog:
                 if log_append:
                     self._stamp_log_append_time(buf, h, now)
                 last = next_offset + h.last_offset_delta
+                assigned.append(_assigned(h, next_offset, last, leader_epoch, now, log_append))
             else:
                 patch_legacy_offset(buf, h.position, next_offset)
                 last = next_offset
+                assigned.append(_assigned(h, next_offset, next_offset, h.partition_leader_epoch,
+                                          now, False))
             next_offset = last + 1
-        return self._append(buf, leader_epoch, assign_epoch=True, now=now, log_append=log_append)
+        return self._append(
+            buf, assigned, leader_epoch, assign_epoch=True, now=now, log_append=log_append
+        )
 
     @staticmethod
-    def _stamp_log_append_time(buf: bytearray, h: BatchHeader, now: int) -> None:
+    def _stamp_log_append_time(buf: bytearray | memoryview, h: BatchHeader, now: int) -> None:
         # LogAppendTime changes CRC-covered bytes (attributes, maxTimestamp): recompute.
         attributes = int.from_bytes(buf[h.position + ATTRIBUTES_OFFSET : h.position + 23], "big")
         attributes |= TIMESTAMP_TYPE_MASK
@@ -640,19 +688,21 @@ class PartitionLog:
                     f"{low} after {previous}"
                 )
             previous = h.last_offset
-        return self._append(records, -1, assign_epoch=False, now=self.clock(), log_append=False)
+        return self._append(
+            records, headers, -1, assign_epoch=False, now=self.clock(), log_append=False
+        )
 
     def _append(
         self,
         buf: bytes | bytearray | memoryview,
+        headers: list[BatchHeader],
         leader_epoch: int,
         *,
         assign_epoch: bool,
         now: int,
         log_append: bool,
     ) -> LogAppendInfo:
-        # Re-read the (possibly patched) headers: offsets are final now.
-        headers = list(iter_batch_headers(buf))
+        # ``headers`` describe ``buf`` with its final offsets, epochs and timestamps.
         first_h = headers[0]
         first_offset = (
             first_h.base_offset if first_h.base_offset is not None else first_h.last_offset
@@ -716,15 +766,10 @@ class PartitionLog:
         self, size: int, max_ts: int, max_offset: int, first_offset: int, now: int
     ) -> LogSegment:
         segment = self.active_segment
-        params = RollParams(
-            max_segment_ms=self.config.segment_ms,
-            max_segment_bytes=self.config.segment_bytes,
-            max_timestamp_in_messages=max_ts,
-            max_offset_in_messages=max_offset,
-            messages_size=size,
-            now_ms=now,
-        )
-        if segment.should_roll(params):
+        config = self.config
+        if segment.should_roll_for(
+            size, max_ts, max_offset, now, config.segment_bytes, config.segment_ms
+        ):
             # Kafka rolls at the first offset of the append (or where it must, to keep
             # relative offsets in int32 when the append itself spans too much).
             roll_offset = first_offset

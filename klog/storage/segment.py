@@ -29,6 +29,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple, TypeVar
 
 from klog.protocol.errors import CorruptRecordError
 from klog.protocol.records.batch import (
@@ -60,6 +61,8 @@ from klog.storage.index import (
     TransactionIndex,
     TxnIndexSearchResult,
 )
+
+_T = TypeVar("_T")
 
 LOG_FILE_SUFFIX = ".log"
 INDEX_FILE_SUFFIX = ".index"
@@ -557,8 +560,7 @@ def rebuild_indexes(
 # -- the segment ----------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class LogOffsetMetadata:
+class LogOffsetMetadata(NamedTuple):
     """An offset and where it sits (Kafka's LogOffsetMetadata)."""
 
     message_offset: int
@@ -566,8 +568,7 @@ class LogOffsetMetadata:
     relative_position_in_segment: int = -1
 
 
-@dataclass(frozen=True, slots=True)
-class LogOffsetPosition:
+class LogOffsetPosition(NamedTuple):
     """The batch holding an offset: its last offset, file position and size."""
 
     offset: int
@@ -602,33 +603,58 @@ class FetchDataInfo:
     size: int = 0
     first_entry_incomplete: bool = False
     aborted_transactions: list | None = None
+    # The last offset of the last batch in the region (-1 when empty): a sequential
+    # reader's next fetch offset is last_offset + 1, without parsing the region.
+    last_offset: int = -1
 
     def read_bytes(self) -> bytes:
-        """The region's bytes (a copy: for tests, tools and non-sendfile transports)."""
+        """The region's bytes (one copy: for tests, tools and non-sendfile transports)."""
         if self.size == 0:
             return b""
+        return self._with_fd(lambda fd: _pread_fully(fd, self.size, self.position))
+
+    def read_into(self, buf: bytearray | memoryview) -> memoryview:
+        """Read the region into ``buf`` (at least ``size`` bytes); a view of what was read."""
+        view = memoryview(buf)
+        if len(view) < self.size:
+            raise ValueError(f"buffer of {len(view)} bytes for a region of {self.size}")
+        if self.size == 0:
+            return view[:0]
+        got = self._with_fd(lambda fd: _read_fully(fd, view[: self.size], self.position))
+        return view[:got]
+
+    def _with_fd(self, read: Callable[[int], _T]) -> _T:
         if self.fd is not None:
             try:
-                return _pread_fully(self.fd, self.size, self.position)
+                return read(self.fd)
             except OSError:
                 if self.path is None:
                     raise
         assert self.path is not None
         fd = os.open(self.path, os.O_RDONLY)
         try:
-            return _pread_fully(fd, self.size, self.position)
+            return read(fd)
         finally:
             os.close(fd)
 
 
 def _pread_fully(fd: int, size: int, position: int) -> bytes:
-    buf = bytearray(size)
-    got = _read_fully(fd, memoryview(buf), position)
-    return bytes(buf[:got])
+    # os.pread allocates the result and reads into it: one copy, kernel to user.
+    data = os.pread(fd, size, position)
+    if len(data) == size or not data:
+        return data
+    parts = [data]
+    got = len(data)
+    while got < size:
+        more = os.pread(fd, size - got, position + got)
+        if not more:
+            break
+        parts.append(more)
+        got += len(more)
+    return b"".join(parts)
 
 
-@dataclass(frozen=True, slots=True)
-class _Peek:
+class _Peek(NamedTuple):
     """The few header fields the read path needs, from one pread of <= 61 bytes."""
 
     position: int
@@ -644,8 +670,7 @@ class _Peek:
         return self.position + self.size
 
 
-@dataclass(frozen=True, slots=True)
-class RollParams:
+class RollParams(NamedTuple):
     """What ``LogSegment.should_roll`` weighs (Kafka's RollParams)."""
 
     max_segment_ms: int
@@ -961,16 +986,36 @@ class LogSegment:
         budget_end = min(limit, start.position + adjusted)
         # Jump over batches known to be whole through the index, then walk headers.
         end = start.position + start.size
+        last_offset = start.offset
         if end < budget_end:
             indexed = self.offset_index.lookup_by_position(budget_end)
             walk_from = max(end, indexed.position)
             if walk_from > end and walk_from <= budget_end:
                 end = walk_from
+                last_offset = -1  # learnt from the walk below, or looked up after it
             for peek in self._iter_peeks(end, budget_end):
                 end = peek.end
+                last_offset = peek.last_offset
+            if last_offset == -1:
+                # The index entry's batch ends exactly at the budget: its offset is the
+                # batch's last offset (the index stores last offsets).
+                last_offset = self._last_offset_before(end)
         return FetchDataInfo(
-            metadata, self.log_path, self._fd, start.position, end - start.position
+            metadata,
+            self.log_path,
+            self._fd,
+            start.position,
+            end - start.position,
+            last_offset=last_offset,
         )
+
+    def _last_offset_before(self, position: int) -> int:
+        """The last offset of the batch that ends at ``position``."""
+        entry = self.offset_index.lookup_by_position(position - 1)
+        last = -1
+        for peek in self._iter_peeks(entry.position, position):
+            last = peek.last_offset
+        return last
 
     def read_next_offset(self) -> int:
         """The offset after the last batch (the base offset when empty). Walks from the last
@@ -1030,16 +1075,36 @@ class LogSegment:
 
     def should_roll(self, params: RollParams) -> bool:
         """Kafka's roll conditions: size, age, a full index, or a relative offset overflow."""
-        reached_roll_ms = (
-            self.time_waited_for_roll(params.now_ms, params.max_timestamp_in_messages)
-            > params.max_segment_ms - self.roll_jitter_ms
+        return self.should_roll_for(
+            params.messages_size,
+            params.max_timestamp_in_messages,
+            params.max_offset_in_messages,
+            params.now_ms,
+            params.max_segment_bytes,
+            params.max_segment_ms,
         )
+
+    def should_roll_for(
+        self,
+        messages_size: int,
+        max_timestamp: int,
+        max_offset: int,
+        now_ms: int,
+        max_segment_bytes: int,
+        max_segment_ms: int,
+    ) -> bool:
+        """``should_roll`` without a RollParams: the produce path asks once per append."""
+        size = self._size
+        if size > max_segment_bytes - messages_size:
+            return True
+        if not 0 <= max_offset - self.base_offset <= INT32_MAX:
+            return True
+        if self.offset_index.is_full or self.time_index.is_full:
+            return True
         return (
-            self._size > params.max_segment_bytes - params.messages_size
-            or (self._size > 0 and reached_roll_ms)
-            or self.offset_index.is_full
-            or self.time_index.is_full
-            or not self.can_convert_to_relative_offset(params.max_offset_in_messages)
+            size > 0
+            and self.time_waited_for_roll(now_ms, max_timestamp)
+            > max_segment_ms - self.roll_jitter_ms
         )
 
     def resize_indexes(self, size: int) -> None:
