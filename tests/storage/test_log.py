@@ -432,3 +432,49 @@ def test_log_config_defaults_and_properties() -> None:
         with pytest.raises(LogConfigError, match=message):
             LogConfig.from_properties(props)
     assert LogConfig.from_properties({"no.such.config": "1"}, ignore_unknown=True) == config
+
+
+# -- the produce path's buffer discipline and the read path's region metadata ---------------
+
+
+def test_append_patches_a_writable_buffer_in_place_and_copies_read_only_input(
+    tmp_path: Path,
+) -> None:
+    log = make_log(tmp_path)
+    original = build_batch(0, [b"v" * 10] * 3, leader_epoch=-1)
+    log.append_as_leader(original, leader_epoch=7)  # bytes: copied, never mutated
+    assert read_batch_header(original).base_offset == 0
+    assert read_batch_header(original).partition_leader_epoch == -1
+
+    writable = bytearray(original)
+    info = log.append_as_leader(writable, leader_epoch=7)
+    header = read_batch_header(writable)
+    assert (info.first_offset, info.last_offset) == (3, 5)
+    assert (header.base_offset, header.partition_leader_epoch) == (3, 7)
+    header.ensure_valid(writable)  # the CRC does not cover what was patched
+    assert log.read(3, 1 << 20).read_bytes() == bytes(writable)
+
+
+def test_read_region_reports_its_last_offset_and_reads_into_a_buffer(tmp_path: Path) -> None:
+    # Small index interval so reads jump through the index before walking headers.
+    log = make_log(tmp_path, index_interval_bytes=256)
+    for _ in range(200):
+        log.append_as_leader(build_batch(0, [b"x" * 40] * 4), leader_epoch=0)
+    buf = bytearray(1 << 16)
+    offset = 0
+    seen = 0
+    for max_bytes in (1, 300, 1000, 4096, 1 << 16):
+        offset = 0
+        seen = 0
+        while offset < log.log_end_offset:
+            info = log.read(offset, max_bytes)
+            data = info.read_bytes()
+            assert bytes(info.read_into(buf)) == data
+            headers = list(iter_batch_headers(data))
+            assert headers[-1].last_offset == info.last_offset
+            assert headers[-1].end == len(data)  # whole batches only
+            seen += sum(h.records_count or 0 for h in headers)
+            offset = info.last_offset + 1
+        assert seen == 800
+    with pytest.raises(ValueError):
+        log.read(0, 1 << 16).read_into(bytearray(10))
