@@ -14,15 +14,19 @@ so announcing a version we merely *decode* would make them use it.
 Entity classes load lazily (importing all of kio's ~360 entity modules costs ~2 s of
 start-up): the table stores kio's dotted paths, resolved and cached on first use.
 
-Decoding untrusted bytes: ``decode_request``/``decode_response`` turn every failure of the
-decoder into ``InvalidRequestError`` (kio's native reader raises its own SerialError family,
-KeyError for an unknown tagged field, ValueError for an unknown error code, and a Rust
-panic would surface as a BaseException), and reject a null where the schema forbids one
-(kio returns None for a non-nullable array encoded as null; Kafka refuses that request).
-kio checks every claimed length against the bytes that remain before building anything
-(verified by tests/protocol/test_apis.py), so a frame claiming 2**31 array items fails fast.
-Records fields (Produce, Fetch) come back as ``bytes``: one copy of the batch bytes, never
-decoded into records.
+Decoding untrusted bytes happens in two passes. First ``_precheck`` walks the body along
+the entity's schema without building anything, checking every length and array count
+against the bytes that remain. This pass is not optional: kio's native reader sizes an
+array's storage from the count it reads (``Vec::with_capacity``) before reading any item,
+so a 5-byte body claiming 2**32 compact-array items makes it request 32 GiB, and Rust
+aborts the whole process on the failed allocation -- no exception to catch. Only a body
+that passes the walk goes to kio, so its allocations are bounded by the real item count.
+Then ``decode_request``/``decode_response`` turn every failure of kio's decoder into
+``InvalidRequestError`` (its SerialError family, KeyError for an unknown tagged field,
+ValueError for an unknown error code, and a pyo3 panic, which is a BaseException), and
+reject a null where the schema forbids one (kio returns None for a non-nullable array
+encoded as null; Kafka refuses that request). Records fields (Produce, Fetch) come back as
+``bytes``: one copy of the batch bytes, never decoded into records.
 """
 
 from __future__ import annotations
@@ -152,6 +156,13 @@ ADVERTISED: Mapping[int, VersionRange] = MappingProxyType(
 )
 
 
+#: api_key -> every (min, max) klog can decode: for klog's own client side and for tests,
+#: never for what a broker announces.
+KNOWN: Mapping[int, VersionRange] = MappingProxyType(
+    {spec.api_key: (spec.min_version, spec.max_version) for spec in _TABLE}
+)
+
+
 def spec_for(api_key: int) -> ApiSpec:
     """The table row for ``api_key``; UnknownApiKeyError if klog has none."""
     try:
@@ -245,6 +256,7 @@ def _encode(entity: Any) -> bytes:
 
 
 def _decode(entity_type: type, body: Any) -> Any:
+    _precheck(entity_type, body)
     try:
         entity, _size = _reader(entity_type)(body, 0)
     except (KeyboardInterrupt, SystemExit):
@@ -322,3 +334,201 @@ def _reject_forbidden_nulls(entity: Any) -> None:
                 stack.append(value)
             elif kind == _ENTITY_ARRAY:
                 stack.extend(value)
+
+
+# --- the pre-check walk -------------------------------------------------------------------
+# A plan per entity class, compiled once from the same field metadata kio reads: a tuple of
+# steps, the known tagged fields (flexible entities only), and the fewest bytes an instance
+# can take (which bounds how many items an array can claim).
+
+_FIXED_SIZES: Mapping[str, int] = MappingProxyType({
+    "int8": 1, "uint8": 1, "bool": 1,
+    "int16": 2, "uint16": 2, "error_code": 2,
+    "int32": 4, "uint32": 4, "timedelta_i32": 4,
+    "int64": 8, "uint64": 8, "float64": 8, "timedelta_i64": 8, "datetime_i64": 8,
+    "uuid": 16,
+})
+# int16 length for strings, int32 for bytes; flexible versions use a uvarint length + 1.
+_LEGACY_LENGTH_SIZES: Mapping[str, int] = MappingProxyType(
+    {"string": 2, "bytes": 4, "records": 4}
+)
+
+_FIXED, _BLOB, _FIXED_ARRAY, _ENTITY_STEP, _ENTITY_ARRAY_STEP = range(5)
+
+
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    flexible: bool
+    steps: tuple[tuple[Any, ...], ...]
+    tags: Mapping[int, tuple[Any, ...]]
+    min_size: int
+
+
+@functools.cache
+def _plan(entity_type: type) -> _Plan:
+    flexible = bool(entity_type.__flexible__)
+    hints = typing.get_type_hints(entity_type) if _has_string_annotations(entity_type) else {}
+    steps: list[tuple[Any, ...]] = []
+    tags: dict[int, tuple[Any, ...]] = {}
+    min_size = 1 if flexible else 0  # the tagged-field count
+    for f in fields(entity_type):
+        tag = f.metadata.get("tag")
+        annotation = hints.get(f.name, f.type)
+        nullable, inner = _split_optional(annotation)
+        step, size = _step(f.metadata.get("kafka_type"), inner, flexible,
+                           marker=nullable and tag is None)
+        if tag is None:
+            steps.append(step)
+            min_size += size
+        else:
+            tags[int(tag)] = step
+    return _Plan(flexible, _merge_fixed(steps), MappingProxyType(tags), min_size)
+
+
+def _step(kafka_type: str | None, inner: Any, flexible: bool, marker: bool
+          ) -> tuple[tuple[Any, ...], int]:
+    length_size = 1 if flexible else 4  # array counts: uvarint + 1, or int32
+    if typing.get_origin(inner) is tuple:
+        item = typing.get_args(inner)[0]
+        if is_dataclass(item):
+            return (_ENTITY_ARRAY_STEP, flexible, item), length_size
+        return (_FIXED_ARRAY, flexible, _fixed_size(kafka_type)), length_size
+    if is_dataclass(inner):
+        # a nullable struct is preceded by an int8 marker (-1 null), KIP-893
+        return (_ENTITY_STEP, marker, inner), (1 if marker else _plan(inner).min_size)
+    if kafka_type in _FIXED_SIZES:
+        return (_FIXED, _FIXED_SIZES[kafka_type]), _FIXED_SIZES[kafka_type]
+    if kafka_type in _LEGACY_LENGTH_SIZES:
+        legacy = 0 if flexible else _LEGACY_LENGTH_SIZES[kafka_type]
+        return (_BLOB, legacy), (1 if flexible else legacy)
+    raise TypeError(f"no pre-check for kafka_type {kafka_type!r}")
+
+
+def _fixed_size(kafka_type: str | None) -> int:
+    if kafka_type not in _FIXED_SIZES:
+        # Kafka has arrays of strings too (e.g. []string topic names); walked item by item.
+        if kafka_type in _LEGACY_LENGTH_SIZES:
+            return -_LEGACY_LENGTH_SIZES[kafka_type]
+        raise TypeError(f"no pre-check for array of {kafka_type!r}")
+    return _FIXED_SIZES[kafka_type]
+
+
+def _merge_fixed(steps: list[tuple[Any, ...]]) -> tuple[tuple[Any, ...], ...]:
+    merged: list[tuple[Any, ...]] = []
+    for step in steps:
+        if step[0] == _FIXED and merged and merged[-1][0] == _FIXED:
+            merged[-1] = (_FIXED, merged[-1][1] + step[1])
+        else:
+            merged.append(step)
+    return tuple(merged)
+
+
+def _precheck(entity_type: type, body: Any) -> None:
+    try:
+        view = memoryview(body).cast("B") if not isinstance(body, bytes) else body
+    except TypeError as exc:
+        raise InvalidRequestError(f"request body is not bytes: {type(body).__name__}") from exc
+    _walk(_plan(entity_type), view, 0, len(view))
+
+
+def _truncated() -> InvalidRequestError:
+    return InvalidRequestError("request body is truncated or claims more than it holds")
+
+
+def _uvarint(buf: Any, offset: int, end: int) -> tuple[int, int]:
+    value = 0
+    for shift in (0, 7, 14, 21, 28):
+        if offset >= end:
+            raise _truncated()
+        byte = buf[offset]
+        offset += 1
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return value, offset
+    raise InvalidRequestError("varint longer than 5 bytes")
+
+
+def _count(buf: Any, offset: int, end: int, flexible: bool) -> tuple[int, int]:
+    """An array count (-1 for null) and the offset after it."""
+    if flexible:
+        raw, offset = _uvarint(buf, offset, end)
+        return raw - 1, offset
+    if end - offset < 4:
+        raise _truncated()
+    return int.from_bytes(buf[offset:offset + 4], "big", signed=True), offset + 4
+
+
+def _blob(buf: Any, offset: int, end: int, legacy: int) -> int:
+    if legacy == 0:
+        raw, offset = _uvarint(buf, offset, end)
+        length = raw - 1
+    else:
+        if end - offset < legacy:
+            raise _truncated()
+        length = int.from_bytes(buf[offset:offset + legacy], "big", signed=True)
+        offset += legacy
+    if length > end - offset:
+        raise _truncated()
+    return offset + max(length, 0)
+
+
+def _walk(plan: _Plan, buf: Any, offset: int, end: int) -> int:
+    for step in plan.steps:
+        offset = _walk_step(step, buf, offset, end)
+    if plan.flexible:
+        count, offset = _uvarint(buf, offset, end)
+        if count > (end - offset) // 2:  # a tag and a size, at least one byte each
+            raise _truncated()
+        for _ in range(count):
+            tag, offset = _uvarint(buf, offset, end)
+            size, offset = _uvarint(buf, offset, end)
+            if size > end - offset:
+                raise _truncated()
+            step = plan.tags.get(tag)
+            if step is not None:
+                _walk_step(step, buf, offset, offset + size)
+            offset += size
+    if offset > end:
+        raise _truncated()
+    return offset
+
+
+def _walk_step(step: tuple[Any, ...], buf: Any, offset: int, end: int) -> int:
+    kind = step[0]
+    if kind == _FIXED:
+        offset += step[1]
+        if offset > end:
+            raise _truncated()
+        return offset
+    if kind == _BLOB:
+        return _blob(buf, offset, end, step[1])
+    if kind == _ENTITY_STEP:
+        if step[1]:  # nullable: int8 marker
+            if offset >= end:
+                raise _truncated()
+            marker = buf[offset]
+            offset += 1
+            if marker == 0xFF:  # -1: null
+                return offset
+        return _walk(_plan(step[2]), buf, offset, end)
+    count, offset = _count(buf, offset, end, step[1])
+    if count <= 0:
+        return offset
+    if kind == _FIXED_ARRAY:
+        size = step[2]
+        if size > 0:
+            if count > (end - offset) // size:
+                raise _truncated()
+            return offset + count * size
+        if count > (end - offset) // (1 if step[1] else -size):
+            raise _truncated()
+        legacy = 0 if step[1] else -size
+        for _ in range(count):
+            offset = _blob(buf, offset, end, legacy)
+        return offset
+    item_plan = _plan(step[2])
+    if count > (end - offset) // max(item_plan.min_size, 1):
+        raise _truncated()
+    for _ in range(count):
+        offset = _walk(item_plan, buf, offset, end)
+    return offset
