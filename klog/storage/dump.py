@@ -32,6 +32,7 @@ import struct
 import zlib
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
+from itertools import repeat
 from pathlib import Path
 from typing import Any, BinaryIO, ClassVar
 
@@ -355,11 +356,11 @@ def _text(value: Any) -> str:
 class _BatchContext:
     """What every record of one batch shares, so a RecordEvent carries two references.
 
-    ``fmt`` is the line formatter for this batch's records, chosen once per batch so the
-    per-record path has no branches for options that cannot change within a batch.
+    ``plain`` says the records print as bare v2 metadata lines (no data, not control):
+    decided once per batch, so the per-record path has one branch.
     """
 
-    __slots__ = ("fmt", "is_control", "magic", "parse", "show_metadata", "ts_type")
+    __slots__ = ("is_control", "magic", "parse", "plain", "show_metadata", "ts_type")
 
     def __init__(
         self, ts_type: str, magic: int, show_metadata: bool, is_control: bool, parse: Any
@@ -369,23 +370,7 @@ class _BatchContext:
         self.show_metadata = show_metadata
         self.is_control = is_control
         self.parse = parse
-        if show_metadata and magic >= MAGIC_V2 and not is_control and parse is None:
-            self.fmt = _fmt_v2_metadata
-        else:
-            self.fmt = _fmt_general
-
-
-def _fmt_v2_metadata(r: Any, ctx: _BatchContext) -> str:
-    # The --deep-iteration hot path: one f-string per record.
-    k = r.key
-    v = r.value
-    hs = r.headers
-    return (
-        f"| offset: {r.offset} {ctx.ts_type}: {r.timestamp}"
-        f" keySize: {-1 if k is None else len(k)} valueSize: {-1 if v is None else len(v)}"
-        f" sequence: {r.sequence}"
-        f" headerKeys: {'[' + ','.join([h[0] for h in hs]) + ']' if hs else '[]'}\n"
-    )
+        self.plain = show_metadata and magic >= MAGIC_V2 and not is_control and parse is None
 
 
 def _fmt_general(r: Any, ctx: _BatchContext) -> str:
@@ -445,7 +430,10 @@ class RecordEvent(DumpEvent):
         return (None, None) if parse is None else parse(self.record)
 
     def to_kafka_line(self) -> str:
-        return self.ctx.fmt(self.record, self.ctx)
+        ctx = self.ctx
+        if ctx.plain:
+            return _fmt_plain(self.record, ctx.ts_type)
+        return _fmt_general(self.record, ctx)
 
     def to_json(self) -> dict[str, Any]:
         r = self.record
@@ -479,6 +467,42 @@ class RecordEvent(DumpEvent):
         if payload is not None:
             out["payload"] = payload
         return out
+
+
+def _fmt_plain(r: Any, ts_type: str) -> str:
+    # The --deep-iteration hot path: one f-string per record.
+    k = r.key
+    v = r.value
+    hs = r.headers
+    return (
+        f"| offset: {r.offset} {ts_type}: {r.timestamp}"
+        f" keySize: {-1 if k is None else len(k)} valueSize: {-1 if v is None else len(v)}"
+        f" sequence: {r.sequence}"
+        f" headerKeys: {'[' + ','.join([h[0] for h in hs]) + ']' if hs else '[]'}\n"
+    )
+
+
+class RecordLinesEvent(DumpEvent):
+    """The Kafka lines of all records of one batch, already rendered.
+
+    Yielded instead of RecordEvents when a DumpRun is asked for ``text_fast_path`` and the
+    batch's records print as plain metadata lines: the text is built by C-level loops
+    (map/join), with no per-record event object. ``to_json`` is not available on it; a
+    run that wants JSON leaves the fast path off.
+    """
+
+    __slots__ = ("count", "text")
+    kind: ClassVar[str] = "record_lines"
+
+    def __init__(self, text: str, count: int) -> None:
+        self.text = text
+        self.count = count
+
+    def to_kafka_line(self) -> str:
+        return self.text
+
+    def to_json(self) -> dict[str, Any]:
+        raise TypeError("RecordLinesEvent has no JSON form; run without text_fast_path")
 
 
 def _control_text(control: tuple[str, int]) -> str:
@@ -937,6 +961,44 @@ def _strip_position(message: str) -> str:
     return re.sub(r" at position \d+$", "", message)
 
 
+def _decode_records(
+    buf: bytes, header: BatchHeader, bound: int
+) -> tuple[list[Any], KafkaError | None]:
+    """The records of one batch, and the error that stopped decoding them (if any)."""
+    from klog.protocol.records.decode import iter_records
+
+    try:
+        return list(iter_records(buf, header, max_decompressed_size=bound)), None
+    except KafkaError:
+        pass
+    # Decoding failed part way: decode again one by one to keep what came before the error,
+    # as Kafka's tool prints those records before it stops.
+    records: list[Any] = []
+    try:
+        for record in iter_records(buf, header, max_decompressed_size=bound):
+            records.append(record)
+    except KafkaError as exc:
+        return records, exc
+    return records, None
+
+
+def _track_offsets(records: list[Any], last_offset: int, pairs: list[tuple[int, int]]) -> int:
+    """Note each place where an offset does not follow the previous one; return the last."""
+    offsets = [r.offset for r in records]
+    first = offsets[0]
+    count = len(offsets)
+    if last_offset != -1 and first != last_offset + 1:
+        pairs.append((last_offset, first))
+    # The common case (consecutive offsets) is checked by C-level comparisons.
+    if offsets[-1] - first != count - 1 or offsets != list(range(first, first + count)):
+        previous = first
+        for offset in offsets[1:]:
+            if offset != previous + 1:
+                pairs.append((previous, offset))
+            previous = offset
+    return offsets[-1]
+
+
 def _read_header_at(f: BinaryIO, position: int, limit: int) -> BatchHeader | None:
     """The header of the entry at ``position`` if it lies whole within ``limit`` bytes."""
     f.seek(position)
@@ -981,6 +1043,9 @@ class DumpRun:
 
     paths: Iterable[str | os.PathLike[str]]
     options: DumpOptions = field(default_factory=DumpOptions)
+    # For a consumer that only wants Kafka's text: plain record lines come per batch as one
+    # RecordLinesEvent instead of one RecordEvent per record (faster, same text).
+    text_fast_path: bool = False
     dumped: int = 0
     failed: int = 0
     ignored: int = 0
@@ -1051,13 +1116,12 @@ class DumpRun:
                 yield ProblemEvent(arg, "not a KRaft snapshot name (<offset>-<epoch>.checkpoint)")
             else:
                 yield SnapshotHeaderEvent(int(match.group(1)), int(match.group(2)))
-        from klog.protocol.records.decode import iter_records
-
         deep = opts.deep
         show = not opts.skip_record_metadata
         parse = self._parse if opts.prints_data else None
         bound = MAX_DECOMPRESSED_SIZE
         new_event = RecordEvent
+        fast_text = self.text_fast_path
         with open(path, "rb") as f:
             size = os.fstat(f.fileno()).st_size
             end = min(size, opts.max_bytes)
@@ -1087,19 +1151,21 @@ class DumpRun:
                             is_control and show,
                             parse if not is_control else None,
                         )
-                        try:
-                            for r in iter_records(entry.buf, h, max_decompressed_size=bound):
-                                offset = r.offset
-                                if last_offset == -1:
-                                    last_offset = offset
-                                elif offset != last_offset + 1:
-                                    pairs.append((last_offset, offset))
-                                last_offset = offset
-                                yield new_event(r, ctx)
-                        except KafkaError as exc:
+                        records, problem = _decode_records(entry.buf, h, bound)
+                        if records:
+                            last_offset = _track_offsets(records, last_offset, pairs)
+                            if fast_text and ctx.plain:
+                                text = "".join(
+                                    map(_fmt_plain, records, repeat(ctx.ts_type, len(records)))
+                                )
+                                yield RecordLinesEvent(text, len(records))
+                            else:
+                                # map() builds the events in C: no Python loop per record.
+                                yield from map(new_event, records, repeat(ctx, len(records)))
+                        if problem is not None:
                             yield ProblemEvent(
                                 arg,
-                                f"cannot decode the records of this batch: {exc}",
+                                f"cannot decode the records of this batch: {problem}",
                                 entry.position,
                             )
                 valid_bytes += entry.header.size

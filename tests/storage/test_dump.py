@@ -608,3 +608,22 @@ def test_json_events(tmp_path: Path) -> None:
         "payload": "v0",
     }
     json.dumps(docs)
+
+
+def test_text_fast_path_renders_the_same_text(kafka_corpus: Path, tmp_path: Path) -> None:
+    marker = EndTransactionMarker(ControlRecordType.ABORT, 2)
+    built = write_log(
+        tmp_path,
+        build_batch([(1, b"k", b"v", [("h", b"x")]), (2, None, None)], base_offset=0),
+        build_control_batch(marker, producer_id=1, producer_epoch=0, base_offset=2, timestamp=3),
+        b"\x00" * 30,
+    )
+    logs = [built, kafka_corpus / "__consumer_offsets-32" / f"{SEGMENT}.log"]
+    for options in ({"deep_iteration": True}, {"print_data_log": True}, {}):
+        slow = "".join(e.to_kafka_line() for e in DumpRun(logs, DumpOptions(**options)))
+        fast_run = DumpRun(logs, DumpOptions(**options), text_fast_path=True)
+        events = list(fast_run)
+        assert "".join(e.to_kafka_line() for e in events) == slow
+        if options.get("deep_iteration"):
+            assert any(isinstance(e, dump.RecordLinesEvent) for e in events)
+            assert not any(isinstance(e, dump.RecordEvent) and not e.ctx.is_control for e in events)
