@@ -156,7 +156,9 @@ def _print_recover(report: lib.RecoveryReport) -> None:
         )
     for action in report.actions:
         prefix = f"{action.partition}: " if action.partition else ""
-        console.line(prefix + ("would have " if report.dry_run else "") + action.message)
+        # Messages are written in the past tense; a dry run marks each one instead of
+        # rewording it.
+        console.line(("[dry run] " if report.dry_run else "") + prefix + action.message)
     for finding in report.unresolved:
         console.warn("not repaired: " + _finding_line(finding))
     if report.actions:

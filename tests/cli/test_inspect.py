@@ -95,7 +95,7 @@ def test_recover_dry_run_then_real_then_noop(torn_partition: tuple[Path, int]) -
     dry = runner.invoke(app, ["recover", "--dry-run", str(pdir)])
     assert dry.exit_code == 0
     assert dry.stdout.startswith("dry run: nothing was changed")
-    assert f"orders-1: would have truncated 15 bytes at position {position}" in dry.stdout
+    assert f"[dry run] orders-1: truncated 15 bytes at position {position}" in dry.stdout
     assert {p.name: p.read_bytes() for p in pdir.iterdir()} == before
 
     real = runner.invoke(app, ["recover", "--json", str(pdir)])
