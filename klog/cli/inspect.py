@@ -9,20 +9,33 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import typer
 from rich.table import Table
 from rich.text import Text
 
 from klog.cli import console
-from klog.storage import inspect as lib
 
-_STATUS_STYLE = {
-    lib.STATUS_OK: "green",
-    lib.STATUS_REBUILDABLE: "yellow",
-    lib.STATUS_DAMAGED: "bold red",
-}
+if TYPE_CHECKING:
+    from klog.storage import inspect as lib
+
+
+def _lib() -> Any:
+    # Imported when a command runs, not when the CLI starts: `klog --help` and the other
+    # commands should not pay for loading the inspection library.
+    from klog.storage import inspect as lib
+
+    return lib
+
+
+def _status_style(status: str) -> str:
+    lib = _lib()
+    return {
+        lib.STATUS_OK: "green",
+        lib.STATUS_REBUILDABLE: "yellow",
+        lib.STATUS_DAMAGED: "bold red",
+    }.get(status, "")
 
 _PATH_HELP = "A log dir, a partition dir (<topic>-<partition>) or a segment file (.log)."
 _MAX_HELP = (
@@ -71,6 +84,7 @@ def _finding_line(finding: lib.Finding) -> str:
 
 
 def _target(path: Path) -> lib.Target:
+    lib = _lib()
     try:
         return lib.resolve_target(path)
     except lib.InspectError as exc:
@@ -78,6 +92,7 @@ def _target(path: Path) -> lib.Target:
 
 
 def _print_verify(report: lib.VerifyReport) -> None:
+    lib = _lib()
     table = Table(title=None, show_edge=False, pad_edge=False)
     widest = max((len(p.name) for p in report.partitions), default=9)
     for name, justify in (
@@ -101,7 +116,7 @@ def _print_verify(report: lib.VerifyReport) -> None:
             str(p.records),
             _fmt(p.log_start_offset),
             _fmt(p.log_end_offset),
-            Text(p.status, style=_STATUS_STYLE.get(p.status, "")),
+            Text(p.status, style=_status_style(p.status)),
         )
     # Never squeeze partition names into ellipses, whatever the terminal width.
     console.out.print(table, width=max(console.out.width, widest + 90))
@@ -134,6 +149,7 @@ def verify_command(
 
     Missing or preallocated indexes are reported as rebuildable, not damage.
     """
+    lib = _lib()
     target = _target(path)
     with console.progress("verifying", target.total_log_bytes()) as advance:
         try:
@@ -186,6 +202,7 @@ def recover_command(
     aside, indexes rebuilt, checkpoints beyond the data lowered. Refuses a log dir that a
     running broker holds.
     """
+    lib = _lib()
     target = _target(path)
     with console.progress("recovering", target.total_log_bytes()) as advance:
         try:
