@@ -30,9 +30,9 @@ import os
 import re
 import struct
 import zlib
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
-from itertools import repeat
+from itertools import chain, repeat
 from pathlib import Path
 from typing import Any, BinaryIO, ClassVar
 
@@ -49,6 +49,7 @@ from klog.protocol.records.batch import (
     iter_batch_headers,
     read_batch_header,
 )
+from klog.protocol.records.v2 import record_columns
 
 DEFAULT_MAX_MESSAGE_SIZE = 5 * 1024 * 1024  # Kafka's --max-message-size default
 DEFAULT_MAX_BYTES = 2**31 - 1  # Kafka's --max-bytes default (Integer.MAX_VALUE)
@@ -982,9 +983,60 @@ def _decode_records(
     return records, None
 
 
-def _track_offsets(records: list[Any], last_offset: int, pairs: list[tuple[int, int]]) -> int:
+def _plain_v2_lines(
+    buf: bytes, header: BatchHeader, bound: int, ts_type: str
+) -> tuple[str, Sequence[int]] | None:
+    """The plain metadata lines of a v2 batch's records and their offsets, rendered without
+    Record objects; None when the batch cannot be decoded whole (the caller then takes the
+    record-by-record path, which prints what precedes the damage and the error)."""
+    try:
+        columns = record_columns(buf, header, max_decompressed_size=bound)
+    except KafkaError:
+        return None
+    offsets = columns.offsets
+    count = len(offsets)
+    if not count:
+        return None
+    header_keys = columns.header_keys
+    if header_keys.count(header_keys[0]) == count:
+        header_texts: Sequence[str] = [_header_keys_text(header_keys[0])]
+    else:
+        header_texts = list(map(_header_keys_text, header_keys))
+    # Byte-identical to _fmt_plain, but rendered for the whole batch by one C-level
+    # `(template * count) % values`: a field with one value across the batch (keySize,
+    # valueSize, sequence, often the timestamp) is written into the template once; only
+    # the others (the offset, at least) are formatted per record.
+    template: list[str] = []
+    varying: list[Sequence[object]] = []
+    for label, column, spec in (
+        ("| offset: ", offsets, "%d"),
+        (f" {ts_type}: ", columns.timestamps, "%d"),
+        (" keySize: ", columns.key_sizes, "%d"),
+        (" valueSize: ", columns.value_sizes, "%d"),
+        (" sequence: ", columns.sequences, "%d"),
+        (" headerKeys: ", header_texts, "%s"),
+    ):
+        template.append(label.replace("%", "%%"))
+        first = column[0]
+        if len(column) < count or column.count(first) == count:
+            template.append(str(first).replace("%", "%%"))
+        else:
+            template.append(spec)
+            varying.append(column)
+    template.append("\n")
+    if len(varying) == 1:
+        values = tuple(varying[0])
+    else:
+        values = tuple(chain.from_iterable(zip(*varying, strict=True)))
+    return ("".join(template) * count) % values, offsets
+
+
+def _header_keys_text(keys: tuple[str, ...]) -> str:
+    return "[" + ",".join(keys) + "]"
+
+
+def _track_offsets(offsets: Sequence[int], last_offset: int, pairs: list[tuple[int, int]]) -> int:
     """Note each place where an offset does not follow the previous one; return the last."""
-    offsets = [r.offset for r in records]
     first = offsets[0]
     count = len(offsets)
     if last_offset != -1 and first != last_offset + 1:
@@ -1151,23 +1203,35 @@ class DumpRun:
                             is_control and show,
                             parse if not is_control else None,
                         )
-                        records, problem = _decode_records(entry.buf, h, bound)
-                        if records:
-                            last_offset = _track_offsets(records, last_offset, pairs)
-                            if fast_text and ctx.plain:
-                                text = "".join(
-                                    map(_fmt_plain, records, repeat(ctx.ts_type, len(records)))
+                        fast = (
+                            _plain_v2_lines(entry.buf, h, bound, ctx.ts_type)
+                            if fast_text and ctx.plain and h.magic == MAGIC_V2
+                            else None
+                        )
+                        if fast is not None:
+                            lines, offsets = fast
+                            last_offset = _track_offsets(offsets, last_offset, pairs)
+                            yield RecordLinesEvent(lines, len(offsets))
+                        else:
+                            records, problem = _decode_records(entry.buf, h, bound)
+                            if records:
+                                last_offset = _track_offsets(
+                                    [r.offset for r in records], last_offset, pairs
                                 )
-                                yield RecordLinesEvent(text, len(records))
-                            else:
-                                # map() builds the events in C: no Python loop per record.
-                                yield from map(new_event, records, repeat(ctx, len(records)))
-                        if problem is not None:
-                            yield ProblemEvent(
-                                arg,
-                                f"cannot decode the records of this batch: {problem}",
-                                entry.position,
-                            )
+                                if fast_text and ctx.plain:
+                                    text = "".join(
+                                        map(_fmt_plain, records, repeat(ctx.ts_type, len(records)))
+                                    )
+                                    yield RecordLinesEvent(text, len(records))
+                                else:
+                                    # map() builds the events in C: no Python loop per record.
+                                    yield from map(new_event, records, repeat(ctx, len(records)))
+                            if problem is not None:
+                                yield ProblemEvent(
+                                    arg,
+                                    f"cannot decode the records of this batch: {problem}",
+                                    entry.position,
+                                )
                 valid_bytes += entry.header.size
             if scan.problem is not None:
                 yield ProblemEvent(arg, scan.problem, scan.stop_position)
