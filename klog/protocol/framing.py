@@ -101,41 +101,62 @@ class FrameDecoder:
 
     One per connection, used only by that connection's reader (not thread-safe). Feed it
     whatever the socket returned; it hands back each complete payload (without the size
-    prefix) as a memoryview over its own bytes, so the caller may keep it. After a
+    prefix) as a memoryview over bytes it owns, so the caller may keep it. After a
     FrameSizeError the stream has lost its framing: every later ``feed`` raises again.
+
+    Memory follows the bytes actually received, not the size a peer claims: the body of a
+    frame is kept as the chunks that arrived and joined once when complete (one copy per
+    byte when a frame arrives whole, two when it arrives in pieces), never pre-allocated
+    from the prefix and never re-grown.
     """
 
     def __init__(self, max_frame_bytes: int = DEFAULT_MAX_REQUEST_BYTES) -> None:
         self.max_frame_bytes = max_frame_bytes
-        self._buffer = bytearray()
+        self._prefix = bytearray()  # up to 4 bytes of the next size prefix
+        self._size: int | None = None  # payload size of the frame being received
+        self._chunks: list[bytes] = []
+        self._received = 0
         self._error: FrameSizeError | None = None
 
     @property
     def buffered(self) -> int:
         """Bytes received but not yet returned as a frame (a partial frame)."""
-        return len(self._buffer)
+        if self._size is None:
+            return len(self._prefix)
+        return 4 + self._received
 
     def feed(self, data: bytes | bytearray | memoryview) -> list[memoryview]:
         """Add received bytes; return the frames they completed (possibly none)."""
         if self._error is not None:
             raise self._error
-        self._buffer += data
         frames: list[memoryview] = []
-        position = 0
-        buffered = len(self._buffer)
-        with memoryview(self._buffer) as view:
-            while buffered - position >= 4:
-                size = _SIZE.unpack_from(view, position)[0]
-                if size < 0 or size > self.max_frame_bytes:
-                    self._error = FrameSizeError(size, self.max_frame_bytes)
-                    raise self._error
-                end = position + 4 + size
-                if end > buffered:
+        with memoryview(data) as view:
+            length = len(view)
+            position = 0
+            while True:
+                if self._size is None:
+                    take = min(4 - len(self._prefix), length - position)
+                    self._prefix += view[position : position + take]
+                    position += take
+                    if len(self._prefix) < 4:
+                        break
+                    size = _SIZE.unpack(self._prefix)[0]
+                    self._prefix.clear()
+                    if size < 0 or size > self.max_frame_bytes:
+                        self._error = FrameSizeError(size, self.max_frame_bytes)
+                        raise self._error
+                    self._size = size
+                take = min(self._size - self._received, length - position)
+                if take:
+                    self._chunks.append(bytes(view[position : position + take]))
+                    self._received += take
+                    position += take
+                if self._received < self._size:
                     break
-                frames.append(memoryview(bytes(view[position + 4 : end])))
-                position = end
-        if position:
-            del self._buffer[:position]
+                chunks = self._chunks
+                payload = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+                frames.append(memoryview(payload))
+                self._size, self._chunks, self._received = None, [], 0
         return frames
 
 

@@ -134,6 +134,28 @@ def test_frame_exactly_at_the_limit_is_accepted() -> None:
     assert bytes(frame) == b"x" * 16
 
 
+def test_memory_follows_received_bytes_not_the_claimed_size() -> None:
+    decoder = framing.FrameDecoder()  # 100 MiB limit
+    tracemalloc.start()
+    try:
+        assert decoder.feed(struct.pack(">i", framing.DEFAULT_MAX_REQUEST_BYTES) + b"x" * 10) == []
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert decoder.buffered == 14
+    assert peak < 64_000
+
+
+def test_large_frame_in_socket_sized_chunks() -> None:
+    payload = bytes(range(256)) * 4096  # 1 MiB
+    stream = framing.encode_frame(payload) + framing.encode_frame(b"next")
+    decoder = framing.FrameDecoder()
+    frames = []
+    for start in range(0, len(stream), 65536):
+        frames += decoder.feed(memoryview(stream)[start : start + 65536])
+    assert [bytes(f) for f in frames] == [payload, b"next"]
+
+
 def test_a_frame_claiming_2_31_bytes_allocates_nothing() -> None:
     decoder = framing.FrameDecoder()
     tracemalloc.start()
