@@ -627,3 +627,41 @@ def test_text_fast_path_renders_the_same_text(kafka_corpus: Path, tmp_path: Path
         if options.get("deep_iteration"):
             assert any(isinstance(e, dump.RecordLinesEvent) for e in events)
             assert not any(isinstance(e, dump.RecordEvent) and not e.ctx.is_control for e in events)
+
+
+def test_text_fast_path_matches_record_by_record_text_on_varied_batches(tmp_path: Path) -> None:
+    from klog.protocol.records.batch import TimestampType
+
+    batches = [
+        # headers (one holding "%", a formatting character), null keys and values
+        build_batch(
+            [(5, b"k", b"v", [("%s%d", b"x"), ("b", None)]), (4, None, None, ()), (9, b"", b"")],
+            base_offset=0,
+            producer_id=3,
+            base_sequence=2**31 - 2,
+        ),
+        # identical records: every field but the offset is constant across the batch
+        build_batch([(7, None, b"x" * 100, ())] * 70, base_offset=3, compression=1),
+        build_batch(
+            [(i, b"k", b"v" * i, [("h", None)]) for i in range(5)],
+            base_offset=80,  # a gap after offset 72
+            timestamp_type=TimestampType.LOG_APPEND_TIME,
+            log_append_time=1234,
+        ),
+    ]
+    # A batch whose second record is damaged (CRC left wrong): Kafka's tool prints the
+    # first record, then the error; the fast path must step aside for it.
+    damaged = bytearray(build_batch([(1, b"a", b"b", ()), (2, b"c", b"d", ())], base_offset=85))
+    damaged[-3] = 0x20  # the last value length: 16 bytes, past the record
+    log = write_log(tmp_path, *batches, bytes(damaged))
+    slow_out, slow_err, slow_run = run_dump([log], deep_iteration=True)
+    assert "offset: 85" in slow_out and "cannot decode" in slow_err
+    fast_run = DumpRun([str(log)], DumpOptions(deep_iteration=True), text_fast_path=True)
+    out, err = [], []
+    for event in fast_run:
+        (out if event.stream == dump.OUT else err).append(event.to_kafka_line())
+    assert "".join(out) == slow_out
+    assert "".join(err) == slow_err
+    assert "headerKeys: [%s%d,b]" in slow_out
+    assert "sequence: 2147483647" in slow_out and "sequence: 0 " in slow_out
+    assert fast_run._non_consecutive == slow_run._non_consecutive != {}

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from klog.protocol.errors import CorruptRecordError, RecordTooLargeError
+from klog.protocol.errors import CorruptRecordError, KafkaError, RecordTooLargeError
 from klog.protocol.records.batch import (
     CompressionType,
     TimestampType,
@@ -19,7 +19,14 @@ from klog.protocol.records.batch import (
 )
 from klog.protocol.records.compression import compress
 from klog.protocol.records.record import Record
-from klog.protocol.records.v2 import BatchBuilder, build_batch, encode_record, iter_records
+from klog.protocol.records.v2 import (
+    BatchBuilder,
+    RecordColumns,
+    build_batch,
+    encode_record,
+    iter_records,
+    record_columns,
+)
 from klog.protocol.records.varint import write_varint
 
 CODECS = list(CompressionType)
@@ -317,3 +324,174 @@ def test_random_damage_raises_only_corrupt(data) -> None:
 def test_unknown_codec_id_is_corrupt(codec: int) -> None:
     with pytest.raises(CorruptRecordError, match="unknown compression"):
         decode(raw_batch(b"\x00" * 20, 1, codec=codec))
+
+
+# --- record_columns: the metadata walk must agree with iter_records ----------------------
+
+
+def columns_from_records(records: list[Record]) -> RecordColumns:
+    return RecordColumns(
+        [r.offset for r in records],
+        [r.timestamp for r in records],
+        [r.key_size for r in records],
+        [r.value_size for r in records],
+        [r.sequence for r in records],
+        [tuple(h[0] for h in r.headers) for r in records],
+    )
+
+
+def assert_columns_agree(buf: bytes, **kwargs) -> RecordColumns | None:
+    """record_columns gives iter_records' metadata, or both reject ``buf`` alike."""
+    header = read_batch_header(buf)
+    try:
+        expected = columns_from_records(list(iter_records(buf, header, **kwargs)))
+    except KafkaError as exc:
+        with pytest.raises(type(exc)):
+            record_columns(buf, header, **kwargs)
+        return None
+    got = record_columns(buf, header, **kwargs)
+    assert [list(column) for column in got] == [list(column) for column in expected]
+    assert isinstance(got.offsets, list)
+    return got
+
+
+def test_columns_of_every_field() -> None:
+    builder = BatchBuilder(base_offset=1000, producer_id=7, producer_epoch=1, base_sequence=40)
+    builder.append(1_000, b"k0", b"v0")
+    builder.append(999, None, b"v1", [("a", b"1"), ("b", None)])
+    builder.append(1_070, b"k2", None, [("\u00fc", b"")])
+    builder.append(5, b"", b"x" * 9000, offset=1000 + 20_000)  # 3-byte varints
+    columns = assert_columns_agree(builder.build())
+    assert columns == RecordColumns(
+        [1000, 1001, 1002, 21000],
+        [1_000, 999, 1_070, 5],
+        (2, -1, 2, 0),
+        (2, 2, -1, 9000),
+        [40, 41, 42, 20040],
+        ((), ("a", "b"), ("\u00fc",), ()),
+    )
+
+
+def test_columns_of_log_append_time_and_wrapping_sequences() -> None:
+    buf = build_batch(
+        [(1, b"a", b"b", ()), (2, None, None, ())],
+        timestamp_type=TimestampType.LOG_APPEND_TIME,
+        log_append_time=9_999,
+        producer_id=1,
+        base_sequence=2**31 - 1,
+    )
+    columns = assert_columns_agree(buf)
+    assert columns is not None
+    assert columns.timestamps == [9_999, 9_999]
+    assert columns.sequences == [2**31 - 1, 0]
+
+
+def test_columns_of_an_empty_batch() -> None:
+    assert assert_columns_agree(build_batch([])) == RecordColumns([], [], [], [], [], [])
+
+
+@pytest.mark.parametrize(
+    "record",
+    [
+        # key length -1 written as a two-byte varint; value length -5 (null, as in Java)
+        write_varint(7) + b"\x00\x00\x00\x81\x00" + write_varint(-5) + b"\x00",
+        # a 2-byte record length for a small record
+        b"\x8c\x00" + b"\x00\x00\x00\x01\x01\x00",
+        # a header whose key holds "%" (a formatting character downstream)
+        encode_record(3, -7, b"k", b"v", [("%d%s", b"x"), ("", None)]),
+    ],
+    ids=["non-canonical-null-key", "non-canonical-length", "percent-header"],
+)
+def test_columns_of_unusual_but_valid_records(record: bytes) -> None:
+    assert assert_columns_agree(raw_batch(record, 1, base_offset=7)) is not None
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(st.tuples(record_strategy, st.integers(1, 20_000)), max_size=25),
+    st.sampled_from(CODECS),
+    st.integers(0, 2**40),
+    st.integers(-1, 2**31 - 1),
+    st.booleans(),
+)
+def test_columns_agree_with_iter_records(rows, codec, base_offset, base_sequence, log_append):
+    builder = BatchBuilder(
+        compression=codec,
+        base_offset=base_offset,
+        base_sequence=base_sequence,
+        producer_id=1 if base_sequence >= 0 else -1,
+        timestamp_type=(
+            TimestampType.LOG_APPEND_TIME if log_append else TimestampType.CREATE_TIME
+        ),
+        log_append_time=123,
+    )
+    offset = base_offset
+    for (timestamp, key, value, headers), gap in rows:
+        builder.append(timestamp, key, value, headers, offset=offset)
+        offset += gap if gap < 5 else 1  # mostly consecutive, some gaps as after compaction
+    assert assert_columns_agree(builder.build()) is not None
+
+
+@pytest.mark.parametrize(
+    "record",
+    [
+        write_varint(2**31 - 1) + b"\x00" * 20,
+        write_varint(10) + b"\x00\x00\x00" + write_varint(2**30) + b"\x00" * 5,
+        write_varint(10) + b"\x00\x00\x00\x02k" + write_varint(2**30) + b"\x00" * 3,
+        write_varint(12) + b"\x00\x00\x00\x01\x01" + write_varint(10**9) + b"\x00" * 3,
+        write_varint(12) + b"\x00\x00\x00\x01\x01\x02" + write_varint(2**30) + b"\x00" * 3,
+        write_varint(12) + b"\x00\x00\x00\x01\x01\x02\x02h" + write_varint(2**30) + b"\x00",
+        write_varint(-5) + b"\x00" * 10,
+        write_varint(3) + b"\x00\x00\x00",
+        write_varint(8) + b"\x00\x00\x00\x01\x01\x01" + b"\x00\x00",
+        write_varint(7) + b"\x00\x00\x00\x01\x01\x01" + write_varint(-1),
+        write_varint(6) + b"\x00\xff\xff\xff\xff\xff",
+        # the key ends exactly at the record's end: no room for the value length
+        write_varint(6) + b"\x00\x00\x00\x04kk",
+        # key and value fit the batch but overrun the record's length
+        write_varint(6) + b"\x00\x00\x00\x02k\x02v\x00" + encode_record(0, 0, None, b""),
+        bytes(500),
+    ],
+)
+def test_columns_reject_what_iter_records_rejects(record: bytes) -> None:
+    started = time.monotonic()
+    assert assert_columns_agree(raw_batch(record, 1)) is None
+    assert time.monotonic() - started < 0.5
+
+
+def test_columns_reject_bad_counts_and_truncation_alike() -> None:
+    full = _sample()
+    for count in (-1, 0, 4, 6, 2**31 - 1):
+        buf = bytearray(full)
+        struct.pack_into(">i", buf, 57, count)
+        assert assert_columns_agree(bytes(buf)) is None
+    for cut in range(1, len(full) - 61):
+        assert assert_columns_agree(raw_batch(full[61 : 61 + cut], 5)) is None
+    with pytest.raises(RecordTooLargeError):
+        buf = raw_batch(compress(1, bytes(8 << 20)), 1, codec=1)
+        record_columns(buf, read_batch_header(buf), max_decompressed_size=1 << 20)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.data())
+def test_columns_and_iter_records_agree_on_random_damage(data) -> None:
+    codec = data.draw(st.sampled_from([0, 0, 0, 1, 3]))
+    original = build_batch(
+        [
+            (
+                i * 7 - 20,
+                None if i % 3 == 0 else b"key%d" % i,
+                b"v" * (i * 40),
+                [(f"h{j}", None if j else b"v") for j in range(i % 3)],
+            )
+            for i in range(6)
+        ],
+        compression=codec,
+    )
+    records = bytearray(original[61:])
+    for _ in range(data.draw(st.integers(1, 4))):
+        index = data.draw(st.integers(0, len(records) - 1))
+        records[index] = data.draw(st.integers(0, 255))
+    count = data.draw(st.sampled_from([6, 6, 6, 5, 7]))
+    buf = raw_batch(bytes(records), count, codec=codec)
+    assert_columns_agree(buf, max_decompressed_size=1 << 20)
