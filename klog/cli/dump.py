@@ -15,20 +15,19 @@ from collections.abc import Iterator
 from itertools import islice
 from operator import attrgetter, methodcaller
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
 from klog.cli import console
-from klog.storage.dump import (
-    DEFAULT_MAX_BYTES,
-    DEFAULT_MAX_MESSAGE_SIZE,
-    ERR,
-    BatchEvent,
-    DumpEvent,
-    DumpOptions,
-    DumpRun,
-    FileErrorEvent,
-)
+
+if TYPE_CHECKING:
+    from klog.storage.dump import DumpEvent
+
+# Kafka's defaults for --max-message-size and --max-bytes. Spelled out here (and pinned to
+# klog.storage.dump's by a test) so that starting the CLI does not load the dump library.
+DEFAULT_MAX_MESSAGE_SIZE = 5 * 1024 * 1024
+DEFAULT_MAX_BYTES = 2**31 - 1
 
 # Events rendered per write: large writes keep the output side cheap per record.
 _CHUNK_EVENTS = 2048
@@ -113,6 +112,8 @@ def dump_segment(
         paths.extend(part for part in value.split(",") if part)
     if not paths:
         console.fail("no files given (pass FILES or --files)", console.EXIT_USAGE)
+    from klog.storage.dump import DumpOptions, DumpRun
+
     try:
         options = DumpOptions(
             print_data_log=print_data_log,
@@ -158,6 +159,8 @@ def dump_segment(
 
 
 def _write_kafka_lines(events: Iterator[DumpEvent]) -> None:
+    from klog.storage.dump import ERR, FileErrorEvent
+
     out = console.raw
     render = methodcaller("to_kafka_line")
     stream_of = attrgetter("stream")
@@ -192,6 +195,8 @@ def _error_line(text: str) -> None:
 
 
 def _write_json(events: Iterator[DumpEvent]) -> None:
+    from klog.storage.dump import FileErrorEvent
+
     for event in events:
         if isinstance(event, FileErrorEvent):
             sys.stdout.flush()
@@ -211,6 +216,8 @@ def _progress(paths: list[str]) -> Iterator[object]:
         yield lambda events: events
         return
     with console.progress("dumping", total) as advance:
+
+        from klog.storage.dump import BatchEvent
 
         def counted(events: Iterator[DumpEvent]) -> Iterator[DumpEvent]:
             for event in events:
