@@ -181,10 +181,19 @@ def fsync_dir(directory: Path | str) -> None:
 
 def atomic_write_text(path: Path | str, text: str) -> None:
     """Replace ``path`` with ``text`` atomically: tmp file, fsync, rename, fsync dir."""
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def atomic_write_bytes(path: Path | str, data: bytes) -> None:
+    """Replace ``path`` with ``data`` atomically: tmp file, fsync, rename, fsync dir.
+
+    Every small metadata file klog writes (checkpoints, leader epochs, producer
+    snapshots) goes through here, so a crash leaves either the old file or the new one.
+    """
     path = Path(path)
     tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8", newline="\n") as fh:
-        fh.write(text)
+    with open(tmp, "wb") as fh:
+        fh.write(data)
         fh.flush()
         os.fsync(fh.fileno())
     try:

@@ -18,9 +18,10 @@ Locking: not thread-safe; the owning PartitionLog's lock serialises every call.
 from __future__ import annotations
 
 import bisect
-import os
 from dataclasses import dataclass
 from pathlib import Path
+
+from klog.storage.checkpoints import atomic_write_bytes
 
 LEADER_EPOCH_CHECKPOINT_FILENAME = "leader-epoch-checkpoint"
 CHECKPOINT_VERSION = 0
@@ -89,22 +90,7 @@ def write_leader_epoch_checkpoint(path: Path | str, entries: list[EpochEntry]) -
     path = Path(path)
     lines = [str(CHECKPOINT_VERSION), str(len(entries))]
     lines += [f"{e.epoch} {e.start_offset}" for e in entries]
-    data = ("\n".join(lines) + "\n").encode()
-    tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+    atomic_write_bytes(path, ("\n".join(lines) + "\n").encode())
 
 
 class LeaderEpochFileCache:

@@ -57,6 +57,7 @@ from klog.protocol.records.batch import (
     patch_legacy_offset,
     patch_partition_leader_epoch,
 )
+from klog.storage.checkpoints import fsync_dir
 from klog.storage.config import LogConfig
 from klog.storage.index import CorruptIndexError
 from klog.storage.leader_epoch import LEADER_EPOCH_CHECKPOINT_FILENAME, LeaderEpochFileCache
@@ -1020,7 +1021,7 @@ class PartitionLog:
     def _flush(self, offset: int) -> None:
         offset = min(offset, self._log_end_offset)
         if self._dir_needs_fsync:
-            _fsync_dir(self.dir)
+            fsync_dir(self.dir)
             self._dir_needs_fsync = False
         if offset <= self._recovery_point:
             return
@@ -1138,12 +1139,6 @@ def _safe_offset(name: str) -> int | None:
         return None
 
 
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 __all__ = [

@@ -32,6 +32,7 @@ from pathlib import Path
 from klog.storage.checkpoints import (
     CheckpointError,
     MetaProperties,
+    fsync_dir,
     read_meta_properties,
     read_offset_checkpoint,
     write_meta_properties,
@@ -404,13 +405,7 @@ class LogManager:
                 log.close()
             for log_dir in self.log_dirs:
                 (log_dir / CLEAN_SHUTDOWN_FILE).touch()
-                _fsync_dir(log_dir)
+                fsync_dir(log_dir)
             self._unlock_all()
 
 
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

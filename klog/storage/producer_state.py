@@ -38,6 +38,7 @@ from klog.protocol.records.batch import (
     crc32c,
     read_batch_header,
 )
+from klog.storage.checkpoints import atomic_write_bytes
 
 PRODUCER_SNAPSHOT_VERSION = 1
 PRODUCER_SNAPSHOT_FILE_SUFFIX = ".snapshot"
@@ -145,17 +146,7 @@ def encode_snapshot(entries: Iterable[ProducerSnapshotEntry]) -> bytes:
 def write_snapshot(path: Path | str, entries: Iterable[ProducerSnapshotEntry]) -> None:
     """Write a snapshot atomically (temporary file, fsync, rename)."""
     path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    data = encode_snapshot(entries)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
+    atomic_write_bytes(path, encode_snapshot(entries))
 
 
 def list_snapshot_offsets(directory: Path) -> list[int]:
