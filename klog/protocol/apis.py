@@ -45,14 +45,10 @@ from kio.serial import entity_reader, entity_writer
 from kio.static.constants import EntityType
 
 from klog.protocol import inter_broker
-from klog.protocol.errors import ErrorCode, InvalidRequestError, KafkaError
-
-
-class UnsupportedVersionError(KafkaError):
-    """An api version klog does not decode or does not advertise (the peer's fault)."""
-
-    # Local until klog/protocol/errors.py grows it (that file belongs to another helper).
-    error_code = ErrorCode.UNSUPPORTED_VERSION
+from klog.protocol.errors import (
+    InvalidRequestError,
+    UnsupportedVersionError,
+)
 
 
 class UnknownApiKeyError(InvalidRequestError):

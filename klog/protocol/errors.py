@@ -157,3 +157,27 @@ class InvalidRequestError(KafkaError):
     """A request that cannot be decoded or makes no sense."""
 
     error_code = ErrorCode.INVALID_REQUEST
+
+
+class UnsupportedVersionError(KafkaError):
+    """An api version klog does not decode or does not advertise (the peer's fault)."""
+
+    error_code = ErrorCode.UNSUPPORTED_VERSION
+
+
+class OffsetOutOfRangeError(KafkaError):
+    """A fetch or read outside [logStartOffset, logEndOffset]."""
+
+    error_code = ErrorCode.OFFSET_OUT_OF_RANGE
+
+
+class UnsupportedForMessageFormatError(KafkaError):
+    """A request the stored message format cannot serve (e.g. compressed v0/v1 appends)."""
+
+    error_code = ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT
+
+
+class KafkaStorageError(KafkaError):
+    """A log directory failed (I/O error); the partition is offline on this broker."""
+
+    error_code = ErrorCode.KAFKA_STORAGE_ERROR

@@ -38,7 +38,10 @@ from klog.protocol.errors import (
     ErrorCode,
     InvalidRecordError,
     KafkaError,
+    KafkaStorageError,
+    OffsetOutOfRangeError,
     RecordTooLargeError,
+    UnsupportedForMessageFormatError,
 )
 from klog.protocol.records.batch import (
     ATTRIBUTES_OFFSET,
@@ -101,18 +104,6 @@ T = TypeVar("T")
 
 
 # -- errors ---------------------------------------------------------------------------------
-
-
-class OffsetOutOfRangeError(KafkaError):
-    error_code = ErrorCode.OFFSET_OUT_OF_RANGE
-
-
-class UnsupportedForMessageFormatError(KafkaError):
-    error_code = ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT
-
-
-class KafkaStorageError(KafkaError):
-    error_code = ErrorCode.KAFKA_STORAGE_ERROR
 
 
 class UnexpectedAppendOffsetError(KafkaError):
