@@ -10,7 +10,9 @@ broker's registration, the controller) behaves the same in standalone and cluste
 - A create needs its parent (``NoNodeError``) unless ``make_parents``; an ephemeral node can
   have no children (``NoChildrenForEphemeralsError``); a delete needs an empty node
   (``NotEmptyError``) unless ``recursive``. Versions are compare-and-set: ``-1`` matches any.
-- A sequential create appends the parent's ``cversion`` as a 10-digit, zero-padded suffix.
+- A sequential create appends a 10-digit, zero-padded counter: the number of children ever
+  created under the parent. (ZooKeeper keeps that count as the parent's cversion and reports
+  ``cversion`` as creates plus deletes, i.e. ``2 * creates - num_children``.)
 - Ephemeral nodes belong to the session that created them and vanish when it ends.
 - Watches are one-shot. A data watch (``get``, or ``exists`` on a present node) fires CHANGED
   on set and DELETED on delete; an ``exists`` watch on an absent node fires CREATED; a child
@@ -220,7 +222,8 @@ def join_path(parent: str, name: str) -> str:
 
 
 def sequential_name(path: str, cversion: int) -> str:
-    """The name ZooKeeper gives a sequential node: the parent's cversion, 10 digits."""
+    """The name ZooKeeper gives a sequential node: ``cversion`` here is the count of child
+    creates under the parent (ZooKeeper's internal cversion), formatted as %010d."""
     # Java's %010d of a negative counter (after 2**31 creates) keeps the sign; mirror it.
     return f"{path}{cversion:010d}"
 

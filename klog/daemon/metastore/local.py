@@ -15,7 +15,7 @@ File formats (big-endian):
     journal:  b"KLOGMSJ1" | records...
     record:   u32 payload length | u32 crc32(payload) | payload
     payloads: compact JSON. A snapshot is {"zxid", "nodes": [[path, data(base64), czxid,
-              mzxid, pzxid, ctime, mtime, version, cversion, ephemeral_owner], ...]} with
+              mzxid, pzxid, ctime, mtime, version, creates, ephemeral_owner], ...]} with
               parents before children; a record is {"z": zxid, "t": time_ms, "ops": [...]}
               with resolved operations ["c", path, data, owner] / ["s", path, data] /
               ["d", path], so replaying them rebuilds identical stats.
@@ -106,7 +106,7 @@ class _Node:
         self.czxid = self.mzxid = self.pzxid = zxid
         self.ctime = self.mtime = time_ms
         self.version = 0
-        self.cversion = 0
+        self.cversion = 0  # children ever created here: the next sequential suffix
         self.ephemeral_owner = ephemeral_owner
         self.children: set[str] = set()
 
@@ -118,7 +118,9 @@ class _Node:
             ctime=self.ctime,
             mtime=self.mtime,
             version=self.version,
-            cversion=self.cversion,
+            # ZooKeeper counts child creates and derives the changes it reports: every
+            # child not there any more was deleted once (DataNode.copyStat).
+            cversion=2 * self.cversion - len(self.children),
             ephemeral_owner=self.ephemeral_owner,
             data_length=len(self.data),
             num_children=len(self.children),
@@ -536,15 +538,14 @@ class LocalMetadataStore(MetadataStore):
         parent_node = self._nodes[parent]
         name = path[len(parent):].lstrip("/")
         node = self._nodes.pop(path)
-        old_cversion, old_pzxid = parent_node.cversion, parent_node.pzxid
+        old_pzxid = parent_node.pzxid
         parent_node.children.discard(name)
-        parent_node.cversion += 1
         parent_node.pzxid = zxid
         if txn is not None:
             def undo() -> None:
                 self._nodes[path] = node
                 parent_node.children.add(name)
-                parent_node.cversion, parent_node.pzxid = old_cversion, old_pzxid
+                parent_node.pzxid = old_pzxid
 
             txn.undo.append(undo)
             txn.ops.append(["d", path])
