@@ -91,23 +91,46 @@ def _stat(s: KazooZnodeStat) -> ZnodeStat:
 
 class _WatchAdapter:
     """Wraps our watcher for kazoo. Equal to any adapter of the same watcher, so kazoo's
-    per-path watcher sets keep one copy and call it once per event (ZooKeeper's rule)."""
+    per-path watcher sets keep one copy of it."""
 
-    __slots__ = ("watcher",)
+    __slots__ = ("dedup", "watcher")
 
-    def __init__(self, watcher: Watcher) -> None:
+    def __init__(self, watcher: Watcher, dedup: _EventDedup) -> None:
         self.watcher = watcher
+        self.dedup = dedup
 
     def __call__(self, event: KazooWatchedEvent) -> None:
         if event.type not in ("CREATED", "DELETED", "CHANGED", "CHILD"):
             return  # a connection-state notice: the watch is simply gone
-        self.watcher(WatchedEvent(event.type, event.path))
+        if self.dedup.first_delivery(event, self.watcher):
+            self.watcher(WatchedEvent(event.type, event.path))
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, _WatchAdapter) and other.watcher == self.watcher
 
     def __hash__(self) -> int:
         return hash(self.watcher)
+
+
+class _EventDedup:
+    """ZooKeeper calls a watcher once per event even when it was left as both a data and a
+    child watch on the deleted node; kazoo calls it once per registration. Kazoo hands the
+    same event object to all of an event's watchers, one after another on its callback
+    thread, so remembering the watchers served for the latest event object is enough."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._event: object = None
+        self._served: list[Watcher] = []
+
+    def first_delivery(self, event: object, watcher: Watcher) -> bool:
+        with self._lock:
+            if event is not self._event:
+                self._event, self._served = event, []
+            if watcher in self._served:
+                return False
+            self._served.append(watcher)
+            return True
 
 
 def split_connect(connect: str) -> tuple[str, str]:
@@ -141,6 +164,7 @@ class ZooKeeperMetadataStore(MetadataStore):
         self._listeners: list[SessionListener] = []
         self._closing = False
         self._lock = threading.Lock()
+        self._dedup = _EventDedup()
 
     @property
     def session_id(self) -> int:  # type: ignore[override]
@@ -360,9 +384,8 @@ class ZooKeeperMetadataStore(MetadataStore):
         if first is not None:
             _fail(*first)
 
-    @staticmethod
-    def _adapt(watch: Watcher | None) -> _WatchAdapter | None:
-        return None if watch is None else _WatchAdapter(watch)
+    def _adapt(self, watch: Watcher | None) -> _WatchAdapter | None:
+        return None if watch is None else _WatchAdapter(watch, self._dedup)
 
 
 def _fail(e: BaseException, path: str) -> NoReturn:
