@@ -1163,22 +1163,24 @@ class BrokerConfig:
                 f"connections.max.idle.ms ({idle})")
 
     def _build_log_defaults(self) -> LogConfig:
-        props: dict[str, Any] = {}
+        props: dict[str, Any] = {"retention.ms": self._log_retention_ms}
         for spec in _TOPIC_SPEC_LIST:
-            if spec.name not in _LOG_CONFIG_NAMES:
-                continue
-            if spec.name == "retention.ms":
-                props[spec.name] = self._log_retention_ms
+            if spec.name not in _LOG_CONFIG_NAMES or spec.name in props:
                 continue
             for broker_name, factor in spec.broker_synonyms:
                 value = self._values[broker_name]
-                if value is not None:
-                    props[spec.name] = value * factor if factor != 1 else value
-                    break
-        try:
-            return LogConfig.from_properties(props)
-        except LogConfigError as exc:
-            raise ConfigError(f"{exc} (the default comes from its broker synonym)") from None
+                if value is None:
+                    continue
+                value = value * factor if factor != 1 else value
+                try:  # broker ranges can be looser than the topic's: name the broker key
+                    LogConfig.from_properties({spec.name: value})
+                except LogConfigError as exc:
+                    raise _bad(broker_name, self._merged[broker_name],
+                               f"not a valid default for topic config {spec.name} ({exc})"
+                               ) from None
+                props[spec.name] = value
+                break
+        return LogConfig.from_properties(props)
 
     # -- access ------------------------------------------------------------------------
 
@@ -1542,7 +1544,8 @@ def validate_broker_dynamic_configs(
 
     Only configs Kafka can update without a restart are allowed; ``per_broker`` False
     (resource name "") also refuses the per-broker-only ones (listeners, security).
-    Returns normalized strings.
+    Returns normalized strings. Checks that involve other keys (listeners against
+    advertised.listeners, ...) happen when ``BrokerConfig.with_dynamic`` applies them.
     """
     out: dict[str, str] = {}
     for name, raw in configs.items():
