@@ -1,0 +1,1 @@
+"""The broker process: network layer, request handlers, partitions, controller."""
