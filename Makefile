@@ -19,6 +19,10 @@ test: $(STAMP)
 	$(PY) -m ruff check klog tests benchmarks
 	$(PY) -m pytest -q
 
+# A standalone broker on 127.0.0.1:9092 with its data in ./klog-data (Ctrl-C stops it cleanly).
+run: $(STAMP)
+	$(VENV)/bin/klog broker start
+
 bench: $(STAMP)
 	$(PY) benchmarks/run_all.py
 

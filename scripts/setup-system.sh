@@ -9,6 +9,12 @@ if ! python3 -c 'import venv, ensurepip' >/dev/null 2>&1; then
     missing+=(python3-venv)
 fi
 
+# Real peers for the tests: kcat (librdkafka's CLI) and ZooKeeper (cluster mode), plus Java
+# for ZooKeeper itself.
+command -v kcat >/dev/null 2>&1 || missing+=(kcat)
+[ -e /usr/share/zookeeper/bin/zkServer.sh ] || missing+=(zookeeper)
+command -v java >/dev/null 2>&1 || missing+=(default-jre-headless)
+
 if [ ${#missing[@]} -eq 0 ]; then
     exit 0
 fi

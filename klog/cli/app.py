@@ -40,8 +40,9 @@ def _root(
 
 def _register_commands() -> None:
     # The command surface, one line per group.
-    from klog.cli import dump, inspect
+    from klog.cli import broker, dump, inspect
 
+    broker.register(app)
     dump.register(app)
     inspect.register(app)
 

@@ -107,10 +107,10 @@ def _kio(api_key: int, name: str, kio_name: str, lo: int, hi: int, flex: int | N
 # oldest versions, e.g. Produce v0-2 and Fetch v0-3, so kio has none of them).
 # tests/protocol/test_apis.py checks every row against kio's schema index.
 _TABLE: tuple[ApiSpec, ...] = (
-    _kio(0, "Produce", "produce", 3, 13, 9),
-    _kio(1, "Fetch", "fetch", 4, 18, 12),
-    _kio(2, "ListOffsets", "list_offsets", 1, 11, 6),
-    _kio(3, "Metadata", "metadata", 0, 13, 9),
+    _kio(0, "Produce", "produce", 3, 13, 9, advertised=(3, 9)),
+    _kio(1, "Fetch", "fetch", 4, 18, 12, advertised=(4, 12)),
+    _kio(2, "ListOffsets", "list_offsets", 1, 11, 6, advertised=(1, 7)),
+    _kio(3, "Metadata", "metadata", 0, 13, 9, advertised=(0, 12)),
     ApiSpec(4, "LeaderAndIsr", 0, 6, 4),
     ApiSpec(5, "StopReplica", 0, 3, 2),
     ApiSpec(6, "UpdateMetadata", 0, 7, 6),

@@ -182,7 +182,9 @@ class LogManager:
         truncated = 0
         loaded = 0
         for entry in sorted(log_dir.iterdir()):
-            if not entry.is_dir():
+            # Dot-directories are never partitions (Kafka's topic names cannot start a
+            # directory name with "."); klog keeps its standalone metastore in one.
+            if not entry.is_dir() or entry.name.startswith("."):
                 continue
             try:
                 name = parse_partition_dir_name(entry.name)

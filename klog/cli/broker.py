@@ -1,0 +1,70 @@
+"""``klog broker start``: run a broker in the foreground until SIGTERM/SIGINT.
+
+Formatting only: configuration loading and the broker itself live in klog.daemon. The
+broker's log lines go to stderr through the one console (rich's logging handler).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from klog.cli import console
+
+broker_app = typer.Typer(
+    name="broker",
+    help="Run a Kafka-compatible broker.",
+    no_args_is_help=True,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+@broker_app.command("start")
+def start(
+    config: Path | None = typer.Option(
+        None, "--config", "-c", help="A server.properties file (Kafka's config names).",
+        dir_okay=False,
+    ),
+    override: list[str] = typer.Option(
+        [], "--override", "-o", help="key=value, overriding the file; may be repeated.",
+    ),
+    log_level: str = typer.Option(
+        "INFO", "--log-level", help="DEBUG, INFO, WARNING or ERROR.",
+    ),
+) -> None:
+    """Start a broker. With no options: standalone on 127.0.0.1:9092, data in ./klog-data."""
+    import asyncio
+    import logging
+
+    from rich.logging import RichHandler
+
+    from klog.daemon.config import BrokerConfig, ConfigError
+
+    level = getattr(logging, log_level.upper(), None)
+    if not isinstance(level, int):
+        console.fail(f"unknown log level {log_level!r}", console.EXIT_USAGE)
+    logging.basicConfig(
+        level=level, format="%(message)s", datefmt="[%X]",
+        handlers=[RichHandler(console=console.err, show_path=False, markup=False)],
+    )
+    if config is not None and not config.is_file():
+        console.fail(f"config file {config} does not exist", console.EXIT_USAGE)
+    try:
+        broker_config = BrokerConfig.load(config, override)
+    except (ConfigError, OSError) as exc:
+        console.fail(str(exc), console.EXIT_USAGE)
+    for key in getattr(broker_config, "unknown_keys", ()):
+        console.warn(f"unknown config {key} is ignored")
+    from klog.daemon.runner import run_broker
+
+    try:
+        asyncio.run(run_broker(broker_config))
+    except KeyboardInterrupt:
+        pass
+    except Exception as exc:  # a start-up failure: one line, non-zero exit
+        console.fail(f"broker failed: {exc}")
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(broker_app)

@@ -1,0 +1,299 @@
+"""Broker: assembles one broker process and runs its lifecycle.
+
+Start-up order: load the logs (recovering after an unclean shutdown, off the event loop),
+open the metastore (file-backed in standalone mode, ZooKeeper when zookeeper.connect is
+set), settle the cluster id and meta.properties, open the listeners, register this broker
+under /brokers/ids, then start the controller (standalone: it is always this broker's).
+
+Shutdown (SIGTERM/SIGINT or ``shutdown()``): stop accepting, close connections, stop the
+controller, flush every log, write the checkpoints and ``.kafka_cleanshutdown``, close
+the metastore (the broker's ephemeral registration goes with the session).
+
+Periodic work runs as event-loop tasks; anything that may block on the disk (flushes,
+retention, checkpoints) runs in a worker thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from klog.daemon.admin import AdminManager
+from klog.daemon.config import BrokerConfig
+from klog.daemon.controller import Controller
+from klog.daemon.handlers import load_handlers
+from klog.daemon.metadata_cache import BrokerEndpoint, BrokerInfo, MetadataCache, PartitionState
+from klog.daemon.metastore import paths
+from klog.daemon.metastore.base import MetadataStore, NodeExistsError, NoNodeError
+from klog.daemon.purgatory import DelayedOperationPurgatory, Timer
+from klog.daemon.replica_manager import ProduceResult, ReplicaManager
+from klog.daemon.server import Server
+from klog.storage.config import LogConfig
+from klog.storage.log_manager import LogManager
+
+log = logging.getLogger(__name__)
+
+METASTORE_DIR = ".klog-metastore"
+_NEVER_MS = 2**40  # ~35 years: anything longer is "never"
+
+
+class Broker:
+    def __init__(self, config: BrokerConfig) -> None:
+        self.config = config
+        self.broker_id = config.broker_id
+        self.log_manager: LogManager | None = None
+        self.metastore: MetadataStore | None = None
+        self.metadata_cache = MetadataCache(self.broker_id)
+        self.topic_overrides: dict[str, dict[str, str]] = {}
+        self.replica_manager: ReplicaManager | None = None  # type: ignore[assignment]
+        self.server: Server | None = None
+        self.controller: Controller | None = None
+        self.admin = AdminManager(self)
+        self.timer: Timer | None = None
+        self.fetch_purgatory: DelayedOperationPurgatory[Any] | None = None  # type: ignore
+        self.started_at = 0.0
+        self._tasks: list[asyncio.Task[None]] = []
+        self._stopped = asyncio.Event()
+        self._shutting_down = False
+        self.loop: asyncio.AbstractEventLoop | None = None
+
+    # -- configuration helpers -------------------------------------------------------------
+
+    def topic_log_config(self, topic: str) -> LogConfig:
+        return self.config.log_config(self.topic_overrides.get(topic))
+
+    @property
+    def bound_port(self) -> int:
+        """The port of the first listener (useful when it was configured as 0)."""
+        assert self.server is not None
+        return next(iter(self.server.bound.values()))[1]
+
+    @property
+    def bootstrap(self) -> str:
+        host = self.advertised_endpoints()[0].host
+        return f"{host}:{self.bound_port}"
+
+    def advertised_endpoints(self) -> list[BrokerEndpoint]:
+        assert self.server is not None
+        out = []
+        for ep in self.config.advertised_listeners:
+            port = ep.port
+            if port == 0:
+                port = self.server.bound.get(ep.listener_name, ("", 0))[1]
+            out.append(BrokerEndpoint(ep.listener_name, ep.host or "127.0.0.1", port,
+                                      ep.security_protocol))
+        return out
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        self.loop = asyncio.get_running_loop()
+        self.started_at = time.monotonic()
+        config = self.config
+        self.log_manager = LogManager(
+            config.log_dirs, config.log_config(), topic_config=self.topic_log_config,
+        )
+        await asyncio.to_thread(self.log_manager.startup)
+        for summary in self.log_manager.load_summaries:
+            for skipped in summary.skipped:
+                log.warning("ignored in %s: %s", summary.log_dir, skipped)
+        self.metastore = self._open_metastore()
+        await asyncio.to_thread(self.metastore.start)
+        cluster_id = await asyncio.to_thread(self._settle_cluster_id)
+        self.metadata_cache.cluster_id = cluster_id
+        await asyncio.to_thread(self.log_manager.ensure_meta_properties, self.broker_id,
+                                cluster_id)
+        self.timer = Timer(loop=self.loop)
+        self.fetch_purgatory = DelayedOperationPurgatory("Fetch", self.timer)
+        self.replica_manager = ReplicaManager(
+            self.broker_id, self.log_manager, self.topic_log_config,
+            on_new_data=self._on_new_data,
+        )
+        self.server = Server(self, load_handlers())
+        await self.server.start()
+        await asyncio.to_thread(self._register_broker)
+        self.controller = Controller(self)
+        await self.controller.startup()
+        periodic = [
+            (config.log_flush_scheduler_interval_ms, self._flush, "flush"),
+            (config.log_retention_check_interval_ms, self._retention, "retention"),
+            (config.log_flush_offset_checkpoint_interval_ms, self._checkpoint, "checkpoint"),
+        ]
+        # Kafka's "never" is Long.MAX_VALUE (log.flush.scheduler.interval.ms's default).
+        self._tasks = [self.loop.create_task(self._every(ms, work, name))
+                       for ms, work, name in periodic if ms < _NEVER_MS]
+        log.info("klog broker %d started in %.2f s on %s (cluster %s)", self.broker_id,
+                 time.monotonic() - self.started_at, self.bootstrap, cluster_id)
+
+    def _open_metastore(self) -> MetadataStore:
+        if self.config.zookeeper_connect:
+            from klog.daemon.metastore.zookeeper import ZooKeeperMetadataStore
+
+            return ZooKeeperMetadataStore(
+                self.config.zookeeper_connect,
+                session_timeout_ms=self.config.zookeeper_session_timeout_ms,
+                connection_timeout_ms=self.config.zookeeper_connection_timeout_ms,
+            )
+        from klog.daemon.metastore.local import LocalMetadataStore
+
+        return LocalMetadataStore(Path(self.config.log_dirs[0]) / METASTORE_DIR)
+
+    def _settle_cluster_id(self) -> str:
+        """The cluster id in the metastore, created on first start: the one stored in
+        meta.properties if the log dirs have one (so a Kafka log dir keeps its id)."""
+        store = self.metastore
+        assert store is not None and self.log_manager is not None
+        paths.create_persistent_paths(store)
+        stored = [m.cluster_id for m in self.log_manager.read_meta_properties().values()
+                  if m is not None and m.cluster_id]
+        candidate = stored[0] if stored else (self.config.cluster_id or paths.new_cluster_id())
+        try:
+            store.create(paths.CLUSTER_ID, paths.encode_cluster_id(candidate),
+                         make_parents=True)
+            return candidate
+        except NodeExistsError:
+            data, _stat = store.get(paths.CLUSTER_ID)
+            return paths.decode_cluster_id(data)
+
+    def _register_broker(self) -> None:
+        store = self.metastore
+        assert store is not None
+        endpoints = self.advertised_endpoints()
+        payload = paths.BrokerRegistration(
+            broker_id=self.broker_id,
+            endpoints=tuple(paths.EndPoint(ep.listener_name, ep.host, ep.port,
+                                           ep.security_protocol) for ep in endpoints),
+            rack=self.config.broker_rack,
+            timestamp_ms=int(time.time() * 1000),
+        ).encode()
+        path = paths.broker_path(self.broker_id)
+        try:
+            store.create(path, payload, ephemeral=True, make_parents=True)
+        except NodeExistsError:
+            raise RuntimeError(
+                f"broker id {self.broker_id} is already registered at {path}: another broker "
+                "with this broker.id is running"
+            ) from None
+        self.metadata_cache.brokers[self.broker_id] = BrokerInfo(
+            self.broker_id, tuple(endpoints), self.config.broker_rack
+        )
+
+    # -- controller requests (in-process in standalone mode) --------------------------------
+
+    def apply_leader_and_isr(self, states: list[PartitionState],
+                             topic_ids: dict[str, uuid.UUID]) -> dict[tuple[str, int], int]:
+        """LeaderAndIsr: take the roles the controller decided (creating logs as needed)."""
+        assert self.replica_manager is not None
+        for topic in {s.topic for s in states}:
+            if topic not in self.topic_overrides:
+                self.load_topic_overrides(topic)
+        errors = self.replica_manager.become_leader_or_follower(states)
+        self.metadata_cache.topic_ids.update(topic_ids)
+        return errors
+
+    def apply_update_metadata(self, brokers: list[BrokerInfo], controller_id: int,
+                              states: list[PartitionState],
+                              topic_ids: dict[str, uuid.UUID]) -> None:
+        self.metadata_cache.update_brokers(brokers, controller_id)
+        self.metadata_cache.update_partitions(states, topic_ids)
+        self.admin.metadata_updated()
+
+    def apply_stop_replica(self, tps: list[tuple[str, int]], delete: bool) -> None:
+        assert self.replica_manager is not None
+        self.replica_manager.stop_replicas(tps, delete)
+
+    def apply_topic_deletion(self, topic: str) -> None:
+        self.metadata_cache.remove_topic(topic)
+        self.topic_overrides.pop(topic, None)
+        self.admin.metadata_updated()
+
+    def load_topic_overrides(self, topic: str) -> dict[str, str]:
+        """Read /config/topics/<topic> (empty when absent) into the overrides map."""
+        store = self.metastore
+        overrides: dict[str, str] = {}
+        if store is not None:
+            try:
+                data, _ = store.get(paths.topic_config_path(topic))
+                overrides = dict(paths.EntityConfig.decode(data).config)
+            except NoNodeError:
+                pass
+        self.topic_overrides[topic] = overrides
+        return overrides
+
+    def _on_new_data(self, tp: tuple[str, int]) -> None:
+        if self.fetch_purgatory is not None:
+            self.fetch_purgatory.check_and_complete(tp)
+
+    async def wait_for_isr(self, results: dict[tuple[str, int], ProduceResult],
+                           timeout_ms: int) -> dict[tuple[str, int], ProduceResult]:
+        """acks=-1: wait until every ISR member has the appended batches. With the leader
+        alone in the ISR (standalone) that is already true when the append returns."""
+        return results
+
+    async def _every(self, interval_ms: int, work: Callable[[], Any], name: str) -> None:
+        interval = max(interval_ms, 10) / 1000
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                await asyncio.to_thread(work)
+            except Exception:
+                log.exception("periodic %s failed", name)
+
+    def _flush(self) -> None:
+        assert self.log_manager is not None
+        self.log_manager.flush_dirty_logs()
+
+    def _retention(self) -> None:
+        assert self.log_manager is not None
+        self.log_manager.cleanup_logs()
+
+    def _checkpoint(self) -> None:
+        assert self.log_manager is not None
+        self.log_manager.checkpoint_recovery_points_and_log_start_offsets()
+        self.log_manager.checkpoint_high_watermarks()
+
+    async def serve_forever(self, install_signals: bool = True) -> None:
+        """Run until SIGTERM/SIGINT (or ``shutdown``), then shut down cleanly."""
+        loop = asyncio.get_running_loop()
+        if install_signals:
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                loop.add_signal_handler(sig, self.request_shutdown)
+        await self._stopped.wait()
+        await self.shutdown()
+
+    def request_shutdown(self) -> None:
+        self._stopped.set()
+
+    async def shutdown(self) -> None:
+        if self._shutting_down:
+            return
+        self._shutting_down = True
+        log.info("klog broker %d shutting down", self.broker_id)
+        for task in self._tasks:
+            task.cancel()
+        if self.server is not None:
+            await self.server.close()
+        if self.controller is not None:
+            await self.controller.shutdown()
+        if self.fetch_purgatory is not None:
+            self.fetch_purgatory.shutdown()
+        if self.timer is not None:
+            self.timer.close()
+        if self.log_manager is not None:
+            await asyncio.to_thread(self._close_logs)
+        if self.metastore is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.to_thread(self.metastore.close)
+        self._stopped.set()
+        log.info("klog broker %d stopped", self.broker_id)
+
+    def _close_logs(self) -> None:
+        assert self.log_manager is not None
+        self.log_manager.close()

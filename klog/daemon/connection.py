@@ -1,0 +1,261 @@
+"""One client connection: read frames, dispatch them in order, write the answers.
+
+Owns a connection's byte stream. Frames are cut by ``framing.FrameDecoder`` (sizes checked
+against socket.request.max.bytes before anything is buffered); requests are processed one
+at a time in arrival order, as Kafka's SocketServer does (it mutes a channel while one of
+its requests is in flight), so responses go out in request order -- pipelining clients may
+send ahead, and what they send ahead waits in this connection's queue.
+
+Backpressure: every queued request counts against the broker-wide queued.max.requests;
+when the broker is at that limit, connections that receive more stop reading from their
+sockets (TCP then pushes back on the client) until the queue drains. Writes respect the
+transport's high-water mark (``pause_writing``). A fetch response's record data goes out
+with ``sendfile`` from the segment file.
+
+What closes a connection, as in Kafka: a frame size out of bounds, an unknown api key, a
+version not advertised (except ApiVersions, which is answered in v0 with
+UNSUPPORTED_VERSION), a header or body that does not decode, idleness beyond
+connections.max.idle.ms, and a record region that shrank while being sent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+import os
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from klog.protocol import apis
+from klog.protocol.errors import InvalidRequestError, KafkaError
+from klog.protocol.framing import (
+    FrameDecoder,
+    FrameSizeError,
+    RequestHeader,
+    api_versions_fallback_response,
+    is_unsupported_api_versions,
+    parse_request_header,
+    response_prefix,
+)
+
+if TYPE_CHECKING:
+    from klog.daemon.server import Server
+
+log = logging.getLogger(__name__)
+
+
+class FileRegion:
+    """Bytes of an open file to send with sendfile (a fetch's record data)."""
+
+    __slots__ = ("fd", "position", "size")
+
+    def __init__(self, fd: int, position: int, size: int) -> None:
+        self.fd = fd
+        self.position = position
+        self.size = size
+
+
+class _FdFile:
+    """The file-object face asyncio's sendfile wants, over a descriptor we do not own.
+
+    asyncio seeks the descriptor after sending; segments read and write with pread and
+    pwrite only, so the descriptor's own position is never relied upon.
+    """
+
+    __slots__ = ("_fd", "_pos", "mode")
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+        self._pos = 0
+        self.mode = "rb"
+
+    def fileno(self) -> int:
+        return self._fd
+
+    def seek(self, pos: int, whence: int = 0) -> int:
+        self._pos = pos
+        return pos
+
+    def readinto(self, buf: Any) -> int:  # asyncio's fallback path (non-sendfile transports)
+        data = os.pread(self._fd, len(buf), self._pos)
+        buf[: len(data)] = data
+        self._pos += len(data)
+        return len(data)
+
+
+class ShortSendError(ConnectionError):
+    """A record region shrank while it was being sent (the log was truncated)."""
+
+
+class Connection(asyncio.Protocol):
+    def __init__(self, server: Server, listener_name: str) -> None:
+        self.server = server
+        self.broker = server.broker
+        self.listener_name = listener_name
+        self.decoder = FrameDecoder(server.max_request_bytes)
+        self.queue: collections.deque[memoryview] = collections.deque()
+        self.transport: asyncio.Transport | None = None
+        self.peer: str = "?"
+        self.closed = False
+        self.reading_paused = False
+        self.busy = False
+        self.last_active = time.monotonic()
+        self._wakeup = asyncio.Event()
+        self._can_write = asyncio.Event()
+        self._can_write.set()
+        self._task: asyncio.Task[None] | None = None
+
+    # -- asyncio.Protocol -------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        peer = transport.get_extra_info("peername")
+        self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        self.server.connections.add(self)
+        self._task = asyncio.get_running_loop().create_task(self._process())
+
+    def data_received(self, data: bytes) -> None:
+        self.last_active = time.monotonic()
+        try:
+            frames = self.decoder.feed(data)
+        except FrameSizeError as exc:
+            log.info("closing connection from %s: %s", self.peer, exc)
+            self.close()
+            return
+        if not frames:
+            return
+        self.queue.extend(frames)
+        self.server.queued += len(frames)
+        if self.server.queued >= self.server.queued_max_requests:
+            self.pause_reading()
+        self._wakeup.set()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        self.server.queued -= len(self.queue)
+        self.queue.clear()
+        self.server.connections.discard(self)
+        self.server.paused.discard(self)
+        self._wakeup.set()
+        self._can_write.set()
+
+    def pause_writing(self) -> None:
+        self._can_write.clear()
+
+    def resume_writing(self) -> None:
+        self._can_write.set()
+
+    # -- flow control -----------------------------------------------------------------------
+
+    def pause_reading(self) -> None:
+        if not self.reading_paused and self.transport is not None and not self.closed:
+            self.reading_paused = True
+            self.transport.pause_reading()
+            self.server.paused.add(self)
+
+    def resume_reading(self) -> None:
+        if self.reading_paused and self.transport is not None and not self.closed:
+            self.reading_paused = False
+            self.transport.resume_reading()
+        self.server.paused.discard(self)
+
+    def close(self) -> None:
+        if self.transport is not None and not self.closed:
+            self.transport.abort()
+        self.closed = True
+        self._wakeup.set()
+
+    # -- processing -------------------------------------------------------------------------
+
+    async def _process(self) -> None:
+        try:
+            while not self.closed:
+                if not self.queue:
+                    self._wakeup.clear()
+                    await self._wakeup.wait()
+                    continue
+                frame = self.queue.popleft()
+                self.busy = True
+                try:
+                    await self._handle(frame)
+                finally:
+                    self.busy = False
+                    self.last_active = time.monotonic()
+                    self.server.request_done()
+        except (ConnectionError, OSError) as exc:
+            log.debug("connection %s: %s", self.peer, exc)
+            self.close()
+        except asyncio.CancelledError:
+            self.close()
+            raise
+        except Exception:
+            log.exception("unexpected error on connection %s; closing it", self.peer)
+            self.close()
+
+    async def _handle(self, frame: memoryview) -> None:
+        try:
+            header, offset = parse_request_header(frame, self.server.advertised)
+        except KafkaError as exc:
+            log.info("closing connection from %s: %s", self.peer, exc)
+            self.close()
+            return
+        if is_unsupported_api_versions(header, self.server.advertised):
+            await self._write([api_versions_fallback_response(header.correlation_id,
+                                                               self.server.advertised)])
+            return
+        try:
+            request = apis.decode_request(header.api_key, header.api_version, frame[offset:])
+        except InvalidRequestError as exc:
+            log.info("closing connection from %s: cannot decode %s v%d: %s", self.peer,
+                     apis.spec_for(header.api_key).name, header.api_version, exc)
+            self.close()
+            return
+        handler = self.server.handlers.get(header.api_key)
+        if handler is None:  # advertised without a handler: a klog bug; refuse loudly
+            log.error("no handler for api key %d", header.api_key)
+            self.close()
+            return
+        from klog.daemon.handlers import RequestContext
+
+        ctx = RequestContext(header, self.broker, self)
+        response = await handler(ctx, request)
+        if response is None or self.closed:
+            return
+        await self.send_response(header, response)
+
+    async def send_response(self, header: RequestHeader, response: Any) -> None:
+        header_version = apis.response_header_version(header.api_key, header.api_version)
+        if isinstance(response, list):
+            size = sum(len(c) if isinstance(c, (bytes, bytearray, memoryview)) else c.size
+                       for c in response)
+            chunks = [response_prefix(header_version, header.correlation_id, size), *response]
+        else:
+            body = apis.encode_response(response)
+            chunks = [response_prefix(header_version, header.correlation_id, len(body)) + body]
+        await self._write(chunks)
+
+    async def _write(self, chunks: Sequence[Any]) -> None:
+        transport = self.transport
+        if transport is None or self.closed:
+            return
+        loop = asyncio.get_running_loop()
+        pending: list[bytes] = []
+        for chunk in chunks:
+            if isinstance(chunk, (bytes, bytearray, memoryview)):
+                pending.append(chunk)
+                continue
+            if pending:
+                transport.write(b"".join(pending))
+                pending = []
+            sent = await loop.sendfile(transport, _FdFile(chunk.fd), chunk.position, chunk.size)
+            if sent != chunk.size:
+                raise ShortSendError(
+                    f"record region shrank while sending ({sent} of {chunk.size} bytes)"
+                )
+        if pending:
+            transport.write(b"".join(pending) if len(pending) > 1 else pending[0])
+        if not self._can_write.is_set():
+            await self._can_write.wait()

@@ -1,0 +1,430 @@
+"""Controller election, partition leader election, and the events that drive them.
+
+Metastore watches fire on the metastore's thread; each one only queues an event for the
+controller's task on the event loop, which handles events one at a time. Metastore calls
+run in worker threads so a slow ZooKeeper never stalls produce and fetch.
+
+Leader election follows Kafka's OfflinePartitionLeaderElectionStrategy: the first replica
+of the assignment that is alive and in the ISR; if none is, and unclean election is
+enabled, the first alive replica; else no leader (-1). A new partition's leader is its
+first alive replica, at leader epoch 0; every change of leader bumps the epoch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+from klog.daemon.metadata_cache import BrokerEndpoint, BrokerInfo, PartitionState
+from klog.daemon.metastore import paths
+from klog.daemon.metastore.base import (
+    CreateOp,
+    MetastoreError,
+    NodeExistsError,
+    NoNodeError,
+    WatchedEvent,
+)
+
+if TYPE_CHECKING:
+    from klog.daemon.broker import Broker
+
+log = logging.getLogger(__name__)
+
+TopicPartition = tuple[str, int]
+
+
+class Controller:
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.broker_id = broker.broker_id
+        self.active = False
+        self.epoch = 0
+        self.topics: dict[str, paths.TopicAssignment] = {}
+        self.states: dict[TopicPartition, PartitionState] = {}
+        self.live_brokers: dict[int, BrokerInfo] = {}
+        self._queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
+        self._task: asyncio.Task[None] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._closed = False
+
+    @property
+    def store(self) -> Any:
+        return self.broker.metastore
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    async def startup(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        await self._elect()
+        self._task = self._loop.create_task(self._run())
+
+    async def shutdown(self) -> None:
+        self._closed = True
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._task
+        self.active = False
+
+    def _watcher(self, kind: str, arg: Any = None) -> Any:
+        loop = self._loop
+        assert loop is not None
+
+        def fire(event: WatchedEvent) -> None:
+            if not self._closed:
+                loop.call_soon_threadsafe(self._queue.put_nowait, (kind, arg))
+
+        return fire
+
+    async def _run(self) -> None:
+        while True:
+            kind, arg = await self._queue.get()
+            try:
+                await self._process(kind, arg)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("controller event %s(%s) failed", kind, arg)
+
+    async def _process(self, kind: str, arg: Any) -> None:
+        if kind == "controller_change":
+            await self._elect()
+            return
+        if not self.active:
+            return
+        if kind == "topics":
+            await self._on_topic_change()
+        elif kind == "topic_data":
+            await self._on_topic_data(arg)
+        elif kind == "delete_topics":
+            await self._on_delete_topics()
+        elif kind == "brokers":
+            await self._on_broker_change()
+
+    async def _call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        return await asyncio.to_thread(fn, *args, **kwargs)
+
+    # -- election ---------------------------------------------------------------------------
+
+    async def _elect(self) -> None:
+        payload = paths.ControllerRegistration(self.broker_id, int(time.time() * 1000)).encode()
+        try:
+            await self._call(self.store.create, paths.CONTROLLER, payload, ephemeral=True)
+        except NodeExistsError:
+            try:
+                data, _ = await self._call(self.store.get, paths.CONTROLLER,
+                                           self._watcher("controller_change"))
+                self.broker.metadata_cache.controller_id = paths.ControllerRegistration.decode(data).broker_id
+            except NoNodeError:
+                self._queue.put_nowait(("controller_change", None))
+            return
+        await self._call(self.store.exists, paths.CONTROLLER,
+                         self._watcher("controller_change"))
+        self.epoch = await self._call(self._increment_epoch)
+        self.active = True
+        self.broker.metadata_cache.controller_id = self.broker_id
+        log.info("broker %d is the controller (epoch %d)", self.broker_id, self.epoch)
+        await self._on_failover()
+
+    def _increment_epoch(self) -> int:
+        store = self.store
+        try:
+            data, stat = store.get(paths.CONTROLLER_EPOCH)
+        except NoNodeError:
+            try:
+                store.create(paths.CONTROLLER_EPOCH, b"1")
+                return 1
+            except NodeExistsError:
+                data, stat = store.get(paths.CONTROLLER_EPOCH)
+        epoch = int(data.decode() or "0") + 1
+        store.set(paths.CONTROLLER_EPOCH, str(epoch).encode(), version=stat.version)
+        return epoch
+
+    async def _on_failover(self) -> None:
+        await self._read_brokers()
+        if not self.broker.config.zookeeper_connect:
+            await self._call(self._adopt_orphan_logs)
+        names = await self._call(self.store.get_children, paths.BROKER_TOPICS,
+                                 self._watcher("topics"))
+        for name in names:
+            assignment = await self._read_assignment(name)
+            if assignment is not None:
+                self.topics[name] = assignment
+        states = await self._call(self._read_states, list(self.topics))
+        self.states.update(states)
+        # Partitions without a state znode (created while no controller ran) get one now;
+        # partitions whose leader is gone get a new one.
+        await self._elect_leaders(self._all_partitions())
+        await self._on_delete_topics()
+        self._send_all()
+
+    def _adopt_orphan_logs(self) -> None:
+        """Standalone: partitions found in the log dirs that the metastore does not know
+        (a log dir written by Apache Kafka, or by a klog whose metastore was lost) become
+        topics again, each partition on this broker."""
+        assert self.broker.log_manager is not None
+        found: dict[str, set[int]] = {}
+        for topic, partition in self.broker.log_manager.all_logs():
+            found.setdefault(topic, set()).add(partition)
+        for topic, parts in found.items():
+            if self.store.exists(paths.topic_path(topic)) is not None:
+                continue
+            assignment = {p: [self.broker_id] for p in range(max(parts) + 1)}
+            try:
+                if self.store.exists(paths.topic_config_path(topic)) is None:
+                    self.store.create(paths.topic_config_path(topic),
+                                      paths.EntityConfig(config={}).encode(), make_parents=True)
+                self.store.create(paths.topic_path(topic), paths.TopicAssignment(
+                    partitions={p: paths.ReplicaAssignment(tuple(r))
+                                for p, r in assignment.items()},
+                    topic_id=paths.new_kafka_uuid()).encode(), make_parents=True)
+                log.info("adopted topic %s (%d partitions) found in the log dirs", topic,
+                         len(assignment))
+            except MetastoreError as exc:
+                log.warning("cannot adopt topic %s from the log dirs: %s", topic, exc)
+
+    async def _read_brokers(self) -> None:
+        ids = await self._call(self.store.get_children, paths.BROKER_IDS,
+                               self._watcher("brokers"))
+        live: dict[int, BrokerInfo] = {}
+        for name in ids:
+            try:
+                data, _ = await self._call(self.store.get, paths.broker_path(int(name)))
+            except (NoNodeError, ValueError):
+                continue
+            reg = paths.BrokerRegistration.decode(int(name), data)
+            live[reg.broker_id] = BrokerInfo(
+                reg.broker_id,
+                tuple(BrokerEndpoint(e.listener_name, e.host or "", e.port, e.security_protocol)
+                      for e in reg.endpoints),
+                reg.rack,
+            )
+        self.live_brokers = live
+
+    async def _read_assignment(self, name: str) -> paths.TopicAssignment | None:
+        try:
+            data, _ = await self._call(self.store.get, paths.topic_path(name),
+                                       self._watcher("topic_data", name))
+        except NoNodeError:
+            return None
+        return paths.TopicAssignment.decode(data, name)
+
+    def _read_states(self, topics: Iterable[str]) -> dict[TopicPartition, PartitionState]:
+        out: dict[TopicPartition, PartitionState] = {}
+        for topic in topics:
+            assignment = self.topics[topic]
+            for partition, ra in assignment.partitions.items():
+                replicas = ra.replicas
+                try:
+                    data, stat = self.store.get(paths.partition_state_path(topic, partition))
+                except NoNodeError:
+                    continue
+                st = paths.LeaderIsrAndControllerEpoch.decode(data)
+                out[(topic, partition)] = PartitionState(
+                    topic, partition, st.leader, st.leader_epoch, tuple(replicas),
+                    tuple(st.isr), st.controller_epoch, stat.version,
+                )
+        return out
+
+    def _all_partitions(self) -> list[TopicPartition]:
+        return [(t, p) for t, a in self.topics.items() for p in sorted(a.partitions)]
+
+    # -- leader election --------------------------------------------------------------------
+
+    async def _elect_leaders(self, tps: Iterable[TopicPartition]) -> list[PartitionState]:
+        """Give every partition in ``tps`` whose leader is missing or dead a leader, and
+        write the new states; returns the states that changed."""
+        creates: list[PartitionState] = []
+        updates: list[PartitionState] = []
+        unclean = self.broker.config.unclean_leader_election_enable
+        for tp in tps:
+            replicas = tuple(self.topics[tp[0]].partitions[tp[1]].replicas)
+            alive = [r for r in replicas if r in self.live_brokers]
+            current = self.states.get(tp)
+            if current is None:
+                leader = alive[0] if alive else -1
+                creates.append(PartitionState(tp[0], tp[1], leader, 0, replicas,
+                                              tuple(alive) if alive else replicas, self.epoch))
+                continue
+            if current.leader in self.live_brokers and current.leader in replicas:
+                if current.replicas != replicas:
+                    self.states[tp] = _replace(current, replicas=replicas)
+                continue
+            isr_alive = [r for r in replicas if r in current.isr and r in self.live_brokers]
+            if isr_alive:
+                leader, isr = isr_alive[0], tuple(isr_alive)
+            elif unclean and alive:
+                leader, isr = alive[0], (alive[0],)
+            else:
+                leader, isr = -1, current.isr
+            if leader == current.leader:
+                continue
+            updates.append(PartitionState(tp[0], tp[1], leader, current.leader_epoch + 1,
+                                          replicas, isr, self.epoch, current.zk_version))
+        if creates:
+            await self._call(self._create_states, creates)
+        if updates:
+            await self._call(self._update_states, updates)
+        return creates + updates
+
+    def _create_states(self, states: list[PartitionState]) -> None:
+        ops = []
+        for s in states:
+            self.store.ensure_path(paths.topic_partitions_path(s.topic))
+            ops.append(CreateOp(paths.partition_state_path(s.topic, s.partition),
+                                paths.LeaderIsrAndControllerEpoch(
+                                    leader=s.leader, leader_epoch=s.leader_epoch,
+                                    isr=tuple(s.isr),
+                                    controller_epoch=s.controller_epoch).encode()))
+        # The partition dirs need their parents; ensure_path created them above.
+        parents = {paths.partition_path(s.topic, s.partition) for s in states}
+        for parent in parents:
+            self.store.ensure_path(parent)
+        try:
+            self.store.multi(ops)
+            for s in states:
+                self.states[(s.topic, s.partition)] = s
+        except NodeExistsError:
+            # Written meanwhile (another controller generation): fall back to one by one.
+            for s, op in zip(states, ops, strict=True):
+                try:
+                    self.store.create(op.path, op.data)
+                    self.states[(s.topic, s.partition)] = s
+                except NodeExistsError:
+                    data, stat = self.store.get(op.path)
+                    st = paths.LeaderIsrAndControllerEpoch.decode(data)
+                    self.states[(s.topic, s.partition)] = PartitionState(
+                        s.topic, s.partition, st.leader, st.leader_epoch, s.replicas,
+                        tuple(st.isr), st.controller_epoch, stat.version)
+
+    def _update_states(self, states: list[PartitionState]) -> None:
+        for s in states:
+            path = paths.partition_state_path(s.topic, s.partition)
+            stat = self.store.set(path, paths.LeaderIsrAndControllerEpoch(
+                leader=s.leader, leader_epoch=s.leader_epoch, isr=tuple(s.isr),
+                controller_epoch=s.controller_epoch).encode(), version=s.zk_version)
+            self.states[(s.topic, s.partition)] = _replace(s, zk_version=stat.version)
+
+    # -- events -----------------------------------------------------------------------------
+
+    async def _on_topic_change(self) -> None:
+        names = await self._call(self.store.get_children, paths.BROKER_TOPICS,
+                                 self._watcher("topics"))
+        new = [n for n in names if n not in self.topics]
+        gone = [n for n in self.topics if n not in names]
+        for name in gone:
+            self._forget_topic(name)
+        changed: list[PartitionState] = []
+        for name in new:
+            assignment = await self._read_assignment(name)
+            if assignment is None:
+                continue
+            self.topics[name] = assignment
+            changed += await self._elect_leaders((name, p) for p in sorted(assignment.partitions))
+        if changed:
+            self._send(changed)
+
+    async def _on_topic_data(self, name: str) -> None:
+        assignment = await self._read_assignment(name)
+        if assignment is None or name not in self.topics:
+            return
+        known = set(self.topics[name].partitions)
+        self.topics[name] = assignment
+        added = [(name, p) for p in sorted(assignment.partitions) if p not in known]
+        changed = await self._elect_leaders(added) if added else []
+        if changed:
+            self._send(changed)
+
+    async def _on_delete_topics(self) -> None:
+        try:
+            names = await self._call(self.store.get_children, paths.DELETE_TOPICS,
+                                     self._watcher("delete_topics"))
+        except NoNodeError:
+            await self._call(self.store.ensure_path, paths.DELETE_TOPICS)
+            names = await self._call(self.store.get_children, paths.DELETE_TOPICS,
+                                     self._watcher("delete_topics"))
+        for name in names:
+            if not self.broker.config.delete_topic_enable:
+                await self._call(self._delete_quietly, paths.delete_topic_path(name))
+                continue
+            if name in self.topics:
+                tps = [(name, p) for p in self.topics[name].partitions]
+                for broker_id in self.live_brokers:
+                    self._send_stop_replica(broker_id, tps, delete=True)
+                self._forget_topic(name)
+            await self._call(self._delete_topic_znodes, name)
+
+    def _delete_topic_znodes(self, name: str) -> None:
+        self._delete_quietly(paths.topic_path(name), recursive=True)
+        self._delete_quietly(paths.topic_config_path(name))
+        self._delete_quietly(paths.delete_topic_path(name))
+
+    def _delete_quietly(self, path: str, recursive: bool = False) -> None:
+        with contextlib.suppress(NoNodeError):
+            self.store.delete(path, recursive=recursive)
+
+    def _forget_topic(self, name: str) -> None:
+        self.topics.pop(name, None)
+        for tp in [tp for tp in self.states if tp[0] == name]:
+            del self.states[tp]
+        self.broker.apply_topic_deletion(name)
+
+    async def _on_broker_change(self) -> None:
+        before = set(self.live_brokers)
+        await self._read_brokers()
+        after = set(self.live_brokers)
+        if before == after:
+            self._send_update_metadata(list(self.states.values()))
+            return
+        changed = await self._elect_leaders(self._all_partitions())
+        new_brokers = after - before
+        for broker_id in new_brokers:
+            mine = [s for s in self.states.values() if broker_id in s.replicas]
+            if mine:
+                self._send_leader_and_isr(broker_id, mine)
+        self._send(changed, update_all=True)
+
+    # -- requests to brokers ----------------------------------------------------------------
+
+    def _send_all(self) -> None:
+        self._send(list(self.states.values()), update_all=True)
+
+    def _send(self, states: list[PartitionState], update_all: bool = False) -> None:
+        by_broker: dict[int, list[PartitionState]] = {}
+        for s in states:
+            for r in s.replicas:
+                if r in self.live_brokers:
+                    by_broker.setdefault(r, []).append(s)
+        for broker_id, mine in by_broker.items():
+            self._send_leader_and_isr(broker_id, mine)
+        self._send_update_metadata(list(self.states.values()) if update_all else states)
+
+    def _topic_ids(self) -> dict[str, Any]:
+        return {t: a.topic_id for t, a in self.topics.items() if a.topic_id is not None}
+
+    def _send_leader_and_isr(self, broker_id: int, states: list[PartitionState]) -> None:
+        if broker_id == self.broker_id:
+            self.broker.apply_leader_and_isr(states, self._topic_ids())
+        else:
+            log.warning("LeaderAndIsr for remote broker %d needs cluster mode", broker_id)
+
+    def _send_update_metadata(self, states: list[PartitionState]) -> None:
+        for broker_id in self.live_brokers:
+            if broker_id == self.broker_id:
+                self.broker.apply_update_metadata(list(self.live_brokers.values()),
+                                                  self.broker_id, states, self._topic_ids())
+
+    def _send_stop_replica(self, broker_id: int, tps: list[TopicPartition],
+                           delete: bool) -> None:
+        if broker_id == self.broker_id:
+            self.broker.apply_stop_replica(tps, delete)
+
+
+def _replace(state: PartitionState, **changes: Any) -> PartitionState:
+    from dataclasses import replace
+
+    return replace(state, **changes)

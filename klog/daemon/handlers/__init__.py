@@ -1,0 +1,71 @@
+"""Request handlers: one module per API family; ``HANDLERS`` maps api_key -> handler.
+
+A handler is ``async def handle(ctx, request) -> response`` where ``request`` is the
+decoded kio entity and the response is one of: a kio entity (usually made with
+``ctx.respond({...})`` from version-independent values), a list of chunks (bytes and
+file regions; the fetch response), or None for no response at all (acks=0 produce).
+Handlers stay thin: they translate between the wire entities and the broker's managers
+(ReplicaManager, AdminManager, ...), which hold the logic.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from klog.protocol import apis
+from klog.protocol.entities import build
+from klog.protocol.framing import RequestHeader
+
+if TYPE_CHECKING:
+    from klog.daemon.broker import Broker
+    from klog.daemon.connection import Connection
+
+
+@dataclass(slots=True)
+class RequestContext:
+    header: RequestHeader
+    broker: Broker
+    connection: Connection | None
+
+    @property
+    def api_version(self) -> int:
+        return self.header.api_version
+
+    @property
+    def listener_name(self) -> str:
+        if self.connection is None:
+            return self.broker.config.listeners[0].listener_name
+        return self.connection.listener_name
+
+    def respond(self, values: dict[str, Any]) -> Any:
+        """The response entity of this request's api and version, built from ``values``."""
+        spec = apis.spec_for(self.header.api_key)
+        return build(spec.response_entity(self.header.api_version), values)
+
+
+Handler = Callable[[RequestContext, Any], Awaitable[Any]]
+
+# api_key -> module defining ``handle``; imported when the broker starts.
+_MODULES: dict[int, str] = {
+    0: "produce",
+    1: "fetch",
+    2: "list_offsets",
+    3: "metadata",
+    18: "api_versions",
+}
+
+
+def load_handlers() -> dict[int, Handler]:
+    table: dict[int, Handler] = {}
+    for api_key, module in _MODULES.items():
+        mod = importlib.import_module(f"klog.daemon.handlers.{module}")
+        table[api_key] = mod.handle
+    return table
+
+
+def register(api_key: int, module: str) -> None:
+    """Add a handler module (for API families landing in later changes)."""
+    _MODULES[api_key] = module

@@ -1,0 +1,107 @@
+"""Fetch: record data for consumers (and, in cluster mode, followers), long-polled.
+
+Reads go through ReplicaManager; the response is encoded by ``protocol.fetch`` with each
+partition's record data left as the segment's file region, which the connection sends with
+sendfile. When less than min_bytes is available the request waits in the fetch purgatory
+(up to max_wait_ms) and is completed early by a produce that brings enough new data.
+
+Fetch sessions (KIP-227) are declined, which the protocol allows: every response carries
+session id 0, so clients keep sending full fetch requests; an incremental fetch naming a
+session gets FETCH_SESSION_ID_NOT_FOUND, which makes clients start over with a full one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from klog.daemon.delayed import DelayedFetch
+from klog.daemon.handlers import RequestContext
+from klog.daemon.replica_manager import FetchResult
+from klog.protocol.entities import as_millis
+from klog.protocol.errors import ErrorCode
+from klog.protocol.fetch import FetchPartitionData, FetchTopicData, encode_fetch_response
+
+FetchKey = tuple[str, int, int, int, int]  # topic, partition, offset, max bytes, leader epoch
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    version = ctx.api_version
+    session_id = getattr(request, "session_id", 0)
+    if session_id != 0:
+        return encode_fetch_response(version, [], error_code=int(
+            ErrorCode.FETCH_SESSION_ID_NOT_FOUND), session_id=0)
+    wanted: list[FetchKey] = []
+    for topic in request.topics:
+        for p in topic.partitions:
+            wanted.append((topic.topic, p.partition, p.fetch_offset, p.partition_max_bytes,
+                           getattr(p, "current_leader_epoch", -1)))
+    broker = ctx.broker
+    max_bytes = min(getattr(request, "max_bytes", 2**31 - 1), broker.config.fetch_max_bytes)
+    committed = getattr(request, "isolation_level", 0) == 1
+    from_follower = request.replica_id >= 0
+    results = _read_all(broker, wanted, max_bytes, committed, from_follower)
+    max_wait = as_millis(request.max_wait)
+    if max_wait > 0 and wanted and not _satisfied(results, request.min_bytes):
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[None] = loop.create_future()
+
+        def enough() -> bool:
+            return _satisfied(_read_all(broker, wanted, max_bytes, committed, from_follower),
+                              request.min_bytes)
+
+        op = DelayedFetch(max_wait, enough, done)
+        broker.fetch_purgatory.try_complete_else_watch(op, {(k[0], k[1]) for k in wanted})
+        await done
+        results = _read_all(broker, wanted, max_bytes, committed, from_follower)
+    return _encode(version, wanted, results)
+
+
+def _read_all(broker: Any, wanted: list[FetchKey], max_bytes: int, committed: bool,
+              from_follower: bool) -> list[FetchResult]:
+    rm = broker.replica_manager
+    remaining = max_bytes
+    min_one = True
+    out = []
+    for topic, partition, offset, part_max, epoch in wanted:
+        limit = min(part_max, remaining) if remaining > 0 else 0
+        if limit <= 0 and not min_one:
+            r = rm.read(topic, partition, offset, 0, isolation_committed=committed,
+                        from_follower=from_follower, min_one_message=False,
+                        current_leader_epoch=epoch)
+        else:
+            r = rm.read(topic, partition, offset, max(limit, 0), isolation_committed=committed,
+                        from_follower=from_follower, min_one_message=min_one,
+                        current_leader_epoch=epoch)
+        if r.size:
+            min_one = False
+            remaining -= r.size
+        out.append(r)
+    return out
+
+
+def _satisfied(results: list[FetchResult], min_bytes: int) -> bool:
+    total = 0
+    for r in results:
+        if r.error_code:
+            return True
+        total += r.size
+    return total >= max(min_bytes, 1)
+
+
+def _encode(version: int, wanted: list[FetchKey], results: list[FetchResult]) -> list[Any]:
+    topics: list[FetchTopicData] = []
+    for (topic, partition, _o, _m, _e), r in zip(wanted, results, strict=True):
+        if not topics or topics[-1].topic != topic:
+            topics.append(FetchTopicData(topic))
+        records: Any = r.data if r.size else b""
+        topics[-1].partitions.append(FetchPartitionData(
+            partition_index=partition,
+            error_code=r.error_code,
+            high_watermark=r.high_watermark,
+            last_stable_offset=r.last_stable_offset,
+            log_start_offset=r.log_start_offset,
+            aborted_transactions=r.aborted_transactions,
+            records=records,
+        ))
+    return encode_fetch_response(version, topics)

@@ -1,0 +1,64 @@
+"""ListOffsets: earliest (-2), latest (-1), max timestamp (-3), or by timestamp.
+
+"Latest" is the high watermark for read_uncommitted and the last stable offset for
+read_committed, as consumers expect; a timestamp is looked up through the time index.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from klog.daemon.handlers import RequestContext
+from klog.daemon.partition import NotLeaderOrFollowerError
+from klog.protocol.errors import ErrorCode, KafkaError
+
+EARLIEST = -2
+LATEST = -1
+MAX_TIMESTAMP = -3
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    rm = ctx.broker.replica_manager
+    committed = getattr(request, "isolation_level", 0) == 1
+    from_follower = request.replica_id >= 0
+    topics = []
+    for topic in request.topics:
+        parts = []
+        for p in topic.partitions:
+            out = {"partition_index": p.partition_index, "error_code": 0,
+                   "timestamp": -1, "offset": -1, "leader_epoch": -1}
+            try:
+                partition = rm.leader_partition(topic.name, p.partition_index)
+                partition.check_leader_epoch(getattr(p, "current_leader_epoch", -1))
+                plog = partition.log
+                ts = p.timestamp
+                if ts == LATEST:
+                    if from_follower:
+                        offset = partition.log_end_offset
+                    elif committed:
+                        offset = partition.last_stable_offset
+                    else:
+                        offset = partition.high_watermark
+                    epoch = plog.leader_epoch_cache.epoch_for_offset(max(offset - 1, 0))
+                    out.update(offset=offset, leader_epoch=epoch if epoch is not None else -1)
+                else:
+                    found = plog.fetch_offset_by_timestamp(ts)
+                    hw = partition.high_watermark
+                    if found is not None and (found.offset < hw or ts == EARLIEST
+                                              or from_follower):
+                        out.update(timestamp=found.timestamp if ts != EARLIEST else -1,
+                                   offset=found.offset,
+                                   leader_epoch=found.leader_epoch
+                                   if found.leader_epoch is not None else -1)
+                if ctx.api_version == 0:
+                    out["old_style_offsets"] = [out["offset"]] if out["offset"] >= 0 else []
+            except NotLeaderOrFollowerError as exc:
+                out["error_code"] = int(exc.error_code)
+            except KafkaError as exc:
+                out["error_code"] = int(exc.error_code)
+            if out["error_code"] == 0 and rm.get_partition(topic.name, p.partition_index) \
+                    is None:
+                out["error_code"] = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            parts.append(out)
+        topics.append({"name": topic.name, "partitions": parts})
+    return ctx.respond({"throttle_time": 0, "topics": topics})

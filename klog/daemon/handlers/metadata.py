@@ -1,0 +1,95 @@
+"""Metadata: brokers, controller, topics with partition leaders, replicas and ISR.
+
+Unknown topics are created when auto.create.topics.enable is on and the request allows it
+(v4+; always for older versions), as Kafka does. Kafka answers a topic it just created
+with LEADER_NOT_AVAILABLE and lets the client retry; klog waits briefly for the in-process
+controller to elect the leaders, so most clients get a usable answer at once.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from klog.daemon.handlers import RequestContext
+from klog.daemon.metadata_cache import MetadataCache
+from klog.protocol.errors import ErrorCode
+
+_INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    broker = ctx.broker
+    cache = broker.metadata_cache
+    version = ctx.api_version
+    topics_req = request.topics
+    if topics_req is None or (version == 0 and not topics_req):
+        names = cache.topic_names()
+        requested = False
+    else:
+        names = [t.name for t in topics_req if t.name is not None]
+        requested = True
+    allow_auto = getattr(request, "allow_auto_topic_creation", True)
+    errors: dict[str, int] = {}
+    if requested:
+        missing = [n for n in dict.fromkeys(names) if not cache.contains_topic(n)]
+        if missing:
+            errors = await broker.admin.auto_create_topics(
+                missing, allowed=allow_auto and broker.config.auto_create_topics_enable
+            )
+    topics = [_topic(cache, name, errors.get(name, 0), ctx.listener_name)
+              for name in dict.fromkeys(names)]
+    return ctx.respond({
+        "throttle_time": 0,
+        "brokers": _brokers(cache, ctx.listener_name),
+        "cluster_id": cache.cluster_id,
+        "controller_id": cache.controller_id,
+        "topics": topics,
+        "cluster_authorized_operations": -2147483648,
+    })
+
+
+def _brokers(cache: MetadataCache, listener: str) -> list[dict[str, Any]]:
+    out = []
+    for broker_id in cache.alive_broker_ids():
+        info = cache.broker(broker_id)
+        ep = info.endpoint(listener) if info else None
+        if info is None or ep is None:
+            continue
+        out.append({"node_id": broker_id, "host": ep.host, "port": ep.port, "rack": info.rack})
+    return out
+
+
+def _topic(cache: MetadataCache, name: str, error: int, listener: str) -> dict[str, Any]:
+    topic_id = cache.topic_id(name)
+    base: dict[str, Any] = {
+        "name": name,
+        "topic_id": topic_id,
+        "is_internal": name in _INTERNAL_TOPICS,
+        "topic_authorized_operations": -2147483648,
+        "partitions": [],
+    }
+    if error:
+        return {**base, "error_code": error}
+    partitions = cache.partitions(name)
+    if not partitions:
+        return {**base, "error_code": int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)}
+    parts = []
+    for index in sorted(partitions):
+        state = partitions[index]
+        alive = [r for r in state.replicas if cache.broker(r) is not None]
+        leader_ok = state.leader >= 0 and cache.broker(state.leader) is not None
+        if leader_ok:
+            leader_info = cache.broker(state.leader)
+            leader_ok = leader_info is not None and leader_info.endpoint(listener) is not None
+        # Kafka 3.x reports dead replicas in offline_replicas, not as an error code.
+        error_code = ErrorCode.NONE if leader_ok else ErrorCode.LEADER_NOT_AVAILABLE
+        parts.append({
+            "error_code": int(error_code),
+            "partition_index": index,
+            "leader_id": state.leader if leader_ok else -1,
+            "leader_epoch": state.leader_epoch,
+            "replica_nodes": list(state.replicas),
+            "isr_nodes": list(state.isr),
+            "offline_replicas": [r for r in state.replicas if r not in alive],
+        })
+    return {**base, "error_code": 0, "partitions": parts}

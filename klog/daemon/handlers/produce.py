@@ -1,0 +1,65 @@
+"""Produce: append each partition's record batches on its leader.
+
+acks must be 0, 1 or -1 (else INVALID_REQUIRED_ACKS for every partition). acks=0 gets no
+response at all, as in Kafka. acks=-1 waits in the produce purgatory until the ISR has the
+data (immediately when the ISR is the leader alone) or the request timeout passes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from klog.daemon.handlers import RequestContext
+from klog.protocol.entities import as_millis
+from klog.protocol.errors import ErrorCode
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    broker = ctx.broker
+    acks = request.acks
+    entries: dict[tuple[str, int], Any] = {}
+    order: list[tuple[str, list[int]]] = []
+    for topic in request.topic_data:
+        indexes = []
+        for part in topic.partition_data:
+            entries[(topic.name, part.index)] = part.records
+            indexes.append(part.index)
+        order.append((topic.name, indexes))
+    if acks not in (0, 1, -1):
+        results = {tp: (int(ErrorCode.INVALID_REQUIRED_ACKS), None) for tp in entries}
+        return _response(ctx, order, results)
+    if request.transactional_id is not None:
+        # Transactions arrive with the transaction coordinator; until then a transactional
+        # produce is refused rather than half-honoured.
+        results = {tp: (int(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED), None)
+                   for tp in entries}
+        return _response(ctx, order, results)
+    appended = broker.replica_manager.append_records(entries, acks)
+    if acks == 0:
+        # Kafka closes the connection so that an acks=0 producer notices failures.
+        if any(r.error_code for r in appended.values()) and ctx.connection is not None:
+            ctx.connection.close()
+        return None
+    if acks == -1:
+        appended = await broker.wait_for_isr(appended, as_millis(request.timeout))
+    return _response(ctx, order, {tp: (r.error_code, r) for tp, r in appended.items()})
+
+
+def _response(ctx: RequestContext, order: list[tuple[str, list[int]]],
+              results: dict[tuple[str, int], tuple[int, Any]]) -> Any:
+    responses = []
+    for name, indexes in order:
+        parts = []
+        for index in indexes:
+            error, r = results[(name, index)]
+            parts.append({
+                "index": index,
+                "error_code": error,
+                "base_offset": r.base_offset if r is not None else -1,
+                "log_append_time": r.log_append_time_ms if r is not None else -1,
+                "log_start_offset": r.log_start_offset if r is not None else -1,
+                "record_errors": [],
+                "error_message": r.error_message if r is not None and error else None,
+            })
+        responses.append({"name": name, "partition_responses": parts})
+    return ctx.respond({"responses": responses, "throttle_time": 0})

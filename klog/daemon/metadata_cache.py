@@ -1,0 +1,110 @@
+"""This broker's view of the cluster: live brokers, topics, partition leaders and ISRs.
+
+Filled only by UpdateMetadata from the controller (in standalone mode the in-process
+controller calls ``update`` directly with the same content), read by Metadata, Produce,
+Fetch and the admin handlers. Owned by the event loop thread: no locking. Readers get
+immutable values (PartitionState, BrokerInfo), replaced wholesale on each update, so a
+handler never sees half an update.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerEndpoint:
+    listener_name: str
+    host: str
+    port: int
+    security_protocol: str = "PLAINTEXT"
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerInfo:
+    broker_id: int
+    endpoints: tuple[BrokerEndpoint, ...]
+    rack: str | None = None
+
+    def endpoint(self, listener_name: str) -> BrokerEndpoint | None:
+        for ep in self.endpoints:
+            if ep.listener_name == listener_name:
+                return ep
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionState:
+    """Leader, epoch and replica sets of one partition, as the controller decided them."""
+
+    topic: str
+    partition: int
+    leader: int  # -1: no leader (offline)
+    leader_epoch: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    controller_epoch: int = 0
+    zk_version: int = 0
+    offline_replicas: tuple[int, ...] = ()
+    adding_replicas: tuple[int, ...] = ()
+    removing_replicas: tuple[int, ...] = ()
+
+
+@dataclass(slots=True)
+class MetadataCache:
+    broker_id: int
+    cluster_id: str | None = None
+    controller_id: int = -1
+    brokers: dict[int, BrokerInfo] = field(default_factory=dict)
+    # topic -> partition -> state
+    topics: dict[str, dict[int, PartitionState]] = field(default_factory=dict)
+    topic_ids: dict[str, uuid.UUID] = field(default_factory=dict)
+
+    # -- updates (controller / UpdateMetadata) ---------------------------------------------
+
+    def update_brokers(self, brokers: Iterable[BrokerInfo], controller_id: int) -> None:
+        self.brokers = {b.broker_id: b for b in brokers}
+        self.controller_id = controller_id
+
+    def update_partitions(self, states: Iterable[PartitionState],
+                          topic_ids: dict[str, uuid.UUID] | None = None) -> None:
+        for state in states:
+            self.topics.setdefault(state.topic, {})[state.partition] = state
+        if topic_ids:
+            self.topic_ids.update(topic_ids)
+
+    def remove_topic(self, topic: str) -> None:
+        self.topics.pop(topic, None)
+        self.topic_ids.pop(topic, None)
+
+    # -- reads ------------------------------------------------------------------------------
+
+    def contains_topic(self, topic: str) -> bool:
+        return topic in self.topics
+
+    def topic_names(self) -> list[str]:
+        return sorted(self.topics)
+
+    def partitions(self, topic: str) -> dict[int, PartitionState]:
+        return self.topics.get(topic, {})
+
+    def partition_state(self, topic: str, partition: int) -> PartitionState | None:
+        parts = self.topics.get(topic)
+        return None if parts is None else parts.get(partition)
+
+    def alive_broker_ids(self) -> list[int]:
+        return sorted(self.brokers)
+
+    def broker(self, broker_id: int) -> BrokerInfo | None:
+        return self.brokers.get(broker_id)
+
+    def topic_id(self, topic: str) -> uuid.UUID | None:
+        return self.topic_ids.get(topic)
+
+    def topic_by_id(self, topic_id: uuid.UUID) -> str | None:
+        for name, tid in self.topic_ids.items():
+            if tid == topic_id:
+                return name
+        return None

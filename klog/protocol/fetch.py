@@ -1,0 +1,151 @@
+"""FetchResponse encoding with record data left as holes, for zero-copy sends.
+
+kio can encode a FetchResponse, but only with the records as ``bytes`` -- which would mean
+reading every fetched byte into Python. Here the response is encoded as a list of chunks:
+``bytes`` for everything the protocol frames, and, where a partition's records go, the
+caller's own region object (anything with an integer ``size``), which the network layer
+then sends with ``sendfile`` straight from the segment file. This module does no I/O: it
+never looks inside a region, it only needs its size for the length prefix.
+
+Layouts follow FetchResponse.json, versions 4 through 12 (v13+ names topics by id).
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from klog.protocol.records.varint import write_unsigned_varint as encode_uvarint
+
+MIN_VERSION = 4
+MAX_VERSION = 12
+FLEXIBLE_FROM = 12
+
+_I16 = struct.Struct(">h")
+_I32 = struct.Struct(">i")
+_PARTITION_HEAD = struct.Struct(">ihqq")  # index, error, high watermark, last stable offset
+_I64 = struct.Struct(">q")
+_ABORTED = struct.Struct(">qq")
+
+
+class Region(Protocol):
+    """A run of record bytes the caller will send itself (e.g. a file region)."""
+
+    size: int
+
+
+Records = bytes | bytearray | memoryview | Region | None
+
+
+@dataclass(slots=True)
+class FetchPartitionData:
+    partition_index: int
+    error_code: int = 0
+    high_watermark: int = -1
+    last_stable_offset: int = -1
+    log_start_offset: int = -1
+    aborted_transactions: Sequence[tuple[int, int]] | None = None  # (producer id, first offset)
+    preferred_read_replica: int = -1
+    records: Records = None
+
+
+@dataclass(slots=True)
+class FetchTopicData:
+    topic: str
+    partitions: list[FetchPartitionData] = field(default_factory=list)
+
+
+Chunk = bytes | Any  # bytes, or one of the caller's Region objects
+
+
+def records_size(records: Records) -> int:
+    if records is None:
+        return 0
+    if isinstance(records, (bytes, bytearray, memoryview)):
+        return len(records)
+    return int(records.size)
+
+
+def encode_fetch_response(
+    version: int,
+    topics: Sequence[FetchTopicData],
+    *,
+    throttle_time_ms: int = 0,
+    error_code: int = 0,
+    session_id: int = 0,
+) -> list[Chunk]:
+    """The response body as chunks (bytes and the caller's regions), in wire order."""
+    if not MIN_VERSION <= version <= MAX_VERSION:
+        raise ValueError(f"FetchResponse v{version} is not encoded here")
+    flexible = version >= FLEXIBLE_FROM
+    out: list[Chunk] = []
+    buf = bytearray(_I32.pack(throttle_time_ms))
+    if version >= 7:
+        buf += _I16.pack(error_code) + _I32.pack(session_id)
+    _array_len(buf, len(topics), flexible)
+    for topic in topics:
+        _string(buf, topic.topic, flexible)
+        _array_len(buf, len(topic.partitions), flexible)
+        for p in topic.partitions:
+            buf += _PARTITION_HEAD.pack(
+                p.partition_index, p.error_code, p.high_watermark, p.last_stable_offset
+            )
+            if version >= 5:
+                buf += _I64.pack(p.log_start_offset)
+            aborted = p.aborted_transactions
+            if aborted is None:
+                buf += b"\x00" if flexible else _I32.pack(-1)
+            else:
+                _array_len(buf, len(aborted), flexible)
+                for producer_id, first_offset in aborted:
+                    buf += _ABORTED.pack(producer_id, first_offset)
+                    if flexible:
+                        buf += b"\x00"
+            if version >= 11:
+                buf += _I32.pack(p.preferred_read_replica)
+            records = p.records
+            if records is None:
+                buf += b"\x00" if flexible else _I32.pack(-1)
+            else:
+                size = records_size(records)
+                if flexible:
+                    buf += encode_uvarint(size + 1)
+                else:
+                    buf += _I32.pack(size)
+                if size:
+                    if isinstance(records, (bytes, bytearray, memoryview)):
+                        buf += records
+                    else:
+                        out.append(bytes(buf))
+                        out.append(records)
+                        buf = bytearray()
+            if flexible:
+                buf += b"\x00"  # partition tagged fields
+        if flexible:
+            buf += b"\x00"  # topic tagged fields
+    if flexible:
+        buf += b"\x00"  # response tagged fields
+    if buf:
+        out.append(bytes(buf))
+    return out
+
+
+def chunks_size(chunks: Sequence[Chunk]) -> int:
+    """Total body size of ``chunks`` (for the frame's size prefix)."""
+    return sum(len(c) if isinstance(c, (bytes, bytearray, memoryview)) else int(c.size)
+               for c in chunks)
+
+
+def _array_len(buf: bytearray, n: int, flexible: bool) -> None:
+    buf += encode_uvarint(n + 1) if flexible else _I32.pack(n)
+
+
+def _string(buf: bytearray, value: str, flexible: bool) -> None:
+    raw = value.encode()
+    if flexible:
+        buf += encode_uvarint(len(raw) + 1)
+    else:
+        buf += _I16.pack(len(raw))
+    buf += raw
