@@ -36,6 +36,12 @@ def start(
     """Start a broker. With no options: standalone on 127.0.0.1:9092, data in ./klog-data."""
     import asyncio
     import logging
+    import sys
+
+    # kio registers hypothesis strategies when hypothesis is importable (a test-only
+    # dependency); in a broker that costs ~0.2 s of start-up and leaves a .hypothesis
+    # directory in the working directory. Make it look absent to kio.
+    sys.modules.setdefault("hypothesis", None)  # type: ignore[arg-type]
 
     from rich.logging import RichHandler
 
