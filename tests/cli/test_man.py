@@ -16,9 +16,13 @@ def _commands() -> dict[str, list[str]]:
     group = typer.main.get_command(app)
     out: dict[str, list[str]] = {}
     for name, command in group.commands.items():  # type: ignore[attr-defined]
+        # A command group (``klog broker start``) has one page for all its subcommands.
+        subcommands = getattr(command, "commands", None)
+        commands = list(subcommands.values()) if subcommands else [command]
         options = [
             opt
-            for param in command.params
+            for cmd in commands
+            for param in cmd.params
             for opt in (*param.opts, *param.secondary_opts)
             if opt.startswith("--") and opt != "--help"
         ]

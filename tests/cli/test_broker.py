@@ -1,0 +1,116 @@
+"""`klog broker start` as a user runs it: errors, clean shutdown, restart, the corpus."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+from klog.testing import KlogBroker
+
+KLOG = [sys.executable, "-m", "klog"]
+
+
+def _run(*args: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*KLOG, *args], capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, "COLUMNS": "200"})
+
+
+def test_bad_override_is_one_line_and_exit_2(tmp_path) -> None:
+    result = _run("broker", "start", "-o", "listeners=PLAINTEXT://127.0.0.1:notaport",
+                  "-o", f"log.dirs={tmp_path}")
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "listeners" in errors[0]
+
+
+def test_missing_config_file(tmp_path) -> None:
+    result = _run("broker", "start", "--config", str(tmp_path / "nope.properties"))
+    assert result.returncode == 2
+    assert "does not exist" in result.stderr
+
+
+def test_port_in_use_fails_cleanly(tmp_path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = _run("broker", "start", "-o", f"listeners=PLAINTEXT://127.0.0.1:{port}",
+                      "-o", f"log.dirs={tmp_path}")
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr
+    assert "error:" in result.stderr
+
+
+def test_sigterm_shuts_down_cleanly_and_data_survives(tmp_path) -> None:
+    from confluent_kafka import Consumer, Producer
+
+    broker = KlogBroker(tmp_path / "data")
+    with broker:
+        producer = Producer({"bootstrap.servers": broker.bootstrap_servers})
+        for i in range(100):
+            producer.produce("survivor", key=str(i).encode(), value=b"v%d" % i)
+        assert producer.flush(10) == 0
+        assert broker.stop() == 0
+        assert (broker.log_dir / ".kafka_cleanshutdown").exists()
+        assert (broker.log_dir / "recovery-point-offset-checkpoint").exists()
+        broker.start()
+        consumer = Consumer({"bootstrap.servers": broker.bootstrap_servers,
+                             "group.id": "g", "auto.offset.reset": "earliest",
+                             "enable.auto.commit": False})
+        try:
+            from confluent_kafka import TopicPartition
+
+            consumer.assign([TopicPartition("survivor", 0, 0)])
+            got = []
+            deadline = time.monotonic() + 20
+            while len(got) < 100 and time.monotonic() < deadline:
+                msg = consumer.poll(0.5)
+                if msg is not None and msg.error() is None:
+                    got.append(msg.value())
+            assert got == [b"v%d" % i for i in range(100)]
+        finally:
+            consumer.close()
+
+
+def test_broker_serves_the_kafka_corpus(kafka_corpus, tmp_path) -> None:
+    import shutil
+
+    from confluent_kafka import Consumer, TopicPartition
+
+    copy = tmp_path / "kafka-logs"
+    shutil.copytree(kafka_corpus, copy)
+    with KlogBroker(tmp_path / "d", overrides={"log.dirs": str(copy)}) as broker:
+        consumer = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": "c",
+                             "enable.auto.commit": False})
+        try:
+            counts = {}
+            for partition in range(3):
+                consumer.assign([TopicPartition("first_topic", partition, 0)])
+                n = 0
+                empty = 0
+                while empty < 3:
+                    msg = consumer.poll(0.5)
+                    if msg is None:
+                        empty += 1
+                        continue
+                    if msg.error() is None:
+                        n += 1
+                counts[partition] = n
+            assert sorted(counts.values()) == [11, 12, 18]
+        finally:
+            consumer.close()
+
+
+@pytest.mark.usefixtures("klog_broker")
+def test_the_pytest_plugin_fixture_gives_a_running_broker(klog_broker) -> None:
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": klog_broker.bootstrap_servers})
+    metadata = admin.list_topics(timeout=10)
+    assert list(metadata.brokers) == [0]
