@@ -32,6 +32,7 @@ from klog.daemon.handlers import load_handlers
 from klog.daemon.metadata_cache import BrokerEndpoint, BrokerInfo, MetadataCache, PartitionState
 from klog.daemon.metastore import paths
 from klog.daemon.metastore.base import MetadataStore, NodeExistsError, NoNodeError
+from klog.daemon.producer_ids import ProducerIdManager
 from klog.daemon.purgatory import DelayedOperationPurgatory, Timer
 from klog.daemon.replica_manager import ProduceResult, ReplicaManager
 from klog.daemon.server import Server
@@ -58,6 +59,8 @@ class Broker:
         self.admin = AdminManager(self)
         self.timer: Timer | None = None
         self.fetch_purgatory: DelayedOperationPurgatory[Any] | None = None  # type: ignore
+        # Producer ids for InitProducerId (klog/daemon/producer_ids.py); set in start().
+        self.producer_ids: ProducerIdManager | None = None
         self.started_at = 0.0
         self._tasks: list[asyncio.Task[None]] = []
         self._stopped = asyncio.Event()
@@ -110,6 +113,10 @@ class Broker:
         self.metadata_cache.cluster_id = cluster_id
         await asyncio.to_thread(self.log_manager.ensure_meta_properties, self.broker_id,
                                 cluster_id)
+        # Producer id blocks come from /latest_producer_id_block (created with the
+        # persistent paths above); the first block is claimed in the background.
+        self.producer_ids = ProducerIdManager(self.broker_id, self.metastore)
+        self.producer_ids.start()
         self.timer = Timer(loop=self.loop)
         self.fetch_purgatory = DelayedOperationPurgatory("Fetch", self.timer)
         self.replica_manager = ReplicaManager(
@@ -282,6 +289,8 @@ class Broker:
             await self.server.close()
         if self.controller is not None:
             await self.controller.shutdown()
+        if self.producer_ids is not None:  # no block claim may outlive the metastore
+            await self.producer_ids.close()
         if self.fetch_purgatory is not None:
             self.fetch_purgatory.shutdown()
         if self.timer is not None:

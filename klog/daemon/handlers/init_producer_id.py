@@ -1,0 +1,75 @@
+"""InitProducerId: a producer id and epoch for an idempotent producer.
+
+What Kafka 3.x answers, and so what klog answers:
+
+- ``producer_id`` and ``producer_epoch`` (v3+) must both be -1 or both be set, else
+  INVALID_REQUEST (Kafka's KafkaApis checks this before anything else).
+- No transactional id (an idempotent, non-transactional producer): a NEW producer id from
+  the broker's ProducerIdManager, with epoch 0. Kafka's transaction coordinator "blindly
+  accepts" such a request: a producer id and epoch given in it (the KIP-360 bump that
+  librdkafka sends after a sequence error) are not checked against anything and not
+  bumped; the producer simply starts over with a fresh id, whose sequences begin at 0.
+  Epoch bumps and fencing (PRODUCER_FENCED, INVALID_PRODUCER_EPOCH from InitProducerId)
+  happen only for transactional ids, whose epochs the transaction coordinator keeps; for
+  idempotent producers the partition leaders enforce epochs on produce (see
+  klog.storage.producer_state).
+- A transactional id: the transaction coordinator's business, and klog has none yet. An
+  empty id is INVALID_REQUEST (Kafka checks that first). Any other id is answered
+  COORDINATOR_NOT_AVAILABLE: it is what Kafka itself answers when its transaction
+  coordinator is not active (FindCoordinator, ListTransactions, DescribeTransactions), it
+  is true, and it is retriable, so a transactional client waits (up to its max.block.ms)
+  and fails with a timeout rather than with a misleading authorization or fencing error.
+  (NOT_COORDINATOR would claim another broker is the coordinator.)
+
+Errors answer producer_id -1 and producer_epoch -1, as Kafka's initTransactionError.
+When no block of ids can be had (metastore unreachable) the answer is the retriable
+COORDINATOR_LOAD_IN_PROGRESS, as Kafka's KRaft-mode manager answers without a block.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from klog.daemon.handlers import RequestContext
+from klog.protocol.errors import ErrorCode, KafkaError
+
+log = logging.getLogger(__name__)
+
+NO_PRODUCER_ID = -1
+NO_PRODUCER_EPOCH = -1
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    producer_id = getattr(request, "producer_id", NO_PRODUCER_ID)  # v3+
+    producer_epoch = getattr(request, "producer_epoch", NO_PRODUCER_EPOCH)
+    if (producer_id == NO_PRODUCER_ID) != (producer_epoch == NO_PRODUCER_EPOCH):
+        return _error(ctx, ErrorCode.INVALID_REQUEST)
+    transactional_id = request.transactional_id
+    if transactional_id is not None:
+        if transactional_id == "":
+            return _error(ctx, ErrorCode.INVALID_REQUEST)
+        return _error(ctx, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    manager = getattr(ctx.broker, "producer_ids", None)
+    if manager is None:  # not started yet (or shutting down)
+        return _error(ctx, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
+    try:
+        new_id = await manager.generate_producer_id()
+    except KafkaError as exc:
+        log.warning("InitProducerId from %s: %s", ctx.header.client_id, exc)
+        return _error(ctx, exc.error_code)
+    return ctx.respond({
+        "throttle_time": 0,
+        "error_code": 0,
+        "producer_id": new_id,
+        "producer_epoch": 0,
+    })
+
+
+def _error(ctx: RequestContext, code: ErrorCode) -> Any:
+    return ctx.respond({
+        "throttle_time": 0,
+        "error_code": int(code),
+        "producer_id": NO_PRODUCER_ID,
+        "producer_epoch": NO_PRODUCER_EPOCH,
+    })
