@@ -55,6 +55,7 @@ _MODULES: dict[int, str] = {
     2: "list_offsets",
     3: "metadata",
     18: "api_versions",
+    22: "init_producer_id",
 }
 
 
