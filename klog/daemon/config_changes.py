@@ -1,0 +1,270 @@
+"""Dynamic configs in the metastore: writing them, loading them, and hearing about changes.
+
+Kafka's ZooKeeper-mode protocol, which klog follows in both modes:
+
+- whoever changes an entity's config (AlterConfigs on any broker, or a tool) overwrites
+  ``/config/<type>/<name>`` with the complete override set, then creates a sequential
+  ``/config/changes/config_change_<seq>`` naming the entity (``topics/t``, ``brokers/0``,
+  ``brokers/<default>``);
+- every broker watches ``/config/changes``, applies the entities named by notifications
+  newer than the last one it processed (re-reading the entity's znode, so the payload of a
+  notification is only a pointer), and deletes notifications older than 15 minutes
+  (Kafka's ``changeExpirationMs``).
+
+``ConfigChangeManager`` is the broker's side: at start-up it loads this broker's dynamic
+configs (``/config/brokers/<id>`` and ``/config/brokers/<default>``) into a new
+BrokerConfig; in cluster mode it then listens for notifications. Standalone mode has no
+other writer, so the AdminManager applies its own changes directly (``apply_topic`` /
+``reload_broker_configs``) and no watch is kept. Applying a topic change re-reads
+``/config/topics/<t>`` into ``Broker.topic_overrides`` and pushes the new LogConfig to the
+partition logs this broker hosts; applying a broker change rebuilds ``Broker.config`` and
+pushes the new log defaults to every hosted log.
+
+Runs on the event loop; metastore calls go to worker threads; watch callbacks (the store's
+thread) only schedule work on the loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from klog.daemon.config import ConfigError
+from klog.daemon.metastore import paths
+from klog.daemon.metastore.base import MetadataStore, MetastoreError, NodeExistsError, NoNodeError
+
+if TYPE_CHECKING:
+    from klog.daemon.broker import Broker
+
+log = logging.getLogger(__name__)
+
+#: Notifications older than this are deleted by the brokers that process them (Kafka's
+#: ZkNodeChangeNotificationListener.changeExpirationMs).
+CHANGE_EXPIRATION_MS = 15 * 60 * 1000
+
+
+# -- the metastore side (blocking; call from worker threads) -------------------------------
+
+
+def read_entity_config(store: MetadataStore, entity_type: str, entity_name: str
+                       ) -> dict[str, str]:
+    """The overrides stored for one entity (empty when the znode is absent)."""
+    try:
+        data, _stat = store.get(paths.config_path(entity_type, entity_name))
+    except NoNodeError:
+        return {}
+    return dict(paths.EntityConfig.decode(data).config)
+
+
+def write_entity_config(store: MetadataStore, entity_type: str, entity_name: str,
+                        config: Mapping[str, str]) -> str:
+    """Replace an entity's overrides and announce the change; returns the notification's
+    path. The config is written first, so a broker that hears of the change reads the new
+    overrides (Kafka's AdminZkClient.changeEntityConfig order)."""
+    path = paths.config_path(entity_type, entity_name)
+    data = paths.EntityConfig(config=dict(config)).encode()
+    try:
+        store.set(path, data)
+    except NoNodeError:
+        try:
+            store.create(path, data, make_parents=True)
+        except NodeExistsError:  # created meanwhile by another writer: ours is the newer
+            store.set(path, data)
+    notification = paths.ConfigChangeNotification(f"{entity_type}/{entity_name}").encode()
+    return store.create(paths.config_change_path(), notification, sequential=True,
+                        make_parents=True)
+
+
+def purge_obsolete_notifications(store: MetadataStore, now_ms: int | None = None,
+                                 expiration_ms: int = CHANGE_EXPIRATION_MS) -> int:
+    """Delete notifications created more than ``expiration_ms`` ago; returns how many."""
+    now = int(time.time() * 1000) if now_ms is None else now_ms
+    try:
+        children = store.get_children(paths.CONFIG_CHANGES)
+    except NoNodeError:
+        return 0
+    deleted = 0
+    for child in children:
+        if not child.startswith(paths.CONFIG_CHANGE_PREFIX):
+            continue
+        path = f"{paths.CONFIG_CHANGES}/{child}"
+        stat = store.exists(path)
+        if stat is None or now - stat.ctime <= expiration_ms:
+            continue
+        with contextlib.suppress(NoNodeError):
+            store.delete(path)
+            deleted += 1
+    return deleted
+
+
+def _sequence(child: str) -> int | None:
+    try:
+        return paths.sequence_number(child, paths.CONFIG_CHANGE_PREFIX)
+    except ValueError:
+        return None
+
+
+# -- the broker side -------------------------------------------------------------------------
+
+
+class ConfigChangeManager:
+    """Loads and applies dynamic configs for one broker (see the module docstring)."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.last_executed_change = -1
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._listening = False
+        self._closed = False
+        self._pending = False
+        self._task: asyncio.Task[None] | None = None
+
+    @property
+    def store(self) -> MetadataStore:
+        store = self.broker.metastore
+        assert store is not None, "the metastore is opened before dynamic configs"
+        return store
+
+    async def startup(self) -> None:
+        """Load this broker's dynamic configs; in cluster mode, start listening first so a
+        change written while loading is not missed."""
+        self._loop = asyncio.get_running_loop()
+        if not self.broker.config.standalone:
+            self._listening = True
+            children = await asyncio.to_thread(self.store.get_children, paths.CONFIG_CHANGES,
+                                               self._on_children)
+            seqs = [s for s in map(_sequence, children) if s is not None]
+            # Everything up to now is read below and on demand, as the changes say.
+            self.last_executed_change = max(seqs, default=-1)
+            self.store.add_session_listener(self._on_session)
+        await self.reload_broker_configs()
+
+    def shutdown(self) -> None:
+        self._closed = True
+        if self._task is not None:
+            self._task.cancel()
+
+    # -- applying ------------------------------------------------------------------------
+
+    async def apply_topic(self, topic: str) -> None:
+        """Re-read a topic's overrides and give its hosted logs the new config."""
+        overrides = await asyncio.to_thread(read_entity_config, self.store,
+                                            paths.CONFIG_TYPE_TOPIC, topic)
+        self.apply_topic_overrides(topic, overrides)
+
+    def apply_topic_overrides(self, topic: str, overrides: Mapping[str, str]) -> None:
+        broker = self.broker
+        broker.topic_overrides[topic] = dict(overrides)
+        rm = broker.replica_manager
+        if rm is None:
+            return
+        try:
+            rm.update_topic_config(topic)
+        except ConfigError as exc:  # written by a tool that skipped validation
+            log.warning("cannot apply the config of topic %s: %s", topic, exc)
+
+    async def reload_broker_configs(self) -> None:
+        """Rebuild the broker's config from its dynamic layers in the metastore and push the
+        new log defaults to every hosted log."""
+        store = self.store
+        broker_id = str(self.broker.broker_id)
+        per_broker, default = await asyncio.to_thread(lambda: (
+            read_entity_config(store, paths.CONFIG_TYPE_BROKER, broker_id),
+            read_entity_config(store, paths.CONFIG_TYPE_BROKER, paths.DEFAULT_ENTITY),
+        ))
+        self.apply_broker_configs(per_broker, default)
+
+    def apply_broker_configs(self, per_broker: Mapping[str, str],
+                             default: Mapping[str, str]) -> None:
+        broker = self.broker
+        current = broker.config
+        if (per_broker == current.dynamic_broker_configs
+                and default == current.dynamic_default_configs):
+            return
+        try:
+            new = current.with_dynamic(per_broker, default, lenient=True)
+        except ConfigError as exc:
+            log.warning("ignored dynamic broker configs: %s", exc)
+            return
+        for key, reason in new.ignored_dynamic.items():
+            log.warning("ignored dynamic broker config %s: %s", key, reason)
+        broker.config = new
+        rm = broker.replica_manager
+        if rm is None:
+            return
+        for topic in sorted({t for t, _p in rm.partitions}):
+            try:
+                rm.update_topic_config(topic)
+            except ConfigError as exc:
+                log.warning("cannot apply the config of topic %s: %s", topic, exc)
+
+    # -- listening (cluster mode) --------------------------------------------------------
+
+    def _on_children(self, event: Any) -> None:
+        self._schedule()
+
+    def _on_session(self, state: str) -> None:
+        if state == "CONNECTED":  # watches were lost with the connection: re-read
+            self._schedule()
+
+    def _schedule(self) -> None:
+        loop = self._loop
+        if self._closed or loop is None or loop.is_closed():
+            return
+        with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+            loop.call_soon_threadsafe(self._kick)
+
+    def _kick(self) -> None:
+        self._pending = True
+        if self._task is None or self._task.done():
+            self._task = asyncio.get_running_loop().create_task(self._process())
+
+    async def _process(self) -> None:
+        while self._pending and not self._closed:
+            self._pending = False
+            try:
+                await self._process_once()
+            except asyncio.CancelledError:
+                raise
+            except MetastoreError as exc:
+                log.warning("cannot read config change notifications: %s", exc)
+            except Exception:
+                log.exception("applying config change notifications failed")
+
+    async def _process_once(self) -> None:
+        store = self.store
+        children = await asyncio.to_thread(store.get_children, paths.CONFIG_CHANGES,
+                                           self._on_children)
+        fresh = sorted((seq, child) for child in children
+                       if (seq := _sequence(child)) is not None
+                       and seq > self.last_executed_change)
+        for seq, child in fresh:
+            try:
+                data, _stat = await asyncio.to_thread(store.get,
+                                                      f"{paths.CONFIG_CHANGES}/{child}")
+                note = paths.ConfigChangeNotification.decode(data)
+            except NoNodeError:
+                continue  # purged meanwhile
+            except paths.ZNodeDataError as exc:
+                log.warning("ignored config change %s: %s", child, exc)
+            else:
+                await self._apply(note)
+            self.last_executed_change = seq
+        if fresh:
+            await asyncio.to_thread(purge_obsolete_notifications, store)
+
+    async def _apply(self, note: paths.ConfigChangeNotification) -> None:
+        kind, name = note.entity_type, note.entity_name
+        if kind == paths.CONFIG_TYPE_TOPIC:
+            # Hosted or known topics only; others read their overrides when they arrive.
+            rm = self.broker.replica_manager
+            hosted = rm is not None and any(t == name for t, _p in rm.partitions)
+            if hosted or name in self.broker.topic_overrides:
+                await self.apply_topic(name)
+        elif kind == paths.CONFIG_TYPE_BROKER and name in (paths.DEFAULT_ENTITY,
+                                                           str(self.broker.broker_id)):
+            await self.reload_broker_configs()
