@@ -1,0 +1,33 @@
+"""CreatePartitions (v0-3): grow topics to a new partition count, optionally with the
+replicas of each new partition; validate_only checks without changing anything."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from klog.daemon.admin import ApiError, PartitionsSpec
+from klog.daemon.handlers import RequestContext
+from klog.protocol.entities import as_millis
+from klog.protocol.errors import ErrorCode
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    admin = ctx.broker.admin
+    names = list(dict.fromkeys(t.name for t in request.topics))
+    if not admin.is_controller:
+        results = {n: ApiError.of(ErrorCode.NOT_CONTROLLER) for n in names}
+    else:
+        specs = [
+            PartitionsSpec(
+                t.name, t.count,
+                None if t.assignments is None else [list(a.broker_ids) for a in t.assignments],
+            )
+            for t in request.topics
+        ]
+        results = await admin.create_partitions(specs, timeout_ms=as_millis(request.timeout),
+                                                validate_only=request.validate_only)
+    return ctx.respond({
+        "throttle_time": 0,
+        "results": [{"name": n, "error_code": results[n].error_code,
+                     "error_message": results[n].error_message} for n in names],
+    })

@@ -1,0 +1,60 @@
+"""CreateTopics (v2-7): validate_only, configs, replica assignments, broker defaults (-1).
+
+Only the controller creates topics in Kafka's ZooKeeper mode (others answer NOT_CONTROLLER
+and the client retries there). v5+ answers with the new topic's partition count,
+replication factor and every topic config with its source; v7 with the topic id.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from klog.daemon.admin import ZERO_UUID, TopicResult, TopicSpec
+from klog.daemon.handlers import RequestContext
+from klog.protocol.entities import as_millis
+from klog.protocol.errors import ErrorCode
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    admin = ctx.broker.admin
+    names = list(dict.fromkeys(t.name for t in request.topics))
+    if not admin.is_controller:
+        results = {n: TopicResult(int(ErrorCode.NOT_CONTROLLER)) for n in names}
+    else:
+        specs = []
+        bad: dict[str, TopicResult] = {}
+        for topic in request.topics:
+            assignments = {a.partition_index: list(a.broker_ids) for a in topic.assignments}
+            if len(assignments) != len(topic.assignments):
+                bad[topic.name] = TopicResult(int(ErrorCode.INVALID_REPLICA_ASSIGNMENT),
+                                              "partitions should be a consecutive 0-based "
+                                              "integer sequence")
+            specs.append(TopicSpec(topic.name, topic.num_partitions, topic.replication_factor,
+                                   assignments, {c.name: c.value for c in topic.configs}))
+        results = await admin.create_topics(
+            [s for s in specs if s.name not in bad],
+            validate_only=request.validate_only, timeout_ms=as_millis(request.timeout))
+        results.update(bad)
+    return ctx.respond({
+        "throttle_time": 0,
+        "topics": [_topic(name, results[name]) for name in names],
+    })
+
+
+def _topic(name: str, result: TopicResult) -> dict[str, Any]:
+    ok = result.error_code == 0
+    return {
+        "name": name,
+        "topic_id": result.topic_id if ok and result.topic_id is not None else ZERO_UUID,
+        "error_code": result.error_code,
+        "error_message": result.error_message,
+        "num_partitions": result.num_partitions if ok else -1,
+        "replication_factor": result.replication_factor if ok else -1,
+        "configs": [{
+            "name": e.name,
+            "value": e.value,
+            "read_only": e.read_only,
+            "config_source": int(e.source),
+            "is_sensitive": e.is_sensitive,
+        } for e in result.config_entries] if ok else [],
+    }

@@ -1,0 +1,25 @@
+"""IncrementalAlterConfigs (v0-1): SET, DELETE, APPEND, SUBTRACT on a topic's or
+broker's dynamic config overrides."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from klog.daemon.handlers import RequestContext
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    resources = [(r.resource_type, r.resource_name,
+                  [(c.name, c.config_operation, c.value) for c in r.configs])
+                 for r in request.resources]
+    results = await ctx.broker.admin.incremental_alter_configs(
+        resources, validate_only=request.validate_only)
+    return ctx.respond({
+        "throttle_time": 0,
+        "responses": [{
+            "error_code": result.error_code,
+            "error_message": result.error_message,
+            "resource_type": r.resource_type,
+            "resource_name": r.resource_name,
+        } for r, result in zip(request.resources, results, strict=True)],
+    })
