@@ -123,6 +123,9 @@ class Broker:
             self.broker_id, self.log_manager, self.topic_log_config,
             on_new_data=self._on_new_data,
         )
+        # -- admin (klog/daemon/admin.py): dynamic broker configs from the metastore, and in
+        # cluster mode the /config/changes listener; before clients can connect.
+        await self.admin.startup()
         self.server = Server(self, load_handlers())
         await self.server.start()
         await asyncio.to_thread(self._register_broker)
@@ -289,6 +292,7 @@ class Broker:
             await self.server.close()
         if self.controller is not None:
             await self.controller.shutdown()
+        self.admin.shutdown()  # admin: stop applying config change notifications
         if self.producer_ids is not None:  # no block claim may outlive the metastore
             await self.producer_ids.close()
         if self.fetch_purgatory is not None:
