@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,16 +29,20 @@ from klog.protocol.records.batch import (
     CompressionType,
     TimestampType,
     iter_batch_headers,
+    read_batch_header,
 )
-from klog.protocol.records.v2 import BatchBuilder, iter_records
+from klog.protocol.records.decode import iter_records as iter_any_records
+from klog.protocol.records.v2 import BatchBuilder, iter_records, record_columns
 from klog.storage.config import LogConfig
 from klog.storage.log import LogAppendInfo
 from klog.storage.log_manager import LogManager
-from klog.storage.segment import FetchDataInfo
+from klog.storage.segment import FetchDataInfo, TimestampAndOffset
 
 log = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
+
+MAX_TIMESTAMP = -3  # ListOffsets: the record with the largest timestamp (KIP-734)
 
 _CODEC_BY_NAME = {
     "uncompressed": CompressionType.NONE,
@@ -241,6 +245,36 @@ class ReplicaManager:
             out += builder.build()
         return out
 
+    # -- list offsets -----------------------------------------------------------------------
+
+    @staticmethod
+    def offset_for_timestamp(partition: Partition, timestamp: int) -> TimestampAndOffset | None:
+        """ListOffsets' lookup: earliest (-2), latest (-1), max timestamp (-3), or the first
+        record whose timestamp is >= ``timestamp``.
+
+        Kafka answers with the exact record, not the batch holding it: a timestamp lookup
+        decodes the records of the one batch the time index leads to, and the max-timestamp
+        answer is the first record of its batch carrying that timestamp. These are the only
+        reads that look inside batches, one batch per lookup.
+        """
+        plog = partition.log
+        if timestamp >= 0:
+            return plog.fetch_offset_by_timestamp(timestamp, _record_offsets_and_timestamps)
+        found = plog.fetch_offset_by_timestamp(timestamp)
+        if timestamp != MAX_TIMESTAMP or found is None or found.offset < 0:
+            return found
+        try:
+            region = plog.read(found.offset, 1, None, True)
+        except OffsetOutOfRangeError:  # removed by retention meanwhile
+            return found
+        data = region.read_bytes()
+        if not data:
+            return found
+        for offset, ts in _record_offsets_and_timestamps(data):
+            if ts == found.timestamp:
+                return TimestampAndOffset(ts, offset, found.leader_epoch)
+        return found
+
     # -- fetch ------------------------------------------------------------------------------
 
     def read(
@@ -282,3 +316,13 @@ class ReplicaManager:
 
     def shutdown(self) -> None:
         self.partitions.clear()
+
+
+def _record_offsets_and_timestamps(batch: bytes) -> Iterator[tuple[int, int]]:
+    """(offset, timestamp) of each record of the first batch in ``batch`` (the record
+    locator of timestamp lookups): column-wise for v2, record by record for v0/v1."""
+    header = read_batch_header(batch, 0)
+    if header.magic == MAGIC_V2:
+        columns = record_columns(batch, header)
+        return zip(columns.offsets, columns.timestamps, strict=True)
+    return ((r.offset, r.timestamp) for r in iter_any_records(batch, header))

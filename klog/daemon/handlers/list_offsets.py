@@ -1,7 +1,8 @@
 """ListOffsets: earliest (-2), latest (-1), max timestamp (-3), or by timestamp.
 
 "Latest" is the high watermark for read_uncommitted and the last stable offset for
-read_committed, as consumers expect; a timestamp is looked up through the time index.
+read_committed, as consumers expect; a timestamp is looked up through the time index and
+answered with the exact record (``ReplicaManager.offset_for_timestamp``).
 """
 
 from __future__ import annotations
@@ -30,7 +31,6 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             try:
                 partition = rm.leader_partition(topic.name, p.partition_index)
                 partition.check_leader_epoch(getattr(p, "current_leader_epoch", -1))
-                plog = partition.log
                 ts = p.timestamp
                 if ts == LATEST:
                     if from_follower:
@@ -39,10 +39,10 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                         offset = partition.last_stable_offset
                     else:
                         offset = partition.high_watermark
-                    epoch = plog.leader_epoch_cache.epoch_for_offset(max(offset - 1, 0))
-                    out.update(offset=offset, leader_epoch=epoch if epoch is not None else -1)
+                    # As Kafka: the partition's current leader epoch.
+                    out.update(offset=offset, leader_epoch=partition.leader_epoch)
                 else:
-                    found = plog.fetch_offset_by_timestamp(ts)
+                    found = rm.offset_for_timestamp(partition, ts)
                     hw = partition.high_watermark
                     if found is not None and (found.offset < hw or ts == EARLIEST
                                               or from_follower):
