@@ -142,6 +142,28 @@ class ConfigChangeManager:
             self.last_executed_change = max(seqs, default=-1)
             self.store.add_session_listener(self._on_session)
         await self.reload_broker_configs()
+        await self._load_local_topic_configs()
+
+    async def _load_local_topic_configs(self) -> None:
+        """The logs found on disk were opened with the broker's static defaults (the
+        metastore was not open yet): give them their topics' overrides and the dynamic
+        broker defaults now, as Kafka's LogManager reads topic configs before loading."""
+        broker = self.broker
+        lm = broker.log_manager
+        if lm is None:
+            return
+        logs = lm.all_logs()
+        topics = sorted({t for t, _p in logs})
+        store = self.store
+        overrides = await asyncio.to_thread(lambda: {
+            t: read_entity_config(store, paths.CONFIG_TYPE_TOPIC, t) for t in topics})
+        for topic, config in overrides.items():
+            broker.topic_overrides[topic] = config
+        for (topic, _p), plog in logs.items():
+            try:
+                plog.update_config(broker.topic_log_config(topic))
+            except ConfigError as exc:
+                log.warning("cannot apply the config of topic %s: %s", topic, exc)
 
     def shutdown(self) -> None:
         self._closed = True

@@ -33,6 +33,10 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         error = ApiError.of(ErrorCode.TOPIC_DELETION_DISABLED if version >= 3
                             else ErrorCode.INVALID_REQUEST,
                             "Topic deletion is disabled.")
+    cache = broker.metadata_cache
+    for e in entries:  # answered with the id the topic had, known only before it goes
+        if e[1] is None and e[0] is not None:
+            e[1] = cache.topic_id(e[0])
     to_delete = [e[0] for e in entries if e[2] is None]
     if error is not None:
         for e in entries:
@@ -43,11 +47,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         for e in entries:
             if e[2] is None:
                 e[2] = results[e[0]]
-    cache = broker.metadata_cache
     responses = []
     for name, topic_id, err in entries:
-        if topic_id is None and name is not None:
-            topic_id = cache.topic_id(name)
         responses.append({
             "name": name,
             "topic_id": topic_id or ZERO_UUID,
