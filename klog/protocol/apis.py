@@ -44,7 +44,7 @@ from kio.schema.index import schema_name_map
 from kio.serial import entity_reader, entity_writer
 from kio.static.constants import EntityType
 
-from klog.protocol import inter_broker
+from klog.protocol import inter_broker, produce
 from klog.protocol.errors import (
     InvalidRequestError,
     UnsupportedVersionError,
@@ -94,6 +94,7 @@ class ApiSpec:
         return _entity(self.api_key, version, EntityType.response)
 
 
+PRODUCE = 0
 API_VERSIONS = 18
 CONTROLLED_SHUTDOWN = inter_broker.CONTROLLED_SHUTDOWN
 
@@ -126,22 +127,23 @@ _TABLE: tuple[ApiSpec, ...] = (
     _kio(16, "ListGroups", "list_groups", 0, 5, 3),
     # ApiVersions is the one API advertised from the start: every client opens with it.
     _kio(18, "ApiVersions", "api_versions", 0, 4, 3, advertised=(0, 4)),
-    _kio(19, "CreateTopics", "create_topics", 2, 7, 5),
-    _kio(20, "DeleteTopics", "delete_topics", 1, 6, 4),
-    _kio(21, "DeleteRecords", "delete_records", 0, 2, 2),
+    _kio(19, "CreateTopics", "create_topics", 2, 7, 5, advertised=(2, 7)),
+    _kio(20, "DeleteTopics", "delete_topics", 1, 6, 4, advertised=(1, 6)),
+    _kio(21, "DeleteRecords", "delete_records", 0, 2, 2, advertised=(0, 2)),
     _kio(22, "InitProducerId", "init_producer_id", 0, 6, 2, advertised=(0, 5)),
     _kio(23, "OffsetForLeaderEpoch", "offset_for_leader_epoch", 2, 4, 4),
-    _kio(32, "DescribeConfigs", "describe_configs", 1, 4, 4),
-    _kio(33, "AlterConfigs", "alter_configs", 0, 2, 2),
-    _kio(35, "DescribeLogDirs", "describe_log_dirs", 1, 5, 2),
-    _kio(37, "CreatePartitions", "create_partitions", 0, 3, 2),
+    _kio(32, "DescribeConfigs", "describe_configs", 1, 4, 4, advertised=(1, 4)),
+    _kio(33, "AlterConfigs", "alter_configs", 0, 2, 2, advertised=(0, 2)),
+    _kio(35, "DescribeLogDirs", "describe_log_dirs", 1, 5, 2, advertised=(1, 4)),
+    _kio(37, "CreatePartitions", "create_partitions", 0, 3, 2, advertised=(0, 3)),
     _kio(42, "DeleteGroups", "delete_groups", 0, 2, 2),
     _kio(43, "ElectLeaders", "elect_leaders", 0, 2, 2),
-    _kio(44, "IncrementalAlterConfigs", "incremental_alter_configs", 0, 1, 1),
+    _kio(44, "IncrementalAlterConfigs", "incremental_alter_configs", 0, 1, 1,
+         advertised=(0, 1)),
     _kio(45, "AlterPartitionReassignments", "alter_partition_reassignments", 0, 1, 0),
     _kio(46, "ListPartitionReassignments", "list_partition_reassignments", 0, 0, 0),
     _kio(47, "OffsetDelete", "offset_delete", 0, 0, None),
-    _kio(60, "DescribeCluster", "describe_cluster", 0, 2, 0),
+    _kio(60, "DescribeCluster", "describe_cluster", 0, 2, 0, advertised=(0, 1)),
 )
 
 API_TABLE: Mapping[int, ApiSpec] = MappingProxyType({spec.api_key: spec for spec in _TABLE})
@@ -223,6 +225,9 @@ def decode_request(api_key: int, api_version: int, body: Any) -> Any:
     or InvalidRequestError for bytes that do not fit the schema. Trailing bytes after the
     body are ignored, as Kafka does.
     """
+    if api_key == PRODUCE and produce.handles(api_version):
+        # The hot path: a hand-written single pass whose records are slices of ``body``.
+        return produce.decode_produce_request(api_version, body)
     entity_type = spec_for(api_key).request_entity(api_version)
     return _decode(entity_type, body)
 

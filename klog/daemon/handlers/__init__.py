@@ -55,7 +55,16 @@ _MODULES: dict[int, str] = {
     2: "list_offsets",
     3: "metadata",
     18: "api_versions",
+    19: "create_topics",
+    20: "delete_topics",
+    21: "delete_records",
     22: "init_producer_id",
+    32: "describe_configs",
+    33: "alter_configs",
+    35: "describe_log_dirs",
+    37: "create_partitions",
+    44: "incremental_alter_configs",
+    60: "describe_cluster",
 }
 
 
