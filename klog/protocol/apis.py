@@ -44,7 +44,7 @@ from kio.schema.index import schema_name_map
 from kio.serial import entity_reader, entity_writer
 from kio.static.constants import EntityType
 
-from klog.protocol import inter_broker, produce
+from klog.protocol import inter_broker
 from klog.protocol.errors import (
     InvalidRequestError,
     UnsupportedVersionError,
@@ -94,7 +94,6 @@ class ApiSpec:
         return _entity(self.api_key, version, EntityType.response)
 
 
-PRODUCE = 0
 API_VERSIONS = 18
 CONTROLLED_SHUTDOWN = inter_broker.CONTROLLED_SHUTDOWN
 
@@ -225,9 +224,6 @@ def decode_request(api_key: int, api_version: int, body: Any) -> Any:
     or InvalidRequestError for bytes that do not fit the schema. Trailing bytes after the
     body are ignored, as Kafka does.
     """
-    if api_key == PRODUCE and produce.handles(api_version):
-        # The hot path: a hand-written single pass whose records are slices of ``body``.
-        return produce.decode_produce_request(api_version, body)
     entity_type = spec_for(api_key).request_entity(api_version)
     return _decode(entity_type, body)
 
