@@ -10,6 +10,8 @@ Kazoo drops every watch when the connection is suspended or lost (it notifies th
 connection-state event, which is not a znode event and is swallowed here): consumers must
 re-read and re-watch when their session listener hears ``CONNECTED`` again. After a session
 expires kazoo reconnects with a new session (new ``session_id``; ephemerals are gone).
+While disconnected, kazoo holds requests until it reconnects; each call here waits at most
+``request_timeout_ms`` (default: the session timeout) and then raises ConnectionLossError.
 
 The KazooClient is created by ``start`` and is itself thread-safe; ``self._lock`` only
 guards the start/close transitions.
@@ -17,6 +19,7 @@ guards the start/close transitions.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
@@ -153,6 +156,7 @@ class ZooKeeperMetadataStore(MetadataStore):
         connect: str,
         session_timeout_ms: int = 18000,
         connection_timeout_ms: int = 18000,
+        request_timeout_ms: int | None = None,
     ) -> None:
         self.connect = connect
         self.hosts, self.chroot = split_connect(connect)
@@ -160,6 +164,9 @@ class ZooKeeperMetadataStore(MetadataStore):
             raise ValueError(f"zookeeper.connect {connect!r} names no server")
         self.session_timeout_ms = session_timeout_ms
         self.connection_timeout_ms = connection_timeout_ms
+        # Kazoo queues a request while disconnected and would wait for the reconnection
+        # forever; past the session timeout the session is as good as gone anyway.
+        self.request_timeout_ms = request_timeout_ms or session_timeout_ms
         self._client: KazooClient | None = None
         self._listeners: list[SessionListener] = []
         self._closing = False
@@ -248,9 +255,20 @@ class ZooKeeperMetadataStore(MetadataStore):
     # --- operations ---------------------------------------------------------------------
 
     def _call(self, path: str | None, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """Run one of kazoo's ``*_async`` calls and wait for it, at most the request timeout.
+
+        On a timeout the request may still be applied later, which is exactly what
+        ConnectionLossError means in ZooKeeper."""
         try:
-            return fn(*args, **kwargs)
-        except (kz.KazooException, KazooTimeoutError) as e:
+            return fn(*args, **kwargs).get(timeout=self.request_timeout_ms / 1000)
+        except KazooTimeoutError:
+            where = f" for {path}" if path else ""
+            raise ConnectionLossError(
+                f"no answer from ZooKeeper within {self.request_timeout_ms} ms{where} "
+                "(connection lost?)",
+                path,
+            ) from None
+        except kz.KazooException as e:
             raise _translate(e, path) from e
 
     def _kazoo(self) -> KazooClient:
@@ -272,21 +290,21 @@ class ZooKeeperMetadataStore(MetadataStore):
         data = check_data(data, path)
         client = self._kazoo()
         return self._call(
-            path, client.create, path, data,
+            path, client.create_async, path, data,
             ephemeral=ephemeral, sequence=sequential, makepath=make_parents,
         )
 
     def get(self, path: str, watch: Watcher | None = None) -> tuple[bytes, ZnodeStat]:
         validate_path(path)
         client = self._kazoo()
-        data, stat = self._call(path, client.get, path, watch=self._adapt(watch))
+        data, stat = self._call(path, client.get_async, path, watch=self._adapt(watch))
         return (data or b""), _stat(stat)
 
     def set(self, path: str, data: bytes, version: int = -1) -> ZnodeStat:
         validate_path(path)
         data = check_data(data, path)
         client = self._kazoo()
-        return _stat(self._call(path, client.set, path, data, version))
+        return _stat(self._call(path, client.set_async, path, data, version))
 
     def delete(self, path: str, version: int = -1, recursive: bool = False) -> None:
         validate_path(path)
@@ -296,41 +314,36 @@ class ZooKeeperMetadataStore(MetadataStore):
         if recursive:
             # Not atomic in ZooKeeper: check the version first so a mismatch deletes
             # nothing, then children bottom-up, then the node itself (with the version).
-            stat = self._call(path, client.exists, path)
+            stat = self._call(path, client.exists_async, path)
             if stat is None:
                 raise NoNodeError(f"no node at {path}", path)
             if version != -1 and stat.version != version:
                 raise BadVersionError(f"version mismatch at {path}", path)
             self._delete_children(client, path)
-        self._call(path, client.delete, path, version)
+        self._call(path, client.delete_async, path, version)
 
     def _delete_children(self, client: KazooClient, path: str) -> None:
         try:
-            children = client.get_children(path)
-        except kz.NoNodeError:
+            children = self._call(path, client.get_children_async, path)
+        except NoNodeError:
             return
-        except kz.KazooException as e:
-            raise _translate(e, path) from e
         for name in children:
             child = join_path(path, name)
             self._delete_children(client, child)
-            try:
-                client.delete(child)
-            except kz.NoNodeError:
-                pass  # someone else deleted it meanwhile
-            except kz.KazooException as e:
-                raise _translate(e, child) from e
+            with contextlib.suppress(NoNodeError):  # someone else deleted it meanwhile
+                self._call(child, client.delete_async, child)
 
     def exists(self, path: str, watch: Watcher | None = None) -> ZnodeStat | None:
         validate_path(path)
         client = self._kazoo()
-        stat = self._call(path, client.exists, path, watch=self._adapt(watch))
+        stat = self._call(path, client.exists_async, path, watch=self._adapt(watch))
         return None if stat is None else _stat(stat)
 
     def get_children(self, path: str, watch: Watcher | None = None) -> list[str]:
         validate_path(path)
         client = self._kazoo()
-        return sorted(self._call(path, client.get_children, path, watch=self._adapt(watch)))
+        children = self._call(path, client.get_children_async, path, watch=self._adapt(watch))
+        return sorted(children)
 
     def multi(self, ops: Sequence[Op]) -> list[str | ZnodeStat | None]:
         ops = list(ops)
@@ -357,7 +370,7 @@ class ZooKeeperMetadataStore(MetadataStore):
                 txn.delete(op.path, op.version)
             else:
                 raise ValueError(f"unknown multi operation {op.kind!r}")
-        results = self._call(None, txn.commit)
+        results = self._call(None, txn.commit_async)
         self._raise_first_failure(ops, results)
         out: list[str | ZnodeStat | None] = []
         for op, r in zip(ops, results, strict=True):
