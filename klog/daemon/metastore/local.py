@@ -687,8 +687,8 @@ class LocalMetadataStore(MetadataStore):
                 raise ValueError("bad top-level fields")
             for e in entries:
                 self._load_snapshot_node(e)
-        except (ValueError, KeyError, TypeError, IndexError) as e:
-            raise bad(str(e)) from None
+        except (ValueError, KeyError, TypeError, IndexError, RecursionError) as e:
+            raise bad(str(e) or type(e).__name__) from None
         self._zxid = zxid
 
     def _load_snapshot_node(self, e: Any) -> None:
@@ -760,7 +760,7 @@ class LocalMetadataStore(MetadataStore):
             return None, "checksum mismatch"
         try:
             doc = json.loads(bytes(payload))
-        except ValueError:
+        except (ValueError, RecursionError):
             return None, "payload is not JSON"
         if not isinstance(doc, dict):
             return None, "payload is not a transaction"

@@ -251,6 +251,8 @@ def _load(data: bytes, what: str) -> dict[str, Any]:
         raise ZNodeDataError(f"{what}: not UTF-8 ({e.reason} at byte {e.start})") from None
     except ValueError as e:
         raise ZNodeDataError(f"{what}: not JSON ({e})") from None
+    except RecursionError:
+        raise ZNodeDataError(f"{what}: JSON nested too deeply") from None
     if not isinstance(doc, dict):
         raise ZNodeDataError(f"{what}: expected a JSON object, found {type(doc).__name__}")
     return doc
