@@ -203,22 +203,32 @@ class LocalMetadataStore(MetadataStore):
         with self._lock:
             if self._started:
                 return
-            self.directory.mkdir(parents=True, exist_ok=True)
-            self._acquire_dir_lock()
             try:
+                self.directory.mkdir(parents=True, exist_ok=True)
+                self._acquire_dir_lock()
+            except OSError as e:
+                raise MetastoreError(f"cannot open metadata directory {self.directory}: {e}") from e
+            try:
+                self._events = queue.SimpleQueue()
                 self._recover()
                 self._open_journal()
                 self.session_id = secrets.randbits(63) | 1
                 self._expire_dead_ephemerals()
                 if self._journal_size > self.snapshot_bytes:
                     self._write_snapshot()
+            except OSError as e:
+                self._close_files()
+                raise MetastoreError(f"cannot open metadata directory {self.directory}: {e}") from e
             except BaseException:
                 self._close_files()
                 raise
             self._started = True
             self._failed = None
+            # Each session gets its own queue, so a thread still draining the previous
+            # session's events can never take this one's.
             self._event_thread = threading.Thread(
-                target=self._run_events, name="klog-metastore-events", daemon=True
+                target=self._run_events, args=(self._events,), name="klog-metastore-events",
+                daemon=True,
             )
             self._event_thread.start()
             for cb in list(self._listeners):
@@ -570,9 +580,10 @@ class LocalMetadataStore(MetadataStore):
                 for w in watchers:
                     self._events.put(lambda w=w, event=event: w(event))
 
-    def _run_events(self) -> None:
+    @staticmethod
+    def _run_events(events: queue.SimpleQueue[Callable[[], None] | None]) -> None:
         while True:
-            item = self._events.get()
+            item = events.get()
             if item is None:
                 return
             try:
