@@ -74,6 +74,10 @@ def four_letter_word(port: int, word: str, timeout: float = 1.0) -> bytes:
             chunks.append(chunk)
 
 
+class ExitedAtStartup(RuntimeError):
+    pass
+
+
 class ZooKeeperServer:
     """One standalone ZooKeeper process; see the module docstring."""
 
@@ -85,6 +89,7 @@ class ZooKeeperServer:
         max_session_timeout_ms: int = 60000,
     ) -> None:
         self.directory = Path(directory)
+        self._pick_port = port is None  # retry on another port if this one gets taken
         self.port = port or free_port()
         self.tick_time_ms = tick_time_ms
         self.max_session_timeout_ms = max_session_timeout_ms
@@ -121,6 +126,17 @@ class ZooKeeperServer:
             raise RuntimeError(reason)
         if self.process is not None and self.process.poll() is None:
             return
+        for attempt in range(3):
+            try:
+                self._launch(timeout)
+                return
+            except ExitedAtStartup:
+                # The free port we picked may have been taken before ZooKeeper bound it.
+                if not self._pick_port or attempt == 2:
+                    raise
+                self.port = free_port()
+
+    def _launch(self, timeout: float) -> None:
         cfg = self._write_config()
         java = java_executable()
         assert java is not None
@@ -149,7 +165,7 @@ class ZooKeeperServer:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                raise RuntimeError(
+                raise ExitedAtStartup(
                     f"ZooKeeper exited with {self.process.returncode} at start-up; "
                     f"see {self.log_path}:\n{self._log_tail()}"
                 )

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -114,13 +115,13 @@ def test_session_expiry_loses_ephemerals_and_reconnects(
 
 
 @pytest.fixture
-def own_server(tmp_path: Path) -> ZooKeeperServer:
+def own_server(tmp_path: Path) -> Iterator[ZooKeeperServer]:
     reason = zookeeper_unavailable_reason()
     if reason is not None:
         pytest.skip(f"real ZooKeeper unavailable: {reason}")
     server = ZooKeeperServer(tmp_path / "zk")
     server.start()
-    yield server  # type: ignore[misc]
+    yield server
     server.stop()
 
 
