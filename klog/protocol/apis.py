@@ -25,8 +25,10 @@ Then ``decode_request``/``decode_response`` turn every failure of kio's decoder 
 ``InvalidRequestError`` (its SerialError family, KeyError for an unknown tagged field,
 ValueError for an unknown error code, and a pyo3 panic, which is a BaseException), and
 reject a null where the schema forbids one (kio returns None for a non-nullable array
-encoded as null; Kafka refuses that request). Records fields (Produce, Fetch) come back as
-``bytes``: one copy of the batch bytes, never decoded into records.
+encoded as null; Kafka refuses that request). Records fields come back as ``bytes``: one
+copy of the batch bytes, never decoded into records -- except Produce v3-v9 requests, the
+hot path, which klog.protocol.produce decodes in one pass into the same kio classes with
+records as memoryview slices of the body (no copy; rejects what this path rejects).
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ from kio.schema.index import schema_name_map
 from kio.serial import entity_reader, entity_writer
 from kio.static.constants import EntityType
 
-from klog.protocol import inter_broker
+from klog.protocol import inter_broker, produce
 from klog.protocol.errors import (
     InvalidRequestError,
     UnsupportedVersionError,
@@ -94,6 +96,7 @@ class ApiSpec:
         return _entity(self.api_key, version, EntityType.response)
 
 
+PRODUCE = 0
 API_VERSIONS = 18
 CONTROLLED_SHUTDOWN = inter_broker.CONTROLLED_SHUTDOWN
 
@@ -224,7 +227,13 @@ def decode_request(api_key: int, api_version: int, body: Any) -> Any:
     or InvalidRequestError for bytes that do not fit the schema. Trailing bytes after the
     body are ignored, as Kafka does.
     """
+    if api_key == PRODUCE and produce.handles(api_version):
+        # The hot path: one hand-written pass; records are slices of ``body`` (writable
+        # when the frame is, so the log patches the receive buffer in place).
+        return produce.decode_produce_request(api_version, body)
     entity_type = spec_for(api_key).request_entity(api_version)
+    if isinstance(body, (bytearray, memoryview)) and not memoryview(body).readonly:
+        body = memoryview(body).toreadonly()  # kio's reader refuses writable buffers
     return _decode(entity_type, body)
 
 
