@@ -1,0 +1,71 @@
+"""Shared fixtures for tests with real Kafka clients: one klog broker per test module.
+
+A module that needs broker settings defines its own ``broker_overrides`` fixture (module
+scope); ``broker`` starts one broker with them for the whole module and stops it
+afterwards. ``topic`` gives each test a fresh topic name (auto-created by the broker on
+first use, with ``num.partitions`` partitions).
+
+The helpers read what the broker stored (``stored_batches``) so tests can check more than
+what a client reports: e.g. that a batch really is compressed with the codec asked for.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from klog.protocol.records.batch import BatchHeader, iter_batch_headers
+from klog.testing import KlogBroker
+
+with warnings.catch_warnings():
+    # kafka-python loads its protocol schemas through importlib.resources' legacy API, with
+    # a DeprecationWarning per schema: import it once here, quietly.
+    warnings.simplefilter("ignore", DeprecationWarning)
+    import kafka  # noqa: F401
+
+KCAT = shutil.which("kcat") or "/usr/bin/kcat"
+CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
+
+
+@pytest.fixture(scope="module")
+def broker_overrides() -> dict[str, str]:
+    """Broker config for this module's broker; override in a module to change it."""
+    return {}
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory,
+           broker_overrides: dict[str, str]) -> Iterator[KlogBroker]:
+    data = tmp_path_factory.mktemp("klog") / "data"
+    running = KlogBroker(data, overrides=broker_overrides)
+    running.start()
+    try:
+        yield running
+    finally:
+        running.stop()
+
+
+@pytest.fixture(scope="module")
+def bootstrap(broker: KlogBroker) -> str:
+    return broker.bootstrap_servers
+
+
+@pytest.fixture
+def topic(request: pytest.FixtureRequest) -> str:
+    """A topic name of this test's own (legal characters only, short enough)."""
+    name = re.sub(r"[^a-zA-Z0-9._-]+", "-", request.node.name).strip("-")
+    return f"t-{name}"[:200]
+
+
+def stored_batches(log_dir: Path, topic: str, partition: int = 0) -> list[BatchHeader]:
+    """The batch headers of every segment of ``topic-partition`` as the broker wrote them."""
+    directory = log_dir / f"{topic}-{partition}"
+    out: list[BatchHeader] = []
+    for segment in sorted(directory.glob("*.log")):
+        out.extend(iter_batch_headers(memoryview(segment.read_bytes())))
+    return out
