@@ -101,20 +101,22 @@ class FrameDecoder:
 
     One per connection, used only by that connection's reader (not thread-safe). Feed it
     whatever the socket returned; it hands back each complete payload (without the size
-    prefix) as a memoryview over bytes it owns, so the caller may keep it. After a
-    FrameSizeError the stream has lost its framing: every later ``feed`` raises again.
+    prefix) as a memoryview over a bytearray it owns, so the caller may keep it -- and
+    patch it: the broker assigns offsets in a produced batch in place, as Kafka patches its
+    request buffer. After a FrameSizeError the stream has lost its framing: every later
+    ``feed`` raises again.
 
     Memory follows the bytes actually received, not the size a peer claims: the body of a
-    frame is kept as the chunks that arrived and joined once when complete (one copy per
-    byte when a frame arrives whole, two when it arrives in pieces), never pre-allocated
-    from the prefix and never re-grown.
+    frame is kept as the chunks that arrived (views of ``bytes`` input, which cannot
+    change; copies of anything else) and joined once when complete -- one copy per byte,
+    never pre-allocated from the prefix and never re-grown.
     """
 
     def __init__(self, max_frame_bytes: int = DEFAULT_MAX_REQUEST_BYTES) -> None:
         self.max_frame_bytes = max_frame_bytes
         self._prefix = bytearray()  # up to 4 bytes of the next size prefix
         self._size: int | None = None  # payload size of the frame being received
-        self._chunks: list[bytes] = []
+        self._chunks: list[bytes | bytearray | memoryview] = []
         self._received = 0
         self._error: FrameSizeError | None = None
 
@@ -148,13 +150,19 @@ class FrameDecoder:
                     self._size = size
                 take = min(self._size - self._received, length - position)
                 if take:
-                    self._chunks.append(bytes(view[position : position + take]))
+                    if type(data) is bytes:  # immutable (what asyncio delivers): keep a view
+                        self._chunks.append(view[position : position + take])
+                    else:  # the caller may reuse its buffer: copy now
+                        self._chunks.append(bytearray(view[position : position + take]))
                     self._received += take
                     position += take
                 if self._received < self._size:
                     break
                 chunks = self._chunks
-                payload = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+                if len(chunks) == 1 and type(chunks[0]) is bytearray:
+                    payload = chunks[0]
+                else:
+                    payload = bytearray().join(chunks)
                 frames.append(memoryview(payload))
                 self._size, self._chunks, self._received = None, [], 0
         return frames
