@@ -232,8 +232,6 @@ def decode_request(api_key: int, api_version: int, body: Any) -> Any:
         # when the frame is, so the log patches the receive buffer in place).
         return produce.decode_produce_request(api_version, body)
     entity_type = spec_for(api_key).request_entity(api_version)
-    if isinstance(body, (bytearray, memoryview)) and not memoryview(body).readonly:
-        body = memoryview(body).toreadonly()  # kio's reader refuses writable buffers
     return _decode(entity_type, body)
 
 
@@ -262,6 +260,8 @@ def _encode(entity: Any) -> bytes:
 
 
 def _decode(entity_type: type, body: Any) -> Any:
+    if isinstance(body, (bytearray, memoryview)) and not memoryview(body).readonly:
+        body = memoryview(body).toreadonly()  # kio's reader refuses writable buffers (frames)
     _precheck(entity_type, body)
     try:
         entity, _size = _reader(entity_type)(body, 0)

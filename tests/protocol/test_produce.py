@@ -397,3 +397,24 @@ def test_typical_responses_are_the_bytes_kio_writes(version: int) -> None:
 def test_response_versions_outside_the_range_are_refused() -> None:
     with pytest.raises(ValueError):
         produce.encode_produce_response(10, [])
+
+
+def test_frames_from_the_frame_decoder_give_writable_records() -> None:
+    # The path of a produced batch through the broker: socket bytes -> FrameDecoder ->
+    # header -> this decoder; the records must be patchable in place, whether the frame
+    # arrived whole or in pieces.
+    from klog.protocol import framing
+
+    batch = bytes(range(100))
+    body = encode(make_request(9, [("t", [(0, batch)])]))
+    wire = framing.encode_request(0, 9, 7, "client", body)
+    for pieces in ([wire], [wire[:10], wire[10:50], wire[50:]]):
+        decoder = framing.FrameDecoder()
+        frames = [f for piece in pieces for f in decoder.feed(piece)]
+        assert len(frames) == 1
+        header, offset = framing.parse_request_header(frames[0], {0: (3, 9)})
+        request = apis.decode_request(0, header.api_version, frames[0][offset:])
+        records = request.topic_data[0].partition_data[0].records
+        assert not records.readonly and records == batch
+        records[0] = 0xEE
+        assert bytes(frames[0]).count(b"\xee" + batch[1:]) == 1
