@@ -57,7 +57,12 @@ from klog.daemon.config_changes import (
     write_entity_config,
 )
 from klog.daemon.metastore import paths
-from klog.daemon.metastore.base import BadVersionError, NodeExistsError, NoNodeError
+from klog.daemon.metastore.base import (
+    BadVersionError,
+    MetastoreError,
+    NodeExistsError,
+    NoNodeError,
+)
 from klog.protocol.errors import ErrorCode, KafkaError
 from klog.storage.config import LogConfig
 
@@ -380,6 +385,17 @@ def _broker_config_default(name: str) -> str | None:
     return spec.default if spec else None
 
 
+# A metastore that fails, or holds a znode that does not parse.
+_STORE_ERRORS = (MetastoreError, paths.ZNodeDataError)
+
+
+def _metastore_failure(exc: Exception) -> tuple[int, str]:
+    """What a client is told when the metastore fails under a request (Kafka answers
+    ZooKeeper failures with UNKNOWN_SERVER_ERROR)."""
+    log.warning("metastore failure during an admin request: %s", exc)
+    return int(ErrorCode.UNKNOWN_SERVER_ERROR), f"metastore failure: {exc}"
+
+
 # -- the manager -----------------------------------------------------------------------------
 
 
@@ -441,6 +457,8 @@ class AdminManager:
                 results[spec.name] = result
             except AdminError as exc:
                 results[spec.name] = TopicResult(int(exc.error_code), str(exc))
+            except _STORE_ERRORS as exc:
+                results[spec.name] = TopicResult(*_metastore_failure(exc))
         if to_wait:
             if timeout_ms <= 0:
                 ready: set[str] = set()
@@ -593,7 +611,11 @@ class AdminManager:
                 results[name] = ApiError.of(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                                             "This server does not host this topic-partition.")
                 continue
-            await asyncio.to_thread(self._mark_for_deletion, name)
+            try:
+                await asyncio.to_thread(self._mark_for_deletion, name)
+            except _STORE_ERRORS as exc:
+                results[name] = ApiError(*_metastore_failure(exc))
+                continue
             marked.append(name)
         if not marked:
             return results
@@ -644,6 +666,9 @@ class AdminManager:
             except AdminError as exc:
                 results[spec.name] = exc.api_error()
                 continue
+            except _STORE_ERRORS as exc:
+                results[spec.name] = ApiError(*_metastore_failure(exc))
+                continue
             results[spec.name] = NO_ERROR
             if not validate_only:
                 to_wait[spec.name] = spec.count
@@ -662,13 +687,18 @@ class AdminManager:
         """Read-modify-write of /brokers/topics/<t> (worker thread)."""
         store = self.broker.metastore
         assert store is not None
+        try:
+            validate_topic_name(spec.name)
+        except AdminError:  # no such znode can exist
+            raise AdminError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                             f"The topic '{spec.name}' does not exist.") from None
         if store.exists(paths.delete_topic_path(spec.name)) is not None:
             raise AdminError(ErrorCode.INVALID_TOPIC_EXCEPTION,
                              "The topic is queued for deletion.")
         for _attempt in range(5):
             try:
                 data, stat = store.get(paths.topic_path(spec.name))
-            except (NoNodeError, ValueError):  # ValueError: a name no znode can have
+            except NoNodeError:
                 raise AdminError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                                  f"The topic '{spec.name}' does not exist.") from None
             current = paths.TopicAssignment.decode(data, spec.name)
@@ -748,6 +778,8 @@ class AdminManager:
                                                       set(keys) if keys else None)
             except AdminError as exc:
                 result.error_code, result.error_message = int(exc.error_code), str(exc)
+            except _STORE_ERRORS as exc:
+                result.error_code, result.error_message = _metastore_failure(exc)
             out.append(result)
         return out
 
@@ -818,6 +850,8 @@ class AdminManager:
                 out.append(NO_ERROR)
             except AdminError as exc:
                 out.append(exc.api_error())
+            except _STORE_ERRORS as exc:
+                out.append(ApiError(*_metastore_failure(exc)))
         return out
 
     async def incremental_alter_configs(
@@ -849,6 +883,8 @@ class AdminManager:
                 out.append(NO_ERROR)
             except AdminError as exc:
                 out.append(exc.api_error())
+            except _STORE_ERRORS as exc:
+                out.append(ApiError(*_metastore_failure(exc)))
         return out
 
     async def _alter(self, resource_type: int, name: str, props: dict[str, str],

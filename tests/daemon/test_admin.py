@@ -490,6 +490,9 @@ def test_create_partitions(node: InProcessBroker, client: WireClient) -> None:
     missing = grow(2, name="nowhere")
     assert (missing.error_code, missing.error_message) == (
         ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "The topic 'nowhere' does not exist.")
+    illegal = grow(2, name="no/such")
+    assert (illegal.error_code, illegal.error_message) == (
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "The topic 'no/such' does not exist.")
     data = paths.TopicAssignment.decode(_znode(node, "/brokers/topics/grow"))
     assert sorted(data.partitions) == [0, 1, 2, 3]
     assert data.topic_id == node.call(lambda: node.broker.metadata_cache.topic_id("grow"))
@@ -546,6 +549,20 @@ def test_describe_topic_configs(client: WireClient) -> None:
     missing = _describe_topic(client, "nowhere")
     assert (missing.error_code, missing.configs) == (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ())
     assert _describe_topic(client, "bad/name").error_code == ErrorCode.INVALID_TOPIC_EXCEPTION
+
+
+def test_a_damaged_config_znode_is_an_error_answer(node: InProcessBroker,
+                                                   client: WireClient) -> None:
+    assert _create(client, "damaged", partitions=1).error_code == 0
+    node.call(lambda: node.broker.metastore.set("/config/topics/damaged", b"{not json"))
+    r = _describe_topic(client, "damaged")
+    assert r.error_code == ErrorCode.UNKNOWN_SERVER_ERROR
+    assert r.error_message.startswith("metastore failure: ")
+    r = _incremental(client, TOPIC, "damaged", [("segment.ms", 0, "1000")])
+    assert r.error_code == ErrorCode.UNKNOWN_SERVER_ERROR
+    # AlterConfigs replaces the whole znode: the topic is usable again
+    assert _alter(client, TOPIC, "damaged", {"segment.ms": "1000"}).error_code == 0
+    assert _describe_topic(client, "damaged", ["segment.ms"]).configs[0].value == "1000"
 
 
 def _broker_resource(client: WireClient, name: str, keys: list[str] | None = None) -> Any:
