@@ -10,7 +10,10 @@ Backpressure: every queued request counts against the broker-wide queued.max.req
 when the broker is at that limit, connections that receive more stop reading from their
 sockets (TCP then pushes back on the client) until the queue drains. Writes respect the
 transport's high-water mark (``pause_writing``). A fetch response's record data goes out
-with ``sendfile`` from the segment file.
+with ``sendfile`` from the segment file, through a descriptor of the connection's own
+(dup'ed before the first byte is written), so a segment the log closes or deletes
+mid-response is still read whole -- never through a descriptor number the process has
+since reused for another file.
 
 What closes a connection, as in Kafka: a frame size out of bounds, an unknown api key, a
 version not advertised (except ApiVersions, which is answered in v0 with
@@ -101,6 +104,7 @@ class Connection(asyncio.Protocol):
         self.closed = False
         self.reading_paused = False
         self.busy = False
+        self._in_sendfile = False
         self.last_active = time.monotonic()
         self._wakeup = asyncio.Event()
         self._can_write = asyncio.Event()
@@ -141,6 +145,11 @@ class Connection(asyncio.Protocol):
         self.server.paused.discard(self)
         self._wakeup.set()
         self._can_write.set()
+        if self._in_sendfile and self._task is not None:
+            # asyncio's sendfile waits for the socket to become writable, which a closed
+            # transport never reports: end that wait, or the task (and the region's
+            # pinned descriptor) would wait forever.
+            self._task.cancel()
 
     def pause_writing(self) -> None:
         self._can_write.clear()
@@ -241,7 +250,27 @@ class Connection(asyncio.Protocol):
         transport = self.transport
         if transport is None or self.closed:
             return
+        if all(isinstance(c, (bytes, bytearray, memoryview)) for c in chunks):
+            transport.write(b"".join(chunks) if len(chunks) > 1 else chunks[0])
+        else:
+            # Pin every region's file before the first await: while earlier chunks are
+            # being sent the log may close a segment (topic deletion, StopReplica,
+            # truncation), and its descriptor number can be reused at once by another
+            # file -- whose bytes sendfile would then send to this client.
+            pinned = [_pin(c) for c in chunks
+                      if not isinstance(c, (bytes, bytearray, memoryview))]
+            try:
+                await self._write_regions(transport, chunks, pinned)
+            finally:
+                for fd in pinned:
+                    os.close(fd)
+        if not self._can_write.is_set():
+            await self._can_write.wait()
+
+    async def _write_regions(self, transport: asyncio.Transport, chunks: Sequence[Any],
+                             pinned: list[int]) -> None:
         loop = asyncio.get_running_loop()
+        fds = iter(pinned)
         pending: list[bytes] = []
         for chunk in chunks:
             if isinstance(chunk, (bytes, bytearray, memoryview)):
@@ -250,12 +279,38 @@ class Connection(asyncio.Protocol):
             if pending:
                 transport.write(b"".join(pending))
                 pending = []
-            sent = await loop.sendfile(transport, _FdFile(chunk.fd), chunk.position, chunk.size)
+            fd = next(fds)
+            if chunk.size <= 0:  # nothing to send (and asyncio's sendfile refuses 0)
+                continue
+            self._in_sendfile = True
+            try:
+                sent = await loop.sendfile(transport, _FdFile(fd), chunk.position, chunk.size)
+            finally:
+                self._in_sendfile = False
             if sent != chunk.size:
                 raise ShortSendError(
                     f"record region shrank while sending ({sent} of {chunk.size} bytes)"
                 )
+            if self.closed:
+                return
         if pending:
             transport.write(b"".join(pending) if len(pending) > 1 else pending[0])
-        if not self._can_write.is_set():
-            await self._can_write.wait()
+
+
+def _pin(region: Any) -> int:
+    """A descriptor of its own for a region's file, valid whatever happens to the log's.
+
+    A FetchDataInfo carries the segment's descriptor (and its path, tried when the
+    descriptor is already gone); a FileRegion only the descriptor.
+    """
+    fd = getattr(region, "fd", None)
+    if fd is not None:
+        try:
+            return os.dup(fd)
+        except OSError:
+            if getattr(region, "path", None) is None:
+                raise
+    path = getattr(region, "path", None)
+    if path is None:
+        raise ShortSendError("a record region with neither a descriptor nor a path")
+    return os.open(path, os.O_RDONLY | os.O_CLOEXEC)
