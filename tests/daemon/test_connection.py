@@ -1,0 +1,420 @@
+"""Tests for klog.daemon.connection against a real broker over raw sockets.
+
+Pipelining and ordering, request headers v1/v2 (tagged fields, null and odd client ids),
+ApiVersions v0-v4 and the v0 fallback for unknown versions, a client that goes away in the
+middle of a large sendfile, and a segment truncated or closed under a fetch in flight.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import struct
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from klog.protocol import apis, framing
+from klog.protocol.records.batch import iter_batch_headers
+from tests.daemon.wire import (
+    InProcessBroker,
+    WireClient,
+    batch,
+    fetch_values,
+    produce_values,
+    running_broker,
+)
+
+API_VERSIONS_BODY = {"client_software_name": "wire", "client_software_version": "1.0"}
+
+
+@pytest.fixture
+def broker(tmp_path: Path) -> Any:
+    with running_broker(tmp_path) as running:
+        yield running
+
+
+def _healthy(broker: InProcessBroker) -> None:
+    """A fresh connection still gets answers (the broker is up and serving)."""
+    with broker.connect() as client:
+        response = client.call(18, 3, API_VERSIONS_BODY)
+        assert response.error_code == 0
+
+
+def _connections(broker: InProcessBroker) -> int:
+    return broker.call(lambda: len(broker.broker.server.connections))
+
+
+def _wait_until(predicate: Any, timeout: float = 5.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.01)
+    return predicate()
+
+
+# --------------------------------------------------------------------------------------------
+# Pipelining and order
+
+
+def test_pipelined_requests_are_answered_in_order(broker: InProcessBroker) -> None:
+    with broker.connect() as client:
+        client.create_topic("pipe")
+        frames, expected = [], []
+        for i in range(100):
+            kind = i % 4
+            if kind == 0:
+                api, version, values = 18, 3, API_VERSIONS_BODY
+            elif kind == 1:
+                api, version, values = 0, 9, produce_values("pipe", 0, batch(1, b"%d" % i))
+            elif kind == 2:
+                api, version, values = 1, 12, fetch_values("pipe", 0, 0)
+            else:
+                api, version = 3, 12
+                values = {"topics": [{"name": "pipe", "topic_id": None}],
+                          "allow_auto_topic_creation": False,
+                          "include_topic_authorized_operations": False}
+            cid, frame = client.request_frame(api, version, values,
+                                              correlation_id=1000 + i * 7)
+            frames.append(frame)
+            expected.append((cid, api, version))
+        client.send_raw(b"".join(frames))  # all 100 at once, without waiting
+        offsets = []
+        for cid, api, version in expected:
+            got, response = client.recv_response(api, version)
+            assert got == cid
+            if api == 0:
+                part = response.responses[0].partition_responses[0]
+                assert part.error_code == 0
+                offsets.append(part.base_offset)
+        # the 25 produces were appended in the order they were sent
+        assert offsets == list(range(25))
+    assert broker.log_end_offset("pipe") == 25
+
+
+def test_a_long_poll_holds_back_the_answers_behind_it(broker: InProcessBroker) -> None:
+    """Fetch waiting in the purgatory, ApiVersions pipelined after it: the fetch answers
+    first, after its max_wait, as Kafka's per-connection ordering requires."""
+    with broker.connect() as client:
+        client.create_topic("poll")
+        fetch_cid, fetch = client.request_frame(1, 12, fetch_values("poll", 0, 0,
+                                                                    max_wait_ms=300))
+        av_cid, av = client.request_frame(18, 3, API_VERSIONS_BODY)
+        start = time.monotonic()
+        client.send_raw(fetch + av)
+        got, response = client.recv_response(1, 12)
+        assert got == fetch_cid
+        assert time.monotonic() - start >= 0.25
+        assert response.responses[0].partitions[0].records in (None, b"")
+        got, _ = client.recv_response(18, 3)
+        assert got == av_cid
+
+
+def test_a_produce_completes_a_waiting_fetch_on_another_connection(
+        broker: InProcessBroker) -> None:
+    with broker.connect() as consumer, broker.connect() as producer:
+        consumer.create_topic("wake")
+        cid = consumer.send(1, 12, fetch_values("wake", 0, 0, max_wait_ms=5000))
+        time.sleep(0.05)
+        start = time.monotonic()
+        assert producer.produce("wake", 0, batch(2)).responses[0].partition_responses[0] \
+            .error_code == 0
+        got, response = consumer.recv_response(1, 12)
+        assert got == cid and time.monotonic() - start < 2.0
+        part = response.responses[0].partitions[0]
+        assert part.high_watermark == 2
+        assert [h.last_offset for h in iter_batch_headers(part.records)] == [1]
+
+
+def test_requests_split_into_single_bytes_are_reassembled(broker: InProcessBroker) -> None:
+    with broker.connect() as client:
+        _cid, frame = client.request_frame(18, 3, API_VERSIONS_BODY, correlation_id=77)
+        for i in range(len(frame)):
+            client.send_raw(frame[i:i + 1])
+        got, response = client.recv_response(18, 3)
+        assert got == 77 and response.error_code == 0
+
+
+def test_many_connections_at_once(broker: InProcessBroker) -> None:
+    clients = [broker.connect() for _ in range(200)]
+    try:
+        for i, client in enumerate(clients):  # every request out before any answer is read
+            client.send(18, i % 5, API_VERSIONS_BODY if i % 5 >= 3 else {},
+                        correlation_id=i)
+        for i, client in enumerate(clients):
+            got, response = client.recv_response(18, i % 5)
+            assert got == i and response.error_code == 0
+        assert _connections(broker) == 200
+    finally:
+        for client in clients:
+            client.close()
+    assert _wait_until(lambda: _connections(broker) == 0)
+    assert broker.call(lambda: broker.broker.server.queued) == 0
+
+
+# --------------------------------------------------------------------------------------------
+# Request headers
+
+
+def test_request_header_v1_with_null_and_odd_client_ids(broker: InProcessBroker) -> None:
+    body = apis.encode_request(apis.spec_for(18).request_entity(0)())
+    with broker.connect() as client:
+        for cid, client_id_bytes in ((1, b"\xff\xff"),            # null
+                                     (2, b"\x00\x00"),            # empty
+                                     (3, b"\x00\x03\xff\xfe\xfd"),  # not UTF-8
+                                     (4, b"\x00\x05h\xc3\xa9llo")):
+            payload = struct.pack(">hhi", 18, 0, cid) + client_id_bytes + body
+            client.send_raw(framing.encode_frame(payload))
+            got, response = client.recv_response(18, 0)
+            assert got == cid and response.error_code == 0
+
+
+def test_request_header_v2_skips_unknown_tagged_fields(broker: InProcessBroker) -> None:
+    """Metadata v12 is flexible: header v2, whose tagged fields must be skipped."""
+    with broker.connect() as client:
+        client.create_topic("tags")
+        entity = apis.spec_for(3).request_entity(12)
+        body = apis.encode_request(entity(topics=None, allow_auto_topic_creation=False,
+                                          include_topic_authorized_operations=False))
+        tagged = b"\x02" + b"\x07\x03abc" + b"\x2a\x00"  # two unknown tags, one empty
+        payload = struct.pack(">hhi", 3, 12, 99) + b"\x00\x04wire" + tagged + body
+        client.send_raw(framing.encode_frame(payload))
+        got, response = client.recv_response(3, 12)
+        assert got == 99
+        assert [t.name for t in response.topics] == ["tags"]
+
+
+def test_non_flexible_versions_use_header_v1_and_response_header_v0(
+        broker: InProcessBroker) -> None:
+    with broker.connect() as client:
+        for version in (0, 4, 8, 9, 12):
+            cid = client.send(3, version, {"topics": [], "allow_auto_topic_creation": False,
+                                           "include_cluster_authorized_operations": False,
+                                           "include_topic_authorized_operations": False})
+            frame = client.recv_frame()
+            assert struct.unpack_from(">i", frame)[0] == cid
+            header_version = apis.response_header_version(3, version)
+            assert header_version == (1 if version >= 9 else 0)
+            _, offset = framing.parse_response_header(frame, header_version)
+            response = apis.decode_response(3, version, memoryview(frame)[offset:])
+            assert [b.node_id for b in response.brokers] == [0]
+
+
+# --------------------------------------------------------------------------------------------
+# ApiVersions
+
+
+@pytest.mark.parametrize("version", [0, 1, 2, 3, 4])
+def test_api_versions_every_supported_version(broker: InProcessBroker, version: int) -> None:
+    with broker.connect() as client:
+        response = client.call(18, version, API_VERSIONS_BODY if version >= 3 else {})
+        assert response.error_code == 0
+        advertised = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
+        assert advertised == dict(apis.ADVERTISED)
+        assert advertised[18] == (0, 4)
+
+
+@pytest.mark.parametrize("version", [5, 99, 32767, -1])
+def test_api_versions_unknown_version_gets_a_v0_unsupported_version_answer(
+        broker: InProcessBroker, version: int) -> None:
+    """librdkafka opens with the highest ApiVersions it knows and falls back on error 35;
+    the answer must be readable as v0 whatever was asked, and the connection stays open."""
+    with broker.connect() as client:
+        # a newer client's body is opaque to us: it must not even be decoded
+        payload = struct.pack(">hhi", 18, version, 4242) + b"\x00\x04wire" + b"\x00\xde\xad"
+        client.send_raw(framing.encode_frame(payload))
+        frame = client.recv_frame()
+        assert frame == struct.pack(">ihihhh", 4242, 35, 1, 18, 0, 4)
+        # same connection, the version the fallback named: answered normally
+        response = client.call(18, 3, API_VERSIONS_BODY)
+        assert response.error_code == 0 and len(response.api_keys) == len(apis.ADVERTISED)
+
+
+# --------------------------------------------------------------------------------------------
+# Sendfile: clients that leave, and segments that change under a fetch
+
+
+def _fill(client: WireClient, topic: str, megabytes: int) -> int:
+    client.create_topic(topic)
+    value = os.urandom(255 * 1024)
+    for _ in range(megabytes):
+        response = client.produce(topic, 0, batch(4, value))
+        assert response.responses[0].partition_responses[0].error_code == 0
+    return megabytes * 4
+
+
+def _open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def test_client_disconnecting_mid_sendfile_leaves_the_broker_serving(
+        broker: InProcessBroker) -> None:
+    with broker.connect() as client:
+        _fill(client, "big", 24)  # 24 MiB in the log
+    fds_before = _open_fds()
+    for round_ in range(10):
+        victim = broker.connect()
+        victim.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        victim.send(1, 12, fetch_values("big", 0, 0, max_bytes=64 << 20))
+        victim.sock.recv(1024 if round_ % 2 else 1)  # the response has started
+        if round_ % 2:
+            # RST: the next sendfile call fails with ECONNRESET / EPIPE
+            victim.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
+                                   struct.pack("ii", 1, 0))
+        victim.close()
+        _healthy(broker)
+    assert _wait_until(lambda: _connections(broker) == 0)
+    assert broker.alive
+    assert broker.call(lambda: broker.broker.server.queued) == 0
+    assert _wait_until(lambda: _open_fds() <= fds_before)
+    # and the data is still served whole to a client that reads
+    with broker.connect() as client:
+        response = client.fetch("big", 0, 0, max_bytes=64 << 20)
+        part = response.responses[0].partitions[0]
+        assert sum(h.records_count for h in iter_batch_headers(part.records)) == 96
+
+
+def _stalled_fetch(broker: InProcessBroker, topic: str) -> tuple[WireClient, int]:
+    """A fetch of the whole log whose client does not read: the broker is left in the
+    middle of sending the record region, once the socket buffers are full (a few MiB on
+    loopback: the log must hold well more than that)."""
+    client = broker.connect()
+    cid = client.send(1, 12, fetch_values(topic, 0, 0, max_bytes=64 << 20))
+    # wait until the broker is busy sending to it
+    assert _wait_until(lambda: broker.call(
+        lambda: any(c.busy for c in broker.broker.server.connections)))
+    time.sleep(0.1)
+    return client, cid
+
+
+def _drain(client: WireClient, timeout: float = 10.0) -> int:
+    """Read until the broker closes the connection or the response is complete; returns
+    the bytes read (the broker must do one or the other, not hang)."""
+    client.sock.settimeout(timeout)
+    total = 0
+    expected = None
+    head = b""
+    while True:
+        try:
+            chunk = client.sock.recv(1 << 20)
+        except ConnectionResetError:
+            return total
+        if not chunk:
+            return total
+        if len(head) < 4:
+            head += chunk[:4 - len(head)]
+            if len(head) == 4:
+                expected = struct.unpack(">i", head)[0] + 4
+        total += len(chunk)
+        if expected is not None and total >= expected:
+            return total
+
+
+def test_segment_truncated_under_a_fetch_in_flight(broker: InProcessBroker) -> None:
+    with broker.connect() as client:
+        _fill(client, "trunc", 32)
+    segment = next((broker.broker.log_manager.log_dirs[0] / "trunc-0").glob("*.log"))
+    victim, _cid = _stalled_fetch(broker, "trunc")
+    os.truncate(segment, 1 << 20)  # the region now runs past the end of the file
+    got = _drain(victim)
+    victim.close()
+    assert got < 32 << 20  # it could not have been sent whole: the connection was closed
+    assert broker.alive
+    _healthy(broker)
+    assert _wait_until(lambda: _connections(broker) == 0)
+
+
+def test_segment_closed_under_a_fetch_in_flight_is_not_served_from_a_reused_descriptor(
+        broker: InProcessBroker, tmp_path: Path) -> None:
+    """A topic's log closed (deletion, StopReplica) while a response still has regions to
+    send: the descriptor number may be reused at once by another file. The response must
+    carry the segment's own bytes or end, never another file's."""
+    with broker.connect() as client:
+        _fill(client, "gone", 32)
+        segment = next((broker.broker.log_manager.log_dirs[0] / "gone-0").glob("*.log"))
+        expected = segment.read_bytes()
+        victim, _cid = _stalled_fetch(broker, "gone")
+
+        def close_and_reuse() -> list[int]:
+            broker.broker.replica_manager.stop_replicas([("gone", 0)], delete=True)
+            # grab freed descriptor numbers with a file of a different content
+            decoy = tmp_path / "decoy"
+            decoy.write_bytes(b"\xee" * (33 << 20))
+            return [os.open(decoy, os.O_RDONLY) for _ in range(8)]
+
+        decoys = broker.call(close_and_reuse)
+        try:
+            victim.sock.settimeout(10)
+            received = bytearray()
+            while True:
+                try:
+                    chunk = victim.sock.recv(1 << 20)
+                except ConnectionResetError:
+                    break
+                if not chunk:
+                    break
+                received += chunk
+                if len(received) >= 4 and len(received) >= struct.unpack_from(
+                        ">i", received)[0] + 4:
+                    break
+        finally:
+            for fd in decoys:
+                os.close(fd)
+            victim.close()
+        assert b"\xee" * 64 not in received
+        # the pinned file was sent whole: the response is complete and carries the
+        # segment's own bytes
+        assert len(received) == struct.unpack_from(">i", received)[0] + 4
+        response = apis.decode_response(1, 12, bytes(received[4 + 5:]))
+        assert response.responses[0].partitions[0].records == expected
+    assert broker.alive
+    _healthy(broker)
+
+
+def test_broker_shutdown_while_a_send_is_stalled(tmp_path: Path) -> None:
+    broker = InProcessBroker(tmp_path).start()
+    try:
+        with broker.connect() as client:
+            _fill(client, "stall", 32)
+        victim, _cid = _stalled_fetch(broker, "stall")
+        connections = broker.call(lambda: list(broker.broker.server.connections))
+        start = time.monotonic()
+        broker.stop()
+        assert time.monotonic() - start < 5
+        victim.close()
+        # the stalled send was ended, not left waiting on a closed socket
+        assert [c._task.done() for c in connections] == [True]
+    finally:
+        broker.stop()
+
+
+def test_pipelined_fetches_of_large_regions_arrive_whole_and_in_order(
+        broker: InProcessBroker) -> None:
+    with broker.connect() as client:
+        _fill(client, "seq", 4)
+        frames, cids = [], []
+        for offset in range(16):
+            cid, frame = client.request_frame(1, 12, fetch_values("seq", 0, offset,
+                                                                  max_bytes=4 << 20))
+            frames.append(frame)
+            cids.append(cid)
+        result: dict[str, Any] = {}
+
+        def send_all() -> None:  # the broker may push back while we are not reading
+            client.send_raw(b"".join(frames))
+            result["sent"] = True
+
+        sender = threading.Thread(target=send_all)
+        sender.start()
+        for offset, cid in enumerate(cids):
+            got, response = client.recv_response(1, 12)
+            assert got == cid
+            headers = list(iter_batch_headers(response.responses[0].partitions[0].records))
+            assert headers[0].base_offset <= offset <= headers[0].last_offset
+            assert headers[-1].last_offset == 15
+        sender.join(10)
+        assert result.get("sent")
