@@ -175,10 +175,17 @@ class ReplicaManager:
                 info = partition.append_records_to_leader(
                     records, required_acks, config.min_insync_replicas, origin
                 )
+                if info.duplicate:
+                    # Kafka answers a retried batch with the timestamp it remembered for
+                    # the original (its max timestamp, i.e. the append time under
+                    # LogAppendTime), whatever the topic's timestamp type.
+                    append_time = info.max_timestamp
+                else:
+                    append_time = info.log_append_time if config.log_append_time else -1
                 results[tp] = ProduceResult(
                     0,
                     info.first_offset,
-                    info.log_append_time if config.log_append_time else -1,
+                    append_time,
                     info.log_start_offset,
                     info=info,
                 )
