@@ -4,6 +4,13 @@ One asyncio server per configured listener (``listeners``), each handing accepte
 sockets to a ``Connection``. Also owns the broker-wide request accounting behind
 queued.max.requests (connections pause reading while the broker is at the limit) and the
 idle sweep behind connections.max.idle.ms.
+
+Binding, as Kafka binds: a listener with an empty host (``PLAINTEXT://:9092``) or ``::``
+listens on every interface, IPv4 and IPv6, through one dual-stack socket (so one port,
+even when the port is 0); ``0.0.0.0`` listens on every IPv4 interface only; a name is
+resolved and bound at its first address. Only PLAINTEXT listeners can be served: klog has
+no TLS or SASL, and a listener configured as SSL/SASL is refused at start rather than
+served in plaintext under a name that promises otherwise.
 """
 
 from __future__ import annotations
@@ -12,7 +19,7 @@ import asyncio
 import logging
 import socket
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from klog.daemon.connection import Connection
@@ -20,6 +27,7 @@ from klog.protocol import apis
 
 if TYPE_CHECKING:
     from klog.daemon.broker import Broker
+    from klog.daemon.config import Endpoint
 
 log = logging.getLogger(__name__)
 
@@ -42,20 +50,22 @@ class Server:
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
+        check_listeners(self.broker.config.listeners)
         for endpoint in self.broker.config.listeners:
-            host = endpoint.host or "0.0.0.0"
             name = endpoint.listener_name
-            server = await loop.create_server(
-                lambda name=name: Connection(self, name),  # type: ignore[misc]
-                host=host, port=endpoint.port, reuse_address=True, backlog=1024,
-                family=socket.AF_INET6 if ":" in host else socket.AF_INET,
-            )
-            for sock in server.sockets:
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)
-            bound_port = server.sockets[0].getsockname()[1]
-            self.bound[name] = (host, bound_port)
+            sock = await listen_socket(endpoint.host, endpoint.port)
+            try:
+                server = await loop.create_server(
+                    lambda name=name: Connection(self, name),  # type: ignore[misc]
+                    sock=sock, backlog=1024,
+                )
+            except BaseException:
+                sock.close()
+                raise
+            bound_port = sock.getsockname()[1]
+            self.bound[name] = (endpoint.host, bound_port)
             self._servers.append(server)
-            log.info("listening on %s://%s:%d", name, host, bound_port)
+            log.info("listening on %s://%s:%d", name, _display(sock), bound_port)
         self._idle_task = loop.create_task(self._idle_sweep())
 
     def request_done(self) -> None:
@@ -88,3 +98,64 @@ class Server:
             self._idle_task = None
         for conn in list(self.connections):
             conn.close()
+
+class ListenerError(RuntimeError):
+    """A listener this broker cannot serve (one line naming it and why)."""
+
+
+def check_listeners(listeners: Sequence[Endpoint]) -> None:
+    """Refuse listeners whose security protocol klog does not implement."""
+    for endpoint in listeners:
+        if endpoint.security_protocol != "PLAINTEXT":
+            raise ListenerError(
+                f"listener {endpoint.connection_string} uses security protocol "
+                f"{endpoint.security_protocol}, which klog does not support (only "
+                "PLAINTEXT); map it to PLAINTEXT in listener.security.protocol.map or "
+                "remove it"
+            )
+
+
+async def listen_socket(host: str, port: int) -> socket.socket:
+    """A bound, not yet listening, TCP socket for a listener's host and port."""
+    if host in _ALL_INTERFACES:
+        try:
+            return _bind(socket.AF_INET6, ("::", port), dual_stack=True)
+        except OSError:
+            if host == "::":
+                raise
+            # no IPv6 on this machine: every IPv4 interface is "every interface"
+            return _bind(socket.AF_INET, ("0.0.0.0", port))
+    if host == "0.0.0.0":
+        return _bind(socket.AF_INET, (host, port))
+    loop = asyncio.get_running_loop()
+    infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM,
+                                   flags=socket.AI_PASSIVE)
+    if not infos:  # pragma: no cover - getaddrinfo raises instead
+        raise OSError(f"cannot resolve listener host {host!r}")
+    family, _type, _proto, _canon, address = infos[0]
+    return _bind(family, address)
+
+
+_ALL_INTERFACES = ("", "::")
+
+
+def _bind(family: int, address: Any, dual_stack: bool = False) -> socket.socket:
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if dual_stack:
+            sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+        # Set before listen(): accepted sockets inherit it, and the TCP window scale is
+        # chosen from it during the handshake.
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)
+        sock.bind(address)
+    except BaseException:
+        sock.close()
+        raise
+    sock.setblocking(False)
+    return sock
+
+
+def _display(sock: socket.socket) -> str:
+    host = sock.getsockname()[0]
+    return f"[{host}]" if ":" in host else host
