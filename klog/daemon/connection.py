@@ -8,8 +8,11 @@ send ahead, and what they send ahead waits in this connection's queue.
 
 Backpressure: every queued request counts against the broker-wide queued.max.requests;
 when the broker is at that limit, connections that receive more stop reading from their
-sockets (TCP then pushes back on the client) until the queue drains. Writes respect the
-transport's high-water mark (``pause_writing``). A fetch response's record data goes out
+sockets (TCP then pushes back on the client) until the queue drains. A connection also
+stops reading once it holds READ_AHEAD_BYTES of requests it has not started on: Kafka
+reads one request per connection at a time, and without this bound a single pipelining
+client could park queued.max.requests x socket.request.max.bytes in the broker. Writes
+respect the transport's high-water mark (``pause_writing``). A fetch response's record data goes out
 with ``sendfile`` from the segment file, through a descriptor of the connection's own
 (dup'ed before the first byte is written), so a segment the log closes or deletes
 mid-response is still read whole -- never through a descriptor number the process has
@@ -47,6 +50,11 @@ if TYPE_CHECKING:
     from klog.daemon.server import Server
 
 log = logging.getLogger(__name__)
+
+#: Bytes of complete requests one connection may hold, not yet started, before the broker
+#: stops reading its socket: enough for a pipelining client's next requests to be ready
+#: when the current one finishes (one more request always fits, whatever its size).
+READ_AHEAD_BYTES = 1 << 20
 
 
 class FileRegion:
@@ -99,6 +107,7 @@ class Connection(asyncio.Protocol):
         self.listener_name = listener_name
         self.decoder = FrameDecoder(server.max_request_bytes)
         self.queue: collections.deque[memoryview] = collections.deque()
+        self.queued_bytes = 0  # sum of the sizes of the frames in ``queue``
         self.transport: asyncio.Transport | None = None
         self.peer: str = "?"
         self.closed = False
@@ -110,6 +119,11 @@ class Connection(asyncio.Protocol):
         self._can_write = asyncio.Event()
         self._can_write.set()
         self._task: asyncio.Task[None] | None = None
+
+    @property
+    def task(self) -> asyncio.Task[None] | None:
+        """The task processing this connection's requests (None before it is connected)."""
+        return self._task
 
     # -- asyncio.Protocol -------------------------------------------------------------------
 
@@ -132,23 +146,30 @@ class Connection(asyncio.Protocol):
         if not frames:
             return
         self.queue.extend(frames)
+        self.queued_bytes += sum(len(f) for f in frames) if len(frames) > 1 else len(frames[0])
         self.server.queued += len(frames)
-        if self.server.queued >= self.server.queued_max_requests:
-            self.pause_reading()
+        if self._over_limits():
+            self.update_reading()
         self._wakeup.set()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
         self.server.queued -= len(self.queue)
         self.queue.clear()
+        self.queued_bytes = 0
         self.server.connections.discard(self)
         self.server.paused.discard(self)
         self._wakeup.set()
         self._can_write.set()
-        if self._in_sendfile and self._task is not None:
+        if self._in_sendfile:
             # asyncio's sendfile waits for the socket to become writable, which a closed
             # transport never reports: end that wait, or the task (and the region's
-            # pinned descriptor) would wait forever.
+            # pinned descriptor) would wait forever. Soon, not now: the transport fails
+            # its own waiter right after this call, and must find it not yet cancelled.
+            asyncio.get_running_loop().call_soon(self._cancel_stuck_send)
+
+    def _cancel_stuck_send(self) -> None:
+        if self._in_sendfile and self._task is not None and not self._task.done():
             self._task.cancel()
 
     def pause_writing(self) -> None:
@@ -159,17 +180,26 @@ class Connection(asyncio.Protocol):
 
     # -- flow control -----------------------------------------------------------------------
 
-    def pause_reading(self) -> None:
-        if not self.reading_paused and self.transport is not None and not self.closed:
-            self.reading_paused = True
-            self.transport.pause_reading()
-            self.server.paused.add(self)
+    def _over_limits(self) -> bool:
+        return (self.server.queued >= self.server.queued_max_requests
+                or self.queued_bytes >= READ_AHEAD_BYTES)
 
-    def resume_reading(self) -> None:
-        if self.reading_paused and self.transport is not None and not self.closed:
+    def update_reading(self) -> None:
+        """Pause or resume reading the socket, as the broker's and this connection's
+        queues require. Idempotent; the transport's own state is set every time, since
+        asyncio's sendfile pauses and resumes reading behind our back."""
+        transport = self.transport
+        if transport is None or self.closed:
+            self.server.paused.discard(self)
+            return
+        if self._over_limits():
+            self.reading_paused = True
+            transport.pause_reading()
+            self.server.paused.add(self)
+        elif not self._in_sendfile:  # after a send, asyncio restores reading; then we decide
             self.reading_paused = False
-            self.transport.resume_reading()
-        self.server.paused.discard(self)
+            transport.resume_reading()
+            self.server.paused.discard(self)
 
     def close(self) -> None:
         if self.transport is not None and not self.closed:
@@ -187,6 +217,9 @@ class Connection(asyncio.Protocol):
                     await self._wakeup.wait()
                     continue
                 frame = self.queue.popleft()
+                self.queued_bytes -= len(frame)
+                if self.reading_paused:
+                    self.update_reading()
                 self.busy = True
                 try:
                     await self._handle(frame)
@@ -287,6 +320,7 @@ class Connection(asyncio.Protocol):
                 sent = await loop.sendfile(transport, _FdFile(fd), chunk.position, chunk.size)
             finally:
                 self._in_sendfile = False
+                self.update_reading()
             if sent != chunk.size:
                 raise ShortSendError(
                     f"record region shrank while sending ({sent} of {chunk.size} bytes)"

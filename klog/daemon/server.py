@@ -72,7 +72,7 @@ class Server:
         self.queued -= 1
         if self.paused and self.queued < self.queued_max_requests:
             for conn in list(self.paused):
-                conn.resume_reading()
+                conn.update_reading()
 
     async def _idle_sweep(self) -> None:
         limit = self.connections_max_idle_ms / 1000
@@ -92,12 +92,21 @@ class Server:
         self._servers.clear()
 
     async def close(self) -> None:
+        """Stop accepting, close every connection, and end their request processing (a
+        request still waiting -- a long poll, acks=-1 -- has no one left to answer)."""
         await self.stop_accepting()
         if self._idle_task is not None:
             self._idle_task.cancel()
             self._idle_task = None
+        tasks = [t for t in (conn.task for conn in self.connections)
+                 if t is not None and not t.done()]
         for conn in list(self.connections):
             conn.close()
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.wait(tasks, timeout=5)
+
 
 class ListenerError(RuntimeError):
     """A listener this broker cannot serve (one line naming it and why)."""
