@@ -438,12 +438,9 @@ class ProducerStateManager:
             return
         entry = self.producers.get(header.producer_id)
         if entry is None:
-            if not header.is_control and header.base_sequence not in (0, NO_SEQUENCE):
-                raise OutOfOrderSequenceError(
-                    f"out of order sequence number for producer {header.producer_id}: found "
-                    f"{header.base_sequence} for a producer this partition does not know "
-                    "(expected 0)"
-                )
+            # As Kafka 3.x: with no state for the producer (its batches were removed by
+            # retention or DeleteRecords, or its state expired) any sequence is accepted,
+            # so a long-lived idempotent producer is not failed for what the broker forgot.
             return
         if header.producer_epoch < entry.producer_epoch:
             raise InvalidProducerEpochError(
