@@ -42,6 +42,7 @@ from klog.storage.log_manager import LogManager
 log = logging.getLogger(__name__)
 
 METASTORE_DIR = ".klog-metastore"
+PRODUCER_EXPIRATION_CHECK_MS = 600_000
 _NEVER_MS = 2**40  # ~35 years: anything longer is "never"
 
 
@@ -102,6 +103,7 @@ class Broker:
         config = self.config
         self.log_manager = LogManager(
             config.log_dirs, config.log_config(), topic_config=self.topic_log_config,
+            producer_id_expiration_ms=config.get("producer.id.expiration.ms"),
         )
         await asyncio.to_thread(self.log_manager.startup)
         for summary in self.log_manager.load_summaries:
@@ -139,6 +141,7 @@ class Broker:
         # Kafka's "never" is Long.MAX_VALUE (log.flush.scheduler.interval.ms's default).
         self._tasks = [self.loop.create_task(self._every(ms, work, name))
                        for ms, work, name in periodic if ms < _NEVER_MS]
+        self._tasks.append(self.loop.create_task(self._expire_producers()))
         log.info("klog broker %d started in %.2f s on %s (cluster %s)", self.broker_id,
                  time.monotonic() - self.started_at, self.bootstrap, cluster_id)
 
@@ -255,6 +258,20 @@ class Broker:
                 await asyncio.to_thread(work)
             except Exception:
                 log.exception("periodic %s failed", name)
+
+    async def _expire_producers(self) -> None:
+        # Kafka's producer.id.expiration.check.interval.ms (an internal setting): every 10
+        # minutes, forget producers idle longer than producer.id.expiration.ms. On the loop
+        # thread, where appends run, so producer state is never touched concurrently.
+        while True:
+            await asyncio.sleep(PRODUCER_EXPIRATION_CHECK_MS / 1000)
+            assert self.log_manager is not None
+            now = int(time.time() * 1000)
+            for plog in self.log_manager.all_logs().values():
+                try:
+                    plog.producer_state.remove_expired_producers(now)
+                except Exception:
+                    log.exception("expiring producers of %s failed", plog.dir.name)
 
     def _flush(self) -> None:
         assert self.log_manager is not None
