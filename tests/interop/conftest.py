@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import re
 import shutil
+import time
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import pytest
@@ -45,9 +46,37 @@ def broker(tmp_path_factory: pytest.TempPathFactory,
     running = KlogBroker(data, overrides=broker_overrides)
     running.start()
     try:
+        wait_until_serving(running)
         yield running
     finally:
         running.stop()
+
+
+def wait_until_serving(broker: KlogBroker, topics: Iterable[str] = (),
+                       timeout: float = 20.0) -> None:
+    """Wait until the broker answers Metadata as the controller and leader of every
+    partition of ``topics``.
+
+    KlogBroker.start() returns when the port accepts connections, but the broker opens its
+    listeners before its controller has elected leaders and published metadata: for a
+    moment it answers with no controller and no topics (UNKNOWN_TOPIC_OR_PARTITION for
+    topics it has). Tests that restart a broker wait here before checking what it serves.
+    """
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+    wanted = list(topics)
+    deadline = time.monotonic() + timeout
+    while True:
+        md = admin.list_topics(timeout=5)
+        ready = md.controller_id == 0 and all(
+            t in md.topics and md.topics[t].error is None and md.topics[t].partitions
+            and all(p.leader == 0 for p in md.topics[t].partitions.values())
+            for t in wanted)
+        if ready:
+            return
+        assert time.monotonic() < deadline, f"broker not serving {wanted} after {timeout} s"
+        time.sleep(0.05)
 
 
 @pytest.fixture(scope="module")
