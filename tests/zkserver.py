@@ -13,6 +13,11 @@ ready when ``srvr`` reports its mode.
 
 ``stop()`` (SIGTERM) and ``kill()`` (SIGKILL) followed by ``start()`` restart it on the same
 port and dataDir, for tests of connection loss. ``connect`` is "127.0.0.1:<port>".
+
+As a pytest fixture: import ``zk_server`` into a conftest.py (``from tests.zkserver import
+zk_server  # noqa: F401``) to get one server for the whole session, skipped with the reason
+when java or the jars are missing. Tests sharing it isolate themselves with a chroot
+(``zk_server.connect + "/my-test"``).
 """
 
 from __future__ import annotations
@@ -23,8 +28,11 @@ import signal
 import socket
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from types import TracebackType
+
+import pytest
 
 JAVA_DIR = Path("/usr/share/java")
 ZOOKEEPER_JAR = JAVA_DIR / "zookeeper.jar"
@@ -36,8 +44,8 @@ def zookeeper_classpath() -> str | None:
     if not ZOOKEEPER_JAR.is_file():
         return None
     parts = [str(ZOOKEEPER_JAR)]
-    # Without a binding slf4j stays silent; with slf4j-simple the server log (warnings
-    # only) lands in the test's zookeeper.log, which helps when a test fails.
+    # Without a binding slf4j stays silent; with slf4j-simple the server's log lands in
+    # <directory>/zookeeper.log, which helps when a test fails.
     simple = JAVA_DIR / "slf4j-simple.jar"
     if simple.is_file():
         parts.append(str(simple))
@@ -129,6 +137,7 @@ class ZooKeeperServer:
         for attempt in range(3):
             try:
                 self._launch(timeout)
+                self._pick_port = False  # a restart must come back on the same port
                 return
             except ExitedAtStartup:
                 # The free port we picked may have been taken before ZooKeeper bound it.
@@ -147,7 +156,9 @@ class ZooKeeperServer:
             "-XX:+UseSerialGC",
             "-XX:TieredStopAtLevel=1",
             "-Dzookeeper.forceSync=no",
-            "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
+            "-Dorg.slf4j.simpleLogger.defaultLogLevel=info",
+            "-Dorg.slf4j.simpleLogger.showDateTime=true",
+            "-Dorg.slf4j.simpleLogger.dateTimeFormat=HH:mm:ss.SSS",
             "-cp",
             zookeeper_classpath() or "",
             MAIN_CLASS,
@@ -225,3 +236,15 @@ class ZooKeeperServer:
         tb: TracebackType | None,
     ) -> None:
         self.stop()
+
+
+@pytest.fixture(scope="session")
+def zk_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperServer]:
+    """One real ZooKeeper for the whole test session (see the module docstring)."""
+    reason = zookeeper_unavailable_reason()
+    if reason is not None:
+        pytest.skip(f"real ZooKeeper unavailable: {reason}")
+    server = ZooKeeperServer(tmp_path_factory.mktemp("zookeeper"))
+    server.start()
+    yield server
+    server.stop()

@@ -13,19 +13,7 @@ import pytest
 from klog.daemon.metastore.base import MetadataStore, WatchedEvent
 from klog.daemon.metastore.local import LocalMetadataStore
 from klog.daemon.metastore.zookeeper import ZooKeeperMetadataStore
-from tests.zkserver import ZooKeeperServer, zookeeper_unavailable_reason
-
-
-@pytest.fixture(scope="session")
-def zk_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperServer]:
-    """One real ZooKeeper for the whole run; tests isolate themselves with a chroot."""
-    reason = zookeeper_unavailable_reason()
-    if reason is not None:
-        pytest.skip(f"real ZooKeeper unavailable: {reason}")
-    server = ZooKeeperServer(tmp_path_factory.mktemp("zookeeper"))
-    server.start()
-    yield server
-    server.stop()
+from tests.zkserver import ZooKeeperServer, zk_server  # noqa: F401 - the fixture
 
 
 class Backend:
