@@ -208,6 +208,7 @@ class LocalMetadataStore(MetadataStore):
                 self._acquire_dir_lock()
             except OSError as e:
                 raise MetastoreError(f"cannot open metadata directory {self.directory}: {e}") from e
+            self._failed = None
             try:
                 self._events = queue.SimpleQueue()
                 self._recover()
@@ -223,7 +224,6 @@ class LocalMetadataStore(MetadataStore):
                 self._close_files()
                 raise
             self._started = True
-            self._failed = None
             # Each session gets its own queue, so a thread still draining the previous
             # session's events can never take this one's.
             self._event_thread = threading.Thread(
@@ -249,6 +249,10 @@ class LocalMetadataStore(MetadataStore):
                         self._write(lambda txn: self._delete_nodes(txn, own))
                     if self._journal_size > self.snapshot_bytes:
                         self._write_snapshot()
+            except (MetastoreError, OSError) as e:
+                # Shutting down anyway: the next start removes these ephemerals and replays
+                # the journal.
+                log.warning("metadata store %s: clean close failed: %s", self.directory, e)
             finally:
                 self._started = False
                 self._close_files()

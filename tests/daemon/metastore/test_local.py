@@ -413,7 +413,7 @@ def test_failed_fsync_is_not_acknowledged_and_stops_writes(
         store.create("/refused")
     assert store.get("/before")[0] == b"1"  # reads still work
     store.close()
-    store = open_store(directory)
+    store.start()  # the same object, a new session: writable again
     assert store.get_children("/") == ["before"]
     store.create("/writable-again")
     store.close()
