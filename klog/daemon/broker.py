@@ -133,6 +133,7 @@ class Broker:
         await asyncio.to_thread(self._register_broker)
         self.controller = Controller(self)
         await self.controller.startup()
+        await self.server.serve()
         periodic = [
             (config.log_flush_scheduler_interval_ms, self._flush, "flush"),
             (config.log_retention_check_interval_ms, self._retention, "retention"),

@@ -58,6 +58,9 @@ class Server:
                 server = await loop.create_server(
                     lambda name=name: Connection(self, name),  # type: ignore[misc]
                     sock=sock, backlog=1024,
+                    # Bound now (the port is known and registered), accepting only once the
+                    # broker is ready: Kafka too serves no request before start-up ends.
+                    start_serving=False,
                 )
             except BaseException:
                 sock.close()
@@ -67,6 +70,11 @@ class Server:
             self._servers.append(server)
             log.info("listening on %s://%s:%d", name, _display(sock), bound_port)
         self._idle_task = loop.create_task(self._idle_sweep())
+
+    async def serve(self) -> None:
+        """Start accepting connections on every listener (after ``start``)."""
+        for server in self._servers:
+            await server.start_serving()
 
     def request_done(self) -> None:
         self.queued -= 1
