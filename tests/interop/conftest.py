@@ -57,10 +57,10 @@ def wait_until_serving(broker: KlogBroker, topics: Iterable[str] = (),
     """Wait until the broker answers Metadata as the controller and leader of every
     partition of ``topics``.
 
-    KlogBroker.start() returns when the port accepts connections, but the broker opens its
-    listeners before its controller has elected leaders and published metadata: for a
-    moment it answers with no controller and no topics (UNKNOWN_TOPIC_OR_PARTITION for
-    topics it has). Tests that restart a broker wait here before checking what it serves.
+    KlogBroker.start() returns as soon as the port takes connections, which the broker
+    binds before its logs are loaded and its controller has elected leaders (requests wait
+    until then). Tests that (re)start a broker and then check what it serves wait here, so
+    that a slow start-up shows as its own clear failure rather than as a client timeout.
     """
     from confluent_kafka.admin import AdminClient
 

@@ -251,3 +251,88 @@ def test_small_fetch_sizes(bootstrap: str, topic: str) -> None:
         producer.close(timeout=5)
     got = _consume(bootstrap, topic, 20, max_partition_fetch_bytes=512, fetch_max_bytes=1024)
     assert [r.value for r in got] == [bytes([i]) * 4000 for i in range(20)]
+
+
+def test_fetch_min_bytes_waits_for_enough_data(bootstrap: str, topic: str,
+                                               producer: KafkaProducer) -> None:
+    """fetch.min.bytes: a fetch with less data waits until fetch.max.wait.ms; one that
+    brings enough returns at once."""
+    _send_all(producer, topic, [{"value": b"seed"}])
+    consumer = _consumer(bootstrap, fetch_min_bytes=20_000, fetch_max_wait_ms=1500,
+                         request_timeout_ms=30_000)
+    try:
+        tp = TopicPartition(topic, 0)
+        consumer.assign([tp])
+        consumer.seek(tp, 1)  # past the seed: nothing to read yet
+
+        def wait_for(count: int, timeout: float) -> tuple[list[Any], float]:
+            got: list[Any] = []
+            start = time.monotonic()
+            while len(got) < count and time.monotonic() - start < timeout:
+                for records in consumer.poll(timeout_ms=50).values():
+                    got.extend(records)
+            return got, time.monotonic() - start
+
+        assert consumer.poll(timeout_ms=300) == {}  # a fetch is now parked
+        _send_all(producer, topic, [{"value": b"small"}])
+        small, took = wait_for(1, 6)
+        assert [r.value for r in small] == [b"small"]
+        assert took > 0.5, took  # held back: 5 bytes < fetch.min.bytes
+        assert consumer.poll(timeout_ms=300) == {}  # the next fetch is parked
+        _send_all(producer, topic, [{"value": b"x" * 30_000}])
+        big, took = wait_for(1, 6)
+        assert [len(r.value) for r in big] == [30_000]
+        assert took < 1.0, took  # enough bytes: answered before the wait ran out
+    finally:
+        consumer.close()
+
+
+def test_acks_all_below_min_insync_replicas(bootstrap: str, topic: str) -> None:
+    """min.insync.replicas above the ISR size refuses acks=all (NOT_ENOUGH_REPLICAS) and
+    still takes acks=1."""
+    from kafka import KafkaAdminClient
+    from kafka.admin import NewTopic
+    from kafka.errors import NotEnoughReplicasError
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        admin.create_topics([NewTopic(topic, 1, 1, topic_configs={
+            "min.insync.replicas": "2"})])
+    finally:
+        admin.close()
+    strict = KafkaProducer(bootstrap_servers=bootstrap, acks="all", retries=0,
+                           enable_idempotence=False)
+    try:
+        with pytest.raises(NotEnoughReplicasError):
+            strict.send(topic, value=b"refused").get(timeout=20)
+    finally:
+        strict.close(timeout=5)
+    relaxed = KafkaProducer(bootstrap_servers=bootstrap, acks=1)
+    try:
+        assert relaxed.send(topic, value=b"taken").get(timeout=20).offset == 0
+    finally:
+        relaxed.close(timeout=5)
+    assert [r.value for r in _consume(bootstrap, topic, 1)] == [b"taken"]
+
+
+def test_timestamp_too_far_off_is_refused(bootstrap: str, topic: str) -> None:
+    from kafka import KafkaAdminClient
+    from kafka.admin import NewTopic
+    from kafka.errors import InvalidTimestampError
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        admin.create_topics([NewTopic(topic, 1, 1, topic_configs={
+            "message.timestamp.difference.max.ms": "60000"})])
+    finally:
+        admin.close()
+    producer = KafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=False)
+    try:
+        now = int(time.time() * 1000)
+        with pytest.raises(InvalidTimestampError):
+            producer.send(topic, value=b"old", timestamp_ms=now - 3_600_000).get(timeout=20)
+        with pytest.raises(InvalidTimestampError):
+            producer.send(topic, value=b"future", timestamp_ms=now + 3_600_000).get(timeout=20)
+        assert producer.send(topic, value=b"now", timestamp_ms=now).get(timeout=20).offset == 0
+    finally:
+        producer.close(timeout=5)

@@ -1,6 +1,9 @@
 """Topics of 50 partitions, created by Metadata (num.partitions=50 on this module's broker)
 and explicitly (CreateTopics through each client's admin API), written and read by every
-client: each partition holds exactly what was sent to it, in order."""
+client: each partition holds exactly what was sent to it, in order.
+
+(The module's broker ends up with ~250 partitions; its clean shutdown takes seconds, one
+fsync'ed checkpoint after another.)"""
 
 from __future__ import annotations
 
@@ -83,10 +86,10 @@ def test_confluent_auto_created(bootstrap: str, topic: str) -> None:
 
 def test_confluent_created_explicitly(bootstrap: str, broker: KlogBroker, topic: str) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    futures = admin.create_topics([NewTopic(topic, num_partitions=PARTITIONS * 2,
+    futures = admin.create_topics([NewTopic(topic, num_partitions=PARTITIONS + 7,
                                             replication_factor=1)], operation_timeout=10)
     futures[topic].result(timeout=20)
-    assert len(admin.list_topics(topic, timeout=10).topics[topic].partitions) == 100
+    assert len(admin.list_topics(topic, timeout=10).topics[topic].partitions) == PARTITIONS + 7
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 10})
     # Keys spread over the partitions with the default partitioner.
     for i in range(1000):
@@ -95,7 +98,8 @@ def test_confluent_created_explicitly(bootstrap: str, broker: KlogBroker, topic:
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused",
                          "enable.auto.commit": False, "fetch.wait.max.ms": 100})
     try:
-        consumer.assign([CkTopicPartition(topic, p, OFFSET_BEGINNING) for p in range(100)])
+        consumer.assign([CkTopicPartition(topic, p, OFFSET_BEGINNING)
+                         for p in range(PARTITIONS + 7)])
         seen: dict[bytes, int] = {}
         deadline = time.monotonic() + 30
         while len(seen) < 1000 and time.monotonic() < deadline:
@@ -106,8 +110,9 @@ def test_confluent_created_explicitly(bootstrap: str, broker: KlogBroker, topic:
     finally:
         consumer.close()
     assert len(seen) == 1000
-    assert len(set(seen.values())) > 50  # really spread
-    assert len([d for d in broker.log_dir.iterdir() if d.name.startswith(f"{topic}-")]) == 100
+    assert len(set(seen.values())) > 40  # really spread
+    assert len([d for d in broker.log_dir.iterdir()
+                if d.name.startswith(f"{topic}-")]) == PARTITIONS + 7
 
 
 def test_kafka_python_created_explicitly(bootstrap: str, topic: str) -> None:
@@ -143,7 +148,7 @@ def test_kafka_python_created_explicitly(bootstrap: str, topic: str) -> None:
     assert set(end.values()) == {PER_PARTITION}
 
 
-def test_aiokafka_auto_created_and_explicit(bootstrap: str, topic: str) -> None:
+def test_aiokafka_created_explicitly(bootstrap: str, topic: str) -> None:
     from aiokafka.admin import AIOKafkaAdminClient
     from aiokafka.admin import NewTopic as AioNewTopic
 
@@ -174,14 +179,13 @@ def test_aiokafka_auto_created_and_explicit(bootstrap: str, topic: str) -> None:
         return _by_partition(got)
 
     async def go() -> None:
-        assert await roundtrip(topic) == _expected()  # auto-created by the producer
         admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
         await admin.start()
         try:
-            await admin.create_topics([AioNewTopic(topic + "-x", PARTITIONS, 1)])
+            await admin.create_topics([AioNewTopic(topic, PARTITIONS, 1)])
         finally:
             await admin.close()
-        assert await roundtrip(topic + "-x") == _expected()
+        assert await roundtrip(topic) == _expected()
 
     asyncio.run(asyncio.wait_for(go(), 60))
 
