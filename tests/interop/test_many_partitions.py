@@ -207,3 +207,35 @@ def test_kcat_all_partitions(bootstrap: str, topic: str) -> None:
     assert sorted(m["payload"] for m in got) == sorted(f"m{i}" for i in range(500))
     assert len({m["partition"] for m in got}) > 25
     _by_partition([(m["partition"], m["offset"], m["payload"].encode()) for m in got])
+
+
+def test_one_long_poll_watches_every_partition(bootstrap: str, topic: str) -> None:
+    """A consumer of all 50 partitions has one fetch parked in the broker; a record
+    produced to any of them completes it at once."""
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
+    producer.produce(topic, value=b"first", partition=3)
+    assert producer.flush(10) == 0
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused",
+                         "enable.auto.commit": False, "fetch.wait.max.ms": 10_000})
+    try:
+        # Offset 0, not "beginning": every partition is fetchable at once, so they all go
+        # into the first fetch (librdkafka keeps one fetch in flight per broker).
+        consumer.assign([CkTopicPartition(topic, p, 0) for p in range(PARTITIONS)])
+        first = None
+        deadline = time.monotonic() + 10
+        while first is None and time.monotonic() < deadline:
+            first = consumer.poll(0.2)
+        assert first is not None and first.value() == b"first"
+        assert consumer.poll(1.0) is None  # parked
+        for partition in (37, 0, 49):
+            produced_at = time.monotonic()
+            producer.produce(topic, value=b"p%d" % partition, partition=partition)
+            assert producer.flush(10) == 0
+            msg = None
+            while msg is None and time.monotonic() - produced_at < 8:
+                msg = consumer.poll(0.05)
+            assert msg is not None and (msg.partition(), msg.value()) == (
+                partition, b"p%d" % partition)
+            assert time.monotonic() - produced_at < 2.0
+    finally:
+        consumer.close()
