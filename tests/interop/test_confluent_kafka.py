@@ -393,3 +393,24 @@ def test_offset_out_of_range_resets(bootstrap: str, topic: str) -> None:
 def test_produce_result_reports_create_time(bootstrap: str, topic: str) -> None:
     reports = _produce_all(_producer(bootstrap), topic, [{"value": b"v", "timestamp": 1234}])
     assert reports[0].timestamp() == (TIMESTAMP_CREATE_TIME, 1234)
+
+
+def test_empty_partition_offsets(bootstrap: str, topic: str) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(timeout=20)
+    tp = TopicPartition(topic, 0)
+    for spec in (OffsetSpec.earliest(), OffsetSpec.latest()):
+        assert admin.list_offsets({tp: spec})[tp].result(timeout=10).offset == 0
+    consumer = _consumer(bootstrap)
+    try:
+        assert consumer.get_watermark_offsets(tp, timeout=10) == (0, 0)
+        [found] = consumer.offsets_for_times([TopicPartition(topic, 0, 0)], timeout=10)
+        assert found.offset == OFFSET_END
+    finally:
+        consumer.close()
+    # the first record of the once-empty partition is at offset 0
+    _produce_all(_producer(bootstrap), topic, [{"value": b"one"}])
+    got = _consume(bootstrap, topic, 1, offset=0)
+    assert [(m.offset(), m.value()) for m in got] == [(0, b"one")]
