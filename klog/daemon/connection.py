@@ -30,6 +30,7 @@ import asyncio
 import collections
 import logging
 import os
+import socket
 import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -310,9 +311,12 @@ class Connection(asyncio.Protocol):
             # file -- whose bytes sendfile would then send to this client.
             pinned = [_pin(c) for c in chunks
                       if not isinstance(c, (bytes, bytearray, memoryview))]
+            corked = _cork(transport, True)
             try:
                 await self._write_regions(transport, chunks, pinned)
             finally:
+                if corked:
+                    _cork(transport, False)
                 for fd in pinned:
                     os.close(fd)
         if not self._can_write.is_set():
@@ -359,6 +363,21 @@ class Connection(asyncio.Protocol):
         self._out, self._out_size = [], 0
         if self.transport is not None and not self.closed:
             self.transport.write(out[0] if len(out) == 1 else b"".join(out))
+
+
+def _cork(transport: asyncio.Transport, on: bool) -> bool:
+    """TCP_CORK on or off; True if it was set. While corked the kernel sends only full
+    segments, so a fetch response's header, record regions and trailing bytes leave as
+    full packets -- the reader is woken per 64 KiB, not once more for each short piece --
+    and uncorking sends the rest."""
+    sock = transport.get_extra_info("socket")
+    if sock is None or (on and transport.get_write_buffer_size()):
+        return False
+    try:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_CORK, int(on))
+    except OSError:
+        return False
+    return True
 
 
 def _sendfile_now(transport: asyncio.Transport, fd: int, position: int, size: int) -> int:
