@@ -26,14 +26,14 @@ isKRaftController bool), so there is no single layout to be compatible with.
 Error codes are plain ``i16`` here (Kafka's specs type them int16); kio's ``ErrorCode``
 enum would refuse a code it does not know, and these responses come from other brokers.
 
-Entity classes are built at import time; look them up with ``request_entity(api_key,
+Entity classes are built on first use; look them up with ``request_entity(api_key,
 version)`` / ``response_entity(api_key, version)`` or the per-API mappings below.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import MISSING, dataclass, field, make_dataclass
 from types import MappingProxyType
 from typing import Any, ClassVar
@@ -225,13 +225,34 @@ def _snake(name: str) -> str:
     return "".join(out)
 
 
+class _Versions(Mapping[int, type]):
+    """A message's classes by version, each built on first use: building them all costs
+    ~0.15 s, which every broker start would pay for APIs a standalone broker never
+    decodes. Read-only; a class, once built, is the one returned ever after."""
+
+    def __init__(self, message: _Message) -> None:
+        self._message = message
+        self._versions = range(message.min_version, message.max_version + 1)
+        self._built: dict[int, type] = {}
+
+    def __getitem__(self, version: int) -> type:
+        cls = self._built.get(version)
+        if cls is None:
+            if version not in self._versions:
+                raise KeyError(version)
+            m = self._message
+            cls = self._built[version] = _build_class(m.name, m.fields, m, version, m.kind, {})
+        return cls
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._versions)
+
+    def __len__(self) -> int:
+        return len(self._versions)
+
+
 def _build(message: _Message) -> Mapping[int, type]:
-    classes = {}
-    for version in range(message.min_version, message.max_version + 1):
-        classes[version] = _build_class(
-            message.name, message.fields, message, version, message.kind, {}
-        )
-    return MappingProxyType(classes)
+    return _Versions(message)
 
 
 # --- LeaderAndIsr (4) ---------------------------------------------------------------------
