@@ -26,6 +26,7 @@ import shutil
 import threading
 import time
 from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -91,6 +92,7 @@ class LogManager:
         topic_config: Callable[[str], LogConfig] | None = None,
         clock: Callable[[], int] = _wall_clock_ms,
         producer_id_expiration_ms: int = 86_400_000,
+        recovery_threads: int = 8,
     ) -> None:
         self.log_dirs = [Path(d) for d in log_dirs]
         if not self.log_dirs:
@@ -101,6 +103,8 @@ class LogManager:
         self._topic_config = topic_config
         self.clock = clock
         self.producer_id_expiration_ms = producer_id_expiration_ms
+        # Threads for loading and closing logs (fsync-bound work, which releases the GIL).
+        self.recovery_threads = recovery_threads
         self._lock = threading.RLock()
         self._lock_fds: dict[Path, int] = {}
         self._logs: dict[TopicPartition, PartitionLog] = {}
@@ -181,6 +185,7 @@ class LogManager:
         skipped: list[str] = []
         truncated = 0
         loaded = 0
+        to_load: list[tuple[Path, TopicPartition]] = []
         for entry in sorted(log_dir.iterdir()):
             # Dot-directories are never partitions (Kafka's topic names cannot start a
             # directory name with "."); klog keeps its standalone metastore in one.
@@ -200,14 +205,18 @@ class LogManager:
                 skipped.append(f"{entry.name}: {name.kind} logs are not supported")
                 continue
             tp = (name.topic, name.partition)
-            if tp in self._logs:
+            if tp in self._logs or any(tp == t for _e, t in to_load):
                 raise LogDirError(
                     f"duplicate log directories for {entry.name} are found in both "
-                    f"{self._log_dir_of[tp]} and {log_dir}"
+                    f"{self._log_dir_of.get(tp, log_dir)} and {log_dir}"
                 )
-            log = PartitionLog(
+            to_load.append((entry, tp))
+
+        def load(item: tuple[Path, TopicPartition]) -> PartitionLog:
+            entry, tp = item
+            return PartitionLog(
                 entry,
-                self.config_for(name.topic),
+                self.config_for(tp[0]),
                 log_start_offset=log_start_offsets.get(tp, 0),
                 recovery_point=recovery_points.get(tp, 0),
                 high_watermark=high_watermarks.get(tp),
@@ -215,6 +224,22 @@ class LogManager:
                 clock=self.clock,
                 producer_id_expiration_ms=self.producer_id_expiration_ms,
             )
+
+        # Loading is dominated by fsyncs (recovery rewrites indexes, snapshots and epoch
+        # files), which release the GIL: partitions load in parallel, as Kafka's
+        # num.recovery.threads.per.data.dir does.
+        with ThreadPoolExecutor(max_workers=max(1, min(self.recovery_threads,
+                                                       len(to_load)))) as pool:
+            futures = [pool.submit(load, item) for item in to_load]
+            errors = [f.exception() for f in futures if f.exception() is not None]
+            if errors:
+                for f in futures:  # don't leak the descriptors of the logs that did load
+                    if f.exception() is None:
+                        with contextlib.suppress(Exception):
+                            f.result().close()
+                raise errors[0]  # type: ignore[misc]
+            logs = [f.result() for f in futures]
+        for (_entry, tp), log in zip(to_load, logs, strict=True):
             self._logs[tp] = log
             self._log_dir_of[tp] = log_dir
             if tp in high_watermarks:
@@ -399,12 +424,13 @@ class LogManager:
             if self._closed:
                 return
             self._closed = True
-            for log in self._logs.values():
-                log.flush()
-            for log_dir in self.log_dirs:
-                self._checkpoint_dir(log_dir)
-            for log in self._logs.values():
-                log.close()
+            logs = list(self._logs.values())
+            with ThreadPoolExecutor(max_workers=max(1, min(self.recovery_threads,
+                                                           len(logs)))) as pool:
+                list(pool.map(lambda log: log.flush(), logs))
+                for log_dir in self.log_dirs:
+                    self._checkpoint_dir(log_dir)
+                list(pool.map(lambda log: log.close(), logs))
             for log_dir in self.log_dirs:
                 (log_dir / CLEAN_SHUTDOWN_FILE).touch()
                 fsync_dir(log_dir)
