@@ -418,3 +418,33 @@ def test_frames_from_the_frame_decoder_give_writable_records() -> None:
         assert not records.readonly and records == batch
         records[0] = 0xEE
         assert bytes(frames[0]).count(b"\xee" + batch[1:]) == 1
+
+
+def test_entity_maker_falls_back_to_the_constructor_for_other_shapes() -> None:
+    import dataclasses
+
+    @dataclasses.dataclass(frozen=True)
+    class NotSlotted:
+        index: int
+        records: Any
+
+    @dataclasses.dataclass(frozen=True, slots=True)
+    class Checked:
+        index: int
+        records: Any
+
+        def __post_init__(self) -> None:
+            if self.index < 0:
+                raise ValueError("negative")
+
+    for cls in (NotSlotted, Checked):
+        make = produce._maker(cls, ("index", "records"))
+        assert make(3, b"r") == cls(index=3, records=b"r")
+    with pytest.raises(ValueError):
+        produce._maker(Checked, ("index", "records"))(-1, b"r")
+    # kio's own classes take the fast path and still compare, hash and print as kio's
+    _, _, partition_cls = produce._request_classes(9)
+    fast = produce._maker(partition_cls, ("index", "records"))(7, b"x")
+    assert type(fast) is partition_cls and fast == partition_cls(index=7, records=b"x")
+    assert hash(fast) == hash(partition_cls(index=7, records=b"x"))
+    assert repr(fast) == repr(partition_cls(index=7, records=b"x"))
