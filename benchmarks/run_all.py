@@ -23,6 +23,7 @@ def main() -> int:
             "benchmarks.bench_tools",
             *(["--verify-size", str(64 << 20), "--dump-records", "200000"] if quick else []),
         ],
+        [sys.executable, "-m", "benchmarks.bench_broker", *(["--quick"] if quick else [])],
     ]
     status = 0
     for cmd in runs:

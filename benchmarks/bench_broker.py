@@ -1,0 +1,491 @@
+"""Broker benchmarks against a real klog broker process, each with a baseline in the same run.
+
+- produce: 1 KiB records to one partition, acks=1, librdkafka (confluent_kafka) with large
+  batches (linger.ms 50, batch.size 1 MiB, no compression). Figure: the broker process's CPU
+  seconds per GB appended, against a raw socket-to-file sink -- a small Python process doing
+  ``recv_into`` + ``os.write`` of the same number of bytes sent over loopback -- measured
+  the same way (target <= 3x). MB/s is reported too.
+- fetch: a confluent_kafka consumer reads the partition the produce run filled. Figure: the
+  broker's CPU seconds per GB served, against a raw ``sendfile`` loop process serving the
+  same segment files over loopback in chunks of the consumer's fetch size (target <= 3x).
+- latency: p99 produce latency at 10k msg/s of 1 KiB records, acks=1, linger.ms=0 (a paced
+  producer; latency is librdkafka's own produce()-to-ack time, ``Message.latency()``)
+  (target <= 5 ms).
+- start-up: time from starting ``klog broker start`` to its port accepting connections,
+  several runs on an empty data directory (target <= 1 s); and once with 1,000 partitions.
+- idle: RSS and open file descriptors of an idle broker hosting 1,000 partitions, next to
+  those of an idle broker with none (report only).
+
+CPU is read from /proc/<pid>/stat (utime + stime of every thread of the process, in clock
+ticks) just before and just after the measured traffic; neither side fsyncs, and both write
+to the same file system (the page cache). Clients run in this process; their CPU is not
+counted on either side. The sink reads 256 KiB per call, as asyncio's transport does for
+the broker. Each baseline runs twice (between the broker's runs and after them) and the
+cheaper run is kept, so a busy moment on a shared machine cannot flatter the broker. What a
+broker pays once in its life is left out of the measured windows: the first produce and
+the first fetch (which load their entity classes) happen before, as does one unmeasured
+start-up that compiles the bytecode cache.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from benchmarks.common import WORK, Result, report
+from klog.testing import KlogBroker
+
+RECORD_SIZE = 1024
+FETCH_SIZE = 1 << 20  # the consumer's max.partition.fetch.bytes; the baseline's sendfile size
+SINK_BUFFER = 256 << 10  # asyncio's socket read size; the sink reads as much per call
+_TICK = os.sysconf("SC_CLK_TCK")
+
+# Children run from cached bytecode, as an installed klog does (a session that sets
+# PYTHONDONTWRITEBYTECODE would recompile on every start and bill it to the broker).
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+
+
+def process_cpu(pid: int) -> float:
+    """CPU seconds (user + system, all threads) the process ``pid`` has used so far."""
+    with open(f"/proc/{pid}/stat") as f:
+        stat = f.read()
+    fields = stat[stat.rindex(")") + 2 :].split()
+    return (int(fields[11]) + int(fields[12])) / _TICK  # utime, stime (fields 14, 15)
+
+
+def process_status(pid: int) -> tuple[int, int]:
+    """(RSS in KiB, open file descriptors) of ``pid``."""
+    rss = 0
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                rss = int(line.split()[1])
+    return rss, len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def _log_bytes(broker: KlogBroker, topic: str, partition: int = 0) -> int:
+    directory = broker.log_dir / f"{topic}-{partition}"
+    return sum(p.stat().st_size for p in directory.glob("*.log"))
+
+
+def _segments(broker: KlogBroker, topic: str, partition: int = 0) -> list[Path]:
+    return sorted((broker.log_dir / f"{topic}-{partition}").glob("*.log"))
+
+
+# --- baselines: small processes measured from outside, like the broker --------------------
+
+_SINK = """
+import os, socket, sys
+path, size = sys.argv[1], int(sys.argv[2])
+server = socket.create_server(("127.0.0.1", 0))
+print(server.getsockname()[1], flush=True)
+conn, _ = server.accept()
+fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+buf = bytearray(size)
+view = memoryview(buf)
+while n := conn.recv_into(buf):
+    os.write(fd, view[:n])
+os.close(fd)
+print("done", flush=True)
+sys.stdin.read()
+"""
+
+_SENDFILE = """
+import os, socket, sys
+chunk, paths = int(sys.argv[1]), sys.argv[2:]
+server = socket.create_server(("127.0.0.1", 0))
+print(server.getsockname()[1], flush=True)
+conn, _ = server.accept()
+for path in paths:
+    fd = os.open(path, os.O_RDONLY)
+    size = os.fstat(fd).st_size
+    offset = 0
+    while offset < size:
+        offset += os.sendfile(conn.fileno(), fd, offset, min(chunk, size - offset))
+    os.close(fd)
+conn.shutdown(socket.SHUT_WR)
+print("done", flush=True)
+sys.stdin.read()
+"""
+
+
+class _Helper:
+    """A baseline process: prints its port, serves one connection, prints done, then waits
+    for stdin to close (so that its /proc entry is still there to be read)."""
+
+    def __init__(self, code: str, *args: str) -> None:
+        self.proc = subprocess.Popen([sys.executable, "-c", code, *args],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        assert self.proc.stdout is not None
+        self.port = int(self.proc.stdout.readline())
+
+    def wait_done(self) -> None:
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline().strip()
+        if line != "done":
+            raise RuntimeError(f"baseline process failed ({line!r})")
+
+    def close(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        self.proc.wait(10)
+
+
+def warm_memory(size: int) -> None:
+    """Write and delete ``size`` bytes of file, so that the page-cache pages both sides
+    write into have been touched before (on a VM, a guest page's first use costs several
+    times a reuse, and would be billed to whichever side ran first)."""
+    path = WORK / "warm.bin"
+    chunk = bytes(8 << 20)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        for _ in range(max(1, size // len(chunk))):
+            os.write(fd, chunk)
+    finally:
+        os.close(fd)
+        path.unlink()
+
+
+def raw_sink_cpu(total: int) -> float:
+    """CPU seconds of a recv_into + write loop process receiving ``total`` bytes."""
+    path = WORK / "sink.bin"
+    sink = _Helper(_SINK, str(path), str(SINK_BUFFER))
+    try:
+        before = process_cpu(sink.proc.pid)
+        chunk = memoryview(os.urandom(FETCH_SIZE))
+        with socket.create_connection(("127.0.0.1", sink.port)) as sock:
+            sent = 0
+            while sent < total:
+                n = min(len(chunk), total - sent)
+                sock.sendall(chunk[:n])
+                sent += n
+        sink.wait_done()
+        cpu = process_cpu(sink.proc.pid) - before
+    finally:
+        sink.close()
+        path.unlink(missing_ok=True)
+    return cpu
+
+
+def raw_sendfile_cpu(paths: list[Path]) -> tuple[float, int]:
+    """CPU seconds of a sendfile loop process serving ``paths``, and the bytes received."""
+    server = _Helper(_SENDFILE, str(FETCH_SIZE), *map(str, paths))
+    try:
+        before = process_cpu(server.proc.pid)
+        buf = bytearray(1 << 20)
+        received = 0
+        with socket.create_connection(("127.0.0.1", server.port)) as sock:
+            while n := sock.recv_into(buf):
+                received += n
+        server.wait_done()
+        cpu = process_cpu(server.proc.pid) - before
+    finally:
+        server.close()
+    return cpu, received
+
+
+# --- produce and fetch --------------------------------------------------------------------
+
+
+def _producer(broker: KlogBroker, **settings: Any) -> Any:
+    from confluent_kafka import Producer
+
+    return Producer({"bootstrap.servers": broker.bootstrap_servers, "acks": 1,
+                     "compression.type": "none", **settings})
+
+
+def produce_bytes(broker: KlogBroker, topic: str, total: int) -> tuple[float, float, int]:
+    """Produce ``total`` bytes of 1 KiB records -> (broker CPU s, wall s, bytes appended)."""
+    producer = _producer(broker, **{
+        "linger.ms": 50,
+        "batch.size": 1 << 20,
+        "message.max.bytes": 2 << 20,
+        "queue.buffering.max.kbytes": 256 << 10,
+        "queue.buffering.max.messages": 1_000_000,
+    })
+    failures: list[str] = []
+
+    def delivered(err: Any, _msg: Any) -> None:
+        if err is not None:
+            failures.append(str(err))
+
+    value = os.urandom(RECORD_SIZE)
+    producer.produce(topic, value, partition=0, on_delivery=delivered)  # creates the topic
+    if producer.flush(30) or failures:
+        raise RuntimeError(f"warm-up produce failed: {failures[:3]}")
+    pid = broker.process.pid  # type: ignore[union-attr]
+    log_before = _log_bytes(broker, topic)
+    cpu_before = process_cpu(pid)
+    start = time.perf_counter()
+    produce = producer.produce
+    for _ in range(total // RECORD_SIZE):
+        while True:
+            try:
+                produce(topic, value, partition=0, on_delivery=delivered)
+                break
+            except BufferError:
+                producer.poll(0.005)
+    if producer.flush(120):
+        raise RuntimeError("produce did not complete within 120 s")
+    wall = time.perf_counter() - start
+    cpu = process_cpu(pid) - cpu_before
+    if failures:
+        raise RuntimeError(f"{len(failures)} records failed: {failures[:3]}")
+    return cpu, wall, _log_bytes(broker, topic) - log_before
+
+
+def _consumer(broker: KlogBroker) -> Any:
+    from confluent_kafka import Consumer
+
+    return Consumer({
+        "bootstrap.servers": broker.bootstrap_servers,
+        "group.id": "bench",
+        "enable.auto.commit": False,
+        "max.partition.fetch.bytes": FETCH_SIZE,
+        "fetch.max.bytes": 50 << 20,
+    })
+
+
+def consume_all(broker: KlogBroker, topic: str, records: int) -> tuple[float, float]:
+    """Consume ``records`` records from offset 0 -> (broker CPU s, wall s)."""
+    from confluent_kafka import TopicPartition
+
+    # Warm-up, unmeasured: the first fetch loads the Fetch entities (a one-off ~0.1 s that
+    # a broker pays once in its life, not per GB).
+    consumer = _consumer(broker)
+    try:
+        consumer.assign([TopicPartition(topic, 0, records - 1)])
+        deadline = time.monotonic() + 30
+        while not any(m.error() is None for m in consumer.consume(1, 0.5)):
+            if time.monotonic() > deadline:
+                raise RuntimeError("warm-up consume got nothing within 30 s")
+    finally:
+        consumer.close()
+    consumer = _consumer(broker)
+    try:
+        pid = broker.process.pid  # type: ignore[union-attr]
+        cpu_before = process_cpu(pid)
+        start = time.perf_counter()
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        got = 0
+        deadline = time.monotonic() + 120
+        while got < records:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"consumed {got} of {records} records within 120 s")
+            for msg in consumer.consume(10_000, 0.5):
+                if msg.error() is None:
+                    got += 1
+        wall = time.perf_counter() - start
+        cpu = process_cpu(pid) - cpu_before
+    finally:
+        consumer.close()
+    return cpu, wall
+
+
+def bench_produce_fetch(total: int) -> list[Result]:
+    """Produce ``total`` bytes, then consume them all; each baseline is taken twice, once
+    between the broker's two runs and once after them, and the cheaper kept (the machine
+    is shared: this keeps a busy moment from flattering the broker's ratio)."""
+    data = WORK / "broker"
+    shutil.rmtree(data, ignore_errors=True)
+    warm_memory(2 * total)
+    with KlogBroker(data / "data") as broker:
+        cpu, wall, appended = produce_bytes(broker, "bench", total)
+        sink_cpu = raw_sink_cpu(appended)
+        segments = _segments(broker, "bench")
+        raw_cpu, served = raw_sendfile_cpu(segments)
+        records = total // RECORD_SIZE + 1
+        fetch_cpu, fetch_wall = consume_all(broker, "bench", records)
+        sink_cpu = min(sink_cpu, raw_sink_cpu(appended))
+        raw_cpu = min(raw_cpu, raw_sendfile_cpu(segments)[0])
+    shutil.rmtree(data, ignore_errors=True)
+    gb = appended / 1e9
+    produce = Result(
+        f"produce, 1 KiB records, acks=1 ({appended / 1e6:,.0f} MB)",
+        cpu / gb, "CPU s/GB", sink_cpu / gb, "<= 3x raw recv+write sink",
+        cpu <= 3 * sink_cpu,
+        {"MB/s": round(appended / 1e6 / wall, 1), "broker_cpu_s": round(cpu, 2),
+         "sink_cpu_s": round(sink_cpu, 2), "ratio_x": round(cpu / max(sink_cpu, 1e-9), 2)},
+    )
+    gb = served / 1e9
+    fetch = Result(
+        f"fetch, confluent_kafka consumer ({served / 1e6:,.0f} MB)",
+        fetch_cpu / gb, "CPU s/GB", raw_cpu / gb, "<= 3x raw sendfile loop",
+        fetch_cpu <= 3 * raw_cpu,
+        {"MB/s": round(served / 1e6 / fetch_wall, 1), "broker_cpu_s": round(fetch_cpu, 2),
+         "sendfile_cpu_s": round(raw_cpu, 2),
+         "ratio_x": round(fetch_cpu / max(raw_cpu, 1e-9), 2)},
+    )
+    return [produce, fetch]
+
+
+# --- latency ------------------------------------------------------------------------------
+
+
+def bench_latency(rate: int, seconds: float) -> Result:
+    data = WORK / "latency"
+    shutil.rmtree(data, ignore_errors=True)
+    with KlogBroker(data / "data") as broker:
+        result = _paced_produce(broker, rate, seconds)
+    shutil.rmtree(data, ignore_errors=True)
+    return result
+
+
+def _paced_produce(broker: KlogBroker, rate: int, seconds: float) -> Result:
+    """``rate`` records/s for ``seconds``; the producer is gone before the broker stops."""
+    producer = _producer(broker, **{"linger.ms": 0})
+    latencies: list[float] = []
+    failures: list[str] = []
+
+    def delivered(err: Any, msg: Any) -> None:
+        if err is not None:
+            failures.append(str(err))
+        else:
+            latencies.append(msg.latency())
+
+    value = os.urandom(RECORD_SIZE)
+    producer.produce("latency", value, partition=0, on_delivery=delivered)
+    if producer.flush(30) or failures:
+        raise RuntimeError(f"warm-up produce failed: {failures[:3]}")
+    latencies.clear()
+    pid = broker.process.pid  # type: ignore[union-attr]
+    cpu_before = process_cpu(pid)
+    total = int(rate * seconds)
+    sent = 0
+    start = time.perf_counter()
+    # Paced in 1 ms ticks: every tick sends the records whose time has come.
+    while sent < total:
+        due = min(total, int((time.perf_counter() - start) * rate) + 1)
+        while sent < due:
+            producer.produce("latency", value, partition=0, on_delivery=delivered)
+            sent += 1
+        producer.poll(0)
+        time.sleep(0.001)
+    elapsed = time.perf_counter() - start
+    producer.flush(30)
+    cpu = process_cpu(pid) - cpu_before
+    if failures:
+        raise RuntimeError(f"{len(failures)} records failed: {failures[:3]}")
+    ms = sorted(x * 1000 for x in latencies)
+
+    def pct(q: float) -> float:
+        return ms[min(len(ms) - 1, int(q * len(ms)))]
+
+    p99 = pct(0.99)
+    return Result(
+        f"p99 produce latency, {rate:,} msg/s of 1 KiB, acks=1, linger.ms=0", p99, "ms",
+        None, "<= 5 ms", p99 <= 5.0,
+        {"p50_ms": round(pct(0.5), 2), "p99.9_ms": round(pct(0.999), 2),
+         "max_ms": round(ms[-1], 2), "achieved_msg_s": round(sent / elapsed),
+         "broker_cpu_share": round(cpu / elapsed, 2), "records": len(ms)},
+    )
+
+
+# --- start-up and idle --------------------------------------------------------------------
+
+
+def bench_startup(runs: int) -> Result:
+    times = []
+    for i in range(-1, runs):  # run -1 warms the bytecode cache, as an install has it
+        data = WORK / f"startup-{i}"
+        shutil.rmtree(data, ignore_errors=True)
+        broker = KlogBroker(data / "data")
+        start = time.perf_counter()
+        broker.start()
+        if i >= 0:
+            times.append(time.perf_counter() - start)
+        broker.close()
+        shutil.rmtree(data, ignore_errors=True)
+    worst = max(times)
+    return Result(
+        f"start-up to open port, empty data dir ({runs} runs, worst)", worst * 1000, "ms",
+        None, "<= 1 s", worst <= 1.0,
+        {"median_ms": round(statistics.median(times) * 1000),
+         "runs_ms": [round(t * 1000) for t in times]},
+    )
+
+
+def _wait_for_partitions(broker: KlogBroker, topic: str, count: int, timeout: float) -> None:
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        meta = admin.list_topics(topic, timeout=10).topics.get(topic)
+        if meta is not None and len(meta.partitions) == count and all(
+                p.leader >= 0 for p in meta.partitions.values()):
+            return
+        time.sleep(0.2)
+    raise RuntimeError(f"{topic} did not get {count} partitions with leaders in {timeout} s")
+
+
+def bench_idle(partitions: int, settle: float) -> list[Result]:
+    data = WORK / "idle"
+    shutil.rmtree(data, ignore_errors=True)
+    with KlogBroker(data / "empty") as empty:
+        time.sleep(settle)
+        base_rss, base_fds = process_status(empty.process.pid)  # type: ignore[union-attr]
+    broker = KlogBroker(data / "data", overrides={"num.partitions": partitions})
+    with broker:
+        producer = _producer(broker)
+        producer.produce("idle", b"x", partition=0)  # auto-creates the topic
+        if producer.flush(60):
+            raise RuntimeError("could not create the idle topic")
+        del producer
+        _wait_for_partitions(broker, "idle", partitions, 120)
+        time.sleep(settle)
+        pid = broker.process.pid  # type: ignore[union-attr]
+        cpu_before = process_cpu(pid)
+        time.sleep(settle)
+        idle_cpu = (process_cpu(pid) - cpu_before) / settle
+        rss, fds = process_status(pid)
+        broker.stop()
+        start = time.perf_counter()
+        broker.start()
+        restart = time.perf_counter() - start
+    shutil.rmtree(data, ignore_errors=True)
+    return [
+        Result(f"idle broker, {partitions:,} partitions: RSS", rss / 1024, "MiB",
+               base_rss / 1024, "report", None,
+               {"open_fds": fds, "open_fds_no_partitions": base_fds,
+                "idle_cpu_share": round(idle_cpu, 3)}),
+        Result(f"start-up to open port, {partitions:,} partitions", restart * 1000, "ms",
+               None, "report", None),
+    ]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="small sizes, a smoke test")
+    parser.add_argument("--only", choices=["throughput", "latency", "startup", "idle"],
+                        action="append", help="run only these (repeatable)")
+    args = parser.parse_args()
+    only = set(args.only or ["throughput", "latency", "startup", "idle"])
+    WORK.mkdir(parents=True, exist_ok=True)
+    results: list[Result] = []
+    if "throughput" in only:
+        results += bench_produce_fetch((128 << 20) if args.quick else (1 << 30))
+        report(results[-2:])
+    if "latency" in only:
+        results.append(bench_latency(10_000, 3.0 if args.quick else 20.0))
+        report(results[-1:])
+    if "startup" in only:
+        results.append(bench_startup(3 if args.quick else 7))
+        report(results[-1:])
+    if "idle" in only:
+        idle = bench_idle(1000, 1.0 if args.quick else 3.0)
+        results += idle
+        report(idle)
+    shutil.rmtree(WORK, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
