@@ -1,0 +1,313 @@
+"""klog's Kafka consumer (manual assignment; group membership comes with consumer groups).
+
+Owns the consumer's public API: assign, seek (offset, beginning, end, timestamp),
+position, offsets_for_times / beginning_offsets / end_offsets, getmany / getone / async
+iteration, pause / resume, close. The fetching itself (prefetch, offset resets, metadata
+refresh on leader moves) is ``klog.client.fetcher.Fetcher``'s; decoding of record data is
+``klog.client.records``'. One event loop; not thread-safe.
+
+    async with Consumer("127.0.0.1:9092", auto_offset_reset="earliest") as consumer:
+        consumer.assign([TopicPartition("t", 0)])
+        async for record in consumer:
+            ...
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from klog.client.errors import KafkaClientError
+from klog.client.fetcher import (
+    EARLIEST,
+    LATEST,
+    READ_COMMITTED,
+    READ_UNCOMMITTED,
+    Fetcher,
+    NoOffsetForPartitionError,
+    OffsetAndTimestamp,
+    TopicPartition,
+    reset_strategy,
+)
+from klog.client.network import KafkaClient
+from klog.client.records import ConsumerRecord, Deserializer
+
+__all__ = [
+    "Consumer",
+    "ConsumerRecord",
+    "NoOffsetForPartitionError",
+    "OffsetAndTimestamp",
+    "TopicPartition",
+]
+
+_ISOLATION = {"read_uncommitted": READ_UNCOMMITTED, "read_committed": READ_COMMITTED}
+
+
+class Consumer:
+    """An asyncio consumer of explicitly assigned partitions."""
+
+    def __init__(
+        self,
+        bootstrap_servers: str | Sequence[str] = "127.0.0.1:9092",
+        *,
+        client_id: str = "klog-consumer",
+        fetch_min_bytes: int = 1,
+        fetch_max_wait_ms: int = 500,
+        fetch_max_bytes: int = 50 * 1024 * 1024,
+        max_partition_fetch_bytes: int = 1024 * 1024,
+        isolation_level: str = "read_uncommitted",
+        auto_offset_reset: str = "latest",
+        key_deserializer: Deserializer | None = None,
+        value_deserializer: Deserializer | None = None,
+        check_crcs: bool = True,
+        request_timeout_ms: int = 30000,
+        retry_backoff_ms: int = 100,
+        metadata_max_age_ms: int = 300000,
+        client: KafkaClient | None = None,
+    ) -> None:
+        if isolation_level not in _ISOLATION:
+            raise ValueError(
+                f"isolation_level must be read_uncommitted or read_committed, "
+                f"not {isolation_level!r}")
+        for name, value in (("fetch_min_bytes", fetch_min_bytes),
+                            ("fetch_max_bytes", fetch_max_bytes),
+                            ("max_partition_fetch_bytes", max_partition_fetch_bytes)):
+            if value < (0 if name == "fetch_min_bytes" else 1):
+                raise ValueError(f"{name} must be positive, not {value}")
+        if fetch_max_wait_ms < 0:
+            raise ValueError(f"fetch_max_wait_ms must not be negative, not {fetch_max_wait_ms}")
+        self._own_client = client is None
+        self._client = client if client is not None else KafkaClient(
+            bootstrap_servers, client_id=client_id, request_timeout_ms=request_timeout_ms,
+            metadata_max_age_ms=metadata_max_age_ms)
+        self._fetcher_args: dict[str, Any] = dict(
+            fetch_min_bytes=fetch_min_bytes,
+            fetch_max_wait_ms=fetch_max_wait_ms,
+            fetch_max_bytes=fetch_max_bytes,
+            max_partition_fetch_bytes=max_partition_fetch_bytes,
+            isolation_level=_ISOLATION[isolation_level],
+            default_reset=reset_strategy(auto_offset_reset),
+            check_crcs=check_crcs,
+            key_deserializer=key_deserializer,
+            value_deserializer=value_deserializer,
+            retry_backoff_ms=retry_backoff_ms,
+            request_timeout_ms=request_timeout_ms,
+        )
+        self._fetcher: Fetcher | None = None
+        self._started = False
+        self._closed = False
+
+    # -- life cycle
+
+    async def start(self) -> None:
+        """Connect to the cluster (bootstrap and metadata). Called by ``async with``."""
+        if self._closed:
+            raise KafkaClientError("consumer is closed")
+        if self._started:
+            return
+        await self._client.start()
+        self._started = True
+
+    async def close(self) -> None:
+        """Stop fetching and close connections (the client's, when the consumer made it)."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._fetcher is not None:
+            await self._fetcher.close()
+        if self._own_client:
+            await self._client.close()
+
+    async def __aenter__(self) -> Consumer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    @property
+    def client(self) -> KafkaClient:
+        return self._client
+
+    @property
+    def fetcher(self) -> Fetcher:
+        if self._fetcher is None:
+            self._fetcher = Fetcher(self._client, **self._fetcher_args)
+        return self._fetcher
+
+    async def _ready(self) -> Fetcher:
+        if not self._started:
+            await self.start()
+        if self._closed:
+            raise KafkaClientError("consumer is closed")
+        return self.fetcher
+
+    # -- metadata
+
+    async def partitions_for_topic(self, topic: str) -> list[int] | None:
+        """The topic's partition ids (None if the cluster does not know the topic)."""
+        await self._ready()
+        with contextlib.suppress(KafkaClientError):
+            await self._client.refresh_metadata([topic])
+        return self._client.cluster.partitions_for(topic)
+
+    # -- assignment and positions
+
+    def assign(self, partitions: Iterable[tuple[str, int]]) -> None:
+        """Consume exactly these partitions; new ones start at auto_offset_reset."""
+        if self._closed:
+            raise KafkaClientError("consumer is closed")
+        self.fetcher.assign(TopicPartition(t, p) for t, p in partitions)
+
+    def assignment(self) -> set[TopicPartition]:
+        return set(self.fetcher.states)
+
+    def seek(self, tp: tuple[str, int], offset: int) -> None:
+        """The next record handed out for ``tp`` is the one at ``offset``."""
+        if offset < 0:
+            raise ValueError(f"offset must not be negative, not {offset}")
+        self.fetcher.seek(TopicPartition(*tp), offset)
+
+    def seek_to_beginning(self, *partitions: tuple[str, int]) -> None:
+        """Move to the log start offset (all assigned partitions when none is given)."""
+        for tp in partitions or tuple(self.fetcher.states):
+            self.fetcher.request_reset(TopicPartition(*tp), EARLIEST)
+
+    def seek_to_end(self, *partitions: tuple[str, int]) -> None:
+        """Move past the last record (read_committed: the last stable offset)."""
+        for tp in partitions or tuple(self.fetcher.states):
+            self.fetcher.request_reset(TopicPartition(*tp), LATEST)
+
+    async def seek_to_timestamp(self, timestamps: dict[tuple[str, int], int]) -> None:
+        """Move each partition to its first record with a timestamp >= the given one
+        (to the end when there is none)."""
+        found = await self.offsets_for_times(timestamps)
+        ends = await self.end_offsets([tp for tp, hit in found.items() if hit is None])
+        for tp, hit in found.items():
+            self.seek(tp, hit.offset if hit is not None else ends[tp])
+
+    async def position(self, tp: tuple[str, int], timeout_ms: int | None = None) -> int:
+        """The offset of the next record to hand out (waits for a pending reset)."""
+        fetcher = await self._ready()
+        return await fetcher.position(
+            TopicPartition(*tp), None if timeout_ms is None else timeout_ms / 1000)
+
+    def highwater(self, tp: tuple[str, int]) -> int | None:
+        """The high watermark as of the last fetch (None before one)."""
+        state = self.fetcher.states.get(TopicPartition(*tp))
+        return None if state is None or state.high_watermark < 0 else state.high_watermark
+
+    def last_stable_offset(self, tp: tuple[str, int]) -> int | None:
+        state = self.fetcher.states.get(TopicPartition(*tp))
+        return (None if state is None or state.last_stable_offset < 0
+                else state.last_stable_offset)
+
+    async def offsets_for_times(
+        self, timestamps: dict[tuple[str, int], int], timeout_ms: int | None = None,
+    ) -> dict[TopicPartition, OffsetAndTimestamp | None]:
+        """For each partition, the first offset whose timestamp is >= the given time (ms),
+        None when no record is that recent."""
+        for ts in timestamps.values():
+            if ts < 0:
+                raise ValueError(f"timestamps must not be negative, not {ts}")
+        found = await self._list_offsets(
+            {TopicPartition(*tp): ts for tp, ts in timestamps.items()}, timeout_ms)
+        return {
+            tp: None if offset < 0 else OffsetAndTimestamp(
+                offset, ts, None if epoch < 0 else epoch)
+            for tp, (offset, ts, epoch) in found.items()
+        }
+
+    async def beginning_offsets(self, partitions: Iterable[tuple[str, int]],
+                                timeout_ms: int | None = None) -> dict[TopicPartition, int]:
+        """The log start offset of each partition."""
+        found = await self._list_offsets(
+            {TopicPartition(*tp): EARLIEST for tp in partitions}, timeout_ms)
+        return {tp: offset for tp, (offset, _ts, _e) in found.items()}
+
+    async def end_offsets(self, partitions: Iterable[tuple[str, int]],
+                          timeout_ms: int | None = None) -> dict[TopicPartition, int]:
+        """The end of each partition: the high watermark (read_committed: the LSO)."""
+        found = await self._list_offsets(
+            {TopicPartition(*tp): LATEST for tp in partitions}, timeout_ms)
+        return {tp: offset for tp, (offset, _ts, _e) in found.items()}
+
+    async def _list_offsets(self, wanted: dict[TopicPartition, int], timeout_ms: int | None
+                            ) -> dict[TopicPartition, tuple[int, int, int]]:
+        fetcher = await self._ready()
+        if not wanted:
+            return {}
+        missing = [tp for tp in wanted
+                   if self._client.cluster.leader_for(tp.topic, tp.partition) is None]
+        if missing:
+            with contextlib.suppress(KafkaClientError):
+                await self._client.refresh_metadata(sorted({tp.topic for tp in missing}))
+        return await fetcher.list_offsets(
+            wanted, timeout=None if timeout_ms is None else timeout_ms / 1000)
+
+    def pause(self, *partitions: tuple[str, int]) -> None:
+        """Stop fetching and handing out records of these partitions until resumed."""
+        for tp in partitions:
+            self.fetcher.pause(TopicPartition(*tp))
+
+    def resume(self, *partitions: tuple[str, int]) -> None:
+        for tp in partitions:
+            self.fetcher.resume(TopicPartition(*tp))
+
+    def paused(self) -> set[TopicPartition]:
+        return {tp for tp, s in self.fetcher.states.items() if s.paused}
+
+    # -- records
+
+    async def getmany(
+        self, *partitions: tuple[str, int], timeout_ms: int = 0, max_records: int | None = None,
+    ) -> dict[TopicPartition, list[ConsumerRecord]]:
+        """Records fetched so far, waiting up to ``timeout_ms`` for some when none are.
+
+        Limited to ``partitions`` when given, and to ``max_records`` in all. Raises the
+        first pending error (OFFSET_OUT_OF_RANGE with auto_offset_reset "none", corrupt
+        data, a deserializer's failure) when it is reached.
+        """
+        fetcher = await self._ready()
+        if max_records is not None and max_records < 1:
+            raise ValueError(f"max_records must be positive, not {max_records}")
+        wanted = [TopicPartition(*tp) for tp in partitions] or None
+        self._check_positions(fetcher, wanted)
+        deadline = time.monotonic() + max(timeout_ms, 0) / 1000
+        while True:
+            records = fetcher.drain(wanted, max_records)
+            if records:
+                return records
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return {}
+            await fetcher.wait_for_data(remaining)
+
+    async def getone(self, *partitions: tuple[str, int]) -> ConsumerRecord:
+        """The next record, waiting as long as it takes."""
+        while True:
+            batch = await self.getmany(*partitions, timeout_ms=1000, max_records=1)
+            for records in batch.values():
+                return records[0]
+
+    def __aiter__(self) -> Consumer:
+        return self
+
+    async def __anext__(self) -> ConsumerRecord:
+        if self._closed:
+            raise StopAsyncIteration
+        return await self.getone()
+
+    @staticmethod
+    def _check_positions(fetcher: Fetcher, wanted: list[TopicPartition] | None) -> None:
+        for tp in wanted or fetcher.states:
+            state = fetcher.states.get(tp)
+            if state is None:
+                raise KafkaClientError(f"partition {tp.topic}-{tp.partition} is not assigned")
+            if state.position is None and state.reset is None:
+                raise NoOffsetForPartitionError(
+                    f"no offset for {tp.topic}-{tp.partition} and auto_offset_reset is none; "
+                    "seek first")
+
