@@ -342,19 +342,19 @@ def test_idle_connections_are_closed(tmp_path: Path) -> None:
 def test_active_connections_and_long_polls_are_not_idle(tmp_path: Path) -> None:
     with running_broker(tmp_path, connections_max_idle_ms=300) as broker, \
             broker.connect() as chatty, broker.connect() as poller:
-            chatty.create_topic("quiet")
-            # a fetch waiting 900 ms in the purgatory: busy, not idle
-            cid = poller.send(1, 12, fetch_values("quiet", 0, 0, max_wait_ms=900))
-            deadline = time.monotonic() + 1.2
-            while time.monotonic() < deadline:  # a request every 100 ms for 1.2 s
-                assert chatty.call(18, 3, API_VERSIONS_BODY).error_code == 0
-                time.sleep(0.1)
-            got, response = poller.recv_response(1, 12)
-            assert got == cid and response.responses[0].partitions[0].error_code == 0
-            # both still open; both closed once they go quiet
+        chatty.create_topic("quiet")
+        # a fetch waiting 900 ms in the purgatory: busy, not idle
+        cid = poller.send(1, 12, fetch_values("quiet", 0, 0, max_wait_ms=900))
+        deadline = time.monotonic() + 1.2
+        while time.monotonic() < deadline:  # a request every 100 ms for 1.2 s
             assert chatty.call(18, 3, API_VERSIONS_BODY).error_code == 0
-            assert chatty.is_closed_by_peer(timeout=3)
-            assert poller.is_closed_by_peer(timeout=3)
+            time.sleep(0.1)
+        got, response = poller.recv_response(1, 12)
+        assert got == cid and response.responses[0].partitions[0].error_code == 0
+        # both still open; both closed once they go quiet
+        assert chatty.call(18, 3, API_VERSIONS_BODY).error_code == 0
+        assert chatty.is_closed_by_peer(timeout=3)
+        assert poller.is_closed_by_peer(timeout=3)
 
 
 def test_default_idle_limit_keeps_connections(tmp_path: Path) -> None:
