@@ -1,0 +1,622 @@
+"""The admin client: topics, partitions, configs, offsets, records, cluster and log dirs.
+
+Owns the routing of admin requests, as Kafka's AdminClient does: CreateTopics, DeleteTopics
+and CreatePartitions go to the controller (re-found and retried once on NOT_CONTROLLER);
+ListOffsets and DeleteRecords go to each partition's leader (re-routed after a metadata
+refresh on NOT_LEADER_OR_FOLLOWER and friends); a broker's configs and log dirs go to that
+broker; everything else to the least loaded broker. Results are plain dataclasses;
+per-item failures come back as ``KafkaClientError`` values where Kafka reports them per
+item (create/delete/alter), and are raised where a caller cannot go on without the answer
+(describe, list offsets). Used on one event loop; not thread-safe.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from klog.client.errors import (
+    INVALID_METADATA,
+    KafkaClientError,
+    error_for,
+)
+from klog.client.network import KafkaClient
+from klog.protocol.errors import ErrorCode
+
+LIST_OFFSETS, CREATE_TOPICS, DELETE_TOPICS, DELETE_RECORDS = 2, 19, 20, 21
+DESCRIBE_CONFIGS, DESCRIBE_LOG_DIRS, CREATE_PARTITIONS = 32, 35, 37
+INCREMENTAL_ALTER_CONFIGS, DESCRIBE_CLUSTER = 44, 60
+
+# ListOffsets' special timestamps (ListOffsetsRequest.EARLIEST_TIMESTAMP etc.).
+LATEST_TIMESTAMP = -1
+EARLIEST_TIMESTAMP = -2
+MAX_TIMESTAMP = -3
+_OFFSET_SPECS = {"latest": LATEST_TIMESTAMP, "earliest": EARLIEST_TIMESTAMP,
+                 "max_timestamp": MAX_TIMESTAMP}
+
+# ConfigResource.Type
+RESOURCE_TOPIC = 2
+RESOURCE_BROKER = 4
+RESOURCE_BROKER_LOGGER = 8
+_RESOURCE_TYPES = {"topic": RESOURCE_TOPIC, "broker": RESOURCE_BROKER,
+                   "broker_logger": RESOURCE_BROKER_LOGGER}
+
+#: DescribeConfigs config_source values, by Kafka's names (ConfigEntry.ConfigSource).
+CONFIG_SOURCES = {
+    0: "UNKNOWN",
+    1: "DYNAMIC_TOPIC_CONFIG",
+    2: "DYNAMIC_BROKER_CONFIG",
+    3: "DYNAMIC_DEFAULT_BROKER_CONFIG",
+    4: "STATIC_BROKER_CONFIG",
+    5: "DEFAULT_CONFIG",
+    6: "DYNAMIC_BROKER_LOGGER_CONFIG",
+}
+
+#: IncrementalAlterConfigs operations (AlterConfigOp.OpType).
+ALTER_OPS = {"set": 0, "delete": 1, "append": 2, "subtract": 3}
+
+TopicPartition = tuple[str, int]
+
+
+# --- values -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class NewTopic:
+    """A topic to create; -1 partitions / replication factor = the broker's defaults.
+    ``replica_assignment`` (partition -> broker ids) replaces both."""
+
+    name: str
+    num_partitions: int = -1
+    replication_factor: int = -1
+    replica_assignment: Mapping[int, Sequence[int]] | None = None
+    configs: Mapping[str, str | None] | None = None
+
+
+@dataclass(frozen=True)
+class NewPartitions:
+    """Grow a topic to ``total_count`` partitions; optionally place the new ones."""
+
+    total_count: int
+    new_assignments: Sequence[Sequence[int]] | None = None
+
+
+@dataclass(frozen=True)
+class ConfigResource:
+    """A topic (name) or a broker (id as a string; "" = the cluster-wide default)."""
+
+    resource_type: int
+    name: str
+
+    @classmethod
+    def of(cls, kind: str, name: str) -> ConfigResource:
+        try:
+            return cls(_RESOURCE_TYPES[kind], name)
+        except KeyError:
+            raise ValueError(f"unknown config resource type {kind!r} "
+                             f"(one of {', '.join(_RESOURCE_TYPES)})") from None
+
+    @property
+    def kind(self) -> str:
+        for name, value in _RESOURCE_TYPES.items():
+            if value == self.resource_type:
+                return name
+        return str(self.resource_type)
+
+
+@dataclass(frozen=True)
+class ConfigSynonym:
+    name: str
+    value: str | None
+    source: str
+
+
+@dataclass(frozen=True)
+class ConfigEntry:
+    name: str
+    value: str | None
+    source: str
+    read_only: bool
+    is_sensitive: bool
+    synonyms: tuple[ConfigSynonym, ...] = ()
+    documentation: str | None = None
+
+    @property
+    def is_default(self) -> bool:
+        return self.source == "DEFAULT_CONFIG"
+
+
+@dataclass(frozen=True)
+class AlterConfigOp:
+    """One incremental change: op is set, delete, append or subtract."""
+
+    name: str
+    value: str | None = None
+    op: str = "set"
+
+
+@dataclass(frozen=True)
+class ListedOffset:
+    offset: int
+    timestamp: int
+    leader_epoch: int
+
+
+@dataclass(frozen=True)
+class PartitionDescription:
+    partition: int
+    leader: int
+    leader_epoch: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    offline_replicas: tuple[int, ...]
+    error_code: int
+    log_start_offset: int = -1
+    high_watermark: int = -1
+
+
+@dataclass(frozen=True)
+class TopicDescription:
+    name: str
+    internal: bool
+    topic_id: str | None
+    partitions: tuple[PartitionDescription, ...]
+
+    @property
+    def replication_factor(self) -> int:
+        return max((len(p.replicas) for p in self.partitions), default=0)
+
+
+@dataclass(frozen=True)
+class BrokerDescription:
+    node_id: int
+    host: str
+    port: int
+    rack: str | None
+
+
+@dataclass(frozen=True)
+class ClusterDescription:
+    cluster_id: str | None
+    controller_id: int
+    brokers: tuple[BrokerDescription, ...]
+
+
+@dataclass(frozen=True)
+class ReplicaLogInfo:
+    size: int
+    offset_lag: int
+    is_future: bool
+
+
+@dataclass(frozen=True)
+class LogDirDescription:
+    broker: int
+    log_dir: str
+    error_code: int
+    total_bytes: int
+    usable_bytes: int
+    replicas: Mapping[TopicPartition, ReplicaLogInfo] = field(default_factory=dict)
+
+
+# --- the client ---------------------------------------------------------------------------
+
+
+def _offset_timestamp(spec: str | int) -> int:
+    if isinstance(spec, str):
+        try:
+            return _OFFSET_SPECS[spec]
+        except KeyError:
+            raise ValueError(f"unknown offset spec {spec!r}: earliest, latest, "
+                             f"max_timestamp or a timestamp in ms") from None
+    return int(spec)
+
+
+def _error(code: Any, message: str | None, subject: str) -> KafkaClientError | None:
+    code = int(code)
+    if code == 0:
+        return None
+    return error_for(code, f"{subject}: {message}" if message else subject)
+
+
+class AdminClient:
+    """Cluster administration over a KafkaClient (``async with AdminClient(...)``)."""
+
+    def __init__(self, bootstrap_servers: str | Sequence[str], **kwargs: Any) -> None:
+        self.client = KafkaClient(bootstrap_servers, **kwargs)
+
+    async def __aenter__(self) -> AdminClient:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def start(self) -> None:
+        await self.client.start()
+
+    async def close(self) -> None:
+        await self.client.close()
+
+    @property
+    def _timeout_ms(self) -> int:
+        return self.client.request_timeout_ms
+
+    async def _to_controller(self, api_key: int, values: Mapping[str, Any],
+                             errors_of: Any) -> Any:
+        """Send to the controller; once more after a refresh if it answers NOT_CONTROLLER."""
+        response = None
+        for attempt in range(3):
+            controller = self.client.cluster.controller_id
+            if controller < 0:
+                await self.client.refresh_metadata([])
+                controller = self.client.cluster.controller_id
+            node = controller if controller >= 0 else None
+            response = await self.client.send(node, api_key, values)
+            if ErrorCode.NOT_CONTROLLER not in errors_of(response) or attempt == 2:
+                return response
+            await self.client.refresh_metadata([])
+        return response
+
+    # -- topics
+
+    async def create_topics(self, topics: Sequence[NewTopic], *, validate_only: bool = False,
+                            timeout_ms: int | None = None
+                            ) -> dict[str, KafkaClientError | None]:
+        """Create topics; name -> None on success or the error Kafka reported."""
+        values = {
+            "topics": [{
+                "name": t.name,
+                "num_partitions": -1 if t.replica_assignment else t.num_partitions,
+                "replication_factor": -1 if t.replica_assignment else t.replication_factor,
+                "assignments": [
+                    {"partition_index": p, "broker_ids": list(brokers)}
+                    for p, brokers in sorted((t.replica_assignment or {}).items())
+                ],
+                "configs": [{"name": k, "value": v} for k, v in (t.configs or {}).items()],
+            } for t in topics],
+            "timeout": self._timeout_ms if timeout_ms is None else timeout_ms,
+            "validate_only": validate_only,
+        }
+        response = await self._to_controller(
+            CREATE_TOPICS, values, lambda r: {int(t.error_code) for t in r.topics})
+        return {t.name: _error(t.error_code, getattr(t, "error_message", None), t.name)
+                for t in response.topics}
+
+    async def delete_topics(self, names: Sequence[str], *, timeout_ms: int | None = None
+                            ) -> dict[str, KafkaClientError | None]:
+        values = {
+            "topic_names": list(names),  # v1-v5
+            "topics": [{"name": n, "topic_id": None} for n in names],  # v6+
+            "timeout": self._timeout_ms if timeout_ms is None else timeout_ms,
+        }
+        response = await self._to_controller(
+            DELETE_TOPICS, values, lambda r: {int(t.error_code) for t in r.responses})
+        return {t.name: _error(t.error_code, getattr(t, "error_message", None), t.name)
+                for t in response.responses}
+
+    async def create_partitions(self, new_partitions: Mapping[str, int | NewPartitions], *,
+                                validate_only: bool = False, timeout_ms: int | None = None
+                                ) -> dict[str, KafkaClientError | None]:
+        topics = []
+        for name, spec in new_partitions.items():
+            if isinstance(spec, int):
+                spec = NewPartitions(spec)
+            topics.append({
+                "name": name,
+                "count": spec.total_count,
+                "assignments": None if spec.new_assignments is None else [
+                    {"broker_ids": list(b)} for b in spec.new_assignments],
+            })
+        values = {"topics": topics, "validate_only": validate_only,
+                  "timeout": self._timeout_ms if timeout_ms is None else timeout_ms}
+        response = await self._to_controller(
+            CREATE_PARTITIONS, values, lambda r: {int(t.error_code) for t in r.results})
+        return {t.name: _error(t.error_code, getattr(t, "error_message", None), t.name)
+                for t in response.results}
+
+    async def list_topics(self, *, include_internal: bool = False
+                          ) -> dict[str, TopicDescription]:
+        """Every topic the cluster knows, from metadata (no offsets), by name."""
+        cluster = await self.client.refresh_metadata(None)
+        return {
+            name: self._describe_from_metadata(name)
+            for name in sorted(cluster.topics)
+            if include_internal or name not in cluster.internal_topics
+        }
+
+    def _describe_from_metadata(self, name: str,
+                                offsets: Mapping[TopicPartition, tuple[int, int]] | None = None
+                                ) -> TopicDescription:
+        cluster = self.client.cluster
+        parts = []
+        for p in sorted(cluster.topics.get(name, {}).values(), key=lambda m: m.partition):
+            start, hw = (offsets or {}).get((name, p.partition), (-1, -1))
+            parts.append(PartitionDescription(
+                partition=p.partition, leader=p.leader, leader_epoch=p.leader_epoch,
+                replicas=p.replicas, isr=p.isr, offline_replicas=p.offline_replicas,
+                error_code=p.error_code, log_start_offset=start, high_watermark=hw))
+        topic_id = cluster.topic_ids.get(name)
+        return TopicDescription(name, name in cluster.internal_topics,
+                                None if topic_id is None else str(topic_id), tuple(parts))
+
+    async def describe_topics(self, names: Sequence[str] | None = None
+                              ) -> dict[str, TopicDescription]:
+        """Metadata plus each partition's log start offset and high watermark.
+
+        ``names`` None = every topic. Raises KafkaClientError for a topic that does not
+        exist (UNKNOWN_TOPIC_OR_PARTITION) or whose metadata carries an error.
+        """
+        cluster = await self.client.refresh_metadata(None if names is None else list(names))
+        wanted = sorted(cluster.topics) if names is None else list(names)
+        for name in wanted:
+            code = cluster.topic_errors.get(name)
+            if code and name not in cluster.topics:
+                raise error_for(code, f"topic {name!r}")
+        partitions = [(n, p) for n in wanted for p in cluster.partitions_for(n) or []]
+        offsets: dict[TopicPartition, tuple[int, int]] = {}
+        if partitions:
+            earliest = await self.list_offsets({tp: "earliest" for tp in partitions},
+                                               raise_errors=False)
+            latest = await self.list_offsets({tp: "latest" for tp in partitions},
+                                             raise_errors=False)
+            for tp in partitions:
+                start, end = earliest.get(tp), latest.get(tp)
+                offsets[tp] = (start.offset if isinstance(start, ListedOffset) else -1,
+                               end.offset if isinstance(end, ListedOffset) else -1)
+        return {name: self._describe_from_metadata(name, offsets) for name in wanted}
+
+    # -- offsets and records
+
+    async def list_offsets(self, specs: Mapping[TopicPartition, str | int], *,
+                           isolation_level: int = 0, raise_errors: bool = True
+                           ) -> dict[TopicPartition, Any]:
+        """Offsets by spec: "earliest", "latest", "max_timestamp" or a timestamp (ms,
+        the first offset whose timestamp is >= it; offset -1 when there is none).
+
+        Asks each partition's leader. With ``raise_errors`` False, failed partitions map to
+        their KafkaClientError instead of raising.
+        """
+        wanted = {tp: _offset_timestamp(spec) for tp, spec in specs.items()}
+
+        def request(leader: int, tps: list[TopicPartition]) -> dict[str, Any]:
+            by_topic: dict[str, list[dict[str, Any]]] = defaultdict(list)
+            for topic, partition in tps:
+                by_topic[topic].append({"partition_index": partition,
+                                        "timestamp": wanted[(topic, partition)],
+                                        "current_leader_epoch": -1,
+                                        "max_num_offsets": 1})
+            return {"replica_id": -1, "isolation_level": isolation_level,
+                    "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]}
+
+        def parse(response: Any) -> Iterable[tuple[TopicPartition, int, Any]]:
+            for topic in response.topics:
+                for p in topic.partitions:
+                    offset = getattr(p, "offset", None)
+                    if offset is None:  # v0 answers a list of offsets
+                        olds = getattr(p, "old_style_offsets", ())
+                        offset = olds[0] if olds else -1
+                    yield ((topic.name, int(p.partition_index)), int(p.error_code),
+                           ListedOffset(int(offset), int(getattr(p, "timestamp", -1)),
+                                        int(getattr(p, "leader_epoch", -1))))
+
+        return await self._to_leaders(LIST_OFFSETS, list(wanted), request, parse, raise_errors)
+
+    async def delete_records(self, before: Mapping[TopicPartition, int], *,
+                             timeout_ms: int | None = None, raise_errors: bool = True
+                             ) -> dict[TopicPartition, Any]:
+        """Move each partition's log start offset up to ``before[tp]`` (-1 = the high
+        watermark); returns the new low watermarks."""
+        timeout = self._timeout_ms if timeout_ms is None else timeout_ms
+
+        def request(leader: int, tps: list[TopicPartition]) -> dict[str, Any]:
+            by_topic: dict[str, list[dict[str, Any]]] = defaultdict(list)
+            for topic, partition in tps:
+                by_topic[topic].append({"partition_index": partition,
+                                        "offset": before[(topic, partition)]})
+            return {"topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()],
+                    "timeout": timeout}
+
+        def parse(response: Any) -> Iterable[tuple[TopicPartition, int, Any]]:
+            for topic in response.topics:
+                for p in topic.partitions:
+                    yield ((topic.name, int(p.partition_index)), int(p.error_code),
+                           int(p.low_watermark))
+
+        return await self._to_leaders(DELETE_RECORDS, list(before), request, parse,
+                                      raise_errors)
+
+    async def _to_leaders(self, api_key: int, partitions: list[TopicPartition],
+                          request: Any, parse: Any, raise_errors: bool,
+                          attempts: int = 3) -> dict[TopicPartition, Any]:
+        """Group ``partitions`` by leader, send one request per leader concurrently, and
+        retry what failed with stale-metadata errors after a refresh."""
+        results: dict[TopicPartition, Any] = {}
+        todo = list(dict.fromkeys(partitions))
+        for attempt in range(attempts):
+            topics = sorted({t for t, _ in todo})
+            await self.client.refresh_metadata(topics)
+            by_leader: dict[int, list[TopicPartition]] = defaultdict(list)
+            retry: list[TopicPartition] = []
+            for tp in todo:
+                leader = self.client.cluster.leader_for(*tp)
+                if leader is None:
+                    code = self.client.cluster.topic_errors.get(tp[0]) or (
+                        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                        if tp[1] not in (self.client.cluster.topics.get(tp[0]) or {})
+                        else ErrorCode.LEADER_NOT_AVAILABLE)
+                    results[tp] = error_for(code, f"{tp[0]}-{tp[1]}")
+                    if int(code) in INVALID_METADATA and int(code) != 3:
+                        retry.append(tp)
+                    continue
+                by_leader[leader].append(tp)
+
+            async def one(leader: int, tps: list[TopicPartition],
+                          retry: list[TopicPartition]) -> None:
+                try:
+                    response = await self.client.send(leader, api_key, request(leader, tps))
+                except KafkaClientError as exc:
+                    for tp in tps:
+                        results[tp] = exc
+                    if exc.retriable:
+                        retry.extend(tps)
+                    return
+                for tp, code, value in parse(response):
+                    if code:
+                        results[tp] = error_for(code, f"{tp[0]}-{tp[1]}")
+                        if code in INVALID_METADATA:
+                            retry.append(tp)
+                    else:
+                        results[tp] = value
+
+            await asyncio.gather(*(one(leader, tps, retry) for leader, tps in by_leader.items()))
+            if not retry or attempt == attempts - 1:
+                break
+            todo = retry
+            await asyncio.sleep(self.client.reconnect_backoff_ms / 1000 * (attempt + 1))
+        if raise_errors:
+            for tp in partitions:
+                value = results.get(tp)
+                if isinstance(value, KafkaClientError):
+                    raise value
+        return results
+
+    # -- configs
+
+    async def describe_configs(self, resources: Sequence[ConfigResource], *,
+                               include_synonyms: bool = True,
+                               include_documentation: bool = False,
+                               keys: Sequence[str] | None = None
+                               ) -> dict[ConfigResource, list[ConfigEntry]]:
+        """Configs with their sources; a broker's configs are asked of that broker."""
+        async def one(node: int | None, group: list[ConfigResource]) -> Any:
+            return await self.client.send(node, DESCRIBE_CONFIGS, {
+                "resources": [{"resource_type": r.resource_type, "resource_name": r.name,
+                               "configuration_keys": None if keys is None else list(keys)}
+                              for r in group],
+                "include_synonyms": include_synonyms,
+                "include_documentation": include_documentation,
+            })
+
+        out: dict[ConfigResource, list[ConfigEntry]] = {}
+        for response in await asyncio.gather(*(
+                one(node, group) for node, group in self._route_resources(resources).items())):
+            for result in response.results:
+                resource = ConfigResource(int(result.resource_type), result.resource_name)
+                error = _error(result.error_code, result.error_message,
+                               f"{resource.kind} {resource.name!r}")
+                if error is not None:
+                    raise error
+                out[resource] = [_config_entry(c) for c in result.configs]
+        return out
+
+    async def alter_configs(self, changes: Mapping[ConfigResource, Sequence[AlterConfigOp]],
+                            *, validate_only: bool = False
+                            ) -> dict[ConfigResource, KafkaClientError | None]:
+        """IncrementalAlterConfigs; resource -> None or the error Kafka reported."""
+        for ops in changes.values():
+            for op in ops:
+                if op.op not in ALTER_OPS:
+                    raise ValueError(f"unknown config operation {op.op!r}")
+
+        async def one(node: int | None, group: list[ConfigResource]) -> Any:
+            return await self.client.send(node, INCREMENTAL_ALTER_CONFIGS, {
+                "resources": [{
+                    "resource_type": r.resource_type, "resource_name": r.name,
+                    "configs": [{"name": op.name, "config_operation": ALTER_OPS[op.op],
+                                 "value": op.value} for op in changes[r]],
+                } for r in group],
+                "validate_only": validate_only,
+            })
+
+        out: dict[ConfigResource, KafkaClientError | None] = {}
+        for response in await asyncio.gather(*(
+                one(node, group) for node, group in self._route_resources(changes).items())):
+            for result in response.responses:
+                resource = ConfigResource(int(result.resource_type), result.resource_name)
+                out[resource] = _error(result.error_code, result.error_message,
+                                       f"{resource.kind} {resource.name!r}")
+        return out
+
+    def _route_resources(self, resources: Iterable[ConfigResource]
+                         ) -> dict[int | None, list[ConfigResource]]:
+        groups: dict[int | None, list[ConfigResource]] = defaultdict(list)
+        for r in resources:
+            node: int | None = None
+            if r.resource_type in (RESOURCE_BROKER, RESOURCE_BROKER_LOGGER) and r.name:
+                try:
+                    node = int(r.name)
+                except ValueError:
+                    raise KafkaClientError(f"broker id {r.name!r} is not a number",
+                                           ErrorCode.INVALID_REQUEST) from None
+            groups[node].append(r)
+        return groups
+
+    # -- cluster
+
+    async def describe_cluster(self) -> ClusterDescription:
+        try:
+            self.client.api_version(self.client.least_loaded_node(), DESCRIBE_CLUSTER)
+        except KafkaClientError:
+            cluster = await self.client.refresh_metadata([])
+            return ClusterDescription(cluster.cluster_id, cluster.controller_id, tuple(
+                BrokerDescription(b.node_id, b.host, b.port, b.rack)
+                for b in sorted(cluster.brokers.values(), key=lambda b: b.node_id)))
+        response = await self.client.send(None, DESCRIBE_CLUSTER, {
+            "include_cluster_authorized_operations": False, "endpoint_type": 1})
+        error = _error(response.error_code, response.error_message, "describe cluster")
+        if error is not None:
+            raise error
+        return ClusterDescription(response.cluster_id, int(response.controller_id), tuple(
+            BrokerDescription(int(b.broker_id), b.host, int(b.port), b.rack)
+            for b in sorted(response.brokers, key=lambda b: int(b.broker_id))))
+
+    async def describe_log_dirs(self, brokers: Sequence[int] | None = None,
+                                topics: Mapping[str, Sequence[int]] | None = None
+                                ) -> dict[int, list[LogDirDescription]]:
+        """Each broker's log dirs and the replicas in them (``topics`` None = all)."""
+        if brokers is None:
+            await self.client.refresh_metadata([])
+            brokers = sorted(self.client.cluster.brokers)
+        wanted = None if topics is None else [
+            {"topic": t, "partitions": list(ps)} for t, ps in topics.items()]
+
+        async def one(broker: int) -> tuple[int, Any]:
+            return broker, await self.client.send(broker, DESCRIBE_LOG_DIRS, {"topics": wanted})
+
+        out: dict[int, list[LogDirDescription]] = {}
+        for broker, response in await asyncio.gather(*(one(b) for b in brokers)):
+            error = _error(getattr(response, "error_code", 0), None, f"broker {broker}")
+            if error is not None:
+                raise error
+            out[broker] = [LogDirDescription(
+                broker=broker, log_dir=d.log_dir, error_code=int(d.error_code),
+                total_bytes=int(getattr(d, "total_bytes", -1)),
+                usable_bytes=int(getattr(d, "usable_bytes", -1)),
+                replicas={
+                    (t.name, int(p.partition_index)): ReplicaLogInfo(
+                        int(p.partition_size), int(p.offset_lag), bool(p.is_future_key))
+                    for t in d.topics for p in t.partitions
+                },
+            ) for d in response.results]
+        return out
+
+
+def _config_entry(c: Any) -> ConfigEntry:
+    source = int(getattr(c, "config_source", -1))
+    if source == -1:  # v0 has no source, only is_default
+        source = 5 if getattr(c, "is_default", False) else 0
+    return ConfigEntry(
+        name=c.name,
+        value=c.value,
+        source=CONFIG_SOURCES.get(source, str(source)),
+        read_only=bool(c.read_only),
+        is_sensitive=bool(c.is_sensitive),
+        synonyms=tuple(ConfigSynonym(s.name, s.value, CONFIG_SOURCES.get(int(s.source),
+                                                                          str(s.source)))
+                       for s in getattr(c, "synonyms", ())),
+        documentation=getattr(c, "documentation", None),
+    )
