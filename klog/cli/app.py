@@ -45,6 +45,9 @@ def _register_commands() -> None:
     broker.register(app)
     dump.register(app)
     inspect.register(app)
+    from klog.cli import consume
+
+    consume.register(app)
 
 
 _register_commands()

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import AsyncIterator, Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from klog.client.errors import KafkaClientError
@@ -39,7 +40,11 @@ __all__ = [
     "ConsumerRecord",
     "NoOffsetForPartitionError",
     "OffsetAndTimestamp",
+    "OffsetSpec",
     "TopicPartition",
+    "parse_offset_spec",
+    "read_records",
+    "seek_to_spec",
 ]
 
 _ISOLATION = {"read_uncommitted": READ_UNCOMMITTED, "read_committed": READ_COMMITTED}
@@ -311,3 +316,121 @@ class Consumer:
                     f"no offset for {tp.topic}-{tp.partition} and auto_offset_reset is none; "
                     "seek first")
 
+
+
+# --- reading a topic from a start position (what `klog consume` and `perf consume` do) ---
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetSpec:
+    """Where to start: ``kind`` is "beginning", "end", "offset" (value = the offset),
+    "timestamp" (value = ms) or "from_end" (value = records before the end)."""
+
+    kind: str
+    value: int = 0
+
+
+def parse_offset_spec(text: str) -> OffsetSpec:
+    """``beginning``, ``end``, ``<offset>``, ``@<timestamp ms>`` or ``-N`` (N before end)."""
+    spec = text.strip().lower()
+    if spec in ("beginning", "earliest", "start", "first", "smallest"):
+        return OffsetSpec("beginning")
+    if spec in ("end", "latest", "last", "largest"):
+        return OffsetSpec("end")
+    try:
+        if spec.startswith("@"):
+            value = int(spec[1:])
+            if value < 0:
+                raise ValueError
+            return OffsetSpec("timestamp", value)
+        value = int(spec)
+    except ValueError:
+        raise ValueError(
+            f"offset must be beginning, end, <offset>, @<timestamp ms> or -N, not {text!r}"
+        ) from None
+    if spec.startswith("-"):
+        return OffsetSpec("from_end", -value)
+    return OffsetSpec("offset", value)
+
+
+async def seek_to_spec(consumer: Consumer, partitions: Sequence[TopicPartition],
+                       spec: OffsetSpec) -> dict[TopicPartition, int]:
+    """Position each partition where ``spec`` says, clamped to [log start, end];
+    returns the start positions."""
+    starts = await consumer.beginning_offsets(partitions)
+    ends = await consumer.end_offsets(partitions)
+    positions: dict[TopicPartition, int] = {}
+    if spec.kind == "timestamp":
+        found = await consumer.offsets_for_times({tp: spec.value for tp in partitions})
+        for tp in partitions:
+            hit = found.get(tp)
+            positions[tp] = ends[tp] if hit is None else hit.offset
+    else:
+        for tp in partitions:
+            if spec.kind == "beginning":
+                positions[tp] = starts[tp]
+            elif spec.kind == "end":
+                positions[tp] = ends[tp]
+            elif spec.kind == "from_end":
+                positions[tp] = ends[tp] - spec.value
+            else:
+                positions[tp] = spec.value
+    for tp in partitions:
+        positions[tp] = max(starts[tp], min(positions[tp], ends[tp]))
+        consumer.seek(tp, positions[tp])
+    return positions
+
+
+async def read_records(
+    consumer: Consumer,
+    partitions: Sequence[TopicPartition],
+    *,
+    count: int | None = None,
+    exit_at_end: bool = False,
+    idle_timeout: float | None = None,
+    max_records: int = 10_000,
+) -> AsyncIterator[list[ConsumerRecord]]:
+    """Yield lists of records from the consumer's positions for ``partitions``.
+
+    Stops after ``count`` records in all, when ``exit_at_end`` and every partition has
+    reached the end it had when reading started, or when no record came for
+    ``idle_timeout`` seconds. Records of one partition come in offset order.
+    """
+    ends: dict[TopicPartition, int] = {}
+    if exit_at_end:
+        ends = await consumer.end_offsets(partitions)
+        for tp in partitions:
+            if await consumer.position(tp) >= ends[tp]:
+                ends.pop(tp)
+                consumer.pause(tp)
+        if not ends:
+            return
+    remaining = count
+    last_record = time.monotonic()
+    while remaining is None or remaining > 0:
+        wait_ms = 500 if idle_timeout is None else max(
+            0, min(500, int((last_record + idle_timeout - time.monotonic()) * 1000)))
+        limit = max_records if remaining is None else min(max_records, remaining)
+        batch = await consumer.getmany(*partitions, timeout_ms=wait_ms, max_records=limit)
+        now = time.monotonic()
+        if not batch:
+            if idle_timeout is not None and now - last_record >= idle_timeout:
+                return
+            continue
+        last_record = now
+        for tp, records in batch.items():
+            if exit_at_end and tp in ends:
+                end = ends[tp]
+                if records[-1].offset + 1 >= end:
+                    records = [r for r in records if r.offset < end]
+                    del ends[tp]
+                    consumer.pause(tp)
+            if remaining is not None:
+                records = records[:remaining]
+                remaining -= len(records)
+            if records:
+                yield records
+            if remaining is not None and remaining <= 0:
+                return
+        if exit_at_end and not ends:
+            return

@@ -1,0 +1,230 @@
+"""``klog consume TOPIC``: print a topic's records (kcat -C / kafka-console-consumer).
+
+Formatting only: positioning and reading are klog.client.consumer's (``seek_to_spec``,
+``read_records``). Records go to stdout as bytes (keys and values are printed as they
+are, not re-encoded), one ``--format`` expansion or one JSON object per record.
+"""
+
+from __future__ import annotations
+
+import os
+
+import typer
+
+from klog.cli import console
+
+DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
+DEFAULT_FORMAT = "%s\\n"
+
+
+def consume(
+    topic: str = typer.Argument(..., help="The topic to read."),
+    bootstrap_server: str = typer.Option(
+        None, "--bootstrap-server", "-b",
+        help="host:port[,host:port...]; default $KLOG_BOOTSTRAP_SERVER or 127.0.0.1:9092.",
+    ),
+    offset: str = typer.Option(
+        "end", "--offset", "-o",
+        help="Where to start: beginning, end, <offset>, @<timestamp ms> or -N (N before "
+             "the end), for every partition read.",
+    ),
+    count: int | None = typer.Option(
+        None, "--count", "-n", min=1, help="Stop after this many records in all."),
+    partition: list[int] = typer.Option(
+        [], "--partition", "-p", help="Read only this partition; may be repeated."),
+    fmt: str = typer.Option(
+        DEFAULT_FORMAT, "--format", "-f",
+        help="Per-record format: %t topic, %p partition, %o offset, %k key, %s value, "
+             "%T timestamp, %h headers, %K/%S key/value length, %% a percent sign; "
+             "\\n and \\t escapes.",
+    ),
+    json_out: bool = typer.Option(
+        False, "--json", help="One JSON object per record instead of --format."),
+    exit_at_end: bool = typer.Option(
+        False, "--exit", "-e", help="Exit once every partition has reached its end."),
+    timeout: float | None = typer.Option(
+        None, "--timeout", min=0,
+        help="Exit after this many seconds without a record."),
+    read_committed: bool = typer.Option(
+        False, "--read-committed",
+        help="Read only committed transactional records (isolation level read_committed).",
+    ),
+) -> None:
+    """Print records of TOPIC."""
+    import asyncio
+
+    from klog.client.consumer import parse_offset_spec
+
+    bootstrap = bootstrap_server or os.environ.get("KLOG_BOOTSTRAP_SERVER") or DEFAULT_BOOTSTRAP
+    try:
+        spec = parse_offset_spec(offset)
+    except ValueError as exc:
+        console.fail(str(exc), console.EXIT_USAGE)
+    template = None if json_out else _compile(fmt)
+    try:
+        code = asyncio.run(_consume(
+            bootstrap, topic, spec, count, partition, template, exit_at_end, timeout,
+            read_committed))
+    except KeyboardInterrupt:
+        code = 0
+    except BrokenPipeError:
+        # A reader like `head` went away: stop quietly, as cat does.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
+        code = 0
+    if code:
+        raise typer.Exit(code)
+
+
+async def _consume(bootstrap: str, topic: str, spec: object, count: int | None,
+                   partitions: list[int], template: list[object] | None, exit_at_end: bool,
+                   timeout: float | None, read_committed: bool) -> int:
+    import sys
+
+    from klog.client.consumer import Consumer, TopicPartition, read_records, seek_to_spec
+    from klog.client.errors import KafkaClientError
+    from klog.protocol.errors import KafkaError
+
+    out = sys.stdout.buffer
+    consumer = Consumer(bootstrap, client_id="klog-consume", auto_offset_reset="none",
+                        isolation_level="read_committed" if read_committed
+                        else "read_uncommitted",
+                        request_timeout_ms=10_000)
+    try:
+        try:
+            await consumer.start()
+            known = await consumer.partitions_for_topic(topic)
+        except KafkaClientError as exc:
+            console.fail(f"cannot reach {bootstrap}: {exc}")
+        if known is None:
+            console.fail(f"topic {topic!r} does not exist")
+        missing = sorted(set(partitions) - set(known))
+        if missing:
+            console.fail(f"topic {topic!r} has no partition {missing[0]} "
+                         f"(it has {len(known)})")
+        tps = [TopicPartition(topic, p) for p in (partitions or known)]
+        tps = list(dict.fromkeys(tps))
+        consumer.assign(tps)
+        try:
+            await seek_to_spec(consumer, tps, spec)  # type: ignore[arg-type]
+            async for records in read_records(consumer, tps, count=count,
+                                              exit_at_end=exit_at_end, idle_timeout=timeout):
+                if template is None:
+                    for record in records:
+                        out.write(_json_line(record))
+                else:
+                    out.write(b"".join(_render(template, r) for r in records))
+                out.flush()
+        except (KafkaClientError, KafkaError) as exc:
+            console.fail(str(exc))
+    finally:
+        await consumer.close()
+    return 0
+
+
+# --- formatting ---------------------------------------------------------------------------
+
+_FIELDS = {"t", "p", "o", "k", "s", "T", "h", "K", "S"}
+_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "0": "\0", "\\": "\\"}
+
+
+def _compile(fmt: str) -> list[object]:
+    """The format as literal byte chunks and one-letter field names."""
+    parts: list[object] = []
+    literal: list[str] = []
+    i = 0
+    while i < len(fmt):
+        ch = fmt[i]
+        nxt = fmt[i + 1] if i + 1 < len(fmt) else ""
+        if ch == "\\" and nxt in _ESCAPES:
+            literal.append(_ESCAPES[nxt])
+            i += 2
+        elif ch == "%" and nxt == "%":
+            literal.append("%")
+            i += 2
+        elif ch == "%" and nxt in _FIELDS:
+            if literal:
+                parts.append("".join(literal).encode())
+                literal = []
+            parts.append(nxt)
+            i += 2
+        elif ch == "%":
+            console.fail(f"unknown format field %{nxt} in {fmt!r}", console.EXIT_USAGE)
+        else:
+            literal.append(ch)
+            i += 1
+    if literal:
+        parts.append("".join(literal).encode())
+    return parts
+
+
+def _render(template: list[object], r: object) -> bytes:
+    chunks: list[bytes] = []
+    for part in template:
+        if isinstance(part, bytes):
+            chunks.append(part)
+        elif part == "s":
+            chunks.append(r.value or b"")  # type: ignore[attr-defined]
+        elif part == "k":
+            chunks.append(r.key or b"")  # type: ignore[attr-defined]
+        elif part == "o":
+            chunks.append(str(r.offset).encode())  # type: ignore[attr-defined]
+        elif part == "p":
+            chunks.append(str(r.partition).encode())  # type: ignore[attr-defined]
+        elif part == "t":
+            chunks.append(r.topic.encode())  # type: ignore[attr-defined]
+        elif part == "T":
+            chunks.append(str(r.timestamp).encode())  # type: ignore[attr-defined]
+        elif part == "K":
+            chunks.append(str(r.serialized_key_size).encode())  # type: ignore[attr-defined]
+        elif part == "S":
+            chunks.append(str(r.serialized_value_size).encode())  # type: ignore[attr-defined]
+        elif part == "h":
+            chunks.append(b",".join(
+                k.encode() + b"=" + (v or b"") for k, v in r.headers  # type: ignore[attr-defined]
+            ))
+    return b"".join(chunks)
+
+
+def _text(data: bytes | None) -> tuple[str | None, bool]:
+    """(text, is_base64): UTF-8 as it is, anything else base64."""
+    if data is None:
+        return None, False
+    try:
+        return data.decode(), False
+    except UnicodeDecodeError:
+        import base64
+
+        return base64.b64encode(data).decode(), True
+
+
+def _json_line(r: object) -> bytes:
+    import json
+
+    obj: dict[str, object] = {
+        "topic": r.topic,  # type: ignore[attr-defined]
+        "partition": r.partition,  # type: ignore[attr-defined]
+        "offset": r.offset,  # type: ignore[attr-defined]
+        "timestamp": r.timestamp,  # type: ignore[attr-defined]
+        "timestamp_type": _TIMESTAMP_TYPES.get(r.timestamp_type, "NoTimestampType"),  # type: ignore[attr-defined]
+    }
+    for name in ("key", "value"):
+        text, b64 = _text(getattr(r, name))
+        obj[name] = text
+        if b64:
+            obj[f"{name}_encoding"] = "base64"
+    headers = []
+    for k, v in r.headers:  # type: ignore[attr-defined]
+        text, b64 = _text(v)
+        header: dict[str, object] = {"key": k, "value": text}
+        if b64:
+            header["value_encoding"] = "base64"
+        headers.append(header)
+    obj["headers"] = headers
+    return (json.dumps(obj, separators=(",", ":"), ensure_ascii=False) + "\n").encode()
+
+
+_TIMESTAMP_TYPES = {0: "CreateTime", 1: "LogAppendTime"}
+
+
+def register(app: typer.Typer) -> None:
+    app.command("consume")(consume)

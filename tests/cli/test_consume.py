@@ -1,0 +1,143 @@
+"""``klog consume`` against a real klog broker (records written by kafka-python)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+import warnings
+from collections.abc import Iterator
+
+import pytest
+from typer.testing import CliRunner
+
+from klog.cli.app import app
+from klog.testing import KlogBroker
+
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore", DeprecationWarning)
+    import kafka
+
+pytestmark = pytest.mark.timeout(90)
+
+runner = CliRunner()
+T0 = 1_700_000_000_000
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KlogBroker]:
+    running = KlogBroker(tmp_path_factory.mktemp("klog") / "data",
+                         overrides={"num.partitions": "2"})
+    running.start()
+    try:
+        producer = kafka.KafkaProducer(bootstrap_servers=running.bootstrap_servers,
+                                       request_timeout_ms=10_000)
+        for i in range(10):  # t: partition 0 gets even i, 1 odd i; timestamps T0 + i s
+            producer.send("t", key=f"k{i}".encode(), value=f"v{i}".encode(),
+                          headers=[("h", f"{i}".encode())], partition=i % 2,
+                          timestamp_ms=T0 + 1000 * i)
+        producer.send("t", key=None, value=b"\xff\x00bin", partition=0, timestamp_ms=T0 + 20_000)
+        producer.flush(timeout=15)
+        producer.close(timeout=5)
+        yield running
+    finally:
+        running.stop()
+
+
+def _consume(broker: KlogBroker, *args: str) -> tuple[int, bytes, str]:
+    result = runner.invoke(app, ["consume", "t", "-b", broker.bootstrap_servers, *args])
+    return result.exit_code, result.stdout_bytes, result.stderr if result.stderr_bytes else ""
+
+
+def test_from_beginning_to_the_end(broker: KlogBroker) -> None:
+    code, out, _ = _consume(broker, "-o", "beginning", "-e")
+    assert code == 0
+    lines = out.split(b"\n")
+    assert lines[-1] == b""
+    assert sorted(lines[:-1]) == sorted([f"v{i}".encode() for i in range(10)] + [b"\xff\x00bin"])
+    # offset order within a partition
+    assert [x for x in lines if x in (b"v0", b"v2", b"v4", b"v6", b"v8")] == [
+        b"v0", b"v2", b"v4", b"v6", b"v8"]
+
+
+def test_format_partition_and_last_n(broker: KlogBroker) -> None:
+    code, out, _ = _consume(broker, "-p", "0", "-o", "-2", "-e",
+                            "-f", "%t|%p|%o|%k|%s|%h|%T|%K|%S%%\\n")
+    assert code == 0
+    assert out == (f"t|0|4|k8|v8|h=8|{T0 + 8000}|2|2%\n".encode()
+                   + f"t|0|5||\xff\x00bin||{T0 + 20_000}|-1|5%\n".encode("latin-1"))
+
+
+def test_absolute_offset_count_and_json(broker: KlogBroker) -> None:
+    code, out, _ = _consume(broker, "-p", "1", "-o", "2", "-n", "2", "--json")
+    assert code == 0
+    rows = [json.loads(line) for line in out.splitlines()]
+    assert rows == [
+        {"topic": "t", "partition": 1, "offset": 2, "timestamp": T0 + 5000,
+         "timestamp_type": "CreateTime", "key": "k5", "value": "v5",
+         "headers": [{"key": "h", "value": "5"}]},
+        {"topic": "t", "partition": 1, "offset": 3, "timestamp": T0 + 7000,
+         "timestamp_type": "CreateTime", "key": "k7", "value": "v7",
+         "headers": [{"key": "h", "value": "7"}]},
+    ]
+    code, out, _ = _consume(broker, "-p", "0", "-o", "5", "-e", "--json")
+    (row,) = [json.loads(line) for line in out.splitlines()]
+    assert row["key"] is None and row["headers"] == []
+    assert row["value"] == "/wBiaW4=" and row["value_encoding"] == "base64"
+
+
+def test_timestamp_offset(broker: KlogBroker) -> None:
+    code, out, _ = _consume(broker, "-o", f"@{T0 + 6500}", "-e", "-f", "%p:%o\\n")
+    assert code == 0
+    assert sorted(out.split()) == [b"0:4", b"0:5", b"1:3", b"1:4"]
+    # past every record: nothing, and -e still ends
+    code, out, _ = _consume(broker, "-o", f"@{T0 + 99_000}", "-e")
+    assert (code, out) == (0, b"")
+
+
+def test_offset_beyond_the_end_is_clamped(broker: KlogBroker) -> None:
+    code, out, _ = _consume(broker, "-p", "1", "-o", "1000", "--timeout", "0.5")
+    assert (code, out) == (0, b"")
+
+
+def test_timeout_without_records_ends(broker: KlogBroker) -> None:
+    started = time.monotonic()
+    code, out, _ = _consume(broker, "--timeout", "0.5")
+    assert (code, out) == (0, b"")
+    assert time.monotonic() - started < 10
+
+
+@pytest.mark.parametrize(("args", "code", "message"), [
+    (["-o", "bogus"], 2, "offset must be"),
+    (["-p", "9", "-e"], 1, "has no partition 9"),
+    (["-f", "%x", "-e"], 2, "unknown format field %x"),
+])
+def test_errors_are_one_line(broker: KlogBroker, args: list[str], code: int, message: str
+                             ) -> None:
+    result = runner.invoke(app, ["consume", "t", "-b", broker.bootstrap_servers, *args])
+    assert result.exit_code == code
+    assert message in result.output
+    assert "Traceback" not in result.output
+
+
+def test_unknown_topic_and_unreachable_broker(broker: KlogBroker) -> None:
+    result = runner.invoke(app, ["consume", "missing", "-b", broker.bootstrap_servers, "-e"])
+    assert result.exit_code == 1 and "does not exist" in result.output
+    # ... and asking did not create it
+    result = runner.invoke(app, ["consume", "missing", "-b", broker.bootstrap_servers, "-e"])
+    assert "does not exist" in result.output
+    from klog.testing import free_port
+
+    result = runner.invoke(app, ["consume", "t", "-b", f"127.0.0.1:{free_port()}", "-e"])
+    assert result.exit_code == 1 and "cannot reach" in result.output
+
+
+def test_bootstrap_from_the_environment_in_a_real_process(broker: KlogBroker) -> None:
+    env = {"KLOG_BOOTSTRAP_SERVER": broker.bootstrap_servers, "PATH": "/usr/bin:/bin"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "klog", "consume", "t", "-p", "1", "-o", "beginning", "-n",
+         "3", "-f", "%k "],
+        capture_output=True, timeout=60, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == b"k1 k3 k5 "
