@@ -34,6 +34,7 @@ from klog.client.fetcher import (
 )
 from klog.client.network import KafkaClient
 from klog.client.records import ConsumerRecord, Deserializer
+from klog.protocol.errors import ErrorCode
 
 __all__ = [
     "Consumer",
@@ -42,6 +43,7 @@ __all__ = [
     "OffsetAndTimestamp",
     "OffsetSpec",
     "TopicPartition",
+    "measure_consume",
     "parse_offset_spec",
     "read_records",
     "seek_to_spec",
@@ -434,3 +436,54 @@ async def read_records(
                 return
         if exit_at_end and not ends:
             return
+
+
+async def measure_consume(
+    bootstrap_servers: str | Sequence[str],
+    topic: str,
+    messages: int,
+    *,
+    partitions: Sequence[int] | None = None,
+    idle_timeout: float = 10.0,
+    **consumer_options: Any,
+) -> dict[str, float]:
+    """Read ``messages`` records of ``topic`` from the beginning as fast as possible
+    (kafka-consumer-perf-test): records, bytes (keys + values), seconds, MB/s, records/s.
+
+    The clock starts once positions are known (after metadata and ListOffsets), so it
+    measures fetching and decoding. Stops early when no record came for ``idle_timeout``
+    seconds. Raises KafkaClientError for an unknown topic or partition.
+    """
+    options: dict[str, Any] = {"client_id": "klog-perf-consume", **consumer_options}
+    async with Consumer(bootstrap_servers, **options) as consumer:
+        known = await consumer.partitions_for_topic(topic)
+        if known is None:
+            raise KafkaClientError(f"topic {topic!r} does not exist",
+                                   ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        wanted = list(partitions) if partitions else known
+        missing = sorted(set(wanted) - set(known))
+        if missing:
+            raise KafkaClientError(f"topic {topic!r} has no partition {missing[0]}",
+                                   ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        tps = [TopicPartition(topic, p) for p in wanted]
+        consumer.assign(tps)
+        await seek_to_spec(consumer, tps, OffsetSpec("beginning"))
+        records = size = 0
+        started = time.monotonic()
+        last = started
+        async for batch in read_records(consumer, tps, count=messages,
+                                        idle_timeout=idle_timeout):
+            records += len(batch)
+            for r in batch:
+                size += max(r.serialized_key_size, 0) + max(r.serialized_value_size, 0)
+            last = time.monotonic()
+        elapsed = max(last - started, 1e-9)
+    mb = size / (1024 * 1024)
+    return {
+        "records": records,
+        "bytes": size,
+        "seconds": round(elapsed, 6),
+        "mb": round(mb, 4),
+        "mb_per_sec": round(mb / elapsed, 4),
+        "records_per_sec": round(records / elapsed, 2),
+    }

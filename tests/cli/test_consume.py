@@ -141,3 +141,29 @@ def test_bootstrap_from_the_environment_in_a_real_process(broker: KlogBroker) ->
         capture_output=True, timeout=60, env=env)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == b"k1 k3 k5 "
+
+
+def test_perf_consume(broker: KlogBroker) -> None:
+    # klog/cli/perf_consume.py is added to the `perf` group by that group's module; here
+    # it hangs off a group of its own.
+    import typer
+
+    from klog.cli import perf_consume
+
+    perf_app = typer.Typer()
+    perf_app.command("noop")(lambda: None)  # a group, not a lone command
+    perf_consume.register(perf_app)
+    result = runner.invoke(perf_app, ["consume", "--topic", "t", "--messages", "11",
+                                      "-b", broker.bootstrap_servers, "--json"])
+    assert result.exit_code == 0, result.output
+    row = json.loads(result.stdout)
+    assert row["records"] == 11 and row["topic"] == "t"
+    assert row["bytes"] == sum(len(f"k{i}v{i}") for i in range(10)) + 5
+    assert row["records_per_sec"] > 0 and row["mb_per_sec"] > 0
+    result = runner.invoke(perf_app, ["consume", "--topic", "t", "--messages", "4", "-p", "1",
+                                      "-b", broker.bootstrap_servers])
+    assert result.exit_code == 0
+    assert result.stdout.startswith("4 records, ") and "records/sec" in result.stdout
+    result = runner.invoke(perf_app, ["consume", "--topic", "nope", "--messages", "1",
+                                      "-b", broker.bootstrap_servers])
+    assert result.exit_code == 1 and "does not exist" in result.output
