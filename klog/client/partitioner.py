@@ -76,6 +76,10 @@ class StickyPartitionCache:
         self._current: dict[str, int] = {}
         self._random = rng or random.Random()
 
+    def current(self, topic: str) -> int | None:
+        """The topic's sticky partition, None before the first record."""
+        return self._current.get(topic)
+
     def partition(
         self, topic: str, partitions: Sequence[int], available: Sequence[int] = ()
     ) -> int:

@@ -1,0 +1,644 @@
+"""The producer's RecordAccumulator: records waiting to be sent, grouped in batches.
+
+As in Kafka's ``RecordAccumulator``: one deque of ``ProducerBatch`` per partition; a record
+joins the last open batch of its partition or starts a new one (``batch_size`` bytes, or one
+record when a single record is bigger); the sender asks which leaders have something ready
+(a batch full, lingered ``linger_ms``, a flush or close in progress, memory exhausted),
+drains one batch per partition for each ready leader into one Produce request, and puts
+batches that failed with a retriable error back at the head of their deque (in sequence
+order, for an idempotent producer) to be retried after ``retry_backoff_ms``.
+
+``BufferPool`` bounds the bytes of records not yet acknowledged (``buffer.memory``): an
+append waits for room, up to ``max_block_ms``.
+
+A batch encodes each record as it is appended (the v2 record grammar, the same bytes as
+``klog.protocol.records.v2.BatchBuilder`` writes: tests hold them equal) into a flat list of
+byte pieces, so building the batch is one join: this is the producer's per-record hot path,
+and it avoids a copy of each value per record and a function call per varint. The batch
+becomes bytes (compressed) when drained, after its producer id, epoch and base sequence are
+known; the bytes are kept for retries, so a retried batch keeps its sequence.
+
+Everything here runs on the producer's event loop; there is no locking.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from klog.client.errors import KafkaClientError, KafkaTimeoutError
+from klog.protocol.errors import ErrorCode
+from klog.protocol.records.batch import (
+    ATTRIBUTES_OFFSET,
+    CRC_OFFSET,
+    LOG_OVERHEAD,
+    MAGIC_V2,
+    NO_PARTITION_LEADER_EPOCH,
+    RECORD_BATCH_OVERHEAD,
+    crc32c,
+)
+from klog.protocol.records.compression import CompressionType, compress
+from klog.protocol.records.varint import write_varint, write_varlong
+
+__all__ = [
+    "BufferPool",
+    "ProducerBatch",
+    "RecordAccumulator",
+    "RecordMetadata",
+    "TopicPartition",
+    "estimate_record_size",
+]
+
+TopicPartition = tuple[str, int]
+
+#: Upper bound of a record's framing in a v2 batch: length, attributes, timestamp and
+#: offset deltas, key/value lengths, header count (varints at their widest).
+_RECORD_OVERHEAD = 5 + 1 + 10 + 5 + 5 + 5 + 5
+
+DeliveryCallback = Callable[["RecordMetadata | None", "BaseException | None"], Any]
+
+
+_V2_HEADER = struct.Struct(">qiibIhiqqqhii")
+_CRC = struct.Struct(">I")
+
+# zigzag varints of -1 .. 16383, the lengths and deltas of nearly every record: a lookup
+# instead of an encoding call (index = value + 1).
+_SMALL_VARINTS: tuple[bytes, ...] = tuple(write_varint(v) for v in range(-1, 1 << 14))
+_SMALL_LIMIT = (1 << 14) - 1
+_NULL = b"\x01"  # zigzag(-1): a null key, value or header value
+_ATTRIBUTES = b"\x00"  # record attributes: unused in v2
+
+
+def _varint(value: int) -> bytes:
+    return _SMALL_VARINTS[value + 1] if -1 <= value < _SMALL_LIMIT else write_varint(value)
+
+
+def _varlong(value: int) -> bytes:
+    return _SMALL_VARINTS[value + 1] if -1 <= value < _SMALL_LIMIT else write_varlong(value)
+
+
+def now_ms() -> float:
+    return time.monotonic() * 1000.0
+
+
+@dataclass(frozen=True, slots=True)
+class RecordMetadata:
+    """Where a record was written: Kafka's RecordMetadata.
+
+    ``offset`` is -1 with acks=0 (the broker does not answer). ``timestamp`` is the
+    broker's append time for LogAppendTime topics, else the record's own timestamp.
+    """
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+    serialized_key_size: int = -1
+    serialized_value_size: int = -1
+
+
+def estimate_record_size(
+    key: bytes | None, value: bytes | None, headers: Sequence[tuple[str, bytes | None]]
+) -> int:
+    """An upper bound of the record's size in a batch (Kafka's estimateSizeInBytesUpperBound)."""
+    size = _RECORD_OVERHEAD + (len(key) if key else 0) + (len(value) if value else 0)
+    for header_key, header_value in headers:
+        size += 10 + len(header_key) * 4 + (len(header_value) if header_value else 0)
+    return size
+
+
+class ProducerBatch:
+    """Records for one partition travelling together; their delivery futures, in order."""
+
+    __slots__ = (
+        "attempts",
+        "base_sequence",
+        "base_timestamp",
+        "compression",
+        "created_ms",
+        "done",
+        "drained_ms",
+        "in_flight",
+        "last_attempt_ms",
+        "max_timestamp",
+        "memory",
+        "partition",
+        "payload",
+        "pieces",
+        "records",
+        "size",
+        "topic",
+    )
+
+    def __init__(self, topic: str, partition: int, compression: CompressionType,
+                 created_ms: float) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.compression = compression
+        #: Per record: (future, timestamp, key size, value size, callback).
+        self.records: list[tuple[asyncio.Future[RecordMetadata], int, int, int,
+                                 DeliveryCallback | None]] = []
+        self.pieces: list[bytes] = []  # the encoded records, in pieces
+        self.base_timestamp = -1
+        self.max_timestamp = -1
+        self.size = RECORD_BATCH_OVERHEAD
+        self.memory = 0
+        self.created_ms = created_ms
+        self.last_attempt_ms = created_ms
+        self.drained_ms: float | None = None
+        self.attempts = 0
+        self.base_sequence: int | None = None
+        self.payload: bytes | None = None  # set when drained; kept for retries
+        self.in_flight = False
+        self.done = False
+
+    @property
+    def tp(self) -> TopicPartition:
+        return (self.topic, self.partition)
+
+    @property
+    def record_count(self) -> int:
+        return len(self.records)
+
+    @property
+    def futures(self) -> list[asyncio.Future[RecordMetadata]]:
+        return [entry[0] for entry in self.records]
+
+    @property
+    def closed(self) -> bool:
+        return self.payload is not None
+
+    def has_room_for(self, size: int, batch_size: int) -> bool:
+        # A batch always takes its first record, however large (Kafka does the same).
+        return not self.records or self.size + size <= batch_size
+
+    def append(
+        self,
+        timestamp: int,
+        key: bytes | None,
+        value: bytes | None,
+        headers: Sequence[tuple[str, bytes | None]],
+        size: int,
+        callback: DeliveryCallback | None,
+        future: asyncio.Future[RecordMetadata],
+    ) -> None:
+        records = self.records
+        if not records:
+            self.base_timestamp = timestamp
+        offset_delta = _varint(len(records))
+        timestamp_delta = _varlong(timestamp - self.base_timestamp)
+        if key is None:
+            key_length, key_size, key_bytes = _NULL, -1, b""
+        else:
+            key_size = len(key)
+            key_length, key_bytes = _varint(key_size), key
+        if value is None:
+            value_length, value_size, value_bytes = _NULL, -1, b""
+        else:
+            value_size = len(value)
+            value_length, value_bytes = _varint(value_size), value
+        if headers:
+            parts = [_varint(len(headers))]
+            for header_key, header_value in headers:
+                encoded_key = header_key.encode("utf-8")
+                parts.append(_varint(len(encoded_key)))
+                parts.append(encoded_key)
+                if header_value is None:
+                    parts.append(_NULL)
+                else:
+                    parts.append(_varint(len(header_value)))
+                    parts.append(header_value)
+            header_bytes = b"".join(parts)
+        else:
+            header_bytes = b"\x00"
+        body_length = (
+            1 + len(timestamp_delta) + len(offset_delta) + len(key_length)
+            + len(key_bytes) + len(value_length) + len(value_bytes) + len(header_bytes)
+        )
+        head = b"".join((_varint(body_length), _ATTRIBUTES, timestamp_delta, offset_delta,
+                         key_length, key_bytes, value_length))
+        if len(value_bytes) < 256:
+            self.pieces.append(head + value_bytes + header_bytes)
+        else:
+            # A big value stays its own piece: copied once, when the batch is built.
+            self.pieces += (head, value_bytes, header_bytes)
+        if timestamp > self.max_timestamp:
+            self.max_timestamp = timestamp
+        self.size += size
+        records.append((future, timestamp, key_size, value_size, callback))
+
+    def close(self, producer_id: int = -1, producer_epoch: int = -1,
+              base_sequence: int = -1) -> bytes:
+        """Freeze the batch and build its bytes (compressing them), once."""
+        if self.payload is None:
+            data = b"".join(self.pieces)
+            self.pieces = []
+            if self.compression is not CompressionType.NONE:
+                data = compress(self.compression, data)
+            count = len(self.records)
+            batch = bytearray(RECORD_BATCH_OVERHEAD + len(data))
+            _V2_HEADER.pack_into(
+                batch, 0,
+                0,  # base offset: the broker assigns it
+                len(batch) - LOG_OVERHEAD,
+                NO_PARTITION_LEADER_EPOCH,
+                MAGIC_V2,
+                0,  # CRC, below
+                int(self.compression),  # CreateTime, not transactional, not control
+                max(count - 1, 0),
+                self.base_timestamp,
+                self.max_timestamp,
+                producer_id,
+                producer_epoch,
+                base_sequence,
+                count,
+            )
+            batch[RECORD_BATCH_OVERHEAD:] = data
+            _CRC.pack_into(batch, CRC_OFFSET, crc32c(memoryview(batch)[ATTRIBUTES_OFFSET:]))
+            self.base_sequence = base_sequence if base_sequence >= 0 else None
+            self.payload = bytes(batch)
+        return self.payload
+
+    def complete(self, base_offset: int, log_append_time: int = -1) -> None:
+        """Resolve every record's future (and callback), in produce order."""
+        if self.done:
+            return
+        self.done = True
+        topic, partition = self.topic, self.partition
+        for i, (future, timestamp, key_size, value_size, callback) in enumerate(self.records):
+            metadata = RecordMetadata(
+                topic,
+                partition,
+                base_offset + i if base_offset >= 0 else -1,
+                log_append_time if log_append_time >= 0 else timestamp,
+                key_size,
+                value_size,
+            )
+            if not future.done():
+                future.set_result(metadata)
+            if callback is not None:
+                _call(callback, metadata, None)
+
+    def fail(self, exc: BaseException) -> None:
+        if self.done:
+            return
+        self.done = True
+        for future, _, _, _, callback in self.records:
+            if not future.done():
+                future.set_exception(exc)
+                # Fire-and-forget sends are normal for a producer: do not let asyncio log
+                # "exception was never retrieved" for each; awaiting still raises it.
+                future.exception()
+            if callback is not None:
+                _call(callback, None, exc)
+
+    def __repr__(self) -> str:
+        return (f"ProducerBatch({self.topic}-{self.partition}, records={self.record_count}, "
+                f"seq={self.base_sequence}, attempts={self.attempts})")
+
+
+def _call(callback: DeliveryCallback, metadata: RecordMetadata | None,
+          exc: BaseException | None) -> None:
+    try:
+        callback(metadata, exc)
+    except Exception:  # a user's callback must not break delivery of the others
+        import logging
+
+        logging.getLogger(__name__).exception("delivery callback raised")
+
+
+class BufferPool:
+    """``buffer.memory``: bytes reserved by records not yet acknowledged.
+
+    Waiters are served first come, first served, so a big record is not starved by a
+    stream of small ones.
+    """
+
+    def __init__(self, total: int) -> None:
+        self.total = total
+        self.available = total
+        self._waiters: deque[tuple[int, asyncio.Future[None]]] = deque()
+
+    @property
+    def queued(self) -> int:
+        """How many appends wait for memory (the accumulator then sends eagerly)."""
+        return len(self._waiters)
+
+    def try_allocate(self, size: int) -> bool:
+        if not self._waiters and size <= self.available:
+            self.available -= size
+            return True
+        return False
+
+    async def allocate(self, size: int, max_block_ms: float) -> None:
+        if size > self.total:
+            raise KafkaClientError(
+                f"the record is {size} bytes when serialized, more than buffer.memory "
+                f"({self.total})", ErrorCode.RECORD_LIST_TOO_LARGE)
+        if self.try_allocate(size):
+            return
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        entry = (size, waiter)
+        self._waiters.append(entry)
+        try:
+            await asyncio.wait_for(asyncio.shield(waiter), max_block_ms / 1000.0)
+        except TimeoutError:
+            if waiter.done():  # granted just as the timeout fired: give it back
+                self.release(size)
+            raise KafkaTimeoutError(
+                f"failed to allocate {size} bytes within max.block.ms ({max_block_ms:.0f} ms)"
+            ) from None
+        finally:
+            if entry in self._waiters:
+                self._waiters.remove(entry)
+                self._grant()
+
+    def release(self, size: int) -> None:
+        self.available += size
+        self._grant()
+
+    def _grant(self) -> None:
+        while self._waiters:
+            size, waiter = self._waiters[0]
+            if waiter.done():
+                self._waiters.popleft()
+                continue
+            if size > self.available:
+                return
+            self.available -= size
+            self._waiters.popleft()
+            waiter.set_result(None)
+
+
+class RecordAccumulator:
+    """Per-partition deques of batches; see the module docstring."""
+
+    def __init__(
+        self,
+        *,
+        batch_size: int = 16384,
+        linger_ms: float = 5,
+        compression: CompressionType = CompressionType.NONE,
+        buffer_memory: int = 32 * 1024 * 1024,
+        retry_backoff_ms: float = 100,
+        delivery_timeout_ms: float = 120000,
+        guarantee_order: bool = False,
+        idempotent: bool = False,
+    ) -> None:
+        self.batch_size = batch_size
+        self.linger_ms = linger_ms
+        self.compression = compression
+        self.retry_backoff_ms = retry_backoff_ms
+        self.delivery_timeout_ms = delivery_timeout_ms
+        self.guarantee_order = guarantee_order
+        self.idempotent = idempotent
+        self.pool = BufferPool(buffer_memory)
+        self.batches: dict[TopicPartition, deque[ProducerBatch]] = {}
+        self.incomplete: set[ProducerBatch] = set()
+        #: Batches sent and not answered, per partition (for muting and sequence order).
+        self.in_flight: dict[TopicPartition, list[ProducerBatch]] = {}
+        #: Next base sequence per partition (idempotent producer).
+        self.next_sequence: dict[TopicPartition, int] = {}
+        self.flushes_in_progress = 0
+        self.closed = False
+        self._drain_index = 0
+
+    # ---------------------------------------------------------------- appending
+
+    def append(
+        self,
+        topic: str,
+        partition: int,
+        timestamp: int,
+        key: bytes | None,
+        value: bytes | None,
+        headers: Sequence[tuple[str, bytes | None]],
+        size: int,
+        callback: DeliveryCallback | None = None,
+        *,
+        abort_on_new_batch: bool = False,
+        now: float | None = None,
+    ) -> tuple[asyncio.Future[RecordMetadata] | None, bool]:
+        """Add a record whose ``size`` bytes the caller has reserved in ``pool``.
+
+        Returns (future, wakeup): ``wakeup`` when the sender should look again (a batch
+        filled or a new one began). With ``abort_on_new_batch`` (sticky partitioning)
+        returns (None, False) instead of starting a new batch, so the caller can move to
+        another partition first.
+        """
+        if self.closed:
+            raise KafkaClientError("the producer is closed")
+        tp = (topic, partition)
+        dq = self.batches.get(tp)
+        if dq is None:
+            dq = self.batches[tp] = deque()
+        future: asyncio.Future[RecordMetadata] = asyncio.get_running_loop().create_future()
+        if dq:
+            last = dq[-1]
+            if not last.closed and last.has_room_for(size, self.batch_size):
+                last.append(timestamp, key, value, headers, size, callback, future)
+                last.memory += size
+                # The batch just filled up, or it already waits behind a full one.
+                return future, len(dq) > 1 or last.size >= self.batch_size
+        if abort_on_new_batch:
+            return None, False
+        batch = ProducerBatch(topic, partition, self.compression,
+                              now if now is not None else now_ms())
+        batch.append(timestamp, key, value, headers, size, callback, future)
+        batch.memory = size
+        dq.append(batch)
+        self.incomplete.add(batch)
+        return future, True
+
+    # ---------------------------------------------------------------- the sender's side
+
+    def ready(
+        self, leader_for: Callable[[str, int], int | None], now: float
+    ) -> tuple[dict[int, list[TopicPartition]], float, set[str]]:
+        """Which leaders have a batch to send now.
+
+        Returns (leader -> its partitions with batches, ms until something may become
+        ready, topics of partitions whose leader is unknown).
+        """
+        ready: dict[int, list[TopicPartition]] = {}
+        next_delay = float("inf")
+        unknown: set[str] = set()
+        exhausted = self.pool.queued > 0
+        eager = exhausted or self.closed or self.flushes_in_progress > 0
+        for tp, dq in self.batches.items():
+            if not dq:
+                continue
+            leader = leader_for(*tp)
+            if leader is None or leader < 0:
+                unknown.add(tp[0])
+                continue
+            if self.guarantee_order and self.in_flight.get(tp):
+                continue  # muted until its batch in flight is answered
+            first = dq[0]
+            if first.attempts > 0:
+                wait = self.retry_backoff_ms
+                waited = now - first.last_attempt_ms
+            else:
+                wait = self.linger_ms
+                waited = now - first.created_ms
+            full = len(dq) > 1 or first.size >= self.batch_size
+            backing_off = first.attempts > 0 and waited < wait
+            sendable = (full or waited >= wait or eager) and not backing_off
+            if sendable:
+                ready.setdefault(leader, []).append(tp)
+            else:
+                next_delay = min(next_delay, wait - waited)
+        if ready:
+            # Partitions with nothing sendable on a ready leader ride along (Kafka drains
+            # every partition of a ready node), so gather them too.
+            for tp, dq in self.batches.items():
+                if dq:
+                    leader = leader_for(*tp)
+                    if leader in ready and tp not in ready[leader]:
+                        ready[leader].append(tp)
+        return ready, next_delay, unknown
+
+    def drain(
+        self,
+        ready: dict[int, list[TopicPartition]],
+        max_request_size: int,
+        now: float,
+        producer_id: int = -1,
+        producer_epoch: int = -1,
+    ) -> dict[int, list[ProducerBatch]]:
+        """Take at most one batch per partition for each ready leader, up to the size limit."""
+        drained: dict[int, list[ProducerBatch]] = {}
+        self._drain_index += 1
+        for node, tps in ready.items():
+            batches: list[ProducerBatch] = []
+            size = 0
+            # Start at a rotating position so no partition is always last in line.
+            start = self._drain_index % len(tps)
+            for tp in tps[start:] + tps[:start]:
+                dq = self.batches.get(tp)
+                if not dq:
+                    continue
+                in_flight = self.in_flight.get(tp)
+                if self.guarantee_order and in_flight:
+                    continue
+                first = dq[0]
+                if first.attempts > 0 and now - first.last_attempt_ms < self.retry_backoff_ms:
+                    continue
+                if self.idempotent:
+                    if producer_id < 0:
+                        continue
+                    seq = first.base_sequence
+                    if seq is not None and in_flight and any(
+                        (b.base_sequence or 0) < seq for b in in_flight
+                    ):
+                        # A retried batch goes out only after every earlier one of its
+                        # partition is answered, or the broker would see a gap.
+                        continue
+                if batches and size + first.size > max_request_size:
+                    break
+                dq.popleft()
+                if self.idempotent and first.base_sequence is None:
+                    base = self.next_sequence.get(tp, 0)
+                    self.next_sequence[tp] = (base + first.record_count) & 0x7FFFFFFF
+                    first.close(producer_id, producer_epoch, base)
+                else:
+                    first.close()
+                first.drained_ms = now
+                first.in_flight = True
+                self.in_flight.setdefault(tp, []).append(first)
+                size += len(first.payload or b"")
+                batches.append(first)
+            if batches:
+                drained[node] = batches
+        return drained
+
+    def in_flight_done(self, batch: ProducerBatch) -> None:
+        batch.in_flight = False
+        in_flight = self.in_flight.get(batch.tp)
+        if in_flight and batch in in_flight:
+            in_flight.remove(batch)
+
+    def reenqueue(self, batch: ProducerBatch, now: float) -> None:
+        """Put a batch back for a retry: at the head, or in sequence order if it has one."""
+        self.in_flight_done(batch)
+        batch.attempts += 1
+        batch.last_attempt_ms = now
+        dq = self.batches.setdefault(batch.tp, deque())
+        seq = batch.base_sequence
+        if seq is None:
+            dq.appendleft(batch)
+            return
+        position = 0
+        for position, queued in enumerate(dq):  # noqa: B007 - the index is the answer
+            queued_seq = queued.base_sequence
+            if queued_seq is None or queued_seq > seq:
+                break
+        else:
+            position = len(dq)
+        dq.insert(position, batch)
+
+    def complete(self, batch: ProducerBatch, base_offset: int, log_append_time: int = -1
+                 ) -> None:
+        self.in_flight_done(batch)
+        batch.complete(base_offset, log_append_time)
+        self._deallocate(batch)
+
+    def fail(self, batch: ProducerBatch, exc: BaseException) -> None:
+        self.in_flight_done(batch)
+        dq = self.batches.get(batch.tp)
+        if dq and batch in dq:
+            dq.remove(batch)
+        batch.fail(exc)
+        self._deallocate(batch)
+
+    def _deallocate(self, batch: ProducerBatch) -> None:
+        if batch in self.incomplete:
+            self.incomplete.discard(batch)
+            self.pool.release(batch.memory)
+            batch.memory = 0
+
+    def expire(self, now: float) -> list[ProducerBatch]:
+        """Fail queued batches older than ``delivery_timeout_ms``; returns them."""
+        expired: list[ProducerBatch] = []
+        for dq in self.batches.values():
+            while dq and now - dq[0].created_ms >= self.delivery_timeout_ms:
+                expired.append(dq.popleft())
+        for batch in expired:
+            self.fail(batch, KafkaTimeoutError(
+                f"expiring {batch.record_count} record(s) for {batch.topic}-{batch.partition}: "
+                f"{now - batch.created_ms:.0f} ms has passed since batch creation"))
+        return expired
+
+    def delivery_expired(self, batch: ProducerBatch, now: float) -> bool:
+        return now - batch.created_ms >= self.delivery_timeout_ms
+
+    def has_earlier_incomplete(self, batch: ProducerBatch) -> bool:
+        """Whether an earlier-sequenced batch of the same partition is still pending."""
+        seq = batch.base_sequence
+        if seq is None:
+            return False
+        tp = batch.tp
+        for other in self.in_flight.get(tp, ()):
+            if other is not batch and other.base_sequence is not None and \
+                    other.base_sequence < seq:
+                return True
+        for other in self.batches.get(tp, ()):
+            if other.base_sequence is not None and other.base_sequence < seq:
+                return True
+        return False
+
+    def has_undrained(self) -> bool:
+        return any(self.batches.values())
+
+    def abort_all(self, exc: BaseException) -> None:
+        for batch in list(self.incomplete):
+            self.fail(batch, exc)
+
+    def incomplete_futures(self) -> Iterable[asyncio.Future[Any]]:
+        for batch in list(self.incomplete):
+            yield from batch.futures

@@ -1,0 +1,521 @@
+"""klog's Kafka producer: ``Producer`` (asyncio) and ``SyncProducer`` (threads).
+
+Following Kafka's design: ``send`` serializes the key and value, picks the partition
+(explicit, murmur2 of the key as the Java client does, or the sticky partition for null
+keys), reserves room in ``buffer_memory`` (waiting up to ``max_block_ms``) and appends the
+record to its partition's open batch in the ``RecordAccumulator``; it returns at once with
+a future of the record's ``RecordMetadata``. The ``Sender`` task sends batches when they
+fill up or have lingered ``linger_ms``, retries what failed with retriable errors, and
+completes the futures (and ``on_delivery`` callbacks) of each partition in produce order.
+
+    async with Producer("127.0.0.1:9092") as producer:
+        future = await producer.send("events", b"value", key=b"user-1")
+        metadata = await future          # RecordMetadata(topic, partition, offset, ...)
+
+Idempotence (on by default, as in Kafka 3.x, unless acks, retries or the in-flight limit
+rule it out): the producer gets a producer id and numbers every partition's batches, so a
+batch retried after a lost response is written once.
+
+``Producer`` belongs to the event loop it was started on. ``SyncProducer`` runs one on a
+private event loop in a background thread; its methods may be called from any thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from klog.client.accumulator import (
+    _RECORD_OVERHEAD,
+    DeliveryCallback,
+    RecordAccumulator,
+    RecordMetadata,
+    estimate_record_size,
+)
+from klog.client.errors import KafkaClientError, KafkaTimeoutError, error_name
+from klog.client.partitioner import StickyPartitionCache, partition_for_key
+from klog.client.sender import Sender
+from klog.protocol.errors import ErrorCode
+from klog.protocol.records.compression import CompressionType
+
+__all__ = ["COMPRESSION_TYPES", "Producer", "RecordMetadata", "SyncProducer"]
+
+#: compression.type names -> the batch attribute codec.
+COMPRESSION_TYPES: dict[str | None, CompressionType] = {
+    None: CompressionType.NONE,
+    "none": CompressionType.NONE,
+    "gzip": CompressionType.GZIP,
+    "snappy": CompressionType.SNAPPY,
+    "lz4": CompressionType.LZ4,
+    "zstd": CompressionType.ZSTD,
+}
+
+Serializer = Callable[[Any], "bytes | None"]
+HeadersArg = Mapping[str, "bytes | str | None"] | Sequence[tuple[str, "bytes | str | None"]]
+
+MAX_INT = 2**31 - 1
+_NO_HEADERS: list[tuple[str, bytes | None]] = []
+
+
+def _to_bytes(value: Any, what: str) -> bytes | None:
+    if value is None or isinstance(value, bytes):
+        return value
+    if isinstance(value, (bytearray, memoryview)):
+        return bytes(value)
+    if isinstance(value, str):
+        return value.encode("utf-8")
+    raise TypeError(f"{what} must be bytes or str without a {what}_serializer, "
+                    f"not {type(value).__name__}")
+
+
+def _acks(acks: int | str) -> int:
+    if acks == "all":
+        return -1
+    value = int(acks)
+    if value not in (-1, 0, 1):
+        raise ValueError(f"acks must be -1 (all), 0 or 1, not {acks!r}")
+    return value
+
+
+class Producer:
+    """An asyncio Kafka producer; see the module docstring. Not thread-safe."""
+
+    def __init__(
+        self,
+        bootstrap_servers: str | Sequence[str] = "127.0.0.1:9092",
+        *,
+        client_id: str = "klog-producer",
+        acks: int | str = -1,
+        linger_ms: float = 5,
+        batch_size: int = 16384,
+        buffer_memory: int = 32 * 1024 * 1024,
+        compression_type: str | None = None,
+        max_in_flight_requests_per_connection: int = 5,
+        retries: int = MAX_INT,
+        retry_backoff_ms: float = 100,
+        delivery_timeout_ms: float = 120000,
+        request_timeout_ms: int = 30000,
+        enable_idempotence: bool | None = None,
+        key_serializer: Serializer | None = None,
+        value_serializer: Serializer | None = None,
+        max_block_ms: float = 60000,
+        max_request_size: int = 1048576,
+        metadata_max_age_ms: int = 300000,
+    ) -> None:
+        self.acks = _acks(acks)
+        if compression_type not in COMPRESSION_TYPES:
+            raise ValueError(
+                f"compression_type must be one of none, gzip, snappy, lz4, zstd, "
+                f"not {compression_type!r}")
+        if batch_size < 0 or buffer_memory <= 0 or max_request_size <= 0:
+            raise ValueError("batch_size, buffer_memory and max_request_size must be positive")
+        if max_in_flight_requests_per_connection < 1:
+            raise ValueError("max_in_flight_requests_per_connection must be at least 1")
+        if delivery_timeout_ms < linger_ms + request_timeout_ms:
+            raise ValueError(
+                f"delivery_timeout_ms ({delivery_timeout_ms}) must be at least linger_ms + "
+                f"request_timeout_ms ({linger_ms + request_timeout_ms})")
+        conflicts = []
+        if self.acks != -1:
+            conflicts.append("acks=all")
+        if max_in_flight_requests_per_connection > 5:
+            conflicts.append("max_in_flight_requests_per_connection <= 5")
+        if retries <= 0:
+            conflicts.append("retries > 0")
+        if enable_idempotence and conflicts:
+            raise ValueError("enable_idempotence requires " + ", ".join(conflicts))
+        # As in Kafka 3.x: on by default, quietly off when other settings rule it out.
+        self.idempotent = (not conflicts) if enable_idempotence is None else enable_idempotence
+        self.bootstrap_servers = bootstrap_servers
+        self.client_id = client_id
+        self.linger_ms = linger_ms
+        self.batch_size = batch_size
+        self.buffer_memory = buffer_memory
+        self.compression_type = compression_type
+        self.max_in_flight = max_in_flight_requests_per_connection
+        self.retries = retries
+        self.retry_backoff_ms = retry_backoff_ms
+        self.delivery_timeout_ms = delivery_timeout_ms
+        self.request_timeout_ms = request_timeout_ms
+        self.key_serializer = key_serializer
+        self.value_serializer = value_serializer
+        self.max_block_ms = max_block_ms
+        self.max_request_size = max_request_size
+        self.metadata_max_age_ms = metadata_max_age_ms
+        self.accumulator = RecordAccumulator(
+            batch_size=batch_size,
+            linger_ms=linger_ms,
+            compression=COMPRESSION_TYPES[compression_type],
+            buffer_memory=buffer_memory,
+            retry_backoff_ms=retry_backoff_ms,
+            delivery_timeout_ms=delivery_timeout_ms,
+            # With one request in flight per connection, Kafka promises order across
+            # retries by sending one batch per partition at a time; idempotence keeps
+            # order with more in flight through sequences.
+            guarantee_order=max_in_flight_requests_per_connection == 1,
+            idempotent=self.idempotent,
+        )
+        self._sticky = StickyPartitionCache()
+        self._client: Any = None
+        self._sender: Sender | None = None
+        self._started = False
+        self._closed = False
+
+    # ---------------------------------------------------------------- life cycle
+
+    async def start(self) -> None:
+        """Connect to the cluster (NoBrokersAvailable when no bootstrap server answers)."""
+        if self._started:
+            return
+        from klog.client.network import KafkaClient
+
+        self._client = KafkaClient(
+            self.bootstrap_servers,
+            client_id=self.client_id,
+            request_timeout_ms=self.request_timeout_ms,
+            metadata_max_age_ms=self.metadata_max_age_ms,
+            max_in_flight_requests_per_connection=self.max_in_flight,
+        )
+        await self._client.start()
+        self._sender = Sender(
+            self._client,
+            self.accumulator,
+            acks=self.acks,
+            retries=self.retries,
+            request_timeout_ms=self.request_timeout_ms,
+            max_in_flight=self.max_in_flight,
+            max_request_size=self.max_request_size,
+            retry_backoff_ms=self.retry_backoff_ms,
+            idempotent=self.idempotent,
+        )
+        self._sender.start()
+        self._started = True
+
+    async def __aenter__(self) -> Producer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    @property
+    def client(self) -> Any:
+        """The underlying ``KafkaClient`` (metadata, connections)."""
+        return self._client
+
+    @property
+    def producer_id(self) -> int:
+        return self._sender.producer_id if self._sender is not None else -1
+
+    async def flush(self, timeout: float | None = None) -> None:
+        """Send everything buffered now (linger_ms ignored) and wait for its outcome.
+
+        Failures are reported through each record's future, not here;
+        KafkaTimeoutError when ``timeout`` (seconds) passes first.
+        """
+        acc = self.accumulator
+        futures = list(acc.incomplete_futures())
+        if not futures:
+            return
+        acc.flushes_in_progress += 1
+        try:
+            if self._sender is not None:
+                self._sender.wakeup()
+            _, pending = await asyncio.wait(futures, timeout=timeout)
+            if pending:
+                raise KafkaTimeoutError(
+                    f"flush timed out with {len(pending)} record(s) undelivered")
+        finally:
+            acc.flushes_in_progress -= 1
+
+    async def close(self, timeout: float | None = None) -> None:
+        """Send what is buffered, then disconnect; after ``timeout`` seconds give up and
+        fail the rest. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        self.accumulator.closed = True
+        if self._sender is not None:
+            try:
+                await asyncio.wait_for(asyncio.shield(self._sender.close()), timeout)
+            except TimeoutError:
+                await self._sender.close(force=True)
+        else:
+            self.accumulator.abort_all(KafkaClientError("the producer was never started"))
+        if self._client is not None:
+            await self._client.close()
+
+    # ---------------------------------------------------------------- sending
+
+    async def send(
+        self,
+        topic: str,
+        value: Any = None,
+        key: Any = None,
+        *,
+        headers: HeadersArg | None = None,
+        partition: int | None = None,
+        timestamp_ms: int | None = None,
+        on_delivery: DeliveryCallback | None = None,
+    ) -> asyncio.Future[RecordMetadata]:
+        """Queue one record; returns the future of its RecordMetadata.
+
+        Waits only for metadata of a topic not seen before and for buffer memory, each
+        at most ``max_block_ms``. ``on_delivery(metadata, exc)`` is called when the record
+        is acknowledged or has failed, in produce order within a partition.
+        """
+        # This is the per-record hot path: checks and conversions are inlined.
+        if self._closed:
+            raise KafkaClientError("cannot send: the producer is closed")
+        sender = self._sender
+        if sender is None:
+            await self.start()
+            sender = self._sender
+            assert sender is not None
+        if sender.fatal_error is not None:
+            raise KafkaClientError(f"the producer failed: {sender.fatal_error}")
+        known = self._client.cluster.topics.get(topic)
+        deadline = 0.0
+        if not known or (partition is not None and partition not in known):
+            deadline = time.monotonic() + self.max_block_ms / 1000
+            await self._wait_on_metadata(topic, partition, deadline)
+            known = self._client.cluster.topics[topic]
+        if self.key_serializer is not None:
+            key = self.key_serializer(key)
+        elif key is not None and type(key) is not bytes:
+            key = _to_bytes(key, "key")
+        if self.value_serializer is not None:
+            value = self.value_serializer(value)
+        elif value is not None and type(value) is not bytes:
+            value = _to_bytes(value, "value")
+        if headers:
+            header_list = _headers(headers)
+            size = estimate_record_size(key, value, header_list)
+        else:
+            header_list = _NO_HEADERS
+            size = _RECORD_OVERHEAD + (len(key) if key else 0) + (len(value) if value else 0)
+        if size > self.max_request_size:
+            raise KafkaClientError(
+                f"the record is {size} bytes when serialized, more than max_request_size "
+                f"({self.max_request_size})", ErrorCode.MESSAGE_TOO_LARGE)
+        acc = self.accumulator
+        if not acc.pool.try_allocate(size):
+            if not deadline:
+                deadline = time.monotonic() + self.max_block_ms / 1000
+            sender.wakeup()  # memory is short: the sender sends eagerly
+            await acc.pool.allocate(size, max(0.0, (deadline - time.monotonic()) * 1000))
+        if timestamp_ms is None:
+            timestamp_ms = int(time.time() * 1000)
+        try:
+            if partition is None:
+                if key is not None:
+                    # Partition ids are 0 .. n-1, so the index is the id, as in Java.
+                    partition = partition_for_key(key, len(known))
+                else:
+                    return await self._append_sticky(topic, timestamp_ms, value, header_list,
+                                                     size, on_delivery)
+            future, wakeup = acc.append(topic, partition, timestamp_ms, key, value,
+                                        header_list, size, on_delivery)
+        except BaseException:
+            acc.pool.release(size)
+            raise
+        assert future is not None
+        if wakeup:
+            await self._batch_ready()
+        return future
+
+    async def _batch_ready(self) -> None:
+        assert self._sender is not None
+        self._sender.wakeup()
+        # Let the sender run before queueing more, as Kafka's sender thread would; a
+        # caller that never awaits anything else would otherwise only fill the buffer.
+        await asyncio.sleep(0)
+
+    async def _append_sticky(self, topic: str, timestamp_ms: int, value: bytes | None,
+                             headers: list[tuple[str, bytes | None]], size: int,
+                             on_delivery: DeliveryCallback | None,
+                             ) -> asyncio.Future[RecordMetadata]:
+        acc = self.accumulator
+        current = self._sticky.current(topic)
+        if current is not None:
+            future, wakeup = acc.append(topic, current, timestamp_ms, None, value, headers,
+                                        size, on_delivery, abort_on_new_batch=True)
+            if future is not None:
+                if wakeup:
+                    await self._batch_ready()
+                return future
+        # The sticky partition's batch is full or already sent: move on (KIP-480).
+        cluster = self._client.cluster
+        partitions = cluster.partitions_for(topic) or []
+        available = [p for p in partitions if cluster.leader_for(topic, p) is not None]
+        chosen = self._sticky.next_partition(topic, partitions, available, current)
+        future, wakeup = acc.append(topic, chosen, timestamp_ms, None, value, headers, size,
+                                    on_delivery)
+        assert future is not None
+        if wakeup:
+            await self._batch_ready()
+        return future
+
+    async def send_and_wait(self, topic: str, value: Any = None, key: Any = None,
+                            **kwargs: Any) -> RecordMetadata:
+        """Send one record and wait for its acknowledgement (linger_ms still applies)."""
+        future = await self.send(topic, value, key, **kwargs)
+        sender = self._sender
+        if sender is not None:
+            self.accumulator.flushes_in_progress += 1
+            sender.wakeup()
+            try:
+                return await future
+            finally:
+                self.accumulator.flushes_in_progress -= 1
+        return await future
+
+    async def partitions_for(self, topic: str) -> list[int]:
+        """The topic's partition ids (waiting for its metadata up to max_block_ms)."""
+        if not self._started:
+            await self.start()
+        return await self._wait_on_metadata(
+            topic, None, time.monotonic() + self.max_block_ms / 1000)
+
+    async def _wait_on_metadata(self, topic: str, partition: int | None,
+                                deadline: float) -> list[int]:
+        client = self._client
+        partitions = client.cluster.partitions_for(topic)
+        if partitions and (partition is None or partition in partitions):
+            return partitions
+        while True:
+            # Brokers unreachable for now: keep trying until max_block_ms.
+            with contextlib.suppress(KafkaClientError):
+                await client.refresh_metadata([topic], allow_auto_topic_creation=True)
+            partitions = client.cluster.partitions_for(topic)
+            code = client.cluster.topic_errors.get(topic)
+            if code and code not in (ErrorCode.LEADER_NOT_AVAILABLE,
+                                     ErrorCode.UNKNOWN_TOPIC_OR_PARTITION):
+                raise KafkaClientError(f"{error_name(code)}: topic {topic!r}", code)
+            if partitions:
+                if partition is None or partition in partitions:
+                    return partitions
+                raise KafkaClientError(
+                    f"partition {partition} of topic {topic!r} does not exist "
+                    f"(it has {len(partitions)})", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            if time.monotonic() >= deadline:
+                raise KafkaTimeoutError(
+                    f"topic {topic!r} not present in metadata after "
+                    f"{self.max_block_ms:.0f} ms")
+            await asyncio.sleep(min(self.retry_backoff_ms / 1000,
+                                    max(0.0, deadline - time.monotonic())))
+
+
+def _headers(headers: HeadersArg | None) -> list[tuple[str, bytes | None]]:
+    if not headers:
+        return []
+    items = headers.items() if isinstance(headers, Mapping) else headers
+    out: list[tuple[str, bytes | None]] = []
+    for header_key, header_value in items:
+        if not isinstance(header_key, str):
+            raise TypeError(f"header keys are str, not {type(header_key).__name__}")
+        out.append((header_key, _to_bytes(header_value, "header value")))
+    return out
+
+
+class SyncProducer:
+    """A ``Producer`` on its own event loop in a background thread, for blocking code.
+
+    ``send`` returns a ``concurrent.futures.Future`` of RecordMetadata; ``flush`` and
+    ``close`` block. Use as a context manager, or call ``close``: the thread lives until
+    then.
+    """
+
+    def __init__(self, bootstrap_servers: str | Sequence[str] = "127.0.0.1:9092",
+                 **config: Any) -> None:
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever,
+                                        name="klog-producer", daemon=True)
+        self._thread.start()
+        self._producer: Producer | None = None
+        self._closed = False
+        try:
+            self._producer = self._call(self._create(bootstrap_servers, config))
+        except BaseException:
+            self._stop_loop()
+            raise
+
+    async def _create(self, bootstrap_servers: str | Sequence[str],
+                      config: dict[str, Any]) -> Producer:
+        producer = Producer(bootstrap_servers, **config)
+        try:
+            await producer.start()
+        except BaseException:
+            await producer.close()
+            raise
+        return producer
+
+    def _call(self, coro: Any, timeout: float | None = None) -> Any:
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout)
+
+    @property
+    def producer(self) -> Producer:
+        assert self._producer is not None
+        return self._producer
+
+    def send(self, topic: str, value: Any = None, key: Any = None, **kwargs: Any
+             ) -> concurrent.futures.Future[RecordMetadata]:
+        """Queue a record; blocks only while the producer waits for metadata or memory."""
+        result: concurrent.futures.Future[RecordMetadata] = concurrent.futures.Future()
+
+        async def send() -> None:
+            try:
+                future = await self.producer.send(topic, value, key, **kwargs)
+            except BaseException as exc:
+                result.set_exception(exc)
+                return
+            future.add_done_callback(lambda f: _copy_outcome(f, result))
+
+        self._call(send())
+        return result
+
+    def send_and_wait(self, topic: str, value: Any = None, key: Any = None,
+                      **kwargs: Any) -> RecordMetadata:
+        return self._call(self.producer.send_and_wait(topic, value, key, **kwargs))
+
+    def partitions_for(self, topic: str) -> list[int]:
+        return self._call(self.producer.partitions_for(topic))
+
+    def flush(self, timeout: float | None = None) -> None:
+        self._call(self.producer.flush(timeout))
+
+    def close(self, timeout: float | None = None) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            if self._producer is not None:
+                self._call(self._producer.close(timeout))
+        finally:
+            self._stop_loop()
+
+    def _stop_loop(self) -> None:
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join()
+        self._loop.close()
+
+    def __enter__(self) -> SyncProducer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _copy_outcome(source: asyncio.Future[RecordMetadata],
+                  target: concurrent.futures.Future[RecordMetadata]) -> None:
+    if source.cancelled():
+        target.cancel()
+    elif source.exception() is not None:
+        target.set_exception(source.exception())  # type: ignore[arg-type]
+    else:
+        target.set_result(source.result())

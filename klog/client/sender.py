@@ -1,0 +1,325 @@
+"""The producer's Sender: the one task that turns accumulated batches into Produce requests.
+
+As Kafka's ``Sender``: each round it expires batches past ``delivery_timeout_ms``, asks
+the accumulator which leaders have something ready, refreshes metadata for partitions
+without a known leader, drains one batch per partition for every ready leader that has a
+free in-flight slot into one Produce request per broker, and sleeps until the next batch
+could become ready (linger, backoff) or it is woken (a batch filled, a response came, a
+flush or close began).
+
+Responses are handled per partition: success completes the batch's futures; a retriable
+error (leader moved, broker down, request timed out, ...) puts the batch back at the head of
+its deque for another attempt after ``retry_backoff_ms`` while retries and the delivery
+timeout allow, and asks for fresh metadata; anything else fails the batch.
+
+An idempotent producer first gets a producer id and epoch (InitProducerId), then numbers
+each partition's batches with sequences; the broker drops duplicates of retried batches.
+
+Runs on the producer's event loop; state shared with ``Producer.send`` (the accumulator)
+is only touched from that loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import TYPE_CHECKING, Any
+
+from klog.client.accumulator import ProducerBatch, RecordAccumulator, now_ms
+from klog.client.errors import (
+    INVALID_METADATA,
+    RETRIABLE,
+    KafkaClientError,
+    KafkaTimeoutError,
+    error_for,
+)
+from klog.protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from klog.client.network import KafkaClient
+
+log = logging.getLogger(__name__)
+
+PRODUCE = 0
+INIT_PRODUCER_ID = 22
+
+
+def _millis(value: Any) -> int:
+    """A kio datetime (or None, or an int) as epoch milliseconds; -1 when absent."""
+    if value is None:
+        return -1
+    if isinstance(value, int):
+        return value
+    return int(value.timestamp() * 1000)
+
+
+class Sender:
+    """Drains the accumulator to the brokers; see the module docstring."""
+
+    def __init__(
+        self,
+        client: KafkaClient,
+        accumulator: RecordAccumulator,
+        *,
+        acks: int,
+        retries: int,
+        request_timeout_ms: int,
+        max_in_flight: int,
+        max_request_size: int,
+        retry_backoff_ms: float,
+        idempotent: bool,
+        transaction_timeout_ms: int = 60000,
+    ) -> None:
+        self.client = client
+        self.accumulator = accumulator
+        self.acks = acks
+        self.retries = retries
+        self.request_timeout_ms = request_timeout_ms
+        self.max_in_flight = max_in_flight
+        self.max_request_size = max_request_size
+        self.retry_backoff_ms = retry_backoff_ms
+        self.idempotent = idempotent
+        self.transaction_timeout_ms = transaction_timeout_ms
+        self.producer_id = -1
+        self.producer_epoch = -1
+        self._wakeup = asyncio.Event()
+        self._in_flight_requests: dict[int, int] = {}
+        self._requests: set[asyncio.Task[None]] = set()
+        self._metadata_task: asyncio.Task[None] | None = None
+        self._metadata_topics: set[str] = set()
+        self._running = True
+        self._force_close = False
+        self._task: asyncio.Task[None] | None = None
+        self.fatal_error: BaseException | None = None
+
+    # ---------------------------------------------------------------- life cycle
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="klog-sender")
+
+    def wakeup(self) -> None:
+        self._wakeup.set()
+
+    async def close(self, force: bool = False) -> None:
+        """Stop once everything is sent (or at once with ``force``, failing what is left)."""
+        self._running = False
+        self._force_close = force
+        self.wakeup()
+        if self._task is not None:
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    @property
+    def in_flight_requests(self) -> int:
+        return sum(self._in_flight_requests.values())
+
+    # ---------------------------------------------------------------- the loop
+
+    async def _run(self) -> None:
+        try:
+            while self._running:
+                await self._run_once()
+            # Closing: keep going until everything queued and in flight is done.
+            while not self._force_close and (
+                self.accumulator.incomplete or self._requests
+            ):
+                await self._run_once()
+        except Exception as exc:  # a bug here must not leave futures hanging forever
+            log.exception("producer sender failed")
+            self.fatal_error = exc
+        finally:
+            if self.accumulator.incomplete:
+                self.accumulator.abort_all(
+                    self.fatal_error or KafkaClientError("the producer was closed"))
+            for task in list(self._requests):
+                task.cancel()
+            if self._metadata_task is not None:
+                self._metadata_task.cancel()
+
+    async def _run_once(self) -> None:
+        acc = self.accumulator
+        now = now_ms()
+        acc.expire(now)
+        if self.idempotent and self.producer_id < 0:
+            if acc.incomplete:
+                await self._init_producer_id()
+            else:
+                await self._sleep(None)
+            return
+        cluster = self.client.cluster
+        ready, next_delay, unknown = acc.ready(cluster.leader_for, now)
+        if unknown:
+            self._refresh_metadata(unknown)
+            next_delay = min(next_delay, self.retry_backoff_ms)
+        sendable = {
+            node: tps for node, tps in ready.items()
+            if self._in_flight_requests.get(node, 0) < self.max_in_flight
+        }
+        if sendable:
+            drained = acc.drain(sendable, self.max_request_size, now,
+                                self.producer_id, self.producer_epoch)
+            for node, batches in drained.items():
+                self._in_flight_requests[node] = self._in_flight_requests.get(node, 0) + 1
+                task = asyncio.get_running_loop().create_task(self._produce(node, batches))
+                self._requests.add(task)
+                task.add_done_callback(self._requests.discard)
+            if drained:
+                # Let the requests go out before looking again.
+                await asyncio.sleep(0)
+                return
+        if ready and not sendable:
+            next_delay = min(next_delay, self.retry_backoff_ms)  # woken by a response
+        # Batches may also still be waiting to expire.
+        if acc.incomplete and next_delay == float("inf") and not self._requests:
+            next_delay = self.retry_backoff_ms
+        await self._sleep(next_delay)
+
+    async def _sleep(self, delay_ms: float | None) -> None:
+        if self._wakeup.is_set():
+            self._wakeup.clear()
+            return
+        if delay_ms is not None and delay_ms <= 0:
+            await asyncio.sleep(0)
+            return
+        timeout = None if delay_ms is None or delay_ms == float("inf") else delay_ms / 1000
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._wakeup.wait(), timeout)
+        self._wakeup.clear()
+
+    # ---------------------------------------------------------------- metadata
+
+    def _refresh_metadata(self, topics: set[str]) -> None:
+        self._metadata_topics |= topics
+        if self._metadata_task is not None and not self._metadata_task.done():
+            return
+        self._metadata_task = asyncio.get_running_loop().create_task(self._metadata())
+
+    async def _metadata(self) -> None:
+        topics = sorted(self._metadata_topics)
+        self._metadata_topics = set()
+        try:
+            await self.client.refresh_metadata(topics, allow_auto_topic_creation=True)
+        except KafkaClientError as exc:
+            log.debug("producer metadata refresh failed: %s", exc)
+            await asyncio.sleep(self.retry_backoff_ms / 1000)
+        self.wakeup()
+
+    # ---------------------------------------------------------------- idempotence
+
+    async def _init_producer_id(self) -> None:
+        try:
+            response = await self.client.send(None, INIT_PRODUCER_ID, {
+                "transactional_id": None,
+                "transaction_timeout": self.transaction_timeout_ms,
+                "producer_id": -1,
+                "producer_epoch": -1,
+            })
+            code = int(response.error_code)
+            if code:
+                raise error_for(code, "InitProducerId")
+        except KafkaClientError as exc:
+            if exc.error_code is not None and exc.error_code not in RETRIABLE:
+                # e.g. UNSUPPORTED_VERSION or CLUSTER_AUTHORIZATION_FAILED: nothing will
+                # ever be delivered.
+                self.accumulator.abort_all(exc)
+                return
+            log.debug("InitProducerId failed, retrying: %s", exc)
+            await asyncio.sleep(self.retry_backoff_ms / 1000)
+            return
+        self.producer_id = int(response.producer_id)
+        self.producer_epoch = int(response.producer_epoch)
+        log.debug("producer id %d epoch %d", self.producer_id, self.producer_epoch)
+
+    # ---------------------------------------------------------------- produce
+
+    async def _produce(self, node: int, batches: list[ProducerBatch]) -> None:
+        topic_data: dict[str, list[dict[str, Any]]] = {}
+        for batch in batches:
+            topic_data.setdefault(batch.topic, []).append(
+                {"index": batch.partition, "records": batch.payload})
+        values = {
+            "transactional_id": None,
+            "acks": self.acks,
+            "timeout": self.request_timeout_ms,
+            "topic_data": [
+                {"name": name, "partition_data": parts} for name, parts in topic_data.items()
+            ],
+        }
+        try:
+            try:
+                response = await self.client.send(
+                    node, PRODUCE, values, expect_response=self.acks != 0)
+            except KafkaClientError as exc:
+                self._failed_request(batches, exc)
+                return
+            except OSError as exc:
+                self._failed_request(batches, KafkaClientError(
+                    f"produce to node {node} failed: {exc}", ErrorCode.NETWORK_EXCEPTION))
+                return
+            if response is None:  # acks=0: sent is all we will know
+                for batch in batches:
+                    self.accumulator.complete(batch, -1)
+                return
+            self._handle_response(batches, response)
+        finally:
+            self._in_flight_requests[node] -= 1
+            self.wakeup()
+
+    def _failed_request(self, batches: list[ProducerBatch], exc: KafkaClientError) -> None:
+        code = exc.error_code if exc.error_code is not None else ErrorCode.NETWORK_EXCEPTION
+        for batch in batches:
+            self._complete_with_error(batch, int(code), str(exc), exc)
+        self.client.request_metadata_refresh()
+
+    def _handle_response(self, batches: list[ProducerBatch], response: Any) -> None:
+        results: dict[tuple[str, int], Any] = {}
+        for topic in response.responses:
+            for part in topic.partition_responses:
+                results[(topic.name, int(part.index))] = part
+        for batch in batches:
+            part = results.get(batch.tp)
+            if part is None:
+                self._complete_with_error(
+                    batch, ErrorCode.UNKNOWN_SERVER_ERROR,
+                    "the produce response does not mention the partition", None)
+                continue
+            code = int(part.error_code)
+            if code == ErrorCode.NONE or code == ErrorCode.DUPLICATE_SEQUENCE_NUMBER:
+                self.accumulator.complete(batch, int(part.base_offset),
+                                          _millis(getattr(part, "log_append_time", None)))
+            else:
+                self._complete_with_error(batch, code,
+                                          getattr(part, "error_message", None), None)
+
+    def _complete_with_error(self, batch: ProducerBatch, code: int, message: str | None,
+                             exc: KafkaClientError | None) -> None:
+        acc = self.accumulator
+        now = now_ms()
+        retriable = code in RETRIABLE
+        if code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER and acc.has_earlier_incomplete(batch):
+            # An earlier batch of this partition failed and is being retried: the broker
+            # refused this one for the gap; it goes again after the earlier one.
+            retriable = True
+        if code in INVALID_METADATA or code == ErrorCode.NETWORK_EXCEPTION:
+            self.client.request_metadata_refresh()
+            self._metadata_topics.add(batch.topic)
+        if (
+            retriable
+            and not self._force_close
+            and batch.attempts < self.retries
+            and not acc.delivery_expired(batch, now)
+        ):
+            log.debug("retrying %r after %s", batch, message or code)
+            acc.reenqueue(batch, now)
+            return
+        if acc.delivery_expired(batch, now) and retriable:
+            error: BaseException = KafkaTimeoutError(
+                f"expiring {batch.record_count} record(s) for {batch.topic}-"
+                f"{batch.partition}: delivery.timeout.ms passed (last error: "
+                f"{message or code})")
+        elif exc is not None:
+            error = exc
+        else:
+            error = error_for(code, message)
+        acc.fail(batch, error)
