@@ -287,3 +287,221 @@ def test_consumer_survives_a_broker_restart(broker: KlogBroker, topic: str) -> N
                                                           (7, b"after")]
 
     _run(main())
+
+
+# --- the fetcher's protocol handling, against a scripted client (no network) -------------
+
+
+class _Cluster:
+    def __init__(self, leaders: dict[tuple[str, int], int | None]) -> None:
+        self.leaders = leaders
+
+    def leader_for(self, topic: str, partition: int) -> int | None:
+        return self.leaders.get((topic, partition))
+
+    def partitions_for(self, topic: str) -> list[int] | None:
+        parts = sorted(p for t, p in self.leaders if t == topic)
+        return parts or None
+
+
+class _ScriptedClient:
+    """Stands in for KafkaClient: answers from ``fetch`` / ``list_offsets`` callables."""
+
+    def __init__(self, leaders: dict[tuple[str, int], int | None]) -> None:
+        self.cluster = _Cluster(leaders)
+        self.sent: list[tuple[int, int, dict[str, Any]]] = []
+        self.refreshes = 0
+        self.on_refresh: Any = None
+        self.fetch: Any = None
+        self.log_end = 100
+
+    async def start(self) -> None:
+        pass
+
+    async def close(self) -> None:
+        pass
+
+    async def refresh_metadata(self, topics: Any = None, **kw: Any) -> Any:
+        self.refreshes += 1
+        if self.on_refresh is not None:
+            self.on_refresh()
+        return self.cluster
+
+    async def send(self, node: int, api_key: int, values: dict[str, Any], **kw: Any) -> Any:
+        self.sent.append((node, api_key, values))
+        if api_key == 2:
+            return _ns(topics=[_ns(name=t["name"], partitions=[
+                _ns(partition_index=p["partition_index"], error_code=0, timestamp=-1,
+                    offset=0 if p["timestamp"] == -2 else self.log_end, leader_epoch=0)
+                for p in t["partitions"]]) for t in values["topics"]])
+        result = self.fetch(node, values)
+        if asyncio.iscoroutine(result):
+            result = await result
+        return result
+
+    def fetches(self, node: int | None = None) -> list[tuple[int, dict[str, Any]]]:
+        return [(n, v) for n, k, v in self.sent if k == 1 and (node is None or n == node)]
+
+
+def _ns(**kw: Any) -> Any:
+    from types import SimpleNamespace
+
+    return SimpleNamespace(**kw)
+
+
+def _fetch_response(parts: dict[tuple[str, int], tuple[int, bytes | None]]) -> Any:
+    topics: dict[str, list[Any]] = {}
+    for (t, p), (code, records) in parts.items():
+        topics.setdefault(t, []).append(_ns(
+            partition_index=p, error_code=code, high_watermark=100, last_stable_offset=100,
+            log_start_offset=0, aborted_transactions=None, records=records))
+    return _ns(error_code=0, responses=[_ns(topic=t, partitions=ps) for t, ps in topics.items()])
+
+
+def _batch(base: int, n: int) -> bytes:
+    from klog.protocol.records.v2 import BatchBuilder
+
+    b = BatchBuilder(base_offset=base)
+    for i in range(n):
+        b.append(1000 + base + i, None, f"v{base + i}".encode())
+    return b.build()
+
+
+def _requested(values: dict[str, Any]) -> dict[tuple[str, int], int]:
+    return {(t["topic"], p["partition"]): p["fetch_offset"]
+            for t in values["topics"] for p in t["partitions"]}
+
+
+def _answer_from_log(values: dict[str, Any]) -> Any:
+    return _fetch_response({tp: (0, _batch(off, 5) if off < 100 else b"")
+                            for tp, off in _requested(values).items()})
+
+
+async def _scripted_consumer(client: _ScriptedClient, **kw: Any) -> Consumer:
+    consumer = Consumer(client=client, retry_backoff_ms=10, fetch_max_wait_ms=10,  # type: ignore[arg-type]
+                        auto_offset_reset="earliest", **kw)
+    await consumer.start()
+    return consumer
+
+
+def test_not_leader_refreshes_metadata_and_follows_the_new_leader() -> None:
+    client = _ScriptedClient({("t", 0): 1})
+
+    def fetch(node: int, values: dict[str, Any]) -> Any:
+        if node == 1:
+            return _fetch_response({tp: (6, None) for tp in _requested(values)})
+        return _answer_from_log(values)
+
+    client.fetch = fetch
+    client.on_refresh = lambda: client.cluster.leaders.update({("t", 0): 2})
+
+    async def main() -> None:
+        consumer = await _scripted_consumer(client)
+        consumer.assign([("t", 0)])
+        got = await consumer.getmany(timeout_ms=5000)
+        assert [r.offset for r in got[TopicPartition("t", 0)]] == [0, 1, 2, 3, 4]
+        assert client.refreshes >= 1
+        assert client.fetches(1) and client.fetches(2)
+        await consumer.close()
+
+    _run(main())
+
+
+@pytest.mark.parametrize("failure", ["unknown_topic", "leaderless", "connection"])
+def test_transient_failures_are_retried(failure: str) -> None:
+    from klog.client.errors import KafkaConnectionError
+
+    client = _ScriptedClient({("t", 0): 1 if failure != "leaderless" else None})
+    calls = {"n": 0}
+
+    def fetch(node: int, values: dict[str, Any]) -> Any:
+        calls["n"] += 1
+        if calls["n"] <= 2:
+            if failure == "connection":
+                raise KafkaConnectionError("connection reset")
+            return _fetch_response({tp: (3, None) for tp in _requested(values)})
+        return _answer_from_log(values)
+
+    client.fetch = fetch
+    if failure == "leaderless":
+        def appear() -> None:
+            if client.refreshes >= 3:
+                client.cluster.leaders[("t", 0)] = 1
+        client.on_refresh = appear
+
+    async def main() -> None:
+        consumer = await _scripted_consumer(client)
+        consumer.assign([("t", 0)])
+        got = await consumer.getmany(timeout_ms=5000)
+        assert [r.offset for r in got[TopicPartition("t", 0)]] == [0, 1, 2, 3, 4]
+        assert client.refreshes >= (3 if failure == "leaderless" else 1)
+        await consumer.close()
+
+    _run(main())
+
+
+def test_prefetch_one_fetch_per_leader_and_stale_answers_dropped() -> None:
+    client = _ScriptedClient({("t", 0): 1, ("t", 1): 1})
+    in_flight = {"now": 0, "max": 0}
+    hold = asyncio.Event()
+
+    async def fetch(node: int, values: dict[str, Any]) -> Any:
+        in_flight["now"] += 1
+        in_flight["max"] = max(in_flight["max"], in_flight["now"])
+        try:
+            if _requested(values).get(("t", 0)) == 50:
+                await hold.wait()  # held until the test has sought elsewhere
+            return _answer_from_log(values)
+        finally:
+            in_flight["now"] -= 1
+
+    client.fetch = fetch
+
+    async def main() -> None:
+        consumer = await _scripted_consumer(client)
+        tp0, tp1 = TopicPartition("t", 0), TopicPartition("t", 1)
+        consumer.assign([tp0, tp1])
+        got: dict[TopicPartition, list[int]] = {tp0: [], tp1: []}
+        while len(got[tp0]) < 10 or len(got[tp1]) < 10:
+            batch = await consumer.getmany(timeout_ms=5000)
+            for tp, records in batch.items():
+                got[tp] += [r.offset for r in records]
+        assert got[tp0][:10] == list(range(10)) and got[tp1][:10] == list(range(10))
+        assert in_flight["max"] == 1  # both partitions share leader 1: one Fetch at a time
+        # Prefetch: once records are handed out, the next Fetch goes out without a poll.
+        before = len(client.fetches())
+        await asyncio.sleep(0.2)
+        assert len(client.fetches()) > before
+        # A seek while a Fetch is in flight: its answer is for the old position, dropped.
+        consumer.pause(tp1)
+        consumer.seek(tp0, 50)
+        await asyncio.sleep(0.1)
+        assert _requested(client.fetches()[-1][1]) == {("t", 0): 50}
+        consumer.seek(tp0, 80)
+        hold.set()
+        batch = await consumer.getmany(tp0, timeout_ms=5000)
+        assert batch[tp0][0].offset == 80
+        await consumer.close()
+
+    _run(main())
+
+
+def test_fetch_request_values() -> None:
+    client = _ScriptedClient({("t", 0): 1})
+    client.fetch = lambda node, values: _answer_from_log(values)
+
+    async def main() -> None:
+        consumer = await _scripted_consumer(client, isolation_level="read_committed",
+                                            fetch_min_bytes=7, fetch_max_bytes=1000,
+                                            max_partition_fetch_bytes=300)
+        consumer.assign([("t", 0)])
+        consumer.seek(("t", 0), 42)
+        await consumer.getmany(timeout_ms=5000)
+        _node, values = client.fetches()[0]
+        assert values["isolation_level"] == 1 and values["min_bytes"] == 7
+        assert values["max_bytes"] == 1000 and values["replica_id"] == -1
+        assert values["topics"][0]["partitions"][0]["partition_max_bytes"] == 300
+        assert values["topics"][0]["partitions"][0]["fetch_offset"] == 42
+        await consumer.close()
+
+    _run(main())
