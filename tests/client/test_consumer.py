@@ -505,3 +505,58 @@ def test_fetch_request_values() -> None:
         await consumer.close()
 
     _run(main())
+
+
+# --- data Apache Kafka 2.x wrote, served by a klog broker --------------------------------
+
+CORPUS_COUNTS = {("first_topic", 0): 11, ("first_topic", 1): 12, ("first_topic", 2): 18,
+                 ("new_topic", 0): 2, ("__consumer_offsets", 12): 470,
+                 ("__consumer_offsets", 18): 499}
+
+
+def test_reads_what_kafka_wrote_as_kafka_python_does(kafka_corpus: Any, tmp_path: Any) -> None:
+    import os
+    import shutil
+
+    log_dir = tmp_path / "kafka-logs"
+    shutil.copytree(kafka_corpus, log_dir, copy_function=shutil.copyfile)
+    for root, dirs, files in os.walk(log_dir):
+        for name in dirs:
+            os.chmod(os.path.join(root, name), 0o700)
+        for name in files:
+            os.chmod(os.path.join(root, name), 0o600)
+    os.chmod(log_dir, 0o700)
+    with KlogBroker(tmp_path / "data", overrides={"log.dirs": str(log_dir)}) as running:
+        bootstrap = running.bootstrap_servers
+        tps = [TopicPartition(t, p) for t, p in CORPUS_COUNTS]
+
+        async def ours() -> dict[TopicPartition, list[Any]]:
+            async with Consumer(bootstrap, auto_offset_reset="earliest") as consumer:
+                consumer.assign(tps)
+                assert await consumer.end_offsets(tps) == {
+                    tp: CORPUS_COUNTS[tp] for tp in tps}
+                got: dict[TopicPartition, list[Any]] = {tp: [] for tp in tps}
+                deadline = time.monotonic() + 20
+                while any(len(got[tp]) < CORPUS_COUNTS[tp] for tp in tps):
+                    assert time.monotonic() < deadline
+                    for tp, records in (await consumer.getmany(timeout_ms=500)).items():
+                        got[tp] += records
+                return got
+
+        got = _run(ours())
+        theirs = kafka.KafkaConsumer(bootstrap_servers=bootstrap, group_id=None,
+                                     enable_auto_commit=False, request_timeout_ms=10_000,
+                                     auto_offset_reset="earliest")
+        try:
+            theirs.assign([kafka.TopicPartition(t, p) for t, p in tps])
+            expected: dict[TopicPartition, list[Any]] = {tp: [] for tp in tps}
+            deadline = time.monotonic() + 20
+            while any(len(expected[tp]) < CORPUS_COUNTS[tp] for tp in tps):
+                assert time.monotonic() < deadline
+                for ktp, msgs in theirs.poll(timeout_ms=500).items():
+                    expected[TopicPartition(ktp.topic, ktp.partition)] += msgs
+        finally:
+            theirs.close()
+    for tp in tps:
+        assert [(r.offset, r.timestamp, r.key, r.value, r.headers) for r in got[tp]] == [
+            (m.offset, m.timestamp, m.key, m.value, list(m.headers)) for m in expected[tp]], tp
