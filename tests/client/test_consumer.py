@@ -130,6 +130,11 @@ def test_records_from_real_clients_read_identically(
             return got
 
     got = _run(main())
+    # the codec really was used on the wire and in the log
+    from tests.interop.conftest import stored_batches
+
+    codecs = {h.compression.kafka_name for h in stored_batches(broker.log_dir, topic)}
+    assert codecs == {codec}
     assert [r.offset for r in got] == list(range(len(items)))
     for record, (key, value, headers) in zip(got, items, strict=True):
         assert (record.topic, record.partition) == (topic, 0)
