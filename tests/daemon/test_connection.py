@@ -204,6 +204,31 @@ def test_non_flexible_versions_use_header_v1_and_response_header_v0(
             assert [b.node_id for b in response.brokers] == [0]
 
 
+def test_request_header_v0_is_dispatched_and_answered_with_header_v0(
+        broker: InProcessBroker) -> None:
+    """Only ControlledShutdown v0 uses request header v0 (no client id). It is not
+    advertised yet, so the connection's handling of header v0 is checked with the API
+    switched on in this broker's table and a stand-in handler."""
+    seen: list[Any] = []
+
+    async def handler(ctx: Any, request: Any) -> Any:
+        seen.append((ctx.header, request))
+        return ctx.respond({"error_code": 0, "remaining_partitions": []})
+
+    def enable() -> None:
+        server = broker.broker.server
+        server.advertised = {**server.advertised, 7: (0, 0)}
+        server.handlers = {**server.handlers, 7: handler}
+
+    broker.call(enable)
+    with broker.connect() as client:
+        client.send_raw(framing.encode_frame(struct.pack(">hhii", 7, 0, 31, 1234)))
+        frame = client.recv_frame()
+        assert frame == struct.pack(">ihi", 31, 0, 0)  # header v0, error 0, no partitions
+    header, request = seen[0]
+    assert (header.header_version, header.client_id, request.broker_id) == (0, None, 1234)
+
+
 # --------------------------------------------------------------------------------------------
 # ApiVersions
 
