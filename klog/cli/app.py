@@ -48,6 +48,10 @@ def _register_commands() -> None:
     from klog.cli import consume
 
     consume.register(app)
+    from klog.cli import perf, produce
+
+    produce.register(app)
+    perf.register(app)
 
 
 _register_commands()

@@ -519,3 +519,147 @@ def _copy_outcome(source: asyncio.Future[RecordMetadata],
         target.set_exception(source.exception())  # type: ignore[arg-type]
     else:
         target.set_result(source.result())
+
+
+# ---------------------------------------------------------------------------------------
+# Kafka-style properties (for the CLI's --producer-prop) and the perf measurement
+
+#: Kafka producer property -> (Producer keyword, converter).
+PRODUCER_PROPERTIES: dict[str, tuple[str, Callable[[str], Any]]] = {
+    "acks": ("acks", lambda v: _acks(v.strip().lower())),
+    "linger.ms": ("linger_ms", float),
+    "batch.size": ("batch_size", int),
+    "buffer.memory": ("buffer_memory", int),
+    "compression.type": ("compression_type", lambda v: None if v == "none" else v),
+    "max.in.flight.requests.per.connection": ("max_in_flight_requests_per_connection", int),
+    "retries": ("retries", int),
+    "retry.backoff.ms": ("retry_backoff_ms", float),
+    "delivery.timeout.ms": ("delivery_timeout_ms", float),
+    "request.timeout.ms": ("request_timeout_ms", int),
+    "enable.idempotence": ("enable_idempotence", lambda v: _boolean(v)),
+    "max.block.ms": ("max_block_ms", float),
+    "max.request.size": ("max_request_size", int),
+    "metadata.max.age.ms": ("metadata_max_age_ms", int),
+    "client.id": ("client_id", str),
+}
+
+
+def _boolean(text: str) -> bool:
+    lowered = text.strip().lower()
+    if lowered not in ("true", "false"):
+        raise ValueError(f"expected true or false, not {text!r}")
+    return lowered == "true"
+
+
+def producer_config(properties: Mapping[str, str]) -> dict[str, Any]:
+    """Producer keywords from Kafka property names (``linger.ms`` -> ``linger_ms``).
+
+    ValueError names the property that is unknown or has a bad value.
+    """
+    config: dict[str, Any] = {}
+    for name, text in properties.items():
+        entry = PRODUCER_PROPERTIES.get(name)
+        if entry is None:
+            raise ValueError(f"unknown producer property {name!r} (known: "
+                             + ", ".join(sorted(PRODUCER_PROPERTIES)) + ")")
+        keyword, convert = entry
+        try:
+            config[keyword] = convert(text)
+        except ValueError as exc:
+            raise ValueError(f"bad value for {name}: {text!r} ({exc})") from None
+    return config
+
+
+def perf_payload(record_size: int, seed: int = 0) -> bytes:
+    """A payload of random upper-case letters, as kafka-producer-perf-test sends."""
+    import random
+
+    rng = random.Random(seed)
+    return bytes(rng.randrange(65, 91) for _ in range(record_size))
+
+
+async def measure_produce(
+    bootstrap_servers: str | Sequence[str],
+    topic: str,
+    num_records: int,
+    record_size: int,
+    *,
+    throughput: float = -1,
+    report: Callable[[dict[str, float]], None] | None = None,
+    report_interval: float = 5.0,
+    **producer_options: Any,
+) -> dict[str, float]:
+    """Send ``num_records`` records of ``record_size`` bytes as kafka-producer-perf-test
+    does and measure them: records/s, MB/s (MiB, as Kafka counts), and the latency from
+    ``send`` to acknowledgement (avg, max, p50, p95, p99, p99.9 in ms).
+
+    ``throughput`` caps records per second (-1: as fast as possible). ``report`` gets a
+    window summary every ``report_interval`` seconds. Records that fail are counted in
+    ``errors`` (the first error is raised if every record failed).
+    """
+    from array import array
+
+    payload = perf_payload(record_size)
+    latencies = array("d", bytes(8 * num_records))
+    errors: list[BaseException] = []
+    monotonic = time.monotonic
+    window = {"start": 0.0, "count": 0, "bytes": 0, "latency": 0.0, "max": 0.0}
+
+    def done(index: int, sent_at: float) -> DeliveryCallback:
+        def callback(metadata: RecordMetadata | None, exc: BaseException | None) -> None:
+            latency = (monotonic() - sent_at) * 1000
+            latencies[index] = latency
+            if exc is not None:
+                errors.append(exc)
+            window["count"] += 1
+            window["latency"] += latency
+            if latency > window["max"]:
+                window["max"] = latency
+        return callback
+
+    options: dict[str, Any] = {"client_id": "klog-perf-produce", **producer_options}
+    async with Producer(bootstrap_servers, **options) as producer:
+        await producer.partitions_for(topic)  # metadata first: not part of the measure
+        start = monotonic()
+        window["start"] = start
+        for i in range(num_records):
+            await producer.send(topic, payload, on_delivery=done(i, monotonic()))
+            if throughput > 0:
+                ahead = start + (i + 1) / throughput - monotonic()
+                if ahead > 0.002:
+                    await asyncio.sleep(ahead)
+            if report is not None and i % 1000 == 0:
+                now = monotonic()
+                if now - window["start"] >= report_interval and window["count"]:
+                    elapsed = now - window["start"]
+                    report({
+                        "records": window["count"],
+                        "records_per_sec": window["count"] / elapsed,
+                        "mb_per_sec": window["count"] * record_size / elapsed / (1 << 20),
+                        "avg_latency_ms": window["latency"] / window["count"],
+                        "max_latency_ms": window["max"],
+                    })
+                    window.update(start=now, count=0, latency=0.0, max=0.0)
+        await producer.flush()
+        elapsed = max(monotonic() - start, 1e-9)
+    if errors and len(errors) == num_records:
+        raise errors[0]
+    ordered = sorted(latencies)
+
+    def percentile(p: float) -> float:
+        return ordered[min(len(ordered) - 1, int(p * len(ordered)))] if ordered else 0.0
+
+    return {
+        "records": num_records,
+        "errors": len(errors),
+        "record_size": record_size,
+        "seconds": elapsed,
+        "records_per_sec": num_records / elapsed,
+        "mb_per_sec": num_records * record_size / elapsed / (1 << 20),
+        "avg_latency_ms": sum(ordered) / len(ordered) if ordered else 0.0,
+        "max_latency_ms": ordered[-1] if ordered else 0.0,
+        "p50_ms": percentile(0.5),
+        "p95_ms": percentile(0.95),
+        "p99_ms": percentile(0.99),
+        "p999_ms": percentile(0.999),
+    }
