@@ -187,7 +187,10 @@ def _append_records(
 ) -> None:
     epoch = header.partition_leader_epoch
     leader_epoch = None if epoch == NO_PARTITION_LEADER_EPOCH else epoch
+    # One timestamp type per entry (a v1 wrapper's applies to its inner messages).
+    timestamp_type = int(header.timestamp_type)
     legacy = header.magic != MAGIC_V2
+    record_type = ConsumerRecord
     for r in iter_records(data, header, max_decompressed_size=max_decompressed_size):
         offset = r.offset
         if offset < fetch_offset:
@@ -198,15 +201,16 @@ def _append_records(
             )
         key = r.key
         value = r.value
-        append(ConsumerRecord(
+        headers = r.headers
+        append(record_type(
             topic,
             partition,
             offset,
             r.timestamp,
-            int(r.timestamp_type),
+            timestamp_type,
             key if key_deserializer is None else key_deserializer(key),
             value if value_deserializer is None else value_deserializer(value),
-            list(r.headers),
+            list(headers) if headers else [],
             leader_epoch,
             -1 if key is None else len(key),
             -1 if value is None else len(value),
