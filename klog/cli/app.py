@@ -48,6 +48,11 @@ def _register_commands() -> None:
     from klog.cli import consume
 
     consume.register(app)
+    from klog.cli import configs, offsets, topic
+
+    topic.register(app)
+    offsets.register(app)
+    configs.register(app)
     from klog.cli import perf, produce
 
     produce.register(app)
