@@ -21,7 +21,11 @@ since reused for another file.
 What closes a connection, as in Kafka: a frame size out of bounds, an unknown api key, a
 version not advertised (except ApiVersions, which is answered in v0 with
 UNSUPPORTED_VERSION), a header or body that does not decode, idleness beyond
-connections.max.idle.ms, and a record region that shrank while being sent.
+connections.max.idle.ms, and a record region that shrank while being sent. A peer that
+shuts down its sending side (end of stream) still has every whole request it sent
+processed and answered -- an acks=0 producer that closes right after its last request
+expects it in the log, and a half-closed client can still read -- and the connection is
+closed once they are done.
 """
 
 from __future__ import annotations
@@ -120,6 +124,7 @@ class Connection(asyncio.Protocol):
         self.reading_paused = False
         self.busy = False
         self._in_sendfile = False
+        self._eof = False  # the peer will send nothing more
         self.last_active = time.monotonic()
         self._wakeup = asyncio.Event()
         self._can_write = asyncio.Event()
@@ -160,6 +165,14 @@ class Connection(asyncio.Protocol):
         if self._over_limits():
             self.update_reading()
         self._wakeup.set()
+
+    def eof_received(self) -> bool:
+        # Keep the transport open for writing: the queue is processed and answered first
+        # (``_process`` closes the connection when it runs dry). asyncio may report the
+        # end of stream again after resuming reading; this is idempotent.
+        self._eof = True
+        self._wakeup.set()
+        return True
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
@@ -205,16 +218,27 @@ class Connection(asyncio.Protocol):
             self.reading_paused = True
             transport.pause_reading()
             self.server.paused.add(self)
+        elif self._eof:  # nothing more to read
+            self.reading_paused = False
+            self.server.paused.discard(self)
         elif not self._in_sendfile:  # after a send, asyncio restores reading; then we decide
             self.reading_paused = False
             transport.resume_reading()
             self.server.paused.discard(self)
 
     def close(self) -> None:
+        """Close at once, dropping anything not yet written (an error, shutdown, idle)."""
         if self.transport is not None and not self.closed:
             self.transport.abort()
         self.closed = True
         self._wakeup.set()
+
+    def _finish(self) -> None:
+        """Close after the peer's end of stream: what is written still goes out."""
+        self._flush_out()
+        if self.transport is not None and not self.closed:
+            self.transport.close()
+        self.closed = True
 
     # -- processing -------------------------------------------------------------------------
 
@@ -222,6 +246,9 @@ class Connection(asyncio.Protocol):
         try:
             while not self.closed:
                 if not self.queue:
+                    if self._eof:
+                        self._finish()
+                        break
                     self._wakeup.clear()
                     await self._wakeup.wait()
                     continue
