@@ -139,6 +139,52 @@ def test_requests_split_into_single_bytes_are_reassembled(broker: InProcessBroke
         assert got == 77 and response.error_code == 0
 
 
+def test_requests_without_answers_keep_the_order_of_the_rest(broker: InProcessBroker
+                                                              ) -> None:
+    """acks=0 produces get no answer; the answers around them still come in order."""
+    with broker.connect() as client:
+        client.create_topic("mixed")
+        frames, answered = [], []
+        for i in range(20):
+            acks = 0 if i % 2 else 1
+            cid, frame = client.request_frame(0, 9, produce_values("mixed", 0, batch(1),
+                                                                   acks=acks))
+            frames.append(frame)
+            if acks:
+                answered.append(cid)
+        client.send_raw(b"".join(frames))
+        got = [client.recv_response(0, 9) for _ in answered]
+        assert [cid for cid, _ in got] == answered
+        assert [r.responses[0].partition_responses[0].base_offset for _, r in got] \
+            == list(range(0, 20, 2))
+    assert broker.log_end_offset("mixed") == 20
+
+
+def test_a_half_closed_client_still_gets_its_requests_processed_and_answered(
+        broker: InProcessBroker) -> None:
+    """A client that shuts down its sending side after its last request (an acks=0
+    producer closing, a script piping requests) still has every request it sent
+    processed, in order, and can read the answers; then the broker closes."""
+    with broker.connect() as client:
+        client.create_topic("halfclosed")
+        fetch_cid, fetch = client.request_frame(1, 12, fetch_values("halfclosed", 0, 0,
+                                                                    max_wait_ms=300))
+        _cid, produce0 = client.request_frame(0, 9, produce_values("halfclosed", 0,
+                                                                   batch(3), acks=0))
+        produce1_cid, produce1 = client.request_frame(0, 9, produce_values(
+            "halfclosed", 0, batch(2), acks=1))
+        client.send_raw(fetch + produce0 + produce1)
+        client.sock.shutdown(socket.SHUT_WR)
+        got, _ = client.recv_response(1, 12)  # the long poll, first
+        assert got == fetch_cid
+        got, response = client.recv_response(0, 9)
+        assert got == produce1_cid
+        assert response.responses[0].partition_responses[0].base_offset == 3
+        assert client.is_closed_by_peer(timeout=5)
+    assert broker.log_end_offset("halfclosed") == 5
+    assert _wait_until(lambda: _connections(broker) == 0)
+
+
 def test_many_connections_at_once(broker: InProcessBroker) -> None:
     clients = [broker.connect() for _ in range(200)]
     try:
