@@ -167,3 +167,19 @@ def test_perf_consume(broker: KlogBroker) -> None:
     result = runner.invoke(perf_app, ["consume", "--topic", "nope", "--messages", "1",
                                       "-b", broker.bootstrap_servers])
     assert result.exit_code == 1 and "does not exist" in result.output
+
+
+def test_same_lines_as_kcat(broker: KlogBroker) -> None:
+    import shutil
+
+    kcat = shutil.which("kcat") or "/usr/bin/kcat"
+    fmt = "%t %p %o %k %s %T %K %S\\n"
+    proc = subprocess.run(
+        [kcat, "-C", "-b", broker.bootstrap_servers, "-t", "t", "-o", "beginning", "-e",
+         "-q", "-f", fmt.replace("\\n", "\n")],
+        capture_output=True, timeout=30)
+    assert proc.returncode == 0, proc.stderr
+    code, out, _ = _consume(broker, "-o", "beginning", "-e", "-f", fmt)
+    assert code == 0
+    assert sorted(out.splitlines()) == sorted(proc.stdout.splitlines())
+    assert len(out.splitlines()) == 11
