@@ -727,7 +727,9 @@ class KafkaClient:
             age_s = self.metadata_max_age_ms / 1000
             wait = max(0.0, self._last_refresh + age_s - time.monotonic())
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._refresh_wanted.wait(), min(wait, 10.0))
+                # Wake often enough to close idle connections near their deadline.
+                sweep = max(0.05, min(10.0, self.connections_max_idle_ms / 2000))
+                await asyncio.wait_for(self._refresh_wanted.wait(), min(wait, sweep))
             wanted = self._refresh_wanted.is_set()
             self._refresh_wanted.clear()
             if wanted or time.monotonic() >= self._last_refresh + age_s:

@@ -266,3 +266,28 @@ def test_api_versions_falls_back_when_refused() -> None:
 
     run(main())
     assert seen == [apis.KNOWN[18][1], 2]
+
+
+def test_metadata_refreshed_by_age_and_idle_connections_closed(broker: KlogBroker) -> None:
+    async def main() -> None:
+        async with KafkaClient(broker.bootstrap_servers, metadata_max_age_ms=200,
+                               connections_max_idle_ms=60_000) as client, \
+                KafkaClient(broker.bootstrap_servers) as other:
+            assert "net-aged" not in client.cluster.topics
+            await other.refresh_metadata(["net-aged"], allow_auto_topic_creation=True)
+            deadline = time.monotonic() + 10
+            while client.cluster.leader_for("net-aged", 0) is None:  # nobody asks: age does
+                assert time.monotonic() < deadline
+                await asyncio.sleep(0.05)
+        async with KafkaClient(broker.bootstrap_servers,
+                               connections_max_idle_ms=100) as idle:
+            conn = idle.connection(0)
+            assert conn is not None
+            deadline = time.monotonic() + 10
+            while not conn.closed:
+                assert time.monotonic() < deadline
+                await asyncio.sleep(0.05)
+            # the next request reconnects on its own
+            assert len((await idle.send(None, 3, {"topics": []})).brokers) == 1
+
+    run(main())
