@@ -28,8 +28,7 @@ import struct
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from klog.client.errors import KafkaClientError, KafkaTimeoutError
 from klog.protocol.errors import ErrorCode
@@ -86,12 +85,12 @@ def now_ms() -> float:
     return time.monotonic() * 1000.0
 
 
-@dataclass(frozen=True, slots=True)
-class RecordMetadata:
+class RecordMetadata(NamedTuple):
     """Where a record was written: Kafka's RecordMetadata.
 
     ``offset`` is -1 with acks=0 (the broker does not answer). ``timestamp`` is the
     broker's append time for LogAppendTime topics, else the record's own timestamp.
+    (A NamedTuple: one is made per record, and a frozen dataclass costs several times more.)
     """
 
     topic: str
@@ -190,8 +189,11 @@ class ProducerBatch:
         records = self.records
         if not records:
             self.base_timestamp = timestamp
-        offset_delta = _varint(len(records))
-        timestamp_delta = _varlong(timestamp - self.base_timestamp)
+        count = len(records)
+        offset_delta = _SMALL_VARINTS[count + 1] if count < _SMALL_LIMIT else write_varint(count)
+        delta = timestamp - self.base_timestamp
+        timestamp_delta = (_SMALL_VARINTS[delta + 1] if -1 <= delta < _SMALL_LIMIT
+                           else write_varlong(delta))
         if key is None:
             key_length, key_size, key_bytes = _NULL, -1, b""
         else:
@@ -407,6 +409,7 @@ class RecordAccumulator:
         self.flushes_in_progress = 0
         self.closed = False
         self._drain_index = 0
+        self._loop: asyncio.AbstractEventLoop | None = None  # the producer's, on first append
 
     # ---------------------------------------------------------------- appending
 
@@ -426,10 +429,10 @@ class RecordAccumulator:
     ) -> tuple[asyncio.Future[RecordMetadata] | None, bool]:
         """Add a record whose ``size`` bytes the caller has reserved in ``pool``.
 
-        Returns (future, wakeup): ``wakeup`` when the sender should look again (a batch
-        filled or a new one began). With ``abort_on_new_batch`` (sticky partitioning)
-        returns (None, False) instead of starting a new batch, so the caller can move to
-        another partition first.
+        Returns (future, wakeup): ``wakeup`` when the sender should look again (this
+        record filled its batch or began a new one). With ``abort_on_new_batch`` (sticky
+        partitioning) returns (None, False) instead of starting a new batch, so the caller
+        can move to another partition first.
         """
         if self.closed:
             raise KafkaClientError("the producer is closed")
@@ -437,14 +440,19 @@ class RecordAccumulator:
         dq = self.batches.get(tp)
         if dq is None:
             dq = self.batches[tp] = deque()
-        future: asyncio.Future[RecordMetadata] = asyncio.get_running_loop().create_future()
+        loop = self._loop
+        if loop is None:
+            loop = self._loop = asyncio.get_running_loop()
+        future: asyncio.Future[RecordMetadata] = loop.create_future()
         if dq:
             last = dq[-1]
             if not last.closed and last.has_room_for(size, self.batch_size):
+                was_full = last.size >= self.batch_size
                 last.append(timestamp, key, value, headers, size, callback, future)
                 last.memory += size
-                # The batch just filled up, or it already waits behind a full one.
-                return future, len(dq) > 1 or last.size >= self.batch_size
+                # Wake the sender once, when the batch fills up (Kafka wakes it on every
+                # append behind a full batch; a thread wakeup is cheap, a yield is not).
+                return future, not was_full and last.size >= self.batch_size
         if abort_on_new_batch:
             return None, False
         batch = ProducerBatch(topic, partition, self.compression,
