@@ -118,7 +118,8 @@ class Controller:
             try:
                 data, _ = await self._call(self.store.get, paths.CONTROLLER,
                                            self._watcher("controller_change"))
-                self.broker.metadata_cache.controller_id = paths.ControllerRegistration.decode(data).broker_id
+                registration = paths.ControllerRegistration.decode(data)
+                self.broker.metadata_cache.controller_id = registration.broker_id
             except NoNodeError:
                 self._queue.put_nowait(("controller_change", None))
             return
