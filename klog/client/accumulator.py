@@ -314,6 +314,11 @@ def _call(callback: DeliveryCallback, metadata: RecordMetadata | None,
         logging.getLogger(__name__).exception("delivery callback raised")
 
 
+def _time_out(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_exception(TimeoutError())
+
+
 class BufferPool:
     """``buffer.memory``: bytes reserved by records not yet acknowledged.
 
@@ -344,18 +349,19 @@ class BufferPool:
                 f"({self.total})", ErrorCode.RECORD_LIST_TOO_LARGE)
         if self.try_allocate(size):
             return
-        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        waiter: asyncio.Future[None] = loop.create_future()
         entry = (size, waiter)
         self._waiters.append(entry)
+        timer = loop.call_later(max_block_ms / 1000.0, _time_out, waiter)
         try:
-            await asyncio.wait_for(asyncio.shield(waiter), max_block_ms / 1000.0)
+            await waiter
         except TimeoutError:
-            if waiter.done():  # granted just as the timeout fired: give it back
-                self.release(size)
             raise KafkaTimeoutError(
                 f"failed to allocate {size} bytes within max.block.ms ({max_block_ms:.0f} ms)"
             ) from None
         finally:
+            timer.cancel()
             if entry in self._waiters:
                 self._waiters.remove(entry)
                 self._grant()
@@ -648,5 +654,8 @@ class RecordAccumulator:
             self.fail(batch, exc)
 
     def incomplete_futures(self) -> Iterable[asyncio.Future[Any]]:
+        """One future per incomplete batch (its last record's): a batch's futures are all
+        resolved together, and waiting on each would add a callback to every record."""
         for batch in list(self.incomplete):
-            yield from batch.futures
+            if batch.records:
+                yield batch.records[-1][0]

@@ -229,7 +229,7 @@ class Producer:
             _, pending = await asyncio.wait(futures, timeout=timeout)
             if pending:
                 raise KafkaTimeoutError(
-                    f"flush timed out with {len(pending)} record(s) undelivered")
+                    f"flush timed out with {len(pending)} batch(es) undelivered")
         finally:
             acc.flushes_in_progress -= 1
 
