@@ -72,6 +72,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 MAX_TOPIC_NAME_LENGTH = 249
+MAX_PARTITIONS_PER_TOPIC = 100_000
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 ZERO_UUID = uuid.UUID(int=0)
@@ -199,6 +200,12 @@ def assign_replicas(brokers: Sequence[int], num_partitions: int, replication_fac
     if num_partitions <= 0:
         raise AdminError(ErrorCode.INVALID_PARTITIONS,
                          "Number of partitions must be larger than 0.")
+    if start_partition + num_partitions > MAX_PARTITIONS_PER_TOPIC:
+        # Kafka in ZooKeeper mode has no bound, and a request for 2**31 partitions would
+        # stall the broker's event loop for hours; klog refuses what no real topic needs.
+        raise AdminError(ErrorCode.INVALID_PARTITIONS,
+                         f"Number of partitions {start_partition + num_partitions} exceeds "
+                         f"klog's limit of {MAX_PARTITIONS_PER_TOPIC} per topic.")
     if replication_factor <= 0:
         raise AdminError(ErrorCode.INVALID_REPLICATION_FACTOR,
                          "Replication factor must be larger than 0.")

@@ -35,7 +35,7 @@ from klog.daemon.metastore.base import MetadataStore, NodeExistsError, NoNodeErr
 from klog.daemon.producer_ids import ProducerIdManager
 from klog.daemon.purgatory import DelayedOperationPurgatory, Timer
 from klog.daemon.replica_manager import ProduceResult, ReplicaManager
-from klog.daemon.server import Server
+from klog.daemon.server import Server, check_listeners
 from klog.storage.config import LogConfig
 from klog.storage.log_manager import LogManager
 
@@ -101,6 +101,7 @@ class Broker:
         self.loop = asyncio.get_running_loop()
         self.started_at = time.monotonic()
         config = self.config
+        check_listeners(config.listeners)  # refuse SSL/SASL before any work is done
         self.log_manager = LogManager(
             config.log_dirs, config.log_config(), topic_config=self.topic_log_config,
             producer_id_expiration_ms=config.get("producer.id.expiration.ms"),
