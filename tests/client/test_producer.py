@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import logging
 import random
 import threading
 import time
@@ -353,8 +354,10 @@ def test_sync_producer(broker: testing.KlogBroker) -> None:
 # ------------------------------------------------------------------ a broker going away
 
 
+@pytest.mark.parametrize("how", ["stop", "kill"])
 def test_order_and_no_duplicates_across_a_broker_restart(
-        klog_broker_factory: Any) -> None:
+        klog_broker_factory: Any, caplog: pytest.LogCaptureFixture, how: str) -> None:
+    caplog.set_level(logging.DEBUG, logger="klog.client.sender")
     broker = klog_broker_factory()
     topic = "restart"
     count = 3000
@@ -370,7 +373,7 @@ def test_order_and_no_duplicates_across_a_broker_restart(
                     await producer.flush()
                     # Stop the broker while records keep coming, then bring it back.
                     loop = asyncio.get_running_loop()
-                    restart = loop.run_in_executor(None, _bounce, broker)
+                    restart = loop.run_in_executor(None, _bounce, broker, how)
                 if i % 50 == 0:
                     await asyncio.sleep(0.002)
             await restart
@@ -381,11 +384,18 @@ def test_order_and_no_duplicates_across_a_broker_restart(
     assert [m.offset for m in metadata] == list(range(count))
     got = _read_confluent(broker.bootstrap_servers, topic, 1, count)
     assert [m.value() for m in got] == [str(i).encode() for i in range(count)]
+    # The restart did make batches fail and go again.
+    assert any(r.getMessage().startswith("retrying") for r in caplog.records)
 
 
-def _bounce(broker: testing.KlogBroker) -> None:
+def _bounce(broker: testing.KlogBroker, how: str) -> None:
     time.sleep(0.05)
-    broker.stop()
+    # SIGTERM lets the broker answer what it has; SIGKILL leaves requests persisted but
+    # unanswered, which the idempotent producer retries and the broker deduplicates.
+    if how == "stop":
+        broker.stop()
+    else:
+        broker.kill()
     time.sleep(1.0)
     broker.start()
 
