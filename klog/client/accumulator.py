@@ -38,6 +38,7 @@ from klog.protocol.records.batch import (
     LOG_OVERHEAD,
     MAGIC_V2,
     NO_PARTITION_LEADER_EPOCH,
+    PRODUCER_ID_OFFSET,
     RECORD_BATCH_OVERHEAD,
     crc32c,
 )
@@ -64,6 +65,7 @@ DeliveryCallback = Callable[["RecordMetadata | None", "BaseException | None"], A
 
 _V2_HEADER = struct.Struct(">qiibIhiqqqhii")
 _CRC = struct.Struct(">I")
+_PRODUCER = struct.Struct(">qhi")  # producerId, producerEpoch, baseSequence
 
 # zigzag varints of -1 .. 16383, the lengths and deltas of nearly every record: a lookup
 # instead of an encoding call (index = value + 1).
@@ -266,6 +268,18 @@ class ProducerBatch:
             self.payload = bytes(batch)
         return self.payload
 
+    def restamp(self, producer_id: int, producer_epoch: int, base_sequence: int) -> bytes:
+        """Give a built batch a new producer id, epoch and base sequence (after the
+        producer's sequences were reset): patch the header, recompute the CRC."""
+        assert self.payload is not None
+        batch = bytearray(self.payload)
+        _PRODUCER.pack_into(batch, PRODUCER_ID_OFFSET, producer_id, producer_epoch,
+                            base_sequence)
+        _CRC.pack_into(batch, CRC_OFFSET, crc32c(memoryview(batch)[ATTRIBUTES_OFFSET:]))
+        self.base_sequence = base_sequence
+        self.payload = bytes(batch)
+        return self.payload
+
     def complete(self, base_offset: int, log_append_time: int = -1) -> None:
         """Resolve every record's future (and callback), in produce order."""
         if self.done:
@@ -414,6 +428,10 @@ class RecordAccumulator:
         self.next_sequence: dict[TopicPartition, int] = {}
         self.flushes_in_progress = 0
         self.closed = False
+        #: A batch with a sequence failed for good: the partition's sequence now has a
+        #: gap the broker would refuse, so the sender gets a new producer id and the
+        #: sequences start again (Kafka bumps the epoch for the same reason, KIP-360).
+        self.needs_sequence_reset = False
         self._drain_index = 0
         self._loop: asyncio.AbstractEventLoop | None = None  # the producer's, on first append
 
@@ -559,7 +577,10 @@ class RecordAccumulator:
                 if self.idempotent and first.base_sequence is None:
                     base = self.next_sequence.get(tp, 0)
                     self.next_sequence[tp] = (base + first.record_count) & 0x7FFFFFFF
-                    first.close(producer_id, producer_epoch, base)
+                    if first.payload is None:
+                        first.close(producer_id, producer_epoch, base)
+                    else:  # built before a sequence reset
+                        first.restamp(producer_id, producer_epoch, base)
                 else:
                     first.close()
                 first.drained_ms = now
@@ -603,6 +624,8 @@ class RecordAccumulator:
         self._deallocate(batch)
 
     def fail(self, batch: ProducerBatch, exc: BaseException) -> None:
+        if self.idempotent and batch.base_sequence is not None:
+            self.needs_sequence_reset = True
         self.in_flight_done(batch)
         dq = self.batches.get(batch.tp)
         if dq and batch in dq:
@@ -645,6 +668,16 @@ class RecordAccumulator:
             if other.base_sequence is not None and other.base_sequence < seq:
                 return True
         return False
+
+    def reset_sequences(self) -> None:
+        """Forget every partition's sequence (with no batch in flight): queued batches
+        that had one are numbered again, under the new producer id, when drained."""
+        assert not any(self.in_flight.values())
+        self.next_sequence.clear()
+        for dq in self.batches.values():
+            for batch in dq:
+                batch.base_sequence = None
+        self.needs_sequence_reset = False
 
     def has_undrained(self) -> bool:
         return any(self.batches.values())

@@ -141,6 +141,16 @@ class Sender:
         acc = self.accumulator
         now = now_ms()
         acc.expire(now)
+        if acc.needs_sequence_reset and not self._requests:
+            # Nothing in flight any more: start over under a new producer id.
+            log.info("producer id %d: a batch failed for good, getting a new producer id",
+                     self.producer_id)
+            acc.reset_sequences()
+            self.producer_id = self.producer_epoch = -1
+        if acc.needs_sequence_reset:
+            # Wait for the requests in flight; new batches would only widen the gap.
+            await self._sleep(self.retry_backoff_ms)
+            return
         if self.idempotent and self.producer_id < 0:
             if acc.incomplete:
                 await self._init_producer_id()
@@ -297,9 +307,12 @@ class Sender:
         acc = self.accumulator
         now = now_ms()
         retriable = code in RETRIABLE
-        if code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER and acc.has_earlier_incomplete(batch):
-            # An earlier batch of this partition failed and is being retried: the broker
-            # refused this one for the gap; it goes again after the earlier one.
+        if code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER and (
+            acc.has_earlier_incomplete(batch) or acc.needs_sequence_reset
+        ):
+            # An earlier batch of this partition is being retried, or failed for good and
+            # the sequences start again: the broker refused this one for the gap; it goes
+            # again after the earlier one, or renumbered.
             retriable = True
         if code in INVALID_METADATA or code == ErrorCode.NETWORK_EXCEPTION:
             self.client.request_metadata_refresh()

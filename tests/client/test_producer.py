@@ -22,6 +22,7 @@ from klog import testing
 from klog.client.accumulator import BufferPool, ProducerBatch, RecordAccumulator
 from klog.client.errors import KafkaClientError, KafkaTimeoutError
 from klog.client.producer import Producer, RecordMetadata, SyncProducer
+from klog.protocol.records.batch import read_batch_header
 from klog.protocol.records.compression import CompressionType
 from klog.protocol.records.v2 import BatchBuilder
 
@@ -413,5 +414,34 @@ def test_delivery_timeout_when_the_broker_stays_down(klog_broker_factory: Any) -
             with pytest.raises(KafkaTimeoutError):
                 await asyncio.wait_for(future, 10)
             assert time.monotonic() - start < 5
+            # The lost batch left a gap in the sequence: once the broker is back, the
+            # producer carries on under a new producer id instead of being refused.
+            first_id = producer.producer_id
+            await asyncio.get_running_loop().run_in_executor(None, broker.start)
+            after = await asyncio.wait_for(
+                await producer.send("down", b"after", partition=0), 30)
+            assert after.offset == 1
+            assert producer.producer_id not in (-1, first_id)
+
+    asyncio.run(main())
+
+
+def test_a_sequence_reset_renumbers_built_batches() -> None:
+    async def main() -> None:
+        acc = RecordAccumulator(batch_size=30, linger_ms=0, idempotent=True)
+        for _ in range(2):
+            _append(acc, 0, b"v" * 25, now=0)
+        (b0,) = acc.drain({1: [("t", 0)]}, 1 << 20, now=1, producer_id=5, producer_epoch=0)[1]
+        (b1,) = acc.drain({1: [("t", 0)]}, 1 << 20, now=1, producer_id=5, producer_epoch=0)[1]
+        acc.reenqueue(b1, now=2)  # b1 built with sequence 1, waiting for a retry
+        acc.fail(b0, KafkaClientError("gone"))
+        assert acc.needs_sequence_reset
+        acc.reset_sequences()
+        (again,) = acc.drain({1: [("t", 0)]}, 1 << 20, now=500, producer_id=9,
+                             producer_epoch=0)[1]
+        assert again is b1 and b1.base_sequence == 0
+        header = read_batch_header(b1.payload, 0)
+        assert (header.producer_id, header.producer_epoch, header.base_sequence) == (9, 0, 0)
+        header.ensure_valid(b1.payload)  # the CRC covers them and was recomputed
 
     asyncio.run(main())
