@@ -102,6 +102,18 @@ LEGACY_TIMESTAMP_TYPE_MASK = 0x08
 DEFAULT_MAX_BATCH_SIZE = 2**31 - 1 - LOG_OVERHEAD
 
 _V2_HEADER = struct.Struct(">qiibIhiqqqhii")
+
+# Partial views of the v2 header for the broker's hot paths, one (un)pack each:
+# - the fields checked on produce (batchLength, magic, crc, attributes, lastOffsetDelta,
+#   maxTimestamp, producerId, recordsCount; the others skipped);
+# - baseOffset, batchLength, partitionLeaderEpoch: what a leader rewrites (outside the
+#   CRC; batchLength is written back unchanged);
+# - baseOffset, batchLength, lastOffsetDelta: what a read needs to step over a batch.
+V2_PRODUCE_FIELDS = struct.Struct(">8xi4xbIhi8xqq6xi")
+V2_BASE_LENGTH_EPOCH = struct.Struct(">qii")
+V2_OFFSETS_HEAD = struct.Struct(">qi4x1x4x2xi")
+assert V2_PRODUCE_FIELDS.size == RECORDS_OFFSET
+assert V2_OFFSETS_HEAD.size == LAST_OFFSET_DELTA_OFFSET + 4
 _LOG_OVERHEAD = struct.Struct(">qi")
 _LEGACY_HEAD = struct.Struct(">qiIbb")
 _INT64 = struct.Struct(">q")
