@@ -23,6 +23,16 @@ searched first, because in-sync consumers and followers almost always look there
 pages stay in the page cache. Memory is the mapping only (the page cache's business), so an
 index's Python footprint does not grow with its size.
 
+The offset index's two columns are searched by ``bisect`` in C, not by a Python loop: the
+mapping is viewed as native uint32 words, each column is a strided view of them, and
+``socket.ntohl`` (a C function, the identity on big-endian hosts) turns a word back into
+the big-endian value the file holds. Both columns are non-negative int32, so the order is
+right. The views pin the mapping, so they are released before every unmap.
+
+``LogSegment`` reads a few fields of its indexes directly on the produce and fetch paths
+(``_entries``, ``_max_entries``, ``_mmap``, ``_columns``, ``_last_entry``), where a property
+call per field is a measurable share of the work; they keep the meanings given here.
+
 Locking: an index is not thread-safe. Its owning ``LogSegment`` is guarded by the
 ``PartitionLog`` lock, which serialises every call (reads included, because a resize
 remaps the file).
@@ -37,9 +47,11 @@ import os
 import struct
 import sys
 from array import array
+from bisect import bisect_right
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from socket import ntohl as _be32  # not networking: a C byte swap for the bisect key
 from typing import ClassVar, NamedTuple
 
 DEFAULT_MAX_INDEX_SIZE = 10 * 1024 * 1024  # segment.index.bytes
@@ -53,11 +65,15 @@ ABORTED_TXN_SIZE = 34
 ABORTED_TXN_VERSION = 0
 
 _OFFSET_ENTRY = struct.Struct(">ii")
+# Two consecutive offset index entries in one unpack (the read path's check of a guess).
+OFFSET_ENTRY_PAIR = struct.Struct(">iiii")
 _TIME_ENTRY = struct.Struct(">qi")
 _ABORTED_TXN = struct.Struct(">hqqqq")
 
 # Bound on bytes held in memory when a whole index file is checked or listed.
 _CHUNK_ENTRIES = 65536
+# Offset index entries in the warm section.
+_WARM_ENTRIES = WARM_SECTION_BYTES // OFFSET_INDEX_ENTRY_SIZE
 
 
 class CorruptIndexError(Exception):
@@ -108,6 +124,8 @@ class _MmapIndex:
         self.max_index_size = max_index_size
         self.writable = writable
         self._mmap: mmap.mmap | None = None
+        # (offset column, position column, words, whole map): OffsetIndex's search views.
+        self._columns: tuple[memoryview, memoryview, memoryview, memoryview] | None = None
         newly_created = not self.path.exists()
         if newly_created and not writable:
             raise FileNotFoundError(f"{self.kind} file {self.path} does not exist")
@@ -137,6 +155,12 @@ class _MmapIndex:
         self._mmap = mmap.mmap(fd, length, access=access)
 
     def _unmap(self) -> None:
+        columns = self._columns
+        if columns is not None:
+            # Views pin the mapping: release them (derived views first) before closing it.
+            self._columns = None
+            for view in columns:
+                view.release()
         if self._mmap is not None:
             self._mmap.close()
             self._mmap = None
@@ -334,16 +358,62 @@ class OffsetIndex(_MmapIndex):
         relative, position = _OFFSET_ENTRY.unpack_from(self._mmap, n * OFFSET_INDEX_ENTRY_SIZE)
         return OffsetPosition(self.base_offset + relative, position)
 
+    def columns(self) -> tuple[memoryview, memoryview]:
+        """(offset column, position column): strided views of the entries as native uint32
+        words; ``socket.ntohl(word)`` is the stored value (relative offset or position).
+
+        Valid until the index is resized or closed; the entry count is ``entries``.
+        """
+        columns = self._columns
+        if columns is None:
+            if self._mmap is None:
+                raise ValueError(f"{self.kind} {self.path} has no mapped entries")
+            whole = memoryview(self._mmap)
+            words = whole.cast("I")
+            columns = self._columns = (words[0::2], words[1::2], words, whole)
+        return columns[0], columns[1]
+
+    def _search(self, column: int, target: int) -> int:
+        """The slot of the largest entry whose ``column`` value is <= target, or -1.
+
+        Kafka's warm section first (the last 8192 bytes of entries), then the rest; each
+        part is bisected in C over a strided view of the mapping.
+        """
+        entries = self._entries
+        if entries == 0:
+            return -1
+        view = self.columns()[column]
+        first_hot = entries - 1 - _WARM_ENTRIES
+        if first_hot < 0:
+            first_hot = 0
+        if _be32(view[first_hot]) < target:
+            return bisect_right(view, target, first_hot, entries, key=_be32) - 1
+        if _be32(view[0]) > target:
+            return -1
+        return bisect_right(view, target, 0, first_hot + 1, key=_be32) - 1
+
+    def position_at(self, slot: int) -> int:
+        """The position of entry ``slot`` (0 <= slot < entries; unchecked, for hot loops)."""
+        return _be32(self.columns()[1][slot])
+
+    def slot_for_offset(self, target_offset: int) -> int:
+        """The slot of the largest entry with offset <= ``target_offset``, or -1."""
+        return self._search(0, target_offset - self.base_offset)
+
+    def slot_for_position(self, position: int) -> int:
+        """The slot of the last entry whose position is <= ``position``, or -1."""
+        return self._search(1, position)
+
     def lookup(self, target_offset: int) -> OffsetPosition:
         """The largest entry with offset <= target, or (base_offset, 0) if there is none."""
-        slot = self._slot_for(target_offset - self.base_offset, self._relative, False)
+        slot = self._search(0, target_offset - self.base_offset)
         if slot == -1:
             return OffsetPosition(self.base_offset, 0)
         return self.entry(slot)
 
     def lookup_by_position(self, position: int) -> OffsetPosition:
         """The last entry whose position is <= ``position`` (or (base_offset, 0))."""
-        slot = self._slot_for(position, self._position, False)
+        slot = self._search(1, position)
         if slot == -1:
             return OffsetPosition(self.base_offset, 0)
         return self.entry(slot)
@@ -356,20 +426,25 @@ class OffsetIndex(_MmapIndex):
         return None if slot == -1 else self.entry(slot)
 
     def append(self, offset: int, position: int) -> None:
-        buf = self._check_writable()
-        if self.is_full:
+        # Runs on the produce path every index.interval.bytes: checks inlined.
+        buf = self._mmap
+        if buf is None or not self.writable:
+            buf = self._check_writable()
+        entries = self._entries
+        if entries >= self._max_entries:
             raise InvalidIndexAppendError(
-                f"attempt to append to a full index (size = {self._entries}) {self.path}"
+                f"attempt to append to a full index (size = {entries}) {self.path}"
             )
-        if self._entries != 0 and offset <= self._last_offset:
+        if entries != 0 and offset <= self._last_offset:
             raise InvalidIndexAppendError(
-                f"attempt to append an offset ({offset}) to position {self._entries} no "
+                f"attempt to append an offset ({offset}) to position {entries} no "
                 f"larger than the last offset appended ({self._last_offset}) to {self.path}"
             )
-        _OFFSET_ENTRY.pack_into(
-            buf, self._entries * OFFSET_INDEX_ENTRY_SIZE, self.relative_offset(offset), position
-        )
-        self._entries += 1
+        relative = offset - self.base_offset
+        if relative < 0 or relative > INT32_MAX:
+            relative = self.relative_offset(offset)  # raises IndexOffsetOverflowError
+        _OFFSET_ENTRY.pack_into(buf, entries * OFFSET_INDEX_ENTRY_SIZE, relative, position)
+        self._entries = entries + 1
         self._last_offset = offset
 
     def truncate_to(self, offset: int) -> None:
@@ -471,30 +546,36 @@ class TimeIndex(_MmapIndex):
 
     def maybe_append(self, timestamp: int, offset: int, skip_full_check: bool = False) -> bool:
         """Append (timestamp, offset) if the timestamp is larger than the last entry's."""
-        buf = self._check_writable()
-        if not skip_full_check and self.is_full:
+        # Runs on the produce path every index.interval.bytes: checks inlined.
+        buf = self._mmap
+        if buf is None or not self.writable:
+            buf = self._check_writable()
+        entries = self._entries
+        if not skip_full_check and entries >= self._max_entries - 1:
             raise InvalidIndexAppendError(
-                f"attempt to append to a full time index (size = {self._entries}) {self.path}"
+                f"attempt to append to a full time index (size = {entries}) {self.path}"
             )
-        last = self._last_entry
-        if self._entries != 0 and offset < last.offset:
-            raise InvalidIndexAppendError(
-                f"attempt to append an offset ({offset}) to slot {self._entries} no larger "
-                f"than the last offset appended ({last.offset}) to {self.path}"
-            )
-        if self._entries != 0 and timestamp < last.timestamp:
-            raise InvalidIndexAppendError(
-                f"attempt to append a timestamp ({timestamp}) to slot {self._entries} no "
-                f"larger than the last timestamp appended ({last.timestamp}) to {self.path}"
-            )
-        if timestamp <= last.timestamp:
+        last_timestamp, last_offset = self._last_entry
+        if entries != 0:
+            if offset < last_offset:
+                raise InvalidIndexAppendError(
+                    f"attempt to append an offset ({offset}) to slot {entries} no larger "
+                    f"than the last offset appended ({last_offset}) to {self.path}"
+                )
+            if timestamp < last_timestamp:
+                raise InvalidIndexAppendError(
+                    f"attempt to append a timestamp ({timestamp}) to slot {entries} no "
+                    f"larger than the last timestamp appended ({last_timestamp}) to {self.path}"
+                )
+        if timestamp <= last_timestamp:
             return False
-        if self._entries >= self._max_entries:
+        if entries >= self._max_entries:
             raise InvalidIndexAppendError(f"time index {self.path} has no room left")
-        _TIME_ENTRY.pack_into(
-            buf, self._entries * TIME_INDEX_ENTRY_SIZE, timestamp, self.relative_offset(offset)
-        )
-        self._entries += 1
+        relative = offset - self.base_offset
+        if relative < 0 or relative > INT32_MAX:
+            relative = self.relative_offset(offset)  # raises IndexOffsetOverflowError
+        _TIME_ENTRY.pack_into(buf, entries * TIME_INDEX_ENTRY_SIZE, timestamp, relative)
+        self._entries = entries + 1
         self._last_entry = TimestampOffset(timestamp, offset)
         return True
 

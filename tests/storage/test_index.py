@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import bisect
+import socket
 import struct
 from pathlib import Path
 
@@ -307,3 +308,77 @@ def test_txn_index_sanity_check(tmp_path: Path) -> None:
     path.write_bytes(AbortedTxn(1, 0, 5, 6).to_bytes())
     with pytest.raises(CorruptIndexError, match="less than start offset"):
         TransactionIndex(path, 100).sanity_check()
+
+
+# -- the read path's searches (C bisect over column views) ---------------------------------
+
+
+def test_position_searches_match_brute_force(tmp_path: Path) -> None:
+    # 3000 entries: beyond the 1024-entry warm section; positions with uneven gaps.
+    entries, offset, position = [], BASE, 0
+    for i in range(3000):
+        offset += 1 + i % 7
+        position += 100 + (i * 37) % 900
+        entries.append((offset, position))
+    index = make_offset_index(tmp_path / "0.index", entries, size=8 * 3200)
+    positions = [p for _, p in entries]
+    probes = [-1, 0, positions[0] - 1, positions[-1], positions[-1] + 10**6]
+    probes += [p + d for p in positions[::97] for d in (-1, 0, 1)]
+    for target in probes:
+        expected = bisect.bisect_right(positions, target) - 1
+        assert index.slot_for_position(target) == expected
+        want = OffsetPosition(*entries[expected]) if expected >= 0 else OffsetPosition(BASE, 0)
+        assert index.lookup_by_position(target) == want
+    keys = [o for o, _ in entries]
+    for target in [BASE - 1, BASE, *keys[::101], keys[-1] + 1, *(k + 1 for k in keys[::89])]:
+        expected = bisect.bisect_right(keys, target) - 1
+        assert index.slot_for_offset(target) == expected
+        if expected >= 0:
+            assert index.position_at(expected) == entries[expected][1]
+    offset_column, position_column = index.columns()
+    assert [socket.ntohl(w) + BASE for w in offset_column[:3000]] == keys
+    assert [socket.ntohl(w) for w in position_column[:3000]] == positions
+    index.close()
+
+
+def test_column_views_are_released_before_remapping(tmp_path: Path) -> None:
+    entries = [(BASE + i, 64 * i) for i in range(1, 50)]
+    index = make_offset_index(tmp_path / "0.index", entries, size=8 * 100)
+    assert index.slot_for_position(64 * 10) == 9  # maps the column views
+    index.resize(8 * 200)  # remaps: the views must not pin the old mapping
+    assert index.slot_for_position(64 * 10) == 9
+    index.append(BASE + 60, 64 * 60)
+    assert index.slot_for_position(10**6) == 49 and index.position_at(49) == 64 * 60
+    index.trim_to_valid_size()
+    assert index.lookup(BASE + 60) == OffsetPosition(BASE + 60, 64 * 60)
+    index.close()  # would raise BufferError if a view still pinned the map
+    empty = OffsetIndex(tmp_path / "1.index", BASE, 8 * 10)
+    assert empty.slot_for_position(5) == -1 and empty.slot_for_offset(BASE) == -1
+    empty.close()
+
+
+def test_fast_appends_keep_the_checks(tmp_path: Path) -> None:
+    index = OffsetIndex(tmp_path / "0.index", BASE, 8 * 2)
+    index.append(BASE + 1, 10)
+    with pytest.raises(InvalidIndexAppendError):
+        index.append(BASE + 1, 20)  # not increasing
+    with pytest.raises(IndexOffsetOverflowError):
+        index.append(BASE + 2**31, 20)
+    index.append(BASE + 2, 20)
+    with pytest.raises(InvalidIndexAppendError):
+        index.append(BASE + 3, 30)  # full
+    index.close()
+    times = TimeIndex(tmp_path / "0.timeindex", BASE, 12 * 3)
+    assert times.maybe_append(100, BASE + 1)
+    assert not times.maybe_append(100, BASE + 2)  # not a larger timestamp
+    with pytest.raises(InvalidIndexAppendError):
+        times.maybe_append(99, BASE + 3)
+    with pytest.raises(InvalidIndexAppendError):
+        times.maybe_append(101, BASE)  # offset going back
+    with pytest.raises(IndexOffsetOverflowError):
+        times.maybe_append(101, BASE + 2**31)
+    assert times.maybe_append(101, BASE + 2)
+    with pytest.raises(InvalidIndexAppendError):
+        times.maybe_append(102, BASE + 3)  # the last slot is kept for the roll
+    assert times.maybe_append(102, BASE + 3, skip_full_check=True)
+    times.close()
