@@ -12,9 +12,15 @@ consumer of a segment file shares:
   temporary file renamed over the old one, so a crash never leaves half an index.
 
 ``LogSegment`` (Kafka's LogSegment) appends whole batches, reads whole batches as file
-regions (never decoding records: only the 12/61-byte headers are read, with ``os.pread``),
+regions (never decoding records: only batch headers are read, with ``os.pread``),
 translates offsets and timestamps through the indexes, truncates and recovers. Its memory
 does not depend on the segment's size.
+
+A read finds its first batch through the offset index (or a boundary remembered from the
+previous read: sequential readers ask for the offset after the last region) and its last
+through the index's positions, which are batch starts: only the batches after the last
+entry within the budget are read, usually one header. Runs of small batches are walked
+from one buffered pread.
 
 Locking: ``LogSegment`` is not thread-safe; the ``PartitionLog`` lock serialises every call.
 The module-level functions hold no state.
@@ -26,9 +32,11 @@ import contextlib
 import os
 import struct
 import time
+from bisect import bisect_right
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from socket import ntohl as _be32  # a C byte swap for index column views (see index.py)
 from typing import NamedTuple, TypeVar
 
 from klog.protocol.errors import CorruptRecordError
@@ -46,6 +54,7 @@ from klog.protocol.records.batch import (
     NO_TIMESTAMP,
     PARTITION_LEADER_EPOCH_OFFSET,
     RECORD_BATCH_OVERHEAD,
+    V2_OFFSETS_HEAD,
     BatchHeader,
     iter_batch_headers,
     read_batch_header,
@@ -53,6 +62,8 @@ from klog.protocol.records.batch import (
 from klog.storage.index import (
     DEFAULT_MAX_INDEX_SIZE,
     INT32_MAX,
+    OFFSET_ENTRY_PAIR,
+    OFFSET_INDEX_ENTRY_SIZE,
     AbortedTxn,
     CorruptIndexError,
     OffsetIndex,
@@ -80,6 +91,15 @@ SCAN_CHUNK_SIZE = 8 * 1024 * 1024
 _LOG_OVERHEAD = struct.Struct(">qi")
 _INT32 = struct.Struct(">i")
 _INT64 = struct.Struct(">q")
+
+# The read path's header walk: offset field, length and magic are where every format has
+# them; lastOffsetDelta (v2) ends at byte 27. Runs of small batches are walked from one
+# pread of _WALK_CHUNK bytes; after a big batch only the next header is read.
+_WALK_HEAD_SIZE = V2_OFFSETS_HEAD.size
+_new_tuple = tuple.__new__  # builds a NamedTuple without its Python-level __new__
+_WALK_CHUNK = 8192
+# Batch boundaries a segment remembers (see LogSegment._boundaries): a few per reader.
+_BOUNDARY_CACHE_SIZE = 256
 
 
 # -- file names -----------------------------------------------------------------------------
@@ -615,13 +635,27 @@ class FetchDataInfo:
 
     def read_into(self, buf: bytearray | memoryview) -> memoryview:
         """Read the region into ``buf`` (at least ``size`` bytes); a view of what was read."""
-        view = memoryview(buf)
-        if len(view) < self.size:
-            raise ValueError(f"buffer of {len(view)} bytes for a region of {self.size}")
-        if self.size == 0:
-            return view[:0]
-        got = self._with_fd(lambda fd: _read_fully(fd, view[: self.size], self.position))
-        return view[:got]
+        size = self.size
+        region = memoryview(buf)[:size]
+        if len(region) < size:
+            raise ValueError(f"buffer of {len(region)} bytes for a region of {size}")
+        fd = self.fd
+        if fd is not None and size:
+            # The usual case in one system call; _with_fd covers the rest.
+            try:
+                got = os.preadv(fd, [region], self.position)
+            except OSError:
+                pass
+            else:
+                if got == size:
+                    return region
+                if got:
+                    got += _read_fully(fd, region[got:], self.position + got)
+                return region[:got]
+        if size == 0:
+            return region
+        got = self._with_fd(lambda fd: _read_fully(fd, region, self.position))
+        return region[:got]
 
     def _with_fd(self, read: Callable[[int], _T]) -> _T:
         if self.fd is not None:
@@ -636,6 +670,26 @@ class FetchDataInfo:
             return read(fd)
         finally:
             os.close(fd)
+
+
+_new_object = object.__new__
+
+
+def _region(
+    metadata: LogOffsetMetadata, path: Path, fd: int | None, position: int, size: int, last: int
+) -> FetchDataInfo:
+    """A FetchDataInfo of ``size`` bytes: the read path's constructor, without the
+    dataclass __init__ frame (one per fetch). Sets every field (tests check)."""
+    info = _new_object(FetchDataInfo)
+    info.fetch_offset_metadata = metadata
+    info.path = path
+    info.fd = fd
+    info.position = position
+    info.size = size
+    info.first_entry_incomplete = False
+    info.aborted_transactions = None
+    info.last_offset = last
+    return info
 
 
 def _pread_fully(fd: int, size: int, position: int) -> bytes:
@@ -721,6 +775,14 @@ class LogSegment:
         self._rolling_based_timestamp: int | None = None
         self._max_timestamp_and_offset: TimestampOffset | None = None  # None = not read yet
         self._bytes_since_last_index_entry = 0
+        # Batch boundaries learnt by reads: offset -> (position, size, last offset, index
+        # slot) of the first batch whose last offset is >= that offset (size 0: header
+        # not read yet, e.g. at the end of the log; slot: an offset index entry at or
+        # before it, -1 if none is known). A sequential reader's next fetch offset is a
+        # key, so its next read starts without an index search or a header read. Bounded
+        # (_BOUNDARY_CACHE_SIZE); batches never change in place, and truncation and
+        # recovery clear it.
+        self._boundaries: dict[int, tuple[int, int, int, int]] = {}
 
     @classmethod
     def open(
@@ -855,30 +917,45 @@ class LogSegment:
         its first byte; the time index gains an entry at the same moments when the max
         timestamp grew.
         """
+        # Once per produce request: properties and helpers are inlined.
         n = len(records)
         if n == 0:
             return
         physical_position = self._size
         if physical_position == 0:
             self._rolling_based_timestamp = largest_timestamp
-        if not self.can_convert_to_relative_offset(largest_offset):
+        relative = largest_offset - self.base_offset
+        if relative < 0 or relative > INT32_MAX:
             raise LogSegmentOffsetOverflowError(self.log_path, self.base_offset, largest_offset)
-        view = memoryview(records)
-        written = 0
-        while written < n:
-            written += os.pwrite(self.fd, view[written:], physical_position + written)
-        self._size += n
-        if largest_timestamp > self.max_timestamp_so_far:
-            self._max_timestamp_and_offset = TimestampOffset(
-                largest_timestamp, offset_of_max_timestamp
+        fd = self._fd
+        if fd is None:
+            fd = self.fd  # raises: closed
+        written = os.pwrite(fd, records, physical_position)
+        if written < n:
+            view = memoryview(records)
+            while written < n:
+                written += os.pwrite(fd, view[written:], physical_position + written)
+        self._size = physical_position + n
+        max_so_far = self._max_timestamp_and_offset
+        if max_so_far is None:
+            max_so_far = self.max_timestamp_and_offset_so_far
+        if largest_timestamp > max_so_far[0]:
+            max_so_far = self._max_timestamp_and_offset = _new_tuple(
+                TimestampOffset, (largest_timestamp, offset_of_max_timestamp)
             )
         if self._bytes_since_last_index_entry > self.index_interval_bytes:
-            self.offset_index.append(largest_offset, physical_position)
-            self.time_index.maybe_append(
-                self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far
-            )
-            self._bytes_since_last_index_entry = 0
-        self._bytes_since_last_index_entry += n
+            (self._offset_index or self.offset_index).append(largest_offset, physical_position)
+            time_index = self._time_index or self.time_index
+            # maybe_append adds nothing for a timestamp not past its last entry's; it is
+            # still asked when full, to raise as it always did.
+            if (
+                max_so_far[0] > time_index._last_entry[0]
+                or time_index._entries >= time_index._max_entries - 1
+            ):
+                time_index.maybe_append(max_so_far[0], max_so_far[1])
+            self._bytes_since_last_index_entry = n
+        else:
+            self._bytes_since_last_index_entry += n
 
     def update_txn_index(self, completed_txn: object, last_stable_offset: int) -> None:
         """Record an aborted transaction (``completed_txn`` is producer_state.CompletedTxn)."""
@@ -944,8 +1021,127 @@ class LogSegment:
 
     # -- reads -----------------------------------------------------------------------------
 
+    def _iter_batches(
+        self, position: int, end: int, small: bool = False
+    ) -> Iterator[tuple[int, int, int, int]]:
+        """(position, size, last offset, base offset) of each whole batch that starts in
+        [position, end), ``position`` being a batch start; the batch that crosses ``end``
+        is the last one yielded. Base offset is -1 for v0/v1 entries (a wrapper's first
+        offset is not in its header). Stops quietly at a partial batch at the end of the
+        file (cannot happen after recovery); a header that cannot be right raises
+        CorruptRecordError. Headers come from buffered preads (see _WALK_CHUNK); with
+        ``small`` the first read fetches one header only (big batches expected).
+        """
+        fd = self.fd
+        file_end = self._size
+        if end > file_end:
+            end = file_end
+        chunk = _WALK_HEAD_SIZE if small else _WALK_CHUNK
+        unpack_head = _LOG_OVERHEAD.unpack_from
+        unpack_delta = _INT32.unpack_from
+        while position < end:
+            want = end - position + _WALK_HEAD_SIZE
+            if want > chunk:
+                want = chunk
+            if want > file_end - position:
+                want = file_end - position
+            data = os.pread(fd, want, position)
+            n = len(data)
+            i = 0
+            size = 0
+            while n - i > MAGIC_OFFSET:
+                offset, length = unpack_head(data, i)
+                at = position + i
+                size = length + LOG_OVERHEAD
+                if length < LEGACY_RECORD_OVERHEAD_V0:
+                    raise CorruptRecordError(
+                        f"invalid batch length {length} at position {at} of {self.log_path}"
+                    )
+                if at + size > file_end:
+                    return  # a partial batch
+                magic = data[i + MAGIC_OFFSET]
+                if magic == MAGIC_V2:
+                    if size < RECORD_BATCH_OVERHEAD:
+                        raise CorruptRecordError(
+                            f"invalid batch length {length} at position {at} of {self.log_path}"
+                        )
+                    if n - i < _WALK_HEAD_SIZE:
+                        break
+                    last = offset + unpack_delta(data, i + LAST_OFFSET_DELTA_OFFSET)[0]
+                    base = offset
+                elif magic == 0 or magic == MAGIC_V1:
+                    last = offset  # a legacy entry's offset is its (wrapper's: last inner)
+                    base = -1
+                else:
+                    raise CorruptRecordError(
+                        f"unknown magic {magic} at position {at} of {self.log_path}"
+                    )
+                yield at, size, last, base
+                i += size
+                if at + size >= end:
+                    return
+            if i == 0:
+                return  # fewer header bytes than a header before the end of the file
+            position += i
+            # After a batch bigger than a chunk, the next header is all a read can use.
+            chunk = _WALK_HEAD_SIZE if size >= _WALK_CHUNK else _WALK_CHUNK
+
+    def _head_at(self, position: int) -> tuple[int, int, int] | None:
+        """(size, last offset, base offset) of the batch at ``position`` from one small
+        pread (v2); other formats and odd cases go through _iter_batches."""
+        fd = self._fd
+        if fd is None:
+            fd = self.fd  # raises: closed
+        head = os.pread(fd, _WALK_HEAD_SIZE, position)
+        if len(head) == _WALK_HEAD_SIZE and head[MAGIC_OFFSET] == MAGIC_V2:
+            offset, length, delta = V2_OFFSETS_HEAD.unpack(head)
+            size = length + LOG_OVERHEAD
+            if size >= RECORD_BATCH_OVERHEAD and position + size <= self._size:
+                return size, offset + delta, offset
+        for _at, size, last, base in self._iter_batches(position, position + 1, True):
+            return size, last, base
+        return None
+
+    def _remember(self, offset: int, batch: tuple[int, int, int, int]) -> None:
+        boundaries = self._boundaries
+        if len(boundaries) >= _BOUNDARY_CACHE_SIZE:
+            # Start over rather than evict one by one: deleting a dict's oldest keys
+            # leaves holes that every later next(iter(...)) walks over.
+            boundaries.clear()
+        boundaries[offset] = batch
+
+    def _locate(self, offset: int) -> tuple[int, int, int, int] | None:
+        """(position, size, last offset, index slot) of the first batch whose last offset
+        is >= ``offset`` (None past the last batch); the slot is an offset index entry at
+        or before the batch (-1: none). From a remembered boundary, else through the offset
+        index and a walk of at most about index.interval.bytes of headers."""
+        known = self._boundaries.get(offset)
+        if known is not None:
+            if known[1]:
+                return known
+            if known[0] < self._size:
+                head = self._head_at(known[0])
+                if head is not None:
+                    batch = (known[0], head[0], head[1], known[3])
+                    self._boundaries[offset] = batch
+                    return batch
+            return None
+        index = self.offset_index
+        slot = index.slot_for_offset(offset)
+        position = index.position_at(slot) if slot >= 0 else 0
+        for at, size, last, _base in self._iter_batches(position, self._size):
+            if last >= offset:
+                batch = (at, size, last, slot)
+                # Any offset works as a key (the high watermark is looked up per fetch).
+                self._remember(offset, batch)
+                return batch
+        return None
+
     def translate_offset(self, offset: int, starting_position: int = 0) -> LogOffsetPosition | None:
         """The first batch whose last offset is >= ``offset`` (None past the end)."""
+        if starting_position <= 0:
+            found = self._locate(offset)
+            return None if found is None else LogOffsetPosition(found[2], found[0], found[1])
         mapping = self.offset_index.lookup(offset)
         for peek in self._iter_peeks(max(mapping.position, starting_position)):
             if peek.last_offset >= offset:
@@ -965,56 +1161,165 @@ class LogSegment:
         ``max_size``. ``max_position`` bounds what is exposed (e.g. the high watermark's
         position). None when ``start_offset`` is past the last batch. Only headers are read.
         """
+        # Once per fetch: each step here is a measurable share of a small read.
         if max_size < 0:
             raise ValueError(f"invalid max size {max_size} for log read from segment {self}")
-        start = self.translate_offset(start_offset)
-        if start is None:
-            return None
-        metadata = LogOffsetMetadata(start_offset, self.base_offset, start.position)
-        limit = self._size if max_position is None else min(max_position, self._size)
-        adjusted = max(max_size, start.size) if min_one_message else max_size
-        incomplete = adjusted < start.size
-        if adjusted == 0 or start.position >= limit or incomplete:
-            return FetchDataInfo(
-                metadata,
-                self.log_path,
-                self._fd,
-                start.position,
-                0,
-                first_entry_incomplete=incomplete,
-            )
-        budget_end = min(limit, start.position + adjusted)
-        # Jump over batches known to be whole through the index, then walk headers.
-        end = start.position + start.size
-        last_offset = start.offset
+        start = self._boundaries.get(start_offset)
+        if start is None or not start[1]:
+            start = self._locate(start_offset)
+            if start is None:
+                return None
+        position, first_size, last_offset, slot = start
+        metadata = _new_tuple(LogOffsetMetadata, (start_offset, self.base_offset, position))
+        limit = self._size
+        if max_position is not None and max_position < limit:
+            limit = max_position
+        if max_size >= first_size:
+            budget_end = position + max_size
+        elif min_one_message:
+            budget_end = position + first_size
+        else:
+            return FetchDataInfo(metadata, self.log_path, self._fd, position, 0, True)
+        if position >= limit:
+            return FetchDataInfo(metadata, self.log_path, self._fd, position, 0)
+        if budget_end > limit:
+            budget_end = limit
+        end = position + first_size
         if end < budget_end:
-            indexed = self.offset_index.lookup_by_position(budget_end)
-            walk_from = max(end, indexed.position)
-            if walk_from > end and walk_from <= budget_end:
-                end = walk_from
-                last_offset = -1  # learnt from the walk below, or looked up after it
-            for peek in self._iter_peeks(end, budget_end):
-                end = peek.end
-                last_offset = peek.last_offset
-            if last_offset == -1:
-                # The index entry's batch ends exactly at the budget: its offset is the
-                # batch's last offset (the index stores last offsets).
-                last_offset = self._last_offset_before(end)
-        return FetchDataInfo(
-            metadata,
-            self.log_path,
-            self._fd,
-            start.position,
-            end - start.position,
-            last_offset=last_offset,
-        )
+            # The sequential reader's case, inline (``_extend`` is the general one and the
+            # reference): guess the offset index entry where the region ends, from the
+            # slot it starts at and the entries' spacing (more than index.interval.bytes,
+            # one per batch when batches are bigger); if that entry's batch starts inside
+            # the budget but does not fit, the region ends there, and when the previous
+            # entry's offset is just below that batch's base offset, it is the region's
+            # last offset (see _extend). One header read; anything else goes to _extend.
+            index = self._offset_index
+            fd = self._fd
+            if index is not None and slot >= 0 and fd is not None:
+                gap = self.index_interval_bytes + 1
+                if first_size > gap:
+                    gap = first_size
+                guess = slot + (budget_end - position) // gap
+                if 0 < guess < index._entries:
+                    previous, _p, _o, jump = OFFSET_ENTRY_PAIR.unpack_from(
+                        index._mmap,  # type: ignore[arg-type]
+                        (guess - 1) * OFFSET_INDEX_ENTRY_SIZE,
+                    )
+                    if end < jump <= budget_end:
+                        head = os.pread(fd, _WALK_HEAD_SIZE, jump)
+                        if len(head) == _WALK_HEAD_SIZE and head[MAGIC_OFFSET] == MAGIC_V2:
+                            base, length, delta = V2_OFFSETS_HEAD.unpack(head)
+                            next_end = jump + length + LOG_OVERHEAD
+                            if (
+                                next_end > budget_end
+                                and next_end <= self._size
+                                and length + LOG_OVERHEAD >= RECORD_BATCH_OVERHEAD
+                                and base == self.base_offset + previous + 1
+                            ):
+                                boundaries = self._boundaries
+                                if len(boundaries) >= _BOUNDARY_CACHE_SIZE:
+                                    boundaries.clear()  # see _remember
+                                boundaries[base] = (jump, next_end - jump, base + delta, guess)
+                                # _region's work, inline.
+                                info = _new_object(FetchDataInfo)
+                                info.fetch_offset_metadata = metadata
+                                info.path = self.log_path
+                                info.fd = fd
+                                info.position = position
+                                info.size = jump - position
+                                info.first_entry_incomplete = False
+                                info.aborted_transactions = None
+                                info.last_offset = base - 1
+                                return info
+            end, last_offset = self._extend(end, last_offset, budget_end, first_size, slot)
+        return _region(metadata, self.log_path, self._fd, position, end - position, last_offset)
 
-    def _last_offset_before(self, position: int) -> int:
-        """The last offset of the batch that ends at ``position``."""
-        entry = self.offset_index.lookup_by_position(position - 1)
+    def _extend(
+        self, end: int, last: int, budget_end: int, batch_size: int, slot: int
+    ) -> tuple[int, int]:
+        """Grow a region ending at the batch boundary ``end`` (``last`` = the last offset
+        before it) by the whole batches that fit before ``budget_end``; return the new
+        (end, last). ``slot`` is a hint: an offset index entry at or before the region
+        (-1: none known); ``batch_size`` is the size of the region's first batch. Where it
+        stops is remembered for the next read.
+
+        The offset index's positions are batch starts: every batch before the last entry
+        at or below ``budget_end`` fits, so only the batches from that entry on are read.
+        """
+        index = self._offset_index or self.offset_index
+        entries = index._entries  # the index's own fields, read directly: once per fetch
+        jump = -1
+        if entries:
+            columns = index._columns or index.columns()
+            offsets, positions = columns[0], columns[1]
+            if 0 <= slot < entries:
+                # A sequential reader's next region ends a few entries further on. Entries
+                # are more than index.interval.bytes apart (one per batch when batches are
+                # bigger): guess from that; bisect only below a guess that went too far.
+                hint = slot
+                gap = self.index_interval_bytes + 1
+                if batch_size > gap:
+                    gap = batch_size
+                slot += (budget_end - end + batch_size) // gap
+                if slot >= entries:
+                    slot = entries - 1
+                if _be32(positions[slot]) > budget_end:
+                    slot = bisect_right(positions, budget_end, hint, slot, key=_be32) - 1
+                    if slot < hint:  # the hint was past the budget after all
+                        slot = index.slot_for_position(budget_end)
+            else:
+                slot = index.slot_for_position(budget_end)
+            if slot >= 0:
+                jump = _be32(positions[slot])
+            for _attempt in (0, 1):
+                if jump <= end:
+                    break
+                found = self._head_at(jump)
+                if found is None:
+                    break
+                size, jump_last, base = found
+                if jump + size > budget_end:
+                    # The indexed batch does not fit: the region ends where it starts. An
+                    # entry's offset is the last offset of a batch between it and the next
+                    # entry, so the batch before ``jump`` ends at or after the previous
+                    # entry's offset and before ``base``: when those are adjacent, that is
+                    # its last offset, without reading it.
+                    if slot > 0 and base > 0 and (
+                        self.base_offset + _be32(offsets[slot - 1]) == base - 1
+                    ):
+                        last = base - 1
+                    else:
+                        last = self._last_offset_before(jump, slot, end)
+                    self._remember(last + 1, (jump, size, jump_last, slot))
+                    return jump, last
+                end, last = jump + size, jump_last
+                # The guess fell short: find the right entry and jump once more.
+                if slot + 1 >= entries or _be32(positions[slot + 1]) > budget_end:
+                    break
+                slot = bisect_right(positions, budget_end, slot + 1, entries, key=_be32) - 1
+                jump = _be32(positions[slot])
+        if jump > end:
+            slot = -1  # not a valid hint for what the walk finds
+        for at, size, batch_last, _base in self._iter_batches(
+            end, budget_end, batch_size >= _WALK_CHUNK
+        ):
+            if at + size > budget_end:
+                self._remember(last + 1, (at, size, batch_last, slot))
+                return end, last
+            end, last = at + size, batch_last
+        self._remember(last + 1, (end, 0, 0, slot))
+        return end, last
+
+    def _last_offset_before(self, position: int, slot: int, floor: int) -> int:
+        """The last offset of the batch that ends at ``position`` (index entry ``slot``'s
+        position), read from the previous entry's position or ``floor`` (a batch boundary
+        before it), whichever is later."""
+        walk_from = floor
+        if slot > 0:
+            walk_from = max(floor, self.offset_index.position_at(slot - 1))
         last = -1
-        for peek in self._iter_peeks(entry.position, position):
-            last = peek.last_offset
+        for _at, _size, batch_last, _base in self._iter_batches(walk_from, position):
+            last = batch_last
         return last
 
     def read_next_offset(self) -> int:
@@ -1094,18 +1399,42 @@ class LogSegment:
         max_segment_ms: int,
     ) -> bool:
         """``should_roll`` without a RollParams: the produce path asks once per append."""
+        return self.roll_due(
+            messages_size, max_timestamp, max_offset, max_segment_bytes, max_segment_ms,
+            lambda: now_ms,
+        )
+
+    def roll_due(
+        self,
+        messages_size: int,
+        max_timestamp: int,
+        max_offset: int,
+        max_segment_bytes: int,
+        max_segment_ms: int,
+        clock: Callable[[], int],
+    ) -> bool:
+        """``should_roll_for`` asking ``clock`` for the time only when the age of the
+        segment must come from it (no record timestamps): the produce path's form."""
         size = self._size
         if size > max_segment_bytes - messages_size:
             return True
-        if not 0 <= max_offset - self.base_offset <= INT32_MAX:
+        relative = max_offset - self.base_offset
+        if relative < 0 or relative > INT32_MAX:
             return True
-        if self.offset_index.is_full or self.time_index.is_full:
+        # The indexes' own counters (their is_full properties), read directly.
+        index = self._offset_index or self.offset_index
+        if index._entries >= index._max_entries:
             return True
-        return (
-            size > 0
-            and self.time_waited_for_roll(now_ms, max_timestamp)
-            > max_segment_ms - self.roll_jitter_ms
-        )
+        time_index = self._time_index or self.time_index
+        if time_index._entries >= time_index._max_entries - 1:
+            return True
+        if size == 0:
+            return False
+        ts = self._rolling_based_timestamp
+        if ts is None:
+            ts = self._rolling_based_timestamp = self.first_batch_timestamp()
+        waited = max_timestamp - ts if ts is not None and ts >= 0 else clock() - self.created_ms
+        return waited > max_segment_ms - self.roll_jitter_ms
 
     def resize_indexes(self, size: int) -> None:
         self.offset_index.resize(size)
@@ -1133,6 +1462,7 @@ class LogSegment:
         self.offset_index.resize(self.max_index_size)
         self.time_index.resize(self.max_index_size)
         truncated = 0
+        self._boundaries.clear()
         if mapping is not None:
             truncated = self._size - mapping.position
             os.ftruncate(self.fd, mapping.position)
@@ -1180,6 +1510,7 @@ class LogSegment:
             # Only producer state can rebuild the aborted transactions; without it the
             # existing .txnindex is kept as it is.
             self.txn_index.reset()
+        self._boundaries.clear()
         if scan.valid_bytes < self._size:
             os.ftruncate(self.fd, scan.valid_bytes)
             self._size = scan.valid_bytes

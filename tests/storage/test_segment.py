@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import random
 import struct
 from pathlib import Path
 
@@ -427,3 +428,261 @@ def test_segment_close_trims_and_suffixes(tmp_path: Path) -> None:
     assert segment.offset_index_path.stat().st_size == 8 * 4
     segment.delete_if_exists()
     assert segment.deleted and not list(tmp_path.iterdir())
+
+
+# -- reads against a model of the file ----------------------------------------------------
+
+
+def _model(data: bytes) -> list[tuple[int, int, int]]:
+    """(position, size, last offset) of every entry of a log, from its headers."""
+    from klog.protocol.records.batch import iter_batch_headers
+
+    return [(h.position, h.size, h.last_offset) for h in iter_batch_headers(data)]
+
+
+def _expected_read(
+    model: list[tuple[int, int, int]],
+    file_size: int,
+    start_offset: int,
+    max_size: int,
+    max_position: int | None,
+    min_one: bool,
+) -> tuple[int, int, int, bool] | None:
+    """(position, size, last offset, first entry incomplete) that a read must answer."""
+    first = next((i for i, (_p, _s, last) in enumerate(model) if last >= start_offset), None)
+    if first is None:
+        return None
+    position, size, _last = model[first]
+    limit = file_size if max_position is None else min(max_position, file_size)
+    adjusted = max(max_size, size) if min_one else max_size
+    if adjusted == 0 or position >= limit or adjusted < size:
+        return position, 0, -1, adjusted < size
+    budget_end = min(limit, position + adjusted)
+    # The first batch is whole in the answer even when a max_position inside it (not a
+    # batch boundary, which the log never passes) would cut it.
+    end, last = position + size, model[first][2]
+    for p, s, batch_last in model[first + 1 :]:
+        if p + s > budget_end:
+            break
+        end, last = p + s, batch_last
+    return position, end - position, last, False
+
+
+def _check_read(
+    segment: seg.LogSegment,
+    model: list[tuple[int, int, int]],
+    start_offset: int,
+    max_size: int,
+    max_position: int | None = None,
+    min_one: bool = True,
+) -> seg.FetchDataInfo | None:
+    info = segment.read(start_offset, max_size, max_position, min_one)
+    want = _expected_read(model, segment.size, start_offset, max_size, max_position, min_one)
+    if want is None:
+        assert info is None, (start_offset, max_size, max_position)
+        return None
+    assert info is not None
+    got = (info.position, info.size, info.last_offset, info.first_entry_incomplete)
+    assert got == want, (start_offset, max_size, max_position, min_one)
+    assert info.fetch_offset_metadata == seg.LogOffsetMetadata(
+        start_offset, segment.base_offset, want[0]
+    )
+    assert info.aborted_transactions is None and info.fd == segment.fd
+    return info
+
+
+def _random_batches(rng: random.Random, n: int, base: int, gaps: bool) -> list[bytes]:
+    """Batches of very different sizes (tens of bytes to ~20 KB), with offset gaps (as
+    compaction leaves) when ``gaps``."""
+    out, offset = [], base
+    for i in range(n):
+        records = rng.choice((1, 1, 2, 5, 16))
+        value_size = rng.choice((1, 20, 200, 1000, 1200))
+        out.append(build_batch(offset, count=records, value_size=value_size,
+                               base_timestamp=1_600_000_000_000 + i))
+        offset += records + (rng.choice((0, 0, 1, 7)) if gaps else 0)
+    return out
+
+
+@pytest.mark.parametrize("interval", [1, 300, 4096, 100_000])
+@pytest.mark.parametrize("gaps", [False, True])
+@pytest.mark.parametrize("recovered", [False, True])
+def test_reads_match_a_model_of_the_file(
+    tmp_path: Path, interval: int, gaps: bool, recovered: bool
+) -> None:
+    # Appends of one or several batches (the index maps an append's last offset to its
+    # first byte), or an index rebuilt by recovery (one entry per indexed batch): either
+    # way every read, sequential or not, must answer exactly what the file holds.
+    rng = random.Random(interval * 4 + gaps * 2 + recovered)
+    base = 1000
+    batches = _random_batches(rng, 150, base, gaps)
+    segment = make_segment(tmp_path, base=base, index_interval_bytes=interval)
+    i = 0
+    while i < len(batches):
+        group = batches[i : i + rng.choice((1, 1, 1, 3, 8))]
+        i += len(group)
+        last = seg.read_batch_header(group[-1], 0).last_offset
+        segment.append(last, 1_600_000_000_000 + i, last, b"".join(group))
+    if recovered:
+        segment.close()
+        segment = make_segment(tmp_path, base=base, index_interval_bytes=interval)
+        assert segment.recover() == 0
+    data = b"".join(batches)
+    model = _model(data)
+    last_offset = model[-1][2]
+    for max_size in (0, 1, 100, 2000, 9000, 65536, 10**7):
+        for min_one in (True, False):
+            # Sequential reads, as a consumer or follower makes them: the remembered
+            # boundaries must agree with the file.
+            offset, regions = base, 0
+            while offset <= last_offset:
+                info = _check_read(segment, model, offset, max_size, min_one=min_one)
+                if info is None or info.size == 0:
+                    break
+                offset, regions = info.last_offset + 1, regions + 1
+            if max_size >= 10**7:
+                assert regions == 1
+    offsets = list(range(base - 3, last_offset + 5))
+    for _ in range(400):
+        max_position = rng.choice((None, None, rng.randrange(len(data) + 100)))
+        _check_read(segment, model, rng.choice(offsets), rng.choice((50, 3000, 40_000)),
+                    max_position, rng.random() < 0.8)
+    # Translation agrees too, in any order, remembered or not.
+    for offset in rng.sample(offsets, 200) + offsets[:50]:
+        found = segment.translate_offset(offset)
+        entry = next(((p, s, last) for p, s, last in model if last >= offset), None)
+        if entry is None:
+            assert found is None
+        else:
+            assert found == seg.LogOffsetPosition(entry[2], entry[0], entry[1])
+    segment.close()
+
+
+def test_reads_of_legacy_and_mixed_entries(tmp_path: Path) -> None:
+    from klog.protocol.records.legacy import build_legacy_message
+
+    # A segment written before and after a message format upgrade: v0/v1 messages, then
+    # v2 batches; a v0/v1 entry's offset is its last offset and base offsets are unknown.
+    entries = [build_legacy_message(i, i % 2, None, b"v" * (20 + 30 * i)) for i in range(40)]
+    entries += sequential_batches(30, records_per_batch=4, value_size=150, start_offset=40)
+    data = b"".join(entries)
+    model = _model(data)
+    segment = make_segment(tmp_path, index_interval_bytes=700)
+    for entry, (_p, _s, last) in zip(entries, model, strict=True):
+        segment.append(last, -1, last, entry)
+    for max_size in (1, 500, 3000, 20_000):
+        offset = 0
+        while True:
+            info = _check_read(segment, model, offset, max_size)
+            if info is None or info.size == 0:
+                break
+            offset = info.last_offset + 1
+    for offset in range(0, 165, 3):
+        for max_size in (10, 800, 5000):
+            _check_read(segment, model, offset, max_size)
+            _check_read(segment, model, offset, max_size, max_position=model[45][0])
+    segment.close()
+
+
+def test_remembered_boundaries_are_forgotten_on_truncation_and_recovery(
+    tmp_path: Path,
+) -> None:
+    segment = make_segment(tmp_path, index_interval_bytes=256)
+    first = sequential_batches(40, records_per_batch=4, value_size=40)
+    fill(segment, first)
+    model = _model(b"".join(first))
+    offset = 0
+    while (info := _check_read(segment, model, offset, 1000)) is not None and info.size:
+        offset = info.last_offset + 1
+    # Rewrite the tail with batches of other sizes at the same offsets.
+    segment.truncate_to(60)
+    kept = [b for b in first if seg.read_batch_header(b, 0).last_offset < 60]
+    second = [
+        build_batch(60 + 7 * i, count=7, value_size=90, base_timestamp=1_700_000_000_000 + i)
+        for i in range(20)
+    ]
+    fill(segment, second)
+    model = _model(b"".join(kept + second))
+    offset = 0
+    while (info := _check_read(segment, model, offset, 1000)) is not None and info.size:
+        offset = info.last_offset + 1
+    for offset in range(0, 200, 5):
+        _check_read(segment, model, offset, 1500)
+    # Recovery cuts a torn tail: what was remembered past it must go too.
+    os.pwrite(segment.fd, b"\x00" * 50, segment.size - 50)
+    segment.recover()
+    model = _model(b"".join(kept + second[:-1]))
+    for offset in range(0, 200, 5):
+        _check_read(segment, model, offset, 1500)
+    segment.close()
+
+
+def test_fast_region_construction_sets_every_field() -> None:
+    import dataclasses
+
+    metadata = seg.LogOffsetMetadata(5, 0, 10)
+    fast = seg._region(metadata, Path("x.log"), 7, 10, 20, 9)
+    slow = seg.FetchDataInfo(metadata, Path("x.log"), 7, 10, 20, False, None, 9)
+    for field in dataclasses.fields(seg.FetchDataInfo):
+        assert getattr(fast, field.name) == getattr(slow, field.name), field.name
+    assert fast == slow
+
+
+def test_read_into_checks_the_buffer_and_falls_back_to_the_path(tmp_path: Path) -> None:
+    segment = make_segment(tmp_path, index_interval_bytes=100)
+    batches = sequential_batches(5, records_per_batch=2, value_size=30)
+    fill(segment, batches)
+    info = segment.read(0, 10_000)
+    assert info is not None and info.size == len(b"".join(batches))
+    with pytest.raises(ValueError):
+        info.read_into(bytearray(info.size - 1))
+    assert bytes(info.read_into(bytearray(info.size + 5))) == b"".join(batches)
+    stale = dataclasses_replace_fd(info, 987654)  # a closed descriptor: the path is used
+    assert bytes(stale.read_into(bytearray(info.size))) == b"".join(batches)
+    assert len(seg.FetchDataInfo(info.fetch_offset_metadata).read_into(bytearray(3))) == 0
+    segment.close()
+
+
+def dataclasses_replace_fd(info: seg.FetchDataInfo, fd: int) -> seg.FetchDataInfo:
+    import dataclasses
+
+    return dataclasses.replace(info, fd=fd)
+
+
+def test_a_reader_at_the_end_continues_into_new_appends(tmp_path: Path) -> None:
+    # The boundary at the end of the file is remembered without a header; the next read
+    # from there must find the batches appended since.
+    segment = make_segment(tmp_path, index_interval_bytes=500)
+    batches = sequential_batches(30, records_per_batch=3, value_size=60)
+    fill(segment, batches[:10])
+    model = _model(b"".join(batches[:10]))
+    info = _check_read(segment, model, 0, 10**6)
+    assert info is not None and info.last_offset == 29
+    assert segment.read(30, 10**6) is None
+    fill(segment, batches[10:])
+    model = _model(b"".join(batches))
+    offset = 30
+    while (info := _check_read(segment, model, offset, 700)) is not None and info.size:
+        offset = info.last_offset + 1
+    assert offset == 90
+    segment.close()
+
+
+@pytest.mark.parametrize("damage", ["length", "magic"])
+def test_reading_over_damaged_headers_raises_instead_of_hanging(
+    tmp_path: Path, damage: str
+) -> None:
+    # Segments are validated when loaded; bytes damaged afterwards are reported.
+    segment = make_segment(tmp_path, index_interval_bytes=10**6)
+    batches = sequential_batches(20, records_per_batch=2, value_size=30)
+    fill(segment, batches)
+    position = sum(map(len, batches[:5]))
+    if damage == "length":
+        os.pwrite(segment.fd, struct.pack(">i", 3), position + 8)
+    else:
+        os.pwrite(segment.fd, b"\x07", position + 16)
+    with pytest.raises(seg.CorruptRecordError):
+        segment.read(0, 10**6)
+    with pytest.raises(seg.CorruptRecordError):
+        segment.translate_offset(25)
+    segment.close()
