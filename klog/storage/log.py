@@ -46,13 +46,18 @@ from klog.protocol.errors import (
 from klog.protocol.records.batch import (
     ATTRIBUTES_OFFSET,
     COMPRESSION_CODEC_MASK,
+    CONTROL_FLAG_MASK,
     CRC_OFFSET,
     DEFAULT_MAX_BATCH_SIZE,
     LOG_OVERHEAD,
     MAGIC_V2,
     MAX_TIMESTAMP_OFFSET,
+    NO_PRODUCER_ID,
     NO_TIMESTAMP,
+    RECORD_BATCH_OVERHEAD,
     TIMESTAMP_TYPE_MASK,
+    V2_BASE_LENGTH_EPOCH,
+    V2_PRODUCE_FIELDS,
     BatchHeader,
     crc32c,
     iter_batch_headers,
@@ -99,6 +104,8 @@ MAX_TIMESTAMP = -3
 EARLIEST_LOCAL_TIMESTAMP = -4
 
 _INT64_STRUCT_MAX = 2**63 - 1
+
+_new_tuple = tuple.__new__  # builds a NamedTuple without its Python-level __new__
 
 T = TypeVar("T")
 
@@ -562,7 +569,6 @@ class PartitionLog:
             raise InvalidRecordError("no record batch to append")
         return headers
 
-    @_locked
     def append_as_leader(
         self,
         records: bytes | bytearray | memoryview,
@@ -582,6 +588,90 @@ class PartitionLog:
         A writable ``records`` (bytearray, writable memoryview) is patched in place, as
         Kafka patches the request buffer; anything else is copied once.
         """
+        lock = self._lock
+        lock.acquire()  # inline rather than @_locked (or ``with``): once per produce request
+        try:
+            if origin == "client" and self.config.message_timestamp_type == "CreateTime":
+                info = self._append_one_plain_batch(records, leader_epoch)
+                if info is not None:
+                    return info
+            return self._append_as_leader(records, leader_epoch, origin)
+        finally:
+            lock.release()
+
+    def _append_one_plain_batch(
+        self, records: bytes | bytearray | memoryview, leader_epoch: int
+    ) -> LogAppendInfo | None:
+        """The produce path's common case in one pass: a client's single v2 batch without
+        a producer id (no idempotence state to check or update), CreateTime. None, having
+        changed nothing, for anything else (including anything invalid): the general path
+        then validates and answers exactly as it always does.
+
+        Same steps and results as the general path for such a batch: length, size limit,
+        CRC, record count, no control flag; offsets and epoch patched in (outside the
+        CRC); roll, write, index; leader epoch cache, map end offset, log end offset.
+        """
+        n = len(records)
+        if n < RECORD_BATCH_OVERHEAD:
+            return None
+        (
+            batch_length,
+            magic,
+            crc,
+            attributes,
+            delta,
+            max_ts,
+            producer_id,
+            count,
+        ) = V2_PRODUCE_FIELDS.unpack_from(records, 0)
+        config = self.config
+        if (
+            magic != MAGIC_V2
+            or batch_length + LOG_OVERHEAD != n
+            or producer_id != NO_PRODUCER_ID
+            or attributes & CONTROL_FLAG_MASK
+            or delta < 0
+            or count != delta + 1
+            or n > config.max_message_bytes
+        ):
+            return None
+        view = records if type(records) is memoryview else memoryview(records)
+        if crc32c(view[ATTRIBUTES_OFFSET:]) != crc:
+            return None  # the general path raises with Kafka's message
+        buf = records if type(records) is bytearray else _writable(records)
+        first = self._log_end_offset
+        last = first + delta
+        if max_ts > NO_TIMESTAMP:
+            offset_of_max = last
+        else:
+            max_ts, offset_of_max = NO_TIMESTAMP, first
+        segment = self._segments[self._base_offsets[-1]]
+        if segment.roll_due(n, max_ts, last, config.segment_bytes, config.segment_ms, self.clock):
+            segment = self._maybe_roll(n, max_ts, last, first, self.clock())
+        V2_BASE_LENGTH_EPOCH.pack_into(buf, 0, first, batch_length, leader_epoch)
+        segment.append(last, max_ts, offset_of_max, buf)
+        if leader_epoch >= 0:
+            cache = self.leader_epoch_cache
+            latest = cache.latest_epoch
+            if latest is None or leader_epoch > latest:
+                cache.assign(leader_epoch, first)
+        end = last + 1
+        self.producer_state.update_map_end_offset(end)
+        self._log_end_offset = end
+        if self._high_watermark > end:
+            self._high_watermark = end
+        info = _new_tuple(
+            LogAppendInfo,
+            (first, last, max_ts, offset_of_max, -1, self._log_start_offset, count, 1, n,
+             leader_epoch, False),
+        )
+        if end - self._recovery_point >= config.flush_messages:
+            self._flush(end)
+        return info
+
+    def _append_as_leader(
+        self, records: bytes | bytearray | memoryview, leader_epoch: int, origin: str
+    ) -> LogAppendInfo:
         headers = self._headers(records)
         now = self.clock()
         if origin == "client":
@@ -801,7 +891,6 @@ class PartitionLog:
     # reads
     # ==========================================================================================
 
-    @_locked
     def read(
         self,
         start_offset: int,
@@ -815,14 +904,39 @@ class PartitionLog:
 
         Raises OffsetOutOfRangeError outside [log_start_offset, log_end_offset].
         """
-        end = self._log_end_offset
-        if start_offset == end:
-            return FetchDataInfo(self.log_end_offset_metadata)
-        if start_offset > end or start_offset < self._log_start_offset:
-            raise OffsetOutOfRangeError(
-                f"received request for offset {start_offset} for partition {self.dir.name}, "
-                f"but we only have log segments in the range {self._log_start_offset} to {end}"
-            )
+        lock = self._lock
+        lock.acquire()  # inline rather than @_locked (or ``with``): this runs once per fetch
+        try:
+            end = self._log_end_offset
+            if start_offset == end:
+                return FetchDataInfo(self.log_end_offset_metadata)
+            if start_offset > end or start_offset < self._log_start_offset:
+                raise OffsetOutOfRangeError(
+                    f"received request for offset {start_offset} for partition "
+                    f"{self.dir.name}, but we only have log segments in the range "
+                    f"{self._log_start_offset} to {end}"
+                )
+            if max_offset is not None and max_offset >= end:
+                max_offset = None  # nothing at or past the log end to hold back
+            active_base = self._base_offsets[-1]
+            if max_offset is None and start_offset >= active_base:
+                # The common case: a follower or caught-up consumer reads the active segment.
+                info = self._segments[active_base].read(
+                    start_offset, max_bytes, None, min_one_message
+                )
+                if info is None:
+                    return FetchDataInfo(self.log_end_offset_metadata)
+            else:
+                info = self._read_segments(start_offset, max_bytes, max_offset, min_one_message)
+            if include_aborted_txns and info.size > 0:
+                info.aborted_transactions = self._collect_aborted(start_offset, info)
+            return info
+        finally:
+            lock.release()
+
+    def _read_segments(
+        self, start_offset: int, max_bytes: int, max_offset: int | None, min_one_message: bool
+    ) -> FetchDataInfo:
         limit_position: tuple[int, int] | None = None
         if max_offset is not None:
             if max_offset <= start_offset:
@@ -842,8 +956,6 @@ class PartitionLog:
                     max_position = limit_position[1]
             info = segment.read(start_offset, max_bytes, max_position, min_one_message)
             if info is not None:
-                if include_aborted_txns and info.size > 0:
-                    info.aborted_transactions = self._collect_aborted(start_offset, info)
                 return info
         return FetchDataInfo(self.log_end_offset_metadata)
 

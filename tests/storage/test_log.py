@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from klog.protocol.errors import CorruptRecordError, InvalidRecordError, RecordTooLargeError
-from klog.protocol.records.batch import iter_batch_headers, read_batch_header
+from klog.protocol.records.batch import crc32c, iter_batch_headers, read_batch_header
 from klog.storage.config import LogConfig
 from klog.storage.log import (
     OffsetOutOfRangeError,
@@ -478,3 +478,131 @@ def test_read_region_reports_its_last_offset_and_reads_into_a_buffer(tmp_path: P
         assert seen == 800
     with pytest.raises(ValueError):
         log.read(0, 1 << 16).read_into(bytearray(10))
+
+
+# -- the produce path's single-batch fast path --------------------------------------------
+
+
+def _spy_general(log: PartitionLog) -> list[int]:
+    calls: list[int] = []
+    general = log._append_as_leader
+
+    def spy(records, leader_epoch, origin):  # type: ignore[no-untyped-def]
+        calls.append(1)
+        return general(records, leader_epoch, origin)
+
+    log._append_as_leader = spy  # type: ignore[method-assign]
+    return calls
+
+
+def _dir_bytes(directory: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(directory.iterdir()) if p.is_file()}
+
+
+@pytest.mark.parametrize("segment_bytes", [1 << 30, 3000])
+@pytest.mark.parametrize("index_interval_bytes", [1, 700, 4096])
+def test_single_batch_fast_path_matches_the_general_path(
+    tmp_path: Path, segment_bytes: int, index_interval_bytes: int
+) -> None:
+    import random
+
+    rng = random.Random(segment_bytes + index_interval_bytes)
+    config = dict(segment_bytes=segment_bytes, index_interval_bytes=index_interval_bytes)
+    clock = Clock()
+    fast = PartitionLog(tmp_path / "fast" / "t-0", LogConfig(**config), clock=clock)
+    general = PartitionLog(tmp_path / "general" / "t-0", LogConfig(**config), clock=clock)
+    calls = _spy_general(fast)
+    epochs = [0, 0, 1, 1, 0, 3, 3, -1, 3, 5]
+    kinds = [bytes, bytearray, lambda b: memoryview(bytearray(b)), memoryview]
+    for i in range(120):
+        count = rng.choice((1, 2, 7, 30))
+        if i % 17 == 5:
+            batch = build_batch(0, count=1, timestamps=[-1])  # no timestamp
+        else:
+            batch = build_batch(0, count=count, value_size=rng.choice((5, 50, 400)),
+                                base_timestamp=T0 + rng.randrange(-5000, 5000))
+        epoch = epochs[i % len(epochs)]
+        kind = kinds[i % len(kinds)]
+        clock.now += rng.choice((0, 1, 1000))
+        got = fast.append_as_leader(kind(batch), leader_epoch=epoch)
+        with general._lock:
+            want = general._append_as_leader(kind(batch), epoch, "client")
+        assert got == want and type(got) is type(want)
+    assert not calls  # every append above took the fast path
+    assert fast.log_end_offset == general.log_end_offset
+    assert fast.number_of_segments == general.number_of_segments
+    assert fast.leader_epoch_cache.entries == general.leader_epoch_cache.entries
+    for offset in range(0, fast.log_end_offset, 13):
+        assert fast.read(offset, 5000).read_bytes() == general.read(offset, 5000).read_bytes()
+    fast.close()
+    general.close()
+    fast_files = _dir_bytes(tmp_path / "fast" / "t-0")
+    assert fast_files == _dir_bytes(tmp_path / "general" / "t-0")
+    assert sum(name.endswith(".log") for name in fast_files) == fast.number_of_segments
+
+
+def test_fast_path_leaves_everything_else_to_the_general_path(tmp_path: Path) -> None:
+    log = make_log(tmp_path, max_message_bytes=2000)
+    calls = _spy_general(log)
+    good = build_batch(0, count=2)
+    log.append_as_leader(good, 0)
+    assert not calls and log.log_end_offset == 2
+    size = log.size
+    declined: list[tuple[bytes, type[Exception] | None]] = []
+    flipped = bytearray(good)
+    flipped[-1] ^= 1
+    declined.append((bytes(flipped), CorruptRecordError))
+    declined.append((good + b"\x00\x01", CorruptRecordError))  # trailing bytes
+    declined.append((good[:-1], CorruptRecordError))
+    declined.append((build_batch(0, count=1, value_size=3000), RecordTooLargeError))
+    declined.append(
+        (build_control_batch(0, commit=True, producer_id=1, producer_epoch=0), InvalidRecordError)
+    )
+    lying = bytearray(build_batch(0, count=3))
+    struct.pack_into(">i", lying, 57, 4)  # recordsCount 4 with lastOffsetDelta 2
+    struct.pack_into(">I", lying, 17, crc32c(memoryview(lying)[21:]))
+    declined.append((bytes(lying), InvalidRecordError))
+    for records, error in declined:
+        before = bytearray(records)
+        with pytest.raises(error):
+            log.append_as_leader(bytearray(records), 0)
+        assert bytes(before) == records  # nothing patched before the general path ran
+    assert log.log_end_offset == 2 and log.size == size
+    assert len(calls) == len(declined)
+    # Valid input the fast path does not handle: several batches, a producer id.
+    info = log.append_as_leader(build_batch(0, count=2) + build_batch(0, count=3), 0)
+    assert (info.first_offset, info.last_offset, info.batch_count) == (2, 6, 2)
+    idempotent = build_batch(0, count=2, producer_id=9, producer_epoch=0, base_sequence=0)
+    assert log.append_as_leader(idempotent, 0).first_offset == 7
+    assert log.append_as_leader(idempotent, 0).duplicate
+    assert len(calls) == len(declined) + 3
+    log.close()
+
+
+def test_reads_up_to_a_high_watermark(tmp_path: Path) -> None:
+    log = make_log(tmp_path, index_interval_bytes=300, segment_bytes=4000)
+    batches = [build_batch(0, count=3, value_size=40, base_timestamp=T0 + i) for i in range(60)]
+    for b in batches:
+        log.append_as_leader(b, 0)
+    end = log.log_end_offset
+    assert log.number_of_segments > 3
+    everything = {o: log.read(o, 1 << 20) for o in range(0, end, 3)}
+    for hw in (1, 3, 5, 30, 31, 33, end - 4, end - 3, end - 1):
+        for offset in range(0, end, 3):
+            for max_bytes in (1, 500, 1 << 20):
+                info = log.read(offset, max_bytes, max_offset=hw)
+                if offset // 3 >= hw // 3:
+                    # Nothing of the batch holding the high watermark is exposed.
+                    assert info.size == 0
+                    continue
+                data = info.read_bytes()
+                headers = list(iter_batch_headers(data))
+                assert headers and headers[0].base_offset <= offset <= headers[0].last_offset
+                # Batches wholly below the high watermark's batch, within max_bytes (or one).
+                assert all(h.last_offset < hw or h is headers[0] for h in headers)
+                assert len(data) <= max(max_bytes, headers[0].size)
+                assert data == everything[offset].read_bytes()[: len(data)]
+                assert headers[-1].last_offset == info.last_offset
+    for max_offset in (end, end + 10):  # at or past the log end: no limit at all
+        assert log.read(0, 5000, max_offset=max_offset) == log.read(0, 5000)
+    log.close()
