@@ -31,7 +31,9 @@ right. The views pin the mapping, so they are released before every unmap.
 
 ``LogSegment`` reads a few fields of its indexes directly on the produce and fetch paths
 (``_entries``, ``_max_entries``, ``_mmap``, ``_columns``, ``_last_entry``), where a property
-call per field is a measurable share of the work; they keep the meanings given here.
+call per field is a measurable share of the work, and writes an offset index entry itself
+(``_last_offset`` too) once ``OffsetIndex.append``'s checks hold; they keep the meanings
+given here.
 
 Locking: an index is not thread-safe. Its owning ``LogSegment`` is guarded by the
 ``PartitionLog`` lock, which serialises every call (reads included, because a resize

@@ -106,6 +106,8 @@ EARLIEST_LOCAL_TIMESTAMP = -4
 _INT64_STRUCT_MAX = 2**63 - 1
 
 _new_tuple = tuple.__new__  # builds a NamedTuple without its Python-level __new__
+_unpack_produce_fields = V2_PRODUCE_FIELDS.unpack_from
+_pack_base_length_epoch = V2_BASE_LENGTH_EPOCH.pack_into
 
 T = TypeVar("T")
 
@@ -623,7 +625,7 @@ class PartitionLog:
             max_ts,
             producer_id,
             count,
-        ) = V2_PRODUCE_FIELDS.unpack_from(records, 0)
+        ) = _unpack_produce_fields(records, 0)
         config = self.config
         if (
             magic != MAGIC_V2
@@ -645,11 +647,12 @@ class PartitionLog:
             offset_of_max = last
         else:
             max_ts, offset_of_max = NO_TIMESTAMP, first
-        segment = self._segments[self._base_offsets[-1]]
-        if segment.roll_due(n, max_ts, last, config.segment_bytes, config.segment_ms, self.clock):
+        _pack_base_length_epoch(buf, 0, first, batch_length, leader_epoch)
+        if not self._segments[self._base_offsets[-1]].append_unless_roll_due(
+            last, max_ts, offset_of_max, buf, self.clock, config.segment_bytes, config.segment_ms
+        ):
             segment = self._maybe_roll(n, max_ts, last, first, self.clock())
-        V2_BASE_LENGTH_EPOCH.pack_into(buf, 0, first, batch_length, leader_epoch)
-        segment.append(last, max_ts, offset_of_max, buf)
+            segment.append(last, max_ts, offset_of_max, buf)
         if leader_epoch >= 0:
             cache = self.leader_epoch_cache
             latest = cache.latest_epoch

@@ -89,6 +89,7 @@ DEFAULT_INDEX_INTERVAL_BYTES = 4096
 SCAN_CHUNK_SIZE = 8 * 1024 * 1024
 
 _LOG_OVERHEAD = struct.Struct(">qi")
+_OFFSET_ENTRY = struct.Struct(">ii")  # an .index entry (index.py's layout)
 _INT32 = struct.Struct(">i")
 _INT64 = struct.Struct(">q")
 
@@ -917,14 +918,54 @@ class LogSegment:
         its first byte; the time index gains an entry at the same moments when the max
         timestamp grew.
         """
+        self.append_unless_roll_due(
+            largest_offset, largest_timestamp, offset_of_max_timestamp, records, None
+        )
+
+    def append_unless_roll_due(
+        self,
+        largest_offset: int,
+        largest_timestamp: int,
+        offset_of_max_timestamp: int,
+        records: bytes | bytearray | memoryview,
+        clock: Callable[[], int] | None,
+        max_segment_bytes: int = 0,
+        max_segment_ms: int = 0,
+    ) -> bool:
+        """``append``, first asking ``roll_due`` (with ``clock``; None: no roll check) for
+        these records: False, with nothing written, when the segment must roll first.
+
+        The produce path's form: one call for the check and the write.
+        """
         # Once per produce request: properties and helpers are inlined.
         n = len(records)
-        if n == 0:
-            return
         physical_position = self._size
+        relative = largest_offset - self.base_offset
+        if clock is not None:
+            # roll_due, inline.
+            if physical_position > max_segment_bytes - n or relative < 0 or relative > INT32_MAX:
+                return False
+            index = self._offset_index or self.offset_index
+            time_index = self._time_index or self.time_index
+            if (
+                index._entries >= index._max_entries
+                or time_index._entries >= time_index._max_entries - 1
+            ):
+                return False
+            if physical_position > 0:
+                ts = self._rolling_based_timestamp
+                if ts is None:
+                    ts = self._rolling_based_timestamp = self.first_batch_timestamp()
+                if ts is not None and ts >= 0:
+                    waited = largest_timestamp - ts
+                else:
+                    waited = clock() - self.created_ms
+                if waited > max_segment_ms - self.roll_jitter_ms:
+                    return False
+        if n == 0:
+            return True
         if physical_position == 0:
             self._rolling_based_timestamp = largest_timestamp
-        relative = largest_offset - self.base_offset
         if relative < 0 or relative > INT32_MAX:
             raise LogSegmentOffsetOverflowError(self.log_path, self.base_offset, largest_offset)
         fd = self._fd
@@ -944,7 +985,23 @@ class LogSegment:
                 TimestampOffset, (largest_timestamp, offset_of_max_timestamp)
             )
         if self._bytes_since_last_index_entry > self.index_interval_bytes:
-            (self._offset_index or self.offset_index).append(largest_offset, physical_position)
+            index = self._offset_index or self.offset_index
+            entries = index._entries
+            if (
+                entries < index._max_entries
+                and (entries == 0 or largest_offset > index._last_offset)
+                and index.writable
+                and index._mmap is not None
+            ):
+                # OffsetIndex.append's work, its checks passed (``relative`` was checked
+                # above); anything else goes through it to raise as it does.
+                _OFFSET_ENTRY.pack_into(
+                    index._mmap, entries * OFFSET_INDEX_ENTRY_SIZE, relative, physical_position
+                )
+                index._entries = entries + 1
+                index._last_offset = largest_offset
+            else:
+                index.append(largest_offset, physical_position)
             time_index = self._time_index or self.time_index
             # maybe_append adds nothing for a timestamp not past its last entry's; it is
             # still asked when full, to raise as it always did.
@@ -956,6 +1013,7 @@ class LogSegment:
             self._bytes_since_last_index_entry = n
         else:
             self._bytes_since_last_index_entry += n
+        return True
 
     def update_txn_index(self, completed_txn: object, last_stable_offset: int) -> None:
         """Record an aborted transaction (``completed_txn`` is producer_state.CompletedTxn)."""
