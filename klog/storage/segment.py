@@ -99,8 +99,9 @@ _INT64 = struct.Struct(">q")
 _WALK_HEAD_SIZE = V2_OFFSETS_HEAD.size
 _new_tuple = tuple.__new__  # builds a NamedTuple without its Python-level __new__
 _WALK_CHUNK = 8192
-# Batch boundaries a segment remembers (see LogSegment._boundaries): a few per reader.
-_BOUNDARY_CACHE_SIZE = 256
+# Batch boundaries a segment remembers (see LogSegment._boundaries): one per sequential
+# reader and one for the high watermark are what is used; 32 (a few KiB) leaves room.
+_BOUNDARY_CACHE_SIZE = 32
 
 
 # -- file names -----------------------------------------------------------------------------

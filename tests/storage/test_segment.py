@@ -686,3 +686,15 @@ def test_reading_over_damaged_headers_raises_instead_of_hanging(
     with pytest.raises(seg.CorruptRecordError):
         segment.translate_offset(25)
     segment.close()
+
+
+def test_remembered_boundaries_stay_bounded(tmp_path: Path) -> None:
+    segment = make_segment(tmp_path, index_interval_bytes=200)
+    batches = sequential_batches(300, records_per_batch=2, value_size=30)
+    fill(segment, batches)
+    model = _model(b"".join(batches))
+    rng = random.Random(5)
+    for _ in range(500):
+        _check_read(segment, model, rng.randrange(600), rng.choice((100, 1000, 5000)))
+        assert len(segment._boundaries) <= seg._BOUNDARY_CACHE_SIZE
+    segment.close()
