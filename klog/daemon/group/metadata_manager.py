@@ -1,0 +1,680 @@
+"""GroupMetadataManager: consumer group offsets and group metadata in ``__consumer_offsets``.
+
+Owns, for the partitions of ``__consumer_offsets`` this broker leads:
+
+- where a group lives: partition ``abs(String.hashCode(group)) % partitions`` (Kafka's
+  ``Utils.abs``: Integer.MIN_VALUE maps to 0), the partition count being the topic's when it
+  exists, ``offsets.topic.num.partitions`` before;
+- creating the topic on first use (FindCoordinator): compacted, ``offsets.topic.*`` settings;
+- the offsets cache (group -> (topic, partition) -> OffsetAndMetadata) and the last group
+  metadata value stored or loaded per group;
+- writing offset commits, group metadata and their tombstones as Kafka 3.x does: key
+  OffsetCommitKey v1 / GroupMetadataKey v2, value OffsetCommitValue v3 (v1 when the commit
+  carries an explicit expire timestamp) / GroupMetadataValue v3, in one v2 batch per call,
+  record timestamps = the commit time, codec ``offsets.topic.compression.codec``;
+- loading a partition when this broker becomes its leader: the log is read in chunks of
+  ``offsets.load.buffer.size`` in a worker thread (the loop is never blocked by it), the
+  result installed on the loop; meanwhile the partition's groups get
+  COORDINATOR_LOAD_IN_PROGRESS. Transactional offset commits count once their COMMIT marker
+  is read (aborted ones are dropped), as in Kafka. Leadership lost: the partition's groups
+  are dropped (``on_partition_unloaded``);
+- offsets expiration every ``offsets.retention.check.interval.ms`` with Kafka 3.x's rules
+  (KIP-211): offsets of a group without a protocol (simple commits) expire
+  ``offsets.retention.minutes`` after their commit; of an Empty group that long after it
+  became Empty; of a Stable consumer group only for topics no member subscribes to; an
+  explicit v1 expire timestamp wins. Expired offsets get tombstones; an Empty group left
+  without offsets becomes Dead: its metadata gets a tombstone too (``on_group_removed``).
+
+Group state comes from the coordinator when it is there (``broker.group_coordinator
+.group_state``), else from the last stored metadata value (no members = Empty).
+
+Runs on the broker's event loop thread (all state is touched there only; the loader thread
+builds its own result and hands it back). Appends are synchronous calls into the replica
+manager, so a cache update and the append it follows are never interleaved with another.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import struct
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from klog.daemon.admin import TopicSpec
+from klog.protocol.errors import CorruptRecordError, ErrorCode
+from klog.protocol.internal_topics import (
+    CONSUMER_PROTOCOL_TYPE,
+    ConsumerProtocolSubscription,
+    GroupMetadataKey,
+    GroupMetadataValue,
+    InternalTopicError,
+    OffsetCommitKey,
+    OffsetCommitValue,
+    UnknownVersionError,
+    read_offsets_key,
+)
+from klog.protocol.records.batch import CompressionType, iter_batch_headers
+from klog.protocol.records.decode import iter_records
+from klog.protocol.records.v2 import BatchBuilder
+
+if TYPE_CHECKING:
+    from klog.daemon.broker import Broker
+    from klog.daemon.metadata_cache import PartitionState
+    from klog.storage.log import PartitionLog
+
+log = logging.getLogger(__name__)
+
+OFFSETS_TOPIC = "__consumer_offsets"
+TopicPartition = tuple[str, int]
+
+# Control record key: version int16, type int16 (0 = abort, 1 = commit).
+_CONTROL_KEY = struct.Struct(">hh")
+_CONTROL_COMMIT = 1
+# How long FindCoordinator's topic creation waits for leaders before answering
+# COORDINATOR_NOT_AVAILABLE (clients retry that).
+_CREATE_WAIT_MS = 3000
+# Expiration yields to the loop after this many groups.
+_EXPIRE_SLICE = 200
+
+# Append errors -> what an offset commit answers (Kafka's GroupMetadataManager.storeOffsets).
+_COMMIT_ERRORS = {
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_ENOUGH_REPLICAS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.REQUEST_TIMED_OUT: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
+    ErrorCode.KAFKA_STORAGE_ERROR: ErrorCode.NOT_COORDINATOR,
+    ErrorCode.MESSAGE_TOO_LARGE: ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
+    ErrorCode.RECORD_LIST_TOO_LARGE: ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
+    ErrorCode.INVALID_FETCH_SIZE: ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
+}
+# ... and what a group metadata write answers (storeGroup).
+_GROUP_ERRORS = {
+    **_COMMIT_ERRORS,
+    ErrorCode.MESSAGE_TOO_LARGE: ErrorCode.UNKNOWN_SERVER_ERROR,
+    ErrorCode.RECORD_LIST_TOO_LARGE: ErrorCode.UNKNOWN_SERVER_ERROR,
+    ErrorCode.INVALID_FETCH_SIZE: ErrorCode.UNKNOWN_SERVER_ERROR,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetAndMetadata:
+    """A committed offset as the cache holds it (times in ms since the epoch)."""
+
+    offset: int
+    leader_epoch: int = -1  # -1 = none
+    metadata: str = ""
+    commit_timestamp: int = -1
+    expire_timestamp: int | None = None  # only commits of OffsetCommit v1..v4 carry one
+
+
+def java_string_hash(s: str) -> int:
+    """Java's String.hashCode: over UTF-16 code units, int32 arithmetic."""
+    data = s.encode("utf-16-be", "surrogatepass")
+    h = 0
+    for (unit,) in struct.iter_unpack(">H", data):
+        h = (31 * h + unit) & 0xFFFFFFFF
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+def kafka_abs(n: int) -> int:
+    """Kafka's Utils.abs: Math.abs, except Integer.MIN_VALUE -> 0."""
+    return 0 if n == -(2**31) else abs(n)
+
+
+def offset_commit_record(group_id: str, tp: TopicPartition,
+                         om: OffsetAndMetadata | None) -> tuple[bytes, bytes | None]:
+    """Key and value bytes of an offset commit (value None: tombstone), as Kafka 3.x."""
+    key = OffsetCommitKey(group_id, tp[0], tp[1], version=1).encode()
+    if om is None:
+        return key, None
+    if om.expire_timestamp is not None:
+        value = OffsetCommitValue(om.offset, om.metadata, om.commit_timestamp,
+                                  expire_timestamp=om.expire_timestamp, version=1)
+    else:
+        value = OffsetCommitValue(om.offset, om.metadata, om.commit_timestamp,
+                                  leader_epoch=om.leader_epoch, version=3)
+    return key, value.encode()
+
+
+def group_metadata_record(group_id: str,
+                          value: GroupMetadataValue | None) -> tuple[bytes, bytes | None]:
+    key = GroupMetadataKey(group_id).encode()
+    return key, None if value is None else value.encode()
+
+
+def _offset_from_value(value: OffsetCommitValue) -> OffsetAndMetadata:
+    expire = value.expire_timestamp if value.version == 1 and value.expire_timestamp >= 0 \
+        else None
+    leader_epoch = value.leader_epoch if value.version >= 3 else -1
+    return OffsetAndMetadata(value.offset, leader_epoch, value.metadata or "",
+                             value.commit_timestamp, expire)
+
+
+@dataclass(slots=True)
+class LoadResult:
+    """What reading one partition of ``__consumer_offsets`` found (built off the loop)."""
+
+    offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]] = field(default_factory=dict)
+    # Last group metadata value per group; None = the last record was a tombstone.
+    groups: dict[str, GroupMetadataValue | None] = field(default_factory=dict)
+    records: int = 0
+    skipped: int = 0
+    end_offset: int = 0
+
+    def apply(self, record_key: bytes | None, record_value: bytes | None,
+              pending: dict[tuple[str, TopicPartition], OffsetAndMetadata | None] | None = None
+              ) -> None:
+        """One record; into ``pending`` (a transaction's) instead when given."""
+        self.records += 1
+        if record_key is None:
+            self.skipped += 1
+            return
+        try:
+            key = read_offsets_key(record_key)
+            if isinstance(key, OffsetCommitKey):
+                tp = (key.topic, key.partition)
+                om = None if record_value is None else _offset_from_value(
+                    OffsetCommitValue.decode(record_value))
+                if pending is not None:
+                    pending[(key.group, tp)] = om
+                else:
+                    self.put_offset(key.group, tp, om)
+            else:
+                self.groups[key.group] = None if record_value is None else \
+                    GroupMetadataValue.decode(record_value)
+        except UnknownVersionError:
+            # Newer record types (KIP-848 consumer groups, ...): not ours to load.
+            self.skipped += 1
+        except InternalTopicError as exc:
+            log.warning("skipping an undecodable __consumer_offsets record: %s", exc)
+            self.skipped += 1
+
+    def put_offset(self, group: str, tp: TopicPartition, om: OffsetAndMetadata | None) -> None:
+        if om is None:
+            offsets = self.offsets.get(group)
+            if offsets is not None:
+                offsets.pop(tp, None)
+                if not offsets:
+                    del self.offsets[group]
+        else:
+            self.offsets.setdefault(group, {})[tp] = om
+
+
+def read_offsets_partition(plog: PartitionLog, buffer_size: int,
+                           is_stopped: Callable[[], bool] = lambda: False) -> LoadResult:
+    """Read a whole ``__consumer_offsets`` partition (any thread): offsets and groups."""
+    result = LoadResult()
+    pending: dict[int, dict[tuple[str, TopicPartition], OffsetAndMetadata | None]] = {}
+    position = plog.log_start_offset
+    end = plog.log_end_offset
+    buffer_size = max(buffer_size, 1)
+    while position < end and not is_stopped():
+        data = plog.read(position, buffer_size, None, True).read_bytes()
+        if not data:
+            break
+        view = memoryview(data)
+        next_position = position
+        for h in iter_batch_headers(view):
+            next_position = max(next_position, h.last_offset + 1)
+            if h.last_offset < position:
+                continue
+            try:
+                h.ensure_valid(view)
+                if h.is_control:
+                    txn = pending.pop(h.producer_id, {})
+                    for record in iter_records(view, h):
+                        if record.key is not None and len(record.key) >= _CONTROL_KEY.size:
+                            _version, kind = _CONTROL_KEY.unpack_from(record.key)
+                            if kind == _CONTROL_COMMIT:
+                                for (group, tp), om in txn.items():
+                                    result.put_offset(group, tp, om)
+                    continue
+                txn_offsets = pending.setdefault(h.producer_id, {}) \
+                    if h.is_transactional else None
+                for record in iter_records(view, h):
+                    if record.offset >= position:
+                        result.apply(record.key, record.value, txn_offsets)
+            except CorruptRecordError as exc:
+                log.error("%s: skipping a corrupt batch at offset %s: %s", plog.dir.name,
+                          h.base_offset, exc)
+                result.skipped += 1
+        if next_position <= position:
+            break  # nothing whole in the chunk: a torn tail; never spin
+        position = next_position
+    result.end_offset = position
+    return result
+
+
+class GroupMetadataManager:
+    """See the module docstring. Lives on the broker's event loop thread."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.config = broker.config
+        self.clock: Callable[[], int] = lambda: int(time.time() * 1000)
+        # group -> (topic, partition) -> committed offset; groups of owned partitions only.
+        self._offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]] = {}
+        # group -> the last group metadata value stored or loaded (absent after a tombstone).
+        self._group_values: dict[str, GroupMetadataValue] = {}
+        self._owned: set[int] = set()
+        # partition -> the load generation under way; a resignation bumps the generation
+        # so that a load finishing afterwards is dropped.
+        self._loading: dict[int, int] = {}
+        self._generation: dict[int, int] = {}
+        self._load_tasks: set[asyncio.Task[None]] = set()
+        self._partition_count: int | None = None
+        self._creating: asyncio.Task[None] | None = None
+        self._expire_task: asyncio.Task[None] | None = None
+        self._shutting_down = False
+        # Hooks the group coordinator sets (no-ops until then).
+        self.on_group_loaded: Callable[[str, GroupMetadataValue], None] = lambda g, v: None
+        self.on_partition_unloaded: Callable[[int], None] = lambda p: None
+        # An Empty group whose last offsets expired: Kafka makes it Dead and forgets it.
+        self.on_group_removed: Callable[[str], None] = lambda g: None
+
+    # -- where groups live -----------------------------------------------------------------
+
+    @property
+    def num_partitions(self) -> int:
+        if self._partition_count is not None:
+            return self._partition_count
+        existing = len(self.broker.metadata_cache.partitions(OFFSETS_TOPIC))
+        if existing:
+            # Fixed once the topic exists (as Kafka reads it once from ZooKeeper).
+            self._partition_count = existing
+            return existing
+        return self.config.offsets_topic_num_partitions
+
+    def partition_for(self, group_id: str) -> int:
+        return kafka_abs(java_string_hash(group_id)) % self.num_partitions
+
+    def coordinator_error(self, group_id: str) -> ErrorCode | None:
+        if self._shutting_down:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        partition = self.partition_for(group_id)
+        if partition in self._loading:
+            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        if partition in self._owned:
+            return None
+        return ErrorCode.NOT_COORDINATOR
+
+    def is_loading(self, partition: int) -> bool:
+        return partition in self._loading
+
+    def owned_partitions(self) -> set[int]:
+        return set(self._owned)
+
+    # -- the topic ---------------------------------------------------------------------------
+
+    def offsets_topic_configs(self) -> dict[str, str | None]:
+        return {
+            "cleanup.policy": "compact",
+            "compression.type": "producer",
+            "segment.bytes": str(self.config.offsets_topic_segment_bytes),
+        }
+
+    async def ensure_offsets_topic(self) -> None:
+        """Create ``__consumer_offsets`` if it does not exist (once, however many ask) and
+        wait a little for its leaders; failures are logged (callers see no coordinator)."""
+        if self.broker.metadata_cache.contains_topic(OFFSETS_TOPIC):
+            return
+        if self._creating is None or self._creating.done():
+            self._creating = asyncio.get_running_loop().create_task(self._create_topic())
+        with contextlib.suppress(Exception):
+            await asyncio.shield(self._creating)
+
+    async def _create_topic(self) -> None:
+        spec = TopicSpec(
+            OFFSETS_TOPIC,
+            num_partitions=self.config.offsets_topic_num_partitions,
+            replication_factor=self.config.offsets_topic_replication_factor,
+            configs=self.offsets_topic_configs(),
+        )
+        results = await self.broker.admin.create_topics([spec], timeout_ms=_CREATE_WAIT_MS)
+        result = results[OFFSETS_TOPIC]
+        if result.error_code not in (0, int(ErrorCode.TOPIC_ALREADY_EXISTS)):
+            log.warning("cannot create %s: %s (%s)", OFFSETS_TOPIC,
+                        ErrorCode(result.error_code).name, result.error_message)
+        else:
+            log.info("created %s (%d partitions, replication factor %d)", OFFSETS_TOPIC,
+                     spec.num_partitions, spec.replication_factor)
+
+    # -- leadership ---------------------------------------------------------------------------
+
+    def on_leader_and_isr(self, states: Iterable[PartitionState],
+                          errors: Mapping[TopicPartition, int]) -> None:
+        """After LeaderAndIsr: load the offsets partitions led here, unload the others."""
+        broker_id = self.broker.broker_id
+        for state in states:
+            if state.topic != OFFSETS_TOPIC or broker_id not in state.replicas:
+                continue
+            if errors.get((state.topic, state.partition), 0) == 0 \
+                    and state.leader == broker_id:
+                self.become_leader(state.partition)
+            else:
+                self.resign(state.partition)
+
+    def on_stop_replica(self, tps: Iterable[TopicPartition]) -> None:
+        for topic, partition in tps:
+            if topic == OFFSETS_TOPIC:
+                self.resign(partition)
+
+    def become_leader(self, partition: int) -> None:
+        """Start loading ``partition`` (no-op when loaded or loading already)."""
+        if self._shutting_down or partition in self._owned or partition in self._loading:
+            return
+        generation = self._generation.get(partition, 0) + 1
+        self._generation[partition] = generation
+        self._loading[partition] = generation
+        task = asyncio.get_running_loop().create_task(self._load(partition, generation))
+        self._load_tasks.add(task)
+        task.add_done_callback(self._load_tasks.discard)
+
+    def resign(self, partition: int) -> None:
+        """Leadership of ``partition`` is gone: drop its groups from the caches."""
+        self._generation[partition] = self._generation.get(partition, 0) + 1
+        was_loading = self._loading.pop(partition, None) is not None
+        was_owned = partition in self._owned
+        self._owned.discard(partition)
+        for group in [g for g in self._offsets if self.partition_for(g) == partition]:
+            del self._offsets[group]
+        for group in [g for g in self._group_values if self.partition_for(g) == partition]:
+            del self._group_values[group]
+        if was_owned or was_loading:
+            log.info("unloaded %s-%d", OFFSETS_TOPIC, partition)
+            self.on_partition_unloaded(partition)
+
+    async def _load(self, partition: int, generation: int) -> None:
+        started = time.monotonic()
+        rm = self.broker.replica_manager
+        replica = None if rm is None else rm.get_partition(OFFSETS_TOPIC, partition)
+        if replica is None:
+            self._loading.pop(partition, None)
+            return
+
+        def stale() -> bool:
+            return self._generation.get(partition) != generation
+
+        try:
+            result = await asyncio.to_thread(read_offsets_partition, replica.log,
+                                             self.config.offsets_load_buffer_size, stale)
+        except Exception:
+            log.exception("loading %s-%d failed", OFFSETS_TOPIC, partition)
+            if self._loading.get(partition) == generation:
+                del self._loading[partition]
+            return
+        if self._loading.get(partition) != generation:
+            return  # resigned (or re-elected) while reading: a newer load owns it
+        for group, offsets in result.offsets.items():
+            self._offsets[group] = offsets
+        loaded_groups = 0
+        for group, value in result.groups.items():
+            if value is None:
+                self._group_values.pop(group, None)
+                continue
+            self._group_values[group] = value
+            loaded_groups += 1
+            try:
+                self.on_group_loaded(group, value)
+            except Exception:
+                log.exception("the coordinator failed to take group %s", group)
+        del self._loading[partition]
+        self._owned.add(partition)
+        log.info("loaded %s-%d in %.3f s: %d record(s), %d group(s) with offsets, "
+                 "%d group(s) with metadata%s", OFFSETS_TOPIC, partition,
+                 time.monotonic() - started, result.records, len(result.offsets),
+                 loaded_groups, f", {result.skipped} skipped" if result.skipped else "")
+
+    # -- writing ---------------------------------------------------------------------------
+
+    def _codec(self) -> CompressionType:
+        try:
+            return CompressionType(self.config.offsets_topic_compression_codec)
+        except ValueError:
+            return CompressionType.NONE
+
+    async def _append(self, group_id: str, records: list[tuple[bytes, bytes | None]],
+                      timestamp: int) -> ErrorCode:
+        """Append ``records`` as one batch to the group's partition; the raw error code."""
+        rm = self.broker.replica_manager
+        if rm is None:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        builder = BatchBuilder(compression=self._codec())
+        for key, value in records:
+            builder.append(timestamp, key, value)
+        tp = (OFFSETS_TOPIC, self.partition_for(group_id))
+        acks = self.config.offsets_commit_required_acks
+        results = rm.append_records({tp: builder.build()}, acks, origin="coordinator")
+        if acks == -1:
+            results = await self.broker.wait_for_isr(results,
+                                                     self.config.offsets_commit_timeout_ms)
+        code = results[tp].error_code
+        try:
+            return ErrorCode(code)
+        except ValueError:
+            return ErrorCode.UNKNOWN_SERVER_ERROR
+
+    async def store_group(self, group_id: str, value: GroupMetadataValue | None) -> ErrorCode:
+        """Append the group's metadata (None: its tombstone); NONE on success."""
+        error = self.coordinator_error(group_id)
+        if error is not None:
+            return error
+        code = await self._append(group_id, [group_metadata_record(group_id, value)],
+                                  self.clock())
+        if code is ErrorCode.NONE:
+            if value is None:
+                self._group_values.pop(group_id, None)
+            else:
+                self._group_values[group_id] = value
+            return code
+        log.warning("storing metadata of group %s failed: %s", group_id, code.name)
+        return _GROUP_ERRORS.get(code, code)
+
+    async def store_offsets(self, group_id: str,
+                            offsets: Mapping[TopicPartition, OffsetAndMetadata]
+                            ) -> dict[TopicPartition, ErrorCode]:
+        """Append the commits (one batch), then cache them; an error per partition."""
+        error = self.coordinator_error(group_id)
+        if error is not None:
+            return {tp: error for tp in offsets}
+        out: dict[TopicPartition, ErrorCode] = {}
+        valid: dict[TopicPartition, OffsetAndMetadata] = {}
+        max_metadata = self.config.offset_metadata_max_bytes
+        for tp, om in offsets.items():
+            if om.metadata is not None and len(om.metadata) > max_metadata:
+                out[tp] = ErrorCode.OFFSET_METADATA_TOO_LARGE
+            else:
+                valid[tp] = om
+        if not valid:
+            return out
+        records = [offset_commit_record(group_id, tp, om) for tp, om in valid.items()]
+        code = await self._append(group_id, records, self.clock())
+        if code is ErrorCode.NONE:
+            # Still ours? The partition may have moved while waiting for the ISR.
+            if self.partition_for(group_id) in self._owned:
+                self._offsets.setdefault(group_id, {}).update(valid)
+        else:
+            log.warning("storing offsets of group %s failed: %s", group_id, code.name)
+            code = _COMMIT_ERRORS.get(code, code)
+        for tp in valid:
+            out[tp] = code
+        return out
+
+    def fetch_offsets(self, group_id: str, partitions: Iterable[TopicPartition] | None
+                      ) -> dict[TopicPartition, OffsetAndMetadata]:
+        """The group's committed offsets (None: all of them); partitions without one are
+        absent. The caller checks ``coordinator_error`` first."""
+        offsets = self._offsets.get(group_id)
+        if not offsets:
+            return {}
+        if partitions is None:
+            return dict(offsets)
+        return {tp: offsets[tp] for tp in partitions if tp in offsets}
+
+    async def delete_offsets(self, group_id: str, partitions: Iterable[TopicPartition]
+                             ) -> ErrorCode:
+        """Tombstones for the given partitions' offsets (those the group has)."""
+        error = self.coordinator_error(group_id)
+        if error is not None:
+            return error
+        offsets = self._offsets.get(group_id, {})
+        doomed = [tp for tp in dict.fromkeys(partitions) if tp in offsets]
+        return await self._remove_offsets(group_id, doomed)
+
+    async def delete_group_offsets(self, group_id: str) -> ErrorCode:
+        """Tombstones for all the group's offsets."""
+        error = self.coordinator_error(group_id)
+        if error is not None:
+            return error
+        return await self._remove_offsets(group_id, list(self._offsets.get(group_id, {})))
+
+    async def _remove_offsets(self, group_id: str, doomed: list[TopicPartition],
+                              group_tombstone: bool = False) -> ErrorCode:
+        records = [offset_commit_record(group_id, tp, None) for tp in doomed]
+        if group_tombstone:
+            records.append(group_metadata_record(group_id, None))
+        if not records:
+            return ErrorCode.NONE
+        code = await self._append(group_id, records, self.clock())
+        if code is not ErrorCode.NONE:
+            log.warning("writing tombstones for group %s failed: %s", group_id, code.name)
+            return _GROUP_ERRORS.get(code, code)
+        offsets = self._offsets.get(group_id)
+        if offsets is not None:
+            for tp in doomed:
+                offsets.pop(tp, None)
+            if not offsets:
+                del self._offsets[group_id]
+        if group_tombstone:
+            self._group_values.pop(group_id, None)
+        return code
+
+    def groups_with_offsets(self) -> set[str]:
+        return {g for g, offsets in self._offsets.items() if offsets}
+
+    def group_value(self, group_id: str) -> GroupMetadataValue | None:
+        """The last group metadata stored or loaded for the group (None: none/tombstone)."""
+        return self._group_values.get(group_id)
+
+    # -- expiration -------------------------------------------------------------------------
+
+    def startup(self) -> None:
+        """Start the expiration task (on the broker's loop)."""
+        self._shutting_down = False
+        if self._expire_task is None:
+            self._expire_task = asyncio.get_running_loop().create_task(self._expire_loop())
+
+    async def shutdown(self) -> None:
+        self._shutting_down = True
+        tasks = [t for t in (self._expire_task, self._creating, *self._load_tasks)
+                 if t is not None]
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(BaseException):
+                await task
+        self._expire_task = None
+        self._loading.clear()
+        self._owned.clear()
+        self._offsets.clear()
+        self._group_values.clear()
+
+    async def _expire_loop(self) -> None:
+        interval = max(self.config.offsets_retention_check_interval_ms, 10) / 1000
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                removed = await self.expire_offsets()
+                if removed:
+                    log.info("removed %d expired offset(s)", removed)
+            except Exception:
+                log.exception("offsets expiration failed")
+
+    def _group_state(self, group_id: str) -> tuple[str | None, bool]:
+        """(state, known to the coordinator) -- state None for a group nobody knows."""
+        coordinator = getattr(self.broker, "group_coordinator", None)
+        group_state = getattr(coordinator, "group_state", None)
+        if callable(group_state):
+            state = group_state(group_id)
+            if state is not None:
+                return state, True
+            return None, False
+        value = self._group_values.get(group_id)
+        if value is None:
+            return None, False
+        return ("Stable" if value.members else "Empty"), True
+
+    def expired_offsets(self, group_id: str, now: int) -> list[TopicPartition]:
+        """Which of the group's offsets expired at ``now`` (Kafka 3.x's rules)."""
+        offsets = self._offsets.get(group_id)
+        if not offsets:
+            return []
+        retention_ms = self.config.offsets_retention_minutes * 60_000
+        state, _known = self._group_state(group_id)
+        value = self._group_values.get(group_id)
+        protocol_type = value.protocol_type if value is not None else None
+
+        def is_expired(om: OffsetAndMetadata, base: int) -> bool:
+            if om.expire_timestamp is not None:
+                return now >= om.expire_timestamp
+            return now - base >= retention_ms
+
+        if not protocol_type and state in (None, "Empty", "Dead"):
+            # A standalone group (commits without membership): from each commit.
+            return [tp for tp, om in offsets.items() if is_expired(om, om.commit_timestamp)]
+        if state == "Empty":
+            since = value.current_state_timestamp if value is not None and not value.members \
+                and value.current_state_timestamp >= 0 else None
+            return [tp for tp, om in offsets.items()
+                    if is_expired(om, om.commit_timestamp if since is None else since)]
+        if state == "Stable" and protocol_type == CONSUMER_PROTOCOL_TYPE and value is not None:
+            subscribed = _subscribed_topics(value)
+            if subscribed is None:
+                return []
+            return [tp for tp, om in offsets.items()
+                    if tp[0] not in subscribed and is_expired(om, om.commit_timestamp)]
+        return []
+
+    async def expire_offsets(self, now: int | None = None) -> int:
+        """One expiration pass over the groups of owned partitions; offsets removed."""
+        now = self.clock() if now is None else now
+        removed = 0
+        for i, group in enumerate(list(self._offsets)):
+            if i and i % _EXPIRE_SLICE == 0:
+                await asyncio.sleep(0)  # let requests in between slices
+            if self.partition_for(group) not in self._owned:
+                continue
+            doomed = self.expired_offsets(group, now)
+            if not doomed:
+                continue
+            state, known = self._group_state(group)
+            left = len(self._offsets.get(group, {})) - len(doomed)
+            # An Empty group losing its last offsets is Dead: its metadata goes as well.
+            dead = left == 0 and state in (None, "Empty") and (
+                known or group in self._group_values)
+            code = await self._remove_offsets(group, doomed, group_tombstone=dead)
+            if code is ErrorCode.NONE:
+                removed += len(doomed)
+                if dead:
+                    try:
+                        self.on_group_removed(group)
+                    except Exception:
+                        log.exception("the coordinator failed to drop group %s", group)
+        return removed
+
+
+def _subscribed_topics(value: GroupMetadataValue) -> set[str] | None:
+    """Topics the members subscribe to; None when a subscription does not parse."""
+    topics: set[str] = set()
+    for member in value.members:
+        try:
+            topics.update(ConsumerProtocolSubscription.decode(member.subscription).topics)
+        except InternalTopicError:
+            return None
+    return topics
+
