@@ -28,6 +28,7 @@ from typing import Any
 from klog.daemon.admin import AdminManager
 from klog.daemon.config import BrokerConfig
 from klog.daemon.controller import Controller
+from klog.daemon.group.metadata_manager import GroupMetadataManager
 from klog.daemon.handlers import load_handlers
 from klog.daemon.metadata_cache import BrokerEndpoint, BrokerInfo, MetadataCache, PartitionState
 from klog.daemon.metastore import paths
@@ -62,6 +63,9 @@ class Broker:
         self.fetch_purgatory: DelayedOperationPurgatory[Any] | None = None  # type: ignore
         # Producer ids for InitProducerId (klog/daemon/producer_ids.py); set in start().
         self.producer_ids: ProducerIdManager | None = None
+        # Consumer groups (klog/daemon/group/): offsets store and the group coordinator.
+        self.group_manager = GroupMetadataManager(self)
+        self.group_coordinator: Any = None
         self.started_at = 0.0
         self._tasks: list[asyncio.Task[None]] = []
         self._stopped = asyncio.Event()
@@ -129,6 +133,9 @@ class Broker:
         # -- admin (klog/daemon/admin.py): dynamic broker configs from the metastore, and in
         # cluster mode the /config/changes listener; before clients can connect.
         await self.admin.startup()
+        # Groups: before the controller, whose LeaderAndIsr starts loading the offsets
+        # partitions led here.
+        self.group_manager.startup()
         self.server = Server(self, load_handlers())
         await self.server.start()
         await asyncio.to_thread(self._register_broker)
@@ -211,6 +218,7 @@ class Broker:
                 self.load_topic_overrides(topic)
         errors = self.replica_manager.become_leader_or_follower(states)
         self.metadata_cache.topic_ids.update(topic_ids)
+        self.group_manager.on_leader_and_isr(states, errors)
         return errors
 
     def apply_update_metadata(self, brokers: list[BrokerInfo], controller_id: int,
@@ -222,6 +230,7 @@ class Broker:
 
     def apply_stop_replica(self, tps: list[tuple[str, int]], delete: bool) -> None:
         assert self.replica_manager is not None
+        self.group_manager.on_stop_replica(tps)
         self.replica_manager.stop_replicas(tps, delete)
 
     def apply_topic_deletion(self, topic: str) -> None:
@@ -312,6 +321,7 @@ class Broker:
         if self.controller is not None:
             await self.controller.shutdown()
         self.admin.shutdown()  # admin: stop applying config change notifications
+        await self.group_manager.shutdown()
         if self.producer_ids is not None:  # no block claim may outlive the metastore
             await self.producer_ids.close()
         if self.fetch_purgatory is not None:

@@ -371,7 +371,8 @@ class GroupMetadataManager:
         generation = self._generation.get(partition, 0) + 1
         self._generation[partition] = generation
         self._loading[partition] = generation
-        task = asyncio.get_running_loop().create_task(self._load(partition, generation))
+        loop = self.broker.loop or asyncio.get_running_loop()
+        task = loop.create_task(self._load(partition, generation))
         self._load_tasks.add(task)
         task.add_done_callback(self._load_tasks.discard)
 
@@ -652,11 +653,11 @@ class GroupMetadataManager:
             doomed = self.expired_offsets(group, now)
             if not doomed:
                 continue
-            state, known = self._group_state(group)
+            state, _known = self._group_state(group)
             left = len(self._offsets.get(group, {})) - len(doomed)
-            # An Empty group losing its last offsets is Dead: its metadata goes as well.
-            dead = left == 0 and state in (None, "Empty") and (
-                known or group in self._group_values)
+            # An Empty (or simple-commit) group losing its last offsets is Dead: as in
+            # Kafka its metadata key gets a tombstone too.
+            dead = left == 0 and state in (None, "Empty")
             code = await self._remove_offsets(group, doomed, group_tombstone=dead)
             if code is ErrorCode.NONE:
                 removed += len(doomed)

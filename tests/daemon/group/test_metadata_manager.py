@@ -1,0 +1,404 @@
+"""GroupMetadataManager on a real in-process broker: placement, store/load, tombstones,
+expiration, and loading what Kafka 2.x wrote."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import time
+from collections.abc import Callable, Coroutine
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+
+from klog.daemon.group.metadata_manager import (
+    OFFSETS_TOPIC,
+    GroupMetadataManager,
+    OffsetAndMetadata,
+    java_string_hash,
+    kafka_abs,
+    read_offsets_partition,
+)
+from klog.protocol.errors import ErrorCode
+from klog.protocol.internal_topics import (
+    ConsumerProtocolSubscription,
+    GroupMetadataKey,
+    GroupMetadataValue,
+    MemberMetadata,
+    OffsetCommitKey,
+    OffsetCommitValue,
+    read_offsets_key,
+)
+from klog.protocol.records.batch import iter_batch_headers
+from klog.protocol.records.v2 import iter_records
+from tests.daemon.wire import InProcessBroker
+
+T = TypeVar("T")
+DAY_MS = 86_400_000
+
+
+# -- placement -------------------------------------------------------------------------------
+
+
+def _reference_hash(s: str) -> int:
+    """String.hashCode by its definition: s[0]*31^(n-1) + ... + s[n-1] over UTF-16 code
+    units, reduced to a signed 32-bit int."""
+    units = [int.from_bytes(s.encode("utf-16-be", "surrogatepass")[i:i + 2], "big")
+             for i in range(0, len(s.encode("utf-16-be", "surrogatepass")), 2)]
+    n = len(units)
+    total = sum(u * pow(31, n - 1 - i) for i, u in enumerate(units)) % 2**32
+    return total - 2**32 if total >= 2**31 else total
+
+
+@pytest.mark.parametrize("group", ["", "a", "my-second-application", "console-consumer-1",
+                                   "group-\u00e9t\u00e9", "emoji-\U0001f600", "x" * 300,
+                                   "polygenelubricants"])
+def test_java_string_hash_matches_definition(group: str) -> None:
+    assert java_string_hash(group) == _reference_hash(group)
+
+
+def test_known_java_hash_values() -> None:
+    # Values Java prints for "abc".hashCode(), "hello".hashCode(), and the classic string
+    # whose hashCode is Integer.MIN_VALUE (Kafka's Utils.abs maps it to 0).
+    assert java_string_hash("abc") == 96354
+    assert java_string_hash("hello") == 99162322
+    assert java_string_hash("polygenelubricants") == -(2**31)
+    assert kafka_abs(-(2**31)) == 0
+    assert kafka_abs(-5) == 5
+
+
+class _FakeBroker:
+    """Just enough of a Broker for placement: config and an empty metadata cache."""
+
+    def __init__(self, partitions: int) -> None:
+        from klog.daemon.config import BrokerConfig
+        from klog.daemon.metadata_cache import MetadataCache
+
+        self.config = BrokerConfig.from_dict({"offsets.topic.num.partitions": str(partitions),
+                                              "log.dirs": "/nonexistent"})
+        self.metadata_cache = MetadataCache(0)
+        self.broker_id = 0
+        self.loop = None
+
+
+@pytest.mark.parametrize("group,partitions", [("my-second-application", 50), ("abc", 50),
+                                              ("hello", 7), ("polygenelubricants", 50),
+                                              ("emoji-\U0001f600", 50)])
+def test_partition_for(group: str, partitions: int) -> None:
+    manager = GroupMetadataManager(_FakeBroker(partitions))  # type: ignore[arg-type]
+    assert manager.partition_for(group) == abs(_reference_hash(group)) % 2**31 % partitions
+
+
+def test_partition_for_corpus_group() -> None:
+    # Kafka 2.x wrote this group's records to __consumer_offsets-12 (see the corpus).
+    manager = GroupMetadataManager(_FakeBroker(50))  # type: ignore[arg-type]
+    assert manager.partition_for("my-second-application") == 12
+    assert manager.coordinator_error("my-second-application") is ErrorCode.NOT_COORDINATOR
+
+
+# -- on a broker -----------------------------------------------------------------------------
+
+
+def _run(broker: InProcessBroker, fn: Callable[[], Coroutine[Any, Any, T]],
+         timeout: float = 15.0) -> T:
+    return asyncio.run_coroutine_threadsafe(fn(), broker.loop).result(timeout)
+
+
+def _manager(broker: InProcessBroker) -> GroupMetadataManager:
+    return broker.broker.group_manager
+
+
+def _wait_coordinator(broker: InProcessBroker, group: str, timeout: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout
+    mgr = _manager(broker)
+    _run(broker, mgr.ensure_offsets_topic)
+    while time.monotonic() < deadline:
+        if broker.call(lambda: mgr.coordinator_error(group)) is None:
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"no coordinator for {group}: {mgr.coordinator_error(group)}")
+
+
+def _start(data_dir: Path, **overrides: Any) -> InProcessBroker:
+    settings = {"offsets.topic.num.partitions": "5"}
+    settings.update({k.replace("_", "."): str(v) for k, v in overrides.items()})
+    return InProcessBroker(data_dir, settings).start()
+
+
+def _member(member_id: str, topics: tuple[str, ...]) -> MemberMetadata:
+    return MemberMetadata(member_id, "client", "/127.0.0.1", 10000, 30000,
+                          ConsumerProtocolSubscription(topics=topics).encode(), b"")
+
+
+def _offsets_records(broker: InProcessBroker, partition: int) -> list[tuple[Any, Any]]:
+    """(key, value) of every record of an offsets partition, decoded."""
+    def read() -> bytes:
+        p = broker.broker.replica_manager.get_partition(OFFSETS_TOPIC, partition)
+        return p.log.read(p.log.log_start_offset, 1 << 24, None, True).read_bytes()
+
+    data = broker.call(read)
+    out = []
+    for h in iter_batch_headers(data):
+        for record in iter_records(data, h):
+            key = read_offsets_key(record.key)
+            if record.value is None:
+                out.append((key, None))
+            elif isinstance(key, OffsetCommitKey):
+                out.append((key, OffsetCommitValue.decode(record.value)))
+            else:
+                out.append((key, GroupMetadataValue.decode(record.value)))
+    return out
+
+
+def test_topic_created_on_first_use(tmp_path: Path) -> None:
+    broker = _start(tmp_path, offsets_topic_segment_bytes=1 << 20)
+    try:
+        assert broker.call(lambda: broker.broker.metadata_cache.contains_topic(OFFSETS_TOPIC)) \
+            is False
+        _wait_coordinator(broker, "g")
+        cache = broker.broker.metadata_cache
+        assert len(broker.call(lambda: cache.partitions(OFFSETS_TOPIC))) == 5
+        overrides = broker.call(lambda: broker.broker.load_topic_overrides(OFFSETS_TOPIC))
+        assert overrides["cleanup.policy"] == "compact"
+        assert overrides["segment.bytes"] == str(1 << 20)
+        assert broker.call(lambda: broker.broker.group_manager.owned_partitions()) \
+            == {0, 1, 2, 3, 4}
+    finally:
+        broker.stop()
+
+
+def test_store_and_load_across_restart(tmp_path: Path) -> None:
+    group = "orders-app"
+    value = GroupMetadataValue("consumer", 3, "range", "m-1", 1_700_000_000_000,
+                               (_member("m-1", ("orders",)),))
+    offsets = {
+        ("orders", 0): OffsetAndMetadata(42, 5, "meta", 1_700_000_000_001),
+        ("orders", 1): OffsetAndMetadata(7, -1, "", 1_700_000_000_002),
+        ("other", 3): OffsetAndMetadata(9, -1, "x", 1_700_000_000_003, 1_800_000_000_000),
+    }
+    broker = _start(tmp_path)
+    try:
+        _wait_coordinator(broker, group)
+        mgr = _manager(broker)
+        assert _run(broker, lambda: mgr.store_group(group, value)) is ErrorCode.NONE
+        result = _run(broker, lambda: mgr.store_offsets(group, offsets))
+        assert result == {tp: ErrorCode.NONE for tp in offsets}
+        assert broker.call(lambda: mgr.fetch_offsets(group, None)) == offsets
+        assert broker.call(lambda: mgr.fetch_offsets(group, [("orders", 1), ("nope", 0)])) \
+            == {("orders", 1): offsets[("orders", 1)]}
+        records = _offsets_records(broker, mgr.partition_for(group))
+        # Kafka 3.x's versions: group metadata v3, offsets v3 (v1 with an expire timestamp).
+        assert records[0] == (GroupMetadataKey(group), value)
+        versions = {k.topic + str(k.partition): v.version for k, v in records[1:]}
+        assert versions == {"orders0": 3, "orders1": 3, "other3": 1}
+    finally:
+        broker.stop()
+
+    broker = InProcessBroker(tmp_path, {"offsets.topic.num.partitions": "5"})
+    loaded: list[tuple[str, GroupMetadataValue]] = []
+    # As the coordinator does: hooks set before the broker starts (loading starts with it).
+    broker.broker.group_manager.on_group_loaded = lambda g, v: loaded.append((g, v))
+    broker.start()
+    try:
+        mgr = _manager(broker)
+        _wait_coordinator(broker, group)
+        assert broker.call(lambda: mgr.fetch_offsets(group, None)) == offsets
+        assert broker.call(lambda: mgr.group_value(group)) == value
+        assert broker.call(lambda: mgr.groups_with_offsets()) == {group}
+        assert (group, value) in loaded
+    finally:
+        broker.stop()
+
+
+def test_errors_when_not_coordinator(tmp_path: Path) -> None:
+    broker = _start(tmp_path)
+    try:
+        mgr = _manager(broker)
+        om = OffsetAndMetadata(1, -1, "", 1)
+        # No offsets topic yet: nobody here coordinates.
+        assert broker.call(lambda: mgr.coordinator_error("g")) is ErrorCode.NOT_COORDINATOR
+        assert _run(broker, lambda: mgr.store_offsets("g", {("t", 0): om})) \
+            == {("t", 0): ErrorCode.NOT_COORDINATOR}
+        _wait_coordinator(broker, "g")
+        # A loading partition answers COORDINATOR_LOAD_IN_PROGRESS.
+        p = mgr.partition_for("g")
+        broker.call(lambda: mgr._loading.__setitem__(p, -1))
+        assert broker.call(lambda: mgr.coordinator_error("g")) \
+            is ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        broker.call(lambda: mgr._loading.pop(p))
+        # Too much metadata: OFFSET_METADATA_TOO_LARGE for that partition only.
+        big = OffsetAndMetadata(1, -1, "m" * 4097, 1)
+        assert _run(broker, lambda: mgr.store_offsets("g", {("t", 0): big, ("t", 1): om})) \
+            == {("t", 0): ErrorCode.OFFSET_METADATA_TOO_LARGE, ("t", 1): ErrorCode.NONE}
+        # Losing leadership unloads the partition's groups.
+        unloaded: list[int] = []
+        broker.call(lambda: setattr(mgr, "on_partition_unloaded", unloaded.append))
+        broker.call(lambda: mgr.resign(p))
+        assert unloaded == [p]
+        assert broker.call(lambda: mgr.coordinator_error("g")) is ErrorCode.NOT_COORDINATOR
+        assert broker.call(lambda: mgr.fetch_offsets("g", None)) == {}
+        broker.call(lambda: mgr.become_leader(p))
+        _wait_coordinator(broker, "g")
+        assert broker.call(lambda: mgr.fetch_offsets("g", None)) == {("t", 1): om}
+    finally:
+        broker.stop()
+
+
+def test_tombstones(tmp_path: Path) -> None:
+    group = "tomb"
+    offsets = {("t", i): OffsetAndMetadata(i * 10, -1, "", 1_700_000_000_000)
+               for i in range(3)}
+    broker = _start(tmp_path)
+    try:
+        _wait_coordinator(broker, group)
+        mgr = _manager(broker)
+        _run(broker, lambda: mgr.store_offsets(group, offsets))
+        _run(broker, lambda: mgr.store_group(group, GroupMetadataValue("consumer", 1)))
+        assert _run(broker, lambda: mgr.delete_offsets(group, [("t", 0), ("t", 9)])) \
+            is ErrorCode.NONE
+        assert set(broker.call(lambda: mgr.fetch_offsets(group, None))) == {("t", 1), ("t", 2)}
+        records = _offsets_records(broker, mgr.partition_for(group))
+        assert records[-1] == (OffsetCommitKey(group, "t", 0), None)
+        assert _run(broker, lambda: mgr.delete_group_offsets(group)) is ErrorCode.NONE
+        assert _run(broker, lambda: mgr.store_group(group, None)) is ErrorCode.NONE
+        assert broker.call(lambda: mgr.fetch_offsets(group, None)) == {}
+        tail = _offsets_records(broker, mgr.partition_for(group))[-3:]
+        assert tail == [(OffsetCommitKey(group, "t", 1), None),
+                        (OffsetCommitKey(group, "t", 2), None), (GroupMetadataKey(group), None)]
+    finally:
+        broker.stop()
+    broker = _start(tmp_path)
+    try:
+        _wait_coordinator(broker, group)
+        mgr = _manager(broker)
+        assert broker.call(lambda: mgr.fetch_offsets(group, None)) == {}
+        assert broker.call(lambda: mgr.group_value(group)) is None
+        assert broker.call(lambda: mgr.groups_with_offsets()) == set()
+    finally:
+        broker.stop()
+
+
+def test_expiration(tmp_path: Path) -> None:
+    now = 1_700_000_000_000
+    old, recent = now - 8 * DAY_MS, now - DAY_MS
+    broker = _start(tmp_path)  # offsets.retention.minutes: 7 days by default
+    try:
+        mgr = _manager(broker)
+        removed: list[str] = []
+        broker.call(lambda: setattr(mgr, "on_group_removed", removed.append))
+        for g in ("simple", "empty", "stable", "explicit"):
+            _wait_coordinator(broker, g)
+        # Simple commits (no group metadata): each offset expires 7 days after its commit.
+        _run(broker, lambda: mgr.store_offsets("simple", {
+            ("t", 0): OffsetAndMetadata(1, -1, "", old),
+            ("t", 1): OffsetAndMetadata(2, -1, "", recent)}))
+        # An Empty consumer group: counted from when it became Empty, not from the commits.
+        _run(broker, lambda: mgr.store_group("empty", GroupMetadataValue(
+            "consumer", 4, None, None, recent, ())))
+        _run(broker, lambda: mgr.store_offsets("empty", {
+            ("t", 0): OffsetAndMetadata(5, -1, "", old)}))
+        # A Stable group: only offsets of topics nobody subscribes to expire.
+        _run(broker, lambda: mgr.store_group("stable", GroupMetadataValue(
+            "consumer", 2, "range", "m", old, (_member("m", ("t",)),))))
+        _run(broker, lambda: mgr.store_offsets("stable", {
+            ("t", 0): OffsetAndMetadata(5, -1, "", old),
+            ("gone", 0): OffsetAndMetadata(6, -1, "", old)}))
+        # An explicit expire timestamp (OffsetCommit v1) wins over the retention.
+        _run(broker, lambda: mgr.store_offsets("explicit", {
+            ("t", 0): OffsetAndMetadata(1, -1, "", recent, now - 1),
+            ("t", 1): OffsetAndMetadata(1, -1, "", old, now + 1)}))
+
+        assert _run(broker, lambda: mgr.expire_offsets(now)) == 3
+        assert set(broker.call(lambda: mgr.fetch_offsets("simple", None))) == {("t", 1)}
+        assert set(broker.call(lambda: mgr.fetch_offsets("empty", None))) == {("t", 0)}
+        assert set(broker.call(lambda: mgr.fetch_offsets("stable", None))) == {("t", 0)}
+        assert set(broker.call(lambda: mgr.fetch_offsets("explicit", None))) == {("t", 1)}
+        assert removed == []
+        records = _offsets_records(broker, mgr.partition_for("simple"))
+        assert (OffsetCommitKey("simple", "t", 0), None) in records
+
+        # Later: the Empty group's offsets go, and the group with them (metadata tombstone).
+        later = recent + 7 * DAY_MS
+        assert _run(broker, lambda: mgr.expire_offsets(later)) == 3
+        assert broker.call(lambda: mgr.groups_with_offsets()) == {"stable"}
+        assert sorted(removed) == ["empty", "explicit", "simple"]
+        records = _offsets_records(broker, mgr.partition_for("empty"))
+        assert (GroupMetadataKey("empty"), None) in records
+        assert broker.call(lambda: mgr.group_value("empty")) is None
+    finally:
+        broker.stop()
+
+
+def test_expiration_task_runs(tmp_path: Path) -> None:
+    broker = _start(tmp_path, offsets_retention_minutes=1,
+                    offsets_retention_check_interval_ms=50)
+    try:
+        _wait_coordinator(broker, "g")
+        mgr = _manager(broker)
+        _run(broker, lambda: mgr.store_offsets("g", {
+            ("t", 0): OffsetAndMetadata(1, -1, "", int(time.time() * 1000) - 61_000)}))
+        deadline = time.monotonic() + 10
+        while broker.call(lambda: mgr.fetch_offsets("g", None)) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert broker.call(lambda: mgr.fetch_offsets("g", None)) == {}
+    finally:
+        broker.stop()
+
+
+def test_loads_kafka_2x_corpus(tmp_path: Path, kafka_corpus: Path) -> None:
+    shutil.copytree(kafka_corpus, tmp_path / "logs")
+    group = "my-second-application"
+    broker = InProcessBroker(tmp_path, {"offsets.topic.num.partitions": "50"}).start()
+    try:
+        _wait_coordinator(broker, group)
+        mgr = _manager(broker)
+        assert mgr.partition_for(group) == 12
+        offsets = broker.call(lambda: mgr.fetch_offsets(group, None))
+        # The last commits Kafka wrote (offsets 466-468 of __consumer_offsets-12).
+        assert {tp: (om.offset, om.leader_epoch, om.metadata, om.commit_timestamp)
+                for tp, om in offsets.items()} == {
+            ("first_topic", 0): (11, 0, "", 1587581641133),
+            ("first_topic", 1): (12, 0, "", 1587581641133),
+            ("first_topic", 2): (18, 0, "", 1587581641133),
+        }
+        value = broker.call(lambda: mgr.group_value(group))
+        assert value is not None
+        assert (value.protocol_type, value.generation, value.members,
+                value.current_state_timestamp) == ("consumer", 8, (), 1587581641137)
+        assert group in broker.call(mgr.groups_with_offsets)
+    finally:
+        broker.stop()
+
+
+def test_read_offsets_partition_transactions(tmp_path: Path) -> None:
+    """Transactional commits count only after their COMMIT marker (aborted: dropped)."""
+    from klog.protocol.records.v2 import BatchBuilder
+    from klog.storage.config import LogConfig
+    from klog.storage.log import PartitionLog
+
+    plog = PartitionLog(tmp_path / f"{OFFSETS_TOPIC}-0", LogConfig())
+    try:
+        def commit_batch(pid: int, group: str, offset: int, txn: bool) -> bytes:
+            b = BatchBuilder(producer_id=pid, producer_epoch=0, base_sequence=0,
+                             is_transactional=txn)
+            b.append(1, OffsetCommitKey(group, "t", 0).encode(),
+                     OffsetCommitValue(offset, "", 1).encode())
+            return b.build()
+
+        def marker(pid: int, commit: bool) -> bytes:
+            b = BatchBuilder(producer_id=pid, producer_epoch=0, is_transactional=True,
+                             is_control=True)
+            b.append(1, (0).to_bytes(2, "big") + int(commit).to_bytes(2, "big"),
+                     b"\x00\x00\x00\x00\x00\x00")
+            return b.build()
+
+        for batch in (commit_batch(-1, "plain", 1, False), commit_batch(7, "committed", 2, True),
+                      commit_batch(8, "aborted", 3, True), marker(7, True), marker(8, False),
+                      commit_batch(9, "open", 4, True)):
+            plog.append_as_leader(batch, 0, origin="coordinator")
+        result = read_offsets_partition(plog, 64)
+        assert {g: {tp: om.offset for tp, om in o.items()} for g, o in result.offsets.items()} \
+            == {"plain": {("t", 0): 1}, "committed": {("t", 0): 2}}
+    finally:
+        plog.close()
