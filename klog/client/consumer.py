@@ -1,14 +1,22 @@
-"""klog's Kafka consumer (manual assignment; group membership comes with consumer groups).
+"""klog's Kafka consumer: manual assignment, or group membership with subscribe().
 
-Owns the consumer's public API: assign, seek (offset, beginning, end, timestamp),
-position, offsets_for_times / beginning_offsets / end_offsets, getmany / getone / async
-iteration, pause / resume, close. The fetching itself (prefetch, offset resets, metadata
-refresh on leader moves) is ``klog.client.fetcher.Fetcher``'s; decoding of record data is
-``klog.client.records``'. One event loop; not thread-safe.
+Owns the consumer's public API: assign, subscribe / unsubscribe, seek (offset, beginning,
+end, timestamp), position, commit / committed, offsets_for_times / beginning_offsets /
+end_offsets, getmany / getone / async iteration, pause / resume, close. The fetching itself
+(prefetch, offset resets, metadata refresh on leader moves) is
+``klog.client.fetcher.Fetcher``'s; decoding of record data is ``klog.client.records``';
+with a ``group_id``, membership, rebalances and committed offsets are
+``klog.client.group_coordinator.ConsumerCoordinator``'s (getmany() waits for the first
+assignment after subscribe()). One event loop; not thread-safe.
 
     async with Consumer("127.0.0.1:9092", auto_offset_reset="earliest") as consumer:
         consumer.assign([TopicPartition("t", 0)])
         async for record in consumer:
+            ...
+
+    async with Consumer("127.0.0.1:9092", group_id="app") as consumer:
+        consumer.subscribe(["orders"])
+        async for record in consumer:   # offsets auto-committed every 5 s
             ...
 """
 
@@ -32,14 +40,21 @@ from klog.client.fetcher import (
     TopicPartition,
     reset_strategy,
 )
+from klog.client.group_coordinator import (
+    ConsumerCoordinator,
+    ConsumerRebalanceListener,
+    OffsetAndMetadata,
+)
 from klog.client.network import KafkaClient
 from klog.client.records import ConsumerRecord, Deserializer
 from klog.protocol.errors import ErrorCode
 
 __all__ = [
     "Consumer",
+    "ConsumerRebalanceListener",
     "ConsumerRecord",
     "NoOffsetForPartitionError",
+    "OffsetAndMetadata",
     "OffsetAndTimestamp",
     "OffsetSpec",
     "TopicPartition",
@@ -73,6 +88,15 @@ class Consumer:
         retry_backoff_ms: int = 100,
         metadata_max_age_ms: int = 300000,
         client: KafkaClient | None = None,
+        group_id: str | None = None,
+        group_instance_id: str | None = None,
+        enable_auto_commit: bool = True,
+        auto_commit_interval_ms: int = 5000,
+        session_timeout_ms: int = 45000,
+        heartbeat_interval_ms: int = 3000,
+        max_poll_interval_ms: int = 300000,
+        partition_assignment_strategy: Sequence[Any] = ("range", "cooperative-sticky"),
+        client_rack: str | None = None,
     ) -> None:
         if isolation_level not in _ISOLATION:
             raise ValueError(
@@ -105,6 +129,24 @@ class Consumer:
         self._fetcher: Fetcher | None = None
         self._started = False
         self._closed = False
+        # Group membership (subscribe, commit, committed): see ConsumerCoordinator.
+        self._group_args: dict[str, Any] | None = None if group_id is None else dict(
+            group_id=group_id,
+            group_instance_id=group_instance_id,
+            session_timeout_ms=session_timeout_ms,
+            heartbeat_interval_ms=heartbeat_interval_ms,
+            max_poll_interval_ms=max_poll_interval_ms,
+            partition_assignment_strategy=partition_assignment_strategy,
+            enable_auto_commit=enable_auto_commit,
+            auto_commit_interval_ms=auto_commit_interval_ms,
+            retry_backoff_ms=retry_backoff_ms,
+            request_timeout_ms=request_timeout_ms,
+            require_stable=isolation_level == "read_committed",
+            client_rack=client_rack,
+        )
+        if self._group_args is not None:  # checked now rather than at the first subscribe
+            ConsumerCoordinator.check_settings(**self._group_args)
+        self._coordinator: ConsumerCoordinator | None = None
 
     # -- life cycle
 
@@ -122,6 +164,8 @@ class Consumer:
         if self._closed:
             return
         self._closed = True
+        if self._coordinator is not None:
+            await self._coordinator.close()
         if self._fetcher is not None:
             await self._fetcher.close()
         if self._own_client:
@@ -160,12 +204,63 @@ class Consumer:
             await self._client.refresh_metadata([topic])
         return self._client.cluster.partitions_for(topic)
 
+    # -- group membership and committed offsets
+
+    @property
+    def coordinator(self) -> ConsumerCoordinator:
+        """The group coordinator client (KafkaClientError without a group_id)."""
+        if self._coordinator is None:
+            if self._group_args is None:
+                raise KafkaClientError("this consumer has no group_id")
+            self._coordinator = ConsumerCoordinator(self._client, self.fetcher,
+                                                    **self._group_args)
+        return self._coordinator
+
+    def subscribe(self, topics: Iterable[str] = (), *, pattern: Any = None,
+                  listener: ConsumerRebalanceListener | None = None) -> None:
+        """Join the group and consume what it assigns from these topics (or every topic
+        matching ``pattern``, a regular expression); replaces any earlier subscription.
+        ``listener`` hears of revoked, assigned and lost partitions."""
+        if self._closed:
+            raise KafkaClientError("consumer is closed")
+        if isinstance(topics, str):
+            topics = [topics]
+        coordinator = self.coordinator
+        if not coordinator.subscribed and self.fetcher.states:
+            raise KafkaClientError("subscribe() and assign() cannot be mixed: "
+                                   "assign([]) first")
+        coordinator.subscribe(topics, pattern, listener)
+
+    def unsubscribe(self) -> None:
+        """Leave the group (in the background) and stop consuming."""
+        if self._coordinator is not None:
+            self._coordinator.unsubscribe()
+
+    def subscription(self) -> set[str]:
+        return set() if self._coordinator is None else self._coordinator.subscription()
+
+    async def commit(self, offsets: dict[tuple[str, int], int | OffsetAndMetadata]
+                     | None = None) -> None:
+        """Commit these offsets (the next record to read) for the group; by default the
+        current position of every assigned partition."""
+        await self._ready()
+        await self.coordinator.commit(offsets)
+
+    async def committed(self, partitions: Iterable[tuple[str, int]]
+                        ) -> dict[TopicPartition, OffsetAndMetadata | None]:
+        """The group's committed offsets (None where nothing is committed)."""
+        await self._ready()
+        return await self.coordinator.committed(partitions)
+
     # -- assignment and positions
 
     def assign(self, partitions: Iterable[tuple[str, int]]) -> None:
         """Consume exactly these partitions; new ones start at auto_offset_reset."""
         if self._closed:
             raise KafkaClientError("consumer is closed")
+        if self._coordinator is not None and self._coordinator.subscribed:
+            raise KafkaClientError("assign() and subscribe() cannot be mixed: "
+                                   "unsubscribe() first")
         self.fetcher.assign(TopicPartition(t, p) for t, p in partitions)
 
     def assignment(self) -> set[TopicPartition]:
@@ -280,6 +375,8 @@ class Consumer:
         fetcher = await self._ready()
         if max_records is not None and max_records < 1:
             raise ValueError(f"max_records must be positive, not {max_records}")
+        if self._coordinator is not None:
+            await self._coordinator.poll(max(timeout_ms, 0) / 1000)
         wanted = [TopicPartition(*tp) for tp in partitions] or None
         self._check_positions(fetcher, wanted)
         deadline = time.monotonic() + max(timeout_ms, 0) / 1000
