@@ -199,7 +199,7 @@ def test_session_timeout_evicts_a_silent_member() -> None:
 def test_rebalance_timeout_drops_members_that_do_not_rejoin() -> None:
     async def main() -> None:
         coordinator, _ = make_coordinator(group_initial_rebalance_delay_ms="20")
-        a, b = await stable_group(coordinator, 2, session=5000, rebalance=100)
+        a, _b = await stable_group(coordinator, 2, session=5000, rebalance=100)
         # a rejoins (e.g. its subscription changed); b never does.
         loop = asyncio.get_running_loop()
         started = loop.time()
