@@ -48,11 +48,12 @@ def _register_commands() -> None:
     from klog.cli import consume
 
     consume.register(app)
-    from klog.cli import configs, offsets, topic
+    from klog.cli import configs, groups, offsets, topic
 
     topic.register(app)
     offsets.register(app)
     configs.register(app)
+    groups.register(app)
     from klog.cli import perf, produce
 
     produce.register(app)

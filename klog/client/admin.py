@@ -1,18 +1,23 @@
-"""The admin client: topics, partitions, configs, offsets, records, cluster and log dirs.
+"""The admin client: topics, partitions, configs, offsets, records, cluster, log dirs and
+consumer groups.
 
 Owns the routing of admin requests, as Kafka's AdminClient does: CreateTopics, DeleteTopics
 and CreatePartitions go to the controller (re-found and retried once on NOT_CONTROLLER);
 ListOffsets and DeleteRecords go to each partition's leader (re-routed after a metadata
-refresh on NOT_LEADER_OR_FOLLOWER and friends); a broker's configs and log dirs go to that
-broker; everything else to the least loaded broker. Results are plain dataclasses;
-per-item failures come back as ``KafkaClientError`` values where Kafka reports them per
-item (create/delete/alter), and are raised where a caller cannot go on without the answer
-(describe, list offsets). Used on one event loop; not thread-safe.
+refresh on NOT_LEADER_OR_FOLLOWER and friends); group requests (DescribeGroups,
+DeleteGroups, OffsetFetch, OffsetCommit, OffsetDelete) go to the group's coordinator
+(FindCoordinator, found again on NOT_COORDINATOR), ListGroups to every broker; a broker's
+configs and log dirs go to that broker; everything else to the least loaded broker.
+Results are plain dataclasses; per-item failures come back as ``KafkaClientError`` values
+where Kafka reports them per item (create/delete/alter), and are raised where a caller
+cannot go on without the answer (describe, list offsets). Used on one event loop; not
+thread-safe.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -25,10 +30,13 @@ from klog.client.errors import (
 )
 from klog.client.network import KafkaClient
 from klog.protocol.errors import ErrorCode
+from klog.protocol.internal_topics import InternalTopicError
 
 LIST_OFFSETS, CREATE_TOPICS, DELETE_TOPICS, DELETE_RECORDS = 2, 19, 20, 21
 DESCRIBE_CONFIGS, DESCRIBE_LOG_DIRS, CREATE_PARTITIONS = 32, 35, 37
 INCREMENTAL_ALTER_CONFIGS, DESCRIBE_CLUSTER = 44, 60
+OFFSET_COMMIT, OFFSET_FETCH, DESCRIBE_GROUPS, LIST_GROUPS = 8, 9, 15, 16
+DELETE_GROUPS, OFFSET_DELETE = 42, 47
 
 # ListOffsets' special timestamps (ListOffsetsRequest.EARLIEST_TIMESTAMP etc.).
 LATEST_TIMESTAMP = -1
@@ -200,6 +208,58 @@ class LogDirDescription:
     total_bytes: int
     usable_bytes: int
     replicas: Mapping[TopicPartition, ReplicaLogInfo] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class GroupListing:
+    group_id: str
+    protocol_type: str
+    state: str | None  # None from brokers before ListGroups v4
+    broker: int
+
+
+@dataclass(frozen=True)
+class MemberDescription:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    host: str
+    assignment: tuple[TopicPartition, ...]  # decoded for consumer groups
+    topics: tuple[str, ...] = ()  # the member's subscription (consumer groups)
+
+
+@dataclass(frozen=True)
+class GroupDescription:
+    group_id: str
+    state: str  # Kafka's: Empty, Stable, PreparingRebalance, CompletingRebalance, Dead
+    protocol_type: str
+    protocol: str  # the assignor of a consumer group
+    members: tuple[MemberDescription, ...]
+    coordinator: BrokerDescription
+
+
+@dataclass(frozen=True)
+class PartitionLag:
+    """One row of a group's offsets view."""
+
+    topic: str
+    partition: int
+    current_offset: int | None  # committed; None: nothing committed
+    log_end_offset: int | None
+    lag: int | None
+    member_id: str | None
+    host: str | None
+    client_id: str | None
+    metadata: str | None = None
+
+
+@dataclass(frozen=True)
+class OffsetResetSpec:
+    """Where a reset moves a group: kind ``earliest``, ``latest``, ``offset`` (value = the
+    offset), ``datetime`` (value = ms since the epoch) or ``shift`` (value = +/- n)."""
+
+    kind: str
+    value: int = 0
 
 
 # --- the client ---------------------------------------------------------------------------
@@ -603,6 +663,253 @@ class AdminClient:
                 },
             ) for d in response.results]
         return out
+
+    # -- consumer groups
+
+    async def _group_coordinator(self, group_id: str) -> int:
+        """The coordinator's node id (FindCoordinator, retried while the offsets topic is
+        created or loads); metadata refreshed if the node is not known yet."""
+        from klog.client.group_coordinator import find_coordinator
+
+        deadline = asyncio.get_running_loop().time() + self._timeout_ms / 1000
+        while True:
+            try:
+                node_id, _host, _port = await find_coordinator(self.client, group_id)
+                break
+            except KafkaClientError as exc:
+                if not exc.retriable or asyncio.get_running_loop().time() >= deadline:
+                    raise
+                await asyncio.sleep(0.1)
+        if node_id not in self.client.cluster.brokers:
+            await self.client.refresh_metadata([])
+        return node_id
+
+    async def _to_group_coordinator(self, group_id: str, api_key: int,
+                                    values: Mapping[str, Any], error_of: Any) -> Any:
+        """Send to the group's coordinator; find it again while the answer says it moved
+        or is loading (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS / NOT_AVAILABLE)."""
+        from klog.client.group_coordinator import COORDINATOR_ERRORS, MAX_VERSIONS
+
+        retry = COORDINATOR_ERRORS | {int(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)}
+        response = None
+        for attempt in range(10):
+            node = await self._group_coordinator(group_id)
+            version = self.client.api_version(node, api_key, MAX_VERSIONS.get(api_key))
+            response = await self.client.send(node, api_key, values, version=version)
+            if int(error_of(response)) not in retry or attempt == 9:
+                return response
+            await asyncio.sleep(0.1 * (attempt + 1))
+        return response
+
+    async def list_groups(self, states: Sequence[str] | None = None) -> list[GroupListing]:
+        """Every group of every broker (ListGroups to each), optionally only those in
+        ``states`` (Kafka's names: Stable, Empty, PreparingRebalance, ...), by id."""
+        await self.client.refresh_metadata([])
+        wanted = list(states or ())
+
+        async def one(broker: int) -> list[GroupListing]:
+            response = await self.client.send(broker, LIST_GROUPS, {
+                "states_filter": wanted, "types_filter": []})
+            error = _error(response.error_code, None, f"listing groups on broker {broker}")
+            if error is not None:
+                raise error
+            return [GroupListing(g.group_id, g.protocol_type,
+                                 getattr(g, "group_state", None) or None, broker)
+                    for g in response.groups]
+
+        found: dict[str, GroupListing] = {}
+        for listing in await asyncio.gather(*(one(b) for b in sorted(self.client.cluster.brokers))):
+            for g in listing:
+                found[g.group_id] = g
+        listed = sorted(found.values(), key=lambda g: g.group_id)
+        if wanted:  # brokers before ListGroups v4 do not filter
+            lowered = {s.lower() for s in wanted}
+            listed = [g for g in listed if g.state is None or g.state.lower() in lowered]
+        return listed
+
+    async def describe_groups(self, group_ids: Sequence[str]) -> dict[str, GroupDescription]:
+        """State, assignor, coordinator and members (with their assignments, decoded for
+        consumer groups) of each group. A group that does not exist is in state Dead."""
+        from klog.client.assignors import decode_assignment, decode_subscription
+
+        async def one(group_id: str) -> GroupDescription:
+            response = await self._to_group_coordinator(
+                group_id, DESCRIBE_GROUPS,
+                {"groups": [group_id], "include_authorized_operations": False},
+                lambda r: r.groups[0].error_code if r.groups else 0)
+            node = await self._group_coordinator(group_id)
+            meta = self.client.cluster.brokers.get(node)
+            coordinator = BrokerDescription(node, meta.host if meta else "?",
+                                            meta.port if meta else -1,
+                                            meta.rack if meta else None)
+            g = response.groups[0]
+            error = _error(g.error_code, getattr(g, "error_message", None),
+                           f"group {group_id!r}")
+            if error is not None:
+                raise error
+            members = []
+            for m in g.members:
+                assignment: tuple[TopicPartition, ...] = ()
+                topics: tuple[str, ...] = ()
+                if g.protocol_type == "consumer":
+                    # A member's blobs are its own business: undecodable ones show nothing.
+                    with contextlib.suppress(InternalTopicError):
+                        assignment = tuple(decode_assignment(bytes(m.member_assignment)))
+                    with contextlib.suppress(InternalTopicError):
+                        if m.member_metadata:
+                            topics = decode_subscription(bytes(m.member_metadata)).topics
+                members.append(MemberDescription(
+                    m.member_id, getattr(m, "group_instance_id", None), m.client_id,
+                    m.client_host, assignment, topics))
+            return GroupDescription(g.group_id, g.group_state, g.protocol_type,
+                                    g.protocol_data, tuple(members), coordinator)
+
+        results = await asyncio.gather(*(one(g) for g in group_ids))
+        return {d.group_id: d for d in results}
+
+    async def delete_groups(self, group_ids: Sequence[str]
+                            ) -> dict[str, KafkaClientError | None]:
+        """Delete groups and their committed offsets (only empty groups can go:
+        NON_EMPTY_GROUP otherwise); group id -> None or the error."""
+        async def one(group_id: str) -> tuple[str, KafkaClientError | None]:
+            try:
+                response = await self._to_group_coordinator(
+                    group_id, DELETE_GROUPS, {"groups_names": [group_id]},
+                    lambda r: r.results[0].error_code if r.results else 0)
+            except KafkaClientError as exc:
+                return group_id, exc
+            codes = {r.group_id: r.error_code for r in response.results}
+            return group_id, _error(codes.get(group_id, ErrorCode.UNKNOWN_SERVER_ERROR),
+                                    None, f"group {group_id!r}")
+
+        return dict(await asyncio.gather(*(one(g) for g in group_ids)))
+
+    async def list_group_offsets(self, group_id: str,
+                                 partitions: Sequence[TopicPartition] | None = None
+                                 ) -> dict[TopicPartition, Any]:
+        """The group's committed offsets (``partitions`` None: all it has), as
+        klog.client.group_coordinator.OffsetAndMetadata; partitions without a committed
+        offset are left out."""
+        from klog.client.group_coordinator import TopicPartition as TP
+        from klog.client.group_coordinator import (
+            offset_fetch_values,
+            parse_offset_fetch,
+        )
+
+        wanted = None if partitions is None else [TP(*tp) for tp in partitions]
+        values = offset_fetch_values(group_id, wanted)
+
+        def error_of(r: Any) -> int:
+            return parse_offset_fetch(r, group_id).error
+
+        response = await self._to_group_coordinator(group_id, OFFSET_FETCH, values, error_of)
+        found = parse_offset_fetch(response, group_id)
+        error = _error(found.error, None, f"group {group_id!r}")
+        if error is not None:
+            raise error
+        for tp, code in found.partition_errors.items():
+            raise error_for(code, f"group {group_id!r}: {tp[0]}-{tp[1]}")
+        return {(tp.topic, tp.partition): om for tp, om in sorted(found.offsets.items())
+                if om.offset >= 0}
+
+    async def alter_group_offsets(self, group_id: str, offsets: Mapping[TopicPartition, int]
+                                  ) -> dict[TopicPartition, KafkaClientError | None]:
+        """Commit offsets for the group as an admin (generation -1, no member id): the
+        coordinator accepts it only while the group has no active members."""
+        from klog.client.group_coordinator import (
+            OffsetAndMetadata,
+            offset_commit_values,
+            parse_offset_commit,
+        )
+        from klog.client.group_coordinator import TopicPartition as TP
+
+        values = offset_commit_values(
+            group_id, {TP(*tp): OffsetAndMetadata(int(o)) for tp, o in offsets.items()})
+
+        def error_of(r: Any) -> int:
+            return next((c for c in parse_offset_commit(r).values() if c), 0)
+
+        response = await self._to_group_coordinator(group_id, OFFSET_COMMIT, values, error_of)
+        return {(tp.topic, tp.partition): _error(code, None, f"{tp.topic}-{tp.partition}")
+                for tp, code in parse_offset_commit(response).items()}
+
+    async def delete_group_offsets(self, group_id: str, partitions: Sequence[TopicPartition]
+                                   ) -> dict[TopicPartition, KafkaClientError | None]:
+        """Forget the group's committed offsets of these partitions (OffsetDelete); a
+        partition the group still consumes answers GROUP_SUBSCRIBED_TO_TOPIC."""
+        by_topic: dict[str, list[dict[str, int]]] = defaultdict(list)
+        for topic, partition in partitions:
+            by_topic[topic].append({"partition_index": partition})
+        values = {"group_id": group_id,
+                  "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]}
+        response = await self._to_group_coordinator(
+            group_id, OFFSET_DELETE, values, lambda r: r.error_code)
+        error = _error(response.error_code, None, f"group {group_id!r}")
+        if error is not None:
+            raise error
+        return {(t.name, int(p.partition_index)):
+                _error(p.error_code, None, f"{t.name}-{p.partition_index}")
+                for t in response.topics for p in t.partitions}
+
+    async def group_lag(self, group_id: str) -> tuple[GroupDescription, list[PartitionLag]]:
+        """What `kafka-consumer-groups --describe` shows: for every partition the group
+        has a committed offset for or has assigned, the committed offset, the log end
+        offset, the lag and the member consuming it."""
+        description = (await self.describe_groups([group_id]))[group_id]
+        committed = await self.list_group_offsets(group_id)
+        owner: dict[TopicPartition, MemberDescription] = {}
+        for m in description.members:
+            for tp in m.assignment:
+                owner[(tp[0], tp[1])] = m
+        partitions = sorted(set(committed) | set(owner))
+        ends = await self.list_offsets({tp: "latest" for tp in partitions},
+                                       raise_errors=False) if partitions else {}
+        rows = []
+        for tp in partitions:
+            om = committed.get(tp)
+            end = ends.get(tp)
+            log_end = end.offset if isinstance(end, ListedOffset) else None
+            current = None if om is None else om.offset
+            lag = None if current is None or log_end is None else max(0, log_end - current)
+            m = owner.get(tp)
+            rows.append(PartitionLag(tp[0], tp[1], current, log_end, lag,
+                                     None if m is None else m.member_id,
+                                     None if m is None else m.host,
+                                     None if m is None else m.client_id,
+                                     None if om is None else om.metadata))
+        return description, rows
+
+    async def plan_group_offsets_reset(self, group_id: str,
+                                       partitions: Sequence[TopicPartition],
+                                       spec: OffsetResetSpec) -> dict[TopicPartition, int]:
+        """The new offset of each partition for a reset (kafka-consumer-groups
+        --reset-offsets): earliest, latest, an offset, the first offset at or after a time
+        (the end when there is none), or the committed offset shifted (the earliest when
+        there is none committed, as Kafka does). Offsets are kept within
+        [log start offset, log end offset]."""
+        parts = sorted(set(partitions))
+        if not parts:
+            return {}
+        starts = await self.list_offsets({tp: "earliest" for tp in parts})
+        ends = await self.list_offsets({tp: "latest" for tp in parts})
+        plan: dict[TopicPartition, int] = {}
+        if spec.kind == "datetime":
+            found = await self.list_offsets({tp: spec.value for tp in parts})
+            for tp in parts:
+                hit = found[tp].offset
+                plan[tp] = hit if hit >= 0 else ends[tp].offset
+        elif spec.kind == "shift":
+            committed = await self.list_group_offsets(group_id, parts)
+            for tp in parts:
+                om = committed.get(tp)
+                base = om.offset if om is not None else starts[tp].offset
+                plan[tp] = base + spec.value
+        else:
+            for tp in parts:
+                plan[tp] = {"earliest": starts[tp].offset, "latest": ends[tp].offset,
+                            "offset": spec.value}[spec.kind]
+        return {tp: max(starts[tp].offset, min(offset, ends[tp].offset))
+                for tp, offset in plan.items()}
 
 
 def _config_entry(c: Any) -> ConfigEntry:
