@@ -1,0 +1,65 @@
+"""FindCoordinator (v0-v6): which broker coordinates a group (or transactional id).
+
+A group's coordinator is the leader of its ``__consumer_offsets`` partition
+(``GroupMetadataManager.partition_for``); the topic is created on the first lookup. As in
+Kafka the answer is the leader as this broker's metadata knows it, whether or not it has
+finished loading (the group APIs answer COORDINATOR_LOAD_IN_PROGRESS meanwhile). v0-v3 ask
+for one key; v4+ for a batch of keys of one type, each answered on its own.
+
+Transactions are not built: a transactional id (key type 1) gets COORDINATOR_NOT_AVAILABLE.
+Other key types (v6's share groups, unknown ids) are INVALID_REQUEST.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from klog.daemon.group.metadata_manager import OFFSETS_TOPIC
+from klog.daemon.handlers import RequestContext
+from klog.protocol.errors import ErrorCode
+
+GROUP = 0
+TRANSACTION = 1
+
+# Kafka's Errors.message(): the exception's default text, "NONE" for no error.
+_MESSAGES = {
+    ErrorCode.NONE: "NONE",
+    ErrorCode.COORDINATOR_NOT_AVAILABLE: "The coordinator is not available.",
+}
+
+
+def _answer(key: str, error: ErrorCode, message: str | None = None,
+            node: tuple[int, str, int] = (-1, "", -1)) -> dict[str, Any]:
+    return {"key": key, "node_id": node[0], "host": node[1], "port": node[2],
+            "error_code": int(error),
+            "error_message": message if message is not None else _MESSAGES.get(error)}
+
+
+async def _find(ctx: RequestContext, key_type: int, key: str) -> dict[str, Any]:
+    if key_type == TRANSACTION:
+        return _answer(key, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    if key_type != GROUP:
+        return _answer(key, ErrorCode.INVALID_REQUEST, f"Unknown coordinator type: {key_type}")
+    broker = ctx.broker
+    manager = broker.group_manager
+    cache = broker.metadata_cache
+    if not cache.contains_topic(OFFSETS_TOPIC):
+        await manager.ensure_offsets_topic()
+    state = cache.partition_state(OFFSETS_TOPIC, manager.partition_for(key))
+    if state is None or state.leader < 0:
+        return _answer(key, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    info = cache.broker(state.leader)
+    endpoint = None if info is None else info.endpoint(ctx.listener_name)
+    if endpoint is None:
+        return _answer(key, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    return _answer(key, ErrorCode.NONE, node=(state.leader, endpoint.host, endpoint.port))
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    if ctx.api_version >= 4:
+        key_type = request.key_type
+        coordinators = [await _find(ctx, key_type, key) for key in request.coordinator_keys]
+        return ctx.respond({"throttle_time": 0, "coordinators": coordinators})
+    answer = await _find(ctx, getattr(request, "key_type", GROUP), request.key)
+    answer["throttle_time"] = 0
+    return ctx.respond(answer)

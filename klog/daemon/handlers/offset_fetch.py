@@ -1,0 +1,75 @@
+"""OffsetFetch (v1-v8): a group's committed offsets, read from the GroupMetadataManager cache.
+
+``topics`` null (v2+) asks for every partition the group has an offset for. A partition
+without a committed offset answers offset -1, leader epoch -1, metadata "" and NONE, as
+Kafka does (also for a group that does not exist: the classic protocol's OffsetFetch has
+no GROUP_ID_NOT_FOUND -- Kafka only returns that for v9+ requests naming a member of a
+KIP-848 consumer group, which klog does not advertise).
+
+The coordinator errors (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS,
+COORDINATOR_NOT_AVAILABLE) are the group's error from v2 (a top-level error_code; v8 one
+per group, several groups per request); v1 has no top-level error, so, as Kafka, every
+requested partition carries it. ``require_stable`` (v7+) would make partitions with pending
+transactional commits UNSTABLE_OFFSET_COMMIT; without transactions there are none.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from klog.daemon.group.metadata_manager import GroupMetadataManager
+from klog.daemon.handlers import RequestContext
+from klog.protocol.errors import ErrorCode
+
+
+def _partition(index: int, offset: int = -1, leader_epoch: int = -1, metadata: str = "",
+               error: ErrorCode = ErrorCode.NONE) -> dict[str, Any]:
+    return {"partition_index": index, "committed_offset": offset,
+            "committed_leader_epoch": leader_epoch, "metadata": metadata,
+            "error_code": int(error)}
+
+
+def _fetch_group(manager: GroupMetadataManager, group_id: str, topics: Any,
+                 version: int) -> tuple[ErrorCode, list[dict[str, Any]]]:
+    """(group error, response topics) for one group."""
+    error = manager.coordinator_error(group_id)
+    if error is not None:
+        if version >= 2 or topics is None:
+            return error, []
+        # v1: no top-level error field; the requested partitions carry it.
+        return error, [{"name": t.name,
+                        "partitions": [_partition(p, error=error) for p in t.partition_indexes]}
+                       for t in topics]
+    if topics is None:
+        committed = manager.fetch_offsets(group_id, None)
+        by_topic: dict[str, list[dict[str, Any]]] = {}
+        for (topic, index), om in sorted(committed.items()):
+            by_topic.setdefault(topic, []).append(
+                _partition(index, om.offset, om.leader_epoch, om.metadata))
+        return ErrorCode.NONE, [{"name": t, "partitions": parts}
+                                for t, parts in by_topic.items()]
+    wanted = [(t.name, p) for t in topics for p in t.partition_indexes]
+    committed = manager.fetch_offsets(group_id, wanted)
+    out = []
+    for t in topics:
+        parts = []
+        for p in t.partition_indexes:
+            om = committed.get((t.name, p))
+            parts.append(_partition(p) if om is None
+                         else _partition(p, om.offset, om.leader_epoch, om.metadata))
+        out.append({"name": t.name, "partitions": parts})
+    return ErrorCode.NONE, out
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    manager = ctx.broker.group_manager
+    version = ctx.api_version
+    if version >= 8:
+        groups = []
+        for group in request.groups:
+            error, topics = _fetch_group(manager, group.group_id, group.topics, version)
+            groups.append({"group_id": group.group_id, "topics": topics,
+                           "error_code": int(error)})
+        return ctx.respond({"throttle_time": 0, "groups": groups})
+    error, topics = _fetch_group(manager, request.group_id, request.topics, version)
+    return ctx.respond({"throttle_time": 0, "topics": topics, "error_code": int(error)})
