@@ -1,0 +1,25 @@
+"""DeleteGroups (v0-v2): delete empty groups (their metadata and offsets get tombstones).
+
+A group with members is NON_EMPTY_GROUP; one nobody knows is GROUP_ID_NOT_FOUND.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from klog.daemon.handlers import RequestContext
+from klog.protocol.errors import ErrorCode
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    coordinator = ctx.broker.group_coordinator
+    names = list(request.groups_names)
+    if coordinator is None:
+        results = dict.fromkeys(names, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    else:
+        results = await coordinator.delete_groups(names)
+    return ctx.respond({
+        "throttle_time": 0,
+        "results": [{"group_id": g, "error_code": int(results[g])}
+                    for g in dict.fromkeys(names)],
+    })

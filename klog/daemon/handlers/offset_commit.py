@@ -1,0 +1,65 @@
+"""OffsetCommit (v2-v8): commit a group's offsets, checked against its membership.
+
+As Kafka's KafkaApis: a partition of a topic this broker's metadata does not know gets
+UNKNOWN_TOPIC_OR_PARTITION; the commit timestamp is now; v2-v4's retention_time (-1 =
+the broker's default) sets an explicit expire timestamp; v6+ carry the leader epoch (-1 =
+none); a null metadata string is stored as "". Metadata longer than
+offset.metadata.max.bytes is OFFSET_METADATA_TOO_LARGE (the coordinator checks it).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from klog.daemon.group.metadata_manager import OffsetAndMetadata
+from klog.daemon.handlers import RequestContext
+from klog.protocol.entities import as_millis
+from klog.protocol.errors import ErrorCode
+
+DEFAULT_RETENTION_TIME = -1
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    coordinator = ctx.broker.group_coordinator
+    cache = ctx.broker.metadata_cache
+    now = int(time.time() * 1000)
+    retention = getattr(request, "retention_time", None)
+    retention_ms = DEFAULT_RETENTION_TIME if retention is None else as_millis(retention)
+    expire = None if retention_ms == DEFAULT_RETENTION_TIME else now + retention_ms
+    errors: dict[tuple[str, int], ErrorCode] = {}
+    offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
+    order: list[tuple[str, int]] = []
+    for topic in request.topics:
+        for p in topic.partitions:
+            tp = (topic.name, p.partition_index)
+            order.append(tp)
+            if cache.partition_state(topic.name, p.partition_index) is None:
+                errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            offsets[tp] = OffsetAndMetadata(
+                offset=p.committed_offset,
+                leader_epoch=getattr(p, "committed_leader_epoch", -1),
+                metadata=p.committed_metadata or "",
+                commit_timestamp=now,
+                expire_timestamp=expire,
+            )
+    if offsets:
+        if coordinator is None:
+            errors.update(dict.fromkeys(offsets, ErrorCode.COORDINATOR_NOT_AVAILABLE))
+        else:
+            errors.update(await coordinator.commit_offsets(
+                request.group_id,
+                request.generation_id_or_member_epoch,
+                request.member_id,
+                getattr(request, "group_instance_id", None),
+                offsets,
+            ))
+    topics: dict[str, list[dict[str, Any]]] = {}
+    for tp in dict.fromkeys(order):
+        topics.setdefault(tp[0], []).append(
+            {"partition_index": tp[1], "error_code": int(errors[tp])})
+    return ctx.respond({
+        "throttle_time": 0,
+        "topics": [{"name": name, "partitions": parts} for name, parts in topics.items()],
+    })
