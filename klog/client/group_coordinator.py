@@ -356,6 +356,7 @@ class ConsumerCoordinator:
             await self._leave("consumer poll timeout has expired")
             self._lose_partitions()
             self._poll_timed_out = True
+            await self._invoke_pending()
             return
         if self.enable_auto_commit and now >= self._next_auto_commit:
             await self._auto_commit(sync=False)
@@ -533,11 +534,10 @@ class ConsumerCoordinator:
                 await self._auto_commit(sync=True)
             except KafkaClientError as exc:
                 log.info("group %s: commit before rebalancing failed: %s", self.group_id, exc)
-        if not self.owned:
-            return
         if self.generation_id < 0:
             self._lose_partitions()
-            await self._invoke_pending()
+        await self._invoke_pending()
+        if not self.owned:
             return
         if self.protocol == EAGER:
             revoked = set(self.owned)

@@ -23,14 +23,12 @@ from confluent_kafka import (
     TopicPartition,
 )
 
-from klog.protocol.apis import ADVERTISED
 from klog.protocol.records.batch import CompressionType
 from klog.testing import KlogBroker
 from tests.interop.conftest import CODECS, stored_batches
 
 pytestmark = pytest.mark.timeout(60)
 
-FIND_COORDINATOR = 10
 
 _CODEC_TYPES = {
     "none": CompressionType.NONE,
@@ -167,12 +165,10 @@ def test_codec_round_trip(bootstrap: str, broker: KlogBroker, topic: str, codec:
 
     batches = stored_batches(broker.log_dir, topic)
     assert sum(b.records_count or 0 for b in batches) == 300
-    # librdkafka sends a batch uncompressed when compressing would not make it smaller,
-    # and uses lz4 only with brokers that advertise FindCoordinator (its proxy for "0.8.2
-    # or later"): without a group coordinator, its lz4 batches arrive uncompressed.
+    # librdkafka sends a batch uncompressed when compressing would not make it smaller.
+    # It uses lz4 only with brokers that advertise FindCoordinator (its proxy for "0.8.2
+    # or later"), which klog does since the group coordinator landed: lz4 arrives as lz4.
     expected = _CODEC_TYPES[codec]
-    if expected is CompressionType.LZ4 and FIND_COORDINATOR not in ADVERTISED:
-        expected = CompressionType.NONE
     codecs = {b.compression for b in batches}
     assert expected in codecs
     assert codecs <= {expected, CompressionType.NONE}

@@ -13,14 +13,11 @@ from typing import Any
 import pytest
 from confluent_kafka import Producer
 
-from klog.protocol.apis import ADVERTISED
 from klog.protocol.records.batch import CompressionType
 from klog.testing import KlogBroker
 from tests.interop.conftest import KCAT, stored_batches
 
 pytestmark = pytest.mark.timeout(60)
-
-FIND_COORDINATOR = 10
 
 
 def _librdkafka_version() -> tuple[int, ...]:
@@ -34,14 +31,12 @@ def _codec_librdkafka_sends(codec: str) -> CompressionType:
     """What kcat's librdkafka really sends when asked for ``codec``. Before 2.12 it checks
     gzip, snappy and lz4 against Produce v0 and, finding the broker's floor at v3 (as in
     Kafka 4.0, and klog), sends them uncompressed; lz4 also needs FindCoordinator
-    advertised (its proxy for "Kafka 0.8.2 or later"). zstd is gated on Produce v7 and
-    Fetch v10 only."""
+    advertised (its proxy for "Kafka 0.8.2 or later"), which klog does. zstd is gated on
+    Produce v7 and Fetch v10 only."""
     wanted = CompressionType[codec.upper()]
     if wanted in (CompressionType.NONE, CompressionType.ZSTD):
         return wanted
     if _librdkafka_version() < (2, 12, 0):
-        return CompressionType.NONE
-    if wanted is CompressionType.LZ4 and FIND_COORDINATOR not in ADVERTISED:
         return CompressionType.NONE
     return wanted
 

@@ -54,6 +54,13 @@ _MODULES: dict[int, str] = {
     1: "fetch",
     2: "list_offsets",
     3: "metadata",
+    8: "offset_commit",
+    11: "join_group",
+    12: "heartbeat",
+    13: "leave_group",
+    14: "sync_group",
+    15: "describe_groups",
+    16: "list_groups",
     18: "api_versions",
     19: "create_topics",
     20: "delete_topics",
@@ -63,7 +70,9 @@ _MODULES: dict[int, str] = {
     33: "alter_configs",
     35: "describe_log_dirs",
     37: "create_partitions",
+    42: "delete_groups",
     44: "incremental_alter_configs",
+    47: "offset_delete",
     60: "describe_cluster",
 }
 
