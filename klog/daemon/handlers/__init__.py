@@ -55,6 +55,8 @@ _MODULES: dict[int, str] = {
     2: "list_offsets",
     3: "metadata",
     8: "offset_commit",
+    9: "offset_fetch",
+    10: "find_coordinator",
     11: "join_group",
     12: "heartbeat",
     13: "leave_group",
