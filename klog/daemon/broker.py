@@ -28,6 +28,7 @@ from typing import Any
 from klog.daemon.admin import AdminManager
 from klog.daemon.config import BrokerConfig
 from klog.daemon.controller import Controller
+from klog.daemon.group.coordinator import GroupCoordinator
 from klog.daemon.group.metadata_manager import GroupMetadataManager
 from klog.daemon.handlers import load_handlers
 from klog.daemon.metadata_cache import BrokerEndpoint, BrokerInfo, MetadataCache, PartitionState
@@ -65,7 +66,8 @@ class Broker:
         self.producer_ids: ProducerIdManager | None = None
         # Consumer groups (klog/daemon/group/): offsets store and the group coordinator.
         self.group_manager = GroupMetadataManager(self)
-        self.group_coordinator: Any = None
+        # Sets its hooks on the manager here, before any partition can load.
+        self.group_coordinator = GroupCoordinator(self, self.group_manager)
         self.started_at = 0.0
         self._tasks: list[asyncio.Task[None]] = []
         self._stopped = asyncio.Event()
@@ -136,6 +138,7 @@ class Broker:
         # Groups: before the controller, whose LeaderAndIsr starts loading the offsets
         # partitions led here.
         self.group_manager.startup()
+        self.group_coordinator.startup()
         self.server = Server(self, load_handlers())
         await self.server.start()
         await asyncio.to_thread(self._register_broker)
@@ -321,6 +324,7 @@ class Broker:
         if self.controller is not None:
             await self.controller.shutdown()
         self.admin.shutdown()  # admin: stop applying config change notifications
+        self.group_coordinator.shutdown()
         await self.group_manager.shutdown()
         if self.producer_ids is not None:  # no block claim may outlive the metastore
             await self.producer_ids.close()

@@ -604,7 +604,7 @@ class GroupMetadataManager:
             state = group_state(group_id)
             if state is not None:
                 return state, True
-            return None, False
+        # Not a group the coordinator holds: the last stored metadata tells.
         value = self._group_values.get(group_id)
         if value is None:
             return None, False
