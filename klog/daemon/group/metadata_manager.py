@@ -41,7 +41,7 @@ import logging
 import struct
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from klog.daemon.admin import TopicSpec
@@ -77,6 +77,8 @@ _CONTROL_COMMIT = 1
 # How long FindCoordinator's topic creation waits for leaders before answering
 # COORDINATOR_NOT_AVAILABLE (clients retry that).
 _CREATE_WAIT_MS = 3000
+# Group ids whose partition is remembered (the hash is per character).
+_PARTITION_CACHE_SIZE = 100_000
 # Expiration yields to the loop after this many groups.
 _EXPIRE_SLICE = 200
 
@@ -126,19 +128,36 @@ def kafka_abs(n: int) -> int:
     return 0 if n == -(2**31) else abs(n)
 
 
+_I16 = struct.Struct(">h")
+_I32 = struct.Struct(">i")
+_I64 = struct.Struct(">q")
+_VALUE_V3_HEAD = struct.Struct(">hqi")  # version 3, offset, leader epoch
+_KEY_V1 = b"\x00\x01"
+
+
+def _short_string(s: str) -> bytes:
+    data = s.encode("utf-8")
+    if len(data) > 0x7FFF:
+        raise ValueError(f"string of {len(data)} bytes is too long for an int16 length")
+    return _I16.pack(len(data)) + data
+
+
 def offset_commit_record(group_id: str, tp: TopicPartition,
                          om: OffsetAndMetadata | None) -> tuple[bytes, bytes | None]:
-    """Key and value bytes of an offset commit (value None: tombstone), as Kafka 3.x."""
-    key = OffsetCommitKey(group_id, tp[0], tp[1], version=1).encode()
+    """Key and value bytes of an offset commit (value None: tombstone), as Kafka 3.x:
+    key v1, value v3 (v1 when the commit has an expire timestamp). The common v3 shapes
+    are packed directly (commits are the coordinator's hot path); they are byte for byte
+    what internal_topics' OffsetCommitKey/OffsetCommitValue encode (tests check it)."""
+    key = _KEY_V1 + _short_string(group_id) + _short_string(tp[0]) + _I32.pack(tp[1])
     if om is None:
         return key, None
     if om.expire_timestamp is not None:
         value = OffsetCommitValue(om.offset, om.metadata, om.commit_timestamp,
-                                  expire_timestamp=om.expire_timestamp, version=1)
+                                  expire_timestamp=om.expire_timestamp, version=1).encode()
     else:
-        value = OffsetCommitValue(om.offset, om.metadata, om.commit_timestamp,
-                                  leader_epoch=om.leader_epoch, version=3)
-    return key, value.encode()
+        value = (_VALUE_V3_HEAD.pack(3, om.offset, om.leader_epoch)
+                 + _short_string(om.metadata) + _I64.pack(om.commit_timestamp))
+    return key, value
 
 
 def group_metadata_record(group_id: str,
@@ -268,6 +287,8 @@ class GroupMetadataManager:
         self._generation: dict[int, int] = {}
         self._load_tasks: set[asyncio.Task[None]] = set()
         self._partition_count: int | None = None
+        self._partition_cache: dict[str, int] = {}  # for _partition_cache_count partitions
+        self._partition_cache_count = 0
         self._creating: asyncio.Task[None] | None = None
         self._expire_task: asyncio.Task[None] | None = None
         self._shutting_down = False
@@ -291,7 +312,18 @@ class GroupMetadataManager:
         return self.config.offsets_topic_num_partitions
 
     def partition_for(self, group_id: str) -> int:
-        return kafka_abs(java_string_hash(group_id)) % self.num_partitions
+        count = self.num_partitions
+        cache = self._partition_cache
+        if self._partition_cache_count != count:
+            cache.clear()
+            self._partition_cache_count = count
+        partition = cache.get(group_id)
+        if partition is None:
+            if len(cache) >= _PARTITION_CACHE_SIZE:
+                cache.clear()
+            partition = kafka_abs(java_string_hash(group_id)) % count
+            cache[group_id] = partition
+        return partition
 
     def coordinator_error(self, group_id: str) -> ErrorCode | None:
         if self._shutting_down:
@@ -426,10 +458,12 @@ class GroupMetadataManager:
                 log.exception("the coordinator failed to take group %s", group)
         del self._loading[partition]
         self._owned.add(partition)
-        log.info("loaded %s-%d in %.3f s: %d record(s), %d group(s) with offsets, "
-                 "%d group(s) with metadata%s", OFFSETS_TOPIC, partition,
-                 time.monotonic() - started, result.records, len(result.offsets),
-                 loaded_groups, f", {result.skipped} skipped" if result.skipped else "")
+        # An empty partition (most of the 50, usually) is not worth a line at INFO.
+        log.log(logging.INFO if result.records else logging.DEBUG,
+                "loaded %s-%d in %.3f s: %d record(s), %d group(s) with offsets, "
+                "%d group(s) with metadata%s", OFFSETS_TOPIC, partition,
+                time.monotonic() - started, result.records, len(result.offsets),
+                loaded_groups, f", {result.skipped} skipped" if result.skipped else "")
 
     # -- writing ---------------------------------------------------------------------------
 
@@ -486,14 +520,21 @@ class GroupMetadataManager:
         out: dict[TopicPartition, ErrorCode] = {}
         valid: dict[TopicPartition, OffsetAndMetadata] = {}
         max_metadata = self.config.offset_metadata_max_bytes
+        records = []
         for tp, om in offsets.items():
-            if om.metadata is not None and len(om.metadata) > max_metadata:
+            if om.metadata is None:  # a null metadata string is stored as "" (Kafka)
+                om = replace(om, metadata="")
+            if len(om.metadata) > max_metadata:
                 out[tp] = ErrorCode.OFFSET_METADATA_TOO_LARGE
-            else:
-                valid[tp] = om
+                continue
+            try:
+                records.append(offset_commit_record(group_id, tp, om))
+            except ValueError:  # over an int16 string length: cannot be stored at all
+                out[tp] = ErrorCode.OFFSET_METADATA_TOO_LARGE
+                continue
+            valid[tp] = om
         if not valid:
             return out
-        records = [offset_commit_record(group_id, tp, om) for tp, om in valid.items()]
         code = await self._append(group_id, records, self.clock())
         if code is ErrorCode.NONE:
             # Still ours? The partition may have moved while waiting for the ISR.

@@ -402,3 +402,41 @@ def test_read_offsets_partition_transactions(tmp_path: Path) -> None:
             == {"plain": {("t", 0): 1}, "committed": {("t", 0): 2}}
     finally:
         plog.close()
+
+
+@pytest.mark.parametrize("om", [
+    OffsetAndMetadata(0, -1, "", 0),
+    OffsetAndMetadata(2**62, 17, "m\u00e9ta \U0001f600", 1_700_000_000_000),
+    OffsetAndMetadata(5, -1, "x", 1, 1_800_000_000_000),
+    None,
+])
+def test_offset_commit_record_is_kafkas_encoding(om: OffsetAndMetadata | None) -> None:
+    from klog.daemon.group.metadata_manager import offset_commit_record
+
+    key, value = offset_commit_record("gr\u00fcppe", ("topic", 7), om)
+    assert key == OffsetCommitKey("gr\u00fcppe", "topic", 7, version=1).encode()
+    if om is None:
+        assert value is None
+    elif om.expire_timestamp is None:
+        assert value == OffsetCommitValue(om.offset, om.metadata, om.commit_timestamp,
+                                          om.leader_epoch, version=3).encode()
+    else:
+        assert value == OffsetCommitValue(om.offset, om.metadata, om.commit_timestamp,
+                                          expire_timestamp=om.expire_timestamp,
+                                          version=1).encode()
+
+
+def test_null_and_oversized_metadata(tmp_path: Path) -> None:
+    broker = _start(tmp_path, offset_metadata_max_bytes=100_000)
+    try:
+        _wait_coordinator(broker, "g")
+        mgr = _manager(broker)
+        result = _run(broker, lambda: mgr.store_offsets("g", {
+            ("t", 0): OffsetAndMetadata(1, -1, None, 1),  # type: ignore[arg-type]
+            ("t", 1): OffsetAndMetadata(2, -1, "\u00e9" * 20_000, 1)}))  # 40,000 bytes
+        assert result == {("t", 0): ErrorCode.NONE,
+                          ("t", 1): ErrorCode.OFFSET_METADATA_TOO_LARGE}
+        assert broker.call(lambda: mgr.fetch_offsets("g", None)) == {
+            ("t", 0): OffsetAndMetadata(1, -1, "", 1)}
+    finally:
+        broker.stop()
