@@ -440,3 +440,54 @@ def test_null_and_oversized_metadata(tmp_path: Path) -> None:
             ("t", 0): OffsetAndMetadata(1, -1, "", 1)}
     finally:
         broker.stop()
+
+
+def test_leader_and_isr_moves_the_coordinator(tmp_path: Path) -> None:
+    """LeaderAndIsr naming another leader unloads the partition (NOT_COORDINATOR); naming
+    this broker again reloads it from the log."""
+    from klog.daemon.metadata_cache import PartitionState
+
+    broker = _start(tmp_path)
+    try:
+        _wait_coordinator(broker, "moving")
+        mgr = _manager(broker)
+        _run(broker, lambda: mgr.store_offsets("moving", {
+            ("t", 0): OffsetAndMetadata(3, -1, "", 1)}))
+        p = mgr.partition_for("moving")
+        me = broker.broker.broker_id
+
+        def state(leader: int, epoch: int) -> PartitionState:
+            return PartitionState(OFFSETS_TOPIC, p, leader, epoch, (me, me + 1), (me, me + 1))
+
+        broker.call(lambda: broker.broker.apply_leader_and_isr([state(me + 1, 5)], {}))
+        assert broker.call(lambda: mgr.coordinator_error("moving")) is ErrorCode.NOT_COORDINATOR
+        assert broker.call(lambda: mgr.fetch_offsets("moving", None)) == {}
+        broker.call(lambda: broker.broker.apply_leader_and_isr([state(me, 6)], {}))
+        _wait_coordinator(broker, "moving")
+        assert broker.call(lambda: mgr.fetch_offsets("moving", None)) == {
+            ("t", 0): OffsetAndMetadata(3, -1, "", 1)}
+    finally:
+        broker.stop()
+
+
+def test_undecodable_records_are_skipped(tmp_path: Path) -> None:
+    from klog.protocol.records.v2 import BatchBuilder
+    from klog.storage.config import LogConfig
+    from klog.storage.log import PartitionLog
+
+    plog = PartitionLog(tmp_path / f"{OFFSETS_TOPIC}-0", LogConfig())
+    try:
+        b = BatchBuilder()
+        b.append(1, None, b"no key")
+        b.append(1, b"\x00", b"short key")
+        b.append(1, b"\x00\x07garbage", b"unknown record type")  # e.g. KIP-848 records
+        b.append(1, OffsetCommitKey("g", "t", 0).encode(), b"\x00\x03\x00")  # cut value
+        b.append(1, OffsetCommitKey("g", "t", 1).encode(), OffsetCommitValue(9).encode())
+        b.append(1, GroupMetadataKey("g").encode(), b"\x7f\x7f")  # unknown value version
+        plog.append_as_leader(b.build(), 0, origin="coordinator")
+        result = read_offsets_partition(plog, 1 << 20)
+        assert {g: {tp: om.offset for tp, om in o.items()} for g, o in result.offsets.items()} \
+            == {"g": {("t", 1): 9}}
+        assert (result.records, result.skipped) == (6, 5)
+    finally:
+        plog.close()
