@@ -12,11 +12,12 @@ order, for an idempotent producer) to be retried after ``retry_backoff_ms``.
 append waits for room, up to ``max_block_ms``.
 
 A batch encodes each record as it is appended (the v2 record grammar, the same bytes as
-``klog.protocol.records.v2.BatchBuilder`` writes: tests hold them equal) into a flat list of
-byte pieces, so building the batch is one join: this is the producer's per-record hot path,
-and it avoids a copy of each value per record and a function call per varint. The batch
-becomes bytes (compressed) when drained, after its producer id, epoch and base sequence are
-known; the bytes are kept for retries, so a retried batch keeps its sequence.
+``klog.protocol.records.v2.BatchBuilder`` writes: tests hold them equal) straight into one
+growing buffer behind room for the batch header: this is the producer's per-record hot path,
+so varints come from a table, not a function call. The batch is finished when drained,
+after its producer id, epoch and base sequence are known: the header is written into the
+room left for it (or, compressed, in front of the compressed records) and the bytes are
+kept for retries, so a retried batch keeps its sequence.
 
 Everything here runs on the producer's event loop; there is no locking.
 """
@@ -24,6 +25,7 @@ Everything here runs on the producer's event loop; there is no locking.
 from __future__ import annotations
 
 import asyncio
+import logging
 import struct
 import time
 from collections import deque
@@ -55,6 +57,8 @@ __all__ = [
 ]
 
 TopicPartition = tuple[str, int]
+
+_log = logging.getLogger(__name__)
 
 #: Upper bound of a record's framing in a v2 batch: length, attributes, timestamp and
 #: offset deltas, key/value lengths, header count (varints at their widest).
@@ -120,6 +124,7 @@ class ProducerBatch:
         "attempts",
         "base_sequence",
         "base_timestamp",
+        "buffer",
         "compression",
         "created_ms",
         "done",
@@ -130,7 +135,6 @@ class ProducerBatch:
         "memory",
         "partition",
         "payload",
-        "pieces",
         "records",
         "size",
         "topic",
@@ -144,7 +148,8 @@ class ProducerBatch:
         #: Per record: (future, timestamp, key size, value size, callback).
         self.records: list[tuple[asyncio.Future[RecordMetadata], int, int, int,
                                  DeliveryCallback | None]] = []
-        self.pieces: list[bytes] = []  # the encoded records, in pieces
+        #: Room for the batch header, then the encoded records.
+        self.buffer = bytearray(RECORD_BATCH_OVERHEAD)
         self.base_timestamp = -1
         self.max_timestamp = -1
         self.size = RECORD_BATCH_OVERHEAD
@@ -154,7 +159,7 @@ class ProducerBatch:
         self.drained_ms: float | None = None
         self.attempts = 0
         self.base_sequence: int | None = None
-        self.payload: bytes | None = None  # set when drained; kept for retries
+        self.payload: bytes | bytearray | None = None  # set when drained; kept for retries
         self.in_flight = False
         self.done = False
 
@@ -224,32 +229,63 @@ class ProducerBatch:
             1 + len(timestamp_delta) + len(offset_delta) + len(key_length)
             + len(key_bytes) + len(value_length) + len(value_bytes) + len(header_bytes)
         )
-        head = b"".join((_varint(body_length), _ATTRIBUTES, timestamp_delta, offset_delta,
-                         key_length, key_bytes, value_length))
-        if len(value_bytes) < 256:
-            self.pieces.append(head + value_bytes + header_bytes)
-        else:
-            # A big value stays its own piece: copied once, when the batch is built.
-            self.pieces += (head, value_bytes, header_bytes)
+        buffer = self.buffer
+        buffer += b"".join((_varint(body_length), _ATTRIBUTES, timestamp_delta, offset_delta,
+                            key_length, key_bytes, value_length))
+        buffer += value_bytes
+        buffer += header_bytes
         if timestamp > self.max_timestamp:
             self.max_timestamp = timestamp
         self.size += size
         records.append((future, timestamp, key_size, value_size, callback))
 
+    def append_value(self, timestamp: int, value: bytes, size: int,
+                     callback: DeliveryCallback | None,
+                     future: asyncio.Future[RecordMetadata]) -> None:
+        """``append`` of the most common record: no key, no headers, a bytes value."""
+        records = self.records
+        count = len(records)
+        if count:
+            delta = timestamp - self.base_timestamp
+            if timestamp > self.max_timestamp:
+                self.max_timestamp = timestamp
+        else:
+            delta = 0
+            self.base_timestamp = self.max_timestamp = timestamp
+        timestamp_delta = (_SMALL_VARINTS[delta + 1] if -1 <= delta < _SMALL_LIMIT
+                           else write_varlong(delta))
+        offset_delta = _SMALL_VARINTS[count + 1] if count < _SMALL_LIMIT else write_varint(count)
+        value_size = len(value)
+        value_length = (_SMALL_VARINTS[value_size + 1] if value_size < _SMALL_LIMIT
+                        else write_varint(value_size))
+        # attributes, deltas, null key (1), value length, value, no headers (1)
+        body_length = 3 + len(timestamp_delta) + len(offset_delta) + len(value_length) \
+            + value_size
+        buffer = self.buffer
+        buffer += b"".join((
+            _SMALL_VARINTS[body_length + 1] if body_length < _SMALL_LIMIT
+            else write_varint(body_length),
+            _ATTRIBUTES, timestamp_delta, offset_delta, _NULL, value_length))
+        buffer += value
+        buffer += b"\x00"
+        self.size += size
+        self.memory += size
+        records.append((future, timestamp, -1, value_size, callback))
+
     def close(self, producer_id: int = -1, producer_epoch: int = -1,
               base_sequence: int = -1) -> bytes:
         """Freeze the batch and build its bytes (compressing them), once."""
         if self.payload is None:
-            data = b"".join(self.pieces)
-            self.pieces = []
+            buffer = self.buffer
+            self.buffer = bytearray()
             if self.compression is not CompressionType.NONE:
-                data = compress(self.compression, data)
+                data = compress(self.compression, memoryview(buffer)[RECORD_BATCH_OVERHEAD:])
+                buffer = bytearray(RECORD_BATCH_OVERHEAD) + data
             count = len(self.records)
-            batch = bytearray(RECORD_BATCH_OVERHEAD + len(data))
             _V2_HEADER.pack_into(
-                batch, 0,
+                buffer, 0,
                 0,  # base offset: the broker assigns it
-                len(batch) - LOG_OVERHEAD,
+                len(buffer) - LOG_OVERHEAD,
                 NO_PARTITION_LEADER_EPOCH,
                 MAGIC_V2,
                 0,  # CRC, below
@@ -262,10 +298,10 @@ class ProducerBatch:
                 base_sequence,
                 count,
             )
-            batch[RECORD_BATCH_OVERHEAD:] = data
-            _CRC.pack_into(batch, CRC_OFFSET, crc32c(memoryview(batch)[ATTRIBUTES_OFFSET:]))
+            _CRC.pack_into(buffer, CRC_OFFSET, crc32c(memoryview(buffer)[ATTRIBUTES_OFFSET:]))
             self.base_sequence = base_sequence if base_sequence >= 0 else None
-            self.payload = bytes(batch)
+            # Never written to again (a restamp makes new bytes): kept as it is, no copy.
+            self.payload = buffer
         return self.payload
 
     def restamp(self, producer_id: int, producer_epoch: int, base_sequence: int) -> bytes:
@@ -286,19 +322,25 @@ class ProducerBatch:
             return
         self.done = True
         topic, partition = self.topic, self.partition
-        for i, (future, timestamp, key_size, value_size, callback) in enumerate(self.records):
-            metadata = RecordMetadata(
-                topic,
-                partition,
-                base_offset + i if base_offset >= 0 else -1,
+        # Per record: this loop runs once for every record produced, so RecordMetadata is
+        # made with tuple.__new__ (no NamedTuple __new__ frame) and callbacks are called
+        # here rather than through a helper.
+        make = tuple.__new__
+        offset = base_offset if base_offset >= 0 else -1
+        step = 1 if base_offset >= 0 else 0
+        for future, timestamp, key_size, value_size, callback in self.records:
+            metadata = make(RecordMetadata, (
+                topic, partition, offset,
                 log_append_time if log_append_time >= 0 else timestamp,
-                key_size,
-                value_size,
-            )
+                key_size, value_size))
+            offset += step
             if not future.done():
                 future.set_result(metadata)
             if callback is not None:
-                _call(callback, metadata, None)
+                try:
+                    callback(metadata, None)
+                except Exception:  # a user's callback must not break delivery of the others
+                    _log.exception("delivery callback raised")
 
     def fail(self, exc: BaseException) -> None:
         if self.done:
@@ -323,9 +365,7 @@ def _call(callback: DeliveryCallback, metadata: RecordMetadata | None,
     try:
         callback(metadata, exc)
     except Exception:  # a user's callback must not break delivery of the others
-        import logging
-
-        logging.getLogger(__name__).exception("delivery callback raised")
+        _log.exception("delivery callback raised")
 
 
 def _time_out(waiter: asyncio.Future[None]) -> None:

@@ -207,12 +207,18 @@ def _nested_types(entity_type: type) -> Mapping[str, type]:
 # --- one connection -----------------------------------------------------------------------
 
 
+Decoder = typing.Callable[[int, memoryview], Any]
+
+
 @dataclass(slots=True)
 class _InFlight:
     correlation_id: int
     api_key: int
     api_version: int
     future: asyncio.Future[Any]
+    #: body -> response; None: the generic kio decoder of the api and version.
+    decode: Decoder | None = None
+    timer: asyncio.TimerHandle | None = None
 
 
 class BrokerConnection:
@@ -233,7 +239,11 @@ class BrokerConnection:
         self._writer: asyncio.StreamWriter | None = None
         self._read_task: asyncio.Task[None] | None = None
         self._pending: collections.deque[_InFlight] = collections.deque()
-        self._slots = asyncio.Semaphore(self.max_in_flight)
+        # In-flight slots: a counter and a queue of waiters (an asyncio.Semaphore would
+        # make every request await, even with slots free).
+        self._free_slots = self.max_in_flight
+        self._slot_waiters: collections.deque[asyncio.Future[None]] = collections.deque()
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._next_correlation_id = 0
         self._closed = False
         self._close_reason: KafkaClientError | None = None
@@ -307,43 +317,110 @@ class BrokerConnection:
             raise self._dead()
         body = apis.encode_request(entity)
         deadline = time.monotonic() + timeout
+        if not self._take_slot():
+            await self._wait_for_slot(timeout)
+        future = self.send_nowait(api_key, api_version, (body,), timeout=timeout,
+                                  expect_response=expect_response, slot_taken=True)
+        if self._writer is not None and self._writer.transport.get_write_buffer_size():
+            await self._drain(deadline)
+        if future is None:
+            return None
+        # Cancelling the caller cancels ``future``; its answer is then dropped on arrival.
+        return await future
+
+    @property
+    def has_free_slot(self) -> bool:
+        return self._free_slots > 0 and not self._closed
+
+    def send_nowait(self, api_key: int, api_version: int,
+                    body: Sequence[bytes | bytearray | memoryview], *, timeout: float,
+                    expect_response: bool = True, decode: Decoder | None = None,
+                    slot_taken: bool = False) -> asyncio.Future[Any] | None:
+        """Write one request now, without waiting: the per-request path of producers.
+
+        ``body`` is the encoded request body in pieces (written without joining them).
+        Takes an in-flight slot, which must be free (``has_free_slot``) unless the caller
+        took one already. Returns the future of the response -- ``decode(version, body)``
+        of it, or the kio entity without ``decode`` -- or None when no response is
+        expected. No answer within ``timeout`` seconds closes the connection, failing
+        everything in flight, as Kafka's NetworkClient does.
+        """
+        if self._closed:
+            if slot_taken:
+                self._give_slot()
+            raise self._dead()
+        if not slot_taken and not self._take_slot():
+            raise KafkaClientError(f"no free in-flight slot on node {self.node_id}")
+        writer = self._writer
+        assert writer is not None
+        correlation_id = self._next_correlation_id
+        self._next_correlation_id = (correlation_id + 1) & 0x7FFFFFFF
+        header = framing.encode_request_header(api_key, api_version, correlation_id,
+                                               self.client_id)
+        size = len(header) + sum(len(piece) for piece in body)
+        self.last_used = time.monotonic()
+        if not expect_response:
+            writer.writelines((_SIZE.pack(size), header, *body))
+            self._give_slot()
+            return None
+        loop = self._loop
+        if loop is None:
+            loop = self._loop = asyncio.get_running_loop()
+        future: asyncio.Future[Any] = loop.create_future()
+        entry = _InFlight(correlation_id, api_key, api_version, future, decode)
+        entry.timer = loop.call_later(timeout, self._timed_out, entry, timeout)
+        # Queued and written without an await between: queue order is wire order.
+        self._pending.append(entry)
+        writer.writelines((_SIZE.pack(size), header, *body))
+        return future
+
+    def _take_slot(self) -> bool:
+        if self._free_slots > 0 and not self._slot_waiters:
+            self._free_slots -= 1
+            return True
+        return False
+
+    def _give_slot(self) -> None:
+        waiters = self._slot_waiters
+        while waiters:
+            waiter = waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)  # the slot passes straight to the waiter
+                return
+        self._free_slots += 1
+
+    async def acquire_slot(self, timeout: float) -> None:
+        """Take an in-flight slot for a later ``send_nowait(..., slot_taken=True)``,
+        waiting up to ``timeout`` seconds for one."""
+        if self._closed:
+            raise self._dead()
+        if not self._take_slot():
+            await self._wait_for_slot(timeout)
+
+    async def _wait_for_slot(self, timeout: float) -> None:
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._slot_waiters.append(waiter)
         try:
-            await asyncio.wait_for(self._slots.acquire(), timeout)
+            await asyncio.wait_for(waiter, timeout)
         except TimeoutError:
             raise KafkaTimeoutError(
                 f"no free in-flight slot on node {self.node_id} within {timeout:.3f}s"
             ) from None
+        except asyncio.CancelledError:
+            if waiter.done() and not waiter.cancelled():
+                self._give_slot()  # granted just as we were cancelled: pass it on
+            raise
         if self._closed:
-            self._slots.release()
+            self._give_slot()
             raise self._dead()
-        assert self._writer is not None
-        correlation_id = self._next_correlation_id
-        self._next_correlation_id = (correlation_id + 1) & 0x7FFFFFFF
-        frame = framing.encode_request(api_key, api_version, correlation_id, self.client_id,
-                                       body)
-        self.last_used = time.monotonic()
-        if not expect_response:
-            try:
-                self._writer.write(frame)
-                await self._drain(deadline)
-            finally:
-                self._slots.release()
-            return None
-        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        # Queued and written without an await between: queue order is wire order.
-        self._pending.append(_InFlight(correlation_id, api_key, api_version, future))
-        self._writer.write(frame)
-        await self._drain(deadline)
-        remaining = deadline - time.monotonic()
-        try:
-            return await asyncio.wait_for(asyncio.shield(future), max(remaining, 0.0))
-        except TimeoutError:
-            spec = apis.spec_for(api_key)
-            error = KafkaTimeoutError(
-                f"{spec.name} v{api_version} to node {self.node_id} "
-                f"({self.host}:{self.port}) got no response within {timeout:.3f}s")
-            self.close(error)
-            raise error from None
+
+    def _timed_out(self, entry: _InFlight, timeout: float) -> None:
+        if entry.future.done():
+            return
+        spec = apis.spec_for(entry.api_key)
+        self.close(KafkaTimeoutError(
+            f"{spec.name} v{entry.api_version} to node {self.node_id} "
+            f"({self.host}:{self.port}) got no response within {timeout:.3f}s"))
 
     async def _drain(self, deadline: float) -> None:
         assert self._writer is not None
@@ -374,7 +451,9 @@ class BrokerConnection:
                     raise KafkaConnectionError(
                         f"node {self.node_id} sent a response nobody asked for")
                 entry = self._pending.popleft()
-                self._slots.release()
+                if entry.timer is not None:
+                    entry.timer.cancel()
+                self._give_slot()
                 self._complete(entry, frame)
         except asyncio.IncompleteReadError:
             self.close(KafkaConnectionError(
@@ -405,7 +484,10 @@ class BrokerConnection:
                 and _INT16.unpack_from(body, 0)[0] == ErrorCode.UNSUPPORTED_VERSION):
             version = 0  # an ApiVersions refusal always comes back in v0
         try:
-            response = apis.decode_response(entry.api_key, version, body)
+            if entry.decode is not None:
+                response = entry.decode(version, body)
+            else:
+                response = apis.decode_response(entry.api_key, version, body)
         except KafkaError as exc:
             entry.future.set_exception(KafkaClientError(
                 f"cannot decode {apis.spec_for(entry.api_key).name} v{version} response "
@@ -426,13 +508,17 @@ class BrokerConnection:
             f"connection to node {self.node_id} was closed")
         pending, self._pending = self._pending, collections.deque()
         for entry in pending:
+            if entry.timer is not None:
+                entry.timer.cancel()
             if not entry.future.done():
                 entry.future.set_exception(self._close_reason)
                 entry.future.exception()  # retrieved here: nobody may be waiting any more
-            self._slots.release()
+            self._free_slots += 1
         # Wake whoever waits for a slot: they will see the connection closed.
-        for _ in range(self.max_in_flight):
-            self._slots.release()
+        waiters, self._slot_waiters = self._slot_waiters, collections.deque()
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
         if self._writer is not None:
             self._writer.close()
         task = self._read_task
@@ -770,6 +856,10 @@ class KafkaClient:
         """The live connection to ``node_id``, if any (for tests and diagnostics)."""
         conn = self._conns.get(node_id)
         return conn if conn is not None and conn.connected else None
+
+    async def connect_to(self, node_id: int) -> BrokerConnection:
+        """Node ``node_id``'s open connection, connecting first when needed."""
+        return await self._connection(node_id)
 
     async def _connection(self, node_id: int) -> BrokerConnection:
         conn = self._conns.get(node_id)

@@ -33,6 +33,7 @@ from typing import Any
 from klog.client.accumulator import (
     _RECORD_OVERHEAD,
     DeliveryCallback,
+    ProducerBatch,
     RecordAccumulator,
     RecordMetadata,
     estimate_record_size,
@@ -161,10 +162,16 @@ class Producer:
             idempotent=self.idempotent,
         )
         self._sticky = StickyPartitionCache()
+        #: topic -> the open batch of its sticky partition: ``send``'s fast path appends
+        #: a plain record (no key, partition, headers, timestamp or serializer) to it
+        #: without the general path's steps, while it is open and has room.
+        self._sticky_batches: dict[str, ProducerBatch] = {}
+        self._plain = key_serializer is None and value_serializer is None
         self._client: Any = None
         self._sender: Sender | None = None
         self._started = False
         self._closed = False
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     # ---------------------------------------------------------------- life cycle
 
@@ -270,6 +277,29 @@ class Producer:
         is acknowledged or has failed, in produce order within a partition.
         """
         # This is the per-record hot path: checks and conversions are inlined.
+        if (key is None and partition is None and headers is None and timestamp_ms is None
+                and type(value) is bytes and self._plain):
+            batch = self._sticky_batches.get(topic)
+            # Open: not drained (payload), not expired or aborted (done).
+            if (batch is not None and batch.payload is None and not batch.done
+                    and not self._closed):
+                size = _RECORD_OVERHEAD + len(value)
+                pool = self.accumulator.pool
+                if batch.size + size <= self.batch_size and pool.try_allocate(size):
+                    sender = self._sender
+                    if sender is None or sender.fatal_error is not None:
+                        pool.release(size)
+                    else:
+                        loop = self._loop
+                        if loop is None:
+                            loop = self._loop = asyncio.get_running_loop()
+                        future = loop.create_future()
+                        batch.append_value(int(time.time() * 1000), value, size, on_delivery,
+                                           future)
+                        if batch.size + _RECORD_OVERHEAD >= self.batch_size:
+                            # Full (no room for another record): the sender's turn.
+                            await self._batch_ready()
+                        return future
         if self._closed:
             raise KafkaClientError("cannot send: the producer is closed")
         sender = self._sender
@@ -346,6 +376,7 @@ class Producer:
             future, wakeup = acc.append(topic, current, timestamp_ms, None, value, headers,
                                         size, on_delivery, abort_on_new_batch=True)
             if future is not None:
+                self._sticky_batches[topic] = acc.batches[(topic, current)][-1]
                 if wakeup:
                     await self._batch_ready()
                 return future
@@ -357,6 +388,7 @@ class Producer:
         future, wakeup = acc.append(topic, chosen, timestamp_ms, None, value, headers, size,
                                     on_delivery)
         assert future is not None
+        self._sticky_batches[topic] = acc.batches[(topic, chosen)][-1]
         if wakeup:
             await self._batch_ready()
         return future
@@ -600,46 +632,60 @@ async def measure_produce(
     from array import array
 
     payload = perf_payload(record_size)
-    latencies = array("d", bytes(8 * num_records))
+    # Per record: its latency in ms once acknowledged, -1 before. Callbacks do nothing
+    # else (they run once per record); the window reports read the array.
+    latencies = array("d", [-1.0]) * num_records
     errors: list[BaseException] = []
     monotonic = time.monotonic
-    window = {"start": 0.0, "count": 0, "bytes": 0, "latency": 0.0, "max": 0.0}
 
     def done(index: int, sent_at: float) -> DeliveryCallback:
         def callback(metadata: RecordMetadata | None, exc: BaseException | None) -> None:
-            latency = (monotonic() - sent_at) * 1000
-            latencies[index] = latency
+            latencies[index] = (monotonic() - sent_at) * 1000
             if exc is not None:
                 errors.append(exc)
-            window["count"] += 1
-            window["latency"] += latency
-            if latency > window["max"]:
-                window["max"] = latency
         return callback
+
+    window_start = 0.0
+    scanned = 0  # latencies before this index are counted in an earlier window
+
+    def report_window(now: float) -> None:
+        # Acknowledgements arrive in send order within a partition: count the completed
+        # run since the last window (a record still in flight ends it).
+        nonlocal scanned, window_start
+        count, total, worst = 0, 0.0, 0.0
+        while scanned < num_records and latencies[scanned] >= 0:
+            latency = latencies[scanned]
+            count += 1
+            total += latency
+            if latency > worst:
+                worst = latency
+            scanned += 1
+        if count and report is not None:
+            elapsed = now - window_start
+            report({
+                "records": count,
+                "records_per_sec": count / elapsed,
+                "mb_per_sec": count * record_size / elapsed / (1 << 20),
+                "avg_latency_ms": total / count,
+                "max_latency_ms": worst,
+            })
+            window_start = now
 
     options: dict[str, Any] = {"client_id": "klog-perf-produce", **producer_options}
     async with Producer(bootstrap_servers, **options) as producer:
         await producer.partitions_for(topic)  # metadata first: not part of the measure
-        start = monotonic()
-        window["start"] = start
+        start = window_start = monotonic()
+        send = producer.send
         for i in range(num_records):
-            await producer.send(topic, payload, on_delivery=done(i, monotonic()))
+            await send(topic, payload, on_delivery=done(i, monotonic()))
             if throughput > 0:
                 ahead = start + (i + 1) / throughput - monotonic()
                 if ahead > 0.002:
                     await asyncio.sleep(ahead)
             if report is not None and i % 1000 == 0:
                 now = monotonic()
-                if now - window["start"] >= report_interval and window["count"]:
-                    elapsed = now - window["start"]
-                    report({
-                        "records": window["count"],
-                        "records_per_sec": window["count"] / elapsed,
-                        "mb_per_sec": window["count"] * record_size / elapsed / (1 << 20),
-                        "avg_latency_ms": window["latency"] / window["count"],
-                        "max_latency_ms": window["max"],
-                    })
-                    window.update(start=now, count=0, latency=0.0, max=0.0)
+                if now - window_start >= report_interval:
+                    report_window(now)
         await producer.flush()
         elapsed = max(monotonic() - start, 1e-9)
     if errors and len(errors) == num_records:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 from typing import TYPE_CHECKING, Any
 
@@ -34,24 +35,16 @@ from klog.client.errors import (
     KafkaTimeoutError,
     error_for,
 )
+from klog.protocol import produce
 from klog.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
-    from klog.client.network import KafkaClient
+    from klog.client.network import BrokerConnection, KafkaClient
 
 log = logging.getLogger(__name__)
 
 PRODUCE = 0
 INIT_PRODUCER_ID = 22
-
-
-def _millis(value: Any) -> int:
-    """A kio datetime (or None, or an int) as epoch milliseconds; -1 when absent."""
-    if value is None:
-        return -1
-    if isinstance(value, int):
-        return value
-    return int(value.timestamp() * 1000)
 
 
 class Sender:
@@ -171,6 +164,11 @@ class Sender:
                                 self.producer_id, self.producer_epoch)
             for node, batches in drained.items():
                 self._in_flight_requests[node] = self._in_flight_requests.get(node, 0) + 1
+                conn = self.client.connection(node)
+                if conn is not None and conn.has_free_slot:
+                    # The common case: written now, answered through a callback.
+                    self._write_produce(conn, node, batches, slot_taken=False)
+                    continue
                 task = asyncio.get_running_loop().create_task(self._produce(node, batches))
                 self._requests.add(task)
                 task.add_done_callback(self._requests.discard)
@@ -244,37 +242,75 @@ class Sender:
     # ---------------------------------------------------------------- produce
 
     async def _produce(self, node: int, batches: list[ProducerBatch]) -> None:
-        topic_data: dict[str, list[dict[str, Any]]] = {}
-        for batch in batches:
-            topic_data.setdefault(batch.topic, []).append(
-                {"index": batch.partition, "records": batch.payload})
-        values = {
-            "transactional_id": None,
-            "acks": self.acks,
-            "timeout": self.request_timeout_ms,
-            "topic_data": [
-                {"name": name, "partition_data": parts} for name, parts in topic_data.items()
-            ],
-        }
+        """The slow path: connect to ``node`` and wait for an in-flight slot first."""
         try:
-            try:
-                response = await self.client.send(
-                    node, PRODUCE, values, expect_response=self.acks != 0)
-            except KafkaClientError as exc:
+            conn = await self.client.connect_to(node)
+            await conn.acquire_slot(self.request_timeout_ms / 1000)
+        except KafkaClientError as exc:
+            self._failed_request(batches, exc)
+            self._request_done(node)
+            return
+        except OSError as exc:
+            self._failed_request(batches, KafkaClientError(
+                f"produce to node {node} failed: {exc}", ErrorCode.NETWORK_EXCEPTION))
+            self._request_done(node)
+            return
+        self._write_produce(conn, node, batches, slot_taken=True)
+
+    def _write_produce(self, conn: BrokerConnection, node: int, batches: list[ProducerBatch],
+                       *, slot_taken: bool) -> None:
+        """One Produce request of ``batches``, encoded by hand (klog/protocol/produce.py:
+        the batches are written as they are, never copied into a request entity)."""
+        topics: dict[str, list[tuple[int, bytes]]] = {}
+        for batch in batches:
+            assert batch.payload is not None
+            topics.setdefault(batch.topic, []).append((batch.partition, batch.payload))
+        try:
+            version = self.client.api_version(node, PRODUCE)
+            body = produce.encode_produce_request(
+                version, self.acks, self.request_timeout_ms, list(topics.items()))
+            future = conn.send_nowait(
+                PRODUCE, version, body, timeout=self.request_timeout_ms / 1000,
+                expect_response=self.acks != 0, decode=produce.decode_produce_response,
+                slot_taken=slot_taken)
+        except KafkaClientError as exc:
+            self._failed_request(batches, exc)
+            self._request_done(node)
+            return
+        if future is None:  # acks=0: sent is all we will know
+            for batch in batches:
+                self.accumulator.complete(batch, -1)
+            self._request_done(node)
+            return
+        future.add_done_callback(functools.partial(self._on_response, node, batches))
+
+    def _on_response(self, node: int, batches: list[ProducerBatch],
+                     future: asyncio.Future[Any]) -> None:
+        try:
+            if future.cancelled():
+                self._failed_request(batches, KafkaClientError(
+                    f"produce to node {node} was cancelled", ErrorCode.NETWORK_EXCEPTION))
+                return
+            exc = future.exception()
+            if exc is not None:
+                if not isinstance(exc, KafkaClientError):
+                    exc = KafkaClientError(f"produce to node {node} failed: {exc}",
+                                           ErrorCode.NETWORK_EXCEPTION)
                 self._failed_request(batches, exc)
                 return
-            except OSError as exc:
-                self._failed_request(batches, KafkaClientError(
-                    f"produce to node {node} failed: {exc}", ErrorCode.NETWORK_EXCEPTION))
-                return
-            if response is None:  # acks=0: sent is all we will know
-                for batch in batches:
-                    self.accumulator.complete(batch, -1)
-                return
-            self._handle_response(batches, response)
+            topics, _throttle_ms = future.result()
+            self._handle_response(batches, {
+                (name, part.index): part for name, parts in topics for part in parts})
+        except Exception as exc:  # a bug here must not leave the batches hanging
+            log.exception("handling a produce response failed")
+            for batch in batches:
+                self.accumulator.fail(batch, exc)
         finally:
-            self._in_flight_requests[node] -= 1
-            self.wakeup()
+            self._request_done(node)
+
+    def _request_done(self, node: int) -> None:
+        self._in_flight_requests[node] -= 1
+        self.wakeup()
 
     def _failed_request(self, batches: list[ProducerBatch], exc: KafkaClientError) -> None:
         code = exc.error_code if exc.error_code is not None else ErrorCode.NETWORK_EXCEPTION
@@ -282,11 +318,8 @@ class Sender:
             self._complete_with_error(batch, int(code), str(exc), exc)
         self.client.request_metadata_refresh()
 
-    def _handle_response(self, batches: list[ProducerBatch], response: Any) -> None:
-        results: dict[tuple[str, int], Any] = {}
-        for topic in response.responses:
-            for part in topic.partition_responses:
-                results[(topic.name, int(part.index))] = part
+    def _handle_response(self, batches: list[ProducerBatch],
+                         results: dict[tuple[str, int], produce.PartitionResponse]) -> None:
         for batch in batches:
             part = results.get(batch.tp)
             if part is None:
@@ -294,13 +327,11 @@ class Sender:
                     batch, ErrorCode.UNKNOWN_SERVER_ERROR,
                     "the produce response does not mention the partition", None)
                 continue
-            code = int(part.error_code)
+            code = part.error_code
             if code == ErrorCode.NONE or code == ErrorCode.DUPLICATE_SEQUENCE_NUMBER:
-                self.accumulator.complete(batch, int(part.base_offset),
-                                          _millis(getattr(part, "log_append_time", None)))
+                self.accumulator.complete(batch, part.base_offset, part.log_append_time_ms)
             else:
-                self._complete_with_error(batch, code,
-                                          getattr(part, "error_message", None), None)
+                self._complete_with_error(batch, code, part.error_message, None)
 
     def _complete_with_error(self, batch: ProducerBatch, code: int, message: str | None,
                              exc: KafkaClientError | None) -> None:

@@ -421,3 +421,161 @@ def encode_produce_response(
     if flexible:
         out += _NO_TAGS
     return bytes(out)
+
+
+# --- the client's side: request encoder, response decoder ---------------------------------
+
+
+def encode_produce_request(
+    version: int,
+    acks: int,
+    timeout_ms: int,
+    topics: Sequence[tuple[str, Sequence[tuple[int, bytes | bytearray | memoryview]]]],
+    transactional_id: str | None = None,
+) -> list[bytes | bytearray | memoryview]:
+    """The ProduceRequest body (no header) for ``version`` as a list of pieces: the record
+    batches are pieces of their own, never copied. ``topics`` is a sequence of (topic,
+    [(partition index, records)]), written in that order."""
+    if not handles(version):
+        raise ValueError(f"Produce v{version} is not encoded here (v{MIN_VERSION}-"
+                         f"v{MAX_VERSION})")
+    flexible = version >= FLEXIBLE_FROM
+    pieces: list[bytes | bytearray | memoryview] = []
+    out = bytearray()
+    _encode_string(out, transactional_id, flexible)
+    out += _ACKS_TIMEOUT.pack(acks, timeout_ms)
+    _encode_count(out, len(topics), flexible)
+    for name, partitions in topics:
+        _encode_string(out, name, flexible)
+        _encode_count(out, len(partitions), flexible)
+        for index, records in partitions:
+            out += _I32.pack(index)
+            if flexible:
+                _encode_uvarint(out, len(records) + 1)
+            else:
+                out += _I32.pack(len(records))
+            pieces.append(out)
+            pieces.append(records)
+            out = bytearray(_NO_TAGS) if flexible else bytearray()
+        if flexible:
+            out += _NO_TAGS
+    if flexible:
+        out += _NO_TAGS
+    pieces.append(out)
+    return pieces
+
+
+class InvalidResponseError(InvalidRequestError):
+    """A produce response whose bytes do not follow the grammar."""
+
+
+_RESPONSE_PARTITION_MIN = {False: 4 + 2 + 8 + 8, True: 4 + 2 + 8 + 8 + 1}
+
+
+def decode_produce_response(
+    version: int, body: bytes | bytearray | memoryview
+) -> tuple[list[tuple[str, list[PartitionResponse]]], int]:
+    """A ProduceResponse body -> ([(topic, [PartitionResponse, ...]), ...], throttle_time_ms).
+
+    The bytes come from the network: every length and count is checked against what
+    remains first; anything that does not fit the grammar raises InvalidResponseError.
+    Tagged fields (none is defined) are skipped.
+    """
+    if not handles(version):
+        raise ValueError(f"Produce v{version} is not decoded here (v{MIN_VERSION}-"
+                         f"v{MAX_VERSION})")
+    view = _as_bytes_view(body)
+    end = len(view)
+    flexible = version >= FLEXIBLE_FROM
+    with_log_start = version >= 5
+    with_errors = version >= 8
+    try:
+        pos = 0
+
+        def count(what: str, min_item: int) -> int:
+            nonlocal pos
+            if flexible:
+                n, pos = _uvarint(view, pos, end)
+                n -= 1
+            else:
+                if end - pos < 4:
+                    raise _truncated(what)
+                (n,) = _I32.unpack_from(view, pos)
+                pos += 4
+            if n < 0 or n > (end - pos) // min_item:
+                raise _truncated(f"{n} {what}")
+            return n
+
+        def string(what: str) -> str | None:
+            nonlocal pos
+            if flexible:
+                n, pos = _uvarint(view, pos, end)
+                n -= 1
+            else:
+                if end - pos < 2:
+                    raise _truncated(what)
+                (n,) = _I16.unpack_from(view, pos)
+                pos += 2
+            if n < 0:
+                return None
+            text = _utf8(view, pos, n, end, what)
+            pos += n
+            return text
+
+        def skip_tags(where: str) -> None:
+            nonlocal pos
+            if not flexible:
+                return
+            tags, pos = _uvarint(view, pos, end)
+            for _ in range(tags):
+                _, pos = _uvarint(view, pos, end)
+                size, pos = _uvarint(view, pos, end)
+                if size > end - pos:
+                    raise _truncated(f"tagged field in {where}")
+                pos += size
+
+        topics: list[tuple[str, list[PartitionResponse]]] = []
+        for _ in range(count("topics", _MIN_TOPIC[flexible])):
+            name = string("topic name")
+            if name is None:
+                raise InvalidResponseError("null topic name in a produce response")
+            partitions: list[PartitionResponse] = []
+            for _ in range(count("partitions", _RESPONSE_PARTITION_MIN[flexible])):
+                if end - pos < 22:
+                    raise _truncated("partition response")
+                index, error_code, base_offset = _PARTITION_HEAD.unpack_from(view, pos)
+                (log_append_time,) = _I64.unpack_from(view, pos + 14)
+                pos += 22
+                log_start_offset = -1
+                if with_log_start:
+                    if end - pos < 8:
+                        raise _truncated("log start offset")
+                    (log_start_offset,) = _I64.unpack_from(view, pos)
+                    pos += 8
+                record_errors: list[tuple[int, str | None]] = []
+                message = None
+                if with_errors:
+                    for _ in range(count("record errors", 5 if flexible else 6)):
+                        if end - pos < 4:
+                            raise _truncated("record error")
+                        (batch_index,) = _I32.unpack_from(view, pos)
+                        pos += 4
+                        record_errors.append((batch_index, string("record error message")))
+                        skip_tags("record error")
+                    message = string("error message")
+                skip_tags("partition response")
+                partitions.append(PartitionResponse(index, error_code, base_offset,
+                                                    log_append_time, log_start_offset,
+                                                    message, record_errors))
+            skip_tags("topic response")
+            topics.append((name, partitions))
+        if end - pos < 4:
+            raise _truncated("throttle time")
+        (throttle_time_ms,) = _I32.unpack_from(view, pos)
+        pos += 4
+        skip_tags("produce response")
+    except InvalidResponseError:
+        raise
+    except InvalidRequestError as exc:  # the shared helpers speak of requests
+        raise InvalidResponseError(str(exc).replace("request", "response")) from None
+    return topics, throttle_time_ms

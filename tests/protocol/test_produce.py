@@ -448,3 +448,89 @@ def test_entity_maker_falls_back_to_the_constructor_for_other_shapes() -> None:
     assert type(fast) is partition_cls and fast == partition_cls(index=7, records=b"x")
     assert hash(fast) == hash(partition_cls(index=7, records=b"x"))
     assert repr(fast) == repr(partition_cls(index=7, records=b"x"))
+
+
+# --- the client's side: requests kio reads, responses as kio wrote them ---------------------
+
+
+def _expected_fields(version: int, p: produce.PartitionResponse) -> produce.PartitionResponse:
+    """What a version carries of ``p``: older versions have no log start offset or errors."""
+    return produce.PartitionResponse(
+        p.index, p.error_code, p.base_offset, p.log_append_time_ms,
+        p.log_start_offset if version >= 5 else -1,
+        p.error_message if version >= 8 else None,
+        list(p.record_errors) if version >= 8 else [])
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_client_requests_are_read_by_kio(version: int) -> None:
+    @_CASE
+    @given(st.lists(st.tuples(st.text(min_size=1, max_size=20),
+                              st.lists(st.tuples(st.integers(0, 2**31 - 1),
+                                                 st.binary(max_size=64)), max_size=3)),
+                    max_size=3),
+           st.one_of(st.none(), st.text(max_size=10)), st.sampled_from([-1, 0, 1]),
+           st.integers(0, 2**31 - 1))
+    def check(topics: list[tuple[str, list[tuple[int, bytes]]]], transactional_id: str | None,
+              acks: int, timeout_ms: int) -> None:
+        pieces = produce.encode_produce_request(version, acks, timeout_ms, topics,
+                                                transactional_id)
+        body = b"".join(bytes(p) for p in pieces)
+        assert body == encode(make_request(version, topics, transactional_id, acks, timeout_ms))
+        decoded = kio_decode(version, body)
+        assert [t.name for t in decoded.topic_data] == [name for name, _ in topics]
+
+    check()
+
+
+def test_client_request_records_are_not_copied() -> None:
+    records = bytearray(b"x" * 100)
+    pieces = produce.encode_produce_request(9, 1, 1000, [("t", [(0, records)])])
+    assert any(piece is records for piece in pieces)
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_client_decodes_responses_kio_wrote(version: int) -> None:
+    @_CASE
+    @given(response_topics, st.integers(0, 2**31 - 1))
+    def check(topics: list[tuple[str, list[produce.PartitionResponse]]], throttle: int) -> None:
+        decoded, throttle_ms = produce.decode_produce_response(
+            version, _kio_response(version, topics, throttle))
+        assert throttle_ms == throttle
+        assert decoded == [(name, [_expected_fields(version, p) for p in partitions])
+                           for name, partitions in topics]
+
+    check()
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_every_truncated_response_is_invalid(version: int) -> None:
+    topics = [("t", [produce.PartitionResponse(0, 0, 42, -1, 0)]),
+              ("errors", [produce.PartitionResponse(4, 87, record_errors=[(0, "bad")],
+                                                    error_message="no")])]
+    body = _kio_response(version, topics, 0)
+    for cut in range(len(body)):
+        with pytest.raises(produce.InvalidResponseError):
+            produce.decode_produce_response(version, body[:cut])
+
+
+@pytest.mark.parametrize("version", [3, 9])
+def test_huge_response_counts_are_refused(version: int) -> None:
+    huge = b"\xff\xff\xff\x7f" if version < 9 else b"\xff\xff\xff\xff\x07"
+    with pytest.raises(produce.InvalidResponseError, match="topics"):
+        produce.decode_produce_response(version, huge + b"\x00" * 8)
+
+
+def test_random_damage_to_responses_never_escapes_as_another_error() -> None:
+    rng = random.Random(5)
+    for version in VERSIONS:
+        body = bytearray(_kio_response(version, [
+            ("t", [produce.PartitionResponse(0, 0, 42, -1, 0, "m", [(1, "x")])])], 0))
+        for _ in range(300):
+            damaged = bytearray(body)
+            for _ in range(rng.randint(1, 4)):
+                damaged[rng.randrange(len(damaged))] = rng.randrange(256)
+            try:
+                produce.decode_produce_response(version, damaged)
+            except produce.InvalidResponseError:
+                pass
