@@ -14,12 +14,14 @@ the protocol is cooperative -- a member keeps its partitions across a rebalance,
 those its new assignment lacks, and rejoins at once so they can go to their new owner; else
 it is eager -- everything is revoked before JoinGroup.
 
-The coordinator gets its own connection (as the Java client's coordinator node does), so a
-JoinGroup that waits for the whole group, or a heartbeat, never queues behind a long-polling
-Fetch to the same broker. A background task (``_run``) joins, heartbeats, auto commits and
-rejoins; the application's getmany() calls ``poll()``, which waits for a first assignment and
-surfaces fatal errors (FENCED_INSTANCE_ID, GROUP_MAX_SIZE_REACHED, ...). Listener callbacks
-(plain or async functions) run on the background task. One event loop; not thread-safe.
+The coordinator gets its own connections (as the Java client's coordinator node does), so a
+heartbeat or a commit never queues behind a long-polling Fetch to the same broker, nor behind
+a JoinGroup that waits for the whole group (joins go on a second connection).
+
+A background task (``_run``) joins, heartbeats, auto commits and rejoins; the application's
+getmany() calls ``poll()``, which waits for a first assignment and surfaces fatal errors
+(FENCED_INSTANCE_ID, GROUP_MAX_SIZE_REACHED, ...). Listener callbacks (plain or async
+functions) run on the background task. One event loop; not thread-safe.
 
 The request builders and parsers at the bottom (``offset_commit_values``,
 ``offset_fetch_values``, ``parse_offset_fetch``, ...) are shared with klog.client.admin.
@@ -175,6 +177,10 @@ class ConsumerCoordinator:
         self._metadata_snapshot: dict[str, int] = {}
 
         self._coordinator: BrokerConnection | None = None
+        # JoinGroup waits for the whole group; a broker answers a connection's requests in
+        # order, so joins get a connection of their own and commits, offset fetches and
+        # heartbeats never queue behind one.
+        self._join_conn: BrokerConnection | None = None
         self._coordinator_id: int | None = None
         self._coordinator_lock = asyncio.Lock()
         self._rejoin_needed = True
@@ -285,6 +291,9 @@ class ConsumerCoordinator:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._task
             self._task = None
+        if self._join_conn is not None:  # a join cut short: its answer is of no use
+            self._join_conn.close()
+            self._join_conn = None
         try:
             if autocommit and self.enable_auto_commit and self.owned:
                 await self._auto_commit(sync=True)
@@ -294,9 +303,7 @@ class ConsumerCoordinator:
         except KafkaClientError as exc:
             log.warning("group %s: leaving on close failed: %s", self.group_id, exc)
         finally:
-            if self._coordinator is not None:
-                self._coordinator.close()
-                self._coordinator = None
+            self._coordinator_dead()
 
     # -- the background task
 
@@ -401,13 +408,21 @@ class ConsumerCoordinator:
                     await asyncio.sleep(self.retry_backoff)
 
     def _coordinator_dead(self) -> None:
-        if self._coordinator is not None:
-            self._coordinator.close()
-        self._coordinator = None
+        for conn in (self._coordinator, self._join_conn):
+            if conn is not None:
+                conn.close()
+        self._coordinator = self._join_conn = None
 
     async def _send(self, api_key: int, values: Mapping[str, Any], *,
-                    timeout_ms: int | None = None) -> Any:
+                    timeout_ms: int | None = None, join: bool = False) -> Any:
         conn = await self.ensure_coordinator()
+        if join:
+            if self._join_conn is None or not self._join_conn.connected:
+                joiner = BrokerConnection(conn.node_id, conn.host, conn.port,
+                                          client_id=self.client.client_id)
+                await joiner.connect(self.request_timeout_ms / 1000)
+                self._join_conn = joiner
+            conn = self._join_conn
         version = pick_version(conn, api_key)
         entity = build_request(apis.spec_for(api_key).request_entity(version), values)
         timeout = (self.request_timeout_ms if timeout_ms is None else timeout_ms) / 1000
@@ -455,7 +470,7 @@ class ConsumerCoordinator:
         # The broker holds JoinGroup until the whole group has joined (up to the rebalance
         # timeout): Kafka's client allows that plus 5 s.
         timeout = max(self.request_timeout_ms, self.rebalance_timeout_ms + 5000)
-        response = await self._send(JOIN_GROUP, values, timeout_ms=timeout)
+        response = await self._send(JOIN_GROUP, values, timeout_ms=timeout, join=True)
         code = int(response.error_code)
         if code == ErrorCode.MEMBER_ID_REQUIRED:
             self.member_id = response.member_id  # KIP-394: join again with it at once
@@ -471,7 +486,7 @@ class ConsumerCoordinator:
             assignments = await self._assign(response)
         else:
             assignments = []
-        response = await self._send(SYNC_GROUP, {
+        response = await self._send(SYNC_GROUP, join=True, values={
             "group_id": self.group_id,
             "generation_id": self.generation_id,
             "member_id": self.member_id,

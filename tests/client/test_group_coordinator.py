@@ -235,6 +235,41 @@ def test_static_member_restarts_without_rebalance(broker: KlogBroker) -> None:
     run(main())
 
 
+def test_commit_does_not_queue_behind_a_pending_join(broker: KlogBroker) -> None:
+    bs = broker.bootstrap_servers
+
+    class SlowRevoke(ConsumerRebalanceListener):
+        async def on_partitions_revoked(self, revoked: set[TP]) -> None:
+            if revoked:
+                await asyncio.sleep(3)  # holds the rebalance open: b rejoins late
+
+    async def main() -> None:
+        await make_topic(bs, "busy", 2)
+        options = dict(group_id="busy-g", partition_assignment_strategy=["range"], **FAST)
+        async with Consumer(bs, **options) as a, Consumer(bs, **options) as b, \
+                Consumer(bs, **options) as c:
+            a.subscribe(["busy"])
+            b.subscribe(["busy"], listener=SlowRevoke())
+            await wait_until(lambda: len(a.assignment()) == 1 and len(b.assignment()) == 1,
+                             what="2 members")
+            c.subscribe(["busy"])  # a rebalance that waits for b's slow revocation
+
+            def a_is_joining() -> bool:
+                conn = a.coordinator._join_conn
+                return conn is not None and conn.in_flight > 0
+
+            await wait_until(a_is_joining, what="a's JoinGroup in flight")
+            started = time.monotonic()
+            await a.commit({("busy", 0): 1})
+            assert time.monotonic() - started < 1.5
+            got = await a.committed([("busy", 0)])
+            assert got[TP("busy", 0)] == OffsetAndMetadata(1)
+            await wait_until(lambda: covers_exactly(
+                [a.assignment(), b.assignment(), c.assignment()], "busy", 2), what="3 members")
+
+    run(main())
+
+
 def test_group_max_size_is_fatal_for_the_extra_member(
         klog_broker_factory: Callable[..., KlogBroker]) -> None:
     small = klog_broker_factory({"group.initial.rebalance.delay.ms": 0,
