@@ -1083,7 +1083,16 @@ class GroupCoordinator:
             if group_id not in overviews:
                 overviews[group_id] = GroupOverview(group_id, "", str(GroupState.EMPTY))
         groups = [o for o in overviews.values() if not wanted or o.state.lower() in wanted]
-        return ErrorCode.NONE, groups
+        # As Kafka: the groups known so far, flagged as incomplete while a partition loads.
+        error = (ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if self._any_partition_loading()
+                 else ErrorCode.NONE)
+        return error, groups
+
+    def _any_partition_loading(self) -> bool:
+        is_loading = getattr(self.manager, "is_loading", None)
+        if is_loading is None:
+            return False
+        return any(is_loading(p) for p in range(getattr(self.manager, "num_partitions", 0)))
 
     async def delete_groups(self, group_ids: Iterable[str]) -> dict[str, ErrorCode]:
         results: dict[str, ErrorCode] = {}

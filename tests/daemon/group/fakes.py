@@ -23,6 +23,8 @@ class FakeManager:
         self.offsets: dict[str, dict[tuple[str, int], Any]] = {}
         self.store_error = ErrorCode.NONE
         self.coordinator_err: ErrorCode | None = None
+        self.loading: set[int] = set()
+        self.num_partitions = 1
         self.on_group_loaded: Any = None
         self.on_partition_unloaded: Any = None
         self.on_group_removed: Any = None
@@ -32,6 +34,9 @@ class FakeManager:
 
     def coordinator_error(self, group_id: str) -> ErrorCode | None:
         return self.coordinator_err
+
+    def is_loading(self, partition: int) -> bool:
+        return partition in self.loading
 
     async def store_group(self, group_id: str, value: GroupMetadataValue | None) -> ErrorCode:
         await asyncio.sleep(0)  # a real append yields too

@@ -433,6 +433,9 @@ def test_describe_list_and_delete_groups() -> None:
             (GROUP, "consumer", "Stable"), ("simple", "", "Empty")}
         assert [g.group_id for g in coordinator.list_groups(["stable"])[1]] == [GROUP]
         assert [g.group_id for g in coordinator.list_groups(["Empty"])[1]] == ["simple"]
+        manager.loading.add(0)
+        assert coordinator.list_groups()[0] == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        manager.loading.clear()
         results = await coordinator.delete_groups([GROUP, "simple", "nope"])
         assert results == {GROUP: ErrorCode.NON_EMPTY_GROUP, "simple": ErrorCode.NONE,
                            "nope": ErrorCode.GROUP_ID_NOT_FOUND}
