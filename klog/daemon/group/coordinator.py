@@ -872,9 +872,12 @@ class GroupCoordinator:
         self._propagate_assignment(group, error)
 
     def _propagate_assignment(self, group: GroupMetadata, error: ErrorCode) -> None:
+        ok = error == ErrorCode.NONE
         for member in list(group.members.values()):
-            result = SyncGroupResult(error, member.assignment, group.protocol_type,
-                                     group.protocol_name)
+            # An error answer names no protocol (as Kafka).
+            result = SyncGroupResult(error, member.assignment,
+                                     group.protocol_type if ok else None,
+                                     group.protocol_name if ok else None)
             if group.maybe_invoke_sync_callback(member, result):
                 # Its session may have run out while it waited: restart it now.
                 self._complete_and_schedule_next_heartbeat(group, member)

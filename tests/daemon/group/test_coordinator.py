@@ -493,6 +493,7 @@ def test_failed_assignment_store_makes_members_rejoin() -> None:
         manager.store_error = ErrorCode.NOT_COORDINATOR
         result = await sync(coordinator, joined, {joined.member_id: b"x"})
         assert result.error == ErrorCode.NOT_COORDINATOR
+        assert (result.protocol_type, result.protocol_name) == (None, None)
         assert coordinator.group_state(GROUP) == "PreparingRebalance"
         coordinator.shutdown()
     run(main())
