@@ -884,9 +884,9 @@ class AdminClient:
                                        spec: OffsetResetSpec) -> dict[TopicPartition, int]:
         """The new offset of each partition for a reset (kafka-consumer-groups
         --reset-offsets): earliest, latest, an offset, the first offset at or after a time
-        (the end when there is none), or the committed offset shifted (the earliest when
-        there is none committed, as Kafka does). Offsets are kept within
-        [log start offset, log end offset]."""
+        (the end when there is none), or the committed offset shifted (KafkaClientError
+        for a partition with nothing committed, as Kafka refuses it). Offsets are kept
+        within [log start offset, log end offset]."""
         parts = sorted(set(partitions))
         if not parts:
             return {}
@@ -902,8 +902,11 @@ class AdminClient:
             committed = await self.list_group_offsets(group_id, parts)
             for tp in parts:
                 om = committed.get(tp)
-                base = om.offset if om is not None else starts[tp].offset
-                plan[tp] = base + spec.value
+                if om is None:
+                    raise KafkaClientError(
+                        f"cannot shift the offset of {tp[0]}-{tp[1]}: group {group_id!r} "
+                        "has no committed offset for it")
+                plan[tp] = om.offset + spec.value
         else:
             for tp in parts:
                 plan[tp] = {"earliest": starts[tp].offset, "latest": ends[tp].offset,

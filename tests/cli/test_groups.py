@@ -213,6 +213,12 @@ def test_reset_offsets_dry_run_then_execute(broker: KlogBroker) -> None:
     assert code == 0
     assert committed(broker, "cli-g") == {0: 0, 1: 0}
 
+    # Kafka refuses to shift a partition with nothing committed (partition 2).
+    code, out, err = klog(broker, "groups", "reset-offsets", "cli-g", "-t", "cg",
+                          "--shift-by", "1")
+    assert code == 1 and out == ""
+    assert "cannot shift the offset of cg-2: group 'cli-g' has no committed offset" in err
+
     # By time: record 4 of each partition is the first at or after +3.5 minutes.
     code, out, _ = klog(broker, "groups", "reset-offsets", "cli-g", "-t", "cg",
                         "--to-datetime", "2026-01-01T00:03:30", "--execute", "--json")

@@ -202,3 +202,32 @@ def test_describe_cluster_and_log_dirs(broker: KlogBroker) -> None:
         assert log_dir.replicas[("adm-dirs", 1)].size == 0
 
     run(broker, body)
+
+
+def test_group_offsets_alter_list_delete_and_group_admin(broker: KlogBroker) -> None:
+    async def body(admin: AdminClient) -> None:
+        assert (await admin.create_topics([NewTopic("grp-t", 2, 1)]))["grp-t"] is None
+        # An admin commit (generation -1) creates the group with offsets and no members.
+        errors = await admin.alter_group_offsets("adm-g", {("grp-t", 0): 0, ("grp-t", 1): 0})
+        assert errors == {("grp-t", 0): None, ("grp-t", 1): None}
+        offsets = await admin.list_group_offsets("adm-g")
+        assert {tp: om.offset for tp, om in offsets.items()} == {
+            ("grp-t", 0): 0, ("grp-t", 1): 0}
+        assert list(await admin.list_group_offsets("adm-g", [("grp-t", 1)])) == [("grp-t", 1)]
+        described = (await admin.describe_groups(["adm-g"]))["adm-g"]
+        assert (described.state, described.members) == ("Empty", ())
+        assert described.coordinator.node_id == 0
+        listed = {g.group_id: g for g in await admin.list_groups()}
+        assert listed["adm-g"].state == "Empty"
+        assert "adm-g" not in {g.group_id for g in await admin.list_groups(["Stable"])}
+        # OffsetDelete of one partition; then DeleteGroups of the rest.
+        assert await admin.delete_group_offsets("adm-g", [("grp-t", 0)]) == {
+            ("grp-t", 0): None}
+        assert list(await admin.list_group_offsets("adm-g")) == [("grp-t", 1)]
+        assert await admin.delete_groups(["adm-g"]) == {"adm-g": None}
+        assert await admin.list_group_offsets("adm-g") == {}
+        gone = await admin.delete_groups(["adm-g"])
+        assert gone["adm-g"] is not None and gone["adm-g"].name == "GROUP_ID_NOT_FOUND"
+        assert (await admin.describe_groups(["never-g"]))["never-g"].state == "Dead"
+
+    run(broker, body)
