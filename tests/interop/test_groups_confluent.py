@@ -239,3 +239,23 @@ def test_committed_offsets_survive_a_broker_restart(broker: KlogBroker, topic: s
             time.sleep(0.2)
     again.close()
     assert after == committed
+
+
+def test_a_stable_group_survives_a_broker_restart(broker: KlogBroker, topic: str,
+                                                  members: list[Member]) -> None:
+    """The group record is reloaded at start-up: the members keep their generation and
+    assignments (heartbeats go on), no rebalance."""
+    bootstrap = broker.bootstrap_servers
+    create_topic(bootstrap, topic)
+    config = consumer_config(bootstrap, f"grp-restart-{topic}", **{"session.timeout.ms": 15000})
+    members.extend(Member(config, topic) for _ in range(2))
+    before = settle(members)
+    calls = [m.assign_calls for m in members]
+    broker.restart()
+    wait_until_serving(broker, [topic])
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:  # several heartbeats against the restarted broker
+        for m in members:
+            m.poll()
+    assert settle(members) == before
+    assert [m.assign_calls for m in members] == calls
