@@ -174,6 +174,61 @@ def _offset_from_value(value: OffsetCommitValue) -> OffsetAndMetadata:
                              value.commit_timestamp, expire)
 
 
+_KEY_HEAD = struct.Struct(">hh")  # version, group length
+
+
+def _fast_commit_key(buf: bytes) -> tuple[str, TopicPartition] | None:
+    """An OffsetCommitKey v0/v1 read directly (loading is this per record), or None to
+    leave the record to the schema-driven decoder."""
+    n = len(buf)
+    if n < 10:
+        return None
+    version, length = _KEY_HEAD.unpack_from(buf, 0)
+    pos = 4
+    if version not in (0, 1) or length < 0 or pos + length + 2 > n:
+        return None
+    group = buf[pos:pos + length].decode("utf-8", "replace")
+    pos += length
+    (length,) = _I16.unpack_from(buf, pos)
+    pos += 2
+    if length < 0 or pos + length + 4 > n:
+        return None
+    topic = buf[pos:pos + length].decode("utf-8", "replace")
+    (partition,) = _I32.unpack_from(buf, pos + length)
+    return group, (topic, partition)
+
+
+def _fast_commit_value(buf: bytes) -> OffsetAndMetadata | None:
+    """An OffsetCommitValue v0-v3 read directly, or None (v4, bad bytes: the slow path)."""
+    n = len(buf)
+    if n < 12:
+        return None
+    (version,) = _I16.unpack_from(buf, 0)
+    if version == 3:
+        if n < 16:
+            return None
+        _version, offset, leader_epoch = _VALUE_V3_HEAD.unpack_from(buf, 0)
+        pos = 14
+    elif 0 <= version <= 2:
+        (offset,) = _I64.unpack_from(buf, 2)
+        leader_epoch = -1
+        pos = 10
+    else:
+        return None
+    (length,) = _I16.unpack_from(buf, pos)
+    pos += 2
+    if length < 0 or pos + length + (16 if version == 1 else 8) > n:
+        return None
+    metadata = buf[pos:pos + length].decode("utf-8", "replace")
+    pos += length
+    (commit_timestamp,) = _I64.unpack_from(buf, pos)
+    expire = None
+    if version == 1:
+        (expire_timestamp,) = _I64.unpack_from(buf, pos + 8)
+        expire = expire_timestamp if expire_timestamp >= 0 else None
+    return OffsetAndMetadata(offset, leader_epoch, metadata, commit_timestamp, expire)
+
+
 @dataclass(slots=True)
 class LoadResult:
     """What reading one partition of ``__consumer_offsets`` found (built off the loop)."""
@@ -193,6 +248,18 @@ class LoadResult:
         if record_key is None:
             self.skipped += 1
             return
+        fast_key = _fast_commit_key(record_key)
+        if fast_key is not None:
+            om = None if record_value is None else _fast_commit_value(record_value)
+            if om is not None or record_value is None:
+                group, tp = fast_key
+                if pending is not None:
+                    pending[(group, tp)] = om
+                else:
+                    self.put_offset(group, tp, om)
+                return
+        # Everything else (group metadata, flexible values, bad bytes) takes the
+        # schema-driven decoders, which also say what is wrong.
         try:
             key = read_offsets_key(record_key)
             if isinstance(key, OffsetCommitKey):

@@ -491,3 +491,30 @@ def test_undecodable_records_are_skipped(tmp_path: Path) -> None:
         assert (result.records, result.skipped) == (6, 5)
     finally:
         plog.close()
+
+
+@pytest.mark.parametrize("version", [0, 1, 2, 3, 4])
+def test_fast_commit_decoders_agree_with_the_schema(version: int) -> None:
+    from klog.daemon.group.metadata_manager import (
+        _fast_commit_key,
+        _fast_commit_value,
+        _offset_from_value,
+    )
+
+    value = OffsetCommitValue(123456789012, "m\u00e9ta", 1_700_000_000_000, 7,
+                              1_800_000_000_000 if version == 1 else -1, version=version)
+    data = value.encode()
+    fast = _fast_commit_value(data)
+    if version == 4:
+        assert fast is None  # flexible: left to the schema-driven decoder
+    else:
+        assert fast == _offset_from_value(OffsetCommitValue.decode(data))
+    for cut in range(len(data)):  # every truncation is refused, never misread
+        assert _fast_commit_value(data[:cut]) is None
+    for key_version in (0, 1):
+        key = OffsetCommitKey("gr\u00fcppe", "t\u00f6pic", 2**31 - 1,
+                              version=key_version).encode()
+        assert _fast_commit_key(key) == ("gr\u00fcppe", ("t\u00f6pic", 2**31 - 1))
+        for cut in range(len(key)):
+            assert _fast_commit_key(key[:cut]) is None
+    assert _fast_commit_key(GroupMetadataKey("g").encode()) is None
