@@ -518,3 +518,30 @@ def test_fast_commit_decoders_agree_with_the_schema(version: int) -> None:
         for cut in range(len(key)):
             assert _fast_commit_key(key[:cut]) is None
     assert _fast_commit_key(GroupMetadataKey("g").encode()) is None
+
+
+def test_compression_codec(tmp_path: Path) -> None:
+    """offsets.topic.compression.codec 1 (gzip): the coordinator's batches are gzip, and
+    they load back."""
+    from klog.protocol.records.batch import CompressionType
+
+    broker = _start(tmp_path, offsets_topic_compression_codec=1)
+    try:
+        _wait_coordinator(broker, "zipped")
+        mgr = _manager(broker)
+        offsets = {("t", i): OffsetAndMetadata(i, -1, "", 1) for i in range(20)}
+        _run(broker, lambda: mgr.store_offsets("zipped", offsets))
+        p = mgr.partition_for("zipped")
+
+        def codecs() -> set[CompressionType]:
+            part = broker.broker.replica_manager.get_partition(OFFSETS_TOPIC, p)
+            data = part.log.read(0, 1 << 20, None, True).read_bytes()
+            return {h.compression for h in iter_batch_headers(data)}
+
+        assert broker.call(codecs) == {CompressionType.GZIP}
+        broker.call(lambda: mgr.resign(p))
+        broker.call(lambda: mgr.become_leader(p))
+        _wait_coordinator(broker, "zipped")
+        assert broker.call(lambda: mgr.fetch_offsets("zipped", None)) == offsets
+    finally:
+        broker.stop()
