@@ -375,8 +375,8 @@ class Consumer:
         fetcher = await self._ready()
         if max_records is not None and max_records < 1:
             raise ValueError(f"max_records must be positive, not {max_records}")
-        if self._coordinator is not None:
-            await self._coordinator.poll(max(timeout_ms, 0) / 1000)
+        if self._group_args is not None:
+            await self.coordinator.poll(max(timeout_ms, 0) / 1000)
         wanted = [TopicPartition(*tp) for tp in partitions] or None
         self._check_positions(fetcher, wanted)
         deadline = time.monotonic() + max(timeout_ms, 0) / 1000

@@ -192,6 +192,7 @@ class ConsumerCoordinator:
         self._next_auto_commit = time.monotonic() + self.auto_commit_interval
         self._fatal: KafkaClientError | None = None
         self._task: asyncio.Task[None] | None = None
+        self._commit_task: asyncio.Task[None] | None = None
         self._closed = False
 
     @staticmethod
@@ -270,6 +271,13 @@ class ConsumerCoordinator:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._assigned.wait(), max(timeout, 0.0))
             self._raise_fatal()
+        elif (not self.subscribed and self.enable_auto_commit
+              and self._last_poll >= self._next_auto_commit
+              and (self._commit_task is None or self._commit_task.done())):
+            # assign() with a group id: auto commit rides on the application's polls, as
+            # in Kafka's consumer (there is no membership task to do it).
+            self._commit_task = asyncio.get_running_loop().create_task(
+                self._auto_commit(sync=False))
 
     def _raise_fatal(self) -> None:
         if self._fatal is not None:
@@ -291,11 +299,14 @@ class ConsumerCoordinator:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._task
             self._task = None
+        if self._commit_task is not None:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._commit_task
         if self._join_conn is not None:  # a join cut short: its answer is of no use
             self._join_conn.close()
             self._join_conn = None
         try:
-            if autocommit and self.enable_auto_commit and self.owned:
+            if autocommit and self.enable_auto_commit and self._positions():
                 await self._auto_commit(sync=True)
             if self.owned:
                 await self._invoke("on_partitions_revoked", set(self.owned))
@@ -697,8 +708,10 @@ class ConsumerCoordinator:
 
     def _positions(self, partitions: Iterable[TopicPartition] | None = None
                    ) -> dict[TopicPartition, OffsetAndMetadata]:
+        if partitions is None:  # assign() with a group id: every assigned partition
+            partitions = self.owned if self.subscribed else list(self.fetcher.states)
         out = {}
-        for tp in self.owned if partitions is None else partitions:
+        for tp in partitions:
             state = self.fetcher.states.get(tp)
             if state is not None and state.position is not None:
                 out[tp] = OffsetAndMetadata(state.position)

@@ -270,6 +270,66 @@ def test_commit_does_not_queue_behind_a_pending_join(broker: KlogBroker) -> None
     run(main())
 
 
+def test_member_rides_out_a_broker_restart_and_offsets_survive(
+        klog_broker_factory: Callable[..., KlogBroker]) -> None:
+    restarting = klog_broker_factory({"group.initial.rebalance.delay.ms": 0,
+                                      "offsets.topic.num.partitions": 2,
+                                      "group.min.session.timeout.ms": 1000})
+    bs = restarting.bootstrap_servers
+
+    async def produce(start: int, count: int) -> None:
+        async with Producer(bs) as producer:
+            for i in range(start, start + count):
+                await producer.send("restart", value=b"%d" % i, partition=i % 2)
+            await producer.flush()
+
+    async def main() -> None:
+        await make_topic(bs, "restart", 2)
+        await produce(0, 20)
+        async with Consumer(bs, group_id="restart-g", auto_offset_reset="earliest",
+                            enable_auto_commit=False, **FAST) as c:
+            c.subscribe(["restart"])
+            assert len(await drain(c, 20)) == 20
+            await c.commit()
+            await asyncio.to_thread(restarting.restart)
+            await produce(20, 10)
+            values = sorted(int(r.value) for r in await drain(c, 10, timeout=30))
+            assert values == list(range(20, 30))
+            await c.commit()
+        async with Consumer(bs, group_id="restart-g", **FAST) as c:
+            committed = await c.committed([("restart", 0), ("restart", 1)])
+            assert {tp.partition: om.offset for tp, om in committed.items()} == {0: 15, 1: 15}
+
+    run(main())
+
+
+def test_assign_with_a_group_id_commits_as_a_simple_consumer(broker: KlogBroker) -> None:
+    bs = broker.bootstrap_servers
+
+    async def main() -> None:
+        await make_topic(bs, "simple", 1, records=3)
+        async with Consumer(bs, group_id="simple-g", auto_offset_reset="earliest",
+                            enable_auto_commit=False) as c:
+            c.assign([("simple", 0)])
+            assert len(await drain(c, 3)) == 3
+            await c.commit()  # generation -1: no membership needed
+            assert (await c.committed([("simple", 0)]))[TP("simple", 0)].offset == 3
+            with pytest.raises(Exception, match="cannot be mixed"):
+                c.subscribe(["simple"])
+        # Auto commit of assigned partitions rides on the polls, and on close.
+        async with Consumer(bs, group_id="simple-auto", auto_offset_reset="earliest",
+                            auto_commit_interval_ms=100) as c:
+            c.assign([("simple", 0)])
+            assert len(await drain(c, 2)) >= 2
+            await asyncio.sleep(0.2)
+            await c.getmany(timeout_ms=100)
+            await wait_until(lambda: c.coordinator._commit_task is not None
+                             and c.coordinator._commit_task.done(), what="auto commit")
+            assert (await c.committed([("simple", 0)]))[TP("simple", 0)].offset == 3
+
+    run(main())
+
+
 def test_group_max_size_is_fatal_for_the_extra_member(
         klog_broker_factory: Callable[..., KlogBroker]) -> None:
     small = klog_broker_factory({"group.initial.rebalance.delay.ms": 0,
