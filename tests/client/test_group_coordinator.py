@@ -330,6 +330,24 @@ def test_assign_with_a_group_id_commits_as_a_simple_consumer(broker: KlogBroker)
     run(main())
 
 
+def test_a_second_member_with_the_same_instance_id_fences_the_first(
+        broker: KlogBroker) -> None:
+    bs = broker.bootstrap_servers
+
+    async def main() -> None:
+        await make_topic(bs, "fence", 1)
+        options = dict(group_id="fence-g", group_instance_id="same", **FAST)
+        async with Consumer(bs, **options) as old, Consumer(bs, **options) as new:
+            old.subscribe(["fence"])
+            await wait_until(lambda: bool(old.assignment()), what="old member")
+            new.subscribe(["fence"])
+            await wait_until(lambda: bool(new.assignment()), what="new member")
+            with pytest.raises(GroupError, match="FENCED_INSTANCE_ID"):
+                await drain(old, 1, timeout=10)
+
+    run(main())
+
+
 def test_group_max_size_is_fatal_for_the_extra_member(
         klog_broker_factory: Callable[..., KlogBroker]) -> None:
     small = klog_broker_factory({"group.initial.rebalance.delay.ms": 0,
