@@ -413,6 +413,8 @@ class ConsumerCoordinator:
                               node_id, host, port)
                     return conn
                 except KafkaClientError as exc:
+                    if exc.error_code in FATAL_ERRORS:  # GROUP_AUTHORIZATION_FAILED...
+                        raise GroupError(str(exc), exc.error_code) from None
                     if not exc.retriable or time.monotonic() >= deadline:
                         raise
                     log.debug("group %s: finding the coordinator: %s", self.group_id, exc)
