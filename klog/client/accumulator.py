@@ -13,8 +13,9 @@ append waits for room, up to ``max_block_ms``.
 
 A batch encodes each record as it is appended (the v2 record grammar, the same bytes as
 ``klog.protocol.records.v2.BatchBuilder`` writes: tests hold them equal) straight into one
-growing buffer behind room for the batch header: this is the producer's per-record hot path,
-so varints come from a table, not a function call. The batch is finished when drained,
+list of byte pieces behind a placeholder for the batch header: this is the producer's
+per-record hot path, so varints come from a table, not a function call, and a value is
+never copied until the batch is built (one join). The batch is finished when drained,
 after its producer id, epoch and base sequence are known: the header is written into the
 room left for it (or, compressed, in front of the compressed records) and the bytes are
 kept for retries, so a retried batch keeps its sequence.
@@ -76,6 +77,7 @@ _PRODUCER = struct.Struct(">qhi")  # producerId, producerEpoch, baseSequence
 _SMALL_VARINTS: tuple[bytes, ...] = tuple(write_varint(v) for v in range(-1, 1 << 14))
 _SMALL_LIMIT = (1 << 14) - 1
 _NULL = b"\x01"  # zigzag(-1): a null key, value or header value
+_HEADER_ROOM = bytes(RECORD_BATCH_OVERHEAD)  # replaced by the header when the batch is built
 _ATTRIBUTES = b"\x00"  # record attributes: unused in v2
 
 
@@ -124,7 +126,7 @@ class ProducerBatch:
         "attempts",
         "base_sequence",
         "base_timestamp",
-        "buffer",
+        "completion",
         "compression",
         "created_ms",
         "done",
@@ -135,6 +137,7 @@ class ProducerBatch:
         "memory",
         "partition",
         "payload",
+        "pieces",
         "records",
         "size",
         "topic",
@@ -148,8 +151,8 @@ class ProducerBatch:
         #: Per record: (future, timestamp, key size, value size, callback).
         self.records: list[tuple[asyncio.Future[RecordMetadata], int, int, int,
                                  DeliveryCallback | None]] = []
-        #: Room for the batch header, then the encoded records.
-        self.buffer = bytearray(RECORD_BATCH_OVERHEAD)
+        #: A placeholder for the batch header, then the encoded records in pieces.
+        self.pieces: list[bytes] = [_HEADER_ROOM]
         self.base_timestamp = -1
         self.max_timestamp = -1
         self.size = RECORD_BATCH_OVERHEAD
@@ -162,6 +165,8 @@ class ProducerBatch:
         self.payload: bytes | bytearray | None = None  # set when drained; kept for retries
         self.in_flight = False
         self.done = False
+        #: Resolved (None) when the batch is completed or failed; made on demand (flush).
+        self.completion: asyncio.Future[None] | None = None
 
     @property
     def tp(self) -> TopicPartition:
@@ -173,7 +178,19 @@ class ProducerBatch:
 
     @property
     def futures(self) -> list[asyncio.Future[RecordMetadata]]:
-        return [entry[0] for entry in self.records]
+        return [entry[0] for entry in self.records if entry[0] is not None]
+
+    def completion_future(self) -> asyncio.Future[None]:
+        """A future resolved when every record of the batch has its outcome."""
+        if self.completion is None:
+            self.completion = asyncio.get_running_loop().create_future()
+            if self.done:
+                self.completion.set_result(None)
+        return self.completion
+
+    def _resolve_completion(self) -> None:
+        if self.completion is not None and not self.completion.done():
+            self.completion.set_result(None)
 
     @property
     def closed(self) -> bool:
@@ -229,11 +246,8 @@ class ProducerBatch:
             1 + len(timestamp_delta) + len(offset_delta) + len(key_length)
             + len(key_bytes) + len(value_length) + len(value_bytes) + len(header_bytes)
         )
-        buffer = self.buffer
-        buffer += b"".join((_varint(body_length), _ATTRIBUTES, timestamp_delta, offset_delta,
-                            key_length, key_bytes, value_length))
-        buffer += value_bytes
-        buffer += header_bytes
+        self.pieces += (_varint(body_length), _ATTRIBUTES, timestamp_delta, offset_delta,
+                        key_length, key_bytes, value_length, value_bytes, header_bytes)
         if timestamp > self.max_timestamp:
             self.max_timestamp = timestamp
         self.size += size
@@ -261,13 +275,10 @@ class ProducerBatch:
         # attributes, deltas, null key (1), value length, value, no headers (1)
         body_length = 3 + len(timestamp_delta) + len(offset_delta) + len(value_length) \
             + value_size
-        buffer = self.buffer
-        buffer += b"".join((
+        self.pieces += (
             _SMALL_VARINTS[body_length + 1] if body_length < _SMALL_LIMIT
             else write_varint(body_length),
-            _ATTRIBUTES, timestamp_delta, offset_delta, _NULL, value_length))
-        buffer += value
-        buffer += b"\x00"
+            _ATTRIBUTES, timestamp_delta, offset_delta, _NULL, value_length, value, b"\x00")
         self.size += size
         self.memory += size
         records.append((future, timestamp, -1, value_size, callback))
@@ -276,11 +287,13 @@ class ProducerBatch:
               base_sequence: int = -1) -> bytes:
         """Freeze the batch and build its bytes (compressing them), once."""
         if self.payload is None:
-            buffer = self.buffer
-            self.buffer = bytearray()
-            if self.compression is not CompressionType.NONE:
-                data = compress(self.compression, memoryview(buffer)[RECORD_BATCH_OVERHEAD:])
-                buffer = bytearray(RECORD_BATCH_OVERHEAD) + data
+            pieces = self.pieces
+            self.pieces = []
+            if self.compression is CompressionType.NONE:
+                buffer = bytearray().join(pieces)  # the one copy of each record
+            else:
+                pieces[0] = b""
+                buffer = bytearray(_HEADER_ROOM) + compress(self.compression, b"".join(pieces))
             count = len(self.records)
             _V2_HEADER.pack_into(
                 buffer, 0,
@@ -325,6 +338,7 @@ class ProducerBatch:
         # Per record: this loop runs once for every record produced, so RecordMetadata is
         # made with tuple.__new__ (no NamedTuple __new__ frame) and callbacks are called
         # here rather than through a helper.
+        self._resolve_completion()
         make = tuple.__new__
         offset = base_offset if base_offset >= 0 else -1
         step = 1 if base_offset >= 0 else 0
@@ -334,7 +348,7 @@ class ProducerBatch:
                 log_append_time if log_append_time >= 0 else timestamp,
                 key_size, value_size))
             offset += step
-            if not future.done():
+            if future is not None and not future.done():
                 future.set_result(metadata)
             if callback is not None:
                 try:
@@ -346,8 +360,9 @@ class ProducerBatch:
         if self.done:
             return
         self.done = True
+        self._resolve_completion()
         for future, _, _, _, callback in self.records:
-            if not future.done():
+            if future is not None and not future.done():
                 future.set_exception(exc)
                 # Fire-and-forget sends are normal for a producer: do not let asyncio log
                 # "exception was never retrieved" for each; awaiting still raises it.
@@ -490,13 +505,15 @@ class RecordAccumulator:
         *,
         abort_on_new_batch: bool = False,
         now: float | None = None,
-    ) -> tuple[asyncio.Future[RecordMetadata] | None, bool]:
+        with_future: bool = True,
+    ) -> tuple[asyncio.Future[RecordMetadata] | None, bool] | None:
         """Add a record whose ``size`` bytes the caller has reserved in ``pool``.
 
         Returns (future, wakeup): ``wakeup`` when the sender should look again (this
-        record filled its batch or began a new one). With ``abort_on_new_batch`` (sticky
-        partitioning) returns (None, False) instead of starting a new batch, so the caller
-        can move to another partition first.
+        record filled its batch or began a new one); the future is None without
+        ``with_future`` (the callback alone reports the outcome). With
+        ``abort_on_new_batch`` (sticky partitioning) returns None instead of starting a
+        new batch, so the caller can move to another partition first.
         """
         if self.closed:
             raise KafkaClientError("the producer is closed")
@@ -504,10 +521,12 @@ class RecordAccumulator:
         dq = self.batches.get(tp)
         if dq is None:
             dq = self.batches[tp] = deque()
-        loop = self._loop
-        if loop is None:
-            loop = self._loop = asyncio.get_running_loop()
-        future: asyncio.Future[RecordMetadata] = loop.create_future()
+        future: asyncio.Future[RecordMetadata] | None = None
+        if with_future:
+            loop = self._loop
+            if loop is None:
+                loop = self._loop = asyncio.get_running_loop()
+            future = loop.create_future()
         if dq:
             last = dq[-1]
             if not last.closed and last.has_room_for(size, self.batch_size):
@@ -518,7 +537,7 @@ class RecordAccumulator:
                 # append behind a full batch; a thread wakeup is cheap, a yield is not).
                 return future, not was_full and last.size >= self.batch_size
         if abort_on_new_batch:
-            return None, False
+            return None
         batch = ProducerBatch(topic, partition, self.compression,
                               now if now is not None else now_ms())
         batch.append(timestamp, key, value, headers, size, callback, future)
@@ -727,8 +746,8 @@ class RecordAccumulator:
             self.fail(batch, exc)
 
     def incomplete_futures(self) -> Iterable[asyncio.Future[Any]]:
-        """One future per incomplete batch (its last record's): a batch's futures are all
+        """One future per incomplete batch (its completion): a batch's records are all
         resolved together, and waiting on each would add a callback to every record."""
         for batch in list(self.incomplete):
             if batch.records:
-                yield batch.records[-1][0]
+                yield batch.completion_future()

@@ -48,6 +48,11 @@ class NoBrokersAvailable(KafkaClientError):
     """None of the bootstrap servers (or known brokers) could be reached."""
 
 
+class WouldBlockError(KafkaClientError):
+    """``Producer.send_nowait`` could not queue the record without waiting (for metadata,
+    buffer memory or start-up); ``await Producer.send(...)`` waits for them."""
+
+
 # Kafka's RetriableException family (org.apache.kafka.common.errors): worth retrying after
 # a backoff and, for the metadata ones, a metadata refresh.
 RETRIABLE: frozenset[int] = frozenset(int(code) for code in (

@@ -38,7 +38,7 @@ from klog.client.accumulator import (
     RecordMetadata,
     estimate_record_size,
 )
-from klog.client.errors import KafkaClientError, KafkaTimeoutError, error_name
+from klog.client.errors import KafkaClientError, KafkaTimeoutError, WouldBlockError, error_name
 from klog.client.partitioner import StickyPartitionCache, partition_for_key
 from klog.client.sender import Sender
 from klog.protocol.errors import ErrorCode
@@ -279,27 +279,13 @@ class Producer:
         # This is the per-record hot path: checks and conversions are inlined.
         if (key is None and partition is None and headers is None and timestamp_ms is None
                 and type(value) is bytes and self._plain):
-            batch = self._sticky_batches.get(topic)
-            # Open: not drained (payload), not expired or aborted (done).
-            if (batch is not None and batch.payload is None and not batch.done
-                    and not self._closed):
-                size = _RECORD_OVERHEAD + len(value)
-                pool = self.accumulator.pool
-                if batch.size + size <= self.batch_size and pool.try_allocate(size):
-                    sender = self._sender
-                    if sender is None or sender.fatal_error is not None:
-                        pool.release(size)
-                    else:
-                        loop = self._loop
-                        if loop is None:
-                            loop = self._loop = asyncio.get_running_loop()
-                        future = loop.create_future()
-                        batch.append_value(int(time.time() * 1000), value, size, on_delivery,
-                                           future)
-                        if batch.size + _RECORD_OVERHEAD >= self.batch_size:
-                            # Full (no room for another record): the sender's turn.
-                            await self._batch_ready()
-                        return future
+            appended = self._append_plain(topic, value, on_delivery, True)
+            if appended is not None:
+                future, full = appended
+                if full:
+                    await self._batch_ready()
+                assert future is not None
+                return future
         if self._closed:
             raise KafkaClientError("cannot send: the producer is closed")
         sender = self._sender
@@ -315,6 +301,112 @@ class Producer:
             deadline = time.monotonic() + self.max_block_ms / 1000
             await self._wait_on_metadata(topic, partition, deadline)
             known = self._client.cluster.topics[topic]
+        key, value, header_list, size = self._serialize(key, value, headers)
+        acc = self.accumulator
+        if not acc.pool.try_allocate(size):
+            if not deadline:
+                deadline = time.monotonic() + self.max_block_ms / 1000
+            sender.wakeup()  # memory is short: the sender sends eagerly
+            await acc.pool.allocate(size, max(0.0, (deadline - time.monotonic()) * 1000))
+        future, wakeup = self._append_record(topic, partition, len(known), key, value,
+                                             header_list, size, timestamp_ms, on_delivery,
+                                             True)
+        if wakeup:
+            await self._batch_ready()
+        assert future is not None
+        return future
+
+    def send_nowait(
+        self,
+        topic: str,
+        value: Any = None,
+        key: Any = None,
+        *,
+        headers: HeadersArg | None = None,
+        partition: int | None = None,
+        timestamp_ms: int | None = None,
+        on_delivery: DeliveryCallback | None = None,
+    ) -> bool:
+        """Queue one record without waiting and without a future (as librdkafka's
+        ``produce``): ``on_delivery`` alone reports its outcome.
+
+        Raises ``WouldBlockError`` when queueing would mean waiting -- for the topic's
+        metadata, for buffer memory, or for ``start()`` -- so the caller can ``await
+        send(...)`` instead (which waits). Returns True when a batch is ready to go: the
+        caller should then yield to the event loop (``await asyncio.sleep(0)``) so the
+        sender can send it, as ``send`` does by itself.
+        """
+        if (key is None and partition is None and headers is None and timestamp_ms is None
+                and type(value) is bytes and self._plain):
+            # _append_plain without a future, inlined: this runs once per record.
+            batch = self._sticky_batches.get(topic)
+            if batch is not None and batch.payload is None and not batch.done:
+                size = _RECORD_OVERHEAD + len(value)
+                sender = self._sender
+                if (batch.size + size <= self.batch_size and not self._closed
+                        and sender is not None and sender.fatal_error is None
+                        and self.accumulator.pool.try_allocate(size)):
+                    batch.append_value(time.time_ns() // 1_000_000, value, size, on_delivery,
+                                       None)
+                    if batch.size + _RECORD_OVERHEAD >= self.batch_size:
+                        sender.wakeup()  # full (no room for another record)
+                        return True
+                    return False
+        if self._closed:
+            raise KafkaClientError("cannot send: the producer is closed")
+        sender = self._sender
+        if sender is None:
+            raise WouldBlockError("the producer is not started")
+        if sender.fatal_error is not None:
+            raise KafkaClientError(f"the producer failed: {sender.fatal_error}")
+        known = self._client.cluster.topics.get(topic)
+        if not known or (partition is not None and partition not in known):
+            raise WouldBlockError(f"no metadata yet for {topic!r}")
+        key, value, header_list, size = self._serialize(key, value, headers)
+        if not self.accumulator.pool.try_allocate(size):
+            sender.wakeup()  # memory is short: the sender sends eagerly
+            raise WouldBlockError("buffer memory is full")
+        _, wakeup = self._append_record(topic, partition, len(known), key, value,
+                                        header_list, size, timestamp_ms, on_delivery, False)
+        if wakeup:
+            sender.wakeup()
+        return wakeup
+
+    def _append_plain(self, topic: str, value: bytes, on_delivery: DeliveryCallback | None,
+                      with_future: bool
+                      ) -> tuple[asyncio.Future[RecordMetadata] | None, bool] | None:
+        """The fast path of a plain record (no key, partition, headers, timestamp or
+        serializer): appended to its topic's open sticky batch when that has room and
+        memory is free; None when the general path must decide. Returns (future,
+        full): ``full`` when the batch has no room left (the sender has been woken)."""
+        batch = self._sticky_batches.get(topic)
+        # Open: not drained (payload), not expired or aborted (done).
+        if batch is None or batch.payload is not None or batch.done or self._closed:
+            return None
+        size = _RECORD_OVERHEAD + len(value)
+        if batch.size + size > self.batch_size:
+            return None
+        sender = self._sender
+        if sender is None or sender.fatal_error is not None:
+            return None
+        pool = self.accumulator.pool
+        if not pool.try_allocate(size):
+            return None
+        future = None
+        if with_future:
+            loop = self._loop
+            if loop is None:
+                loop = self._loop = asyncio.get_running_loop()
+            future = loop.create_future()
+        batch.append_value(time.time_ns() // 1_000_000, value, size, on_delivery, future)
+        if batch.size + _RECORD_OVERHEAD >= self.batch_size:
+            sender.wakeup()  # full (no room for another record): the sender's turn
+            return future, True
+        return future, False
+
+    def _serialize(self, key: Any, value: Any, headers: HeadersArg | None
+                   ) -> tuple[bytes | None, bytes | None, list[tuple[str, bytes | None]], int]:
+        """Key and value as bytes, the headers as a list, and the record's size bound."""
         if self.key_serializer is not None:
             key = self.key_serializer(key)
         elif key is not None and type(key) is not bytes:
@@ -333,31 +425,31 @@ class Producer:
             raise KafkaClientError(
                 f"the record is {size} bytes when serialized, more than max_request_size "
                 f"({self.max_request_size})", ErrorCode.MESSAGE_TOO_LARGE)
-        acc = self.accumulator
-        if not acc.pool.try_allocate(size):
-            if not deadline:
-                deadline = time.monotonic() + self.max_block_ms / 1000
-            sender.wakeup()  # memory is short: the sender sends eagerly
-            await acc.pool.allocate(size, max(0.0, (deadline - time.monotonic()) * 1000))
+        return key, value, header_list, size
+
+    def _append_record(self, topic: str, partition: int | None, num_partitions: int,
+                       key: bytes | None, value: bytes | None,
+                       header_list: list[tuple[str, bytes | None]], size: int,
+                       timestamp_ms: int | None, on_delivery: DeliveryCallback | None,
+                       with_future: bool) -> tuple[asyncio.Future[RecordMetadata] | None, bool]:
+        """Append a record whose ``size`` is reserved in the pool (released on failure)."""
         if timestamp_ms is None:
-            timestamp_ms = int(time.time() * 1000)
+            timestamp_ms = time.time_ns() // 1_000_000
+        acc = self.accumulator
         try:
             if partition is None:
-                if key is not None:
-                    # Partition ids are 0 .. n-1, so the index is the id, as in Java.
-                    partition = partition_for_key(key, len(known))
-                else:
-                    return await self._append_sticky(topic, timestamp_ms, value, header_list,
-                                                     size, on_delivery)
-            future, wakeup = acc.append(topic, partition, timestamp_ms, key, value,
-                                        header_list, size, on_delivery)
+                if key is None:
+                    return self._append_sticky(topic, timestamp_ms, value, header_list, size,
+                                               on_delivery, with_future)
+                # Partition ids are 0 .. n-1, so the index is the id, as in Java.
+                partition = partition_for_key(key, num_partitions)
+            appended = acc.append(topic, partition, timestamp_ms, key, value, header_list,
+                                  size, on_delivery, with_future=with_future)
         except BaseException:
             acc.pool.release(size)
             raise
-        assert future is not None
-        if wakeup:
-            await self._batch_ready()
-        return future
+        assert appended is not None
+        return appended
 
     async def _batch_ready(self) -> None:
         assert self._sender is not None
@@ -366,32 +458,29 @@ class Producer:
         # caller that never awaits anything else would otherwise only fill the buffer.
         await asyncio.sleep(0)
 
-    async def _append_sticky(self, topic: str, timestamp_ms: int, value: bytes | None,
-                             headers: list[tuple[str, bytes | None]], size: int,
-                             on_delivery: DeliveryCallback | None,
-                             ) -> asyncio.Future[RecordMetadata]:
+    def _append_sticky(self, topic: str, timestamp_ms: int, value: bytes | None,
+                       headers: list[tuple[str, bytes | None]], size: int,
+                       on_delivery: DeliveryCallback | None, with_future: bool,
+                       ) -> tuple[asyncio.Future[RecordMetadata] | None, bool]:
         acc = self.accumulator
         current = self._sticky.current(topic)
         if current is not None:
-            future, wakeup = acc.append(topic, current, timestamp_ms, None, value, headers,
-                                        size, on_delivery, abort_on_new_batch=True)
-            if future is not None:
+            appended = acc.append(topic, current, timestamp_ms, None, value, headers, size,
+                                  on_delivery, abort_on_new_batch=True,
+                                  with_future=with_future)
+            if appended is not None:
                 self._sticky_batches[topic] = acc.batches[(topic, current)][-1]
-                if wakeup:
-                    await self._batch_ready()
-                return future
+                return appended
         # The sticky partition's batch is full or already sent: move on (KIP-480).
         cluster = self._client.cluster
         partitions = cluster.partitions_for(topic) or []
         available = [p for p in partitions if cluster.leader_for(topic, p) is not None]
         chosen = self._sticky.next_partition(topic, partitions, available, current)
-        future, wakeup = acc.append(topic, chosen, timestamp_ms, None, value, headers, size,
-                                    on_delivery)
-        assert future is not None
+        appended = acc.append(topic, chosen, timestamp_ms, None, value, headers, size,
+                              on_delivery, with_future=with_future)
+        assert appended is not None
         self._sticky_batches[topic] = acc.batches[(topic, chosen)][-1]
-        if wakeup:
-            await self._batch_ready()
-        return future
+        return appended
 
     async def send_and_wait(self, topic: str, value: Any = None, key: Any = None,
                             **kwargs: Any) -> RecordMetadata:
@@ -675,9 +764,17 @@ async def measure_produce(
     async with Producer(bootstrap_servers, **options) as producer:
         await producer.partitions_for(topic)  # metadata first: not part of the measure
         start = window_start = monotonic()
-        send = producer.send
+        send, send_nowait = producer.send, producer.send_nowait
+        sleep = asyncio.sleep
         for i in range(num_records):
-            await send(topic, payload, on_delivery=done(i, monotonic()))
+            # librdkafka's produce() style: queue without a future, and wait (send) only
+            # when queueing would block; yield when a batch is ready, as send() does.
+            callback = done(i, monotonic())
+            try:
+                if send_nowait(topic, payload, on_delivery=callback):
+                    await sleep(0)
+            except WouldBlockError:
+                await send(topic, payload, on_delivery=callback)
             if throughput > 0:
                 ahead = start + (i + 1) / throughput - monotonic()
                 if ahead > 0.002:

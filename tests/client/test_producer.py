@@ -19,6 +19,7 @@ from kafka import TopicPartition as KafkaTopicPartition
 from kafka.partitioner.default import murmur2 as kafka_python_murmur2
 
 from klog import testing
+from klog.client import errors
 from klog.client.accumulator import BufferPool, ProducerBatch, RecordAccumulator
 from klog.client.errors import KafkaClientError, KafkaTimeoutError
 from klog.client.producer import Producer, RecordMetadata, SyncProducer
@@ -303,6 +304,64 @@ def test_delivery_in_produce_order_with_callbacks(broker: testing.KlogBroker) ->
     assert seen == [(i, i) for i in range(300)]
     got = _read_confluent(broker.bootstrap_servers, topic, 4, 300)
     assert [m.value() for m in got] == [str(i).encode() for i in range(300)]
+
+
+def test_send_nowait_delivers_through_callbacks_and_says_when_it_would_block(
+        broker: testing.KlogBroker) -> None:
+    topic = "nowait"
+    seen: list[tuple[int, int, int]] = []
+
+    async def produce() -> tuple[int, int]:
+        async with Producer(broker.bootstrap_servers, batch_size=1500, linger_ms=1,
+                            buffer_memory=3000) as producer:
+            with pytest.raises(errors.WouldBlockError, match="metadata"):
+                producer.send_nowait(topic, b"first")  # metadata for the topic not yet known
+            await producer.partitions_for(topic)
+            would_block = full = 0
+            for i in range(400):
+                def callback(m: Any, e: Any, i: int = i) -> None:
+                    seen.append((i, m.partition, m.offset))
+
+                value = str(i).encode() * 20
+                # keyed, explicit-partition and plain records all go without waiting
+                kwargs: dict[str, Any] = ({"key": b"k"} if i % 3 == 0 else
+                                          {"partition": 2} if i % 3 == 1 else {})
+                try:
+                    if producer.send_nowait(topic, value, on_delivery=callback, **kwargs):
+                        full += 1
+                        await asyncio.sleep(0)
+                except errors.WouldBlockError:
+                    would_block += 1  # buffer memory (3 kB) is full: wait as send() does
+                    await producer.send(topic, value, on_delivery=callback, **kwargs)
+            await producer.flush()  # waits for records that have no future as well
+            assert len(seen) == 400
+            return would_block, full
+
+    would_block, full = asyncio.run(produce())
+    assert would_block > 0 and full > 0
+    assert sorted(i for i, _, _ in seen) == list(range(400))
+    # per partition, callbacks come in produce order with consecutive offsets
+    by_partition: dict[int, list[tuple[int, int]]] = {}
+    for i, partition, offset in seen:
+        by_partition.setdefault(partition, []).append((i, offset))
+    for entries in by_partition.values():
+        assert [i for i, _ in entries] == sorted(i for i, _ in entries)
+        offsets = [o for _, o in entries]
+        assert offsets == list(range(offsets[0], offsets[0] + len(offsets)))
+    got = _read_confluent(broker.bootstrap_servers, topic, 4, 400)
+    assert sorted(m.value() for m in got) == sorted(str(i).encode() * 20 for i in range(400))
+
+
+def test_send_nowait_before_start_and_after_close() -> None:
+    async def main() -> None:
+        producer = Producer("127.0.0.1:1")
+        with pytest.raises(errors.WouldBlockError, match="not started"):
+            producer.send_nowait("t", b"v")
+        await producer.close()
+        with pytest.raises(errors.KafkaClientError, match="closed"):
+            producer.send_nowait("t", b"v")
+
+    asyncio.run(main())
 
 
 def test_sticky_partitioning_fills_batches_and_spreads(broker: testing.KlogBroker) -> None:
