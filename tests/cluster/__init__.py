@@ -1,0 +1,1 @@
+"""Multi-broker tests on a real ZooKeeper (fixtures in conftest.py)."""
