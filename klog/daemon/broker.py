@@ -72,6 +72,7 @@ class Broker:
         self._tasks: list[asyncio.Task[None]] = []
         self._stopped = asyncio.Event()
         self._shutting_down = False
+        self._session_lost = False
         self.loop: asyncio.AbstractEventLoop | None = None
 
     # -- configuration helpers -------------------------------------------------------------
@@ -142,6 +143,8 @@ class Broker:
         self.server = Server(self, load_handlers())
         await self.server.start()
         await asyncio.to_thread(self._register_broker)
+        # A new ZooKeeper session (after an expiry) has lost the ephemeral registration.
+        self.metastore.add_session_listener(self._on_session_state)
         self.controller = Controller(self)
         await self.controller.startup()
         await self.server.serve()
@@ -209,6 +212,33 @@ class Broker:
         self.metadata_cache.brokers[self.broker_id] = BrokerInfo(
             self.broker_id, tuple(endpoints), self.config.broker_rack
         )
+
+    def _on_session_state(self, state: str) -> None:
+        # Called on the metastore's connection thread, where no metastore call may block:
+        # re-register from a worker thread once a session follows a lost one.
+        if state == "LOST":
+            self._session_lost = True
+        elif state == "CONNECTED" and self._session_lost and not self._shutting_down:
+            self._session_lost = False
+            loop = self.loop
+            if loop is not None and not loop.is_closed():
+                loop.call_soon_threadsafe(
+                    lambda: self._tasks.append(loop.create_task(self._reregister())))
+
+    async def _reregister(self) -> None:
+        store = self.metastore
+        assert store is not None
+        path = paths.broker_path(self.broker_id)
+        try:
+            await asyncio.to_thread(self._register_broker)
+            log.info("registered again at %s after the ZooKeeper session expired", path)
+        except RuntimeError:
+            stat = await asyncio.to_thread(store.exists, path)
+            if stat is None or stat.ephemeral_owner != store.session_id:
+                log.error("cannot register again at %s: another broker holds broker id %d",
+                          path, self.broker_id)
+        except Exception:
+            log.exception("registering again at %s failed", path)
 
     # -- controller requests (in-process in standalone mode) --------------------------------
 

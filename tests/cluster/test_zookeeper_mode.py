@@ -1,0 +1,89 @@
+"""Brokers in ZooKeeper mode: registration under the chroot, a duplicate broker.id refused,
+re-registration after the ZooKeeper session expires, controller failover on kill -9."""
+
+from __future__ import annotations
+
+import time
+
+from klog.daemon.metastore import paths
+from klog.daemon.metastore.zookeeper import ZooKeeperMetadataStore
+from klog.testing import BrokerStartError, KlogBroker
+from tests.cluster.conftest import SHORT_TIMEOUTS, wait_until
+
+
+def test_chroot_is_created_and_holds_the_cluster(cluster, zk_server) -> None:
+    c = cluster(brokers=2)
+    assert c.registered() == [1, 2]
+    controller = c.controller()
+    assert controller in (1, 2)
+    # Everything lives under the chroot: the root of the server has the chroot, not Kafka's
+    # znodes of this cluster.
+    root = ZooKeeperMetadataStore(zk_server.connect, session_timeout_ms=10000)
+    root.start()
+    try:
+        assert c.chroot.lstrip("/") in root.get_children("/")
+        assert root.get_children(c.chroot + paths.BROKER_IDS) == ["1", "2"]
+        cluster_id, _ = root.get(c.chroot + paths.CLUSTER_ID)
+        assert paths.decode_cluster_id(cluster_id)
+        registration, _ = root.get(c.chroot + paths.broker_path(1))
+        decoded = paths.BrokerRegistration.decode(1, registration)
+        assert decoded.broker_id == 1
+        assert decoded.endpoints[0].port == c.broker(1).port
+    finally:
+        root.close()
+
+
+def test_second_broker_with_a_registered_id_is_refused(cluster, tmp_path) -> None:
+    c = cluster(brokers=1)
+    twin = KlogBroker(tmp_path / "twin", overrides={
+        **SHORT_TIMEOUTS, "zookeeper.connect": c.zookeeper_connect, "broker.id": "1"},
+        start_timeout=30)
+    try:
+        try:
+            twin.start()
+        except BrokerStartError as e:
+            message = str(e)
+        else:
+            # It may have opened its port before registering: it must still exit.
+            assert twin.process is not None
+            twin.process.wait(30)
+            message = twin.log_tail()
+        assert twin.process is not None and twin.process.returncode != 0
+        assert "broker id 1 is already registered" in message, message
+        assert "Traceback" not in message
+    finally:
+        twin.close()
+    # The first broker keeps its registration.
+    assert c.registered() == [1]
+    assert c.broker(1).process is not None and c.broker(1).process.poll() is None
+
+
+def test_broker_reregisters_after_its_session_expires(cluster) -> None:
+    c = cluster(brokers=2, overrides={"zookeeper.session.timeout.ms": "3000"})
+    _data, before = c.store.get(paths.broker_path(2))
+    c.pause(2)
+    try:
+        # Past the session timeout ZooKeeper drops the ephemeral registration.
+        wait_until(lambda: c.registered() == [1], 20, "broker 2's registration to expire")
+    finally:
+        c.resume(2)
+    wait_until(lambda: c.registered() == [1, 2], 20, "broker 2 to register again")
+    _data, after = c.store.get(paths.broker_path(2))
+    assert after.ephemeral_owner != before.ephemeral_owner  # a new session owns it
+    assert after.czxid > before.czxid
+    assert c.broker(2).process is not None and c.broker(2).process.poll() is None
+
+
+def test_controller_failover_after_kill_9(cluster) -> None:
+    c = cluster(brokers=3)
+    first = c.wait_for_controller()
+    started = time.monotonic()
+    c.kill(first)
+    second = c.wait_for_controller(exclude={first})
+    assert second != first
+    assert time.monotonic() - started < 15  # within the session timeout (6 s) plus slack
+    wait_until(lambda: c.registered() == sorted(set(c.ids) - {first}), 20,
+               "the killed controller to leave /brokers/ids")
+    c.start(first)
+    c.wait_for_registered(c.ids)
+    assert c.controller() == second  # a returning broker does not take over
