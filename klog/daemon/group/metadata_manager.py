@@ -29,8 +29,12 @@ Group state comes from the coordinator when it is there (``broker.group_coordina
 .group_state``), else from the last stored metadata value (no members = Empty).
 
 Runs on the broker's event loop thread (all state is touched there only; the loader thread
-builds its own result and hands it back). Appends are synchronous calls into the replica
-manager, so a cache update and the append it follows are never interleaved with another.
+builds its own result and hands it back). Appends to one partition are grouped: the records
+of every store that arrives while the event loop works through its ready callbacks (the
+requests read from all connections in one poll) go out as one batch, appended once, and
+each store resumes with that append's outcome in the order it joined. Under load this
+turns many one-record appends into few larger ones (Kafka appends each commit alone; its
+appends cost far less than ours). A cache update follows its own append's outcome.
 """
 
 from __future__ import annotations
@@ -357,6 +361,9 @@ class GroupMetadataManager:
         self._partition_cache: dict[str, int] = {}  # for _partition_cache_count partitions
         self._partition_cache_count = 0
         self._creating: asyncio.Task[None] | None = None
+        # offsets partition -> records waiting for the grouped append, and its outcome.
+        self._pending: dict[int, tuple[list[tuple[bytes, bytes | None]],
+                                       asyncio.Future[ErrorCode], int]] = {}
         self._expire_task: asyncio.Task[None] | None = None
         self._shutting_down = False
         # Hooks the group coordinator sets (no-ops until then).
@@ -542,14 +549,45 @@ class GroupMetadataManager:
 
     async def _append(self, group_id: str, records: list[tuple[bytes, bytes | None]],
                       timestamp: int) -> ErrorCode:
-        """Append ``records`` as one batch to the group's partition; the raw error code."""
+        """Append ``records`` to the group's partition, grouped with the other stores of
+        this turn of the event loop (see the module docstring); the raw error code."""
+        partition = self.partition_for(group_id)
+        pending = self._pending.get(partition)
+        if pending is None:
+            future: asyncio.Future[ErrorCode] = asyncio.get_running_loop().create_future()
+            pending = self._pending[partition] = ([], future, timestamp)
+            # Runs after the callbacks already queued: handlers of requests that arrived
+            # together reach this point first and join the batch.
+            asyncio.get_running_loop().call_soon(self._start_append, partition)
+        pending[0].extend(records)
+        return await asyncio.shield(pending[1])
+
+    def _start_append(self, partition: int) -> None:
+        records, future, timestamp = self._pending.pop(partition)
+        task = asyncio.get_running_loop().create_task(
+            self._append_now(partition, records, timestamp))
+
+        def done(task: asyncio.Task[ErrorCode]) -> None:
+            if task.cancelled():
+                future.set_result(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+            elif task.exception() is not None:
+                log.error("appending to %s-%d failed", OFFSETS_TOPIC, partition,
+                          exc_info=task.exception())
+                future.set_result(ErrorCode.UNKNOWN_SERVER_ERROR)
+            else:
+                future.set_result(task.result())
+
+        task.add_done_callback(done)
+
+    async def _append_now(self, partition: int, records: list[tuple[bytes, bytes | None]],
+                          timestamp: int) -> ErrorCode:
         rm = self.broker.replica_manager
         if rm is None:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
         builder = BatchBuilder(compression=self._codec())
         for key, value in records:
             builder.append(timestamp, key, value)
-        tp = (OFFSETS_TOPIC, self.partition_for(group_id))
+        tp = (OFFSETS_TOPIC, partition)
         acks = self.config.offsets_commit_required_acks
         results = rm.append_records({tp: builder.build()}, acks, origin="coordinator")
         if acks == -1:

@@ -5,6 +5,8 @@ UNKNOWN_TOPIC_OR_PARTITION; the commit timestamp is now; v2-v4's retention_time 
 the broker's default) sets an explicit expire timestamp; v6+ carry the leader epoch (-1 =
 none); a null metadata string is stored as "". Metadata longer than
 offset.metadata.max.bytes is OFFSET_METADATA_TOO_LARGE (the coordinator checks it).
+The response is encoded by hand (klog/protocol/offset_commit.py): for the common
+one-partition commit kio's schema walk cost more than the commit.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from klog.daemon.group.metadata_manager import OffsetAndMetadata
 from klog.daemon.handlers import RequestContext
 from klog.protocol.entities import as_millis
 from klog.protocol.errors import ErrorCode
+from klog.protocol.offset_commit import encode_offset_commit_response
 
 DEFAULT_RETENTION_TIME = -1
 
@@ -55,11 +58,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 getattr(request, "group_instance_id", None),
                 offsets,
             ))
-    topics: dict[str, list[dict[str, Any]]] = {}
+    topics: dict[str, list[tuple[int, int]]] = {}
     for tp in dict.fromkeys(order):
-        topics.setdefault(tp[0], []).append(
-            {"partition_index": tp[1], "error_code": int(errors[tp])})
-    return ctx.respond({
-        "throttle_time": 0,
-        "topics": [{"name": name, "partitions": parts} for name, parts in topics.items()],
-    })
+        topics.setdefault(tp[0], []).append((tp[1], int(errors[tp])))
+    return [encode_offset_commit_response(ctx.api_version, list(topics.items()))]
