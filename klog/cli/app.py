@@ -58,6 +58,9 @@ def _register_commands() -> None:
 
     produce.register(app)
     perf.register(app)
+    from klog.cli import cluster
+
+    cluster.register(app)
 
 
 _register_commands()
