@@ -24,6 +24,8 @@ def main() -> int:
             *(["--verify-size", str(64 << 20), "--dump-records", "200000"] if quick else []),
         ],
         [sys.executable, "-m", "benchmarks.bench_broker", *(["--quick"] if quick else [])],
+        [sys.executable, "-m", "benchmarks.bench_client", *(["--quick"] if quick else [])],
+        [sys.executable, "-m", "benchmarks.bench_groups", *(["--quick"] if quick else [])],
     ]
     status = 0
     for cmd in runs:
