@@ -747,6 +747,10 @@ class TransactionIndex:
         segment can then hold a transaction that matters to this fetch.
         """
         found: list[AbortedTxn] = []
+        if self._last_offset is None:
+            # No entry (this index writes every one, so it knows): no file access on the
+            # path of every read_committed fetch.
+            return TxnIndexSearchResult(found, False)
         for txn in self.iter_entries():
             if txn.last_offset >= fetch_offset and txn.first_offset < upper_bound_offset:
                 found.append(txn)
