@@ -59,6 +59,10 @@ class Broker:
         self.replica_manager: ReplicaManager | None = None  # type: ignore[assignment]
         self.server: Server | None = None
         self.controller: Controller | None = None
+        # Controller fencing (klog/daemon/controller/receiver.py): the newest controller
+        # epoch obeyed, and this broker's epoch (czxid of its /brokers/ids registration).
+        self.controller_epoch = -1
+        self.broker_epoch = -1
         self.admin = AdminManager(self)
         self.timer: Timer | None = None
         self.fetch_purgatory: DelayedOperationPurgatory[Any] | None = None  # type: ignore
@@ -212,6 +216,9 @@ class Broker:
         self.metadata_cache.brokers[self.broker_id] = BrokerInfo(
             self.broker_id, tuple(endpoints), self.config.broker_rack
         )
+        stat = store.exists(path)
+        if stat is not None:
+            self.broker_epoch = stat.czxid
 
     def _on_session_state(self, state: str) -> None:
         # Called on the metastore's connection thread, where no metastore call may block:
@@ -349,6 +356,12 @@ class Broker:
         log.info("klog broker %d shutting down", self.broker_id)
         for task in self._tasks:
             task.cancel()
+        # Cluster mode: hand leaderships over before the listeners close (Kafka's
+        # controlled.shutdown.*); klog/daemon/controller/shutdown.py.
+        if self.config.zookeeper_connect and self.controller is not None:
+            from klog.daemon.controller.shutdown import controlled_shutdown
+
+            await controlled_shutdown(self)
         if self.server is not None:
             await self.server.close()
         if self.controller is not None:

@@ -19,20 +19,25 @@ import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
+from klog.daemon.controller import channel, receiver
 from klog.daemon.metadata_cache import BrokerEndpoint, BrokerInfo, PartitionState
 from klog.daemon.metastore import paths
 from klog.daemon.metastore.base import (
+    BadVersionError,
     CreateOp,
     MetastoreError,
     NodeExistsError,
     NoNodeError,
     WatchedEvent,
 )
+from klog.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
     from klog.daemon.broker import Broker
 
 log = logging.getLogger(__name__)
+
+LEADER_AND_ISR, STOP_REPLICA, UPDATE_METADATA = 4, 5, 6
 
 TopicPartition = tuple[str, int]
 
@@ -46,6 +51,11 @@ class Controller:
         self.topics: dict[str, paths.TopicAssignment] = {}
         self.states: dict[TopicPartition, PartitionState] = {}
         self.live_brokers: dict[int, BrokerInfo] = {}
+        # czxid of each live broker's registration (its broker epoch, KIP-380).
+        self.broker_epochs: dict[int, int] = {}
+        # Brokers that asked for a controlled shutdown: no leadership goes to them.
+        self.shutting_down: set[int] = set()
+        self.channel: channel.ControllerChannelManager | None = None
         self._queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
         self._task: asyncio.Task[None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -68,7 +78,23 @@ class Controller:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._task
+        await self._resign()
+
+    async def _resign(self) -> None:
         self.active = False
+        if self.channel is not None:
+            chan, self.channel = self.channel, None
+            await chan.close()
+
+    async def controlled_shutdown(self, broker_id: int,
+                                  broker_epoch: int) -> tuple[int, list[TopicPartition]]:
+        """ControlledShutdown from ``broker_id``: move its leaderships away (an event in
+        the controller's queue, so it never races a broker or topic change). Returns the
+        error code and the partitions it still leads."""
+        assert self._loop is not None
+        future: asyncio.Future[tuple[int, list[TopicPartition]]] = self._loop.create_future()
+        self._queue.put_nowait(("controlled_shutdown", (broker_id, broker_epoch, future)))
+        return await future
 
     def _watcher(self, kind: str, arg: Any = None) -> Any:
         loop = self._loop
@@ -94,6 +120,18 @@ class Controller:
         if kind == "controller_change":
             await self._elect()
             return
+        if kind == "controlled_shutdown":
+            broker_id, broker_epoch, future = arg
+            try:
+                result = (await self._on_controlled_shutdown(broker_id, broker_epoch)
+                          if self.active else (int(ErrorCode.NOT_CONTROLLER), []))
+            except Exception as exc:
+                if not future.done():
+                    future.set_exception(exc)
+                raise
+            if not future.done():
+                future.set_result(result)
+            return
         if not self.active:
             return
         if kind == "topics":
@@ -104,6 +142,8 @@ class Controller:
             await self._on_delete_topics()
         elif kind == "brokers":
             await self._on_broker_change()
+        elif kind == "isr_change":
+            await self._on_isr_change()
 
     async def _call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
         return await asyncio.to_thread(fn, *args, **kwargs)
@@ -120,6 +160,9 @@ class Controller:
                                            self._watcher("controller_change"))
                 registration = paths.ControllerRegistration.decode(data)
                 self.broker.metadata_cache.controller_id = registration.broker_id
+                if self.active and registration.broker_id != self.broker_id:
+                    log.info("broker %d is no longer the controller", self.broker_id)
+                    await self._resign()
             except NoNodeError:
                 self._queue.put_nowait(("controller_change", None))
             return
@@ -127,6 +170,14 @@ class Controller:
                          self._watcher("controller_change"))
         self.epoch = await self._call(self._increment_epoch)
         self.active = True
+        self.broker.controller_epoch = max(self.broker.controller_epoch, self.epoch)
+        config = self.broker.config
+        self.channel = channel.ControllerChannelManager(
+            self.broker_id, config.inter_broker_listener_name,
+            config.controller_socket_timeout_ms)
+        self.live_brokers = {}
+        self.broker_epochs = {}
+        self.shutting_down = set()
         self.broker.metadata_cache.controller_id = self.broker_id
         log.info("broker %d is the controller (epoch %d)", self.broker_id, self.epoch)
         await self._on_failover()
@@ -162,6 +213,7 @@ class Controller:
         await self._elect_leaders(self._all_partitions())
         await self._on_delete_topics()
         self._send_all()
+        await self._on_isr_change()
 
     def _adopt_orphan_logs(self) -> None:
         """Standalone: partitions found in the log dirs that the metastore does not know
@@ -188,13 +240,16 @@ class Controller:
             except MetastoreError as exc:
                 log.warning("cannot adopt topic %s from the log dirs: %s", topic, exc)
 
-    async def _read_brokers(self) -> None:
+    async def _read_brokers(self) -> set[int]:
+        """Re-read /brokers/ids; returns the brokers that re-registered (a new broker
+        epoch under a known id: restarted between two watch events)."""
         ids = await self._call(self.store.get_children, paths.BROKER_IDS,
                                self._watcher("brokers"))
         live: dict[int, BrokerInfo] = {}
+        epochs: dict[int, int] = {}
         for name in ids:
             try:
-                data, _ = await self._call(self.store.get, paths.broker_path(int(name)))
+                data, stat = await self._call(self.store.get, paths.broker_path(int(name)))
             except (NoNodeError, ValueError):
                 continue
             reg = paths.BrokerRegistration.decode(int(name), data)
@@ -204,7 +259,25 @@ class Controller:
                       for e in reg.endpoints),
                 reg.rack,
             )
+            epochs[reg.broker_id] = stat.czxid
+        bounced = {b for b, e in epochs.items()
+                   if b in self.broker_epochs and self.broker_epochs[b] != e}
         self.live_brokers = live
+        self.broker_epochs = epochs
+        # A broker that left (or came back as a new incarnation) is no longer stopping.
+        self.shutting_down &= set(live) - bounced
+        if self.channel is not None:
+            for broker_id in self.channel.brokers():
+                if broker_id not in live or broker_id in bounced:
+                    self.channel.remove_broker(broker_id)
+            for broker_id, info in live.items():
+                if broker_id != self.broker_id:
+                    self.channel.add_broker(info)
+        return bounced
+
+    def _alive(self, broker_id: int) -> bool:
+        """Eligible to lead: registered and not shutting down."""
+        return broker_id in self.live_brokers and broker_id not in self.shutting_down
 
     async def _read_assignment(self, name: str) -> paths.TopicAssignment | None:
         try:
@@ -244,18 +317,18 @@ class Controller:
         unclean = self.broker.config.unclean_leader_election_enable
         for tp in tps:
             replicas = tuple(self.topics[tp[0]].partitions[tp[1]].replicas)
-            alive = [r for r in replicas if r in self.live_brokers]
+            alive = [r for r in replicas if self._alive(r)]
             current = self.states.get(tp)
             if current is None:
                 leader = alive[0] if alive else -1
                 creates.append(PartitionState(tp[0], tp[1], leader, 0, replicas,
                                               tuple(alive) if alive else replicas, self.epoch))
                 continue
-            if current.leader in self.live_brokers and current.leader in replicas:
+            if self._alive(current.leader) and current.leader in replicas:
                 if current.replicas != replicas:
                     self.states[tp] = _replace(current, replicas=replicas)
                 continue
-            isr_alive = [r for r in replicas if r in current.isr and r in self.live_brokers]
+            isr_alive = [r for r in replicas if r in current.isr and self._alive(r)]
             if isr_alive:
                 leader, isr = isr_alive[0], tuple(isr_alive)
             elif unclean and alive:
@@ -305,10 +378,29 @@ class Controller:
     def _update_states(self, states: list[PartitionState]) -> None:
         for s in states:
             path = paths.partition_state_path(s.topic, s.partition)
-            stat = self.store.set(path, paths.LeaderIsrAndControllerEpoch(
-                leader=s.leader, leader_epoch=s.leader_epoch, isr=tuple(s.isr),
-                controller_epoch=s.controller_epoch).encode(), version=s.zk_version)
+            try:
+                stat = self._write_state(path, s)
+            except BadVersionError:
+                # The leader changed the ISR meanwhile (its compare-and-set bumped the
+                # version): keep our decision on the ISR both agree on, and retry once.
+                data, fresh = self.store.get(path)
+                st = paths.LeaderIsrAndControllerEpoch.decode(data)
+                if st.leader_epoch >= s.leader_epoch:
+                    log.warning("state of %s-%d moved to leader epoch %d meanwhile",
+                                s.topic, s.partition, st.leader_epoch)
+                    self.states[(s.topic, s.partition)] = _replace(
+                        s, leader=st.leader, leader_epoch=st.leader_epoch, isr=tuple(st.isr),
+                        controller_epoch=st.controller_epoch, zk_version=fresh.version)
+                    continue
+                isr = tuple(r for r in s.isr if r in st.isr) or s.isr
+                s = _replace(s, isr=isr, zk_version=fresh.version)
+                stat = self._write_state(path, s)
             self.states[(s.topic, s.partition)] = _replace(s, zk_version=stat.version)
+
+    def _write_state(self, path: str, s: PartitionState) -> Any:
+        return self.store.set(path, paths.LeaderIsrAndControllerEpoch(
+            leader=s.leader, leader_epoch=s.leader_epoch, isr=tuple(s.isr),
+            controller_epoch=s.controller_epoch).encode(), version=s.zk_version)
 
     # -- events -----------------------------------------------------------------------------
 
@@ -356,6 +448,11 @@ class Controller:
                 tps = [(name, p) for p in self.topics[name].partitions]
                 for broker_id in self.live_brokers:
                     self._send_stop_replica(broker_id, tps, delete=True)
+                deleting = [_replace(s, leader=receiver.LEADER_DURING_DELETE)
+                            for tp, s in self.states.items() if tp[0] == name]
+                remote = [b for b in self.live_brokers if b != self.broker_id]
+                if deleting and remote:
+                    self._send_update_metadata(deleting, remote)
                 self._forget_topic(name)
             await self._call(self._delete_topic_znodes, name)
 
@@ -374,22 +471,124 @@ class Controller:
             del self.states[tp]
         self.broker.apply_topic_deletion(name)
 
+    async def _on_isr_change(self) -> None:
+        """Leaders changed ISRs (klog/daemon/replica_manager.py writes the state znode,
+        then a notification): re-read those states and tell every broker, then delete
+        the notifications (Kafka's IsrChangeNotification event)."""
+        watch = self._watcher("isr_change")
+        try:
+            names = await self._call(self.store.get_children, paths.ISR_CHANGE_NOTIFICATION,
+                                     watch)
+        except NoNodeError:
+            await self._call(self.store.ensure_path, paths.ISR_CHANGE_NOTIFICATION)
+            names = await self._call(self.store.get_children, paths.ISR_CHANGE_NOTIFICATION,
+                                     watch)
+        if not names:
+            return
+        tps = await self._call(self._take_isr_changes, sorted(names))
+        known = [tp for tp in tps if tp in self.states]
+        fresh = await self._call(self._read_partition_states, known)
+        self.states.update(fresh)
+        if fresh:
+            self._send_update_metadata(list(fresh.values()))
+
+    def _take_isr_changes(self, names: list[str]) -> set[TopicPartition]:
+        tps: set[TopicPartition] = set()
+        for name in names:
+            path = f"{paths.ISR_CHANGE_NOTIFICATION}/{name}"
+            try:
+                data, _ = self.store.get(path)
+                tps.update(paths.IsrChangeNotification.decode(data).partitions)
+            except NoNodeError:
+                continue
+            except ValueError as exc:
+                log.warning("ignoring %s: %s", path, exc)
+            self._delete_quietly(path)
+        return tps
+
+    def _read_partition_states(self, tps: Iterable[TopicPartition]
+                               ) -> dict[TopicPartition, PartitionState]:
+        out: dict[TopicPartition, PartitionState] = {}
+        for tp in tps:
+            try:
+                data, stat = self.store.get(paths.partition_state_path(*tp))
+            except NoNodeError:
+                continue
+            st = paths.LeaderIsrAndControllerEpoch.decode(data)
+            out[tp] = _replace(self.states[tp], leader=st.leader, leader_epoch=st.leader_epoch,
+                               isr=tuple(st.isr), controller_epoch=st.controller_epoch,
+                               zk_version=stat.version)
+        return out
+
     async def _on_broker_change(self) -> None:
         before = set(self.live_brokers)
-        await self._read_brokers()
+        bounced = await self._read_brokers()
         after = set(self.live_brokers)
-        if before == after:
+        if before == after and not bounced:
             self._send_update_metadata(list(self.states.values()))
             return
         changed = await self._elect_leaders(self._all_partitions())
-        new_brokers = after - before
+        new_brokers = (after - before) | bounced
+        if new_brokers:
+            log.info("brokers joined: %s; gone: %s", sorted(new_brokers),
+                     sorted(before - after))
+        # A joining broker learns the cluster first (so it can reach its leaders), then
+        # its own replicas' states (Kafka's onBrokerStartup).
+        self._send_update_metadata(list(self.states.values()), new_brokers)
         for broker_id in new_brokers:
             mine = [s for s in self.states.values() if broker_id in s.replicas]
             if mine:
                 self._send_leader_and_isr(broker_id, mine)
         self._send(changed, update_all=True)
 
+    # -- controlled shutdown ----------------------------------------------------------------
+
+    async def _on_controlled_shutdown(self, broker_id: int,
+                                      broker_epoch: int) -> tuple[int, list[TopicPartition]]:
+        """Kafka's doControlledShutdown: leaderships of ``broker_id`` move to the first
+        other live ISR replica in assignment order; where it follows, it leaves the ISR
+        and stops its replica. Partitions of one replica stay (nothing to move to)."""
+        if broker_id not in self.live_brokers:
+            return int(ErrorCode.BROKER_NOT_AVAILABLE), []
+        cached = self.broker_epochs.get(broker_id, receiver.UNKNOWN_BROKER_EPOCH)
+        if broker_epoch != receiver.UNKNOWN_BROKER_EPOCH and broker_epoch < cached:
+            return int(ErrorCode.STALE_BROKER_EPOCH), []
+        self.shutting_down.add(broker_id)
+        log.info("controlled shutdown of broker %d", broker_id)
+        updates: list[PartitionState] = []
+        followed: list[PartitionState] = []
+        for s in self.states.values():
+            if broker_id not in s.replicas or len(s.replicas) <= 1 or s.leader == -1:
+                continue
+            isr = tuple(r for r in s.isr if r != broker_id)
+            if s.leader == broker_id:
+                candidates = [r for r in s.replicas if r in isr and self._alive(r)]
+                if candidates:
+                    updates.append(_replace(s, leader=candidates[0], isr=isr,
+                                            leader_epoch=s.leader_epoch + 1,
+                                            controller_epoch=self.epoch))
+            else:
+                followed.append(s)
+                if broker_id in s.isr and isr:
+                    updates.append(_replace(s, isr=isr, leader_epoch=s.leader_epoch + 1,
+                                            controller_epoch=self.epoch))
+        if updates:
+            await self._call(self._update_states, updates)
+            changed = [self.states[(s.topic, s.partition)] for s in updates]
+            self._send(changed)
+        if followed:
+            self._send_stop_replica(
+                broker_id, [(s.topic, s.partition) for s in followed], delete=False,
+                epochs={(s.topic, s.partition): self.states[(s.topic, s.partition)].leader_epoch
+                        for s in followed})
+        remaining = sorted(tp for tp, s in self.states.items()
+                           if s.leader == broker_id and len(s.replicas) > 1)
+        return 0, remaining
+
     # -- requests to brokers ----------------------------------------------------------------
+    # The controller's own broker is served in-process (no socket to itself), through the
+    # same fencing code as the wire handlers (klog/daemon/controller/receiver.py); the
+    # others through the channel (klog/daemon/controller/channel.py), in order.
 
     def _send_all(self) -> None:
         self._send(list(self.states.values()), update_all=True)
@@ -409,20 +608,49 @@ class Controller:
 
     def _send_leader_and_isr(self, broker_id: int, states: list[PartitionState]) -> None:
         if broker_id == self.broker_id:
-            self.broker.apply_leader_and_isr(states, self._topic_ids())
-        else:
-            log.warning("LeaderAndIsr for remote broker %d needs cluster mode", broker_id)
+            receiver.leader_and_isr(self.broker, self.broker_id, self.epoch,
+                                    self.broker_epochs.get(broker_id, -1), states,
+                                    self._topic_ids())
+            return
+        if self.channel is None:
+            return
+        leaders = [self.live_brokers[s.leader] for s in states if s.leader in self.live_brokers]
+        unique = list({b.broker_id: b for b in leaders}.values())
+        values = channel.leader_and_isr_values(
+            self.broker_id, self.epoch, self.broker_epochs.get(broker_id, -1), states,
+            self._topic_ids(), unique, self.channel.listener_name)
+        self.channel.send(broker_id, channel.ControlRequest(
+            LEADER_AND_ISR, lambda version, v=values: v))
 
-    def _send_update_metadata(self, states: list[PartitionState]) -> None:
-        for broker_id in self.live_brokers:
+    def _send_update_metadata(self, states: list[PartitionState],
+                              broker_ids: Iterable[int] | None = None) -> None:
+        brokers = [b for b in self.live_brokers.values() if b.broker_id not in self.shutting_down]
+        topic_ids = self._topic_ids()
+        targets = list(self.live_brokers) if broker_ids is None else list(broker_ids)
+        for broker_id in targets:
+            epoch = self.broker_epochs.get(broker_id, -1)
             if broker_id == self.broker_id:
-                self.broker.apply_update_metadata(list(self.live_brokers.values()),
-                                                  self.broker_id, states, self._topic_ids())
+                receiver.update_metadata(self.broker, self.broker_id, self.epoch, epoch,
+                                         brokers, states, topic_ids)
+            elif self.channel is not None:
+                values = channel.update_metadata_values(self.broker_id, self.epoch, epoch,
+                                                        brokers, states, topic_ids)
+                self.channel.send(broker_id, channel.ControlRequest(
+                    UPDATE_METADATA, lambda version, v=values: v))
 
-    def _send_stop_replica(self, broker_id: int, tps: list[TopicPartition],
-                           delete: bool) -> None:
+    def _send_stop_replica(self, broker_id: int, tps: list[TopicPartition], delete: bool,
+                           epochs: dict[TopicPartition, int] | None = None) -> None:
+        epochs = epochs or {}
+        broker_epoch = self.broker_epochs.get(broker_id, -1)
+        pairs = [(tp, epochs.get(tp, -1)) for tp in tps]
         if broker_id == self.broker_id:
-            self.broker.apply_stop_replica(tps, delete)
+            receiver.stop_replica(self.broker, self.epoch, broker_epoch,
+                                  [(tp, e, delete) for tp, e in pairs])
+        elif self.channel is not None:
+            values = channel.stop_replica_values(self.broker_id, self.epoch, broker_epoch,
+                                                 pairs, delete)
+            self.channel.send(broker_id, channel.ControlRequest(
+                STOP_REPLICA, lambda version, v=values: v))
 
 
 def _replace(state: PartitionState, **changes: Any) -> PartitionState:

@@ -1,0 +1,22 @@
+"""ControlledShutdown (v0-3): a stopping broker asks the controller to move its
+leaderships away first; the answer lists the partitions it still leads. Only the active
+controller answers (NOT_CONTROLLER otherwise); the work is the controller's
+(Controller.controlled_shutdown)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from klog.daemon.handlers import RequestContext
+from klog.protocol.errors import ErrorCode
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    controller = ctx.broker.controller
+    if controller is None or not controller.active:
+        return ctx.respond({"error_code": int(ErrorCode.NOT_CONTROLLER),
+                            "remaining_partitions": []})
+    error, remaining = await controller.controlled_shutdown(
+        int(request.broker_id), int(getattr(request, "broker_epoch", -1)))
+    return ctx.respond({"error_code": error, "remaining_partitions": [
+        {"topic_name": t, "partition_index": p} for t, p in remaining]})
