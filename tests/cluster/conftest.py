@@ -31,7 +31,8 @@ if SIGTERM does not end it) and the ZooKeeper clients closed at teardown.
     ``leader(topic, p)`` -> its leader (-1 when none); ``wait_for_leader(topic, p,
     exclude=())``; ``wait_for_isr(topic, p, isr)``
   - ``metadata_leader(topic, p, via=None)`` -> the leader a Metadata request to broker
-    ``via`` (default: any) reports, through klog's admin client
+    ``via`` (default: any) reports, through klog's admin client; ``describe_cluster(via=
+    None)`` -> its ClusterDescription (controller_id, brokers)
   - ``create_topic(name, partitions=1, replication_factor=3, configs=None)`` via
     CreateTopics, then waits until every partition has a leader in ZooKeeper
   - ``wait(predicate, timeout, what)``: poll until true, else fail with ``what``
@@ -270,6 +271,11 @@ class Cluster:
             return -1
 
         return int(self._admin(via, ask))
+
+    def describe_cluster(self, via: int | None = None) -> Any:
+        """DescribeCluster (or Metadata) answered by broker ``via`` (default: any): a
+        klog.client.admin.ClusterDescription (cluster_id, controller_id, brokers)."""
+        return self._admin(via, lambda admin: admin.describe_cluster())
 
     def create_topic(self, name: str, partitions: int = 1, replication_factor: int = 3,
                      configs: Mapping[str, Any] | None = None, timeout: float = 30.0) -> None:

@@ -87,3 +87,31 @@ def test_controller_failover_after_kill_9(cluster) -> None:
     c.start(first)
     c.wait_for_registered(c.ids)
     assert c.controller() == second  # a returning broker does not take over
+
+
+def test_controller_losing_its_session_hands_over_and_rejoins(cluster) -> None:
+    c = cluster(brokers=3, overrides={"zookeeper.session.timeout.ms": "3000"})
+    first = c.wait_for_controller()
+    _data, before = c.store.get(paths.CONTROLLER)
+    c.pause(first)
+    try:
+        second = c.wait_for_controller(exclude={first}, timeout=20)
+        wait_until(lambda: first not in c.registered(), 20,
+                   f"broker {first}'s registration to expire")
+    finally:
+        c.resume(first)
+    c.wait_for_registered(c.ids, timeout=20)
+    # The returning broker neither kept nor retook the controller role.
+    time.sleep(1)
+    _data, after = c.store.get(paths.CONTROLLER)
+    assert c.controller() == second != first
+    assert after.czxid != before.czxid
+    epoch, _ = c.store.get(paths.CONTROLLER_EPOCH)
+    assert paths.decode_controller_epoch(epoch) >= 2
+    # It serves again and knows who the controller is now (UpdateMetadata from it).
+    def described() -> object:
+        return c.describe_cluster(via=first)
+
+    wait_until(lambda: described().controller_id == second, 20,
+               f"broker {first} to report controller {second}")
+    assert [b.node_id for b in described().brokers] == c.ids
