@@ -164,3 +164,35 @@ def test_stale_controller_and_broker_epochs_are_refused(cluster: Any) -> None:
     response = send(c, target, inter_broker.CONTROLLED_SHUTDOWN,
                     {"broker_id": target, "broker_epoch": -1})
     assert int(response.error_code) == ErrorCode.NOT_CONTROLLER
+
+
+def test_controller_sigterm_hands_over_leaderships_and_control(cluster: Any) -> None:
+    c = cluster(brokers=3)
+    c.create_topic("ctl", partitions=3, replication_factor=3)
+    c.wait(lambda: agree(c, "ctl", 3, c.ids), 20, "metadata everywhere")
+    first = c.wait_for_controller()
+    epochs = {p: c.partition_state("ctl", p).leader_epoch for p in range(3)}
+    assert c.stop(first) == 0
+    # Its own controlled shutdown ran in-process before it resigned.
+    for p in range(3):
+        st = c.partition_state("ctl", p)
+        assert st is not None and st.leader not in (first, -1)
+        assert st.leader_epoch == epochs[p] + 1, (p, st)
+    assert f"controlled shutdown of broker {first} succeeded" in c.broker(first).log_tail(200)
+    c.wait_for_controller(exclude={first})
+    survivors = [b for b in c.ids if b != first]
+    c.wait(lambda: agree(c, "ctl", 3, survivors), 20, "survivors agree")
+
+
+def test_restarted_broker_gets_metadata_and_its_replicas(cluster: Any) -> None:
+    c = cluster(brokers=3)
+    c.create_topic("back", partitions=3, replication_factor=3)
+    victim = next(b for b in c.ids if b != c.controller())
+    c.stop(victim)
+    c.start(victim)
+    c.wait_for_registered(c.ids)
+    # A broker starts with an empty metadata cache: everything it knows came from the
+    # controller's UpdateMetadata, and its logs exist because LeaderAndIsr named them.
+    c.wait(lambda: agree(c, "back", 3, [victim]), 20, "the restarted broker's metadata")
+    for p in range(3):
+        assert (c.broker(victim).log_dir / f"back-{p}").is_dir()
