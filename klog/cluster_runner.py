@@ -312,8 +312,9 @@ def terminate(pids: Sequence[tuple[int, str]], timeout: float) -> list[int]:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + timeout
+    # A zombie counts as gone (pid_alive): reaping is its parent's business, and a waitpid
+    # here would steal the exit status from a Popen that owns the child.
     while time.monotonic() < deadline and any(pid_alive(p, m) for p, m in live):
-        _reap()
         time.sleep(0.05)
     killed = []
     for pid, marker in live:
@@ -321,15 +322,7 @@ def terminate(pids: Sequence[tuple[int, str]], timeout: float) -> list[int]:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
             killed.append(pid)
-    _reap()
     return killed
-
-
-def _reap() -> None:
-    # Children of this process (when up and down run in one process) would stay zombies.
-    with contextlib.suppress(ChildProcessError, OSError):
-        while os.waitpid(-1, os.WNOHANG)[0] > 0:
-            pass
 
 
 # -- the state file ---------------------------------------------------------------------------
@@ -453,7 +446,7 @@ class LocalCluster:
                 zk.start(timeout=timeout)
                 state.zookeeper_pid, state.zookeeper_port = zk.pid, zk.port
                 state.zookeeper_connect = zk.connect
-            self._check_zookeeper(state.zookeeper_connect)
+            self._check_zookeeper(state.zookeeper_connect, min(10.0, timeout))
             for broker_id in range(1, brokers + 1):
                 state.brokers.append(
                     self._launch_broker(state, broker_id, brokers, overrides or {}))
@@ -478,13 +471,13 @@ class LocalCluster:
             raise ClusterError(f"a cluster is already running in {self.data_dir} "
                                "(`klog cluster down` stops it)")
 
-    def _check_zookeeper(self, connect: str) -> None:
+    def _check_zookeeper(self, connect: str, timeout: float) -> None:
         from klog.daemon.metastore.base import MetastoreError
         from klog.daemon.metastore.zookeeper import ZooKeeperMetadataStore
 
         try:
             store = ZooKeeperMetadataStore(connect, session_timeout_ms=10000,
-                                           connection_timeout_ms=10000)
+                                           connection_timeout_ms=int(timeout * 1000))
         except ValueError as e:
             raise ClusterError(f"bad --zookeeper-connect: {e}") from None
         try:
