@@ -471,6 +471,24 @@ class Controller:
             del self.states[tp]
         self.broker.apply_topic_deletion(name)
 
+    async def _remove_from_isr(self, gone: set[int],
+                               skip: set[TopicPartition]) -> list[PartitionState]:
+        """Dead brokers leave the ISR of the partitions they followed (Kafka's move to
+        OfflineReplica), at a new leader epoch; the last ISR member is never removed, so
+        that a partition whose ISR died keeps the replica that may lead it cleanly."""
+        updates = []
+        for tp, s in self.states.items():
+            if tp in skip or s.leader in gone or s.leader < 0:
+                continue
+            isr = tuple(r for r in s.isr if r not in gone)
+            if isr != s.isr and isr:
+                updates.append(_replace(s, isr=isr, leader_epoch=s.leader_epoch + 1,
+                                        controller_epoch=self.epoch))
+        if not updates:
+            return []
+        await self._call(self._update_states, updates)
+        return [self.states[(s.topic, s.partition)] for s in updates]
+
     async def _on_isr_change(self) -> None:
         """Leaders changed ISRs (klog/daemon/replica_manager.py writes the state znode,
         then a notification): re-read those states and tell every broker, then delete
@@ -528,6 +546,10 @@ class Controller:
             self._send_update_metadata(list(self.states.values()))
             return
         changed = await self._elect_leaders(self._all_partitions())
+        gone = (before - after) | bounced
+        if gone:
+            done = {(s.topic, s.partition) for s in changed}
+            changed += await self._remove_from_isr(gone, skip=done)
         new_brokers = (after - before) | bounced
         if new_brokers:
             log.info("brokers joined: %s; gone: %s", sorted(new_brokers),
