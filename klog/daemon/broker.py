@@ -28,16 +28,19 @@ from typing import Any
 from klog.daemon.admin import AdminManager
 from klog.daemon.config import BrokerConfig
 from klog.daemon.controller import Controller
+from klog.daemon.delayed import DelayedProduce
 from klog.daemon.group.coordinator import GroupCoordinator
 from klog.daemon.group.metadata_manager import GroupMetadataManager
 from klog.daemon.handlers import load_handlers
 from klog.daemon.metadata_cache import BrokerEndpoint, BrokerInfo, MetadataCache, PartitionState
 from klog.daemon.metastore import paths
-from klog.daemon.metastore.base import MetadataStore, NodeExistsError, NoNodeError
+from klog.daemon.metastore.base import MetadataStore, MetastoreError, NodeExistsError, NoNodeError
 from klog.daemon.producer_ids import ProducerIdManager
 from klog.daemon.purgatory import DelayedOperationPurgatory, Timer
-from klog.daemon.replica_manager import ProduceResult, ReplicaManager
+from klog.daemon.replica_fetcher import ReplicaFetcherManager
+from klog.daemon.replica_manager import MetastoreIsrStore, ProduceResult, ReplicaManager
 from klog.daemon.server import Server, check_listeners
+from klog.protocol.errors import ErrorCode
 from klog.storage.config import LogConfig
 from klog.storage.log_manager import LogManager
 
@@ -66,6 +69,9 @@ class Broker:
         self.admin = AdminManager(self)
         self.timer: Timer | None = None
         self.fetch_purgatory: DelayedOperationPurgatory[Any] | None = None  # type: ignore
+        # Replication (klog/daemon/replica_fetcher.py, delayed.py DelayedProduce).
+        self.produce_purgatory: DelayedOperationPurgatory[Any] | None = None  # type: ignore
+        self.fetcher_manager: ReplicaFetcherManager | None = None
         # Producer ids for InitProducerId (klog/daemon/producer_ids.py); set in start().
         self.producer_ids: ProducerIdManager | None = None
         # Consumer groups (klog/daemon/group/): offsets store and the group coordinator.
@@ -133,10 +139,18 @@ class Broker:
         self.producer_ids.start()
         self.timer = Timer(loop=self.loop)
         self.fetch_purgatory = DelayedOperationPurgatory("Fetch", self.timer)
+        self.produce_purgatory = DelayedOperationPurgatory("Produce", self.timer)
         self.replica_manager = ReplicaManager(
             self.broker_id, self.log_manager, self.topic_log_config,
             on_new_data=self._on_new_data,
+            isr_store=MetastoreIsrStore(self.metastore),
+            on_high_watermark=self._on_high_watermark,
+            replica_lag_time_max_ms=config.get("replica.lag.time.max.ms"),
         )
+        self.fetcher_manager = ReplicaFetcherManager.from_config(
+            self.broker_id, self.replica_manager, self._replication_endpoint, config)
+        self.replica_manager.fetcher_manager = self.fetcher_manager
+        self.replica_manager.startup()
         # -- admin (klog/daemon/admin.py): dynamic broker configs from the metastore, and in
         # cluster mode the /config/changes listener; before clients can connect.
         await self.admin.startup()
@@ -295,10 +309,66 @@ class Broker:
         if self.fetch_purgatory is not None:
             self.fetch_purgatory.check_and_complete(tp)
 
+    def _on_high_watermark(self, tp: tuple[str, int]) -> None:
+        # A high watermark moved (a follower's fetch, an ISR change) or leadership went:
+        # acks=-1 produces may be done, and consumers may see more.
+        if self.produce_purgatory is not None:
+            self.produce_purgatory.check_and_complete(tp)
+        if self.fetch_purgatory is not None:
+            self.fetch_purgatory.check_and_complete(tp)
+
+    async def _replication_endpoint(self, broker_id: int) -> tuple[str, int] | None:
+        """(host, port) of ``broker_id`` on the inter-broker listener: from UpdateMetadata's
+        broker list, else its /brokers/ids registration."""
+        listener = self.config.inter_broker_listener_name
+        info = self.metadata_cache.brokers.get(broker_id)
+        if info is not None:
+            ep = info.endpoint(listener) or (info.endpoints[0] if info.endpoints else None)
+            if ep is not None:
+                return ep.host or "127.0.0.1", ep.port
+        store = self.metastore
+        if store is None:
+            return None
+        try:
+            data, _ = await asyncio.to_thread(store.get, paths.broker_path(broker_id))
+        except (NoNodeError, MetastoreError):
+            return None
+        reg = paths.BrokerRegistration.decode(broker_id, data)
+        for e in reg.endpoints:
+            if e.listener_name == listener:
+                return e.host or "127.0.0.1", e.port
+        return (reg.endpoints[0].host or "127.0.0.1", reg.endpoints[0].port) \
+            if reg.endpoints else None
+
     async def wait_for_isr(self, results: dict[tuple[str, int], ProduceResult],
                            timeout_ms: int) -> dict[tuple[str, int], ProduceResult]:
-        """acks=-1: wait until every ISR member has the appended batches. With the leader
-        alone in the ISR (standalone) that is already true when the append returns."""
+        """acks=-1: wait in the produce purgatory until each partition's high watermark
+        covers its appended batches (the whole ISR has them), at most ``timeout_ms``. With
+        the leader alone in the ISR (standalone) that is already true when the append
+        returns, and nothing waits."""
+        rm = self.replica_manager
+        assert rm is not None
+        required = {tp: r.info.last_offset + 1 for tp, r in results.items()
+                    if r.error_code == 0 and r.info is not None}
+        errors: dict[tuple[str, int], int] = {}
+        for tp, offset in list(required.items()):
+            done, error = rm.check_enough_replicas_reach_offset(tp, offset)
+            if done:
+                del required[tp]
+                errors[tp] = error
+        if required and self.produce_purgatory is not None:
+            future: asyncio.Future[dict[tuple[str, int], int]] = \
+                asyncio.get_running_loop().create_future()
+            op = DelayedProduce(timeout_ms, required, rm.check_enough_replicas_reach_offset,
+                                future)
+            self.produce_purgatory.try_complete_else_watch(op, list(required))
+            errors.update(await future)
+        for tp, error in errors.items():
+            if error:
+                r = results[tp]
+                results[tp] = ProduceResult(error, r.base_offset, r.log_append_time_ms,
+                                            r.log_start_offset,
+                                            error_message=ErrorCode(error).name, info=r.info)
         return results
 
     async def _every(self, interval_ms: int, work: Callable[[], Any], name: str) -> None:
@@ -371,6 +441,12 @@ class Broker:
         await self.group_manager.shutdown()
         if self.producer_ids is not None:  # no block claim may outlive the metastore
             await self.producer_ids.close()
+        if self.fetcher_manager is not None:
+            await self.fetcher_manager.shutdown()
+        if self.replica_manager is not None:
+            self.replica_manager.shutdown()
+        if self.produce_purgatory is not None:
+            self.produce_purgatory.shutdown()
         if self.fetch_purgatory is not None:
             self.fetch_purgatory.shutdown()
         if self.timer is not None:

@@ -3,20 +3,35 @@
 Owns the replica's role (leader or follower), the leader epoch, the replica set and ISR
 the controller assigned, and the high watermark rule: on the leader the high watermark is
 the smallest log end offset among the ISR (the leader's own, when the ISR is the leader
-alone, as in standalone mode). Followers' fetch positions arrive through
-``update_follower_fetch_state`` (replication, cluster mode). Everything runs on the event
-loop thread; the PartitionLog has its own lock for off-loop flushes.
+alone, as in standalone mode); on a follower it is min(the leader's, its own log end
+offset), set by the replica fetcher.
+
+Leader side of replication (Kafka's Partition.scala): followers' fetch positions arrive
+through ``update_follower_fetch_state`` (Fetch with a replica id); a follower that reaches
+the high watermark (and this leader's epoch start) joins the ISR, one that has not caught
+up for replica.lag.time.max.ms leaves it (``maybe_shrink_isr``). An ISR change is only
+*proposed* here: ``isr_updater`` (the ReplicaManager) writes it to the partition state
+znode with compare-and-set and calls ``complete_isr_update``. While a change is pending,
+the high watermark is computed over the union of the old and proposed ISR (Kafka's
+"maximal ISR"), so it never advances on the strength of a change not yet committed.
+
+Everything runs on the event loop thread; the PartitionLog has its own lock for off-loop
+flushes.
 """
 
 from __future__ import annotations
 
+import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from klog.daemon.metadata_cache import PartitionState
 from klog.protocol.errors import ErrorCode, KafkaError
 from klog.storage.log import LogAppendInfo, PartitionLog
 from klog.storage.segment import FetchDataInfo
+
+log = logging.getLogger(__name__)
 
 
 class NotLeaderOrFollowerError(KafkaError):
@@ -43,6 +58,29 @@ class ReplicaState:
     log_end_offset: int = -1
     last_caught_up_time_ms: int = 0
     last_fetch_time_ms: int = 0
+    last_fetch_leader_log_end_offset: int = 0
+
+    def update_fetch_state(self, fetch_offset: int, leader_end_offset: int,
+                           now_ms: int) -> None:
+        # Kafka's Replica.updateFetchState: a fetch from the leader's log end offset means
+        # caught up now; a fetch reaching the log end offset the *previous* fetch saw means
+        # the follower was caught up as of that previous fetch.
+        if fetch_offset >= leader_end_offset:
+            self.last_caught_up_time_ms = max(self.last_caught_up_time_ms, now_ms)
+        elif fetch_offset >= self.last_fetch_leader_log_end_offset:
+            self.last_caught_up_time_ms = max(self.last_caught_up_time_ms,
+                                              self.last_fetch_time_ms)
+        self.log_end_offset = fetch_offset
+        self.last_fetch_leader_log_end_offset = leader_end_offset
+        self.last_fetch_time_ms = now_ms
+
+    def is_caught_up(self, leader_end_offset: int, now_ms: int, max_lag_ms: int) -> bool:
+        return (self.log_end_offset == leader_end_offset
+                or now_ms - self.last_caught_up_time_ms <= max_lag_ms)
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
 
 
 @dataclass(slots=True)
@@ -58,6 +96,13 @@ class Partition:
     controller_epoch: int = 0
     zk_version: int = 0
     remote_replicas: dict[int, ReplicaState] = field(default_factory=dict)
+    # The ISR change being written (None: none); see the module docstring.
+    pending_isr: tuple[int, ...] | None = None
+    # Proposes an ISR change: (partition, new ISR) -> None; it must end with a call to
+    # complete_isr_update. None: changes apply at once (no metastore, e.g. unit tests).
+    isr_updater: Callable[[Partition, tuple[int, ...]], None] | None = None
+    # Offset at which this replica's current leadership began (the leader epoch's start).
+    leader_epoch_start_offset: int = -1
 
     @property
     def is_leader(self) -> bool:
@@ -86,14 +131,26 @@ class Partition:
         self.isr = state.isr
         self.controller_epoch = state.controller_epoch
         self.zk_version = state.zk_version
-        now = int(time.time() * 1000)
-        self.remote_replicas = {
-            r: self.remote_replicas.get(r, ReplicaState(r, last_caught_up_time_ms=now))
-            for r in state.replicas if r != self.local_broker_id
-        }
+        self.pending_isr = None
+        now = _now_ms()
         if new_epoch:
-            # As Kafka: the new epoch starts at the current log end offset.
-            self.log.leader_epoch_cache.assign(state.leader_epoch, self.log.log_end_offset)
+            # As Kafka: a new leader knows nothing of its followers' positions; those in
+            # the ISR count as caught up now (else they would be shrunk out at once).
+            self.remote_replicas = {
+                r: ReplicaState(r, last_caught_up_time_ms=now if r in state.isr else 0)
+                for r in state.replicas if r != self.local_broker_id
+            }
+            # The new epoch starts at the current log end offset.
+            self.leader_epoch_start_offset = self.log.log_end_offset
+            if state.leader_epoch >= 0:
+                self.log.leader_epoch_cache.assign(state.leader_epoch,
+                                                   self.leader_epoch_start_offset)
+        else:
+            self.remote_replicas = {
+                r: self.remote_replicas.get(r) or ReplicaState(
+                    r, last_caught_up_time_ms=now if r in state.isr else 0)
+                for r in state.replicas if r != self.local_broker_id
+            }
         self.maybe_increment_high_watermark()
         return new_epoch
 
@@ -106,7 +163,32 @@ class Partition:
         self.controller_epoch = state.controller_epoch
         self.zk_version = state.zk_version
         self.remote_replicas = {}
+        self.pending_isr = None
+        self.leader_epoch_start_offset = -1
         return changed
+
+    # -- follower side ----------------------------------------------------------------------
+
+    def append_records_to_follower(self, records: bytes | bytearray | memoryview,
+                                   leader_high_watermark: int,
+                                   leader_log_start_offset: int) -> LogAppendInfo | None:
+        """A replica fetch's data: append as is, then the follower's high watermark is
+        min(the leader's, our log end offset), and the log start follows the leader's."""
+        info = None
+        if records:
+            info = self.log.append_as_follower(records)
+        self.update_follower_high_watermark(leader_high_watermark)
+        if leader_log_start_offset > self.log.log_start_offset:
+            try:
+                self.log.maybe_increment_log_start_offset(
+                    min(leader_log_start_offset, self.log.high_watermark))
+            except KafkaError as exc:
+                log.debug("log start of %s-%d not moved: %s", self.topic, self.partition, exc)
+        return info
+
+    def update_follower_high_watermark(self, leader_high_watermark: int) -> None:
+        if leader_high_watermark >= 0:
+            self.log.update_high_watermark(min(leader_high_watermark, self.log.log_end_offset))
 
     # -- leader side ------------------------------------------------------------------------
 
@@ -132,7 +214,8 @@ class Partition:
         if not self.is_leader:
             return False
         hw = self.log.log_end_offset
-        for replica_id in self.isr:
+        isr = self.isr if self.pending_isr is None else self.maximal_isr
+        for replica_id in isr:
             if replica_id == self.local_broker_id:
                 continue
             remote = self.remote_replicas.get(replica_id)
@@ -141,6 +224,99 @@ class Partition:
             self.log.update_high_watermark(hw)
             return True
         return False
+
+    @property
+    def maximal_isr(self) -> tuple[int, ...]:
+        """The ISR, plus the members of a pending change (Kafka's maximal ISR)."""
+        if self.pending_isr is None:
+            return self.isr
+        return self.isr + tuple(r for r in self.pending_isr if r not in self.isr)
+
+    def update_follower_fetch_state(self, replica_id: int, fetch_offset: int,
+                                    leader_end_offset: int, now_ms: int | None = None
+                                    ) -> bool | None:
+        """A follower fetched from ``fetch_offset``: record its position, maybe add it to the
+        ISR, maybe move the high watermark. None if ``replica_id`` is not a replica of this
+        partition (Kafka then answers with empty records); else whether the HW moved."""
+        remote = self.remote_replicas.get(replica_id)
+        if remote is None or not self.is_leader:
+            return None
+        remote.update_fetch_state(fetch_offset, leader_end_offset,
+                                  _now_ms() if now_ms is None else now_ms)
+        self.maybe_expand_isr(remote)
+        return self.maybe_increment_high_watermark()
+
+    def maybe_expand_isr(self, remote: ReplicaState) -> None:
+        """Kafka's isFollowerInSync: at or past the high watermark and this leader's epoch
+        start -- then propose the ISR with the follower added."""
+        if (self.pending_isr is not None or remote.broker_id in self.isr
+                or remote.broker_id not in self.replicas):
+            return
+        end = remote.log_end_offset
+        if end >= self.log.high_watermark and end >= self.leader_epoch_start_offset >= 0:
+            log.info("expanding the ISR of %s-%d from %s to %s", self.topic, self.partition,
+                     list(self.isr), [*self.isr, remote.broker_id])
+            self.propose_isr((*self.isr, remote.broker_id))
+
+    def out_of_sync_replicas(self, max_lag_ms: int, now_ms: int | None = None) -> list[int]:
+        now = _now_ms() if now_ms is None else now_ms
+        end = self.log.log_end_offset
+        out = []
+        for replica_id in self.isr:
+            if replica_id == self.local_broker_id:
+                continue
+            remote = self.remote_replicas.get(replica_id)
+            if remote is None or not remote.is_caught_up(end, now, max_lag_ms):
+                out.append(replica_id)
+        return out
+
+    def maybe_shrink_isr(self, max_lag_ms: int, now_ms: int | None = None) -> bool:
+        """Propose the ISR without the followers that have not caught up within
+        ``max_lag_ms`` (replica.lag.time.max.ms); True if a change was proposed."""
+        if not self.is_leader or self.pending_isr is not None:
+            return False
+        out = self.out_of_sync_replicas(max_lag_ms, now_ms)
+        if not out:
+            return False
+        new_isr = tuple(r for r in self.isr if r not in out)
+        log.info("shrinking the ISR of %s-%d from %s to %s (out of sync: %s; high watermark "
+                 "%d, log end offset %d)", self.topic, self.partition, list(self.isr),
+                 list(new_isr), out, self.log.high_watermark, self.log.log_end_offset)
+        self.propose_isr(new_isr)
+        return True
+
+    def propose_isr(self, new_isr: tuple[int, ...]) -> None:
+        if self.isr_updater is None:
+            self.isr = new_isr
+            self.maybe_increment_high_watermark()
+            return
+        self.pending_isr = new_isr
+        self.isr_updater(self, new_isr)
+
+    def complete_isr_update(self, new_isr: tuple[int, ...], leader_epoch: int,
+                            zk_version: int | None) -> bool:
+        """The write of a proposed ISR finished: ``zk_version`` is the znode's new version,
+        or None when the compare-and-set failed (the controller changed the state: its
+        LeaderAndIsr will tell us). Returns whether the high watermark moved."""
+        if self.pending_isr != new_isr or leader_epoch != self.leader_epoch:
+            return False  # a LeaderAndIsr overtook the write; it is authoritative
+        self.pending_isr = None
+        if zk_version is None:
+            return False
+        self.isr = new_isr
+        self.zk_version = zk_version
+        return self.maybe_increment_high_watermark()
+
+    def check_enough_replicas_reach_offset(self, required_offset: int,
+                                           min_insync_replicas: int) -> tuple[bool, int]:
+        """Kafka's checkEnoughReplicasReachOffset for DelayedProduce: (done, error code)."""
+        if not self.is_leader:
+            return True, int(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        if self.log.high_watermark >= required_offset:
+            if len(self.maximal_isr) >= min_insync_replicas:
+                return True, 0
+            return True, int(ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND)
+        return False, 0
 
     def check_leader_epoch(self, current_leader_epoch: int) -> None:
         """Kafka's fencing of requests that carry the epoch the client believes current."""

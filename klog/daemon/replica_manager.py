@@ -5,17 +5,29 @@ controller, validates produced batches the way Kafka's LogValidator does the par
 need no record decoding (magic, timestamps from the batch header), recompresses when the
 topic's compression.type asks for a codec other than the producer's, appends, and wakes
 delayed fetches when new data arrives. Runs on the event loop thread.
+
+Replication (cluster mode): LeaderAndIsr hands follower partitions to the replica fetchers
+(``fetcher_manager``, klog/daemon/replica_fetcher.py) and takes leaders away from them;
+follower fetches (``read`` with a replica id) move the leader's view of its followers;
+ISR changes the partitions propose are written through ``isr_store`` (compare-and-set on
+the partition state znode) off the loop, and the partitions whose ISR changed are announced
+under /isr_change_notification in batches (Kafka's blackout of 5 s / at most every 60 s,
+checked every 2.5 s). ``on_high_watermark`` hears of every high watermark move that is not
+an append's (those come with ``on_new_data``), for the produce and fetch purgatories.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from klog.daemon.metadata_cache import PartitionState
+from klog.daemon.metastore import paths
+from klog.daemon.metastore.base import BadVersionError, MetadataStore, MetastoreError, NoNodeError
 from klog.daemon.partition import NotLeaderOrFollowerError, Partition
 from klog.protocol.errors import (
     CorruptRecordError,
@@ -44,6 +56,14 @@ TopicPartition = tuple[str, int]
 
 MAX_TIMESTAMP = -3  # ListOffsets: the record with the largest timestamp (KIP-734)
 
+# Kafka's ReplicaManager.IsrChangePropagationBlackOut / IsrChangePropagationInterval and the
+# period of its "isr-change-propagation" task.
+ISR_CHANGE_PROPAGATION_BLACKOUT_MS = 5_000
+ISR_CHANGE_PROPAGATION_INTERVAL_MS = 60_000
+ISR_CHANGE_CHECK_MS = 2_500
+UNDEFINED_EPOCH = -1
+UNDEFINED_EPOCH_OFFSET = -1
+
 _CODEC_BY_NAME = {
     "uncompressed": CompressionType.NONE,
     "gzip": CompressionType.GZIP,
@@ -59,6 +79,39 @@ class InvalidTimestampError(KafkaError):
 
 class UnknownTopicOrPartitionError(KafkaError):
     error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+class IsrStore(Protocol):
+    """Where a leader writes ISR changes (blocking calls: run off the event loop)."""
+
+    def update_partition_state(self, topic: str, partition: int,
+                               state: paths.LeaderIsrAndControllerEpoch,
+                               zk_version: int) -> int | None:
+        """Compare-and-set the partition state znode; its new version, None on a conflict."""
+
+    def notify_isr_change(self, tps: Iterable[TopicPartition]) -> None:
+        """Tell the controller (/isr_change_notification/isr_change_<seq>)."""
+
+
+class MetastoreIsrStore:
+    """IsrStore on the broker's metastore (ZooKeeper in cluster mode)."""
+
+    def __init__(self, store: MetadataStore) -> None:
+        self.store = store
+
+    def update_partition_state(self, topic: str, partition: int,
+                               state: paths.LeaderIsrAndControllerEpoch,
+                               zk_version: int) -> int | None:
+        try:
+            stat = self.store.set(paths.partition_state_path(topic, partition), state.encode(),
+                                  version=zk_version)
+        except (BadVersionError, NoNodeError):
+            return None
+        return stat.version
+
+    def notify_isr_change(self, tps: Iterable[TopicPartition]) -> None:
+        data = paths.IsrChangeNotification(tuple(sorted(tps))).encode()
+        self.store.create(paths.isr_change_path(), data, sequential=True, make_parents=True)
 
 
 @dataclass(slots=True)
@@ -92,13 +145,28 @@ class ReplicaManager:
         log_manager: LogManager,
         topic_config: Callable[[str], LogConfig],
         on_new_data: Callable[[TopicPartition], None] | None = None,
+        *,
+        isr_store: IsrStore | None = None,
+        on_high_watermark: Callable[[TopicPartition], None] | None = None,
+        replica_lag_time_max_ms: int = 30_000,
     ) -> None:
         self.broker_id = broker_id
         self.log_manager = log_manager
         self.topic_config = topic_config
         self.on_new_data = on_new_data or (lambda tp: None)
+        self.on_high_watermark = on_high_watermark or (lambda tp: None)
+        self.isr_store = isr_store
+        self.replica_lag_time_max_ms = replica_lag_time_max_ms
         self.partitions: dict[TopicPartition, Partition] = {}
         self.clock: Callable[[], int] = lambda: int(time.time() * 1000)
+        # The replica fetchers (klog.daemon.replica_fetcher.ReplicaFetcherManager); the
+        # broker sets it. Any object with add_partitions / remove_partitions will do.
+        self.fetcher_manager: Any = None
+        self.isr_changes: set[TopicPartition] = set()
+        self.last_isr_change_ms = 0
+        self.last_isr_propagation_ms = 0
+        self._tasks: list[asyncio.Task[None]] = []
+        self._isr_writes: set[asyncio.Task[None]] = set()
 
     # -- controller decisions --------------------------------------------------------------
 
@@ -106,22 +174,52 @@ class ReplicaManager:
                                                                                   int]:
         """Apply LeaderAndIsr: create missing logs, take the given roles. Returns errors."""
         errors: dict[TopicPartition, int] = {}
+        leaders: list[TopicPartition] = []
+        followers: dict[TopicPartition, tuple[int, int]] = {}
         for state in states:
             tp = (state.topic, state.partition)
             if self.broker_id not in state.replicas:
                 continue
             try:
+                existing = self.partitions.get(tp)
+                if existing is not None and (
+                    state.leader_epoch < existing.leader_epoch
+                    or (state.leader_epoch == existing.leader_epoch
+                        and state.leader == existing.leader_id
+                        and state.zk_version < existing.zk_version)
+                ):
+                    # Kafka ignores a LeaderAndIsr older than what the partition knows.
+                    log.info("ignoring LeaderAndIsr for %s-%d: leader epoch %d (zk version "
+                             "%d) is older than the current %d (%d)", tp[0], tp[1],
+                             state.leader_epoch, state.zk_version, existing.leader_epoch,
+                             existing.zk_version)
+                    errors[tp] = int(ErrorCode.FENCED_LEADER_EPOCH)
+                    continue
                 partition = self._get_or_create(tp)
                 if state.leader == self.broker_id:
+                    partition.isr_updater = self._propose_isr if self.isr_store else None
                     partition.make_leader(state)
+                    leaders.append(tp)
                 else:
-                    partition.make_follower(state)
+                    changed = partition.make_follower(state)
+                    if changed or existing is None or existing.is_leader:
+                        followers[tp] = (state.leader, state.leader_epoch)
                 errors[tp] = 0
             except KafkaError as exc:
                 errors[tp] = int(exc.error_code)
             except OSError as exc:
                 log.error("cannot open log for %s-%d: %s", tp[0], tp[1], exc)
                 errors[tp] = int(ErrorCode.KAFKA_STORAGE_ERROR)
+        if self.fetcher_manager is not None:
+            if leaders:
+                self.fetcher_manager.remove_partitions(leaders)
+            if followers:
+                self.fetcher_manager.remove_partitions(list(followers))
+                self.fetcher_manager.add_partitions(
+                    {tp: le for tp, le in followers.items() if le[0] >= 0})
+        for tp in followers:
+            # Produce requests waiting for acks here can never complete: answer them now.
+            self.on_high_watermark(tp)
         return errors
 
     def _get_or_create(self, tp: TopicPartition) -> Partition:
@@ -133,6 +231,9 @@ class ReplicaManager:
         return partition
 
     def stop_replicas(self, tps: Iterable[TopicPartition], delete: bool) -> None:
+        tps = list(tps)
+        if self.fetcher_manager is not None:
+            self.fetcher_manager.remove_partitions(tps)
         for tp in tps:
             self.partitions.pop(tp, None)
             if delete:
@@ -295,14 +396,23 @@ class ReplicaManager:
         from_follower: bool,
         min_one_message: bool,
         current_leader_epoch: int = -1,
+        replica_id: int = -1,
     ) -> FetchResult:
+        """Read for a consumer (up to the high watermark) or, with ``from_follower``, a
+        follower (up to the log end offset). A ``replica_id`` >= 0 also records that
+        follower's position (its fetch offset) on the leader, as Kafka does after the read."""
         try:
             p = self.partitions.get((topic, partition_index))
             if p is None:
                 raise UnknownTopicOrPartitionError(f"{topic}-{partition_index} is not hosted")
+            # Kafka checks the epoch the client names first, then leadership.
+            if current_leader_epoch >= 0:
+                p.check_leader_epoch(current_leader_epoch)
             if not p.is_leader:
                 raise NotLeaderOrFollowerError(f"not the leader of {topic}-{partition_index}")
-            p.check_leader_epoch(current_leader_epoch)
+            if replica_id >= 0:
+                return self._read_for_follower(p, replica_id, fetch_offset, max_bytes,
+                                               min_one_message)
             hw = p.high_watermark
             lso = p.last_stable_offset
             data = p.read(fetch_offset, max_bytes, isolation_committed=isolation_committed,
@@ -321,7 +431,174 @@ class ReplicaManager:
         except KafkaError as exc:
             return FetchResult(int(exc.error_code))
 
+    def _read_for_follower(self, p: Partition, replica_id: int, fetch_offset: int,
+                           max_bytes: int, min_one_message: bool) -> FetchResult:
+        leader_end = p.log_end_offset
+        data = p.read(fetch_offset, max_bytes, isolation_committed=False, from_follower=True,
+                      min_one_message=min_one_message)
+        moved = p.update_follower_fetch_state(replica_id, fetch_offset, leader_end,
+                                              self.clock())
+        if moved is None:
+            log.warning("leader %d ignoring a fetch of %s-%d from broker %d: not one of its "
+                        "replicas %s", self.broker_id, p.topic, p.partition, replica_id,
+                        list(p.replicas))
+            data = FetchDataInfo(data.fetch_offset_metadata)
+        elif moved:
+            self.on_high_watermark((p.topic, p.partition))
+        # The high watermark after this fetch's position counted: followers learn it sooner.
+        return FetchResult(0, p.high_watermark, p.last_stable_offset, p.log_start_offset, data)
+
+    # -- replication: follower side ---------------------------------------------------------
+
+    def append_as_follower(self, tp: TopicPartition, records: Any, leader_high_watermark: int,
+                           leader_log_start_offset: int) -> LogAppendInfo | None:
+        p = self.partitions.get(tp)
+        if p is None or p.is_leader:
+            raise NotLeaderOrFollowerError(f"{tp[0]}-{tp[1]} is not a follower here")
+        return p.append_records_to_follower(records, leader_high_watermark,
+                                            leader_log_start_offset)
+
+    def truncate_to(self, tp: TopicPartition, offset: int) -> None:
+        p = self.partitions.get(tp)
+        if p is None or p.is_leader:
+            raise NotLeaderOrFollowerError(f"{tp[0]}-{tp[1]} is not a follower here")
+        if p.log.truncate_to(offset):
+            log.info("truncated %s-%d to offset %d", tp[0], tp[1], offset)
+
+    def truncate_fully_and_start_at(self, tp: TopicPartition, offset: int) -> None:
+        p = self.partitions.get(tp)
+        if p is None or p.is_leader:
+            raise NotLeaderOrFollowerError(f"{tp[0]}-{tp[1]} is not a follower here")
+        log.info("truncating %s-%d fully, starting at offset %d", tp[0], tp[1], offset)
+        p.log.truncate_fully_and_start_at(offset)
+
+    # -- replication: leader side -----------------------------------------------------------
+
+    def last_offset_for_leader_epoch(self, topic: str, partition_index: int,
+                                     current_leader_epoch: int, leader_epoch: int
+                                     ) -> tuple[int, int, int]:
+        """OffsetForLeaderEpoch: (error code, leader epoch, end offset) -- the largest epoch
+        <= ``leader_epoch`` this leader knows and where it ends (Kafka's
+        Partition.lastOffsetForLeaderEpoch, leader only)."""
+        try:
+            p = self.partitions.get((topic, partition_index))
+            if p is None:
+                raise UnknownTopicOrPartitionError(f"{topic}-{partition_index} is not hosted")
+            if current_leader_epoch >= 0:
+                p.check_leader_epoch(current_leader_epoch)
+            if not p.is_leader:
+                raise NotLeaderOrFollowerError(f"not the leader of {topic}-{partition_index}")
+        except KafkaError as exc:
+            return int(exc.error_code), UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
+        epoch, end = p.log.leader_epoch_cache.end_offset_for(leader_epoch, p.log_end_offset)
+        if end == UNDEFINED_EPOCH_OFFSET:
+            return 0, UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
+        return 0, epoch, end
+
+    def check_enough_replicas_reach_offset(self, tp: TopicPartition,
+                                           required_offset: int) -> tuple[bool, int]:
+        """DelayedProduce's test for one partition: (done, error code)."""
+        p = self.partitions.get(tp)
+        if p is None:
+            return True, int(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        return p.check_enough_replicas_reach_offset(required_offset,
+                                                    p.log.config.min_insync_replicas)
+
+    def _propose_isr(self, partition: Partition, new_isr: tuple[int, ...]) -> None:
+        """Partition.isr_updater: write the change off the loop, then complete it."""
+        state = paths.LeaderIsrAndControllerEpoch(
+            leader=self.broker_id, leader_epoch=partition.leader_epoch, isr=new_isr,
+            controller_epoch=partition.controller_epoch)
+        task = asyncio.get_running_loop().create_task(
+            self._write_isr(partition, state, partition.zk_version))
+        self._isr_writes.add(task)
+        task.add_done_callback(self._isr_writes.discard)
+
+    async def _write_isr(self, partition: Partition, state: paths.LeaderIsrAndControllerEpoch,
+                         zk_version: int) -> None:
+        store = self.isr_store
+        assert store is not None
+        tp = (partition.topic, partition.partition)
+        try:
+            new_version = await asyncio.to_thread(store.update_partition_state, tp[0], tp[1],
+                                                  state, zk_version)
+        except (MetastoreError, OSError) as exc:
+            log.warning("writing the ISR %s of %s-%d failed: %s", list(state.isr), tp[0],
+                        tp[1], exc)
+            new_version = None
+        if new_version is None:
+            log.info("ISR %s of %s-%d not written: the cached zk version %d is stale; "
+                     "waiting for the controller's LeaderAndIsr", list(state.isr), tp[0],
+                     tp[1], zk_version)
+        moved = partition.complete_isr_update(state.isr, state.leader_epoch, new_version)
+        if new_version is not None and self.partitions.get(tp) is partition:
+            self.isr_changes.add(tp)
+            self.last_isr_change_ms = self.clock()
+        if moved:
+            self.on_high_watermark(tp)
+
+    def maybe_shrink_isrs(self) -> int:
+        """The isr-expiration pass: every led partition drops followers that lag."""
+        now = self.clock()
+        shrunk = 0
+        for p in list(self.partitions.values()):
+            if p.is_leader and len(p.isr) > 1 and p.maybe_shrink_isr(
+                    self.replica_lag_time_max_ms, now):
+                shrunk += 1
+                if p.isr_updater is None:  # applied at once: the HW may have moved
+                    self.isr_changes.add((p.topic, p.partition))
+                    self.last_isr_change_ms = now
+                    self.on_high_watermark((p.topic, p.partition))
+        return shrunk
+
+    async def maybe_propagate_isr_changes(self, force: bool = False) -> bool:
+        """Write one /isr_change_notification for the ISR changes since the last one, when
+        none happened for 5 s or the last notification is 60 s old (Kafka's rule)."""
+        if not self.isr_changes or self.isr_store is None:
+            return False
+        now = self.clock()
+        if not (force or now - self.last_isr_change_ms > ISR_CHANGE_PROPAGATION_BLACKOUT_MS
+                or now - self.last_isr_propagation_ms > ISR_CHANGE_PROPAGATION_INTERVAL_MS):
+            return False
+        changes, self.isr_changes = self.isr_changes, set()
+        try:
+            await asyncio.to_thread(self.isr_store.notify_isr_change, changes)
+        except (MetastoreError, OSError) as exc:
+            log.warning("writing an ISR change notification failed: %s", exc)
+            self.isr_changes |= changes
+            return False
+        self.last_isr_propagation_ms = now
+        return True
+
+    def startup(self) -> None:
+        """Start the isr-expiration (every replica.lag.time.max.ms / 2) and ISR change
+        propagation tasks."""
+        loop = asyncio.get_running_loop()
+        self._tasks = [loop.create_task(self._isr_expiration()),
+                       loop.create_task(self._isr_propagation())]
+
+    async def _isr_expiration(self) -> None:
+        while True:
+            await asyncio.sleep(max(self.replica_lag_time_max_ms // 2, 10) / 1000)
+            try:
+                self.maybe_shrink_isrs()
+            except Exception:
+                log.exception("ISR expiration failed")
+
+    async def _isr_propagation(self) -> None:
+        while True:
+            await asyncio.sleep(ISR_CHANGE_CHECK_MS / 1000)
+            try:
+                await self.maybe_propagate_isr_changes()
+            except Exception:
+                log.exception("ISR change propagation failed")
+
     def shutdown(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        self._tasks = []
+        for task in list(self._isr_writes):
+            task.cancel()
         self.partitions.clear()
 
 

@@ -5,6 +5,13 @@ partition's record data left as the segment's file region, which the connection 
 sendfile. When less than min_bytes is available the request waits in the fetch purgatory
 (up to max_wait_ms) and is completed early by a produce that brings enough new data.
 
+A fetch with a replica id >= 0 is a follower's (klog/daemon/replica_fetcher.py): it reads up
+to the log end offset instead of the high watermark, and its fetch offset is recorded as that
+follower's position on the leader (which may grow the ISR and move the high watermark). Only
+the first and the final read record it; the long poll's re-checks just read. The leader epoch
+a request names is checked first: FENCED_LEADER_EPOCH when older than the partition's,
+UNKNOWN_LEADER_EPOCH when newer; then NOT_LEADER_OR_FOLLOWER off the leader.
+
 Fetch sessions (KIP-227) are declined, which the protocol allows: every response carries
 session id 0, so clients keep sending full fetch requests; an incremental fetch naming a
 session gets FETCH_SESSION_ID_NOT_FOUND, which makes clients start over with a full one.
@@ -39,8 +46,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     broker = ctx.broker
     max_bytes = min(getattr(request, "max_bytes", 2**31 - 1), broker.config.fetch_max_bytes)
     committed = getattr(request, "isolation_level", 0) == 1
-    from_follower = request.replica_id >= 0
-    results = _read_all(broker, wanted, max_bytes, committed, from_follower)
+    replica_id = request.replica_id
+    from_follower = replica_id >= 0
+    results = _read_all(broker, wanted, max_bytes, committed, from_follower, replica_id)
     max_wait = as_millis(request.max_wait)
     if max_wait > 0 and wanted and not _satisfied(results, request.min_bytes):
         loop = asyncio.get_running_loop()
@@ -53,12 +61,12 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         op = DelayedFetch(max_wait, enough, done)
         broker.fetch_purgatory.try_complete_else_watch(op, {(k[0], k[1]) for k in wanted})
         await done
-        results = _read_all(broker, wanted, max_bytes, committed, from_follower)
+        results = _read_all(broker, wanted, max_bytes, committed, from_follower, replica_id)
     return _encode(version, wanted, results)
 
 
 def _read_all(broker: Any, wanted: list[FetchKey], max_bytes: int, committed: bool,
-              from_follower: bool) -> list[FetchResult]:
+              from_follower: bool, replica_id: int = -1) -> list[FetchResult]:
     rm = broker.replica_manager
     remaining = max_bytes
     min_one = True
@@ -68,11 +76,11 @@ def _read_all(broker: Any, wanted: list[FetchKey], max_bytes: int, committed: bo
         if limit <= 0 and not min_one:
             r = rm.read(topic, partition, offset, 0, isolation_committed=committed,
                         from_follower=from_follower, min_one_message=False,
-                        current_leader_epoch=epoch)
+                        current_leader_epoch=epoch, replica_id=replica_id)
         else:
             r = rm.read(topic, partition, offset, max(limit, 0), isolation_committed=committed,
                         from_follower=from_follower, min_one_message=min_one,
-                        current_leader_epoch=epoch)
+                        current_leader_epoch=epoch, replica_id=replica_id)
         if r.size:
             min_one = False
             remaining -= r.size

@@ -1,0 +1,31 @@
+"""OffsetForLeaderEpoch (api 23): where a leader epoch ends on this partition's leader.
+
+For each partition: the largest leader epoch <= the requested one that the leader's
+leader-epoch-checkpoint knows, and its end offset (the start of the next epoch, or the log
+end offset for the latest) -- undefined (-1, -1) when the leader knows no such epoch.
+Followers ask it before truncating (klog/daemon/replica_fetcher.py); consumers ask it to
+detect log truncation after a leader change (KIP-320). As Kafka, the answer comes from the
+leader only: the current leader epoch the request names is checked first (FENCED_ /
+UNKNOWN_LEADER_EPOCH), then leadership (NOT_LEADER_OR_FOLLOWER), and an unknown partition
+is UNKNOWN_TOPIC_OR_PARTITION.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from klog.daemon.handlers import RequestContext
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    rm = ctx.broker.replica_manager
+    topics = []
+    for topic in request.topics:
+        parts = []
+        for p in topic.partitions:
+            error, epoch, end = rm.last_offset_for_leader_epoch(
+                topic.topic, p.partition, p.current_leader_epoch, p.leader_epoch)
+            parts.append({"error_code": error, "partition": p.partition,
+                          "leader_epoch": epoch, "end_offset": end})
+        topics.append({"topic": topic.topic, "partitions": parts})
+    return ctx.respond({"throttle_time": 0, "topics": topics})
