@@ -72,6 +72,7 @@ _MODULES: dict[int, str] = {
     20: "delete_topics",
     21: "delete_records",
     22: "init_producer_id",
+    23: "offset_for_leader_epoch",
     32: "describe_configs",
     33: "alter_configs",
     35: "describe_log_dirs",
