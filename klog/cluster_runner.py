@@ -38,7 +38,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -452,7 +452,11 @@ class LocalCluster:
                     self._launch_broker(state, broker_id, brokers, overrides or {}))
                 write_state(state)  # so `down` finds whatever was started
             write_state(state)
-            self._wait_serving(state, timeout)
+
+            def relaunch(broker_id: int) -> BrokerProcess:
+                return self._launch_broker(state, broker_id, brokers, overrides or {})
+
+            self._wait_serving(state, timeout, relaunch)
         except BaseException:
             self._stop(state)
             with contextlib.suppress(OSError):
@@ -513,23 +517,33 @@ class LocalCluster:
                                        close_fds=True)
         return BrokerProcess(broker_id, port, process.pid, str(data_dir), str(log_file))
 
-    def _wait_serving(self, state: ClusterState, timeout: float) -> None:
+    def _wait_serving(self, state: ClusterState, timeout: float,
+                      relaunch: Callable[[int], BrokerProcess]) -> None:
         from klog.daemon.metastore import paths
         from klog.daemon.metastore.base import MetastoreError, NoNodeError
         from klog.daemon.metastore.zookeeper import ZooKeeperMetadataStore
 
         wanted = sorted(b.broker_id for b in state.brokers)
+        relaunches = 0
         deadline = time.monotonic() + timeout
         store = ZooKeeperMetadataStore(state.zookeeper_connect, session_timeout_ms=10000,
                                        connection_timeout_ms=10000)
         store.start()
         try:
             while True:
-                for b in state.brokers:
-                    if not pid_alive(b.pid):
-                        raise ClusterError(
+                for i, b in enumerate(state.brokers):
+                    if pid_alive(b.pid):
+                        continue
+                    why = _last_error(Path(b.log_file))
+                    # The free port picked for it was taken before the broker bound it.
+                    if "already in use" in why and relaunches < 3:
+                        relaunches += 1
+                        state.brokers[i] = relaunch(b.broker_id)
+                        write_state(state)
+                        continue
+                    raise ClusterError(
                             f"broker {b.broker_id} exited at start-up: "
-                            f"{_last_error(Path(b.log_file))} (log: {b.log_file})")
+                            f"{why} (log: {b.log_file})")
                 listening = all(_listening(b.port) for b in state.brokers)
                 try:
                     registered = sorted(int(i) for i in store.get_children(paths.BROKER_IDS))

@@ -212,3 +212,28 @@ def test_usage_errors(data_dir: Path) -> None:
     assert result.returncode == 2 and "key=value" in result.stderr
     result = klog("cluster", "down", "-d", str(data_dir))
     assert result.returncode == 1 and "no cluster in" in result.stderr
+
+
+def test_a_broker_whose_port_was_taken_starts_on_another(
+        data_dir: Path, zk_server, monkeypatch: pytest.MonkeyPatch) -> None:
+    import socket
+
+    import klog.cluster_runner as runner
+
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    ports = iter([taken.getsockname()[1]])
+    real_free_port = runner.free_port
+    monkeypatch.setattr(runner, "free_port", lambda *a: next(ports, None) or real_free_port())
+    cluster = LocalCluster(data_dir)
+    try:
+        state = cluster.up(1, zookeeper_connect=f"{zk_server.connect}/taken-{os.getpid()}",
+                           timeout=60)
+        assert state.brokers[0].port != taken.getsockname()[1]
+        assert read_state(data_dir).brokers[0].port == state.brokers[0].port
+        assert "already in use" in Path(state.brokers[0].log_file).read_text()
+        assert cluster.status()["brokers"][0]["registered"] is True
+    finally:
+        taken.close()
+        cluster.down(timeout=10)
