@@ -553,11 +553,21 @@ class LocalCluster:
                 except MetastoreError:
                     registered, has_controller = [], False
                 if listening and registered == wanted and has_controller:
-                    return
+                    # Serving = each broker answers Metadata naming every broker and the
+                    # controller (a bound port accepts before the broker does).
+                    pending = [b.broker_id for b in state.brokers
+                               if not _knows_cluster(b.bootstrap, wanted)]
+                    if not pending:
+                        return
+                    waiting = f"brokers {pending} do not answer Metadata with the cluster"
+                elif not has_controller:
+                    waiting = f"no controller; registered: {registered or 'none'}"
+                else:
+                    waiting = f"registered: {registered or 'none'}"
                 if time.monotonic() >= deadline:
                     raise ClusterError(
-                        f"the brokers did not all serve within {timeout:g} s "
-                        f"(registered: {registered or 'none'}; logs in {self.data_dir})")
+                        f"the brokers did not all serve within {timeout:g} s ({waiting}; "
+                        f"logs in {self.data_dir})")
                 time.sleep(0.1)
         finally:
             store.close()
@@ -646,6 +656,25 @@ def _listening(port: int) -> bool:
         with socket.create_connection((LOOPBACK, port), timeout=0.2):
             return True
     except OSError:
+        return False
+
+
+def _knows_cluster(bootstrap: str, wanted: list[int]) -> bool:
+    """True when the broker at ``bootstrap`` answers DescribeCluster/Metadata with every
+    broker of ``wanted`` and a controller."""
+    import asyncio
+
+    from klog.client.admin import AdminClient
+
+    async def ask() -> bool:
+        async with AdminClient(bootstrap, request_timeout_ms=2000) as admin:
+            cluster = await admin.describe_cluster()
+        return cluster.controller_id >= 0 and sorted(
+            b.node_id for b in cluster.brokers) == wanted
+
+    try:
+        return asyncio.run(asyncio.wait_for(ask(), 5))
+    except Exception:  # not serving yet
         return False
 
 
