@@ -89,6 +89,10 @@ class IsrStore(Protocol):
                                zk_version: int) -> int | None:
         """Compare-and-set the partition state znode; its new version, None on a conflict."""
 
+    def read_partition_state(self, topic: str, partition: int
+                             ) -> tuple[paths.LeaderIsrAndControllerEpoch, int] | None:
+        """The state znode and its version (None if absent)."""
+
     def notify_isr_change(self, tps: Iterable[TopicPartition]) -> None:
         """Tell the controller (/isr_change_notification/isr_change_<seq>)."""
 
@@ -108,6 +112,14 @@ class MetastoreIsrStore:
         except (BadVersionError, NoNodeError):
             return None
         return stat.version
+
+    def read_partition_state(self, topic: str, partition: int
+                             ) -> tuple[paths.LeaderIsrAndControllerEpoch, int] | None:
+        try:
+            data, stat = self.store.get(paths.partition_state_path(topic, partition))
+        except NoNodeError:
+            return None
+        return paths.LeaderIsrAndControllerEpoch.decode(data), stat.version
 
     def notify_isr_change(self, tps: Iterable[TopicPartition]) -> None:
         data = paths.IsrChangeNotification(tuple(sorted(tps))).encode()
@@ -519,18 +531,34 @@ class ReplicaManager:
         store = self.isr_store
         assert store is not None
         tp = (partition.topic, partition.partition)
+        current = None
         try:
             new_version = await asyncio.to_thread(store.update_partition_state, tp[0], tp[1],
                                                   state, zk_version)
-        except (MetastoreError, OSError) as exc:
+            if new_version is None:
+                current = await asyncio.to_thread(store.read_partition_state, tp[0], tp[1])
+        except (MetastoreError, OSError, ValueError) as exc:
             log.warning("writing the ISR %s of %s-%d failed: %s", list(state.isr), tp[0],
                         tp[1], exc)
             new_version = None
-        if new_version is None:
-            log.info("ISR %s of %s-%d not written: the cached zk version %d is stale; "
-                     "waiting for the controller's LeaderAndIsr", list(state.isr), tp[0],
-                     tp[1], zk_version)
         moved = partition.complete_isr_update(state.isr, state.leader_epoch, new_version)
+        if new_version is None:
+            if (current is not None and current[0].leader == self.broker_id
+                    and current[0].leader_epoch == partition.leader_epoch
+                    and partition.pending_isr is None and partition.is_leader):
+                # The znode is this very leadership's state at a version we were not told
+                # (Kafka checks the data the same way): adopt it; the next fetch or
+                # expiration pass proposes the change again on top of it.
+                log.info("ISR %s of %s-%d not written: zk version %d is stale; adopting the "
+                         "state znode (ISR %s, version %d)", list(state.isr), tp[0], tp[1],
+                         zk_version, list(current[0].isr), current[1])
+                partition.isr = current[0].isr
+                partition.zk_version = current[1]
+                moved = partition.maybe_increment_high_watermark()
+            else:
+                log.info("ISR %s of %s-%d not written: the state znode moved on (%s); "
+                         "waiting for the controller's LeaderAndIsr", list(state.isr), tp[0],
+                         tp[1], current[0] if current is not None else "absent")
         if new_version is not None and self.partitions.get(tp) is partition:
             self.isr_changes.add(tp)
             self.last_isr_change_ms = self.clock()

@@ -292,3 +292,35 @@ def test_offset_for_leader_epoch_and_follower_fetch_over_a_socket(tmp_path: Path
             # A broker that is no replica gets empty records, no error.
             stranger = fetch(9, 0)
             assert (stranger.error_code, bytes(stranger.records or b"")) == (0, b"")
+
+
+def test_a_stale_zk_version_of_the_same_leadership_is_adopted(tmp_path: Path) -> None:
+    async def go() -> None:
+        async with two_brokers(tmp_path) as (b1, b2):
+            await b1.admin.create_topics([TopicSpec("t", 1, 1)])
+            assert b1.metastore is not None
+            path = paths.partition_state_path("t", 0)
+            data, stat = b1.metastore.get(path)
+            st = paths.LeaderIsrAndControllerEpoch.decode(data)
+            state = PartitionState("t", 0, 1, st.leader_epoch + 1, (1, 2), (1,),
+                                   st.controller_epoch, stat.version)
+            # The znode holds this leadership's state, at a version LeaderAndIsr did not say.
+            b1.metastore.set(path, paths.LeaderIsrAndControllerEpoch(
+                1, state.leader_epoch, (1,), st.controller_epoch).encode())
+            b1.apply_leader_and_isr([state], {})
+            b2.apply_leader_and_isr([state], {})
+            await _produce(b1, "t", 1, b"a")
+            leader = _partition(b1, "t")
+            await _until(lambda: leader.isr == (1, 2))  # type: ignore[attr-defined]
+            data, stat = b1.metastore.get(path)
+            assert paths.LeaderIsrAndControllerEpoch.decode(data).isr == (1, 2)
+            assert leader.zk_version == stat.version == state.zk_version + 2  # type: ignore
+
+            # A state znode of another leadership is not adopted.
+            b1.metastore.set(path, paths.LeaderIsrAndControllerEpoch(
+                2, state.leader_epoch + 1, (2,), st.controller_epoch).encode())
+            leader.propose_isr((1,))  # type: ignore[attr-defined]
+            await _until(lambda: leader.pending_isr is None)  # type: ignore[attr-defined]
+            assert leader.isr == (1, 2)  # type: ignore[attr-defined]
+
+    run(go)
