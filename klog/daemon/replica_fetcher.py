@@ -60,6 +60,81 @@ class FetcherConnectionError(Exception):
     """The connection to the leader failed or answered nonsense."""
 
 
+class _FrameReader(asyncio.BufferedProtocol):
+    """Receives response frames straight into one buffer per frame (``recv_into``): a
+    replica fetch answers up to replica.fetch.response.max.bytes, which a StreamReader would
+    copy chunk by chunk into its buffer and once more out of it."""
+
+    def __init__(self) -> None:
+        self._size = bytearray(4)
+        self._frame: bytearray | None = None
+        self._filled = 0
+        self._waiter: asyncio.Future[bytearray] | None = None
+        self._ready: bytearray | None = None
+        self._error: BaseException | None = None
+        self.transport: asyncio.Transport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        if self._frame is None:
+            return memoryview(self._size)[self._filled:]
+        return memoryview(self._frame)[self._filled:]
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self._filled += nbytes
+        if self._frame is None:
+            if self._filled < 4:
+                return
+            (size,) = _SIZE.unpack(self._size)
+            if not 4 <= size <= MAX_RESPONSE_BYTES:
+                self._fail(ValueError(f"implausible response size {size}"))
+                return
+            self._frame = bytearray(size)
+            self._filled = 0
+            return
+        if self._filled == len(self._frame):
+            frame, self._frame, self._filled = self._frame, None, 0
+            if self._ready is not None:  # an answer nobody asked for
+                self._fail(ValueError("unexpected response frame"))
+                return
+            self._ready = frame
+            self._wake()
+
+    def _fail(self, exc: BaseException) -> None:
+        self._error = exc
+        if self.transport is not None:
+            self.transport.close()
+        self._wake()
+
+    def _wake(self) -> None:
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            if self._ready is not None:
+                waiter.set_result(self._ready)
+                self._ready = None
+            elif self._error is not None:
+                waiter.set_exception(self._error)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._error is None:
+            self._error = exc or ConnectionResetError("connection closed by the leader")
+        self._wake()
+
+    async def next_frame(self) -> bytearray:
+        if self._ready is not None:
+            frame, self._ready = self._ready, None
+            return frame
+        if self._error is not None:
+            raise self._error
+        self._waiter = asyncio.get_running_loop().create_future()
+        try:
+            return await self._waiter
+        finally:
+            self._waiter = None
+
+
 class LeaderConnection:
     """One connection to a leader: one request at a time, strictly in order."""
 
@@ -68,8 +143,7 @@ class LeaderConnection:
         self.port = port
         self.client_id = client_id
         self.timeout = timeout_ms / 1000
-        self._reader: asyncio.StreamReader | None = None
-        self._writer: asyncio.StreamWriter | None = None
+        self._protocol: _FrameReader | None = None
         self._correlation_id = 0
 
     async def request(self, api_key: int, version: int, values: dict[str, Any],
@@ -77,27 +151,25 @@ class LeaderConnection:
         try:
             return await asyncio.wait_for(self._request(api_key, version, values),
                                           self.timeout + extra_timeout_ms / 1000)
-        except (OSError, TimeoutError, asyncio.IncompleteReadError, KafkaError,
-                ValueError) as exc:
+        except (OSError, TimeoutError, KafkaError, ValueError) as exc:
             self.close()
             raise FetcherConnectionError(
                 f"{apis.spec_for(api_key).name} to {self.host}:{self.port} failed: "
                 f"{exc or type(exc).__name__}") from None
 
     async def _request(self, api_key: int, version: int, values: dict[str, Any]) -> Any:
-        if self._writer is None:
-            self._reader, self._writer = await asyncio.open_connection(self.host, self.port)
-        assert self._reader is not None
+        protocol = self._protocol
+        if protocol is None or protocol.transport is None or protocol.transport.is_closing():
+            _transport, protocol = await asyncio.get_running_loop().create_connection(
+                _FrameReader, self.host, self.port)
+            self._protocol = protocol
+        assert protocol.transport is not None
         entity = entities.build(apis.spec_for(api_key).request_entity(version), values)
         self._correlation_id = (self._correlation_id + 1) & 0x7FFFFFFF
         cid = self._correlation_id
-        self._writer.write(framing.encode_request(api_key, version, cid, self.client_id,
-                                                  apis.encode_request(entity)))
-        await self._writer.drain()
-        (size,) = _SIZE.unpack(await self._reader.readexactly(4))
-        if not 4 <= size <= MAX_RESPONSE_BYTES:
-            raise ValueError(f"implausible response size {size}")
-        frame = await self._reader.readexactly(size)
+        protocol.transport.write(framing.encode_request(api_key, version, cid, self.client_id,
+                                                        apis.encode_request(entity)))
+        frame = await protocol.next_frame()
         got, offset = framing.parse_response_header(
             frame, apis.response_header_version(api_key, version))
         if got != cid:
@@ -105,9 +177,9 @@ class LeaderConnection:
         return apis.decode_response(api_key, version, memoryview(frame)[offset:])
 
     def close(self) -> None:
-        if self._writer is not None:
-            self._writer.close()
-        self._reader = self._writer = None
+        if self._protocol is not None and self._protocol.transport is not None:
+            self._protocol.transport.close()
+        self._protocol = None
 
 
 @dataclass(slots=True)
