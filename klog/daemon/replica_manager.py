@@ -247,9 +247,13 @@ class ReplicaManager:
         if self.fetcher_manager is not None:
             self.fetcher_manager.remove_partitions(tps)
         for tp in tps:
-            self.partitions.pop(tp, None)
+            stopped = self.partitions.pop(tp, None)
             if delete:
                 self.log_manager.delete_log(tp[0], tp[1])
+            if stopped is not None:
+                # As Kafka: requests waiting on this replica are answered now
+                # (NOT_LEADER_OR_FOLLOWER), not left to their timeouts.
+                self.on_high_watermark(tp)
 
     def update_topic_config(self, topic: str) -> None:
         config = self.topic_config(topic)

@@ -324,3 +324,30 @@ def test_a_stale_zk_version_of_the_same_leadership_is_adopted(tmp_path: Path) ->
             assert leader.isr == (1, 2)  # type: ignore[attr-defined]
 
     run(go)
+
+
+def test_waiting_acks_all_produce_answers_when_leadership_goes(tmp_path: Path) -> None:
+    async def go() -> None:
+        async with two_brokers(tmp_path) as (b1, b2):
+            state = await _replicate(b1, b2, "t", isr=(1, 2))
+            assert b2.fetcher_manager is not None
+            b2.fetcher_manager.remove_partitions([("t", 0)])  # the follower falls silent
+            waiting = asyncio.ensure_future(_produce(b1, "t", -1, b"a", timeout_ms=30_000))
+            await asyncio.sleep(0.2)
+            assert not waiting.done()
+            # Broker 1 becomes a follower: the request is answered at once.
+            b1.apply_leader_and_isr([PartitionState("t", 0, 2, state.leader_epoch + 1, (1, 2),
+                                                    (2,))], {})
+            assert (await asyncio.wait_for(waiting, 2))[0] == ErrorCode.NOT_LEADER_OR_FOLLOWER
+            # Same for StopReplica.
+            b2.apply_leader_and_isr([PartitionState("t", 0, 2, state.leader_epoch + 1, (1, 2),
+                                                    (1, 2))], {})
+            assert b1.fetcher_manager is not None
+            b1.fetcher_manager.remove_partitions([("t", 0)])
+            waiting = asyncio.ensure_future(_produce(b2, "t", -1, b"b", timeout_ms=30_000))
+            await asyncio.sleep(0.2)
+            assert not waiting.done()
+            b2.apply_stop_replica([("t", 0)], False)
+            assert (await asyncio.wait_for(waiting, 2))[0] == ErrorCode.NOT_LEADER_OR_FOLLOWER
+
+    run(go)
