@@ -37,6 +37,7 @@ from klog.protocol.errors import CorruptRecordError
 from klog.protocol.records.batch import (
     DEFAULT_MAX_BATCH_SIZE,
     LOG_OVERHEAD,
+    MAGIC_V2,
     NO_TIMESTAMP,
     BatchHeader,
     iter_batch_headers,
@@ -44,6 +45,7 @@ from klog.protocol.records.batch import (
 from klog.protocol.records.control import ControlRecordType, parse_control_key
 from klog.protocol.records.decode import iter_records
 from klog.spark.arrow import DEFAULT_BATCH_ROWS, ColumnBuilder
+from klog.spark.columns import append_v2_batch
 from klog.storage.checkpoints import CheckpointError, read_offset_checkpoint
 from klog.storage.index import TransactionIndex
 from klog.storage.log import parse_partition_dir_name
@@ -52,6 +54,8 @@ CHUNK_SIZE = 8 * 1024 * 1024
 # Kafka accepts batches up to message.max.bytes (1 MiB by default) and topics may raise it;
 # anything above this bound is treated as corruption rather than allocated.
 MAX_BATCH_SIZE = max(DEFAULT_MAX_BATCH_SIZE, 64 * 1024 * 1024)
+# Bound on one batch's records once decompressed: a decompression bomb fails, not expands.
+MAX_DECOMPRESSED_SIZE = 256 * 1024 * 1024
 _INDEX_ENTRY = struct.Struct(">ii")
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 
@@ -279,6 +283,28 @@ def _is_abort_marker(buf: bytes, header: BatchHeader) -> bool:
     return False
 
 
+def _append_legacy(
+    buf: bytes, header: BatchHeader, builder: ColumnBuilder, start: int, end: int
+) -> int:
+    """v0/v1 messages (a compressed wrapper holds several): through the general decoder."""
+    nbytes = 0
+    timestamp_type = int(header.timestamp_type)
+    for r in iter_records(buf, header, max_decompressed_size=MAX_DECOMPRESSED_SIZE):
+        if not start <= r.offset < end:
+            continue
+        if not r.is_valid:
+            raise OfflineError(f"message at offset {r.offset} fails its CRC check")
+        builder.keys.append(r.key)
+        builder.values.append(r.value)
+        builder.offsets.append(r.offset)
+        builder.timestamps.append(r.timestamp)
+        builder.timestamp_types.append(timestamp_type)
+        if builder.include_headers:
+            builder.headers.append(())
+        nbytes += (0 if r.key is None else len(r.key)) + (0 if r.value is None else len(r.value))
+    return nbytes
+
+
 def read_range(
     files: PartitionFiles,
     start: int,
@@ -296,8 +322,6 @@ def read_range(
     ``bytes`` (keys + values), ``first_offset`` and ``last_offset`` of what was read.
     """
     builder = ColumnBuilder(files.topic, files.partition, include_headers)
-    keys, values, offsets = builder.keys, builder.values, builder.offsets
-    timestamps, types, headers_col = builder.timestamps, builder.timestamp_types, builder.headers
     read_committed = aborted is not None
     # Only transactions that end at or after the start can still matter.
     queue = [(first, pid) for pid, first, last in (aborted or ()) if last >= start]
@@ -330,42 +354,27 @@ def read_range(
                     continue
             if header.is_control:
                 continue
-            timestamp_type = int(header.timestamp_type)
-            for r in iter_records(buf, header):
-                offset = r.offset
-                if offset < start:
-                    continue
-                if offset >= end:
-                    done = True
-                    break
-                key, value = r.key, r.value
-                keys.append(key)
-                values.append(value)
-                offsets.append(offset)
-                timestamps.append(r.timestamp)
-                types.append(timestamp_type)
-                if include_headers:
-                    headers_col.append(r.headers)
-                if key is not None:
-                    nbytes += len(key)
-                if value is not None:
-                    nbytes += len(value)
-            if len(offsets) >= batch_rows:
-                rows += len(offsets)
+            if header.magic == MAGIC_V2:
+                added, past_end = append_v2_batch(buf, header, builder, start, end,
+                                                  MAX_DECOMPRESSED_SIZE)
+                nbytes += added
+                done = done or past_end
+            else:
+                nbytes += _append_legacy(buf, header, builder, start, end)
+                done = done or header.last_offset >= end
+            if len(builder) >= batch_rows:
+                rows += len(builder)
                 if first_offset < 0:
-                    first_offset = offsets[0]
-                last_offset = offsets[-1]
+                    first_offset = builder.offsets[0]
+                last_offset = builder.offsets[-1]
                 yield builder.flush()
-                keys, values, offsets = builder.keys, builder.values, builder.offsets
-                timestamps, types = builder.timestamps, builder.timestamp_types
-                headers_col = builder.headers
             if done:
                 break
-    if offsets:
-        rows += len(offsets)
+    if len(builder):
+        rows += len(builder)
         if first_offset < 0:
-            first_offset = offsets[0]
-        last_offset = offsets[-1]
+            first_offset = builder.offsets[0]
+        last_offset = builder.offsets[-1]
         yield builder.flush()
     if stats is not None:
         stats.update(rows=rows, bytes=nbytes, first_offset=first_offset, last_offset=last_offset)
