@@ -4,7 +4,13 @@ formats, --json and errors."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -154,3 +160,38 @@ def test_cli_json_summary_and_errors(spark: Any, kafka_corpus: Path, tmp_path: P
     unknown = runner.invoke(app, ["spark-export", "--source", str(kafka_corpus),
                                   "--topic", "nope", "--output", str(out)])
     assert unknown.exit_code == 1 and "no partition of topic(s) nope" in unknown.output
+
+
+def test_a_killed_export_process_then_rerun_gives_each_row_once(
+        spark: Any, tmp_path: Path) -> None:
+    logs, out = tmp_path / "logs", tmp_path / "out"
+    for partition in (0, 1):
+        log = PartitionLog(logs / f"t-{partition}")
+        for base in range(0, 400, 10):  # 40 segments: 40 tasks per partition
+            log.append_as_follower(build_batch(base, [b"r%d" % o for o in range(base, base + 10)]))
+            log.roll()
+        log.close()
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "klog", "spark-export", "--source", str(logs), "--topic", "t",
+         "--output", str(out), "--master", "local[1]", "--json"],
+        start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    try:
+        deadline = time.monotonic() + 240
+        # Kill it (the JVM and Python workers with it) once Spark has finished some tasks.
+        while time.monotonic() < deadline and proc.poll() is None:
+            if any((out / export.STAGING_DIR).glob("*/_stats/*.json")):
+                break
+            time.sleep(0.05)
+        killed_midway = proc.poll() is None
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(30)
+    assert killed_midway, "the export finished before it could be killed"
+    # Nothing was committed: whatever Spark wrote is still in the staging directory.
+    assert not [p for p in out.rglob("*.parquet") if export.STAGING_DIR not in p.parts]
+    result = run_export(ExportConfig(output=str(out), source=str(logs), topics=["t"]),
+                        spark=spark)
+    assert result.rows == 800
+    assert _offsets(spark, out) == sorted(("t", p, o) for p in (0, 1) for o in range(400))
