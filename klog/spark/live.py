@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pyarrow as pa
@@ -91,8 +91,8 @@ def plan(options: SourceOptions) -> list[PartitionOffsets]:
 
 async def _read(
     servers: str, r: OffsetRange, include_headers: bool, read_committed: bool,
-    batch_rows: int, out: list[pa.RecordBatch], stats: dict[str, int],
-) -> None:
+    batch_rows: int, stats: dict[str, int],
+) -> AsyncIterator[pa.RecordBatch]:
     builder = ColumnBuilder(r.topic, r.partition, include_headers)
     tp = (r.topic, r.partition)
     rows = nbytes = 0
@@ -131,12 +131,12 @@ async def _read(
                 rows += len(builder)
                 first = builder.offsets[0] if first < 0 else first
                 last = builder.offsets[-1]
-                out.append(builder.flush())
+                yield builder.flush()
     if len(builder):
         rows += len(builder)
         first = builder.offsets[0] if first < 0 else first
         last = builder.offsets[-1]
-        out.append(builder.flush())
+        yield builder.flush()
     stats.update(rows=rows, bytes=nbytes, first_offset=first, last_offset=last)
 
 
@@ -144,10 +144,20 @@ def read_range(
     servers: str, r: OffsetRange, *, include_headers: bool, read_committed: bool,
     batch_rows: int = DEFAULT_BATCH_ROWS, stats: dict[str, int] | None = None,
 ) -> Iterator[pa.RecordBatch]:
-    """The rows of ``r`` read from the cluster, as Arrow record batches."""
-    out: list[pa.RecordBatch] = []
-    got: dict[str, int] = {}
-    asyncio.run(_read(servers, r, include_headers, read_committed, batch_rows, out, got))
-    if stats is not None:
-        stats.update(got)
-    yield from out
+    """The rows of ``r`` read from the cluster, as Arrow record batches.
+
+    The event loop is driven one batch at a time, so memory holds one batch, not the range.
+    """
+    loop = asyncio.new_event_loop()
+    rows = _read(servers, r, include_headers, read_committed, batch_rows,
+                 stats if stats is not None else {})
+    try:
+        while True:
+            try:
+                batch = loop.run_until_complete(rows.__anext__())
+            except StopAsyncIteration:
+                return
+            yield batch
+    finally:
+        loop.run_until_complete(rows.aclose())
+        loop.close()
