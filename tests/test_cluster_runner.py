@@ -84,6 +84,13 @@ def test_bad_state_files_are_one_line_errors(tmp_path: Path, content: str | None
 def test_pid_alive(spawn, tmp_path: Path) -> None:
     marker = str(tmp_path / "broker-7" / "logs")
     proc = spawn(SLEEPER, marker)
+    # Popen returns once the child execs, but the kernel sets the new command line a moment
+    # later (an empty /proc/<pid>/cmdline meanwhile): wait for it, as a state file's pid
+    # is always read long after its broker started.
+    deadline = time.monotonic() + 10
+    while not Path(f"/proc/{proc.pid}/cmdline").read_bytes():
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
     assert pid_alive(proc.pid)
     assert pid_alive(proc.pid, marker)
     assert not pid_alive(proc.pid, str(tmp_path / "someone-else"))  # a reused pid
