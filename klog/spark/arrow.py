@@ -65,6 +65,7 @@ class ColumnBuilder:
         "headers",
         "include_headers",
         "keys",
+        "nbytes",
         "offsets",
         "partition",
         "schema",
@@ -85,6 +86,8 @@ class ColumnBuilder:
         self.timestamps: list[int] = []
         self.timestamp_types: list[int] = []
         self.headers: list[Any] = []
+        # Key + value bytes of every batch flushed so far (counted by Arrow, not per record).
+        self.nbytes = 0
 
     def __len__(self) -> int:
         return len(self.offsets)
@@ -95,9 +98,15 @@ class ColumnBuilder:
         # Milliseconds -> microseconds in C (int64 multiply), then a zero-copy cast.
         millis = pa.array(self.timestamps, pa.int64())
         micros = pc.multiply(millis, 1000).cast(TIMESTAMP_TYPE)
+        keys = pa.array(self.keys, pa.binary())
+        values = pa.array(self.values, pa.binary())
+        if n:
+            # Counted in C: per-record len() calls cost the decoding loop ~5%.
+            for column in (keys, values):
+                self.nbytes += pc.sum(pc.binary_length(column)).as_py() or 0
         columns = [
-            pa.array(self.keys, pa.binary()),
-            pa.array(self.values, pa.binary()),
+            keys,
+            values,
             pa.array([self.topic] * n, pa.string()),
             pa.array([self.partition] * n, pa.int32()),
             pa.array(self.offsets, pa.int64()),

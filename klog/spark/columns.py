@@ -24,10 +24,10 @@ _MIN_BODY_SIZE = 6
 def append_v2_batch(
     buf: bytes | bytearray | memoryview, header: BatchHeader, builder: ColumnBuilder,
     start: int, end: int, max_decompressed_size: int,
-) -> tuple[int, bool]:
+) -> bool:
     """Append the records of ``header``'s batch with offsets in [start, end) to ``builder``.
 
-    Returns (key + value bytes appended, whether an offset >= end was met). Raises
+    Returns whether an offset >= end was met. Raises
     CorruptRecordError on a malformed record (the rows of that batch are then not kept).
     """
     data = _records_data(buf, header, max_decompressed_size)
@@ -51,7 +51,6 @@ def append_v2_batch(
     read_uvarlong = read_unsigned_varlong
     n = len(data)
     pos = 0
-    nbytes = 0
     past_end = False
     index = 0
     try:
@@ -172,10 +171,6 @@ def append_v2_batch(
             t_append(base_ts if log_append else base_ts + ts_delta)
             if include_headers:
                 headers.append(record_headers)
-            if key is not None:
-                nbytes += len(key)
-            if value is not None:
-                nbytes += len(value)
     except IndexError:
         raise CorruptRecordError(
             f"record {index} of batch at offset {base_offset} is truncated") from None
@@ -189,4 +184,4 @@ def append_v2_batch(
     builder.timestamp_types.extend([ts_type] * len(offsets))
     if include_headers:
         builder.headers.extend(headers)
-    return nbytes, past_end
+    return past_end

@@ -95,7 +95,7 @@ async def _read(
 ) -> AsyncIterator[pa.RecordBatch]:
     builder = ColumnBuilder(r.topic, r.partition, include_headers)
     tp = (r.topic, r.partition)
-    rows = nbytes = 0
+    rows = 0
     first = last = -1
     async with Consumer(
         servers, isolation_level=_isolation(read_committed), auto_offset_reset="none",
@@ -125,8 +125,6 @@ async def _read(
                     builder.timestamp_types.append(rec.timestamp_type)
                     if include_headers:
                         builder.headers.append(rec.headers)
-                    nbytes += (0 if key is None else len(key)) + (
-                        0 if value is None else len(value))
             if len(builder) >= batch_rows:
                 rows += len(builder)
                 first = builder.offsets[0] if first < 0 else first
@@ -137,7 +135,7 @@ async def _read(
         first = builder.offsets[0] if first < 0 else first
         last = builder.offsets[-1]
         yield builder.flush()
-    stats.update(rows=rows, bytes=nbytes, first_offset=first, last_offset=last)
+    stats.update(rows=rows, bytes=builder.nbytes, first_offset=first, last_offset=last)
 
 
 def read_range(

@@ -285,9 +285,8 @@ def _is_abort_marker(buf: bytes, header: BatchHeader) -> bool:
 
 def _append_legacy(
     buf: bytes, header: BatchHeader, builder: ColumnBuilder, start: int, end: int
-) -> int:
+) -> None:
     """v0/v1 messages (a compressed wrapper holds several): through the general decoder."""
-    nbytes = 0
     timestamp_type = int(header.timestamp_type)
     for r in iter_records(buf, header, max_decompressed_size=MAX_DECOMPRESSED_SIZE):
         if not start <= r.offset < end:
@@ -301,8 +300,6 @@ def _append_legacy(
         builder.timestamp_types.append(timestamp_type)
         if builder.include_headers:
             builder.headers.append(())
-        nbytes += (0 if r.key is None else len(r.key)) + (0 if r.value is None else len(r.value))
-    return nbytes
 
 
 def read_range(
@@ -327,7 +324,7 @@ def read_range(
     queue = [(first, pid) for pid, first, last in (aborted or ()) if last >= start]
     heapq.heapify(queue)
     aborted_producers: set[int] = set()
-    rows = nbytes = 0
+    rows = 0
     first_offset = last_offset = -1
     first_segment = files.segment_index_for(start)
     done = False
@@ -355,12 +352,11 @@ def read_range(
             if header.is_control:
                 continue
             if header.magic == MAGIC_V2:
-                added, past_end = append_v2_batch(buf, header, builder, start, end,
-                                                  MAX_DECOMPRESSED_SIZE)
-                nbytes += added
+                past_end = append_v2_batch(buf, header, builder, start, end,
+                                           MAX_DECOMPRESSED_SIZE)
                 done = done or past_end
             else:
-                nbytes += _append_legacy(buf, header, builder, start, end)
+                _append_legacy(buf, header, builder, start, end)
                 done = done or header.last_offset >= end
             if len(builder) >= batch_rows:
                 rows += len(builder)
@@ -377,7 +373,8 @@ def read_range(
         last_offset = builder.offsets[-1]
         yield builder.flush()
     if stats is not None:
-        stats.update(rows=rows, bytes=nbytes, first_offset=first_offset, last_offset=last_offset)
+        stats.update(rows=rows, bytes=builder.nbytes, first_offset=first_offset,
+                     last_offset=last_offset)
 
 
 __all__ = [
