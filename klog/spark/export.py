@@ -349,11 +349,11 @@ def run_export(
         writer = writer.partitionBy(*config.partition_by)
     if config.format == "csv":
         writer = writer.option("header", "true")
-    from klog.spark.plan import plan_tasks
-
-    n_tasks = len(plan_tasks(parse_options(opts)))
     stop = threading.Event()
     if progress is not None:
+        from klog.spark.plan import plan_tasks
+
+        n_tasks = len(plan_tasks(parse_options(opts)))  # the bar's total
         with progress(n_tasks) as advance:
             watcher = threading.Thread(
                 target=_watch_progress, args=(spark, n_tasks, advance, stop), daemon=True)
