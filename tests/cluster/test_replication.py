@@ -5,6 +5,7 @@ epoch when it comes back."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from pathlib import Path
 from typing import Any
@@ -163,3 +164,69 @@ def test_follower_with_a_divergent_tail_truncates_on_return(cluster: Any) -> Non
     assert "truncated d-0 to offset 10" in c.broker(old).log_tail(1000)
     values = _consume_all(c.bootstrap_servers, "d")
     assert values == [b"common-%d" % i for i in range(10)] + [b"new-%d" % i for i in range(3)]
+
+
+def _metadata_isr(c: Cluster, topic: str, via: int) -> list[int]:
+    from klog.client.admin import AdminClient
+
+    async def ask() -> Any:
+        async with AdminClient(c.bootstrap_of([via])) as admin:
+            return await admin.describe_topics([topic])
+
+    described = asyncio.run(ask())
+    return sorted(described[topic].partitions[0].isr)
+
+
+def test_isr_shrinks_for_a_stalled_follower_and_grows_back(cluster: Any) -> None:
+    # Sessions long enough that the controller never sees the stalled broker as gone: the
+    # ISR changes here are the leader's own (same leader epoch).
+    c: Cluster = cluster(3, overrides={"min.insync.replicas": "2",
+                                       "zookeeper.session.timeout.ms": "30000"})
+    c.create_topic("s", 1, 3)
+    c.wait_for_isr("s", 0, c.ids)
+    before = c.partition_state("s", 0)
+    assert before is not None
+    leader = before.leader
+    # Stall a follower that is not the controller (a stalled controller would hold up the
+    # metadata updates this test waits for).
+    controller = c.wait_for_controller()
+    followers = [i for i in c.ids if i != leader]
+    stalled = next(i for i in reversed(followers) if i != controller)
+    other = next(i for i in followers if i != stalled)
+    for via in c.ids:  # everyone knows the topic before the stall
+        wait_until(lambda via=via: _metadata_isr(c, "s", via) == c.ids, 30, "metadata of s")
+    c.pause(stalled)
+    try:
+        producer = confluent_kafka.Producer({"bootstrap.servers": c.bootstrap_of([leader]),
+                                             "acks": "all", "linger.ms": 0,
+                                             "message.timeout.ms": 30000})
+        errors: list[str | None] = []
+
+        def delivered(err: Any, msg: Any) -> None:
+            errors.append(None if err is None else err.name())
+
+        started = time.monotonic()
+        for i in range(3):
+            producer.produce("s", value=b"v%d" % i, partition=0, on_delivery=delivered)
+        # acks=all waits for the stalled follower until replica.lag.time.max.ms (3 s)
+        # takes it out of the ISR; then the two left acknowledge.
+        assert producer.flush(30) == 0
+        if errors != [None] * 3:
+            for i in c.ids:
+                print(f"=== {i} (leader {leader}, stalled {stalled})", c.broker(i).log_tail(200))
+        assert errors == [None] * 3
+        assert time.monotonic() - started > 2.5
+        c.wait_for_isr("s", 0, [leader, other])
+        shrunk = c.partition_state("s", 0)
+        assert shrunk is not None and shrunk.leader_epoch == before.leader_epoch
+        # The ISR change notification reaches the controller; every broker's metadata
+        # shows the new ISR.
+        wait_until(lambda: _metadata_isr(c, "s", other) == sorted([leader, other]), 30,
+                   "metadata with the shrunk ISR")
+    finally:
+        c.resume(stalled)
+    c.wait_for_isr("s", 0, c.ids, timeout=30)
+    grown = c.partition_state("s", 0)
+    assert grown is not None and grown.leader_epoch == before.leader_epoch
+    _wait_replicas_identical(c, "s", c.ids)
+    assert _consume_all(c.bootstrap_servers, "s") == [b"v0", b"v1", b"v2"]
