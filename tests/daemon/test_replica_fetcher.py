@@ -351,3 +351,27 @@ def test_waiting_acks_all_produce_answers_when_leadership_goes(tmp_path: Path) -
             assert (await asyncio.wait_for(waiting, 2))[0] == ErrorCode.NOT_LEADER_OR_FOLLOWER
 
     run(go)
+
+
+def test_a_follower_behind_the_leaders_log_start_starts_over_there(tmp_path: Path) -> None:
+    async def go() -> None:
+        async with two_brokers(tmp_path) as (b1, b2):
+            await b1.admin.create_topics([TopicSpec("t", 1, 1)])
+            for i in range(10):
+                await _produce(b1, "t", 1, b"v%d" % i)
+            leader = _partition(b1, "t")
+            assert leader.log.maybe_increment_log_start_offset(6)  # type: ignore[attr-defined]
+            assert b1.metastore is not None
+            _data, stat = b1.metastore.get(paths.partition_state_path("t", 0))
+            state = PartitionState("t", 0, 1, leader.leader_epoch + 1, (1, 2), (1,),  # type: ignore
+                                   1, stat.version)
+            b1.apply_leader_and_isr([state], {})
+            b2.apply_leader_and_isr([state], {})
+            follower = _partition(b2, "t")
+            await _until(lambda: follower.log_end_offset == 10)  # type: ignore[attr-defined]
+            assert follower.log_start_offset == 6  # type: ignore[attr-defined]
+            raw = follower.log.read(6, 1 << 20).read_bytes()  # type: ignore[attr-defined]
+            assert _values(raw) == [b"v%d" % i for i in range(6, 10)]
+            await _until(lambda: leader.isr == (1, 2))  # type: ignore[attr-defined]
+
+    run(go)
