@@ -414,13 +414,27 @@ def run_export(
                         recovered)
 
 
+# The error line a Python worker's traceback ends with, when it is one of ours.
+_WORKER_ERROR = re.compile(
+    r"^\s*(?:[\w.]+\.)?((?:Offline|Live|Options|CorruptRecord|RecordTooLarge|Export)Error): (.+)$")
+
+
+def spark_error_line(exc: BaseException) -> str:
+    """One line for the user out of a Spark exception (which carries a JVM stack and a
+    Python worker's traceback): our own error when a worker raised one, else the first."""
+    text = str(exc).strip()
+    for line in reversed(text.splitlines()):
+        match = _WORKER_ERROR.match(line)
+        if match:
+            return f"{match.group(1)}: {match.group(2).strip()}"
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
 def _write(writer: Any, data_dir: Path) -> None:
     try:
         writer.save(str(data_dir))
     except Exception as exc:
-        # Spark's errors carry a JVM stack; the first line says what went wrong.
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise ExportError(f"Spark failed: {first}") from exc
+        raise ExportError(f"Spark failed: {spark_error_line(exc)}") from exc
 
 
 def _by_topic(values: dict[tuple[str, int], int], *, listed: bool = False) -> dict[str, Any]:

@@ -195,3 +195,19 @@ def test_a_killed_export_process_then_rerun_gives_each_row_once(
                         spark=spark)
     assert result.rows == 800
     assert _offsets(spark, out) == sorted(("t", p, o) for p in (0, 1) for o in range(400))
+
+
+def test_a_corrupt_segment_fails_the_export_with_one_line_and_commits_nothing(
+        spark: Any, tmp_path: Path) -> None:
+    logs, out = tmp_path / "logs", tmp_path / "out"
+    _append(logs, "t", 0, 0, 50)
+    segment = logs / "t-0" / f"{0:020d}.log"
+    data = bytearray(segment.read_bytes())
+    data[-5] ^= 0xFF  # inside the records: the CRC no longer matches
+    segment.write_bytes(bytes(data))
+    result = runner.invoke(app, ["spark-export", "--source", str(logs), "--topic", "t",
+                                 "--output", str(out)])
+    assert result.exit_code == 1
+    assert result.output.count("\n") == 1, result.output
+    assert "Spark failed" in result.output and "CorruptRecordError" in result.output
+    assert not (out / "_klog_checkpoint" / "ranges.json").exists()
