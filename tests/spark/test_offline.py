@@ -126,3 +126,41 @@ def test_schema_is_sparks_kafka_schema() -> None:
     assert arrow_schema(True).names[-1] == "headers"
     assert str(arrow_schema(True).field("headers").type) == (
         "list<item: struct<key: string, value: binary>>")
+
+
+def test_every_message_format_and_codec(tmp_path: Path) -> None:
+    from klog.protocol.records.batch import CompressionType, TimestampType
+    from klog.protocol.records.legacy import build_legacy_message_set
+    from klog.protocol.records.v2 import build_batch as build_v2
+
+    def recs(base: int) -> list[tuple]:
+        return [(1_600_000_000_000 + o, b"k%d" % o, b"v%d" % o) for o in range(base, base + 3)]
+
+    log = b"".join([
+        build_legacy_message_set(recs(0), magic=0, base_offset=0),
+        build_legacy_message_set(recs(3), magic=1, compression=CompressionType.GZIP,
+                                 base_offset=3),
+        build_legacy_message_set(recs(6), magic=1, compression=CompressionType.SNAPPY,
+                                 base_offset=6, timestamp_type=TimestampType.LOG_APPEND_TIME,
+                                 log_append_time=42),
+        build_legacy_message_set(recs(9), magic=1, compression=CompressionType.LZ4,
+                                 base_offset=9),
+        build_v2([(*r, [("h", b"x")]) for r in recs(12)], base_offset=12,
+                 compression=CompressionType.ZSTD),
+        build_v2(recs(15), base_offset=15, compression=CompressionType.LZ4,
+                 timestamp_type=TimestampType.LOG_APPEND_TIME, log_append_time=43),
+    ])
+    (tmp_path / "m-0").mkdir()
+    (tmp_path / "m-0" / f"{0:020d}.log").write_bytes(log)
+    files = offline.list_partitions(tmp_path)[("m", 0)]
+    assert offline.log_end_offset(files) == 18
+    rows = _rows(list(offline.read_range(files, 1, 17, include_headers=True)))
+    assert [r["offset"] for r in rows] == list(range(1, 17))
+    assert [r["value"] for r in rows] == [b"v%d" % o for o in range(1, 17)]
+    assert [r["key"] for r in rows] == [b"k%d" % o for o in range(1, 17)]
+    types = [r["timestampType"] for r in rows]
+    assert types == [-1, -1] + [0] * 3 + [1] * 3 + [0] * 3 + [0] * 3 + [1] * 2
+    millis = [int(r["timestamp"].timestamp() * 1000) for r in rows]
+    assert millis[2:5] == [1_600_000_000_000 + o for o in range(3, 6)]
+    assert millis[5:8] == [42] * 3 and millis[14:] == [43] * 2
+    assert rows[11]["headers"] == [{"key": "h", "value": b"x"}]
