@@ -268,12 +268,13 @@ def test_offset_for_leader_epoch_and_follower_fetch_over_a_socket(tmp_path: Path
                     (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1, -1),
                 ], version
 
-            def fetch(replica_id: int, offset: int) -> object:
+            def fetch(replica_id: int, offset: int, current: int = new) -> object:
                 resp = client.call(1, 12, {
                     "replica_id": replica_id, "max_wait": 0, "min_bytes": 0,
                     "max_bytes": 1 << 20, "isolation_level": 0, "session_id": 0,
                     "session_epoch": -1, "topics": [{"topic": "t", "partitions": [{
-                        "partition": 0, "current_leader_epoch": new, "fetch_offset": offset,
+                        "partition": 0, "current_leader_epoch": current,
+                        "fetch_offset": offset,
                         "last_fetched_epoch": -1, "log_start_offset": 0,
                         "partition_max_bytes": 1 << 20}]}],
                     "forgotten_topics_data": [], "rack_id": ""})
@@ -289,6 +290,13 @@ def test_offset_for_leader_epoch_and_follower_fetch_over_a_socket(tmp_path: Path
             # Its next fetch (from 3) moves the HW to 3, which the answer carries.
             assert fetch(2, 3).high_watermark == 3
             assert _values(bytes(fetch(-1, 2).records)) == [b"c"]
+            # Epochs: an older one is fenced, a newer one unknown, for followers and
+            # consumers alike.
+            for replica_id in (2, -1):
+                assert fetch(replica_id, 0, new - 1).error_code == \
+                    ErrorCode.FENCED_LEADER_EPOCH
+                assert fetch(replica_id, 0, new + 1).error_code == \
+                    ErrorCode.UNKNOWN_LEADER_EPOCH
             # A broker that is no replica gets empty records, no error.
             stranger = fetch(9, 0)
             assert (stranger.error_code, bytes(stranger.records or b"")) == (0, b"")
