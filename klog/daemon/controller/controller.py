@@ -311,10 +311,15 @@ class Controller:
 
     async def _elect_leaders(self, tps: Iterable[TopicPartition]) -> list[PartitionState]:
         """Give every partition in ``tps`` whose leader is missing or dead a leader, and
-        write the new states; returns the states that changed."""
+        write the new states; returns the states that changed, as written (their znode
+        versions are what the new leaders' first ISR change must match).
+
+        The ISR an election picks from is re-read from ZooKeeper first, as Kafka's
+        controller does: leaders shrink it there by compare-and-set and tell the controller
+        only later (/isr_change_notification), so the cached one may still list a replica
+        that fell behind -- electing it would lose acknowledged records."""
         creates: list[PartitionState] = []
-        updates: list[PartitionState] = []
-        unclean = self.broker.config.unclean_leader_election_enable
+        candidates: list[TopicPartition] = []
         for tp in tps:
             replicas = tuple(self.topics[tp[0]].partitions[tp[1]].replicas)
             alive = [r for r in replicas if self._alive(r)]
@@ -328,22 +333,51 @@ class Controller:
                 if current.replicas != replicas:
                     self.states[tp] = _replace(current, replicas=replicas)
                 continue
-            isr_alive = [r for r in replicas if r in current.isr and self._alive(r)]
-            if isr_alive:
-                leader, isr = isr_alive[0], tuple(isr_alive)
-            elif unclean and alive:
-                leader, isr = alive[0], (alive[0],)
-            else:
-                leader, isr = -1, current.isr
-            if leader == current.leader:
-                continue
-            updates.append(PartitionState(tp[0], tp[1], leader, current.leader_epoch + 1,
-                                          replicas, isr, self.epoch, current.zk_version))
+            candidates.append(tp)
+        updates: list[PartitionState] = []
+        if candidates:
+            fresh = await self._call(self._read_partition_states, candidates)
+            for tp in candidates:
+                current = fresh.get(tp) or self.states[tp]
+                self.states[tp] = current
+                replicas = tuple(self.topics[tp[0]].partitions[tp[1]].replicas)
+                leader, isr = self._choose_leader(replicas, current.isr)
+                if leader == current.leader:
+                    continue
+                updates.append(PartitionState(tp[0], tp[1], leader, current.leader_epoch + 1,
+                                              replicas, isr, self.epoch, current.zk_version))
         if creates:
             await self._call(self._create_states, creates)
         if updates:
             await self._call(self._update_states, updates)
-        return creates + updates
+        return [self.states.get((s.topic, s.partition), s) for s in creates + updates]
+
+    def _choose_leader(self, replicas: tuple[int, ...], isr: Iterable[int]
+                       ) -> tuple[int, tuple[int, ...]]:
+        """Kafka's OfflinePartitionLeaderElectionStrategy: (leader, new ISR)."""
+        isr = tuple(isr)
+        isr_alive = [r for r in replicas if r in isr and self._alive(r)]
+        if isr_alive:
+            return isr_alive[0], tuple(isr_alive)
+        alive = [r for r in replicas if self._alive(r)]
+        if self.broker.config.unclean_leader_election_enable and alive:
+            return alive[0], (alive[0],)
+        return -1, isr
+
+    def _read_partition_states(self, tps: Iterable[TopicPartition]
+                               ) -> dict[TopicPartition, PartitionState]:
+        out: dict[TopicPartition, PartitionState] = {}
+        for topic, partition in tps:
+            try:
+                data, stat = self.store.get(paths.partition_state_path(topic, partition))
+            except NoNodeError:
+                continue
+            st = paths.LeaderIsrAndControllerEpoch.decode(data)
+            replicas = tuple(self.topics[topic].partitions[partition].replicas)
+            out[(topic, partition)] = PartitionState(
+                topic, partition, st.leader, st.leader_epoch, replicas, tuple(st.isr),
+                st.controller_epoch, stat.version)
+        return out
 
     def _create_states(self, states: list[PartitionState]) -> None:
         ops = []
@@ -392,8 +426,15 @@ class Controller:
                         s, leader=st.leader, leader_epoch=st.leader_epoch, isr=tuple(st.isr),
                         controller_epoch=st.controller_epoch, zk_version=fresh.version)
                     continue
-                isr = tuple(r for r in s.isr if r in st.isr) or s.isr
-                s = _replace(s, isr=isr, zk_version=fresh.version)
+                if s.leader >= 0 and s.leader in st.isr and self._alive(s.leader):
+                    # Our leader is still in the ISR: keep it, on the ISR both agree on.
+                    isr = tuple(r for r in s.isr if r in st.isr) or (s.leader,)
+                    leader = s.leader
+                else:
+                    # The ISR we chose from lost the replica we picked: elect again from
+                    # the ISR as it is now (never a replica that fell behind).
+                    leader, isr = self._choose_leader(s.replicas, st.isr)
+                s = _replace(s, leader=leader, isr=isr, zk_version=fresh.version)
                 stat = self._write_state(path, s)
             self.states[(s.topic, s.partition)] = _replace(s, zk_version=stat.version)
 

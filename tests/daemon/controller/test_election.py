@@ -1,0 +1,86 @@
+"""The controller's leader election (klog/daemon/controller/controller.py) reads the ISR it
+elects from out of the metastore, not from its cache: leaders shrink the ISR there by
+compare-and-set and tell the controller only later, so a cached ISR may still list a
+replica that fell behind, and electing it would lose acknowledged records."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from klog.daemon.controller.controller import Controller
+from klog.daemon.metadata_cache import PartitionState
+from klog.daemon.metastore import paths
+from klog.daemon.metastore.base import NodeExistsError
+from klog.daemon.metastore.local import LocalMetadataStore
+
+
+@pytest.fixture
+def store(tmp_path: Path):  # type: ignore[no-untyped-def]
+    s = LocalMetadataStore(tmp_path / "meta")
+    s.start()
+    yield s
+    s.close()
+
+
+def controller(store: LocalMetadataStore, live: set[int], unclean: bool = False) -> Controller:
+    broker = SimpleNamespace(broker_id=1, metastore=store,
+                             config=SimpleNamespace(unclean_leader_election_enable=unclean))
+    c = Controller(broker)  # type: ignore[arg-type]
+    c.epoch = 3
+    c.topics["t"] = paths.TopicAssignment({0: paths.ReplicaAssignment((1, 2, 3))})
+    c.live_brokers = {b: None for b in live}  # type: ignore[misc]
+    return c
+
+
+def write_state(store: LocalMetadataStore, leader: int, epoch: int, isr: tuple[int, ...]
+                ) -> None:
+    path = paths.partition_state_path("t", 0)
+    data = paths.LeaderIsrAndControllerEpoch(leader=leader, leader_epoch=epoch, isr=isr,
+                                             controller_epoch=3).encode()
+    store.ensure_path(paths.partition_path("t", 0))
+    try:
+        store.create(path, data)
+    except NodeExistsError:
+        store.set(path, data)
+
+
+def state(store: LocalMetadataStore) -> paths.LeaderIsrAndControllerEpoch:
+    data, _ = store.get(paths.partition_state_path("t", 0))
+    return paths.LeaderIsrAndControllerEpoch.decode(data)
+
+
+def test_a_replica_the_leader_dropped_from_the_isr_is_not_elected(store) -> None:  # type: ignore[no-untyped-def]
+    write_state(store, 1, 5, (1, 2, 3))
+    c = controller(store, live={2, 3})  # broker 1, the leader, died
+    # The cache still has the full ISR; the leader had shrunk it to itself and 3.
+    c.states[("t", 0)] = PartitionState("t", 0, 1, 5, (1, 2, 3), (1, 2, 3), 3, 0)
+    write_state(store, 1, 5, (1, 3))
+    changed = asyncio.run(c._elect_leaders([("t", 0)]))
+    st = state(store)
+    assert (st.leader, st.leader_epoch, st.isr) == (3, 6, (3,))
+    # what LeaderAndIsr will carry: the state as written, with its znode version
+    _, stat = store.get(paths.partition_state_path("t", 0))
+    assert [(s.leader, s.zk_version) for s in changed] == [(3, stat.version)]
+
+
+def test_no_live_isr_member_leaves_the_partition_offline_without_unclean_election(
+        store) -> None:  # type: ignore[no-untyped-def]
+    write_state(store, 1, 5, (1,))
+    c = controller(store, live={2, 3})
+    c.states[("t", 0)] = PartitionState("t", 0, 1, 5, (1, 2, 3), (1, 2, 3), 3, 0)
+    asyncio.run(c._elect_leaders([("t", 0)]))
+    st = state(store)
+    assert st.leader == -1 and st.isr == (1,)  # offline: nothing acknowledged is lost
+
+
+def test_unclean_election_takes_a_live_replica(store) -> None:  # type: ignore[no-untyped-def]
+    write_state(store, 1, 5, (1,))
+    c = controller(store, live={2, 3}, unclean=True)
+    c.states[("t", 0)] = PartitionState("t", 0, 1, 5, (1, 2, 3), (1, 2, 3), 3, 0)
+    asyncio.run(c._elect_leaders([("t", 0)]))
+    st = state(store)
+    assert (st.leader, st.isr) == (2, (2,))
