@@ -56,9 +56,11 @@ def _print_summary(result: Any) -> None:
                       str(p.files))
     console.out.print(table)
     rate = result.rows / result.seconds if result.seconds > 0 else 0.0
+    startup = (f" (+ {result.startup_seconds:.1f} s starting Spark)"
+               if result.startup_seconds >= 0.05 else "")
     console.out.print(
         f"exported {result.rows} rows ({_human(result.bytes)}) in {len(result.files)} files "
-        f"in {result.seconds:.1f} s ({rate:,.0f} rows/s)", markup=False)
+        f"in {result.seconds:.1f} s{startup}, {rate:,.0f} rows/s", markup=False)
 
 
 def spark_export(

@@ -52,6 +52,8 @@ CHECKPOINT_VERSION = 1
 # Columns --partition-by may name besides the schema's own: derived from the timestamp.
 DERIVED_COLUMNS = {"date": "to_date(timestamp)", "hour": "date_format(timestamp, 'yyyy-MM-dd-HH')"}
 # Spark names a task's output part-<task>-<job uuid>.c<NNN><ext> (ext: .snappy.parquet, ...).
+# Below this many offsets in all, a run is not split further to use every core.
+MIN_SPLIT_RECORDS = 100_000
 _PART_FILE = re.compile(r"^part-(\d+)-.+?[.-](c\d{3})(\..*)?$")
 
 
@@ -102,6 +104,8 @@ class ExportResult:
     files: list[str]
     seconds: float
     recovered: bool
+    # Time spent starting Spark (a JVM) in this run; not part of ``seconds``.
+    startup_seconds: float = 0.0
 
     @property
     def rows(self) -> int:
@@ -116,6 +120,7 @@ class ExportResult:
             "rows": self.rows,
             "bytes": self.bytes,
             "seconds": round(self.seconds, 3),
+            "spark_startup_seconds": round(self.startup_seconds, 3),
             "recovered_previous_run": self.recovered,
             "partitions": [p.to_dict() for p in self.partitions],
             "files": self.files,
@@ -265,9 +270,11 @@ def spark_session(master: str) -> Any:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
+    quiet = Path(__file__).with_name("log4j2.properties")
     spark = (
         SparkSession.builder.master(master)
         .appName("klog spark-export")
+        .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={quiet}")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.sources.partitionOverwriteMode", "static")
         .getOrCreate()
@@ -329,7 +336,11 @@ def run_export(
     stats_dir = staging / "_stats"
     data_dir = staging / "data"
     stats_dir.mkdir(parents=True)
-    spark = spark or spark_session(config.master)
+    startup = 0.0
+    if spark is None:
+        t = time.monotonic()
+        spark = spark_session(config.master)
+        startup = time.monotonic() - t
     from klog.spark import register
 
     register(spark)
@@ -342,6 +353,10 @@ def run_export(
                                                     for p in todo}))
     opts["endingOffsets"] = json.dumps(_by_topic({(p.topic, p.partition): p.end for p in todo}))
     opts["klog.statsDir"] = str(stats_dir)
+    # At least one task per core when there is enough to share: a single big partition
+    # must not run on one core (small ranges stay whole: one file each).
+    if sum(p.end - p.start for p in todo) >= MIN_SPLIT_RECORDS:
+        opts["minPartitions"] = str(max(1, int(spark.sparkContext.defaultParallelism)))
     df = spark.read.format("klog").options(**opts).load()
     df = _shape(df, config)
     writer = df.write.mode("errorifexists").format(config.format)
@@ -410,8 +425,8 @@ def run_export(
     _fault("committed")
     _apply_pending(checkpoint, pending)
     shutil.rmtree(output / STAGING_DIR, ignore_errors=True)
-    return ExportResult(planned, sorted(dst for _src, dst in moves), time.monotonic() - began,
-                        recovered)
+    return ExportResult(planned, sorted(dst for _src, dst in moves),
+                        time.monotonic() - began - startup, recovered, startup)
 
 
 # The error line a Python worker's traceback ends with, when it is one of ours.
