@@ -57,7 +57,11 @@ def partition_offsets(options: SourceOptions) -> tuple[
         return live.plan(options), {}, {}
     parts = offline.list_partitions(options.path or "")
     available = sorted({topic for topic, _ in parts})
-    topics = options.select_topics(available)
+    # As Kafka's consumer (exclude.internal.topics=true), a pattern never picks internal
+    # topics (__consumer_offsets, __transaction_state); naming one with subscribe does.
+    topics = options.select_topics(
+        [t for t in available if not t.startswith("__")] if options.subscribe_pattern
+        else available)
     missing = [t for t in topics if t not in available]
     if missing:
         raise OptionsError(f"no partition of topic(s) {', '.join(missing)} in {options.path}")
