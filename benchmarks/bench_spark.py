@@ -17,6 +17,7 @@ producer. Then, each timed on its own:
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import sys
@@ -111,7 +112,7 @@ def main() -> int:
             # Warm-up, untimed: Python workers started, modules imported, JIT warmed.
             warm = run_export(ExportConfig(
                 output=str(work / "warm"), source=str(broker.log_dir), topics=[TOPIC],
-                ending_offsets='{"%s":{"0":1000}}' % TOPIC), spark=spark)
+                ending_offsets=json.dumps({TOPIC: {"0": 1000}})), spark=spark)
             assert warm.rows > 0
             t = time.perf_counter()
             offline = run_export(ExportConfig(output=str(work / "offline"),
