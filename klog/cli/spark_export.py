@@ -132,6 +132,10 @@ def spark_export(
     except Exception as exc:  # offline/live read errors surface through Spark
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         _fail(f"{type(exc).__name__}: {first}")
+    for p in result.partitions:
+        if p.lost:
+            console.warn(f"{p.topic}-{p.partition}: {p.lost} records after the checkpoint "
+                         f"were deleted from the log before they could be exported")
     if json_:
         console.emit_json(result.to_dict())
     else:

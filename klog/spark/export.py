@@ -93,6 +93,9 @@ class PartitionSummary:
     files: int = 0
     first_offset: int = -1
     last_offset: int = -1
+    # Offsets deleted (retention, DeleteRecords) after the checkpoint's end before this run
+    # could export them: [checkpoint end, log start offset). Spark's failOnDataLoss case.
+    lost: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -255,9 +258,10 @@ def plan_ranges(config: ExportConfig, checkpoint: Checkpoint) -> list[PartitionS
         done = checkpoint.exported_end(po.topic, po.partition)
         if done is not None:
             start = max(start, done)
+        lost = po.earliest - done if done is not None and done < po.earliest else 0
         start = min(max(start, po.earliest), po.latest)
         end = min(max(end, start), po.latest)
-        out.append(PartitionSummary(po.topic, po.partition, start, end))
+        out.append(PartitionSummary(po.topic, po.partition, start, end, lost=lost))
     return out
 
 

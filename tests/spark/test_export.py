@@ -211,3 +211,20 @@ def test_a_corrupt_segment_fails_the_export_with_one_line_and_commits_nothing(
     assert result.output.count("\n") == 1, result.output
     assert "Spark failed" in result.output and "CorruptRecordError" in result.output
     assert not (out / "_klog_checkpoint" / "ranges.json").exists()
+
+
+def test_records_deleted_before_export_are_reported(spark: Any, tmp_path: Path) -> None:
+    logs, out = tmp_path / "logs", tmp_path / "out"
+    _append(logs, "t", 0, 0, 5)
+    config = ExportConfig(output=str(out), source=str(logs), topics=["t"])
+    assert run_export(config, spark=spark).rows == 5
+    # Retention ran: the log now starts at 12.
+    log = PartitionLog(logs / "t-0")
+    log.truncate_fully_and_start_at(12)
+    log.close()
+    _append(logs, "t", 0, 12, 3)
+    result = run_export(config, spark=spark)
+    assert [(p.start, p.end, p.rows, p.lost) for p in result.partitions] == [(12, 15, 3, 7)]
+    again = runner.invoke(app, ["spark-export", "--source", str(logs), "--topic", "t",
+                                "--output", str(tmp_path / "other"), "--json"])
+    assert again.exit_code == 0 and "warning" not in again.output
