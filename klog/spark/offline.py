@@ -302,6 +302,82 @@ def _append_legacy(
             builder.headers.append(())
 
 
+class RangeDecoder:
+    """Rows of offsets [start, end) out of whole log entries fed in offset order.
+
+    Shared by the offline reader (entries from segment files) and the live one (entries
+    from Fetch responses). Control batches are never rows; with ``set_aborted`` (read
+    committed), the batches of aborted transactions are skipped as Kafka's consumer skips
+    them: aborted transactions queued by first offset, a producer aborted from there until
+    its ABORT marker. ``done`` turns true at the first offset >= end.
+    """
+
+    def __init__(self, builder: ColumnBuilder, start: int, end: int) -> None:
+        self.builder = builder
+        self.start = start
+        self.end = end
+        self.read_committed = False
+        self._queue: list[tuple[int, int]] = []
+        self._aborted_producers: set[int] = set()
+        self.done = False
+        self.next_offset = start
+
+    def set_aborted(self, aborted: list[tuple[int, int]]) -> None:
+        """Read committed, with these aborted transactions as (producer_id, first_offset)."""
+        self.read_committed = True
+        self._queue = [(first, pid) for pid, first in aborted]
+        heapq.heapify(self._queue)
+        self._aborted_producers = set()
+
+    def entry(self, header: BatchHeader, buf: bytes) -> None:
+        if header.last_offset < self.start:
+            return
+        if header.base_offset is not None and header.base_offset >= self.end:
+            self.done = True
+            return
+        self.next_offset = max(self.next_offset, header.next_offset)
+        header.ensure_valid(buf)
+        if self.read_committed and header.has_producer_id:
+            queue = self._queue
+            while queue and queue[0][0] <= header.last_offset:
+                self._aborted_producers.add(heapq.heappop(queue)[1])
+            if header.is_control:
+                if _is_abort_marker(buf, header):
+                    self._aborted_producers.discard(header.producer_id)
+                return
+            if header.is_transactional and header.producer_id in self._aborted_producers:
+                return
+        if header.is_control:
+            return
+        if header.magic == MAGIC_V2:
+            past_end = append_v2_batch(buf, header, self.builder, self.start, self.end,
+                                       MAX_DECOMPRESSED_SIZE)
+            self.done = self.done or past_end or header.last_offset >= self.end - 1
+        else:
+            _append_legacy(buf, header, self.builder, self.start, self.end)
+            self.done = self.done or header.last_offset >= self.end - 1
+
+
+class _RowCounter:
+    """Rows, first and last offset of the batches a reader hands out."""
+
+    def __init__(self) -> None:
+        self.rows = 0
+        self.first_offset = -1
+        self.last_offset = -1
+
+    def flush(self, builder: ColumnBuilder) -> pa.RecordBatch:
+        self.rows += len(builder)
+        if self.first_offset < 0:
+            self.first_offset = builder.offsets[0]
+        self.last_offset = builder.offsets[-1]
+        return builder.flush()
+
+    def stats(self, builder: ColumnBuilder) -> dict[str, int]:
+        return {"rows": self.rows, "bytes": builder.nbytes,
+                "first_offset": self.first_offset, "last_offset": self.last_offset}
+
+
 def read_range(
     files: PartitionFiles,
     start: int,
@@ -319,68 +395,34 @@ def read_range(
     ``bytes`` (keys + values), ``first_offset`` and ``last_offset`` of what was read.
     """
     builder = ColumnBuilder(files.topic, files.partition, include_headers)
-    read_committed = aborted is not None
-    # Only transactions that end at or after the start can still matter.
-    queue = [(first, pid) for pid, first, last in (aborted or ()) if last >= start]
-    heapq.heapify(queue)
-    aborted_producers: set[int] = set()
-    rows = 0
-    first_offset = last_offset = -1
+    decoder = RangeDecoder(builder, start, end)
+    if aborted is not None:
+        # Only transactions that end at or after the start can still matter.
+        decoder.set_aborted([(pid, first) for pid, first, last in aborted if last >= start])
+    counter = _RowCounter()
     first_segment = files.segment_index_for(start)
-    done = False
     for seg in range(first_segment, len(files.segment_bases)):
         base = files.segment_bases[seg]
-        if base >= end or done:
+        if base >= end or decoder.done:
             break
         position = _index_position(files, base, start) if seg == first_segment else 0
         for header, buf in iter_entries(files.log_path(base), position):
-            if header.last_offset < start:
-                continue
-            if header.base_offset is not None and header.base_offset >= end:
-                done = True
-                break
-            header.ensure_valid(buf)
-            if read_committed and header.has_producer_id:
-                while queue and queue[0][0] <= header.last_offset:
-                    aborted_producers.add(heapq.heappop(queue)[1])
-                if header.is_control:
-                    if _is_abort_marker(buf, header):
-                        aborted_producers.discard(header.producer_id)
-                    continue
-                if header.is_transactional and header.producer_id in aborted_producers:
-                    continue
-            if header.is_control:
-                continue
-            if header.magic == MAGIC_V2:
-                past_end = append_v2_batch(buf, header, builder, start, end,
-                                           MAX_DECOMPRESSED_SIZE)
-                done = done or past_end
-            else:
-                _append_legacy(buf, header, builder, start, end)
-                done = done or header.last_offset >= end
+            decoder.entry(header, buf)
             if len(builder) >= batch_rows:
-                rows += len(builder)
-                if first_offset < 0:
-                    first_offset = builder.offsets[0]
-                last_offset = builder.offsets[-1]
-                yield builder.flush()
-            if done:
+                yield counter.flush(builder)
+            if decoder.done:
                 break
     if len(builder):
-        rows += len(builder)
-        if first_offset < 0:
-            first_offset = builder.offsets[0]
-        last_offset = builder.offsets[-1]
-        yield builder.flush()
+        yield counter.flush(builder)
     if stats is not None:
-        stats.update(rows=rows, bytes=builder.nbytes, first_offset=first_offset,
-                     last_offset=last_offset)
+        stats.update(counter.stats(builder))
 
 
 __all__ = [
     "NO_TIMESTAMP",
     "OfflineError",
     "PartitionFiles",
+    "RangeDecoder",
     "TxnState",
     "iter_entries",
     "list_partitions",
