@@ -4,12 +4,14 @@ This module owns the live side of the "klog" data source (option
 ``kafka.bootstrap.servers``). Planning asks the cluster for its topics and partitions
 (Metadata), each partition's earliest and latest offsets (ListOffsets; for read_committed
 "latest" is the last stable offset, as the broker answers it) and, with the timestamp
-options, the offsets of timestamps. A task reads one [start, end) range with a
-``klog.client.Consumer`` assigned to that one partition: Fetch requests, the client's own
-decoding (every format and codec, control batches dropped, aborted transactions skipped
-under read_committed), stopping once its position reaches ``end``.
+options, the offsets of timestamps (all through ``klog.client.Consumer``). A task reads
+one [start, end) range with Fetch requests of its own over klog's ``KafkaClient`` (version
+negotiation, leader lookup) and decodes the record bytes with the offline reader's
+``RangeDecoder``: every format and codec, control batches dropped, aborted transactions
+(from the response) skipped under read_committed, no per-record objects.
 
-Each call runs its own event loop (``asyncio.run``): Spark calls us from plain threads.
+Planning runs ``asyncio.run``; a task drives its own event loop one Arrow batch at a time
+(Spark calls us from plain threads and iterates lazily).
 """
 
 from __future__ import annotations
@@ -22,11 +24,20 @@ from typing import Any
 import pyarrow as pa
 
 from klog.client.consumer import Consumer
+from klog.client.errors import INVALID_METADATA, KafkaClientError, error_for
+from klog.client.network import KafkaClient
+from klog.protocol.errors import ErrorCode
+from klog.protocol.records.batch import iter_batch_headers
 from klog.spark.arrow import DEFAULT_BATCH_ROWS, ColumnBuilder
+from klog.spark.offline import MAX_BATCH_SIZE, RangeDecoder, _RowCounter
 from klog.spark.options import OffsetRange, OptionsError, PartitionOffsets, SourceOptions
 
 # A task that sees no progress for this long fails rather than hanging a Spark job.
 STALL_TIMEOUT_S = 60.0
+FETCH = 1
+PARTITION_FETCH_BYTES = 8 * 1024 * 1024
+REQUEST_TIMEOUT_MS = 30_000
+RETRY_BACKOFF_S = 0.1
 
 
 class LiveError(Exception):
@@ -93,49 +104,102 @@ async def _read(
     servers: str, r: OffsetRange, include_headers: bool, read_committed: bool,
     batch_rows: int, stats: dict[str, int],
 ) -> AsyncIterator[pa.RecordBatch]:
+    # Fetch requests by hand (not the Consumer): the partition's record bytes go straight
+    # into column lists through the offline reader's RangeDecoder, with no per-record
+    # objects on the way -- the same decoding, whichever side the bytes came from.
     builder = ColumnBuilder(r.topic, r.partition, include_headers)
-    tp = (r.topic, r.partition)
-    rows = 0
-    first = last = -1
-    async with Consumer(
-        servers, isolation_level=_isolation(read_committed), auto_offset_reset="none",
-        client_id="klog-spark-reader", max_partition_fetch_bytes=4 * 1024 * 1024,
-    ) as consumer:
-        consumer.assign([tp])
-        consumer.seek(tp, r.start)
+    decoder = RangeDecoder(builder, r.start, r.end)
+    counter = _RowCounter()
+    max_bytes = PARTITION_FETCH_BYTES
+    client = KafkaClient(servers, client_id="klog-spark-reader")
+    await client.start()
+    try:
+        offset = r.start
         deadline = time.monotonic() + STALL_TIMEOUT_S
-        while await consumer.position(tp) < r.end:
-            batch = await consumer.getmany(tp, timeout_ms=500)
-            if not batch:
-                if time.monotonic() > deadline:
-                    raise LiveError(
-                        f"{r.topic}-{r.partition}: no progress towards offset {r.end} for "
-                        f"{STALL_TIMEOUT_S:.0f} s")
+        last_error: Exception | None = None
+        while offset < r.end and not decoder.done:
+            if time.monotonic() > deadline:
+                why = f" (last error: {last_error})" if last_error else ""
+                raise LiveError(f"{r.topic}-{r.partition}: no progress at offset {offset} for "
+                                f"{STALL_TIMEOUT_S:.0f} s{why}")
+            try:
+                leader = await client.leader_for(r.topic, r.partition)
+                part = await _fetch(client, leader, r, offset, max_bytes, read_committed)
+            except KafkaClientError as exc:
+                # Leaders move and connections drop: retried until the stall timeout.
+                last_error = exc
+                client.request_metadata_refresh()
+                await asyncio.sleep(RETRY_BACKOFF_S)
                 continue
+            code = int(part.error_code)
+            if code in INVALID_METADATA:
+                client.request_metadata_refresh()
+                await asyncio.sleep(RETRY_BACKOFF_S)
+                continue
+            if code != ErrorCode.NONE:
+                raise LiveError(f"{r.topic}-{r.partition} at offset {offset}: "
+                                f"{error_for(code, 'fetch')}")
+            data = part.records or b""
+            if read_committed:
+                decoder.set_aborted([(int(a.producer_id), int(a.first_offset))
+                                     for a in (part.aborted_transactions or ())])
+            whole = False
+            for header in iter_batch_headers(data, max_batch_size=MAX_BATCH_SIZE):
+                whole = True
+                decoder.entry(header, data)
+                if decoder.done:
+                    break
+            if data and not whole:
+                # The first batch is bigger than we asked for (brokers before Fetch v3).
+                max_bytes = min(max_bytes * 4, MAX_BATCH_SIZE)
+                continue
+            if not data:
+                # Nothing past ``offset`` yet; past the end of what is stable, wait.
+                await asyncio.sleep(RETRY_BACKOFF_S)
+                continue
+            offset = max(offset, decoder.next_offset)
             deadline = time.monotonic() + STALL_TIMEOUT_S
-            for records in batch.values():
-                for rec in records:
-                    if rec.offset >= r.end:
-                        break
-                    key, value = rec.key, rec.value
-                    builder.keys.append(key)
-                    builder.values.append(value)
-                    builder.offsets.append(rec.offset)
-                    builder.timestamps.append(rec.timestamp)
-                    builder.timestamp_types.append(rec.timestamp_type)
-                    if include_headers:
-                        builder.headers.append(rec.headers)
-            if len(builder) >= batch_rows:
-                rows += len(builder)
-                first = builder.offsets[0] if first < 0 else first
-                last = builder.offsets[-1]
-                yield builder.flush()
-    if len(builder):
-        rows += len(builder)
-        first = builder.offsets[0] if first < 0 else first
-        last = builder.offsets[-1]
-        yield builder.flush()
-    stats.update(rows=rows, bytes=builder.nbytes, first_offset=first, last_offset=last)
+            while len(builder) >= batch_rows:
+                yield counter.flush(builder)
+        if len(builder):
+            yield counter.flush(builder)
+        stats.update(counter.stats(builder))
+    finally:
+        await client.close()
+
+
+async def _fetch(
+    client: KafkaClient, leader: int, r: OffsetRange, offset: int, max_bytes: int,
+    read_committed: bool,
+) -> Any:
+    values = {
+        "replica_id": -1,
+        "max_wait": 500,
+        "min_bytes": 1,
+        "max_bytes": max_bytes,
+        "isolation_level": 1 if read_committed else 0,
+        "session_id": 0,
+        "session_epoch": -1,
+        "topics": [{"topic": r.topic, "partitions": [{
+            "partition": r.partition,
+            "fetch_offset": offset,
+            "partition_max_bytes": max_bytes,
+            "current_leader_epoch": -1,
+            "last_fetched_epoch": -1,
+            "log_start_offset": -1,
+        }]}],
+        "forgotten_topics_data": [],
+        "rack_id": "",
+    }
+    response = await client.send(leader, FETCH, values, timeout_ms=REQUEST_TIMEOUT_MS)
+    top = int(getattr(response, "error_code", 0) or 0)
+    if top:
+        raise error_for(top, "fetch")
+    for topic in response.responses:
+        for part in topic.partitions:
+            if int(part.partition_index) == r.partition:
+                return part
+    raise KafkaClientError(f"the fetch response has no {r.topic}-{r.partition}")
 
 
 def read_range(
