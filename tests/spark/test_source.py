@@ -153,3 +153,21 @@ def test_timestamp_options(spark: Any, kafka_corpus: Path) -> None:
     # Per partition, from the first record at or after the time: here timestamps grow
     # with offsets, so that is every record at or after it.
     assert got == [s for s in stamps if s >= middle]
+
+
+def test_live_read_committed_excludes_aborted_records(spark: Any, klog_broker: Any) -> None:
+    # klog's broker has no transaction coordinator yet: the transactional data (with its
+    # markers and .txnindex) is written into the stopped broker's log, then served.
+    admin = AdminClient({"bootstrap.servers": klog_broker.bootstrap_servers})
+    admin.create_topics([NewTopic("tx", 1, 1)])["tx"].result(timeout=20)
+    klog_broker.stop()
+    batches, committed = transactional_batches()
+    write_partition(klog_broker.log_dir, "tx", 0, batches)
+    klog_broker.start()
+    servers = {"kafka.bootstrap.servers": klog_broker.bootstrap_servers}
+    df = _read(spark, subscribe="tx", **servers,
+               **{"kafka.isolation.level": "read_committed"})
+    assert sorted(r["offset"] for r in df.collect()) == committed
+    everything = _read(spark, subscribe="tx", **servers)
+    assert sorted(r["offset"] for r in everything.collect()) == [0, 1, 2, 3, 4, 5, 6, 9, 11,
+                                                                 12, 13]
