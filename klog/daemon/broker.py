@@ -253,6 +253,8 @@ class Broker:
         try:
             await asyncio.to_thread(self._register_broker)
             log.info("registered again at %s after the ZooKeeper session expired", path)
+            if self.controller is not None:
+                self.controller.session_renewed()
         except RuntimeError:
             stat = await asyncio.to_thread(store.exists, path)
             if stat is None or stat.ephemeral_owner != store.session_id:

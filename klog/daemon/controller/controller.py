@@ -24,10 +24,12 @@ from klog.daemon.metadata_cache import BrokerEndpoint, BrokerInfo, PartitionStat
 from klog.daemon.metastore import paths
 from klog.daemon.metastore.base import (
     BadVersionError,
+    ConnectionLossError,
     CreateOp,
     MetastoreError,
     NodeExistsError,
     NoNodeError,
+    SessionExpiredError,
     WatchedEvent,
 )
 from klog.protocol.errors import ErrorCode
@@ -86,6 +88,12 @@ class Controller:
             chan, self.channel = self.channel, None
             await chan.close()
 
+    def session_renewed(self) -> None:
+        """The broker has a new metastore session (the old one expired): its watches went
+        with it, so run the election again (become controller, or watch the one there)."""
+        if self._loop is not None and not self._closed:
+            self._queue.put_nowait(("controller_change", None))
+
     async def controlled_shutdown(self, broker_id: int,
                                   broker_epoch: int) -> tuple[int, list[TopicPartition]]:
         """ControlledShutdown from ``broker_id``: move its leaderships away (an event in
@@ -113,6 +121,16 @@ class Controller:
                 await self._process(kind, arg)
             except asyncio.CancelledError:
                 raise
+            except (SessionExpiredError, ConnectionLossError) as exc:
+                # Not a bug: the metastore went away under us. Without a session this
+                # broker's /controller is gone and another broker takes over: resign (the
+                # broker asks for an election again once it has a new session).
+                log.warning("controller event %s failed: %s: %s", kind,
+                            type(exc).__name__, exc)
+                if isinstance(exc, SessionExpiredError) and self.active:
+                    log.warning("broker %d resigns as controller: its ZooKeeper session "
+                                "expired", self.broker_id)
+                    await self._resign()
             except Exception:
                 log.exception("controller event %s(%s) failed", kind, arg)
 
