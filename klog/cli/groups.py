@@ -270,7 +270,7 @@ def reset_offsets(
     elif to_offset is not None:
         spec = OffsetResetSpec("offset", to_offset)
     elif to_datetime is not None:
-        spec = OffsetResetSpec("datetime", parse_time(to_datetime))
+        spec = OffsetResetSpec("datetime", parse_time(to_datetime, "--to-datetime"))
     else:
         spec = OffsetResetSpec("shift", int(shift_by or 0))
     wanted = parse_topic_partitions(topic)

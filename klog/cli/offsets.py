@@ -19,8 +19,9 @@ from klog.cli.topic import (
 )
 
 
-def parse_time(value: str) -> int:
-    """A timestamp in ms since the epoch, or an ISO-8601 date/time (UTC when no zone)."""
+def parse_time(value: str, option: str = "--time") -> int:
+    """A timestamp in ms since the epoch, or an ISO-8601 date/time (UTC when no zone);
+    ``option`` names the flag in the error."""
     import datetime
 
     try:
@@ -30,7 +31,7 @@ def parse_time(value: str) -> int:
     try:
         moment = datetime.datetime.fromisoformat(value)
     except ValueError:
-        fail(f"--time {value!r} is neither milliseconds nor an ISO-8601 time",
+        fail(f"{option} {value!r} is neither milliseconds nor an ISO-8601 time",
              console.EXIT_USAGE)
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=datetime.UTC)

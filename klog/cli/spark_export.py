@@ -99,6 +99,9 @@ def spark_export(
         _fail("give --topic (one or more) or --topic-pattern", console.EXIT_USAGE)
     try:
         from klog.spark.export import FORMATS, ExportConfig, ExportError, run_export
+        from klog.spark.live import LiveError
+        from klog.spark.offline import OfflineError
+        from klog.spark.options import OptionsError
     except ImportError as exc:  # pyspark / pyarrow missing
         _fail(f"spark-export needs the spark extra (pip install 'klog[spark]'): {exc}")
     if format_ not in FORMATS:
@@ -129,6 +132,8 @@ def spark_export(
         result = run_export(config, progress=None if json_ else progress)
     except ExportError as exc:
         _fail(str(exc))
+    except (OfflineError, LiveError, OptionsError) as exc:  # ours: the message says it all
+        _fail(str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__)
     except Exception as exc:  # offline/live read errors surface through Spark
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         _fail(f"{type(exc).__name__}: {first}")
