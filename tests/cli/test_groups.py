@@ -114,6 +114,7 @@ def test_topic_partition_arguments() -> None:
     (["reset-offsets", "g", "-t", "t", "--to-earliest", "--execute", "--dry-run"], "exclude"),
     (["reset-offsets", "g", "-t", "t:x", "--to-earliest"], "partitions must be numbers"),
     (["reset-offsets", "g", "-t", "t", "--to-offset", "-1"], "must not be negative"),
+    (["reset-offsets", "g", "-t", "t", "--to-datetime", "soon"], "--to-datetime 'soon' is"),
     (["describe"], "--all-groups"),
     (["describe", "g", "--members", "--state"], "choose one"),
 ])

@@ -157,6 +157,7 @@ def test_cli_json_summary_and_errors(spark: Any, kafka_corpus: Path, tmp_path: P
                                   "--topic", "t", "--output", str(out)])
     assert missing.exit_code == 1
     assert missing.output.count("\n") == 1 and "is not a directory" in missing.output
+    assert "Error:" not in missing.output  # our errors, without an exception class name
     unknown = runner.invoke(app, ["spark-export", "--source", str(kafka_corpus),
                                   "--topic", "nope", "--output", str(out)])
     assert unknown.exit_code == 1 and "no partition of topic(s) nope" in unknown.output
