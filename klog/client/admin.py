@@ -37,6 +37,7 @@ DESCRIBE_CONFIGS, DESCRIBE_LOG_DIRS, CREATE_PARTITIONS = 32, 35, 37
 INCREMENTAL_ALTER_CONFIGS, DESCRIBE_CLUSTER = 44, 60
 OFFSET_COMMIT, OFFSET_FETCH, DESCRIBE_GROUPS, LIST_GROUPS = 8, 9, 15, 16
 DELETE_GROUPS, OFFSET_DELETE = 42, 47
+ALTER_PARTITION_REASSIGNMENTS, LIST_PARTITION_REASSIGNMENTS = 45, 46
 
 # ListOffsets' special timestamps (ListOffsetsRequest.EARLIEST_TIMESTAMP etc.).
 LATEST_TIMESTAMP = -1
@@ -251,6 +252,16 @@ class PartitionLag:
     host: str | None
     client_id: str | None
     metadata: str | None = None
+
+
+@dataclass(frozen=True)
+class PartitionReassignment:
+    """An ongoing reassignment: ``replicas`` is the full set during the move (the target
+    plus the replicas still being removed), as ListPartitionReassignments reports it."""
+
+    replicas: tuple[int, ...]
+    adding_replicas: tuple[int, ...]
+    removing_replicas: tuple[int, ...]
 
 
 @dataclass(frozen=True)
@@ -663,6 +674,59 @@ class AdminClient:
                 },
             ) for d in response.results]
         return out
+
+    # -- partition reassignments
+
+    async def alter_partition_reassignments(
+            self, targets: Mapping[TopicPartition, Sequence[int] | None], *,
+            timeout_ms: int | None = None) -> dict[TopicPartition, KafkaClientError | None]:
+        """Start (target replicas) or cancel (None) reassignments at the controller;
+        partition -> None when accepted, or the error Kafka reported for it."""
+        by_topic: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        for (topic, partition), replicas in sorted(targets.items()):
+            by_topic[topic].append({"partition_index": partition,
+                                    "replicas": None if replicas is None else list(replicas)})
+        values = {
+            "timeout": self._timeout_ms if timeout_ms is None else timeout_ms,
+            "allow_replication_factor_change": True,
+            "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()],
+        }
+        response = await self._to_controller(
+            ALTER_PARTITION_REASSIGNMENTS, values,
+            lambda r: {int(r.error_code)} | {int(p.error_code) for t in r.responses
+                                              for p in t.partitions})
+        top = _error(response.error_code, response.error_message, "reassignment")
+        out: dict[TopicPartition, KafkaClientError | None] = {tp: top for tp in targets}
+        if top is None:
+            for t in response.responses:
+                for p in t.partitions:
+                    tp = (t.name, int(p.partition_index))
+                    out[tp] = _error(p.error_code, p.error_message, f"{t.name}-{tp[1]}")
+        return out
+
+    async def list_partition_reassignments(
+            self, tps: Sequence[TopicPartition] | None = None
+            ) -> dict[TopicPartition, PartitionReassignment]:
+        """The reassignments in progress (``tps`` None = all of them)."""
+        topics = None
+        if tps is not None:
+            by_topic: dict[str, list[int]] = defaultdict(list)
+            for topic, partition in tps:
+                by_topic[topic].append(partition)
+            topics = [{"name": t, "partition_indexes": sorted(ps)}
+                      for t, ps in sorted(by_topic.items())]
+        response = await self._to_controller(
+            LIST_PARTITION_REASSIGNMENTS, {"timeout": self._timeout_ms, "topics": topics},
+            lambda r: {int(r.error_code)})
+        error = _error(response.error_code, response.error_message,
+                       "list partition reassignments")
+        if error is not None:
+            raise error
+        return {(t.name, int(p.partition_index)): PartitionReassignment(
+                    tuple(int(b) for b in p.replicas),
+                    tuple(int(b) for b in p.adding_replicas),
+                    tuple(int(b) for b in p.removing_replicas))
+                for t in response.topics for p in t.partitions}
 
     # -- consumer groups
 
