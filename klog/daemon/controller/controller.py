@@ -19,7 +19,7 @@ import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from klog.daemon.controller import channel, receiver
+from klog.daemon.controller import channel, leader_balance, receiver
 from klog.daemon.metadata_cache import BrokerEndpoint, BrokerInfo, PartitionState
 from klog.daemon.metastore import paths
 from klog.daemon.metastore.base import (
@@ -62,6 +62,8 @@ class Controller:
         self._task: asyncio.Task[None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._closed = False
+        # Elections on request, the preferred-election znode, auto rebalance (E).
+        self.balance = leader_balance.LeaderBalancer(self)
 
     @property
     def store(self) -> Any:
@@ -84,6 +86,7 @@ class Controller:
 
     async def _resign(self) -> None:
         self.active = False
+        self.balance.on_resign()
         if self.channel is not None:
             chan, self.channel = self.channel, None
             await chan.close()
@@ -93,6 +96,12 @@ class Controller:
         with it, so run the election again (become controller, or watch the one there)."""
         if self._loop is not None and not self._closed:
             self._queue.put_nowait(("controller_change", None))
+
+    async def elect_leaders(self, election_type: int, tps: list[TopicPartition] | None
+                            ) -> dict[TopicPartition, tuple[int, str | None]]:
+        """ElectLeaders: 0 PREFERRED, 1 UNCLEAN; ``tps`` None = every partition. An event
+        in the controller's queue (klog/daemon/controller/leader_balance.py)."""
+        return await self.balance.request(election_type, tps)
 
     async def controlled_shutdown(self, broker_id: int,
                                   broker_epoch: int) -> tuple[int, list[TopicPartition]]:
@@ -137,6 +146,9 @@ class Controller:
     async def _process(self, kind: str, arg: Any) -> None:
         if kind == "controller_change":
             await self._elect()
+            return
+        if kind in leader_balance.EVENTS:
+            await self.balance.process(kind, arg)
             return
         if kind == "controlled_shutdown":
             broker_id, broker_epoch, future = arg
@@ -232,6 +244,7 @@ class Controller:
         await self._on_delete_topics()
         self._send_all()
         await self._on_isr_change()
+        await self.balance.on_failover()
 
     def _adopt_orphan_logs(self) -> None:
         """Standalone: partitions found in the log dirs that the metastore does not know
