@@ -19,7 +19,7 @@ import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from klog.daemon.controller import channel, leader_balance, receiver
+from klog.daemon.controller import channel, leader_balance, reassignment, receiver
 from klog.daemon.metadata_cache import BrokerEndpoint, BrokerInfo, PartitionState
 from klog.daemon.metastore import paths
 from klog.daemon.metastore.base import (
@@ -64,6 +64,8 @@ class Controller:
         self._closed = False
         # Elections on request, the preferred-election znode, auto rebalance (E).
         self.balance = leader_balance.LeaderBalancer(self)
+        # Partition reassignments (KIP-455) and /admin/reassign_partitions (R).
+        self.reassignments = reassignment.ReassignmentManager(self)
 
     @property
     def store(self) -> Any:
@@ -102,6 +104,27 @@ class Controller:
         """ElectLeaders: 0 PREFERRED, 1 UNCLEAN; ``tps`` None = every partition. An event
         in the controller's queue (klog/daemon/controller/leader_balance.py)."""
         return await self.balance.request(election_type, tps)
+
+    async def alter_partition_reassignments(
+            self, targets: dict[TopicPartition, list[int] | None],
+            allow_rf_change: bool = True) -> dict[TopicPartition, tuple[int, str | None]]:
+        """AlterPartitionReassignments: a target per partition (None cancels); (error
+        code, message) per partition. An event in the controller's queue
+        (klog/daemon/controller/reassignment.py)."""
+        assert self._loop is not None
+        future: asyncio.Future[dict[TopicPartition, tuple[int, str | None]]] = (
+            self._loop.create_future())
+        self._queue.put_nowait(("alter_reassignments", (targets, allow_rf_change, future)))
+        return await future
+
+    def list_partition_reassignments(self, tps: list[TopicPartition] | None
+                                     ) -> dict[TopicPartition,
+                                               tuple[list[int], list[int], list[int]]]:
+        """Ongoing reassignments (replicas, adding, removing) among ``tps`` (None: all)."""
+        return self.reassignments.list(tps)
+
+    def is_reassigning(self, tp: TopicPartition) -> bool:
+        return self.reassignments.is_reassigning(tp)
 
     async def controlled_shutdown(self, broker_id: int,
                                   broker_epoch: int) -> tuple[int, list[TopicPartition]]:
@@ -150,6 +173,20 @@ class Controller:
         if kind in leader_balance.EVENTS:
             await self.balance.process(kind, arg)
             return
+        if kind == "alter_reassignments":
+            targets, allow_rf_change, future = arg
+            try:
+                if self.active:
+                    results = await self.reassignments.alter(targets, allow_rf_change)
+                else:
+                    results = {tp: (int(ErrorCode.NOT_CONTROLLER), None) for tp in targets}
+            except Exception as exc:
+                if not future.done():
+                    future.set_exception(exc)
+                raise
+            if not future.done():
+                future.set_result(results)
+            return
         if kind == "controlled_shutdown":
             broker_id, broker_epoch, future = arg
             try:
@@ -174,6 +211,10 @@ class Controller:
             await self._on_broker_change()
         elif kind == "isr_change":
             await self._on_isr_change()
+        elif kind == "reassign_partitions":
+            await self.reassignments.on_legacy_znode()
+        elif kind == "reassign_isr":
+            await self.reassignments.on_isr_watch(arg)
 
     async def _call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
         return await asyncio.to_thread(fn, *args, **kwargs)
@@ -244,6 +285,7 @@ class Controller:
         await self._on_delete_topics()
         self._send_all()
         await self._on_isr_change()
+        await self.reassignments.on_failover()
         await self.balance.on_failover()
 
     def _adopt_orphan_logs(self) -> None:
@@ -581,6 +623,7 @@ class Controller:
         self.states.update(fresh)
         if fresh:
             self._send_update_metadata(list(fresh.values()))
+            await self.reassignments.maybe_complete(fresh)
 
     def _take_isr_changes(self, names: list[str]) -> set[TopicPartition]:
         tps: set[TopicPartition] = set()
