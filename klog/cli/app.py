@@ -61,6 +61,9 @@ def _register_commands() -> None:
     from klog.cli import cluster
 
     cluster.register(app)
+    from klog.cli import reassign
+
+    reassign.register(app)
     from klog.cli import spark_export
 
     spark_export.register(app)

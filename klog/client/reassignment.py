@@ -1,0 +1,589 @@
+"""Partition reassignment as kafka-reassign-partitions.sh plans, starts, verifies and
+cancels it: the logic behind ``klog reassign``.
+
+Owns the tool's JSON formats (topics-to-move ``{"version":1,"topics":[{"topic":..}]}`` and
+the reassignment ``{"version":1,"partitions":[{"topic","partition","replicas","log_dirs"}]}``)
+and their validation with Kafka's messages; ``generate``'s proposal (Kafka's
+assignReplicasToBrokers, rack-aware unless disabled); the throttles ``execute`` writes
+(broker rates on every broker a move touches, topic ``partition:broker`` lists: leaders =
+the current replicas of moving partitions, followers = the replicas being added) and
+``verify``/``cancel`` clear; each partition's status; and the byte progress of the
+replicas being added, from DescribeLogDirs. The pure parts take and return plain values;
+the ``async`` ones take a started AdminClient. Not thread-safe (one event loop).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from klog.client.admin import AdminClient, AlterConfigOp, ConfigResource, TopicPartition
+from klog.client.errors import KafkaClientError
+
+# The configs a throttled reassignment writes, by Kafka's names.
+LEADER_RATE = "leader.replication.throttled.rate"
+FOLLOWER_RATE = "follower.replication.throttled.rate"
+LOG_DIR_RATE = "replica.alter.log.dirs.io.max.bytes.per.second"
+LEADER_REPLICAS = "leader.replication.throttled.replicas"
+FOLLOWER_REPLICAS = "follower.replication.throttled.replicas"
+BROKER_THROTTLES = (LEADER_RATE, FOLLOWER_RATE, LOG_DIR_RATE)
+TOPIC_THROTTLES = (LEADER_REPLICAS, FOLLOWER_REPLICAS)
+
+VERIFY_WARNING = ("Warning: You must run --verify periodically, until the reassignment "
+                  "completes, to ensure the throttle is removed.")
+EXISTING_REASSIGNMENT = (
+    "Cannot execute because there is an existing partition assignment.  Use --additional "
+    "to override this and create a new partition assignment in addition to the existing "
+    "one. The --additional flag can also be used to change the throttle by resubmitting "
+    "the current reassignment.")
+
+Assignment = dict[TopicPartition, list[int]]
+
+
+class ReassignmentError(ValueError):
+    """Input the tool refuses (bad JSON, duplicates, unknown partitions or brokers)."""
+
+
+# --- names and JSON -----------------------------------------------------------------------
+
+
+def tp_name(tp: TopicPartition) -> str:
+    """Kafka's TopicPartition.toString: ``topic-partition``."""
+    return f"{tp[0]}-{tp[1]}"
+
+
+def sorted_tps(tps: Iterable[TopicPartition]) -> list[TopicPartition]:
+    """Kafka's compareTopicPartitions order: by topic, then partition number."""
+    return sorted(tps)
+
+
+def _duplicates(values: Iterable[Any]) -> list[Any]:
+    seen: set[Any] = set()
+    dups: list[Any] = []
+    for v in values:
+        if v in seen and v not in dups:
+            dups.append(v)
+        seen.add(v)
+    return dups
+
+
+def _load(text: str, what: str) -> dict[str, Any]:
+    try:
+        doc = json.loads(text)
+    except ValueError as exc:
+        raise ReassignmentError(f"{what} is not valid JSON: {exc}") from None
+    if not isinstance(doc, dict):
+        raise ReassignmentError(f"{what} must be a JSON object")
+    version = doc.get("version", 1)
+    if version != 1:
+        raise ReassignmentError(f"Not supported version field value {version}")
+    return doc
+
+
+def _int(value: Any, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ReassignmentError(f"{what} must be an integer, not {value!r}")
+    return value
+
+
+def parse_broker_list(text: str) -> list[int]:
+    """``--broker-list 1,2,3``; duplicates are refused as Kafka refuses them."""
+    try:
+        brokers = [int(b) for b in text.split(",") if b.strip()]
+    except ValueError:
+        raise ReassignmentError(f"--broker-list {text!r} must be broker ids separated by "
+                                f"commas") from None
+    if not brokers:
+        raise ReassignmentError("--broker-list names no broker")
+    dups = _duplicates(brokers)
+    if dups:
+        raise ReassignmentError("Broker list contains duplicate entries: "
+                                + ",".join(str(b) for b in dups))
+    return brokers
+
+
+def parse_topics_to_move(text: str) -> list[str]:
+    """The --topics-to-move-json-file document -> topic names."""
+    doc = _load(text, "the topics-to-move JSON")
+    topics = doc.get("topics")
+    if not isinstance(topics, list):
+        raise ReassignmentError('the topics-to-move JSON has no "topics" list')
+    names = []
+    for item in topics:
+        if not isinstance(item, dict) or not isinstance(item.get("topic"), str):
+            raise ReassignmentError(f'each entry of "topics" needs a "topic" name: {item!r}')
+        names.append(item["topic"])
+    dups = _duplicates(names)
+    if dups:
+        raise ReassignmentError("List of topics to reassign contains duplicate entries: "
+                                + ",".join(dups))
+    return names
+
+
+def parse_reassignment(text: str, *, validate: bool = True
+                       ) -> tuple[Assignment, dict[tuple[str, int, int], str]]:
+    """The --reassignment-json-file document -> (partition -> target replicas, the log
+    dirs it asks for other than ``any`` keyed by (topic, partition, broker)).
+
+    ``validate`` applies execute's checks (non-empty, no duplicate partitions or
+    replicas), with Kafka's messages.
+    """
+    doc = _load(text, "the reassignment JSON")
+    partitions = doc.get("partitions")
+    if not isinstance(partitions, list):
+        raise ReassignmentError('the reassignment JSON has no "partitions" list')
+    pairs: list[tuple[TopicPartition, list[int]]] = []
+    log_dirs: dict[tuple[str, int, int], str] = {}
+    for item in partitions:
+        if not isinstance(item, dict) or not isinstance(item.get("topic"), str):
+            raise ReassignmentError(f'each partition needs "topic", "partition" and '
+                                    f'"replicas": {item!r}')
+        topic = item["topic"]
+        partition = _int(item.get("partition"), f"the partition of {topic!r}")
+        replicas_value = item.get("replicas")
+        if not isinstance(replicas_value, list):
+            raise ReassignmentError(f'{topic}-{partition} needs a "replicas" list')
+        replicas = [_int(r, f"a replica of {topic}-{partition}") for r in replicas_value]
+        dirs = item.get("log_dirs", ["any"] * len(replicas))
+        if not isinstance(dirs, list) or not all(isinstance(d, str) for d in dirs):
+            raise ReassignmentError(f'"log_dirs" of {topic}-{partition} must be a list '
+                                    f'of strings')
+        if len(dirs) != len(replicas):
+            raise ReassignmentError(
+                f"Size of replicas list {replicas} is different from size of log dirs list "
+                f"{dirs} for partition {topic}-{partition}")
+        for broker, d in zip(replicas, dirs, strict=True):
+            if d != "any":
+                log_dirs[(topic, partition, broker)] = d
+        pairs.append(((topic, partition), replicas))
+    if validate:
+        if not pairs:
+            raise ReassignmentError("Partition reassignment list cannot be empty.")
+        if any(not replicas for _, replicas in pairs):
+            raise ReassignmentError("Partition replica list cannot be empty.")
+        dups = _duplicates(tp for tp, _ in pairs)
+        if dups:
+            raise ReassignmentError("Partition reassignment contains duplicate topic "
+                                    "partitions: " + ",".join(tp_name(tp) for tp in dups))
+        multiple = [f"{tp_name(tp)} contains multiple entries for "
+                    + ",".join(str(b) for b in _duplicates(replicas))
+                    for tp, replicas in pairs if _duplicates(replicas)]
+        if multiple:
+            raise ReassignmentError("Partition replica lists may not contain duplicate "
+                                    "entries: " + ". ".join(multiple))
+    return dict(pairs), log_dirs
+
+
+def format_reassignment(assignment: Mapping[TopicPartition, Sequence[int]]) -> str:
+    """Kafka's formatAsReassignmentJson: one compact line, partitions in order."""
+    return json.dumps({"version": 1, "partitions": [
+        {"topic": t, "partition": p, "replicas": list(assignment[(t, p)]),
+         "log_dirs": ["any"] * len(assignment[(t, p)])}
+        for t, p in sorted_tps(assignment)]}, separators=(",", ":"))
+
+
+def assignment_json(assignment: Mapping[TopicPartition, Sequence[int]]) -> dict[str, Any]:
+    return json.loads(format_reassignment(assignment))
+
+
+# --- generate -----------------------------------------------------------------------------
+
+
+def _rack_alternated(racks: Mapping[int, str]) -> list[int]:
+    """Brokers ordered rack by rack in turn (racks sorted, brokers sorted in a rack), so
+    that consecutive brokers sit in different racks (Kafka's getRackAlternatedBrokerList)."""
+    by_rack: dict[str, list[int]] = defaultdict(list)
+    for broker, rack in sorted(racks.items()):
+        by_rack[rack].append(broker)
+    iters = {rack: iter(brokers) for rack, brokers in by_rack.items()}
+    order = sorted(by_rack)
+    out: list[int] = []
+    i = 0
+    while len(out) < len(racks):
+        nxt = next(iters[order[i]], None)
+        if nxt is not None:
+            out.append(nxt)
+        i = (i + 1) % len(order)
+    return out
+
+
+def assign_replicas_rack_aware(racks: Mapping[int, str], num_partitions: int,
+                               replication_factor: int, rng: random.Random | None = None
+                               ) -> dict[int, list[int]]:
+    """Kafka's assignReplicasToBrokersRackAware: the leaders round-robin over the
+    rack-alternated broker list; each further replica goes to the next broker (shifted)
+    whose rack, and then itself, holds no replica yet, while such racks/brokers remain."""
+    if replication_factor > len(racks):
+        raise ReassignmentError(f"Replication factor: {replication_factor} larger than "
+                                f"available brokers: {len(racks)}.")
+    rng = rng or random.Random()
+    arranged = _rack_alternated(racks)
+    n = len(arranged)
+    num_racks = len(set(racks.values()))
+    start_index = rng.randrange(n)
+    shift = rng.randrange(n)
+    out: dict[int, list[int]] = {}
+    for partition in range(num_partitions):
+        if partition > 0 and partition % n == 0:
+            shift += 1
+        first = (partition + start_index) % n
+        leader = arranged[first]
+        replicas = [leader]
+        used_racks = {racks[leader]}
+        used = {leader}
+        k = 0
+        for _ in range(replication_factor - 1):
+            while True:
+                step = 1 + (shift * num_racks + k) % (n - 1)
+                broker = arranged[(first + step) % n]
+                k += 1
+                rack = racks[broker]
+                if ((rack not in used_racks or len(used_racks) == num_racks)
+                        and (broker not in used or len(used) == n)):
+                    replicas.append(broker)
+                    used_racks.add(rack)
+                    used.add(broker)
+                    break
+        out[partition] = replicas
+    return out
+
+
+def propose(current: Mapping[TopicPartition, Sequence[int]], brokers: Mapping[int, str | None],
+            *, rack_aware: bool = True, rng: random.Random | None = None) -> Assignment:
+    """generate's proposal: each topic's partitions spread anew over ``brokers`` (id ->
+    rack, the --broker-list brokers the cluster knows), keeping each topic's replication
+    factor (that of its first partition, as Kafka does)."""
+    from klog.daemon.admin import AdminError, assign_replicas
+
+    rng = rng or random.Random()
+    if not brokers:
+        raise ReassignmentError("none of the brokers in --broker-list is in the cluster")
+    racks = {b: r for b, r in brokers.items() if r is not None} if rack_aware else {}
+    if racks and len(racks) != len(brokers):
+        raise ReassignmentError(
+            "Not all brokers have rack information. Add --disable-rack-aware in command "
+            "line to make replica assignment without rack information.")
+    by_topic: dict[str, list[int]] = defaultdict(list)
+    for topic, partition in sorted_tps(current):
+        by_topic[topic].append(partition)
+    out: Assignment = {}
+    for topic, partitions in by_topic.items():
+        rf = len(current[(topic, partitions[0])])
+        if racks:
+            plan = assign_replicas_rack_aware(racks, len(partitions), rf, rng)
+        else:
+            try:
+                plan = assign_replicas(list(brokers), len(partitions), rf, rng=rng)
+            except AdminError as exc:
+                raise ReassignmentError(str(exc)) from None
+        for index, partition in enumerate(partitions):
+            out[(topic, partition)] = plan[index]
+    return out
+
+
+# --- execute: moves and throttles ---------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PartitionMove:
+    sources: frozenset[int]  # the replicas before the move
+    destinations: frozenset[int]  # the target replicas
+
+
+MoveMap = dict[str, dict[int, PartitionMove]]
+
+
+def move_map(ongoing: Mapping[TopicPartition, Any], proposed: Mapping[TopicPartition,
+             Sequence[int]], current: Mapping[TopicPartition, Sequence[int]]) -> MoveMap:
+    """Kafka's calculateProposedMoveMap: ongoing reassignments (replicas minus adding =
+    where they came from) plus the proposed ones (sources = the ongoing move's sources or
+    the current replicas)."""
+    moves: MoveMap = defaultdict(dict)
+    for (topic, partition), r in ongoing.items():
+        adding = set(r.adding_replicas)
+        moves[topic][partition] = PartitionMove(
+            frozenset(b for b in r.replicas if b not in adding), frozenset(adding))
+    for (topic, partition), replicas in proposed.items():
+        before = moves[topic].get(partition)
+        sources = before.sources if before else frozenset(current.get((topic, partition), ()))
+        moves[topic][partition] = PartitionMove(sources, frozenset(replicas))
+    return dict(moves)
+
+
+def _throttle_list(entries: Iterable[tuple[int, int]]) -> str:
+    # Kafka collects "p:b" strings in a TreeSet: string order, no duplicates.
+    return ",".join(sorted({f"{p}:{b}" for p, b in entries}))
+
+
+def leader_throttles(moves: MoveMap) -> dict[str, str]:
+    """topic -> leader.replication.throttled.replicas: every source replica of a move."""
+    return {topic: _throttle_list((p, b) for p, m in parts.items() for b in m.sources)
+            for topic, parts in moves.items()}
+
+
+def follower_throttles(moves: MoveMap) -> dict[str, str]:
+    """topic -> follower.replication.throttled.replicas: the replicas being added."""
+    return {topic: _throttle_list((p, b) for p, m in parts.items()
+                                  for b in m.destinations if b not in m.sources)
+            for topic, parts in moves.items()}
+
+
+def reassigning_brokers(moves: MoveMap) -> set[int]:
+    return {b for parts in moves.values() for m in parts.values()
+            for b in m.sources | m.destinations}
+
+
+def throttle_changes(moves: MoveMap, rate: int) -> dict[ConfigResource, list[AlterConfigOp]]:
+    """The IncrementalAlterConfigs changes of ``--throttle rate``."""
+    changes: dict[ConfigResource, list[AlterConfigOp]] = {}
+    leaders, followers = leader_throttles(moves), follower_throttles(moves)
+    for topic in sorted(set(leaders) | set(followers)):
+        changes[ConfigResource.of("topic", topic)] = [
+            AlterConfigOp(LEADER_REPLICAS, leaders.get(topic, "")),
+            AlterConfigOp(FOLLOWER_REPLICAS, followers.get(topic, ""))]
+    for broker in sorted(reassigning_brokers(moves)):
+        changes[ConfigResource.of("broker", str(broker))] = [
+            AlterConfigOp(LEADER_RATE, str(rate)), AlterConfigOp(FOLLOWER_RATE, str(rate))]
+    return changes
+
+
+def clear_throttle_changes(brokers: Iterable[int], topics: Iterable[str]
+                           ) -> dict[ConfigResource, list[AlterConfigOp]]:
+    """verify/cancel's clean-up: every throttle config deleted on these brokers/topics."""
+    changes: dict[ConfigResource, list[AlterConfigOp]] = {}
+    for broker in sorted(set(brokers)):
+        changes[ConfigResource.of("broker", str(broker))] = [
+            AlterConfigOp(name, op="delete") for name in BROKER_THROTTLES]
+    for topic in sorted(set(topics)):
+        changes[ConfigResource.of("topic", topic)] = [
+            AlterConfigOp(name, op="delete") for name in TOPIC_THROTTLES]
+    return changes
+
+
+# --- status -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PartitionStatus:
+    """verify's view of one partition: ``done`` when no reassignment of it is ongoing."""
+
+    topic: str
+    partition: int
+    current_replicas: tuple[int, ...]
+    target_replicas: tuple[int, ...]
+    done: bool
+
+    @property
+    def state(self) -> str:
+        if not self.done:
+            return "in_progress"
+        return "completed" if self.current_replicas == self.target_replicas else "mismatch"
+
+
+def status_line(s: PartitionStatus) -> str:
+    """Kafka's partitionReassignmentStatesToString line for one partition."""
+    name = tp_name((s.topic, s.partition))
+    if not s.done:
+        return f"Reassignment of partition {name} is still in progress."
+    if s.current_replicas == s.target_replicas:
+        return f"Reassignment of partition {name} is completed."
+    return (f"There is no active reassignment of partition {name}, but replica set is "
+            f"{','.join(map(str, s.current_replicas))} rather than "
+            f"{','.join(map(str, s.target_replicas))}.")
+
+
+def ongoing_line(tp: TopicPartition, r: Any) -> str:
+    """Kafka's line of ``--list``: ``t-0: replicas: 1,2,3. adding: 3. removing: 1.``"""
+    line = f"{tp_name(tp)}: replicas: {','.join(map(str, r.replicas))}."
+    if r.adding_replicas:
+        line += f" adding: {','.join(map(str, r.adding_replicas))}."
+    if r.removing_replicas:
+        line += f" removing: {','.join(map(str, r.removing_replicas))}."
+    return line
+
+
+async def current_replicas(admin: AdminClient, tps: Iterable[TopicPartition] | None = None,
+                           topics: Iterable[str] | None = None) -> Assignment:
+    """The replicas of partitions ``tps`` (or of every partition of ``topics``); an
+    unknown topic or partition is a ReassignmentError with Kafka's words."""
+    wanted = None if tps is None else list(tps)
+    names = sorted({t for t, _ in wanted} if wanted is not None else set(topics or ()))
+    out: Assignment = {}
+    if not names:
+        return out
+    cluster = await admin.client.refresh_metadata(names)
+    for name in names:
+        if name not in cluster.topics:
+            raise ReassignmentError(f"Topic {name} not found." if wanted is None
+                                    else f"Unable to find partition: "
+                                    f"{tp_name(next(tp for tp in wanted if tp[0] == name))}")
+    described = admin._describe_from_metadata  # metadata only: no ListOffsets round trips
+    for name in names:
+        for p in described(name).partitions:
+            out[(name, p.partition)] = list(p.replicas)
+    if wanted is not None:
+        missing = [tp for tp in wanted if tp not in out]
+        if missing:
+            raise ReassignmentError(f"Unable to find partition: {tp_name(missing[0])}")
+        out = {tp: out[tp] for tp in wanted}
+    return out
+
+
+async def partition_statuses(admin: AdminClient, targets: Mapping[TopicPartition,
+                             Sequence[int]]) -> list[PartitionStatus]:
+    """Kafka's findPartitionReassignmentStates: ongoing -> in progress; otherwise done,
+    compared against the replicas the metadata shows (none for a deleted topic)."""
+    ongoing = await admin.list_partition_reassignments(list(targets))
+    absent = [tp for tp in targets if tp not in ongoing]
+    replicas: dict[TopicPartition, list[int]] = {}
+    if absent:
+        cluster = await admin.client.refresh_metadata(sorted({t for t, _ in absent}))
+        for name in {t for t, _ in absent}:
+            if name in cluster.topics:
+                for p in admin._describe_from_metadata(name).partitions:
+                    replicas[(name, p.partition)] = list(p.replicas)
+    out = []
+    for tp in sorted_tps(targets):
+        target = tuple(targets[tp])
+        if tp in ongoing:
+            out.append(PartitionStatus(tp[0], tp[1], ongoing[tp].replicas, target, False))
+        else:
+            out.append(PartitionStatus(tp[0], tp[1], tuple(replicas.get(tp, ())), target,
+                                       True))
+    return out
+
+
+async def apply_changes(admin: AdminClient,
+                        changes: Mapping[ConfigResource, Sequence[AlterConfigOp]]) -> None:
+    if not changes:
+        return
+    errors = await admin.alter_configs(changes)
+    failed = [(r, e) for r, e in errors.items() if e is not None]
+    if failed:
+        raise failed[0][1]  # type: ignore[misc]
+
+
+async def clear_throttles(admin: AdminClient, targets: Mapping[TopicPartition,
+                          Sequence[int]]) -> tuple[list[int], list[str]]:
+    """Kafka's clearAllThrottles: every throttle config on the live brokers and on the
+    topics of ``targets``; returns (brokers, topics) cleared."""
+    cluster = await admin.describe_cluster()
+    # Kafka also names target brokers that are not alive; only live ones can be asked.
+    brokers = sorted(b.node_id for b in cluster.brokers)
+    topics = sorted({t for t, _ in targets})
+    await apply_changes(admin, clear_throttle_changes(brokers, topics))
+    return brokers, topics
+
+
+async def verify_brokers(admin: AdminClient, proposed: Mapping[TopicPartition,
+                         Sequence[int]]) -> None:
+    cluster = await admin.describe_cluster()
+    known = {b.node_id for b in cluster.brokers}
+    for broker in sorted({b for replicas in proposed.values() for b in replicas}):
+        if broker not in known:
+            raise ReassignmentError(f"Unknown broker id {broker}")
+
+
+async def start(admin: AdminClient, proposed: Mapping[TopicPartition, Sequence[int]]
+                ) -> dict[TopicPartition, KafkaClientError]:
+    errors = await admin.alter_partition_reassignments(proposed)
+    return {tp: e for tp, e in errors.items() if e is not None}
+
+
+async def cancel(admin: AdminClient, targets: Iterable[TopicPartition]
+                 ) -> tuple[list[TopicPartition], dict[TopicPartition, KafkaClientError]]:
+    """Cancel whichever of ``targets`` are ongoing: (cancelled, errors)."""
+    wanted = list(targets)
+    ongoing = await admin.list_partition_reassignments(wanted)
+    active = [tp for tp in sorted_tps(wanted) if tp in ongoing]
+    if not active:
+        return [], {}
+    errors = await admin.alter_partition_reassignments({tp: None for tp in active})
+    failed = {tp: e for tp, e in errors.items() if e is not None}
+    return [tp for tp in active if tp not in failed], failed
+
+
+# --- progress -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ReplicaProgress:
+    """Bytes a replica being added holds against its leader's log size."""
+
+    topic: str
+    partition: int
+    broker: int
+    leader: int
+    leader_bytes: int  # -1: the leader's log dir did not answer
+    replica_bytes: int  # -1: not created on the broker yet
+
+    @property
+    def moved(self) -> int:
+        return max(0, self.replica_bytes)
+
+    @property
+    def remaining(self) -> int:
+        return max(0, self.leader_bytes - self.moved) if self.leader_bytes >= 0 else -1
+
+    @property
+    def percent(self) -> float:
+        if self.leader_bytes <= 0:
+            return 100.0 if self.leader_bytes == 0 else 0.0
+        return min(100.0, 100.0 * self.moved / self.leader_bytes)
+
+
+async def progress(admin: AdminClient, ongoing: Mapping[TopicPartition, Any]
+                   ) -> list[ReplicaProgress]:
+    """Per replica being added: its size on its broker vs the leader's (DescribeLogDirs
+    of the brokers involved only, for the moving topics only)."""
+    if not ongoing:
+        return []
+    cluster = await admin.client.refresh_metadata(sorted({t for t, _ in ongoing}))
+    leaders = {}
+    for topic in {t for t, _ in ongoing}:
+        if topic in cluster.topics:
+            for p in admin._describe_from_metadata(topic).partitions:
+                leaders[(topic, p.partition)] = p.leader
+    live = set(cluster.brokers)
+    wanted: dict[int, dict[str, set[int]]] = defaultdict(lambda: defaultdict(set))
+    for tp, r in ongoing.items():
+        for b in [leaders.get(tp, -1), *r.adding_replicas]:
+            if b in live:
+                wanted[b][tp[0]].add(tp[1])
+    sizes: dict[tuple[int, TopicPartition], int] = {}
+
+    async def one(broker: int, topics: dict[str, set[int]]) -> None:
+        try:
+            dirs = await admin.describe_log_dirs([broker], {t: sorted(ps)
+                                                            for t, ps in topics.items()})
+        except KafkaClientError:
+            return  # a broker that does not answer shows as unknown
+        for d in dirs.get(broker, []):
+            for tp, info in d.replicas.items():
+                if not info.is_future:
+                    sizes[(broker, tp)] = sizes.get((broker, tp), 0) + info.size
+
+    await asyncio.gather(*(one(b, ts) for b, ts in wanted.items()))
+    out = []
+    for tp in sorted_tps(ongoing):
+        leader = leaders.get(tp, -1)
+        for b in ongoing[tp].adding_replicas:
+            out.append(ReplicaProgress(tp[0], tp[1], b, leader,
+                                       sizes.get((leader, tp), -1), sizes.get((b, tp), -1)))
+    return out
+
+
+def unsupported_log_dirs(log_dirs: Mapping[tuple[str, int, int], str]) -> str | None:
+    """klog has no AlterReplicaLogDirs: a request to place replicas in given log dirs is
+    refused rather than silently ignored."""
+    if not log_dirs:
+        return None
+    (topic, partition, broker), d = sorted(log_dirs.items())[0]
+    return (f"moving replicas between log directories is not supported by klog "
+            f"({topic}-{partition} on broker {broker} asks for {d!r}); use \"any\"")
+
