@@ -1,0 +1,31 @@
+"""ListPartitionReassignments (v0, KIP-455): the ongoing reassignments (replicas, adding
+and removing replicas) of the partitions asked for, or of all when topics is null. Only
+the active controller answers (NOT_CONTROLLER otherwise); partitions that are not being
+reassigned (or do not exist) are left out, as Kafka."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from klog.daemon.handlers import RequestContext
+from klog.protocol.errors import ErrorCode
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    controller = ctx.broker.controller
+    if controller is None or not controller.active:
+        return ctx.respond({"throttle_time": 0, "error_code": int(ErrorCode.NOT_CONTROLLER),
+                            "error_message": None, "topics": []})
+    tps = None
+    if request.topics is not None:
+        tps = [(t.name, int(p)) for t in request.topics for p in t.partition_indexes]
+    ongoing = controller.list_partition_reassignments(tps)
+    by_topic: dict[str, list[dict[str, Any]]] = {}
+    for (topic, partition), (replicas, adding, removing) in sorted(ongoing.items()):
+        by_topic.setdefault(topic, []).append({
+            "partition_index": partition, "replicas": replicas,
+            "adding_replicas": adding, "removing_replicas": removing})
+    return ctx.respond({
+        "throttle_time": 0, "error_code": 0, "error_message": None,
+        "topics": [{"name": t, "partitions": parts} for t, parts in by_topic.items()],
+    })
