@@ -39,6 +39,7 @@ from klog.daemon.producer_ids import ProducerIdManager
 from klog.daemon.purgatory import DelayedOperationPurgatory, Timer
 from klog.daemon.replica_fetcher import ReplicaFetcherManager
 from klog.daemon.replica_manager import MetastoreIsrStore, ProduceResult, ReplicaManager
+from klog.daemon.replication_quota import ReplicationQuotas
 from klog.daemon.server import Server, check_listeners
 from klog.protocol.errors import ErrorCode
 from klog.storage.config import LogConfig
@@ -72,6 +73,9 @@ class Broker:
         # Replication (klog/daemon/replica_fetcher.py, delayed.py DelayedProduce).
         self.produce_purgatory: DelayedOperationPurgatory[Any] | None = None  # type: ignore
         self.fetcher_manager: ReplicaFetcherManager | None = None
+        # Replication throttles (klog/daemon/replication_quota.py); config_changes.py keeps
+        # the rates and the topics' throttled-replica lists current.
+        self.replication_quotas = ReplicationQuotas.from_config(self.broker_id, self.config)
         # Producer ids for InitProducerId (klog/daemon/producer_ids.py); set in start().
         self.producer_ids: ProducerIdManager | None = None
         # Consumer groups (klog/daemon/group/): offsets store and the group coordinator.
@@ -148,7 +152,8 @@ class Broker:
             replica_lag_time_max_ms=config.get("replica.lag.time.max.ms"),
         )
         self.fetcher_manager = ReplicaFetcherManager.from_config(
-            self.broker_id, self.replica_manager, self._replication_endpoint, config)
+            self.broker_id, self.replica_manager, self._replication_endpoint, config,
+            quota=self.replication_quotas.follower)
         self.replica_manager.fetcher_manager = self.fetcher_manager
         self.replica_manager.startup()
         # -- admin (klog/daemon/admin.py): dynamic broker configs from the metastore, and in
@@ -292,6 +297,7 @@ class Broker:
     def apply_topic_deletion(self, topic: str) -> None:
         self.metadata_cache.remove_topic(topic)
         self.topic_overrides.pop(topic, None)
+        self.replication_quotas.remove_topic(topic)
         self.admin.metadata_updated()
 
     def load_topic_overrides(self, topic: str) -> dict[str, str]:
@@ -305,6 +311,7 @@ class Broker:
             except NoNodeError:
                 pass
         self.topic_overrides[topic] = overrides
+        self.replication_quotas.apply_topic_config(topic, overrides)
         return overrides
 
     def _on_new_data(self, tp: tuple[str, int]) -> None:

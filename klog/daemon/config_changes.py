@@ -18,7 +18,9 @@ other writer, so the AdminManager applies its own changes directly (``apply_topi
 ``reload_broker_configs``) and no watch is kept. Applying a topic change re-reads
 ``/config/topics/<t>`` into ``Broker.topic_overrides`` and pushes the new LogConfig to the
 partition logs this broker hosts; applying a broker change rebuilds ``Broker.config`` and
-pushes the new log defaults to every hosted log.
+pushes the new log defaults to every hosted log. Both also update the broker's replication
+throttles (``Broker.replication_quotas``: the *.replication.throttled.rate configs and the
+topics' *.replication.throttled.replicas lists).
 
 Runs on the event loop; metastore calls go to worker threads; watch callbacks (the store's
 thread) only schedule work on the loop.
@@ -159,6 +161,7 @@ class ConfigChangeManager:
             t: read_entity_config(store, paths.CONFIG_TYPE_TOPIC, t) for t in topics})
         for topic, config in overrides.items():
             broker.topic_overrides[topic] = config
+            broker.replication_quotas.apply_topic_config(topic, config)
         for (topic, _p), plog in logs.items():
             try:
                 plog.update_config(broker.topic_log_config(topic))
@@ -181,6 +184,7 @@ class ConfigChangeManager:
     def apply_topic_overrides(self, topic: str, overrides: Mapping[str, str]) -> None:
         broker = self.broker
         broker.topic_overrides[topic] = dict(overrides)
+        broker.replication_quotas.apply_topic_config(topic, overrides)
         rm = broker.replica_manager
         if rm is None:
             return
@@ -215,6 +219,7 @@ class ConfigChangeManager:
         for key, reason in new.ignored_dynamic.items():
             log.warning("ignored dynamic broker config %s: %s", key, reason)
         broker.config = new
+        broker.replication_quotas.apply_broker_config(new)
         rm = broker.replica_manager
         if rm is None:
             return

@@ -24,6 +24,13 @@ drops the partition until the next LeaderAndIsr; NOT_LEADER_OR_FOLLOWER,
 UNKNOWN_LEADER_EPOCH, UNKNOWN_TOPIC_OR_PARTITION and connection failures back off
 replica.fetch.backoff.ms and retry.
 
+Replication throttle (klog/daemon/replication_quota.py, Kafka's shouldFollowerThrottle):
+with the follower quota exceeded, a partition it throttles is left out of fetches unless
+it is in sync (its lag behind the leader's high watermark was 0 at the last fetch); when
+nothing else can be fetched the fetcher sleeps until the rate is back under the bound (at
+most replica.fetch.backoff.ms). The bytes appended for throttled partitions are recorded.
+Nothing is looked up while no topic is throttled (``quota.throttled`` is empty).
+
 Everything runs on the broker's event loop: appends and truncations go through the
 ReplicaManager like the produce path's. The connection speaks the wire protocol with
 klog.protocol only (the daemon does not import klog.client).
@@ -39,6 +46,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from klog.daemon.replication_quota import ReplicationQuotaManager
 from klog.protocol import apis, entities, framing
 from klog.protocol.errors import ErrorCode, KafkaError
 
@@ -187,6 +195,12 @@ class PartitionFetchState:
     leader_epoch: int
     truncating: bool = True
     delayed_until: float = 0.0  # loop time before which the partition is not fetched
+    lag: int | None = None  # leader's high watermark - our log end, after the last fetch
+
+    @property
+    def in_sync(self) -> bool:
+        # Kafka's PartitionFetchState.isReplicaInSync: a known lag of 0.
+        return self.lag is not None and self.lag <= 0
 
 
 class ReplicaFetcher:
@@ -269,14 +283,39 @@ class ReplicaFetcher:
 
     def _fetchable(self) -> list[TopicPartition]:
         now = asyncio.get_running_loop().time()
-        return [tp for tp, s in self.partitions.items()
-                if not s.truncating and s.delayed_until <= now]
+        ready = [tp for tp, s in self.partitions.items()
+                 if not s.truncating and s.delayed_until <= now]
+        quota = self.manager.quota
+        if ready and quota is not None and quota.throttled:
+            ready = self._unthrottled(ready, quota)
+        return ready
+
+    def _unthrottled(self, ready: list[TopicPartition], quota: ReplicationQuotaManager
+                     ) -> list[TopicPartition]:
+        exceeded: bool | None = None
+        out = []
+        for tp in ready:
+            if quota.is_throttled(*tp) and not self.partitions[tp].in_sync:
+                if exceeded is None:
+                    exceeded = quota.is_quota_exceeded()
+                if exceeded:
+                    continue
+            out.append(tp)
+        return out
 
     async def _sleep_until_fetchable(self) -> None:
+        now = asyncio.get_running_loop().time()
         waits = [s.delayed_until for s in self.partitions.values() if not s.truncating]
         if not waits:
             return
-        delay = max(min(waits) - asyncio.get_running_loop().time(), 0.001)
+        if min(waits) <= now:
+            # Ready but held back by the follower quota: until the rate is under its bound.
+            quota = self.manager.quota
+            hold = quota.throttle_time() if quota is not None else 0.0
+            waits = [w if w > now else now + min(max(hold, 0.005),
+                                                 self.manager.backoff_ms / 1000)
+                     for w in waits]
+        delay = max(min(waits) - now, 0.001)
         self._wakeup.clear()
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._wakeup.wait(), delay)
@@ -401,6 +440,7 @@ class ReplicaFetcher:
         }, extra_timeout_ms=manager.fetch_wait_max_ms)
         if int(response.error_code):
             raise FetcherConnectionError(f"fetch answered {ErrorCode(int(response.error_code))!r}")
+        quota = manager.quota
         for topic in response.responses:
             for pd in topic.partitions:
                 tp = (str(topic.topic), int(pd.partition_index))
@@ -424,6 +464,10 @@ class ReplicaFetcher:
                     log.error("%s: appending to %s-%d at %d failed: %s", self.name, tp[0],
                               tp[1], offsets[tp], exc)
                     self._delay(tp)
+                    continue
+                state.lag = max(0, int(pd.high_watermark) - p.log_end_offset)
+                if quota is not None and quota.throttled and quota.is_throttled(*tp):
+                    quota.record(len(pd.records) if pd.records else 0)
 
     def _on_out_of_range(self, tp: TopicPartition, leader_start: int, leader_hw: int) -> None:
         # Kafka's handleOutOfRangeError: a follower past the leader's end truncates to it
@@ -460,7 +504,8 @@ class ReplicaFetcherManager:
                  num_fetchers: int = 1, fetch_max_bytes: int = 1_048_576,
                  fetch_response_max_bytes: int = 10_485_760, fetch_wait_max_ms: int = 500,
                  fetch_min_bytes: int = 1, backoff_ms: int = 1000,
-                 socket_timeout_ms: int = 30_000) -> None:
+                 socket_timeout_ms: int = 30_000,
+                 quota: ReplicationQuotaManager | None = None) -> None:
         self.broker_id = broker_id
         self.replica_manager = replica_manager
         self.endpoint_for = endpoint_for
@@ -471,13 +516,15 @@ class ReplicaFetcherManager:
         self.fetch_min_bytes = fetch_min_bytes
         self.backoff_ms = backoff_ms
         self.socket_timeout_ms = socket_timeout_ms
+        self.quota = quota  # the follower replication quota (None: never throttled)
         self.fetchers: dict[tuple[int, int], ReplicaFetcher] = {}
         self._where: dict[TopicPartition, tuple[int, int]] = {}
         self._stopped: list[ReplicaFetcher] = []
 
     @classmethod
     def from_config(cls, broker_id: int, replica_manager: Any, endpoint_for: EndpointLookup,
-                    config: Any) -> ReplicaFetcherManager:
+                    config: Any, quota: ReplicationQuotaManager | None = None
+                    ) -> ReplicaFetcherManager:
         get = config.get
         return cls(broker_id, replica_manager, endpoint_for,
                    num_fetchers=get("num.replica.fetchers"),
@@ -486,7 +533,8 @@ class ReplicaFetcherManager:
                    fetch_wait_max_ms=get("replica.fetch.wait.max.ms"),
                    fetch_min_bytes=get("replica.fetch.min.bytes"),
                    backoff_ms=get("replica.fetch.backoff.ms"),
-                   socket_timeout_ms=get("replica.socket.timeout.ms"))
+                   socket_timeout_ms=get("replica.socket.timeout.ms"),
+                   quota=quota)
 
     def fetcher_id(self, tp: TopicPartition) -> int:
         # Kafka: Utils.abs(31 * topic.hashCode + partition) % numFetchers; any stable

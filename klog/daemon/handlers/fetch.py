@@ -12,6 +12,13 @@ the first and the final read record it; the long poll's re-checks just read. The
 a request names is checked first: FENCED_LEADER_EPOCH when older than the partition's,
 UNKNOWN_LEADER_EPOCH when newer; then NOT_LEADER_OR_FOLLOWER off the leader.
 
+Replication throttles (klog/daemon/replication_quota.py, Kafka's shouldLeaderThrottle): for
+a follower out of the ISR, a partition the leader quota throttles gets no records while that
+quota is exceeded (the follower's position is still recorded), and it does not count
+towards min_bytes while the fetch waits; the throttled partitions' bytes of the final
+response are recorded against the quota. Consumers' fetches never look at the quota, and a
+follower's only test ``quota.throttled`` (empty unless a topic is throttled) once per read.
+
 Fetch sessions (KIP-227) are declined, which the protocol allows: every response carries
 session id 0, so clients keep sending full fetch requests; an incremental fetch naming a
 session gets FETCH_SESSION_ID_NOT_FOUND, which makes clients start over with a full one.
@@ -25,6 +32,7 @@ from typing import Any
 from klog.daemon.delayed import DelayedFetch
 from klog.daemon.handlers import RequestContext
 from klog.daemon.replica_manager import FetchResult
+from klog.daemon.replication_quota import ReplicationQuotaManager
 from klog.protocol.entities import as_millis
 from klog.protocol.errors import ErrorCode
 from klog.protocol.fetch import FetchPartitionData, FetchTopicData, encode_fetch_response
@@ -48,32 +56,59 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     committed = getattr(request, "isolation_level", 0) == 1
     replica_id = request.replica_id
     from_follower = replica_id >= 0
-    results = _read_all(broker, wanted, max_bytes, committed, from_follower, replica_id)
+    quota: ReplicationQuotaManager | None = None
+    if from_follower:
+        quotas = getattr(broker, "replication_quotas", None)
+        if quotas is not None and quotas.leader.throttled:
+            quota = quotas.leader
+    results = _read_all(broker, wanted, max_bytes, committed, from_follower, replica_id,
+                        quota)
     max_wait = as_millis(request.max_wait)
     if max_wait > 0 and wanted and not _satisfied(results, request.min_bytes):
         loop = asyncio.get_running_loop()
         done: asyncio.Future[None] = loop.create_future()
 
         def enough() -> bool:
-            return _satisfied(_read_all(broker, wanted, max_bytes, committed, from_follower),
-                              request.min_bytes)
+            return _satisfied(_read_all(broker, wanted, max_bytes, committed, from_follower,
+                                        -1, quota, replica_id), request.min_bytes)
 
         op = DelayedFetch(max_wait, enough, done)
         broker.fetch_purgatory.try_complete_else_watch(op, {(k[0], k[1]) for k in wanted})
         await done
-        results = _read_all(broker, wanted, max_bytes, committed, from_follower, replica_id)
+        results = _read_all(broker, wanted, max_bytes, committed, from_follower, replica_id,
+                            quota)
+    if quota is not None:
+        throttled_bytes = sum(r.size for k, r in zip(wanted, results, strict=True)
+                              if r.size and quota.is_throttled(k[0], k[1]))
+        quota.record(throttled_bytes)
     return _encode(version, wanted, results)
 
 
 def _read_all(broker: Any, wanted: list[FetchKey], max_bytes: int, committed: bool,
-              from_follower: bool, replica_id: int = -1) -> list[FetchResult]:
+              from_follower: bool, replica_id: int = -1,
+              quota: ReplicationQuotaManager | None = None,
+              follower_id: int = -1) -> list[FetchResult]:
+    """Read every partition wanted, within max_bytes. ``quota`` (follower fetches, when a
+    topic is throttled) holds back throttled partitions for an out-of-sync ``follower_id``
+    (defaults to ``replica_id``; the long poll's re-checks pass it without recording)."""
     rm = broker.replica_manager
     remaining = max_bytes
     min_one = True
     out = []
+    exceeded: bool | None = None  # asked once per read, when a throttled partition comes up
+    if follower_id < 0:
+        follower_id = replica_id
     for topic, partition, offset, part_max, epoch in wanted:
         limit = min(part_max, remaining) if remaining > 0 else 0
-        if limit <= 0 and not min_one:
+        held = False
+        if quota is not None and quota.is_throttled(topic, partition):
+            if exceeded is None:
+                exceeded = quota.is_quota_exceeded()
+            if exceeded:
+                p = rm.partitions.get((topic, partition))
+                # Kafka answers with no records; the follower's position still counts.
+                held = p is None or follower_id not in p.isr
+        if held or (limit <= 0 and not min_one):
             r = rm.read(topic, partition, offset, 0, isolation_committed=committed,
                         from_follower=from_follower, min_one_message=False,
                         current_leader_epoch=epoch, replica_id=replica_id)
