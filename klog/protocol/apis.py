@@ -139,7 +139,7 @@ _TABLE: tuple[ApiSpec, ...] = (
     _kio(35, "DescribeLogDirs", "describe_log_dirs", 1, 5, 2, advertised=(1, 4)),
     _kio(37, "CreatePartitions", "create_partitions", 0, 3, 2, advertised=(0, 3)),
     _kio(42, "DeleteGroups", "delete_groups", 0, 2, 2, advertised=(0, 2)),
-    _kio(43, "ElectLeaders", "elect_leaders", 0, 2, 2),
+    _kio(43, "ElectLeaders", "elect_leaders", 0, 2, 2, advertised=(0, 2)),
     _kio(44, "IncrementalAlterConfigs", "incremental_alter_configs", 0, 1, 1,
          advertised=(0, 1)),
     _kio(45, "AlterPartitionReassignments", "alter_partition_reassignments", 0, 1, 0),

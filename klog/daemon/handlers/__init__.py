@@ -78,6 +78,7 @@ _MODULES: dict[int, str] = {
     35: "describe_log_dirs",
     37: "create_partitions",
     42: "delete_groups",
+    43: "elect_leaders",
     44: "incremental_alter_configs",
     47: "offset_delete",
     60: "describe_cluster",

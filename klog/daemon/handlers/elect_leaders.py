@@ -1,0 +1,49 @@
+"""ElectLeaders (v0-2): move partitions' leadership to their preferred replica (election
+type 0; v0 knows no other) or elect a leader for partitions without one (1, unclean).
+
+Only the active controller elects (Controller.elect_leaders, klog/daemon/controller/
+leader_balance.py); any other broker answers NOT_CONTROLLER for each partition named, as
+Kafka's ZooKeeper-mode controller does, and -- beyond Kafka, so that an "all partitions"
+request is not answered with a silent empty list -- in the top-level error (v1+) as well.
+When the request names no partitions (null: all of them), partitions that needed no
+election are left out of the answer (KafkaApis.handleElectLeaders).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from klog.daemon.handlers import RequestContext
+from klog.protocol.errors import ErrorCode
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    election_type = int(getattr(request, "election_type", 0))
+    tps: list[tuple[str, int]] | None = None
+    if request.topic_partitions is not None:
+        tps = list(dict.fromkeys((t.topic, int(p)) for t in request.topic_partitions
+                                 for p in t.partitions))
+    controller = ctx.broker.controller
+    top = 0
+    if controller is None or not controller.active:
+        top = int(ErrorCode.NOT_CONTROLLER) if tps is None else 0
+        results = {tp: (int(ErrorCode.NOT_CONTROLLER), None) for tp in tps or []}
+    elif election_type not in (0, 1):
+        message = f"unknown election type {election_type}: 0 (preferred) or 1 (unclean)"
+        top = int(ErrorCode.INVALID_REQUEST)
+        results = {tp: (int(ErrorCode.INVALID_REQUEST), message) for tp in tps or []}
+    else:
+        results = await controller.elect_leaders(election_type, tps)
+        if tps is None:
+            results = {tp: r for tp, r in results.items()
+                       if r[0] != ErrorCode.ELECTION_NOT_NEEDED}
+    by_topic: dict[str, list[dict[str, Any]]] = {}
+    for (topic, partition), (code, message) in sorted(results.items()):
+        by_topic.setdefault(topic, []).append(
+            {"partition_id": partition, "error_code": code, "error_message": message})
+    return ctx.respond({
+        "throttle_time": 0,
+        "error_code": top,
+        "replica_election_results": [{"topic": t, "partition_result": rows}
+                                     for t, rows in by_topic.items()],
+    })
