@@ -213,8 +213,8 @@ def _rack_alternated(racks: Mapping[int, str]) -> list[int]:
 
 
 def assign_replicas_rack_aware(racks: Mapping[int, str], num_partitions: int,
-                               replication_factor: int, rng: random.Random | None = None
-                               ) -> dict[int, list[int]]:
+                               replication_factor: int, rng: random.Random | None = None,
+                               fixed_start_index: int = -1) -> dict[int, list[int]]:
     """Kafka's assignReplicasToBrokersRackAware: the leaders round-robin over the
     rack-alternated broker list; each further replica goes to the next broker (shifted)
     whose rack, and then itself, holds no replica yet, while such racks/brokers remain."""
@@ -225,8 +225,8 @@ def assign_replicas_rack_aware(racks: Mapping[int, str], num_partitions: int,
     arranged = _rack_alternated(racks)
     n = len(arranged)
     num_racks = len(set(racks.values()))
-    start_index = rng.randrange(n)
-    shift = rng.randrange(n)
+    start_index = fixed_start_index if fixed_start_index >= 0 else rng.randrange(n)
+    shift = fixed_start_index if fixed_start_index >= 0 else rng.randrange(n)
     out: dict[int, list[int]] = {}
     for partition in range(num_partitions):
         if partition > 0 and partition % n == 0:
