@@ -67,6 +67,9 @@ def _register_commands() -> None:
     from klog.cli import spark_export
 
     spark_export.register(app)
+    from klog.cli import elect_leaders
+
+    elect_leaders.register(app)
 
 
 _register_commands()

@@ -38,6 +38,9 @@ INCREMENTAL_ALTER_CONFIGS, DESCRIBE_CLUSTER = 44, 60
 OFFSET_COMMIT, OFFSET_FETCH, DESCRIBE_GROUPS, LIST_GROUPS = 8, 9, 15, 16
 DELETE_GROUPS, OFFSET_DELETE = 42, 47
 ALTER_PARTITION_REASSIGNMENTS, LIST_PARTITION_REASSIGNMENTS = 45, 46
+ELECT_LEADERS = 43
+#: ElectLeaders' election types (org.apache.kafka.common.ElectionType).
+ELECTION_TYPES = {"preferred": 0, "unclean": 1}
 
 # ListOffsets' special timestamps (ListOffsetsRequest.EARLIEST_TIMESTAMP etc.).
 LATEST_TIMESTAMP = -1
@@ -727,6 +730,50 @@ class AdminClient:
                     tuple(int(b) for b in p.adding_replicas),
                     tuple(int(b) for b in p.removing_replicas))
                 for t in response.topics for p in t.partitions}
+
+    # -- leader elections
+
+    async def elect_leaders(self, election_type: str,
+                            tps: Sequence[TopicPartition] | None = None, *,
+                            timeout_ms: int | None = None
+                            ) -> dict[TopicPartition, KafkaClientError | None]:
+        """Elect leaders at the controller: ``"preferred"`` moves leadership back to each
+        partition's first replica, ``"unclean"`` elects one for partitions without a
+        leader (any live replica). ``tps`` None = every partition (the broker then
+        reports only those it elected or failed on). partition -> None when elected, or
+        the error (ELECTION_NOT_NEEDED when it already had a valid leader)."""
+        try:
+            kind = ELECTION_TYPES[election_type.lower()]
+        except KeyError:
+            raise ValueError(f"unknown election type {election_type!r}: "
+                             f"preferred or unclean") from None
+        topics = None
+        if tps is not None:
+            by_topic: dict[str, list[int]] = defaultdict(list)
+            for topic, partition in dict.fromkeys(tps):
+                by_topic[topic].append(partition)
+            topics = [{"topic": t, "partitions": ps} for t, ps in sorted(by_topic.items())]
+        values = {"election_type": kind, "topic_partitions": topics,
+                  "timeout": self._timeout_ms if timeout_ms is None else timeout_ms}
+        response = await self._to_controller(
+            ELECT_LEADERS, values,
+            lambda r: {int(getattr(r, "error_code", 0))} | {
+                int(p.error_code) for t in r.replica_election_results
+                for p in t.partition_result})
+        top = int(getattr(response, "error_code", 0))
+        if top and tps is None:
+            raise error_for(top, "elect leaders")
+        out: dict[TopicPartition, KafkaClientError | None] = {}
+        for t in response.replica_election_results:
+            for p in t.partition_result:
+                code = int(p.error_code)
+                out[(t.topic, int(p.partition_id))] = (
+                    None if code == 0 else error_for(code, p.error_message))
+        if tps is not None:
+            for tp in tps:
+                out.setdefault(tp, error_for(top or ErrorCode.UNKNOWN_SERVER_ERROR,
+                                             "no result for this partition"))
+        return out
 
     # -- consumer groups
 
