@@ -330,19 +330,24 @@ class LeaderBalancer:
         c = self.controller
         intended: dict[TopicPartition, int] = {}
         updates: list[PartitionState] = []
+        # Where the cache says no replica qualifies, ZooKeeper may know better (an ISR
+        # expansion whose notification is still queued): those are decided again below.
+        retry: list[TopicPartition] = []
         for tp in tps:
             new = self._decide(election_type, c.states[tp])
-            if new is not None:
+            if new is None:
+                retry.append(tp)
+            else:
                 updates.append(new)
                 intended[tp] = new.leader
-        retry: list[TopicPartition] = []
         for start in range(0, len(updates), _BATCH):
             batch = updates[start:start + _BATCH]
             if not await c._call(self._write_batch, batch):
                 retry += [(s.topic, s.partition) for s in batch]
         if retry:
-            # Someone (a leader changing its ISR) wrote meanwhile: decide again from the
-            # state as ZooKeeper has it now, one partition at a time.
+            # Someone (a leader changing its ISR) wrote meanwhile, or the cache ruled the
+            # partition out: decide again from the state as ZooKeeper has it now, one
+            # partition at a time.
             fresh = await c._call(c._read_partition_states, retry)
             again: list[PartitionState] = []
             for tp in retry:
