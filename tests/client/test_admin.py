@@ -231,3 +231,24 @@ def test_group_offsets_alter_list_delete_and_group_admin(broker: KlogBroker) -> 
         assert (await admin.describe_groups(["never-g"]))["never-g"].state == "Dead"
 
     run(broker, body)
+
+
+def test_partition_reassignments_alter_cancel_list(broker: KlogBroker) -> None:
+    # One broker (id 0): a move onto itself is accepted and done at once; the per-partition
+    # refusals come back as values, as Kafka's AdminClient reports them.
+    async def body(admin: AdminClient) -> None:
+        assert (await admin.create_topics([NewTopic("adm-move", 2, 1)]))["adm-move"] is None
+        errors = await admin.alter_partition_reassignments({
+            ("adm-move", 0): [0], ("adm-move", 1): [7], ("adm-none", 0): [0]})
+        assert errors[("adm-move", 0)] is None
+        assert errors[("adm-move", 1)] is not None
+        assert errors[("adm-move", 1)].name == "INVALID_REPLICA_ASSIGNMENT"
+        assert errors[("adm-none", 0)] is not None
+        assert errors[("adm-none", 0)].name == "UNKNOWN_TOPIC_OR_PARTITION"
+        cancelled = await admin.alter_partition_reassignments({("adm-move", 0): None})
+        assert cancelled[("adm-move", 0)] is not None
+        assert cancelled[("adm-move", 0)].name == "NO_REASSIGNMENT_IN_PROGRESS"
+        assert await admin.list_partition_reassignments() == {}
+        assert await admin.list_partition_reassignments([("adm-move", 0)]) == {}
+
+    run(broker, body)
