@@ -194,6 +194,7 @@ def test_leader_throttle_holds_a_catching_up_follower_to_the_rate(tmp_path: Path
             assert fast < 1.0
             # ... the throttled one at the bound (within 20%).
             elapsed, rate = await _catch_up_rate(b1, b2, "t")
+            print(f"catch-up at {rate:.0f} B/s (bound {bound}) in {elapsed:.2f} s")
             assert 0.8 * bound <= rate <= 1.2 * bound, (elapsed, rate)
             assert b1.replication_quotas.leader.total_recorded >= 600_000
             # Once in sync, the throttle no longer holds it back (Kafka: only out-of-sync
@@ -223,6 +224,7 @@ def test_follower_throttle_holds_its_own_fetches_to_the_rate(tmp_path: Path) -> 
             assert b2.fetcher_manager.quota is b2.replication_quotas.follower
             assert b2.replication_quotas.follower.bound == bound
             elapsed, rate = await _catch_up_rate(b1, b2, "t")
+            print(f"catch-up at {rate:.0f} B/s (bound {bound}) in {elapsed:.2f} s")
             assert 0.8 * bound <= rate <= 1.2 * bound, (elapsed, rate)
             assert b2.replication_quotas.follower.total_recorded >= 600_000
             # The leader did not throttle anything: its quota was never configured.

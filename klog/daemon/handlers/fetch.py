@@ -15,7 +15,8 @@ UNKNOWN_LEADER_EPOCH when newer; then NOT_LEADER_OR_FOLLOWER off the leader.
 Replication throttles (klog/daemon/replication_quota.py, Kafka's shouldLeaderThrottle): for
 a follower out of the ISR, a partition the leader quota throttles gets no records while that
 quota is exceeded (the follower's position is still recorded), and it does not count
-towards min_bytes while the fetch waits; the throttled partitions' bytes of the final
+towards min_bytes while the fetch waits (which ends as soon as the quota allows them
+again, at most max_wait); the throttled partitions' bytes of the final
 response are recorded against the quota. Consumers' fetches never look at the quota, and a
 follower's only test ``quota.throttled`` (empty unless a topic is throttled) once per read.
 
@@ -27,6 +28,7 @@ session gets FETCH_SESSION_ID_NOT_FOUND, which makes clients start over with a f
 from __future__ import annotations
 
 import asyncio
+import math
 from typing import Any
 
 from klog.daemon.delayed import DelayedFetch
@@ -64,6 +66,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     results = _read_all(broker, wanted, max_bytes, committed, from_follower, replica_id,
                         quota)
     max_wait = as_millis(request.max_wait)
+    if quota is not None and max_wait > 0:
+        max_wait = _throttled_wait(quota, wanted, max_wait)
     if max_wait > 0 and wanted and not _satisfied(results, request.min_bytes):
         loop = asyncio.get_running_loop()
         done: asyncio.Future[None] = loop.create_future()
@@ -82,6 +86,19 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                               if r.size and quota.is_throttled(k[0], k[1]))
         quota.record(throttled_bytes)
     return _encode(version, wanted, results)
+
+
+def _throttled_wait(quota: ReplicationQuotaManager, wanted: list[FetchKey], max_wait: int
+                    ) -> int:
+    """A follower fetch with partitions held back by the leader quota waits only until the
+    quota allows them again (not the full max_wait, which would leave the link idle and the
+    rate below the bound)."""
+    if not any(quota.is_throttled(k[0], k[1]) for k in wanted):
+        return max_wait
+    wait_s = quota.throttle_time()
+    if wait_s <= 0:
+        return max_wait
+    return max(1, min(max_wait, math.ceil(wait_s * 1000)))
 
 
 def _read_all(broker: Any, wanted: list[FetchKey], max_bytes: int, committed: bool,
