@@ -202,6 +202,8 @@ def test_leader_throttle_holds_a_catching_up_follower_to_the_rate(tmp_path: Path
             await _until(lambda: _partition(b1, "t").isr == (1, 2))  # type: ignore
             rm = b1.replica_manager
             assert rm is not None
+            b1.replication_quotas.leader.record(100 * bound)  # far over the bound
+            assert b1.replication_quotas.leader.is_quota_exceeded()
             rm.append_records({("t", 0): bytearray(_batch_of(RECORD))}, 1)
             f = _partition(b2, "t")
             end = _partition(b1, "t").log_end_offset  # type: ignore[attr-defined]
