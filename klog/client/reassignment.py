@@ -416,15 +416,13 @@ async def current_replicas(admin: AdminClient, tps: Iterable[TopicPartition] | N
     out: Assignment = {}
     if not names:
         return out
-    cluster = await admin.client.refresh_metadata(names)
+    described = await admin.topic_metadata(names)
     for name in names:
-        if name not in cluster.topics:
+        if name not in described:
             raise ReassignmentError(f"Topic {name} not found." if wanted is None
                                     else f"Unable to find partition: "
                                     f"{tp_name(next(tp for tp in wanted if tp[0] == name))}")
-    described = admin._describe_from_metadata  # metadata only: no ListOffsets round trips
-    for name in names:
-        for p in described(name).partitions:
+        for p in described[name].partitions:
             out[(name, p.partition)] = list(p.replicas)
     if wanted is not None:
         missing = [tp for tp in wanted if tp not in out]
@@ -442,11 +440,9 @@ async def partition_statuses(admin: AdminClient, targets: Mapping[TopicPartition
     absent = [tp for tp in targets if tp not in ongoing]
     replicas: dict[TopicPartition, list[int]] = {}
     if absent:
-        cluster = await admin.client.refresh_metadata(sorted({t for t, _ in absent}))
-        for name in {t for t, _ in absent}:
-            if name in cluster.topics:
-                for p in admin._describe_from_metadata(name).partitions:
-                    replicas[(name, p.partition)] = list(p.replicas)
+        for name, d in (await admin.topic_metadata(sorted({t for t, _ in absent}))).items():
+            for p in d.partitions:
+                replicas[(name, p.partition)] = list(p.replicas)
     out = []
     for tp in sorted_tps(targets):
         target = tuple(targets[tp])
@@ -543,13 +539,11 @@ async def progress(admin: AdminClient, ongoing: Mapping[TopicPartition, Any]
     of the brokers involved only, for the moving topics only)."""
     if not ongoing:
         return []
-    cluster = await admin.client.refresh_metadata(sorted({t for t, _ in ongoing}))
     leaders = {}
-    for topic in {t for t, _ in ongoing}:
-        if topic in cluster.topics:
-            for p in admin._describe_from_metadata(topic).partitions:
-                leaders[(topic, p.partition)] = p.leader
-    live = set(cluster.brokers)
+    for topic, d in (await admin.topic_metadata(sorted({t for t, _ in ongoing}))).items():
+        for p in d.partitions:
+            leaders[(topic, p.partition)] = p.leader
+    live = set(admin.client.cluster.brokers)
     wanted: dict[int, dict[str, set[int]]] = defaultdict(lambda: defaultdict(set))
     for tp, r in ongoing.items():
         for b in [leaders.get(tp, -1), *r.adding_replicas]:
