@@ -177,11 +177,12 @@ def execute(
             console.line(line)
 
     async def body(admin: AdminClient) -> None:
-        current = await r.current_replicas(admin, tps=proposed)
-        await r.verify_brokers(admin, proposed)
+        # Kafka's order of checks: running reassignments, then brokers, then partitions.
         ongoing = await admin.list_partition_reassignments()
         if ongoing and not additional:
             fail(r.EXISTING_REASSIGNMENT)
+        await r.verify_brokers(admin, proposed)
+        current = await r.current_replicas(admin, tps=proposed)
         report["current"] = r.assignment_json(current)
         say(f"Current partition replica assignment\n\n{r.format_reassignment(current)}\n\n"
             f"Save this to use as the --reassignment-json-file option during rollback")
