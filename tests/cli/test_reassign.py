@@ -127,7 +127,8 @@ def test_generate_execute_throttled_list_verify_cancel(cluster: Any,  # noqa: F8
                                                        tmp_path: Path) -> None:
     from klog.client.admin import NewTopic
 
-    c: Cluster = cluster(brokers=4)
+    racks = {1: "rack-a", 2: "rack-a", 3: "rack-b", 4: "rack-b"}
+    c: Cluster = cluster(brokers=4, per_broker={b: {"broker.rack": r} for b, r in racks.items()})
     bs = c.bootstrap_servers
 
     async def create(admin: Any) -> None:
@@ -156,6 +157,11 @@ def test_generate_execute_throttled_list_verify_cancel(cluster: Any,  # noqa: F8
     proposed = json.loads(lines[4])["partitions"]
     assert [(p["topic"], p["partition"], sorted(p["replicas"])) for p in proposed] == [
         ("t", 0, [2, 3, 4]), ("t", 1, [2, 3, 4])]
+    # rack-aware: the first two replicas of each partition are in different racks
+    assert all(racks[p["replicas"][0]] != racks[p["replicas"][1]] for p in proposed)
+    code, out, err = klog(bs, "generate", "--topics-to-move-json-file", str(topics),
+                          "--broker-list", "1,2", "--disable-rack-aware")
+    assert code == 1 and "Replication factor: 3 larger than available brokers: 2." in err
     code, out, _ = klog(bs, "generate", "--topics-to-move-json-file", str(topics),
                         "--broker-list", "2,3,4", "--json")
     assert code == 0 and set(json.loads(out)) == {"current", "proposed"}
