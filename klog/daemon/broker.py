@@ -21,7 +21,7 @@ import logging
 import signal
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -355,6 +355,13 @@ class Broker:
         covers its appended batches (the whole ISR has them), at most ``timeout_ms``. With
         the leader alone in the ISR (standalone) that is already true when the append
         returns, and nothing waits."""
+        waiting = self.isr_waiter(results, timeout_ms)
+        return await waiting if waiting is not None else results
+
+    def isr_waiter(self, results: dict[tuple[str, int], ProduceResult], timeout_ms: int
+                   ) -> Awaitable[dict[tuple[str, int], ProduceResult]] | None:
+        """``wait_for_isr`` in two steps: None when ``results`` are final already (they
+        are updated in place), else an awaitable giving the final results."""
         rm = self.replica_manager
         assert rm is not None
         required = {tp: r.info.last_offset + 1 for tp, r in results.items()
@@ -365,20 +372,20 @@ class Broker:
             if done:
                 del required[tp]
                 errors[tp] = error
-        if required and self.produce_purgatory is not None:
-            future: asyncio.Future[dict[tuple[str, int], int]] = \
-                asyncio.get_running_loop().create_future()
-            op = DelayedProduce(timeout_ms, required, rm.check_enough_replicas_reach_offset,
-                                future)
-            self.produce_purgatory.try_complete_else_watch(op, list(required))
-            errors.update(await future)
-        for tp, error in errors.items():
-            if error:
-                r = results[tp]
-                results[tp] = ProduceResult(error, r.base_offset, r.log_append_time_ms,
-                                            r.log_start_offset,
-                                            error_message=ErrorCode(error).name, info=r.info)
-        return results
+        _apply_isr_errors(results, errors)
+        if not required or self.produce_purgatory is None:
+            return None
+        future: asyncio.Future[dict[tuple[str, int], int]] = \
+            asyncio.get_running_loop().create_future()
+        op = DelayedProduce(timeout_ms, required, rm.check_enough_replicas_reach_offset,
+                            future)
+        self.produce_purgatory.try_complete_else_watch(op, list(required))
+
+        async def finish() -> dict[tuple[str, int], ProduceResult]:
+            _apply_isr_errors(results, await future)
+            return results
+
+        return finish()
 
     async def _every(self, interval_ms: int, work: Callable[[], Any], name: str) -> None:
         interval = max(interval_ms, 10) / 1000
@@ -471,3 +478,13 @@ class Broker:
     def _close_logs(self) -> None:
         assert self.log_manager is not None
         self.log_manager.close()
+
+
+def _apply_isr_errors(results: dict[tuple[str, int], ProduceResult],
+                      errors: dict[tuple[str, int], int]) -> None:
+    for tp, error in errors.items():
+        if error:
+            r = results[tp]
+            results[tp] = ProduceResult(error, r.base_offset, r.log_append_time_ms,
+                                        r.log_start_offset,
+                                        error_message=ErrorCode(error).name, info=r.info)

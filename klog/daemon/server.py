@@ -89,7 +89,8 @@ class Server:
             await asyncio.sleep(interval)
             now = time.monotonic()
             for conn in list(self.connections):
-                if not conn.busy and not conn.queue and now - conn.last_active > limit:
+                if (not conn.busy and not conn.queue and not conn.deferred
+                        and now - conn.last_active > limit):
                     log.debug("closing idle connection from %s", conn.peer)
                     conn.close()
 

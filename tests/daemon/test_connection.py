@@ -114,6 +114,46 @@ def test_a_long_poll_holds_back_the_answers_behind_it(broker: InProcessBroker) -
         assert got == av_cid
 
 
+def test_acks_all_produces_waiting_for_the_isr_do_not_hold_back_the_next_appends(
+        broker: InProcessBroker) -> None:
+    """A follower (2) in the ISR that has not fetched: three pipelined acks=-1 produces
+    are all appended while the first waits, and an ApiVersions behind them waits its turn;
+    once the follower's fetch moves the high watermark, the answers go out in order."""
+    from klog.daemon.metadata_cache import PartitionState
+
+    with broker.connect() as client, broker.connect() as follower:
+        client.create_topic("isr")
+        me = broker.broker.broker_id
+
+        def two_replicas() -> None:
+            p = broker.broker.replica_manager.get_partition("isr", 0)
+            broker.broker.apply_leader_and_isr([PartitionState(
+                "isr", 0, me, p.leader_epoch + 1, (me, 2), (me, 2), p.controller_epoch,
+                p.zk_version)], {})
+
+        broker.call(two_replicas)
+        frames = [client.request_frame(0, 9, produce_values("isr", 0, batch(1), acks=-1))
+                  for _ in range(3)]
+        av_cid, av = client.request_frame(18, 3, API_VERSIONS_BODY)
+        client.send_raw(b"".join(f for _, f in frames) + av)
+        deadline = time.monotonic() + 10
+        while broker.log_end_offset("isr") < 3:
+            assert time.monotonic() < deadline, "the pipelined produces were not appended"
+            time.sleep(0.01)
+        client.sock.settimeout(0.3)
+        with pytest.raises(TimeoutError):  # nothing is answered before the ISR has it
+            client.sock.recv(1, socket.MSG_PEEK)
+        client.sock.settimeout(10.0)
+        values = fetch_values("isr", 0, 3)
+        values["replica_id"] = 2
+        assert follower.call(1, 12, values).responses[0].partitions[0].high_watermark == 3
+        for offset, (cid, _) in enumerate(frames):
+            got, response = client.recv_response(0, 9)
+            part = response.responses[0].partition_responses[0]
+            assert (got, part.error_code, part.base_offset) == (cid, 0, offset)
+        assert client.recv_response(18, 3)[0] == av_cid
+
+
 def test_a_produce_completes_a_waiting_fetch_on_another_connection(
         broker: InProcessBroker) -> None:
     with broker.connect() as consumer, broker.connect() as producer:

@@ -3,7 +3,8 @@
 A handler is ``async def handle(ctx, request) -> response`` where ``request`` is the
 decoded kio entity and the response is one of: a kio entity (usually made with
 ``ctx.respond({...})`` from version-independent values), a list of chunks (bytes and
-file regions; the fetch response), or None for no response at all (acks=0 produce).
+file regions; the fetch response), None for no response at all (acks=0 produce), or a
+``Deferred`` whose awaitable gives one of those later (acks=-1 produce waiting for the ISR).
 Handlers stay thin: they translate between the wire entities and the broker's managers
 (ReplicaManager, AdminManager, ...), which hold the logic.
 """
@@ -46,6 +47,16 @@ class RequestContext:
         return build(spec.response_entity(self.header.api_version), values)
 
 
+@dataclass(slots=True)
+class Deferred:
+    """A handler's answer that is not ready yet: the connection goes on to its next request
+    and sends this answer, in request order, once ``response`` completes. Produce with
+    acks=-1 uses it while it waits for the ISR, so a pipelining producer's next request is
+    appended during that wait instead of after it."""
+
+    response: Awaitable[Any]
+
+
 Handler = Callable[[RequestContext, Any], Awaitable[Any]]
 
 # api_key -> module defining ``handle``; imported when the broker starts.
@@ -80,6 +91,8 @@ _MODULES: dict[int, str] = {
     42: "delete_groups",
     43: "elect_leaders",
     44: "incremental_alter_configs",
+    45: "alter_partition_reassignments",
+    46: "list_partition_reassignments",
     47: "offset_delete",
     60: "describe_cluster",
 }

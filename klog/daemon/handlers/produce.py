@@ -2,14 +2,16 @@
 
 acks must be 0, 1 or -1 (else INVALID_REQUIRED_ACKS for every partition). acks=0 gets no
 response at all, as in Kafka. acks=-1 waits in the produce purgatory until the ISR has the
-data (immediately when the ISR is the leader alone) or the request timeout passes.
+data (immediately when the ISR is the leader alone) or the request timeout passes; while it
+waits, the connection goes on with the producer's next requests (a ``Deferred`` answer).
 """
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from typing import Any
 
-from klog.daemon.handlers import RequestContext
+from klog.daemon.handlers import Deferred, RequestContext
 from klog.protocol import produce
 from klog.protocol.entities import as_millis
 from klog.protocol.errors import ErrorCode
@@ -43,7 +45,17 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             ctx.connection.close()
         return None
     if acks == -1:
-        appended = await broker.wait_for_isr(appended, as_millis(request.timeout))
+        waiting = broker.isr_waiter(appended, as_millis(request.timeout))
+        if waiting is not None:
+            # Answered once the ISR has it; meanwhile the connection reads the producer's
+            # next request (responses still go out in request order).
+            return Deferred(_after(ctx, order, waiting))
+    return _response(ctx, order, {tp: (r.error_code, r) for tp, r in appended.items()})
+
+
+async def _after(ctx: RequestContext, order: list[tuple[str, list[int]]],
+                 waiting: Awaitable[dict[tuple[str, int], Any]]) -> Any:
+    appended = await waiting
     return _response(ctx, order, {tp: (r.error_code, r) for tp, r in appended.items()})
 
 
