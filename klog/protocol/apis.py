@@ -142,8 +142,10 @@ _TABLE: tuple[ApiSpec, ...] = (
     _kio(43, "ElectLeaders", "elect_leaders", 0, 2, 2, advertised=(0, 2)),
     _kio(44, "IncrementalAlterConfigs", "incremental_alter_configs", 0, 1, 1,
          advertised=(0, 1)),
-    _kio(45, "AlterPartitionReassignments", "alter_partition_reassignments", 0, 1, 0),
-    _kio(46, "ListPartitionReassignments", "list_partition_reassignments", 0, 0, 0),
+    _kio(45, "AlterPartitionReassignments", "alter_partition_reassignments", 0, 1, 0,
+         advertised=(0, 1)),
+    _kio(46, "ListPartitionReassignments", "list_partition_reassignments", 0, 0, 0,
+         advertised=(0, 0)),
     _kio(47, "OffsetDelete", "offset_delete", 0, 0, None, advertised=(0, 0)),
     _kio(60, "DescribeCluster", "describe_cluster", 0, 2, 0, advertised=(0, 1)),
 )
