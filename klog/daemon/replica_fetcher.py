@@ -346,6 +346,9 @@ class ReplicaFetcher:
                 state.truncating = False
                 continue
             asks[tp] = (state.leader_epoch, latest)
+        # A partition re-added (new LeaderAndIsr) while the request is in flight has a new
+        # fetch state: the answer to the old one must not touch it.
+        asked = {tp: self.partitions[tp] for tp in asks}
         if not asks:
             return
         topics: dict[str, list[dict[str, int]]] = {}
@@ -359,7 +362,7 @@ class ReplicaFetcher:
         for topic in response.topics:
             for r in topic.partitions:
                 tp = (str(topic.topic), int(r.partition))
-                if tp not in asks or tp not in self.partitions:
+                if tp not in asks or self.partitions.get(tp) is not asked[tp]:
                     continue
                 self._on_epoch_end_offset(tp, int(r.error_code), int(r.leader_epoch),
                                           int(r.end_offset))
@@ -410,12 +413,15 @@ class ReplicaFetcher:
         manager = self.manager
         topics: dict[str, list[dict[str, int]]] = {}
         offsets: dict[TopicPartition, int] = {}
+        # The fetch state each partition was fetched with (see _truncate's ``asked``).
+        sent: dict[TopicPartition, PartitionFetchState] = {}
         for tp in tps:
             p = rm.get_partition(*tp)
             if p is None or p.is_leader:
                 self.partitions.pop(tp, None)
                 continue
             offsets[tp] = p.log_end_offset
+            sent[tp] = self.partitions[tp]
             topics.setdefault(tp[0], []).append({
                 "partition": tp[1],
                 "current_leader_epoch": self.partitions[tp].leader_epoch,
@@ -445,8 +451,8 @@ class ReplicaFetcher:
             for pd in topic.partitions:
                 tp = (str(topic.topic), int(pd.partition_index))
                 state = self.partitions.get(tp)
-                if state is None or tp not in offsets:
-                    continue  # removed while the fetch was in flight
+                if state is None or tp not in offsets or state is not sent[tp]:
+                    continue  # removed or re-added while the fetch was in flight
                 p = rm.get_partition(*tp)
                 if p is None or p.is_leader or p.log_end_offset != offsets[tp]:
                     continue  # role or log changed meanwhile: the next fetch starts afresh
