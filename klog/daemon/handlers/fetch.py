@@ -67,7 +67,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                         quota)
     max_wait = as_millis(request.max_wait)
     if quota is not None and max_wait > 0:
-        max_wait = _throttled_wait(quota, wanted, max_wait)
+        max_wait = _throttled_wait(broker, quota, wanted, replica_id, max_wait)
     if max_wait > 0 and wanted and not _satisfied(results, request.min_bytes):
         loop = asyncio.get_running_loop()
         done: asyncio.Future[None] = loop.create_future()
@@ -88,17 +88,22 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     return _encode(version, wanted, results)
 
 
-def _throttled_wait(quota: ReplicationQuotaManager, wanted: list[FetchKey], max_wait: int
-                    ) -> int:
+def _throttled_wait(broker: Any, quota: ReplicationQuotaManager, wanted: list[FetchKey],
+                    replica_id: int, max_wait: int) -> int:
     """A follower fetch with partitions held back by the leader quota waits only until the
     quota allows them again (not the full max_wait, which would leave the link idle and the
-    rate below the bound)."""
-    if not any(quota.is_throttled(k[0], k[1]) for k in wanted):
-        return max_wait
+    rate below the bound). Fetches holding nothing back (an in-sync follower's) keep their
+    max_wait."""
     wait_s = quota.throttle_time()
     if wait_s <= 0:
         return max_wait
-    return max(1, min(max_wait, math.ceil(wait_s * 1000)))
+    partitions = broker.replica_manager.partitions
+    for topic, partition, _o, _m, _e in wanted:
+        if quota.is_throttled(topic, partition):
+            p = partitions.get((topic, partition))
+            if p is not None and replica_id not in p.isr:
+                return max(1, min(max_wait, math.ceil(wait_s * 1000)))
+    return max_wait
 
 
 def _read_all(broker: Any, wanted: list[FetchKey], max_bytes: int, committed: bool,
