@@ -230,3 +230,57 @@ def test_isr_shrinks_for_a_stalled_follower_and_grows_back(cluster: Any) -> None
     assert grown is not None and grown.leader_epoch == before.leader_epoch
     _wait_replicas_identical(c, "s", c.ids)
     assert _consume_all(c.bootstrap_servers, "s") == [b"v0", b"v1", b"v2"]
+
+
+def test_with_unclean_election_off_a_partition_whose_isr_is_gone_stays_offline(
+        cluster: Any) -> None:
+    """The followers fall out of the ISR, the leader takes acks=1 writes alone and then
+    goes: the partition has no leader until that broker returns (a follower taking over
+    would drop those acknowledged writes), and then nothing is lost."""
+    from klog.client.admin import NewTopic
+
+    # Long sessions: the paused followers stay registered, so the controller never counts
+    # them out; the leader leaves by SIGTERM (its registration goes at once).
+    c: Cluster = cluster(4, overrides={"min.insync.replicas": "1",
+                                       "unclean.leader.election.enable": "false",
+                                       "zookeeper.session.timeout.ms": "30000"})
+    controller = c.wait_for_controller()
+    leader, *followers = [i for i in c.ids if i != controller]
+
+    async def create(admin: Any) -> None:
+        result = await admin.create_topics([NewTopic(
+            "u", replica_assignment={0: [leader, *followers]})])
+        assert result["u"] is None, result["u"]
+
+    c._admin(None, create)
+    c.wait_for_isr("u", 0, [leader, *followers])
+    producer = confluent_kafka.Producer({"bootstrap.servers": c.bootstrap_servers,
+                                         "acks": "all", "linger.ms": 0})
+    for i in range(10):
+        producer.produce("u", value=b"all-%d" % i, partition=0)
+    assert producer.flush(30) == 0
+    for f in followers:
+        c.pause(f)
+    try:
+        c.wait_for_isr("u", 0, [leader], timeout=30)  # replica.lag.time.max.ms: 3 s
+        one_ack = confluent_kafka.Producer({"bootstrap.servers": c.bootstrap_of([leader]),
+                                            "acks": "1", "linger.ms": 0})
+        for i in range(5):
+            one_ack.produce("u", value=b"one-%d" % i, partition=0)
+        assert one_ack.flush(10) == 0
+        c.stop(leader)
+    finally:
+        for f in followers:
+            c.resume(f)
+    wait_until(lambda: c.leader("u", 0) == -1, 20, "u-0 to lose its leader")
+    # It stays offline: the live replicas are not in the ISR.
+    time.sleep(3)
+    state = c.partition_state("u", 0)
+    assert state is not None and (state.leader, state.isr) == (-1, (leader,))
+    assert c.metadata_leader("u", 0, via=controller) == -1
+    # The last ISR member returns and leads again, with every acknowledged write.
+    c.start(leader)
+    assert c.wait_for_leader("u", 0) == leader
+    c.wait_for_isr("u", 0, [leader, *followers], timeout=40)
+    assert _consume_all(c.bootstrap_servers, "u") == \
+        [b"all-%d" % i for i in range(10)] + [b"one-%d" % i for i in range(5)]
