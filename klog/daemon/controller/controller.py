@@ -761,7 +761,9 @@ class Controller:
 
     def _send_update_metadata(self, states: list[PartitionState],
                               broker_ids: Iterable[int] | None = None) -> None:
-        brokers = [b for b in self.live_brokers.values() if b.broker_id not in self.shutting_down]
+        # Kafka's liveOrShuttingDownBrokers: a stopping broker stays in the metadata (it
+        # still serves what it has not handed over); its leaderships are what move.
+        brokers = list(self.live_brokers.values())
         topic_ids = self._topic_ids()
         targets = list(self.live_brokers) if broker_ids is None else list(broker_ids)
         for broker_id in targets:
