@@ -1,0 +1,222 @@
+"""Preferred leader election over 1,000 partitions: 3 klog brokers on a real ZooKeeper
+(loopback, one machine).
+
+A topic of 1,000 partitions is created with broker 1 as the preferred replica of every
+one of them (replicas [1, 2] and [1, 3] alternately: the worst case, every partition has
+to move); then, per run, broker 1 is stopped (its controlled shutdown moves all 1,000
+leaderships to the followers), started again and waited for until it is back in every
+ISR. Then one ElectLeaders request (PREFERRED, all partitions) goes to the controller
+through klog's admin client and all 1,000 leaderships move back. Figures:
+
+- answered: the time until the controller answers (all state znodes written, LeaderAndIsr
+  and UpdateMetadata queued to the brokers);
+- visible: the time until a Metadata request to every broker names the preferred replica
+  as the leader of all 1,000 partitions (what clients see) -- the figure held to the
+  target, < 2 s.
+
+Needs java and Debian's ``zookeeper`` package (``make test`` installs them).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import shutil
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from benchmarks.common import WORK, Result, report
+from klog.client.admin import AdminClient, NewTopic
+from klog.cluster_runner import ZooKeeperServer, zookeeper_unavailable_reason
+from klog.daemon.metastore import paths
+from klog.daemon.metastore.zookeeper import ZooKeeperMetadataStore
+from klog.testing import KlogBroker
+
+TOPIC = "elections"
+SETTINGS = {
+    "zookeeper.session.timeout.ms": "10000",
+    "replica.lag.time.max.ms": "10000",
+    "replica.fetch.wait.max.ms": "200",
+    "replica.socket.timeout.ms": "10000",
+    "controller.socket.timeout.ms": "10000",
+    "controlled.shutdown.retry.backoff.ms": "200",
+    "offsets.topic.replication.factor": "3",
+    "auto.leader.rebalance.enable": "false",
+}
+
+
+class Cluster:
+    def __init__(self, root: Path, zk: ZooKeeperServer, count: int) -> None:
+        self.connect = f"{zk.connect}/bench-{uuid.uuid4().hex[:8]}"
+        self.brokers = {
+            i: KlogBroker(root / f"broker-{i}", overrides={
+                **SETTINGS, "zookeeper.connect": self.connect, "broker.id": str(i)})
+            for i in range(1, count + 1)}
+        self.store = ZooKeeperMetadataStore(self.connect)
+
+    def start(self) -> None:
+        for broker in self.brokers.values():
+            broker.start()
+        self.store.start()
+
+    def stop(self) -> None:
+        self.store.close()
+        for broker in self.brokers.values():
+            broker.stop()
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(b.bootstrap_servers for b in self.brokers.values())
+
+    def states(self, partitions: int) -> dict[int, Any]:
+        out = {}
+        for p in range(partitions):
+            data, _ = self.store.get(paths.partition_state_path(TOPIC, p))
+            out[p] = paths.LeaderIsrAndControllerEpoch.decode(data)
+        return out
+
+    def replicas(self) -> dict[int, tuple[int, ...]]:
+        data, _ = self.store.get(paths.topic_path(TOPIC))
+        assignment = paths.TopicAssignment.decode(data, TOPIC)
+        return {p: tuple(ra.replicas) for p, ra in assignment.partitions.items()}
+
+    def wait(self, predicate: Any, timeout: float, what: str, interval: float = 0.5) -> Any:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                value = predicate()
+            except Exception:  # not there yet
+                value = None
+            if value:
+                return value
+            time.sleep(interval)
+        raise SystemExit(f"timed out waiting for {what}")
+
+
+async def _metadata_leaders(bootstrap: str) -> dict[int, int]:
+    async with AdminClient(bootstrap) as admin:
+        described = await admin.describe_topics([TOPIC])
+        return {p.partition: p.leader for p in described[TOPIC].partitions}
+
+
+async def _create(cluster: Cluster, partitions: int) -> None:
+    assignment = {p: [1, 2 + p % 2] for p in range(partitions)}
+    async with AdminClient(cluster.bootstrap, request_timeout_ms=120000) as admin:
+        errors = await admin.create_topics([NewTopic(TOPIC, replica_assignment=assignment)],
+                                           timeout_ms=120000)
+        if errors[TOPIC] is not None:
+            raise SystemExit(f"cannot create {TOPIC}: {errors[TOPIC]}")
+
+
+async def _elect_and_watch(cluster: Cluster, want: dict[int, int]) -> tuple[float, float, int]:
+    """(answered s, visible s, partitions elected)."""
+    admin = AdminClient(cluster.bootstrap, request_timeout_ms=60000)
+    await admin.start()
+    watchers = [AdminClient(b.bootstrap_servers) for b in cluster.brokers.values()]
+    for w in watchers:
+        await w.start()
+        await w.describe_topics([TOPIC])
+    try:
+        # Metadata and connections warm: the clock measures the election only.
+        await admin.describe_cluster()
+        started = time.perf_counter()
+        results = await admin.elect_leaders("preferred", None)
+        answered = time.perf_counter() - started
+        failed = {tp: e for tp, e in results.items() if e is not None}
+        if failed:
+            raise SystemExit(f"{len(failed)} partitions failed, e.g. "
+                             f"{next(iter(failed.items()))}")
+
+        async def sees_all(w: AdminClient) -> None:
+            while True:
+                described = await w.describe_topics([TOPIC])
+                got = {p.partition: p.leader for p in described[TOPIC].partitions}
+                if got == want:
+                    return
+                await asyncio.sleep(0.005)
+
+        await asyncio.wait_for(asyncio.gather(*(sees_all(w) for w in watchers)), 60)
+        visible = time.perf_counter() - started
+        return answered, visible, len(results)
+    finally:
+        await admin.close()
+        for w in watchers:
+            await w.close()
+
+
+def bench(cluster: Cluster, partitions: int, runs: int) -> Result:
+    rf = 2
+    asyncio.run(_create(cluster, partitions))
+    cluster.wait(lambda: all(s.leader >= 0 and len(s.isr) == rf
+                             for s in cluster.states(partitions).values()),
+                 180, "every partition led with a full ISR")
+    replicas = cluster.replicas()
+    want = {p: r[0] for p, r in replicas.items()}
+    answered_s: list[float] = []
+    visible_s: list[float] = []
+    moved: list[int] = []
+    for run in range(runs):
+        broker_id = 1
+        broker = cluster.brokers[broker_id]
+        broker.stop()
+        cluster.wait(lambda b=broker_id: all(s.leader != b for s in
+                                             cluster.states(partitions).values()),
+                     60, f"broker {broker_id}'s leaderships moved")
+        broker.start()
+        try:
+            cluster.wait(lambda b=broker_id: all(b in s.isr for p, s in
+                                                 cluster.states(partitions).items()
+                                                 if b in replicas[p]),
+                         180, f"broker {broker_id} back in every ISR")
+        except SystemExit:
+            lagging = {p: (s.leader, s.isr) for p, s in cluster.states(partitions).items()
+                       if broker_id not in s.isr and broker_id in replicas[p]}
+            print(f"not back in the ISR of {len(lagging)} partitions, e.g. "
+                  f"{sorted(lagging.items())[:5]}", flush=True)
+            for i, b in cluster.brokers.items():
+                print(f"--- broker {i} ---\n{b.log_tail(30)}", flush=True)
+            raise
+        answered, visible, elected = asyncio.run(_elect_and_watch(cluster, want))
+        answered_s.append(answered)
+        visible_s.append(visible)
+        moved.append(elected)
+        print(f"run {run + 1}: broker {broker_id} restarted, {elected} partitions elected: "
+              f"answered {answered * 1000:.0f} ms, visible on every broker "
+              f"{visible * 1000:.0f} ms", flush=True)
+    worst = max(visible_s)
+    return Result(f"preferred election moving {partitions} partitions (RF {rf}, 3 brokers), "
+                  f"until every broker's metadata shows it, worst of {runs}",
+                  worst * 1000, "ms", target="< 2000 ms", ok=worst < 2.0,
+                  extra={"visible_ms": [round(t * 1000) for t in visible_s],
+                         "answered_ms": [round(t * 1000) for t in answered_s],
+                         "partitions_elected": moved})
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="small sizes, a smoke run")
+    parser.add_argument("--partitions", type=int, default=None)
+    parser.add_argument("--runs", type=int, default=None)
+    args = parser.parse_args()
+    reason = zookeeper_unavailable_reason()
+    if reason:
+        raise SystemExit(f"cannot run the election benchmark: {reason}")
+    partitions = args.partitions or (100 if args.quick else 1000)
+    runs = args.runs or (1 if args.quick else 3)
+    root = WORK / "elections"
+    shutil.rmtree(root, ignore_errors=True)
+    with ZooKeeperServer(root / "zk") as zk:
+        cluster = Cluster(root, zk, 3)
+        cluster.start()
+        try:
+            result = bench(cluster, partitions, runs)
+        finally:
+            cluster.stop()
+    shutil.rmtree(root, ignore_errors=True)
+    report([result])
+
+
+if __name__ == "__main__":
+    main()
