@@ -326,3 +326,35 @@ def test_garbage_in_the_znode_is_dropped(store) -> None:  # type: ignore[no-unty
     run(c, c.reassignments.on_legacy_znode)
     assert store.exists(paths.REASSIGN_PARTITIONS) is None
     assert rec.leader_and_isr == [] and not c.is_reassigning(TP)
+
+
+def test_replacing_a_reassignment_stops_the_replicas_no_longer_needed(store) -> None:  # type: ignore[no-untyped-def]
+    c, rec = make_controller(store, leader=1, live=(1, 2, 3, 4, 5))
+    run(c, lambda: c.reassignments.alter({TP: [2, 3, 4]}))
+    rec.stop.clear()
+    run(c, lambda: c.reassignments.alter({TP: [2, 3, 5]}))
+    # The origin stays [1,2,3]: 4 was only being added, so it is stopped and deleted.
+    assert znode_assignment(store) == paths.ReplicaAssignment((2, 3, 5, 1), (5,), (1,))
+    assert [(b, d) for b, _, d, _ in rec.stop] == [(4, True)]
+    assert 4 not in {b for b, _ in rec.leader_and_isr[-4:]}
+
+
+def test_requests_queue_as_controller_events(store) -> None:  # type: ignore[no-untyped-def]
+    c, _ = make_controller(store, leader=1)
+
+    async def main() -> Any:
+        task = asyncio.get_running_loop().create_task(c._run())
+        try:
+            started = await c.alter_partition_reassignments({TP: [2, 3, 4]})
+            listed = c.list_partition_reassignments([TP])
+            c.active = False  # deposed: answers NOT_CONTROLLER, changes nothing
+            refused = await c.alter_partition_reassignments({TP: None})
+            return started, listed, refused
+        finally:
+            task.cancel()
+
+    started, listed, refused = run(c, main)
+    assert started == {TP: (0, None)}
+    assert listed == {TP: ([2, 3, 4, 1], [4], [1])}
+    assert refused == {TP: (int(ErrorCode.NOT_CONTROLLER), None)}
+    assert c.is_reassigning(TP)
