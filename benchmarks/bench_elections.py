@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import shutil
+import struct
 import time
 import uuid
 from pathlib import Path
@@ -47,13 +48,25 @@ SETTINGS = {
 }
 
 
+class Broker(KlogBroker):
+    """A KlogBroker started with ``--log-level``."""
+
+    log_level = "INFO"
+
+    def command(self) -> list[str]:
+        return [*super().command(), "--log-level", self.log_level]
+
+
 class Cluster:
-    def __init__(self, root: Path, zk: ZooKeeperServer, count: int) -> None:
+    def __init__(self, root: Path, zk: ZooKeeperServer, count: int,
+                 log_level: str = "INFO") -> None:
         self.connect = f"{zk.connect}/bench-{uuid.uuid4().hex[:8]}"
-        self.brokers = {
-            i: KlogBroker(root / f"broker-{i}", overrides={
+        self.brokers: dict[int, Broker] = {}
+        for i in range(1, count + 1):
+            broker = Broker(root / f"broker-{i}", overrides={
                 **SETTINGS, "zookeeper.connect": self.connect, "broker.id": str(i)})
-            for i in range(1, count + 1)}
+            broker.log_level = log_level
+            self.brokers[i] = broker
         self.store = ZooKeeperMetadataStore(self.connect)
 
     def start(self) -> None:
@@ -101,6 +114,15 @@ async def _metadata_leaders(bootstrap: str) -> dict[int, int]:
         return {p.partition: p.leader for p in described[TOPIC].partitions}
 
 
+async def _all_isrs_full(cluster: Cluster, rf: int) -> bool:
+    for b in cluster.brokers.values():
+        async with AdminClient(b.bootstrap_servers) as admin:
+            described = await admin.describe_topics([TOPIC])
+            if any(len(p.isr) < rf for p in described[TOPIC].partitions):
+                return False
+    return True
+
+
 async def _create(cluster: Cluster, partitions: int) -> None:
     assignment = {p: [1, 2 + p % 2] for p in range(partitions)}
     async with AdminClient(cluster.bootstrap, request_timeout_ms=120000) as admin:
@@ -110,14 +132,80 @@ async def _create(cluster: Cluster, partitions: int) -> None:
             raise SystemExit(f"cannot create {TOPIC}: {errors[TOPIC]}")
 
 
+class MetadataProbe:
+    """Metadata v1 requests to one broker over a plain socket, parsed with struct: the
+    leaders of TOPIC as that broker's metadata cache has them. (klog's admin client takes
+    ~150 ms of CPU to decode 1,000 partitions; polling three brokers with it would load
+    the machine the brokers run on and blur the figure.)"""
+
+    def __init__(self, host: str, port: int) -> None:
+        self.host, self.port = host, port
+        self.reader: asyncio.StreamReader | None = None
+        self.writer: asyncio.StreamWriter | None = None
+        name = TOPIC.encode()
+        client = b"bench-elections"
+        header = struct.pack(">hhih", 3, 1, 1, len(client)) + client
+        body = struct.pack(">ih", 1, len(name)) + name
+        self.request = struct.pack(">i", len(header) + len(body)) + header + body
+
+    async def leaders(self) -> dict[int, int]:
+        if self.writer is None:
+            self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
+        assert self.reader is not None
+        self.writer.write(self.request)
+        size = struct.unpack(">i", await self.reader.readexactly(4))[0]
+        data = await self.reader.readexactly(size)
+        pos = 4  # correlation id
+
+        def i16() -> int:
+            nonlocal pos
+            pos += 2
+            return int(struct.unpack_from(">h", data, pos - 2)[0])
+
+        def i32() -> int:
+            nonlocal pos
+            pos += 4
+            return int(struct.unpack_from(">i", data, pos - 4)[0])
+
+        def string() -> None:
+            nonlocal pos
+            n = i16()  # before pos is read: i16 moves it
+            pos += max(n, 0)
+
+        for _ in range(i32()):  # brokers: node id, host, port, rack
+            i32()
+            string()
+            i32()
+            string()
+        i32()  # controller id
+        out: dict[int, int] = {}
+        for _ in range(i32()):
+            i16()
+            string()
+            pos += 1  # is_internal
+            for _ in range(i32()):
+                i16()
+                partition, leader = i32(), i32()
+                replicas = i32()
+                pos += 4 * replicas
+                isr = i32()
+                pos += 4 * isr
+                out[partition] = leader
+        return out
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+
+
 async def _elect_and_watch(cluster: Cluster, want: dict[int, int]) -> tuple[float, float, int]:
     """(answered s, visible s, partitions elected)."""
     admin = AdminClient(cluster.bootstrap, request_timeout_ms=60000)
     await admin.start()
-    watchers = [AdminClient(b.bootstrap_servers) for b in cluster.brokers.values()]
+    watchers = [MetadataProbe(b.host, b.port) for b in cluster.brokers.values()]
     for w in watchers:
-        await w.start()
-        await w.describe_topics([TOPIC])
+        if len(await w.leaders()) != len(want):
+            raise SystemExit("the metadata probe does not see every partition")
     try:
         # Metadata and connections warm: the clock measures the election only.
         await admin.describe_cluster()
@@ -129,13 +217,9 @@ async def _elect_and_watch(cluster: Cluster, want: dict[int, int]) -> tuple[floa
             raise SystemExit(f"{len(failed)} partitions failed, e.g. "
                              f"{next(iter(failed.items()))}")
 
-        async def sees_all(w: AdminClient) -> None:
-            while True:
-                described = await w.describe_topics([TOPIC])
-                got = {p.partition: p.leader for p in described[TOPIC].partitions}
-                if got == want:
-                    return
-                await asyncio.sleep(0.005)
+        async def sees_all(w: MetadataProbe) -> None:
+            while await w.leaders() != want:
+                await asyncio.sleep(0.01)
 
         await asyncio.wait_for(asyncio.gather(*(sees_all(w) for w in watchers)), 60)
         visible = time.perf_counter() - started
@@ -143,7 +227,7 @@ async def _elect_and_watch(cluster: Cluster, want: dict[int, int]) -> tuple[floa
     finally:
         await admin.close()
         for w in watchers:
-            await w.close()
+            w.close()
 
 
 def bench(cluster: Cluster, partitions: int, runs: int) -> Result:
@@ -178,7 +262,16 @@ def bench(cluster: Cluster, partitions: int, runs: int) -> Result:
             for i, b in cluster.brokers.items():
                 print(f"--- broker {i} ---\n{b.log_tail(30)}", flush=True)
             raise
+        # Settled: every broker's metadata has broker 1 back in the ISRs (the controller
+        # has handled the ISR changes), so the clock measures the election alone.
+        cluster.wait(lambda: asyncio.run(_all_isrs_full(cluster, rf)), 120,
+                     "every broker's metadata showing full ISRs")
         answered, visible, elected = asyncio.run(_elect_and_watch(cluster, want))
+        for b in cluster.brokers.values():
+            lines = [ln for ln in b.log_file.read_text(errors="replace").splitlines()
+                     if "leader election:" in ln]
+            if lines:
+                print(f"  controller: {lines[-1].split('INFO', 1)[-1].strip()}", flush=True)
         answered_s.append(answered)
         visible_s.append(visible)
         moved.append(elected)
@@ -199,6 +292,8 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="small sizes, a smoke run")
     parser.add_argument("--partitions", type=int, default=None)
     parser.add_argument("--runs", type=int, default=None)
+    parser.add_argument("--log-level", default="INFO",
+                        help="the brokers' --log-level (INFO: as `klog broker start`)")
     args = parser.parse_args()
     reason = zookeeper_unavailable_reason()
     if reason:
@@ -208,7 +303,7 @@ def main() -> None:
     root = WORK / "elections"
     shutil.rmtree(root, ignore_errors=True)
     with ZooKeeperServer(root / "zk") as zk:
-        cluster = Cluster(root, zk, 3)
+        cluster = Cluster(root, zk, 3, args.log_level)
         cluster.start()
         try:
             result = bench(cluster, partitions, runs)

@@ -36,6 +36,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
@@ -328,6 +329,7 @@ class LeaderBalancer:
     async def _run(self, election_type: int, tps: list[TopicPartition]
                    ) -> dict[TopicPartition, Result]:
         c = self.controller
+        started = time.perf_counter()
         intended: dict[TopicPartition, int] = {}
         updates: list[PartitionState] = []
         # Where the cache says no replica qualifies, ZooKeeper may know better (an ISR
@@ -360,9 +362,11 @@ class LeaderBalancer:
                     intended[tp] = new.leader
             if again:
                 await c._call(c._update_states, again)
+        written = time.perf_counter()
         changed = [c.states[tp] for tp in intended if tp in c.states]
         if changed:
-            c._send(changed)
+            await self._send(changed)
+        sent = time.perf_counter()
         results: dict[TopicPartition, Result] = {}
         for tp in tps:
             s = c.states.get(tp)
@@ -371,9 +375,38 @@ class LeaderBalancer:
             else:
                 results[tp] = (int(_FAILED[election_type]), failure_message(tp, election_type))
         elected = sum(1 for code, _ in results.values() if code == 0)
-        log.info("%s leader election: %d of %d partitions elected",
-                 ELECTION_TYPES[election_type], elected, len(tps))
+        log.info("%s leader election: %d of %d partitions elected in %.0f ms (state "
+                 "znodes %.0f ms, %d re-read; requests to brokers %.0f ms)",
+                 ELECTION_TYPES[election_type], elected, len(tps),
+                 (sent - started) * 1000, (written - started) * 1000, len(retry),
+                 (sent - written) * 1000)
         return results
+
+    async def _send(self, changed: list[PartitionState]) -> None:
+        """LeaderAndIsr to the replicas, then UpdateMetadata to every broker (the
+        controller's ``_send``), remote brokers first: the controller's own broker applies
+        its share in-process, synchronously, which for 1,000 partitions takes a while;
+        letting the channel's sender tasks write the remote requests before that lets the
+        other brokers work on theirs at the same time."""
+        c = self.controller
+        by_broker: dict[int, list[PartitionState]] = {}
+        for s in changed:
+            for r in s.replicas:
+                if r in c.live_brokers:
+                    by_broker.setdefault(r, []).append(s)
+        remote = [b for b in c.live_brokers if b != c.broker_id]
+        for broker_id, mine in by_broker.items():
+            if broker_id != c.broker_id:
+                c._send_leader_and_isr(broker_id, mine)
+        if remote:
+            c._send_update_metadata(changed, remote)
+            # Two turns of the loop: the woken sender tasks encode and write.
+            await asyncio.sleep(0)
+            await asyncio.sleep(0)
+        if c.broker_id in by_broker:
+            c._send_leader_and_isr(c.broker_id, by_broker[c.broker_id])
+        if c.broker_id in c.live_brokers:
+            c._send_update_metadata(changed, [c.broker_id])
 
     def _write_batch(self, batch: list[PartitionState]) -> bool:
         """One multi transaction of compare-and-set writes; False when any version moved
