@@ -8,6 +8,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import pytest
+
 from klog.client.admin import AdminClient, NewTopic
 from klog.protocol.errors import ErrorCode
 
@@ -44,3 +46,28 @@ def test_reassignment_apis_on_a_standalone_broker(klog_broker: Any) -> None:
             assert await admin.list_partition_reassignments([("t", 0), ("t", 1)]) == {}
 
     asyncio.run(main())
+
+
+def test_kafka_python_admin_cross_check(klog_broker: Any) -> None:
+    """kafka-python's admin client (its own encoding of both APIs) gets the same answers."""
+    kafka = pytest.importorskip("kafka")
+    from kafka import KafkaAdminClient, TopicPartition
+    from kafka.admin import NewTopic as KNewTopic
+    from kafka.errors import InvalidReplicationAssignmentError, NoReassignmentInProgressError
+
+    admin = KafkaAdminClient(bootstrap_servers=klog_broker.bootstrap_servers,
+                             request_timeout_ms=10000)
+    try:
+        admin.create_topics([KNewTopic("k", 1, 1)])
+        me = admin.describe_cluster()["controller_id"]
+        assert admin.list_partition_reassignments() == {}
+        tp = TopicPartition("k", 0)
+        results = admin.alter_partition_reassignments({tp: [me + 100]})
+        assert results[tp] is InvalidReplicationAssignmentError
+        assert admin.alter_partition_reassignments({tp: None})[tp] is \
+            NoReassignmentInProgressError
+        assert admin.alter_partition_reassignments({tp: [me]})[tp] is None
+        assert admin.list_partition_reassignments([tp]) == {}
+    finally:
+        admin.close()
+    assert kafka is not None
