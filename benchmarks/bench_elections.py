@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import shutil
 import struct
 import time
@@ -300,6 +301,8 @@ def main() -> None:
         raise SystemExit(f"cannot run the election benchmark: {reason}")
     partitions = args.partitions or (100 if args.quick else 1000)
     runs = args.runs or (1 if args.quick else 3)
+    # The brokers' log lines unwrapped, so the controller's timing line reads whole.
+    os.environ.setdefault("COLUMNS", "250")
     root = WORK / "elections"
     shutil.rmtree(root, ignore_errors=True)
     with ZooKeeperServer(root / "zk") as zk:
