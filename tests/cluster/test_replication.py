@@ -262,12 +262,14 @@ def test_with_unclean_election_off_a_partition_whose_isr_is_gone_stays_offline(
     for f in followers:
         c.pause(f)
     try:
-        c.wait_for_isr("u", 0, [leader], timeout=30)  # replica.lag.time.max.ms: 3 s
+        # Followers at the leader's log end offset stay in sync however long they are
+        # silent (Kafka's isCaughtUp): the leader's new writes are what they lag behind.
         one_ack = confluent_kafka.Producer({"bootstrap.servers": c.bootstrap_of([leader]),
                                             "acks": "1", "linger.ms": 0})
         for i in range(5):
             one_ack.produce("u", value=b"one-%d" % i, partition=0)
         assert one_ack.flush(10) == 0
+        c.wait_for_isr("u", 0, [leader], timeout=30)  # replica.lag.time.max.ms: 3 s
         c.stop(leader)
     finally:
         for f in followers:
