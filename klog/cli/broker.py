@@ -50,10 +50,19 @@ def start(
     level = getattr(logging, log_level.upper(), None)
     if not isinstance(level, int):
         console.fail(f"unknown log level {log_level!r}", console.EXIT_USAGE)
-    logging.basicConfig(
-        level=level, format="%(message)s", datefmt="[%X]",
-        handlers=[RichHandler(console=console.err, show_path=False, markup=False)],
-    )
+    if console.err.is_terminal:
+        handler: logging.Handler = RichHandler(console=console.err, show_path=False,
+                                               markup=False)
+        handler.setFormatter(logging.Formatter("%(message)s", datefmt="[%X]"))
+    else:
+        # A log file, a pipe or a journal: one unwrapped line per record in Kafka's
+        # log4j layout ("[time] LEVEL message (logger)"), which greps well and costs
+        # ~20 us per line where rich's layout costs ~1 ms (a leader move of 1,000
+        # partitions logs a line each).
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("[%(asctime)s] %(levelname)s %(message)s "
+                                               "(%(name)s)"))
+    logging.basicConfig(level=level, handlers=[handler])
     if config is not None and not config.is_file():
         console.fail(f"config file {config} does not exist", console.EXIT_USAGE)
     try:
