@@ -3,6 +3,8 @@ catching up ~6 MB under 1 MB/s leader and follower throttles, configured as
 kafka-reassign-partitions.sh writes them (the rates on the brokers, the topic's
 leader.replication.throttled.replicas = its replicas, follower... = the catching-up one),
 moves data at the limit within 20%; lifting the throttle lets the rest go at full speed.
+`klog reassign execute --throttle` adding a replica holds its rate the same way while an
+acks=all producer and a consumer run, and `klog reassign verify` removes the throttles.
 
 The rate is measured on the follower's disk (its segment files), from the first bytes it
 wrote to the moment it holds the leader's whole log."""
@@ -16,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from tests.cluster.conftest import Cluster
+from tests.cluster.conftest import Cluster, wait_until
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 
@@ -122,3 +124,73 @@ def test_a_throttle_holds_follower_catch_up_within_20_percent(cluster: Any) -> N
     elapsed = samples[-1][0] - samples[last_before][0]
     print(f"unthrottled catch-up of {DATA} more bytes: within {elapsed:.2f} s")
     assert elapsed < DATA / LIMIT / 2
+
+
+def test_klog_reassign_with_a_throttle_holds_its_rate_while_traffic_runs(cluster: Any,
+                                                                       tmp_path: Path) -> None:
+    """`klog reassign execute --throttle` adds a replica to a 6 MB partition at 1 MB/s
+    (within 20%) while an acks=all producer and a consumer run on another topic; `verify`
+    then removes the throttles, and the traffic lost and duplicated nothing."""
+    import json
+    import subprocess
+    import sys
+
+    from klog.client.admin import ConfigResource, NewTopic
+    from tests.cluster.test_reassignment import Traffic
+
+    c: Cluster = cluster(3, overrides={"replica.fetch.max.bytes": "262144"})
+
+    async def create(admin: Any) -> None:
+        result = await admin.create_topics([
+            NewTopic("big", replica_assignment={0: [1]}),
+            NewTopic("t", replica_assignment={0: [1, 2, 3]},
+                     configs={"min.insync.replicas": "2"})])
+        assert all(e is None for e in result.values()), result
+
+    c._admin(None, create)
+    c.wait_for_isr("t", 0, [1, 2, 3], timeout=30)
+    _produce(c, "big", DATA, 1)
+    leader_size = _log_size(c, 1, "big")
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"version": 1, "partitions": [
+        {"topic": "big", "partition": 0, "replicas": [1, 2], "log_dirs": ["any", "any"]}]}))
+
+    def klog(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "klog", "reassign", *args,
+                               "--bootstrap-server", c.bootstrap_servers,
+                               "--reassignment-json-file", str(plan)],
+                              capture_output=True, text=True, timeout=60)
+
+    traffic = Traffic(c)
+    try:
+        time.sleep(1.0)
+        started = klog("execute", "--throttle", str(LIMIT))
+        assert started.returncode == 0, started.stderr
+        assert "Successfully started partition reassignment for big-0" in started.stdout
+        samples = _catch_up(c, 2, 1, "big", timeout=60)
+        rate = _rate(samples)
+        print(f"throttled reassignment: {leader_size} bytes at {rate / 1e6:.3f} MB/s "
+              f"(limit {LIMIT / 1e6:.1f} MB/s) with traffic running")
+        assert 0.8 * LIMIT <= rate <= 1.2 * LIMIT, rate
+
+        def verified() -> str | None:
+            out = klog("verify")
+            return out.stdout if "is completed" in out.stdout else None
+
+        text = wait_until(verified, 60, "klog reassign verify to report big-0 completed")
+        assert "Reassignment of partition big-0 is completed." in text
+        traffic.finish()
+    finally:
+        traffic.stop_producing.set()
+        traffic.stop_consuming.set()
+    assert not traffic.failed, traffic.failed[:5]
+    assert len(set(traffic.seen)) == len(traffic.seen) == traffic.sent == len(traffic.acked)
+
+    async def throttles(admin: Any) -> dict[str, str]:
+        resources = [ConfigResource.of("broker", str(i)) for i in c.ids] + \
+            [ConfigResource.of("topic", "big")]
+        described = await admin.describe_configs(resources)
+        return {f"{r.name}/{e.name}": e.value for r, entries in described.items()
+                for e in entries if "throttled" in e.name and not e.is_default}
+
+    assert c._admin(None, throttles) == {}
