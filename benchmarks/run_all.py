@@ -28,6 +28,7 @@ def main() -> int:
         [sys.executable, "-m", "benchmarks.bench_groups", *(["--quick"] if quick else [])],
         [sys.executable, "-m", "benchmarks.bench_cluster", *(["--quick"] if quick else [])],
         [sys.executable, "-m", "benchmarks.bench_reassign", *(["--quick"] if quick else [])],
+        [sys.executable, "-m", "benchmarks.bench_elections", *(["--quick"] if quick else [])],
         [sys.executable, "-m", "benchmarks.bench_spark", *(["--quick"] if quick else [])],
     ]
     status = 0
