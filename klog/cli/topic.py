@@ -149,7 +149,7 @@ def create(
     partitions: int = typer.Option(
         -1, "--partitions", "-p", help="Partitions per topic (default: num.partitions)."),
     replicas: int = typer.Option(
-        -1, "--replicas", "-r",
+        -1, "--replication-factor", "--replicas", "-r",
         help="Replication factor (default: default.replication.factor)."),
     config: list[str] = typer.Option(
         [], "--config", "-c", help="A topic config key=value; may be repeated."),
