@@ -78,6 +78,23 @@ def test_sigterm_shuts_down_cleanly_and_data_survives(tmp_path) -> None:
             consumer.close()
 
 
+def test_logs_to_a_file_are_plain_unwrapped_log4j_lines(tmp_path) -> None:
+    """Not a terminal: one line per record, "[date time,ms] LEVEL message (logger)", however
+    long the message (rich's layout would wrap it at 80 columns)."""
+    import re
+
+    broker = KlogBroker(tmp_path / "data")
+    with broker:
+        assert broker.stop() == 0
+    lines = broker.log_tail(200).splitlines()
+    started = [line for line in lines if "started in" in line]
+    assert len(started) == 1, lines
+    assert re.fullmatch(r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}\] INFO klog broker \d+ "
+                        r"started in [\d.]+ s on 127\.0\.0\.1:\d+ \(cluster \S+\) "
+                        r"\(klog\.daemon\.broker\)", started[0]), started[0]
+    assert all(line.startswith("[") for line in lines if line.strip()), lines
+
+
 def test_broker_serves_the_kafka_corpus(kafka_corpus, tmp_path) -> None:
     import shutil
 
