@@ -33,6 +33,13 @@ def spawn() -> Iterator[object]:
     def run(code: str, *args: str) -> subprocess.Popen[bytes]:
         proc = subprocess.Popen([sys.executable, "-c", code, *args])
         started.append(proc)
+        # The kernel shows the child's own command line a moment after Popen returns (the
+        # parent's or an empty one meanwhile); a broker found through a state file has
+        # long had its own. Until then pid_alive(pid, marker) says no, as it should.
+        deadline = time.monotonic() + 10
+        while args and args[-1].encode() not in Path(f"/proc/{proc.pid}/cmdline").read_bytes():
+            assert time.monotonic() < deadline, "the child never showed its command line"
+            time.sleep(0.01)
         return proc
 
     yield run
