@@ -49,7 +49,6 @@ from klog.daemon.metastore.base import (
     NoNodeError,
     SessionExpiredError,
     SetOp,
-    WatchedEvent,
 )
 from klog.protocol.errors import ErrorCode
 
@@ -213,15 +212,7 @@ class LeaderBalancer:
     # -- /admin/preferred_replica_election
 
     def _watch(self) -> Any:
-        c = self.controller
-        loop = c._loop
-        assert loop is not None
-
-        def fire(event: WatchedEvent) -> None:
-            if not c._closed:
-                loop.call_soon_threadsafe(c._queue.put_nowait, (PREFERRED_REPLICA_ELECTION, None))
-
-        return fire
+        return self.controller._watcher(PREFERRED_REPLICA_ELECTION)
 
     async def _on_znode(self) -> None:
         """Kafka's ZkTriggered election: the znode's partitions move to their preferred
