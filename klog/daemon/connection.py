@@ -290,15 +290,20 @@ class Connection(asyncio.Protocol):
                     self.busy = False
                     self.last_active = time.monotonic()
                     self.server.request_done()
-        except (ConnectionError, OSError) as exc:
-            log.debug("connection %s: %s", self.peer, exc)
-            self.close()
         except asyncio.CancelledError:
             self.close()
             raise
-        except Exception:
-            log.exception("unexpected error on connection %s; closing it", self.peer)
-            self.close()
+        except Exception as exc:
+            self._failed(exc)
+
+    def _failed(self, exc: Exception) -> None:
+        """A processing task ended on ``exc``: the peer went away, or a klog bug."""
+        if isinstance(exc, (ConnectionError, OSError)):
+            log.debug("connection %s: %s", self.peer, exc)
+        else:
+            log.error("unexpected error on connection %s; closing it", self.peer,
+                      exc_info=exc)
+        self.close()
 
     async def _handle(self, frame: memoryview) -> None:
         try:
@@ -328,6 +333,8 @@ class Connection(asyncio.Protocol):
         ctx = RequestContext(header, self.broker, self)
         response = await handler(ctx, request)
         if self.closed:
+            if isinstance(response, Deferred) and asyncio.iscoroutine(response.response):
+                response.response.close()  # nobody to answer: do not leave it unawaited
             return
         if isinstance(response, Deferred):
             self._defer(header, asyncio.ensure_future(response.response))
@@ -355,15 +362,11 @@ class Connection(asyncio.Protocol):
                 # Popped only once sent: while it is queued, newer answers queue behind it.
                 self.deferred.popleft()
                 self._deferred_space.set()
-        except (ConnectionError, OSError) as exc:
-            log.debug("connection %s: %s", self.peer, exc)
-            self.close()
         except asyncio.CancelledError:
             self.close()
             raise
-        except Exception:
-            log.exception("unexpected error on connection %s; closing it", self.peer)
-            self.close()
+        except Exception as exc:
+            self._failed(exc)
         finally:
             if self.closed:
                 for _, answer in self.deferred:
