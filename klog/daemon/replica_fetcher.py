@@ -47,6 +47,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from klog.daemon.replication_quota import ReplicationQuotaManager
+from klog.daemon.tasks import stop_task
 from klog.protocol import apis, entities, framing
 from klog.protocol.errors import ErrorCode, KafkaError
 
@@ -233,9 +234,7 @@ class ReplicaFetcher:
 
     async def stop(self) -> None:
         if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._task
+            await stop_task(self._task, what=self.name)
         if self._conn is not None:
             self._conn.close()
 

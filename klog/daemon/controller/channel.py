@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import contextlib
 import logging
 import uuid
 from collections.abc import Callable, Iterable
@@ -31,6 +30,7 @@ from klog.client.errors import KafkaClientError
 from klog.client.network import BrokerConnection, build_request
 from klog.daemon.controller.receiver import EPOCH_DURING_DELETE, SECURITY_PROTOCOL_IDS
 from klog.daemon.metadata_cache import BrokerInfo, PartitionState
+from klog.daemon.tasks import stop_task
 from klog.protocol import apis, inter_broker
 from klog.protocol.errors import ErrorCode
 
@@ -139,9 +139,7 @@ class _BrokerSender:
             self._conn = None
 
     async def close(self) -> None:
-        self.task.cancel()
-        with contextlib.suppress(asyncio.CancelledError, Exception):
-            await self.task
+        await stop_task(self.task, what=f"the controller's sender to broker {self.broker_id}")
         self._close_connection()
 
 

@@ -32,6 +32,7 @@ from klog.daemon.metastore.base import (
     SessionExpiredError,
     WatchedEvent,
 )
+from klog.daemon.tasks import stop_task
 from klog.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
@@ -81,9 +82,7 @@ class Controller:
     async def shutdown(self) -> None:
         self._closed = True
         if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._task
+            await stop_task(self._task, what="the controller's event loop")
         await self._resign()
 
     async def _resign(self) -> None:

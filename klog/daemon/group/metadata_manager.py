@@ -49,6 +49,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from klog.daemon.admin import TopicSpec
+from klog.daemon.tasks import stop_task
 from klog.protocol.errors import CorruptRecordError, ErrorCode
 from klog.protocol.internal_topics import (
     CONSUMER_PROTOCOL_TYPE,
@@ -721,10 +722,7 @@ class GroupMetadataManager:
         tasks = [t for t in (self._expire_task, self._creating, *self._load_tasks)
                  if t is not None]
         for task in tasks:
-            task.cancel()
-        for task in tasks:
-            with contextlib.suppress(BaseException):
-                await task
+            await stop_task(task, what="a group metadata task")
         self._expire_task = None
         self._loading.clear()
         self._owned.clear()
