@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import signal
 
 from klog.daemon.broker import Broker
@@ -22,4 +23,10 @@ async def run_broker(config: BrokerConfig, install_signals: bool = True) -> None
     except BaseException:
         await broker.shutdown()
         raise
+    # Everything loaded at start-up (modules, protocol schemas, configs, the logs' state)
+    # lives as long as the process: moved out of the collector's sight, a full collection
+    # walks only what was made since, about a millisecond instead of 30-40 ms that stall
+    # every connection (seen in the p99 produce latency benchmark).
+    gc.collect()
+    gc.freeze()
     await broker.serve_forever(install_signals=False)
