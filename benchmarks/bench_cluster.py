@@ -25,6 +25,7 @@ import signal
 import statistics
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -48,11 +49,17 @@ SETTINGS = {
 
 
 class Cluster:
-    def __init__(self, root: Path, zk: ZooKeeperServer, count: int) -> None:
+    """``count`` klog brokers (ids 1..count) under a fresh chroot of ``zk``, and a store
+    to read the controller's znodes. The cluster benchmarks share it."""
+
+    def __init__(self, root: Path, zk: ZooKeeperServer, count: int,
+                 settings: dict[str, str] | None = None,
+                 make_broker: Callable[..., KlogBroker] = KlogBroker) -> None:
         self.connect = f"{zk.connect}/bench-{uuid.uuid4().hex[:8]}"
+        settings = SETTINGS if settings is None else settings
         self.brokers = {
-            i: KlogBroker(root / f"broker-{i}", overrides={
-                **SETTINGS, "zookeeper.connect": self.connect, "broker.id": str(i)})
+            i: make_broker(root / f"broker-{i}", overrides={
+                **settings, "zookeeper.connect": self.connect, "broker.id": str(i)})
             for i in range(1, count + 1)}
         self.store = ZooKeeperMetadataStore(self.connect)
 
@@ -79,7 +86,7 @@ class Cluster:
     def registered(self) -> set[int]:
         return {int(i) for i in self.store.get_children(paths.BROKER_IDS)}
 
-    def wait(self, predicate: Any, timeout: float, what: str) -> Any:
+    def wait(self, predicate: Any, timeout: float, what: str, interval: float = 0.01) -> Any:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             try:
@@ -88,7 +95,7 @@ class Cluster:
                 value = None
             if value:
                 return value
-            time.sleep(0.01)
+            time.sleep(interval)
         raise SystemExit(f"timed out waiting for {what}")
 
     def create_topic(self, name: str, rf: int, configs: dict[str, str]) -> None:

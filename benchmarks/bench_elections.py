@@ -25,15 +25,14 @@ import os
 import shutil
 import struct
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
+from benchmarks import bench_cluster
 from benchmarks.common import WORK, Result, report
 from klog.client.admin import AdminClient, NewTopic
 from klog.cluster_runner import ZooKeeperServer, zookeeper_unavailable_reason
 from klog.daemon.metastore import paths
-from klog.daemon.metastore.zookeeper import ZooKeeperMetadataStore
 from klog.testing import KlogBroker
 
 TOPIC = "elections"
@@ -58,31 +57,15 @@ class Broker(KlogBroker):
         return [*super().command(), "--log-level", self.log_level]
 
 
-class Cluster:
+class Cluster(bench_cluster.Cluster):
     def __init__(self, root: Path, zk: ZooKeeperServer, count: int,
                  log_level: str = "INFO") -> None:
-        self.connect = f"{zk.connect}/bench-{uuid.uuid4().hex[:8]}"
-        self.brokers: dict[int, Broker] = {}
-        for i in range(1, count + 1):
-            broker = Broker(root / f"broker-{i}", overrides={
-                **SETTINGS, "zookeeper.connect": self.connect, "broker.id": str(i)})
+        def make_broker(data_dir: Path, overrides: dict[str, str]) -> Broker:
+            broker = Broker(data_dir, overrides=overrides)
             broker.log_level = log_level
-            self.brokers[i] = broker
-        self.store = ZooKeeperMetadataStore(self.connect)
+            return broker
 
-    def start(self) -> None:
-        for broker in self.brokers.values():
-            broker.start()
-        self.store.start()
-
-    def stop(self) -> None:
-        self.store.close()
-        for broker in self.brokers.values():
-            broker.stop()
-
-    @property
-    def bootstrap(self) -> str:
-        return ",".join(b.bootstrap_servers for b in self.brokers.values())
+        super().__init__(root, zk, count, SETTINGS, make_broker)
 
     def states(self, partitions: int) -> dict[int, Any]:
         out = {}
@@ -97,16 +80,7 @@ class Cluster:
         return {p: tuple(ra.replicas) for p, ra in assignment.partitions.items()}
 
     def wait(self, predicate: Any, timeout: float, what: str, interval: float = 0.5) -> Any:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            try:
-                value = predicate()
-            except Exception:  # not there yet
-                value = None
-            if value:
-                return value
-            time.sleep(interval)
-        raise SystemExit(f"timed out waiting for {what}")
+        return super().wait(predicate, timeout, what, interval)
 
 
 async def _metadata_leaders(bootstrap: str) -> dict[int, int]:
