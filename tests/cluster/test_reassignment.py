@@ -3,7 +3,8 @@ idempotent producer and a consumer run: move [1,2,3] -> [2,3,4] (the old replica
 deleted), shrink RF 3 -> 2, grow it back with the controller killed (kill -9) in the
 middle, grow RF 1 -> 3 and cancel half-way (back to the original replica; the adding
 replica's log deleted), and Kafka 2.x's /admin/reassign_partitions znode. Nothing
-acknowledged is lost and the consumer sees every message exactly once."""
+acknowledged is lost and the consumer sees every message exactly once. A topic deleted
+while it moves is deleted when the move ends."""
 
 from __future__ import annotations
 
@@ -247,3 +248,36 @@ def _scenarios(c: Cluster, traffic: Traffic) -> None:
 
     wait_until(gone, 20, "/admin/reassign_partitions deleted")
     time.sleep(1.0)
+
+
+def test_topic_deletion_waits_for_its_reassignment(cluster: Any) -> None:
+    """As Kafka: a topic whose partition is being moved is deleted once the move ends; the
+    request stays in /admin/delete_topics and the topic takes no other reassignment."""
+    c: Cluster = cluster(3)
+    c.create_topic("d", partitions=1, replication_factor=1)
+    leader = c.wait_for_leader("d", 0)
+    # Not the controller: admin requests go there, and a paused broker never answers.
+    controller = c.wait_for_controller()
+    adding = next(b for b in c.ids if b not in (leader, controller))
+    other = next(b for b in c.ids if b not in (leader, adding))
+    c.pause(adding)  # the new replica cannot catch up: the move stays in flight
+    PAUSED.add(adding)
+    try:
+        assert reassign(c, {("d", 0): [leader, adding]}) == {("d", 0): None}
+        assert list(assignment(c, "d").adding_replicas) == [adding]
+        # Queued, not done within the request's timeout: REQUEST_TIMED_OUT, as Kafka says.
+        errors = admin(c, lambda a: a.delete_topics(["d"], timeout_ms=2000))
+        assert "REQUEST_TIMED_OUT" in repr(errors["d"]), errors
+        assert c.store.exists(paths.topic_path("d")) is not None
+        assert c.store.exists(paths.delete_topic_path("d")) is not None
+        errors = reassign(c, {("d", 0): [leader, other]})
+        assert "UNKNOWN_TOPIC_OR_PARTITION" in repr(errors[("d", 0)]), errors
+    finally:
+        c.resume(adding)
+        PAUSED.discard(adding)
+    # The move completes, then the topic goes: znodes and every replica's log.
+    wait_until(lambda: c.store.exists(paths.topic_path("d")) is None, 60,
+               "topic d deleted after its reassignment")
+    assert c.store.exists(paths.delete_topic_path("d")) is None
+    wait_until(lambda: not has_log(c, leader, "d") and not has_log(c, adding, "d"), 30,
+               "d-0's logs deleted")

@@ -52,6 +52,10 @@ class Controller:
         self.active = False
         self.epoch = 0
         self.topics: dict[str, paths.TopicAssignment] = {}
+        # Topics in /admin/delete_topics whose deletion waits for a partition reassignment
+        # to finish (Kafka's topics ineligible for deletion); their partitions take no new
+        # reassignment meanwhile.
+        self.deletion_waiting: set[str] = set()
         self.states: dict[TopicPartition, PartitionState] = {}
         self.live_brokers: dict[int, BrokerInfo] = {}
         # czxid of each live broker's registration (its broker epoch, KIP-380).
@@ -87,6 +91,7 @@ class Controller:
 
     async def _resign(self) -> None:
         self.active = False
+        self.deletion_waiting.clear()  # the next controller finds them in the znodes
         self.balance.on_resign()
         if self.channel is not None:
             chan, self.channel = self.channel, None
@@ -558,6 +563,16 @@ class Controller:
                 await self._call(self._delete_quietly, paths.delete_topic_path(name))
                 continue
             if name in self.topics:
+                moving = [p for p, ra in sorted(self.topics[name].partitions.items())
+                          if reassignment.is_being_reassigned(ra)]
+                if moving:
+                    # As Kafka: a topic with a reassignment in flight is deleted once the
+                    # reassignment ends; the request stays in /admin/delete_topics.
+                    if name not in self.deletion_waiting:
+                        log.info("deletion of topic %s waits for the reassignment of its "
+                                 "partitions %s", name, moving)
+                    self.deletion_waiting.add(name)
+                    continue
                 tps = [(name, p) for p in self.topics[name].partitions]
                 for broker_id in self.live_brokers:
                     self._send_stop_replica(broker_id, tps, delete=True)
@@ -567,6 +582,7 @@ class Controller:
                 if deleting and remote:
                     self._send_update_metadata(deleting, remote)
                 self._forget_topic(name)
+            self.deletion_waiting.discard(name)
             await self._call(self._delete_topic_znodes, name)
 
     def _delete_topic_znodes(self, name: str) -> None:

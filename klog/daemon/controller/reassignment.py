@@ -115,7 +115,9 @@ class ReassignmentManager:
                  allow_rf_change: bool = True) -> Result | None:
         """Kafka's checks of one requested reassignment; None when it may go ahead."""
         ra = self._assignment(tp)
-        if ra is None:
+        if ra is None or tp[0] in self.controller.deletion_waiting:
+            # A topic queued for deletion takes no reassignment (nor cancellation), as in
+            # Kafka, which answers the same.
             return int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), "The partition does not exist."
         if target is None:
             if not is_being_reassigned(ra):
@@ -251,6 +253,9 @@ class ReassignmentManager:
         await self._call(self._remove_from_legacy_znode, {tp})
         log.info("reassignment of %s-%d completed: replicas %s, leader %d", tp[0], tp[1],
                  list(target), leader)
+        if tp[0] in c.deletion_waiting and not any(
+                is_being_reassigned(r) for r in c.topics[tp[0]].partitions.values()):
+            c._queue.put_nowait(("delete_topics", None))  # its deletion waited for this
         return True
 
     async def maybe_complete(self, tps: Iterable[TopicPartition]) -> None:
