@@ -52,6 +52,13 @@ CHANGE_EXPIRATION_MS = 15 * 60 * 1000
 # -- the metastore side (blocking; call from worker threads) -------------------------------
 
 
+UNCLEAN_ELECTION = "unclean.leader.election.enable"
+
+
+def _is_true(value: str | None) -> bool:
+    return value is not None and value.strip().lower() == "true"
+
+
 def read_entity_config(store: MetadataStore, entity_type: str, entity_name: str
                        ) -> dict[str, str]:
     """The overrides stored for one entity (empty when the znode is absent)."""
@@ -184,6 +191,9 @@ class ConfigChangeManager:
     def apply_topic_overrides(self, topic: str, overrides: Mapping[str, str]) -> None:
         broker = self.broker
         broker.topic_overrides[topic] = dict(overrides)
+        controller = getattr(broker, "controller", None)
+        if controller is not None and _is_true(overrides.get(UNCLEAN_ELECTION)):
+            controller.unclean_enabled_changed([topic])
         broker.replication_quotas.apply_topic_config(topic, overrides)
         rm = broker.replica_manager
         if rm is None:
@@ -220,6 +230,10 @@ class ConfigChangeManager:
             log.warning("ignored dynamic broker config %s: %s", key, reason)
         broker.config = new
         broker.replication_quotas.apply_broker_config(new)
+        controller = getattr(broker, "controller", None)
+        if (controller is not None and new.unclean_leader_election_enable
+                and not current.unclean_leader_election_enable):
+            controller.unclean_enabled_changed(None)
         rm = broker.replica_manager
         if rm is None:
             return

@@ -286,3 +286,52 @@ def test_with_unclean_election_off_a_partition_whose_isr_is_gone_stays_offline(
     c.wait_for_isr("u", 0, [leader, *followers], timeout=40)
     assert _consume_all(c.bootstrap_servers, "u") == \
         [b"all-%d" % i for i in range(10)] + [b"one-%d" % i for i in range(5)]
+
+
+def test_turning_unclean_election_on_brings_an_offline_partition_back(cluster: Any) -> None:
+    """The partition's ISR is its stopped leader alone; setting the topic's
+    unclean.leader.election.enable makes the controller elect a live follower at once (the
+    records it never copied are lost, which is what that setting accepts)."""
+    from klog.client.admin import AlterConfigOp, ConfigResource, NewTopic
+
+    c: Cluster = cluster(3, overrides={"min.insync.replicas": "1",
+                                       "unclean.leader.election.enable": "false",
+                                       "zookeeper.session.timeout.ms": "30000"})
+    controller = c.wait_for_controller()
+    leader, follower = [i for i in c.ids if i != controller]
+
+    async def create(admin: Any) -> None:
+        result = await admin.create_topics([NewTopic(
+            "v", replica_assignment={0: [leader, follower]})])
+        assert result["v"] is None, result["v"]
+
+    c._admin(None, create)
+    c.wait_for_isr("v", 0, [leader, follower])
+    producer = confluent_kafka.Producer({"bootstrap.servers": c.bootstrap_servers,
+                                         "acks": "all", "linger.ms": 0})
+    for i in range(5):
+        producer.produce("v", value=b"both-%d" % i, partition=0)
+    assert producer.flush(30) == 0
+    c.pause(follower)
+    try:
+        one_ack = confluent_kafka.Producer({"bootstrap.servers": c.bootstrap_of([leader]),
+                                            "acks": "1", "linger.ms": 0})
+        one_ack.produce("v", value=b"leader-only", partition=0)
+        assert one_ack.flush(10) == 0
+        c.wait_for_isr("v", 0, [leader], timeout=30)
+        c.stop(leader)
+    finally:
+        c.resume(follower)
+    wait_until(lambda: c.leader("v", 0) == -1, 20, "v-0 to lose its leader")
+    time.sleep(1)
+    assert c.leader("v", 0) == -1  # unclean election is off: it stays offline
+
+    async def allow(admin: Any) -> None:
+        result = await admin.alter_configs({ConfigResource.of("topic", "v"): [
+            AlterConfigOp("unclean.leader.election.enable", "true")]})
+        assert all(e is None for e in result.values()), result
+
+    c._admin(controller, allow)
+    assert c.wait_for_leader("v", 0, timeout=20) == follower
+    assert _consume_all(c.bootstrap_of([controller, follower]), "v") == \
+        [b"both-%d" % i for i in range(5)]

@@ -19,6 +19,7 @@ import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
+from klog.daemon.config_changes import read_entity_config
 from klog.daemon.controller import channel, leader_balance, reassignment, receiver
 from klog.daemon.metadata_cache import BrokerEndpoint, BrokerInfo, PartitionState
 from klog.daemon.metastore import paths
@@ -215,6 +216,8 @@ class Controller:
             await self._on_broker_change()
         elif kind == "isr_change":
             await self._on_isr_change()
+        elif kind == "unclean_enabled":
+            await self._on_unclean_enabled(arg)
         elif kind == "reassign_partitions":
             await self.reassignments.on_legacy_znode()
         elif kind == "reassign_isr":
@@ -418,7 +421,7 @@ class Controller:
                 current = fresh.get(tp) or self.states[tp]
                 self.states[tp] = current
                 replicas = tuple(self.topics[tp[0]].partitions[tp[1]].replicas)
-                leader, isr = self._choose_leader(replicas, current.isr)
+                leader, isr = await self._choose_leader_async(tp, replicas, current.isr)
                 if leader == current.leader:
                     continue
                 updates.append(PartitionState(tp[0], tp[1], leader, current.leader_epoch + 1,
@@ -429,17 +432,65 @@ class Controller:
             await self._call(self._update_states, updates)
         return [self.states.get((s.topic, s.partition), s) for s in creates + updates]
 
-    def _choose_leader(self, replicas: tuple[int, ...], isr: Iterable[int]
-                       ) -> tuple[int, tuple[int, ...]]:
-        """Kafka's OfflinePartitionLeaderElectionStrategy: (leader, new ISR)."""
+    def _choose_leader(self, replicas: tuple[int, ...], isr: Iterable[int],
+                       unclean: bool = False) -> tuple[int, tuple[int, ...]]:
+        """Kafka's OfflinePartitionLeaderElectionStrategy: (leader, new ISR). ``unclean``:
+        the topic's unclean.leader.election.enable (``_unclean_enabled``), which matters
+        only when ``_needs_unclean``."""
         isr = tuple(isr)
         isr_alive = [r for r in replicas if r in isr and self._alive(r)]
         if isr_alive:
             return isr_alive[0], tuple(isr_alive)
         alive = [r for r in replicas if self._alive(r)]
-        if self.broker.config.unclean_leader_election_enable and alive:
+        if unclean and alive:
             return alive[0], (alive[0],)
         return -1, isr
+
+    def _needs_unclean(self, replicas: tuple[int, ...], isr: Iterable[int]) -> bool:
+        """No ISR member of ``replicas`` is alive, but another replica is."""
+        isr = set(isr)
+        alive = [r for r in replicas if self._alive(r)]
+        return bool(alive) and not any(r in isr for r in alive)
+
+    def _unclean_enabled(self, topic: str) -> bool:
+        """unclean.leader.election.enable for ``topic``: its override in /config/topics,
+        else the broker's setting -- read when needed, as Kafka's controller does, so an
+        override written a moment ago counts. Blocking (metastore): off the loop."""
+        default = bool(self.broker.config.unclean_leader_election_enable)
+        try:
+            overrides = read_entity_config(self.store, paths.CONFIG_TYPE_TOPIC, topic)
+        except Exception as exc:  # the metastore is unreachable: the broker's setting
+            log.warning("cannot read the config of topic %s: %s", topic, exc)
+            return default
+        value = str(overrides.get("unclean.leader.election.enable", "")).strip().lower()
+        return {"true": True, "false": False}.get(value, default)
+
+    async def _choose_leader_async(self, tp: TopicPartition, replicas: tuple[int, ...],
+                                   isr: Iterable[int]) -> tuple[int, tuple[int, ...]]:
+        isr = tuple(isr)
+        unclean = self._needs_unclean(replicas, isr) and \
+            await self._call(self._unclean_enabled, tp[0])
+        return self._choose_leader(replicas, isr, unclean)
+
+    def unclean_enabled_changed(self, topics: Iterable[str] | None) -> None:
+        """unclean.leader.election.enable may have been turned on (for ``topics``, or
+        every topic when None): offline partitions get an election now, as Kafka's
+        controller does on a dynamic change, not only at the next broker change."""
+        if self.active:
+            self._queue.put_nowait(("unclean_enabled", None if topics is None
+                                    else tuple(topics)))
+
+    async def _on_unclean_enabled(self, topics: tuple[str, ...] | None) -> None:
+        offline = [tp for tp, s in sorted(self.states.items())
+                   if (topics is None or tp[0] in topics)
+                   and (s.leader < 0 or not self._alive(s.leader))
+                   and tp[0] in self.topics and tp[0] not in self.deletion_waiting]
+        if offline:
+            changed = await self._elect_leaders(offline)
+            if changed:
+                log.info("unclean.leader.election.enable turned on: elected leaders of %s",
+                         [f"{s.topic}-{s.partition}" for s in changed])
+                self._send(changed)
 
     def _read_partition_states(self, tps: Iterable[TopicPartition]
                                ) -> dict[TopicPartition, PartitionState]:
@@ -510,7 +561,9 @@ class Controller:
                 else:
                     # The ISR we chose from lost the replica we picked: elect again from
                     # the ISR as it is now (never a replica that fell behind).
-                    leader, isr = self._choose_leader(s.replicas, st.isr)
+                    unclean = self._needs_unclean(s.replicas, st.isr) and \
+                        self._unclean_enabled(s.topic)
+                    leader, isr = self._choose_leader(s.replicas, st.isr, unclean)
                 s = _replace(s, leader=leader, isr=isr, zk_version=fresh.version)
                 stat = self._write_state(path, s)
             self.states[(s.topic, s.partition)] = _replace(s, zk_version=stat.version)

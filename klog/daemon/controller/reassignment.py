@@ -195,7 +195,7 @@ class ReassignmentManager:
             isr = tuple(r for r in state.isr if r in new.replicas) or state.isr
             leader = state.leader
             if leader not in new.replicas or not c._alive(leader):
-                leader, isr = c._choose_leader(new.replicas, isr)
+                leader, isr = await c._choose_leader_async(tp, new.replicas, isr)
             updated = PartitionState(
                 tp[0], tp[1], leader, state.leader_epoch + 1, new.replicas, isr, c.epoch,
                 state.zk_version, adding_replicas=new.adding_replicas,

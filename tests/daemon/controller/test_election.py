@@ -11,6 +11,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from klog.daemon.config_changes import write_entity_config
 from klog.daemon.controller.controller import Controller
 from klog.daemon.metadata_cache import PartitionState
 from klog.daemon.metastore import paths
@@ -84,3 +85,45 @@ def test_unclean_election_takes_a_live_replica(store) -> None:  # type: ignore[n
     asyncio.run(c._elect_leaders([("t", 0)]))
     st = state(store)
     assert (st.leader, st.isr) == (2, (2,))
+
+
+def set_topic_config(store: LocalMetadataStore, **config: str) -> None:
+    write_entity_config(store, paths.CONFIG_TYPE_TOPIC, "t",
+                        {k.replace("_", "."): v for k, v in config.items()})
+
+
+def test_the_topic_override_of_unclean_election_wins(store) -> None:  # type: ignore[no-untyped-def]
+    # Read from /config/topics at election time, as Kafka's controller does.
+    write_state(store, 1, 5, (1,))
+    set_topic_config(store, unclean_leader_election_enable="true")
+    c = controller(store, live={2, 3}, unclean=False)
+    c.states[("t", 0)] = PartitionState("t", 0, 1, 5, (1, 2, 3), (1, 2, 3), 3, 0)
+    asyncio.run(c._elect_leaders([("t", 0)]))
+    assert (state(store).leader, state(store).isr) == (2, (2,))
+
+    write_state(store, 2, 6, (2,))
+    set_topic_config(store, unclean_leader_election_enable="false")
+    c = controller(store, live={1, 3}, unclean=True)
+    c.states[("t", 0)] = PartitionState("t", 0, 2, 6, (1, 2, 3), (2,), 3, 0)
+    asyncio.run(c._elect_leaders([("t", 0)]))
+    assert (state(store).leader, state(store).isr) == (-1, (2,))
+
+
+def test_turning_unclean_election_on_elects_offline_partitions_at_once(store) -> None:  # type: ignore[no-untyped-def]
+    write_state(store, -1, 6, (1,))
+    c = controller(store, live={2, 3})
+    c.active = True
+    c.states[("t", 0)] = PartitionState("t", 0, -1, 6, (1, 2, 3), (1,), 3, 0)
+    sent: list[list[PartitionState]] = []
+    c._send = sent.append  # type: ignore[method-assign]
+
+    async def go() -> None:
+        set_topic_config(store, unclean_leader_election_enable="true")
+        c.unclean_enabled_changed(["t"])  # what config_changes calls on the new override
+        kind, arg = c._queue.get_nowait()
+        assert (kind, arg) == ("unclean_enabled", ("t",))
+        await c._on_unclean_enabled(arg)
+
+    asyncio.run(go())
+    assert (state(store).leader, state(store).leader_epoch, state(store).isr) == (2, 7, (2,))
+    assert [(s.topic, s.partition, s.leader) for s in sent[0]] == [("t", 0, 2)]
