@@ -89,6 +89,10 @@ def spark_export(
     checkpoint: str = typer.Option(
         None, "--checkpoint",
         help="Checkpoint directory of exported ranges (default: OUTPUT/_klog_checkpoint)."),
+    conf: list[str] = typer.Option(
+        None, "--conf", metavar="KEY=VALUE",
+        help="A Spark setting, as spark-submit's --conf (repeatable), "
+             "e.g. spark.driver.memory=4g."),
     json_: bool = typer.Option(False, "--json", help="One JSON document for scripts."),
 ) -> None:
     """Export topic data with Spark."""
@@ -98,7 +102,7 @@ def spark_export(
     if bool(topic) == (topic_pattern is not None):
         _fail("give --topic (one or more) or --topic-pattern", console.EXIT_USAGE)
     try:
-        from klog.spark.export import FORMATS, ExportConfig, ExportError, run_export
+        from klog.spark.export import FORMATS, ExportConfig, ExportError, parse_conf, run_export
         from klog.spark.live import LiveError
         from klog.spark.offline import OfflineError
         from klog.spark.options import OptionsError
@@ -107,6 +111,10 @@ def spark_export(
     if format_ not in FORMATS:
         _fail(f"--format must be one of {', '.join(FORMATS)}, not {format_}",
               console.EXIT_USAGE)
+    try:
+        spark_conf = parse_conf(conf or [])
+    except ExportError as exc:
+        _fail(str(exc), console.EXIT_USAGE)
     config = ExportConfig(
         output=output,
         source=source,
@@ -121,6 +129,7 @@ def spark_export(
         master=master,
         checkpoint=checkpoint,
         read_committed=read_committed,
+        conf=spark_conf,
     )
 
     @contextmanager

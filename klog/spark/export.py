@@ -35,7 +35,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -76,6 +76,8 @@ class ExportConfig:
     master: str = "local[*]"
     checkpoint: str | None = None
     read_committed: bool = False
+    # Spark configuration for the session (spark-submit's --conf), e.g. spark.driver.memory.
+    conf: dict[str, str] = field(default_factory=dict)
 
     @property
     def checkpoint_dir(self) -> Path:
@@ -268,21 +270,53 @@ def plan_ranges(config: ExportConfig, checkpoint: Checkpoint) -> list[PartitionS
 # -- the run -------------------------------------------------------------------------------
 
 
-def spark_session(master: str) -> Any:
-    """A SparkSession for the export (an existing one with the same master is reused)."""
+def parse_conf(items: Iterable[str]) -> dict[str, str]:
+    """``KEY=VALUE`` strings (spark-submit's ``--conf``) as a mapping; the value is all after
+    the first ``=`` and may be empty. Raises ExportError naming the first malformed one."""
+    conf: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ExportError(f"--conf {item!r}: expected KEY=VALUE, e.g. spark.driver.memory=4g")
+        conf[key.strip()] = value
+    return conf
+
+
+def session_conf(conf: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The builder settings of an export's session: klog's, then ``conf`` over them.
+
+    ``spark.driver.extraJavaOptions`` is the one merged rather than replaced: klog's quiet
+    log4j configuration stays first, the user's options after it (a later ``-D`` wins).
+    """
+    quiet = Path(__file__).with_name("log4j2.properties")
+    out = {
+        "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile={quiet}",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.sql.sources.partitionOverwriteMode": "static",
+    }
+    for key, value in (conf or {}).items():
+        if key == "spark.driver.extraJavaOptions" and value.strip():
+            out[key] = f"{out[key]} {value.strip()}"
+        else:
+            out[key] = value
+    return out
+
+
+def spark_session(master: str, conf: Mapping[str, str] | None = None) -> Any:
+    """A SparkSession for the export (an existing one with the same master is reused).
+
+    ``conf`` (spark-submit's ``--conf``) goes to the builder over klog's own settings. As
+    with spark-submit, settings of the JVM (``spark.driver.memory``, ...) take effect only
+    when this call starts it; a reused session takes the runtime (SQL) settings only.
+    """
     # Python workers must run this interpreter: it has klog and pyarrow.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
-    quiet = Path(__file__).with_name("log4j2.properties")
-    spark = (
-        SparkSession.builder.master(master)
-        .appName("klog spark-export")
-        .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={quiet}")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.sources.partitionOverwriteMode", "static")
-        .getOrCreate()
-    )
+    builder = SparkSession.builder.master(master).appName("klog spark-export")
+    for key, value in session_conf(conf).items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
 
@@ -343,7 +377,7 @@ def run_export(
     startup = 0.0
     if spark is None:
         t = time.monotonic()
-        spark = spark_session(config.master)
+        spark = spark_session(config.master, config.conf)
         startup = time.monotonic() - t
     from klog.spark import register
 

@@ -229,3 +229,57 @@ def test_records_deleted_before_export_are_reported(spark: Any, tmp_path: Path) 
     again = runner.invoke(app, ["spark-export", "--source", str(logs), "--topic", "t",
                                 "--output", str(tmp_path / "other"), "--json"])
     assert again.exit_code == 0 and "warning" not in again.output
+
+
+def test_parse_conf_as_spark_submit() -> None:
+    assert export.parse_conf(["spark.driver.memory=4g", "a.b=x=y", "empty="]) == {
+        "spark.driver.memory": "4g", "a.b": "x=y", "empty": ""}
+    for bad in ("spark.driver.memory", "=4g", " =4g"):
+        with pytest.raises(export.ExportError, match="expected KEY=VALUE"):
+            export.parse_conf([bad])
+
+
+def test_session_conf_user_settings_over_klogs() -> None:
+    conf = export.session_conf({"spark.ui.showConsoleProgress": "true",
+                                "spark.driver.extraJavaOptions": "-Dx=1",
+                                "spark.driver.memory": "4g"})
+    assert conf["spark.ui.showConsoleProgress"] == "true"
+    assert conf["spark.driver.memory"] == "4g"
+    # klog's quiet log4j stays, the user's JVM options come after it.
+    java = conf["spark.driver.extraJavaOptions"].split()
+    assert java[0].startswith("-Dlog4j2.configurationFile=") and java[1:] == ["-Dx=1"]
+
+
+def test_cli_malformed_conf_is_a_usage_error(tmp_path: Path) -> None:
+    result = runner.invoke(app, ["spark-export", "--source", str(tmp_path), "--topic", "t",
+                                 "--output", str(tmp_path / "out"), "--conf", "a=1",
+                                 "--conf", "spark.driver.memory"])
+    assert result.exit_code == 2
+    assert "--conf 'spark.driver.memory': expected KEY=VALUE" in result.output
+    assert "Traceback" not in result.output
+    assert not (tmp_path / "out").exists()
+
+
+def test_conf_reaches_the_session(spark: Any, kafka_corpus: Path, tmp_path: Path,
+                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    # The tests' JVM is already up, so getOrCreate reuses it: only runtime (SQL) settings
+    # can reach it. That is what this checks, end to end from the CLI's --conf.
+    key, before = "spark.sql.shuffle.partitions", spark.conf.get("spark.sql.shuffle.partitions")
+    seen: list[dict[str, str]] = []
+    real = export.spark_session
+
+    def spy(master: str, conf: dict[str, str] | None = None) -> Any:
+        seen.append(dict(conf or {}))
+        return real(master, conf)
+
+    monkeypatch.setattr(export, "spark_session", spy)
+    try:
+        result = runner.invoke(app, ["spark-export", "--source", str(kafka_corpus),
+                                     "--topic", "first_topic", "--output", str(tmp_path / "o"),
+                                     "--master", "local[2]", "--conf", f"{key}=7", "--json"])
+        assert result.exit_code == 0, result.output
+        assert seen == [{key: "7"}]
+        assert spark.conf.get(key) == "7"
+        assert json.loads(result.output)["rows"] == 41
+    finally:
+        spark.conf.set(key, before)
