@@ -293,6 +293,8 @@ def session_conf(conf: Mapping[str, str] | None = None) -> dict[str, str]:
         "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile={quiet}",
         "spark.ui.showConsoleProgress": "false",
         "spark.sql.sources.partitionOverwriteMode": "static",
+        # pyspark's daemon, importing pyspark without recompiling it (see its docstring).
+        "spark.python.daemon.module": "klog.spark.pydaemon",
     }
     for key, value in (conf or {}).items():
         if key == "spark.driver.extraJavaOptions" and value.strip():

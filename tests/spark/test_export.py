@@ -245,6 +245,7 @@ def test_session_conf_user_settings_over_klogs() -> None:
                                 "spark.driver.memory": "4g"})
     assert conf["spark.ui.showConsoleProgress"] == "true"
     assert conf["spark.driver.memory"] == "4g"
+    assert conf["spark.python.daemon.module"] == "klog.spark.pydaemon"
     # klog's quiet log4j stays, the user's JVM options come after it.
     java = conf["spark.driver.extraJavaOptions"].split()
     assert java[0].startswith("-Dlog4j2.configurationFile=") and java[1:] == ["-Dx=1"]
