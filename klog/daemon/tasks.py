@@ -1,4 +1,5 @@
-"""Stopping the broker's background tasks without hanging its shutdown.
+"""Stopping the broker's background tasks without hanging its shutdown; answering a
+request that was queued to a task (``answer``).
 
 Python 3.11's ``asyncio.wait_for`` can swallow a cancellation that arrives while the
 awaited operation completes (fixed in 3.12), so a loop task cancelled once may simply go
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 log = logging.getLogger(__name__)
@@ -36,3 +38,21 @@ async def stop_task(task: asyncio.Task[Any] | None, timeout: float = 5.0,
     if not task.cancelled():
         task.exception()  # retrieved: no "exception was never retrieved" at exit
     return True
+
+
+async def answer(future: asyncio.Future[Any], work: Callable[[], Awaitable[Any]]) -> None:
+    """Run the work a request queued to a task asked for and settle the asker's ``future``
+    with its result, or its exception (raised again, for the task's own handling)."""
+    try:
+        result = await work()
+    except Exception as exc:
+        if not future.done():
+            future.set_exception(exc)
+        raise
+    if not future.done():
+        future.set_result(result)
+
+
+async def returning(value: Any) -> Any:
+    """An awaitable of ``value``: ``answer``'s work when there is nothing to do."""
+    return value

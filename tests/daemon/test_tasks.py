@@ -1,13 +1,15 @@
-"""Tests for klog.daemon.tasks.stop_task: a cancellation swallowed once (Python 3.11's
-wait_for race) is repeated, a task that never ends does not hang the caller, and a task's
-exception is consumed."""
+"""Tests for klog.daemon.tasks: stop_task (a cancellation swallowed once -- Python 3.11's
+wait_for race -- is repeated, a task that never ends does not hang the caller, and a task's
+exception is consumed) and answer (a queued request's future settled either way)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 
-from klog.daemon.tasks import stop_task
+import pytest
+
+from klog.daemon.tasks import answer, returning, stop_task
 
 
 def test_a_swallowed_cancellation_is_repeated_until_the_task_ends() -> None:
@@ -65,3 +67,26 @@ def test_finished_failed_and_missing_tasks() -> None:
         assert await stop_task(None) is True
 
     asyncio.run(asyncio.wait_for(go(), 10))
+
+
+def test_answer_settles_the_future_with_the_result_or_the_error() -> None:
+    async def go() -> None:
+        loop = asyncio.get_running_loop()
+        ok: asyncio.Future[int] = loop.create_future()
+        await answer(ok, lambda: returning(7))
+        assert ok.result() == 7
+
+        async def fail() -> None:
+            raise ValueError("boom")
+
+        bad: asyncio.Future[int] = loop.create_future()
+        with pytest.raises(ValueError):
+            await answer(bad, fail)
+        with pytest.raises(ValueError, match="boom"):
+            bad.result()
+
+        gone: asyncio.Future[int] = loop.create_future()
+        gone.cancel()  # the asker gave up: nothing to settle, no error
+        await answer(gone, lambda: returning(1))
+
+    asyncio.run(go())

@@ -33,7 +33,7 @@ from klog.daemon.metastore.base import (
     SessionExpiredError,
     WatchedEvent,
 )
-from klog.daemon.tasks import stop_task
+from klog.daemon.tasks import answer, returning, stop_task
 from klog.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
@@ -44,6 +44,7 @@ log = logging.getLogger(__name__)
 LEADER_AND_ISR, STOP_REPLICA, UPDATE_METADATA = 4, 5, 6
 
 TopicPartition = tuple[str, int]
+
 
 
 class Controller:
@@ -180,29 +181,14 @@ class Controller:
             return
         if kind == "alter_reassignments":
             targets, allow_rf_change, future = arg
-            try:
-                if self.active:
-                    results = await self.reassignments.alter(targets, allow_rf_change)
-                else:
-                    results = {tp: (int(ErrorCode.NOT_CONTROLLER), None) for tp in targets}
-            except Exception as exc:
-                if not future.done():
-                    future.set_exception(exc)
-                raise
-            if not future.done():
-                future.set_result(results)
+            await answer(future, lambda: self.reassignments.alter(targets, allow_rf_change)
+                         if self.active else
+                         returning({tp: (int(ErrorCode.NOT_CONTROLLER), None) for tp in targets}))
             return
         if kind == "controlled_shutdown":
             broker_id, broker_epoch, future = arg
-            try:
-                result = (await self._on_controlled_shutdown(broker_id, broker_epoch)
-                          if self.active else (int(ErrorCode.NOT_CONTROLLER), []))
-            except Exception as exc:
-                if not future.done():
-                    future.set_exception(exc)
-                raise
-            if not future.done():
-                future.set_result(result)
+            await answer(future, lambda: self._on_controlled_shutdown(broker_id, broker_epoch)
+                         if self.active else returning((int(ErrorCode.NOT_CONTROLLER), [])))
             return
         if not self.active:
             return

@@ -50,6 +50,7 @@ from klog.daemon.metastore.base import (
     SessionExpiredError,
     SetOp,
 )
+from klog.daemon.tasks import answer, returning
 from klog.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
@@ -163,17 +164,10 @@ class LeaderBalancer:
         c = self.controller
         if kind == ELECT_LEADERS:
             election_type, tps, future = arg
-            try:
-                if c.active:
-                    result = await self.elect(election_type, tps)
-                else:
-                    result = {tp: (int(ErrorCode.NOT_CONTROLLER), None) for tp in tps or []}
-            except Exception as exc:
-                if not future.done():
-                    future.set_exception(exc)
-                raise
-            if not future.done():
-                future.set_result(result)
+            not_controller = {tp: (int(ErrorCode.NOT_CONTROLLER), None) for tp in tps or []}
+            await answer(
+                future, lambda: self.elect(election_type, tps) if c.active
+                else returning(not_controller))
             return
         if not c.active:
             return
