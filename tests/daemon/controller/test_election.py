@@ -6,10 +6,7 @@ replica that fell behind, and electing it would lose acknowledged records."""
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
 from types import SimpleNamespace
-
-import pytest
 
 from klog.daemon.config_changes import write_entity_config
 from klog.daemon.controller.controller import Controller
@@ -17,14 +14,6 @@ from klog.daemon.metadata_cache import PartitionState
 from klog.daemon.metastore import paths
 from klog.daemon.metastore.base import NodeExistsError
 from klog.daemon.metastore.local import LocalMetadataStore
-
-
-@pytest.fixture
-def store(tmp_path: Path):  # type: ignore[no-untyped-def]
-    s = LocalMetadataStore(tmp_path / "meta")
-    s.start()
-    yield s
-    s.close()
 
 
 def controller(store: LocalMetadataStore, live: set[int], unclean: bool = False) -> Controller:

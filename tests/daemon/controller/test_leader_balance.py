@@ -5,11 +5,8 @@ a controller over a file metastore (no brokers: requests to brokers are not sent
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
-
-import pytest
 
 from klog.daemon.controller import leader_balance as lb
 from klog.daemon.controller.controller import Controller
@@ -23,14 +20,6 @@ NOT_NEEDED = int(ErrorCode.ELECTION_NOT_NEEDED)
 PREF_NA = int(ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE)
 ELIGIBLE_NA = int(ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE)
 UNKNOWN = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-
-
-@pytest.fixture
-def store(tmp_path: Path):  # type: ignore[no-untyped-def]
-    s = LocalMetadataStore(tmp_path / "meta")
-    s.start()
-    yield s
-    s.close()
 
 
 def write_state(store: LocalMetadataStore, tp: tuple[str, int], leader: int, epoch: int,

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Coroutine
-from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -27,14 +26,6 @@ from klog.daemon.metastore.local import LocalMetadataStore
 from klog.protocol.errors import ErrorCode
 
 TP = ("t", 0)
-
-
-@pytest.fixture
-def store(tmp_path: Path):  # type: ignore[no-untyped-def]
-    s = LocalMetadataStore(tmp_path / "meta")
-    s.start()
-    yield s
-    s.close()
 
 
 class Recorded:
