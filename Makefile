@@ -6,7 +6,8 @@ STAMP  := $(VENV)/.installed
 
 .PHONY: setup test bench lint run clean
 
-$(STAMP): pyproject.toml
+# setup.py and the C source: editing them rebuilds klog.storage._fastread in place.
+$(STAMP): pyproject.toml setup.py klog/storage/_fastread.c
 	bash scripts/setup-system.sh
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip

@@ -64,6 +64,18 @@ def best_of(runs: int, fn: Callable[[], float]) -> float:
     return min(fn() for _ in range(runs))
 
 
+def best_of_interleaved(
+    runs: int, baseline: Callable[[], float], subject: Callable[[], float]
+) -> tuple[float, float]:
+    """The best of ``runs`` timings of each, run in turns (baseline, subject, baseline,
+    ...), so a slow spell of the shared machine falls on both rather than on one."""
+    base_times, subject_times = [], []
+    for _ in range(runs):
+        base_times.append(baseline())
+        subject_times.append(subject())
+    return min(base_times), min(subject_times)
+
+
 @dataclass
 class Result:
     name: str

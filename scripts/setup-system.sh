@@ -9,6 +9,13 @@ if ! python3 -c 'import venv, ensurepip' >/dev/null 2>&1; then
     missing+=(python3-venv)
 fi
 
+# A C compiler and the Python headers build klog.storage._fastread (the read path in C);
+# without them klog still installs and runs, more slowly.
+command -v cc >/dev/null 2>&1 || missing+=(gcc)
+if ! python3 -c 'import os, sysconfig; p = sysconfig.get_paths()["include"]; raise SystemExit(not os.path.exists(os.path.join(p, "Python.h")))' >/dev/null 2>&1; then
+    missing+=(python3-dev)
+fi
+
 # Real peers for the tests: kcat (librdkafka's CLI) and ZooKeeper (cluster mode), plus Java
 # for ZooKeeper itself.
 command -v kcat >/dev/null 2>&1 || missing+=(kcat)

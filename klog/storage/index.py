@@ -111,6 +111,10 @@ def round_down_to_entry(size: int, entry_size: int) -> int:
 class _MmapIndex:
     """Shared mechanics of the offset and time index: mapping, resizing, searching."""
 
+    # The attributes klog/storage/_fastread.c reads, as slots (it reads them at fixed
+    # offsets); everything else lives in the instance dict as usual.
+    __slots__ = ("__dict__", "__weakref__", "_entries", "_mmap")
+
     entry_size: ClassVar[int]
     kind: ClassVar[str]
 

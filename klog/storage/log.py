@@ -89,6 +89,7 @@ from klog.storage.segment import (
     TimestampAndOffset,
     _iter_file_batches,
     _ScanState,
+    fastread,
     offset_from_filename,
     scan_segment,
 )
@@ -244,6 +245,18 @@ class PartitionLog:
 
     Thread-safe: each public method holds the log's lock for its duration.
     """
+
+    # The attributes klog/storage/_fastread.c reads, as slots (it reads them at fixed
+    # offsets); everything else lives in the instance dict as usual.
+    __slots__ = (
+        "__dict__",
+        "__weakref__",
+        "_base_offsets",
+        "_lock",
+        "_log_end_offset",
+        "_log_start_offset",
+        "_segments",
+    )
 
     def __init__(
         self,
@@ -649,10 +662,17 @@ class PartitionLog:
             max_ts, offset_of_max = NO_TIMESTAMP, first
         _pack_base_length_epoch(buf, 0, first, batch_length, leader_epoch)
         if not self._segments[self._base_offsets[-1]].append_unless_roll_due(
-            last, max_ts, offset_of_max, buf, self.clock, config.segment_bytes, config.segment_ms
+            last,
+            max_ts,
+            offset_of_max,
+            buf,
+            self.clock,
+            config.segment_bytes,
+            config.segment_ms,
+            True,
         ):
             segment = self._maybe_roll(n, max_ts, last, first, self.clock())
-            segment.append(last, max_ts, offset_of_max, buf)
+            segment.append(last, max_ts, offset_of_max, buf, True)
         if leader_epoch >= 0:
             cache = self.leader_epoch_cache
             latest = cache.latest_epoch
@@ -802,7 +822,7 @@ class PartitionLog:
         if headers[-1].last_offset - self.active_segment.base_offset < 0:
             raise InvalidRecordError(f"offset {first_offset} is below the active segment")
         segment = self._maybe_roll(len(buf), max_ts, last_offset, first_offset, now)
-        segment.append(last_offset, max_ts, offset_of_max, buf)
+        segment.append(last_offset, max_ts, offset_of_max, buf, len(headers) == 1)
         # Producer state, transactions and leader epochs, from the headers.
         epoch_seen = -1
         for h in headers:
@@ -1245,6 +1265,11 @@ def _safe_offset(name: str) -> int | None:
         return None
 
 
+# PartitionLog.read as written above: the reference, and what the C read (below) calls for
+# every case other than a sequential reader's read of the active segment.
+python_read = PartitionLog.read
+if fastread is not None:
+    PartitionLog.read = fastread.read_method(PartitionLog, python_read)  # type: ignore[method-assign]
 
 
 __all__ = [

@@ -37,6 +37,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from socket import ntohl as _be32  # a C byte swap for index column views (see index.py)
+from types import ModuleType
 from typing import NamedTuple, TypeVar
 
 from klog.protocol.errors import CorruptRecordError
@@ -102,6 +103,8 @@ _WALK_CHUNK = 8192
 # Batch boundaries a segment remembers (see LogSegment._boundaries): one per sequential
 # reader and one for the high watermark are what is used; 32 (a few KiB) leaves room.
 _BOUNDARY_CACHE_SIZE = 32
+# LogSegment._chained_from when no offset index entry is known to be chained.
+_UNCHAINED = 1 << 62
 
 
 # -- file names -----------------------------------------------------------------------------
@@ -476,6 +479,9 @@ class IndexRebuild:
     max_timestamp: int
     offset_of_max_timestamp: int
     last_offset: int | None
+    # The first offset index entry from which every batch has its own entry, in order
+    # (see LogSegment._chained_from).
+    chained_from: int = 0
 
 
 BatchCallback = Callable[[int, BatchHeader, memoryview], None]
@@ -529,6 +535,7 @@ def rebuild_indexes(
         try:
             end = min(valid_bytes, os.fstat(fd).st_size)
             last_index_entry = 0
+            chained_from = 0
             for position, header, entry in _iter_file_batches(
                 fd,
                 state,
@@ -539,12 +546,16 @@ def rebuild_indexes(
             ):
                 if header.max_timestamp > max_timestamp:
                     max_timestamp, offset_of_max = header.max_timestamp, header.last_offset
+                indexed = False
                 if position - last_index_entry > index_interval_bytes:
                     if not offset_index.is_full:
                         offset_index.append(header.last_offset, position)
+                        indexed = True
                     if not time_index.is_full:
                         time_index.maybe_append(max_timestamp, offset_of_max)
                     last_index_entry = position
+                if not indexed:
+                    chained_from = offset_index.entries
                 if on_batch is not None:
                     on_batch(position, header, entry)
                 batches += 1
@@ -576,6 +587,7 @@ def rebuild_indexes(
         max_timestamp=max_timestamp,
         offset_of_max_timestamp=offset_of_max,
         last_offset=last_offset,
+        chained_from=chained_from,
     )
 
 
@@ -635,8 +647,9 @@ class FetchDataInfo:
             return b""
         return self._with_fd(lambda fd: _pread_fully(fd, self.size, self.position))
 
-    def read_into(self, buf: bytearray | memoryview) -> memoryview:
-        """Read the region into ``buf`` (at least ``size`` bytes); a view of what was read."""
+    def readinto(self, buf: bytearray | memoryview) -> int:
+        """Read the region into the start of ``buf`` (at least ``size`` bytes); the number of
+        bytes read, as io's readinto (fewer than ``size`` only if the file was cut short)."""
         size = self.size
         region = memoryview(buf)[:size]
         if len(region) < size:
@@ -649,15 +662,12 @@ class FetchDataInfo:
             except OSError:
                 pass
             else:
-                if got == size:
-                    return region
-                if got:
-                    got += _read_fully(fd, region[got:], self.position + got)
-                return region[:got]
+                if got == size or not got:
+                    return got
+                return got + _read_fully(fd, region[got:], self.position + got)
         if size == 0:
-            return region
-        got = self._with_fd(lambda fd: _read_fully(fd, region, self.position))
-        return region[:got]
+            return 0
+        return self._with_fd(lambda fd: _read_fully(fd, region, self.position))
 
     def _with_fd(self, read: Callable[[int], _T]) -> _T:
         if self.fd is not None:
@@ -745,6 +755,20 @@ class LogSegment:
     Not thread-safe: the owning PartitionLog's lock serialises every call.
     """
 
+    # The attributes klog/storage/_fastread.c reads, as slots (it reads them at fixed
+    # offsets); everything else lives in the instance dict as usual.
+    __slots__ = (
+        "__dict__",
+        "__weakref__",
+        "_boundaries",
+        "_chained_from",
+        "_fd",
+        "_offset_index",
+        "_size",
+        "base_offset",
+        "log_path",
+    )
+
     def __init__(
         self,
         directory: Path,
@@ -785,6 +809,14 @@ class LogSegment:
         # (_BOUNDARY_CACHE_SIZE); batches never change in place, and truncation and
         # recovery clear it.
         self._boundaries: dict[int, tuple[int, int, int, int]] = {}
+        # Offset index entries from this slot on are "chained": each is one batch's own
+        # entry (its last offset -> its position), each batch starts where the previous
+        # entry's batch ends, and the last one's batch is the last of the segment. There a
+        # batch's size and offsets come from the index alone, without reading its header
+        # (klog/storage/_fastread.c relies on it). Appends keep it (append_unless_roll_due:
+        # an append without an entry, or of several batches, moves it past the entries so
+        # far); recovery computes it; an index opened from disk is not trusted with it.
+        self._chained_from = 0 if self._size == 0 and not file_already_exists else _UNCHAINED
 
     @classmethod
     def open(
@@ -912,15 +944,21 @@ class LogSegment:
         largest_timestamp: int,
         offset_of_max_timestamp: int,
         records: bytes | bytearray | memoryview,
+        single_batch: bool = False,
     ) -> None:
         """Append whole batches; add an index entry every ``index.interval.bytes``.
 
         As in Kafka, the index entry maps the append's largest offset to the position of
         its first byte; the time index gains an entry at the same moments when the max
-        timestamp grew.
+        timestamp grew. ``single_batch``: ``records`` is known to be one batch.
         """
         self.append_unless_roll_due(
-            largest_offset, largest_timestamp, offset_of_max_timestamp, records, None
+            largest_offset,
+            largest_timestamp,
+            offset_of_max_timestamp,
+            records,
+            None,
+            single_batch=single_batch,
         )
 
     def append_unless_roll_due(
@@ -932,6 +970,7 @@ class LogSegment:
         clock: Callable[[], int] | None,
         max_segment_bytes: int = 0,
         max_segment_ms: int = 0,
+        single_batch: bool = False,
     ) -> bool:
         """``append``, first asking ``roll_due`` (with ``clock``; None: no roll check) for
         these records: False, with nothing written, when the segment must roll first.
@@ -988,6 +1027,9 @@ class LogSegment:
         if self._bytes_since_last_index_entry > self.index_interval_bytes:
             index = self._offset_index or self.offset_index
             entries = index._entries
+            # Until the entry is in, it is not chained (nor is it after, for several batches).
+            chained_from = self._chained_from
+            self._chained_from = entries + 1
             if (
                 entries < index._max_entries
                 and (entries == 0 or largest_offset > index._last_offset)
@@ -1003,6 +1045,9 @@ class LogSegment:
                 index._last_offset = largest_offset
             else:
                 index.append(largest_offset, physical_position)
+            if single_batch:
+                # The batch's own entry: it goes on the chain, or starts one.
+                self._chained_from = min(chained_from, entries)
             time_index = self._time_index or self.time_index
             # maybe_append adds nothing for a timestamp not past its last entry's; it is
             # still asked when full, to raise as it always did.
@@ -1014,6 +1059,8 @@ class LogSegment:
             self._bytes_since_last_index_entry = n
         else:
             self._bytes_since_last_index_entry += n
+            # A batch without an entry: the chain can only start at the next entry.
+            self._chained_from = (self._offset_index or self.offset_index)._entries
         return True
 
     def update_txn_index(self, completed_txn: object, last_stable_offset: int) -> None:
@@ -1522,6 +1569,8 @@ class LogSegment:
         self.time_index.resize(self.max_index_size)
         truncated = 0
         self._boundaries.clear()
+        # What is left of a chain stays one (a truncation removes whole batches from the end).
+        self._chained_from = min(self._chained_from, self.offset_index.entries)
         if mapping is not None:
             truncated = self._size - mapping.position
             os.ftruncate(self.fd, mapping.position)
@@ -1529,7 +1578,7 @@ class LogSegment:
         if self._size == 0:
             self.created_ms = _now_ms()
             self._rolling_based_timestamp = None
-        self._bytes_since_last_index_entry = 0
+        self._bytes_since_last_index_entry = self._bytes_after_last_index_entry()
         self._max_timestamp_and_offset = self._read_largest_timestamp()
         return truncated
 
@@ -1600,14 +1649,25 @@ class LogSegment:
             max_batch_size=max_batch_size,
             on_batch=on_batch,
         )
+        self._chained_from = rebuilt.chained_from
+        self._bytes_since_last_index_entry = self._bytes_after_last_index_entry()
         self._max_timestamp_and_offset = TimestampOffset(
             rebuilt.max_timestamp,
             rebuilt.offset_of_max_timestamp
             if rebuilt.offset_of_max_timestamp >= 0
             else self.base_offset,
         )
-        self._bytes_since_last_index_entry = 0
         return scan.truncated_bytes
+
+    def _bytes_after_last_index_entry(self) -> int:
+        """Bytes from the last offset index entry's batch to the end (the whole segment
+        when there is none): after a truncation or recovery, the next append is indexed
+        when it would have been had the segment never been reopened or cut (so batches
+        bigger than index.interval.bytes keep one entry each, and their chain)."""
+        index = self.offset_index
+        if index.entries == 0:
+            return self._size
+        return self._size - index.position_at(index.entries - 1)
 
     def has_overflow(self) -> bool:
         next_offset = self.read_next_offset()
@@ -1729,3 +1789,27 @@ class LogSegment:
 
 def _now_ms() -> int:
     return int(time.time() * 1000)
+
+
+
+# The sequential reader's read path in C (klog/storage/_fastread.c): log.py puts it in front
+# of PartitionLog.read. None when klog was built without a C compiler (the Python path does
+# the same) or with KLOG_PURE_PYTHON=1 in the environment (for comparisons).
+fastread: ModuleType | None = None
+if not os.environ.get("KLOG_PURE_PYTHON"):
+    try:
+        from klog.storage import _fastread as fastread
+    except ImportError:
+        pass
+    else:
+        fastread.configure(
+            FetchDataInfo, LogOffsetMetadata, _BOUNDARY_CACHE_SIZE, LogSegment, OffsetIndex
+        )
+
+# FetchDataInfo.readinto as written above: the reference, and what the C readinto calls
+# when it cannot do the read in one pread (a closed descriptor, a short read, a bad buffer).
+python_readinto = FetchDataInfo.readinto
+if fastread is not None:
+    FetchDataInfo.readinto = fastread.readinto_method(  # type: ignore[method-assign]
+        FetchDataInfo, python_readinto
+    )

@@ -628,18 +628,21 @@ def test_fast_region_construction_sets_every_field() -> None:
     assert fast == slow
 
 
-def test_read_into_checks_the_buffer_and_falls_back_to_the_path(tmp_path: Path) -> None:
+def test_readinto_checks_the_buffer_and_falls_back_to_the_path(tmp_path: Path) -> None:
     segment = make_segment(tmp_path, index_interval_bytes=100)
     batches = sequential_batches(5, records_per_batch=2, value_size=30)
     fill(segment, batches)
+    data = b"".join(batches)
     info = segment.read(0, 10_000)
-    assert info is not None and info.size == len(b"".join(batches))
+    assert info is not None and info.size == len(data)
     with pytest.raises(ValueError):
-        info.read_into(bytearray(info.size - 1))
-    assert bytes(info.read_into(bytearray(info.size + 5))) == b"".join(batches)
+        info.readinto(bytearray(info.size - 1))
+    buf = bytearray(info.size + 5)
+    assert info.readinto(buf) == len(data) and buf[: len(data)] == data
     stale = dataclasses_replace_fd(info, 987654)  # a closed descriptor: the path is used
-    assert bytes(stale.read_into(bytearray(info.size))) == b"".join(batches)
-    assert len(seg.FetchDataInfo(info.fetch_offset_metadata).read_into(bytearray(3))) == 0
+    buf = bytearray(info.size)
+    assert stale.readinto(buf) == len(data) and buf == data
+    assert seg.FetchDataInfo(info.fetch_offset_metadata).readinto(bytearray(3)) == 0
     segment.close()
 
 
