@@ -201,12 +201,18 @@ def test_sequential_reads_match_the_batches_on_disk(
     log.close()
 
 
+def log_of_big_batches(directory: Path, count: int) -> PartitionLog:
+    """A log of ``count`` appends of one batch bigger than index.interval.bytes each."""
+    log = PartitionLog(directory, LogConfig())
+    for i in range(count):
+        log.append_as_leader(build_batch(0, count=8, value_size=600, base_timestamp=T0 + i), 1)
+    return log
+
+
 @needs_c
 def test_reads_over_a_chained_index_read_no_headers(tmp_path: Path) -> None:
     # Batches bigger than index.interval.bytes, one per append: each has its own entry.
-    log = PartitionLog(tmp_path / "t-0", LogConfig())
-    for i in range(300):
-        log.append_as_leader(build_batch(0, count=8, value_size=600, base_timestamp=T0 + i), 1)
+    log = log_of_big_batches(tmp_path / "t-0", 300)
     active = log._segments[log._base_offsets[-1]]
     assert active._chained_from == 0
     assert_chain_holds(active)
@@ -222,9 +228,7 @@ def test_reads_over_a_chained_index_read_no_headers(tmp_path: Path) -> None:
 
 @needs_c
 def test_an_unchained_index_is_confirmed_by_a_header_read(tmp_path: Path) -> None:
-    log = PartitionLog(tmp_path / "t-0", LogConfig())
-    for i in range(300):
-        log.append_as_leader(build_batch(0, count=8, value_size=600, base_timestamp=T0 + i), 1)
+    log = log_of_big_batches(tmp_path / "t-0", 300)
     log.close()
     # Reopened after a clean shutdown: the index is the file's, not known to be chained.
     log = PartitionLog(tmp_path / "t-0", LogConfig(), had_clean_shutdown=True)
@@ -303,9 +307,7 @@ def test_readinto_falls_back_to_python_for_what_it_does_not_do(tmp_path: Path) -
 
 @needs_c
 def test_read_takes_keywords_and_declines_what_it_does_not_do(tmp_path: Path) -> None:
-    log = PartitionLog(tmp_path / "t-0", LogConfig())
-    for i in range(50):
-        log.append_as_leader(build_batch(0, count=8, value_size=600, base_timestamp=T0 + i), 1)
+    log = log_of_big_batches(tmp_path / "t-0", 50)
     info = log.read(0, 20_000)
     hw = log.log_end_offset
     same = log.read(info.last_offset + 1, max_bytes=20_000, max_offset=hw, min_one_message=True)
