@@ -442,6 +442,28 @@ decline:
     Py_RETURN_NONE;
 }
 
+/* func(self, *args, **kw) for a method's vectorcall arguments: how both C methods hand a
+ * call on to the Python method, arguments as they came (Python raises any TypeError). */
+static PyObject *call_with_self(PyObject *func, PyObject *self, PyObject *const *args,
+                                Py_ssize_t nargs, PyObject *kwnames)
+{
+    Py_ssize_t nkw = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
+    PyObject *small[8];
+    PyObject **stack = small;
+    if (1 + nargs + nkw > 8) {
+        stack = PyMem_Malloc((1 + nargs + nkw) * sizeof(PyObject *));
+        if (stack == NULL)
+            return PyErr_NoMemory();
+    }
+    stack[0] = self;
+    for (Py_ssize_t i = 0; i < nargs + nkw; i++)
+        stack[i + 1] = args[i];
+    PyObject *out = PyObject_Vectorcall(func, stack, 1 + nargs, kwnames);
+    if (stack != small)
+        PyMem_Free(stack);
+    return out;
+}
+
 /* PartitionLog.read in Python (the reference, and every case read_fast declines). */
 static PyObject *python_read = NULL;
 
@@ -449,8 +471,8 @@ static PyObject *python_read = NULL;
 static PyObject *read_fast(PyObject *log, PyObject *start_obj, PyObject *max_bytes_obj,
                            PyObject *max_offset, int min_one_message)
 {
-    if (python_read == NULL || !PyLong_CheckExact(start_obj) || !PyLong_CheckExact(max_bytes_obj) ||
-        (max_offset != Py_None && !PyLong_Check(max_offset)))
+    if (python_read == NULL || !PyLong_CheckExact(start_obj) ||
+        !PyLong_CheckExact(max_bytes_obj) || (max_offset != Py_None && !PyLong_Check(max_offset)))
         Py_RETURN_NONE;
     int overflow = 0;
     long long start = PyLong_AsLongLongAndOverflow(start_obj, &overflow);
@@ -510,7 +532,8 @@ static PyObject *read_method(PyObject *self, PyObject *const *args, Py_ssize_t n
             at = 2;
         else if (name == s_min_one_message || PyUnicode_Compare(name, s_min_one_message) == 0)
             at = 3;
-        else if (name == s_include_aborted_txns || PyUnicode_Compare(name, s_include_aborted_txns) == 0)
+        else if (name == s_include_aborted_txns ||
+                 PyUnicode_Compare(name, s_include_aborted_txns) == 0)
             at = 4;
         if (at < nargs) /* unknown or given twice: Python raises the TypeError */
             usable = 0;
@@ -536,22 +559,7 @@ static PyObject *read_method(PyObject *self, PyObject *const *args, Py_ssize_t n
         PyErr_SetString(PyExc_RuntimeError, "klog.storage._fastread is not configured");
         return NULL;
     }
-    /* The Python method: self prepended to the arguments as they came. */
-    PyObject *small[8];
-    PyObject **stack = small;
-    Py_ssize_t total = 1 + nargs + nkw;
-    if (total > 8) {
-        stack = PyMem_Malloc(total * sizeof(PyObject *));
-        if (stack == NULL)
-            return PyErr_NoMemory();
-    }
-    stack[0] = self;
-    for (Py_ssize_t i = 0; i < nargs + nkw; i++)
-        stack[i + 1] = args[i];
-    PyObject *out = PyObject_Vectorcall(python_read, stack, 1 + nargs, kwnames);
-    if (stack != small)
-        PyMem_Free(stack);
-    return out;
+    return call_with_self(python_read, self, args, nargs, kwnames);
 }
 
 static PyMethodDef read_def = {
@@ -652,32 +660,7 @@ static PyObject *readinto_method(PyObject *self, PyObject *const *args, Py_ssize
             }
         }
     }
-    PyObject *small[3] = {self, nargs > 0 ? args[0] : NULL, nargs > 1 ? args[1] : NULL};
-    if (nargs <= 2 && kwnames == NULL)
-        return PyObject_Vectorcall(python_readinto, small, 1 + nargs, NULL);
-    /* Odd calls: let Python raise its usual TypeError. */
-    PyObject *stack_args = PyTuple_New(1 + nargs);
-    if (stack_args == NULL)
-        return NULL;
-    PyTuple_SET_ITEM(stack_args, 0, Py_NewRef(self));
-    for (Py_ssize_t i = 0; i < nargs; i++)
-        PyTuple_SET_ITEM(stack_args, i + 1, Py_NewRef(args[i]));
-    PyObject *kwargs = NULL;
-    if (kwnames != NULL) {
-        kwargs = PyDict_New();
-        for (Py_ssize_t i = 0; kwargs != NULL && i < PyTuple_GET_SIZE(kwnames); i++) {
-            if (PyDict_SetItem(kwargs, PyTuple_GET_ITEM(kwnames, i), args[nargs + i]) < 0)
-                Py_CLEAR(kwargs);
-        }
-        if (kwargs == NULL) {
-            Py_DECREF(stack_args);
-            return NULL;
-        }
-    }
-    PyObject *out = PyObject_Call(python_readinto, stack_args, kwargs);
-    Py_DECREF(stack_args);
-    Py_XDECREF(kwargs);
-    return out;
+    return call_with_self(python_readinto, self, args, nargs, kwnames);
 }
 
 static PyMethodDef readinto_def = {
