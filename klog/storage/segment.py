@@ -1791,7 +1791,6 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
-
 # The sequential reader's read path in C (klog/storage/_fastread.c): log.py puts it in front
 # of PartitionLog.read. None when klog was built without a C compiler (the Python path does
 # the same) or with KLOG_PURE_PYTHON=1 in the environment (for comparisons).
