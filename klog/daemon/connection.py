@@ -63,8 +63,12 @@ log = logging.getLogger(__name__)
 
 # Answers to pipelined requests are gathered and handed to the socket together: one send
 # for all the responses ready before the connection's task yields (up to this many bytes).
-# On loopback a send costs as much CPU as handling a small produce request.
+# On loopback a send costs as much CPU as handling a small produce request. Held no longer
+# than _COALESCE_SECONDS after the first of them: after a stall the queue holds a backlog
+# (tens of small produce requests), and without a bound its first answers would wait for
+# the whole backlog to be handled -- the p99 produce latency benchmark's tail.
 _COALESCE_BYTES = 64 << 10
+_COALESCE_SECONDS = 0.0005
 
 #: Bytes of complete requests one connection may hold, not yet started, before the broker
 #: stops reading its socket: enough for a pipelining client's next requests to be ready
@@ -141,6 +145,7 @@ class Connection(asyncio.Protocol):
         self._task: asyncio.Task[None] | None = None
         self._out: list[Any] = []  # response bytes not yet handed to the transport
         self._out_size = 0
+        self._out_since = 0.0  # perf_counter() when the oldest unsent answer was gathered
         self._flush_scheduled = False
         # Answers not yet sent, in request order, while any of them is a Deferred one
         # still waiting; the drainer task sends them as they complete.
@@ -391,9 +396,12 @@ class Connection(asyncio.Protocol):
         if transport is None or self.closed:
             return
         if all(isinstance(c, (bytes, bytearray, memoryview)) for c in chunks):
+            now = time.perf_counter()
+            if not self._out:
+                self._out_since = now
             self._out.extend(chunks)
             self._out_size += sum(len(c) for c in chunks)
-            if self._out_size >= _COALESCE_BYTES:
+            if self._out_size >= _COALESCE_BYTES or now - self._out_since >= _COALESCE_SECONDS:
                 self._flush_out()
             elif not self._flush_scheduled:
                 # Runs as soon as this connection's task yields -- its queue is empty, or a

@@ -7,6 +7,7 @@ middle of a large sendfile, and a segment truncated or closed under a fetch in f
 
 from __future__ import annotations
 
+import asyncio
 import os
 import socket
 import struct
@@ -17,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from klog.daemon import connection
 from klog.protocol import apis, framing
 from klog.protocol.records.batch import iter_batch_headers
 from tests.daemon.wire import (
@@ -240,6 +242,100 @@ def test_many_connections_at_once(broker: InProcessBroker) -> None:
             client.close()
     assert _wait_until(lambda: _connections(broker) == 0)
     assert broker.call(lambda: broker.broker.server.queued) == 0
+
+
+class _RecordingTransport(asyncio.Transport):
+    """Keeps what a connection writes, one entry per write (a send on a socket)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.writes: list[bytes] = []
+
+    def write(self, data: Any) -> None:
+        self.writes.append(bytes(data))
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return default
+
+    def is_closing(self) -> bool:
+        return False
+
+    def abort(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+    def pause_reading(self) -> None:
+        pass
+
+    def resume_reading(self) -> None:
+        pass
+
+
+class _Clock:
+    """``time`` for the connection module: perf_counter moves ``step`` s at each look."""
+
+    def __init__(self, step: float) -> None:
+        self.step = step
+        self.now = 0.0
+
+    def perf_counter(self) -> float:
+        self.now += self.step
+        return self.now
+
+    def monotonic(self) -> float:
+        return time.monotonic()
+
+
+def _writes_for(broker: InProcessBroker, monkeypatch: pytest.MonkeyPatch, frames: list[bytes],
+                seconds_per_answer: float) -> list[bytes]:
+    """The writes a connection makes answering ``frames``, all received in one read, when
+    each answer takes ``seconds_per_answer`` (by the connection's clock) to make."""
+    async def run() -> list[bytes]:
+        conn = connection.Connection(broker.broker.server, "PLAINTEXT")
+        transport = _RecordingTransport()
+        conn.connection_made(transport)
+        conn.data_received(b"".join(frames))
+        for _ in range(10_000):
+            await asyncio.sleep(0)
+            if not conn.queue and not conn.busy and not conn._flush_scheduled:
+                break
+        conn.close()
+        return transport.writes
+
+    with monkeypatch.context() as patch:
+        patch.setattr(connection, "time", _Clock(seconds_per_answer))
+        return asyncio.run_coroutine_threadsafe(run(), broker.loop).result(10)
+
+
+def _api_versions_frames(broker: InProcessBroker, count: int) -> list[bytes]:
+    with broker.connect() as client:
+        return [client.request_frame(18, 3, API_VERSIONS_BODY, correlation_id=i)[1]
+                for i in range(count)]
+
+
+def test_answers_ready_together_leave_in_one_send(broker: InProcessBroker,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    writes = _writes_for(broker, monkeypatch, _api_versions_frames(broker, 5), 0.0)
+    assert len(writes) == 1
+    cids = []
+    data = writes[0]
+    while data:
+        (size, cid) = struct.unpack(">ii", data[:8])
+        cids.append(cid)
+        data = data[4 + size:]
+    assert cids == [0, 1, 2, 3, 4]
+
+
+def test_a_backlog_is_answered_in_pieces_not_after_its_last_request(
+        broker: InProcessBroker, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Each answer takes 0.3 ms and answers are held at most 0.5 ms: five queued requests
+    # leave as 3 + 2, the first three not waiting for the last two to be handled.
+    assert connection._COALESCE_SECONDS == 0.0005
+    writes = _writes_for(broker, monkeypatch, _api_versions_frames(broker, 5), 0.0003)
+    one = len(writes[-1]) // 2
+    assert [len(w) for w in writes] == [3 * one, 2 * one]
 
 
 def test_accepted_sockets_have_nagle_turned_off(broker: InProcessBroker) -> None:
