@@ -9,8 +9,11 @@
   broker's CPU seconds per GB served, against a raw ``sendfile`` loop process serving the
   same segment files over loopback in chunks of the consumer's fetch size (target <= 3x).
 - latency: p99 produce latency at 10k msg/s of 1 KiB records, acks=1, linger.ms=0 (a paced
-  producer; latency is librdkafka's own produce()-to-ack time, ``Message.latency()``)
-  (target <= 5 ms).
+  producer; latency is librdkafka's ``Message.latency()``, produce() to the delivery
+  report -- which reaches the application at its next poll, so up to one 1 ms tick more
+  than the broker's round trip) (target <= 5 ms). Three rounds of 20 s; the figure is the
+  median round's p99, and each round reports the host's steal time (/proc/stat), which the
+  tail follows on a shared virtual machine.
 - start-up: time from starting ``klog broker start`` to its port accepting connections,
   several runs on an empty data directory (target <= 1 s); and once with 1,000 partitions.
 - idle: RSS and open file descriptors of an idle broker hosting 1,000 partitions, next to
@@ -348,17 +351,27 @@ def bench_produce_fetch(total: int, rounds: int) -> list[Result]:
 # --- latency ------------------------------------------------------------------------------
 
 
-def bench_latency(rate: int, seconds: float) -> Result:
+def bench_latency(rate: int, seconds: float, rounds: int) -> Result:
     data = WORK / "latency"
     shutil.rmtree(data, ignore_errors=True)
     with KlogBroker(data / "data") as broker:
-        result = _paced_produce(broker, rate, seconds)
+        result = _paced_produce(broker, rate, seconds, rounds)
     shutil.rmtree(data, ignore_errors=True)
     return result
 
 
-def _paced_produce(broker: KlogBroker, rate: int, seconds: float) -> Result:
-    """``rate`` records/s for ``seconds``; the producer is gone before the broker stops."""
+def cpu_steal() -> tuple[int, int]:
+    """(steal ticks, all ticks) of the machine so far, from /proc/stat: time a virtual
+    CPU was ready to run but the host ran something else."""
+    with open("/proc/stat") as f:
+        fields = [int(x) for x in f.readline().split()[1:9]]
+    return fields[7], sum(fields)
+
+
+def _paced_produce(broker: KlogBroker, rate: int, seconds: float, rounds: int) -> Result:
+    """``rate`` records/s for ``seconds``, ``rounds`` times; the producer is gone before
+    the broker stops. The figure is the median round's p99: a latency tail on a shared
+    virtual machine moves with the host's steal time, reported for each round."""
     producer = _producer(broker, **{"linger.ms": 0})
     latencies: list[float] = []
     failures: list[str] = []
@@ -373,37 +386,46 @@ def _paced_produce(broker: KlogBroker, rate: int, seconds: float) -> Result:
     producer.produce("latency", value, partition=0, on_delivery=delivered)
     if producer.flush(30) or failures:
         raise RuntimeError(f"warm-up produce failed: {failures[:3]}")
-    latencies.clear()
     pid = broker.process.pid  # type: ignore[union-attr]
-    cpu_before = process_cpu(pid)
     total = int(rate * seconds)
-    sent = 0
-    start = time.perf_counter()
-    # Paced in 1 ms ticks: every tick sends the records whose time has come.
-    while sent < total:
-        due = min(total, int((time.perf_counter() - start) * rate) + 1)
-        while sent < due:
-            producer.produce("latency", value, partition=0, on_delivery=delivered)
-            sent += 1
-        producer.poll(0)
-        time.sleep(0.001)
-    elapsed = time.perf_counter() - start
-    producer.flush(30)
-    cpu = process_cpu(pid) - cpu_before
-    if failures:
-        raise RuntimeError(f"{len(failures)} records failed: {failures[:3]}")
-    ms = sorted(x * 1000 for x in latencies)
+    measured: list[dict[str, float]] = []
+    for _ in range(rounds):
+        latencies.clear()
+        cpu_before = process_cpu(pid)
+        steal_before, ticks_before = cpu_steal()
+        sent = 0
+        start = time.perf_counter()
+        # Paced in 1 ms ticks: every tick sends the records whose time has come.
+        while sent < total:
+            due = min(total, int((time.perf_counter() - start) * rate) + 1)
+            while sent < due:
+                producer.produce("latency", value, partition=0, on_delivery=delivered)
+                sent += 1
+            producer.poll(0)
+            time.sleep(0.001)
+        elapsed = time.perf_counter() - start
+        producer.flush(30)
+        cpu = process_cpu(pid) - cpu_before
+        steal, ticks = cpu_steal()
+        if failures:
+            raise RuntimeError(f"{len(failures)} records failed: {failures[:3]}")
+        ms = sorted(x * 1000 for x in latencies)
 
-    def pct(q: float) -> float:
-        return ms[min(len(ms) - 1, int(q * len(ms)))]
+        def pct(q: float, ms: list[float] = ms) -> float:
+            return ms[min(len(ms) - 1, int(q * len(ms)))]
 
-    p99 = pct(0.99)
+        measured.append({
+            "p50_ms": round(pct(0.5), 2), "p99_ms": round(pct(0.99), 2),
+            "p99.9_ms": round(pct(0.999), 2), "max_ms": round(ms[-1], 2),
+            "achieved_msg_s": round(sent / elapsed), "broker_cpu_share": round(cpu / elapsed, 2),
+            "steal_pct": round(100 * (steal - steal_before) / max(1, ticks - ticks_before), 1),
+            "records": len(ms),
+        })
+    p99 = statistics.median(r["p99_ms"] for r in measured)
     return Result(
-        f"p99 produce latency, {rate:,} msg/s of 1 KiB, acks=1, linger.ms=0", p99, "ms",
-        None, "<= 5 ms", p99 <= 5.0,
-        {"p50_ms": round(pct(0.5), 2), "p99.9_ms": round(pct(0.999), 2),
-         "max_ms": round(ms[-1], 2), "achieved_msg_s": round(sent / elapsed),
-         "broker_cpu_share": round(cpu / elapsed, 2), "records": len(ms)},
+        f"p99 produce latency, {rate:,} msg/s of 1 KiB, acks=1, linger.ms=0 (median of "
+        f"{rounds} rounds)", p99, "ms", None, "<= 5 ms", p99 <= 5.0,
+        {"rounds": measured},
     )
 
 
@@ -496,7 +518,8 @@ def main() -> None:
             results += bench_produce_fetch(3 << 29, rounds=3)  # 3 x 512 MiB
         report(results[-2:])
     if "latency" in only:
-        results.append(bench_latency(10_000, 3.0 if args.quick else 20.0))
+        results.append(bench_latency(10_000, 3.0 if args.quick else 20.0,
+                                     1 if args.quick else 3))
         report(results[-1:])
     if "startup" in only:
         results.append(bench_startup(3 if args.quick else 7))
