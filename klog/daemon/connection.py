@@ -164,7 +164,6 @@ class Connection(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
         self.transport = transport
-        _no_delay(transport)
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         self.server.connections.add(self)
@@ -469,16 +468,6 @@ class Connection(asyncio.Protocol):
         self._out, self._out_size = [], 0
         if self.transport is not None and not self.closed:
             self.transport.write(out[0] if len(out) == 1 else b"".join(out))
-
-
-def _no_delay(transport: asyncio.Transport) -> None:
-    """TCP_NODELAY, as Kafka sets on every accepted socket. asyncio sets it only on sockets
-    made with proto IPPROTO_TCP, and a listening socket made with proto 0 hands out accepted
-    ones that are skipped. Without it Nagle holds an answer written while the previous one
-    is unacknowledged until the client's delayed ACK, 40 ms later on Linux."""
-    sock = transport.get_extra_info("socket")
-    if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
 
 def _cork(transport: asyncio.Transport, on: bool) -> bool:

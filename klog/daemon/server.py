@@ -158,7 +158,11 @@ _ALL_INTERFACES = ("", "::")
 
 
 def _bind(family: int, address: Any, dual_stack: bool = False) -> socket.socket:
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    # proto named, not 0: accepted sockets copy it, and asyncio turns Nagle off
+    # (TCP_NODELAY, as Kafka does) only on sockets whose proto is IPPROTO_TCP. With Nagle
+    # on, an answer written while the previous one is unacknowledged waits for the client's
+    # delayed ACK, 40 ms on Linux.
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         if dual_stack:
