@@ -31,6 +31,7 @@ from klog.daemon.metastore.base import (
     NodeExistsError,
     NoNodeError,
     SessionExpiredError,
+    SetOp,
     WatchedEvent,
 )
 from klog.daemon.tasks import answer, returning, stop_task
@@ -217,8 +218,8 @@ class Controller:
     async def _elect(self) -> None:
         payload = paths.ControllerRegistration(self.broker_id, int(time.time() * 1000)).encode()
         try:
-            await self._call(self.store.create, paths.CONTROLLER, payload, ephemeral=True)
-        except NodeExistsError:
+            self.epoch = await self._call(self._register, payload)
+        except (NodeExistsError, BadVersionError):  # another broker won this round
             try:
                 data, _ = await self._call(self.store.get, paths.CONTROLLER,
                                            self._watcher("controller_change"))
@@ -232,7 +233,6 @@ class Controller:
             return
         await self._call(self.store.exists, paths.CONTROLLER,
                          self._watcher("controller_change"))
-        self.epoch = await self._call(self._increment_epoch)
         self.active = True
         self.broker.controller_epoch = max(self.broker.controller_epoch, self.epoch)
         config = self.broker.config
@@ -246,18 +246,21 @@ class Controller:
         log.info("broker %d is the controller (epoch %d)", self.broker_id, self.epoch)
         await self._on_failover()
 
-    def _increment_epoch(self) -> int:
+    def _register(self, payload: bytes) -> int:
+        """Create /controller and bump /controller_epoch in one multi -> the new epoch, as
+        Kafka's registerControllerAndIncrementControllerEpoch: nobody reads the new
+        controller under the old epoch, and a broker whose epoch write loses a race
+        (BadVersionError) or that finds a controller (NodeExistsError) takes no office."""
         store = self.store
         try:
             data, stat = store.get(paths.CONTROLLER_EPOCH)
         except NoNodeError:
-            try:
-                store.create(paths.CONTROLLER_EPOCH, b"1")
-                return 1
-            except NodeExistsError:
-                data, stat = store.get(paths.CONTROLLER_EPOCH)
+            with contextlib.suppress(NodeExistsError):  # Kafka's initial epoch, 0
+                store.create(paths.CONTROLLER_EPOCH, b"0")
+            data, stat = store.get(paths.CONTROLLER_EPOCH)
         epoch = int(data.decode() or "0") + 1
-        store.set(paths.CONTROLLER_EPOCH, str(epoch).encode(), version=stat.version)
+        store.multi([CreateOp(paths.CONTROLLER, payload, ephemeral=True),
+                     SetOp(paths.CONTROLLER_EPOCH, str(epoch).encode(), version=stat.version)])
         return epoch
 
     async def _on_failover(self) -> None:

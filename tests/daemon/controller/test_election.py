@@ -1,18 +1,25 @@
-"""The controller's leader election (klog/daemon/controller/controller.py) reads the ISR it
-elects from out of the metastore, not from its cache: leaders shrink the ISR there by
-compare-and-set and tell the controller only later, so a cached ISR may still list a
-replica that fell behind, and electing it would lose acknowledged records."""
+"""Elections in klog/daemon/controller/controller.py.
+
+Partition leaders: the controller reads the ISR it elects from out of the metastore, not
+from its cache: leaders shrink the ISR there by compare-and-set and tell the controller only
+later, so a cached ISR may still list a replica that fell behind, and electing it would lose
+acknowledged records.
+
+The controller itself: /controller and the bumped /controller_epoch are written in one
+multi, as Kafka writes them, so no reader sees a new controller under the old epoch."""
 
 from __future__ import annotations
 
 import asyncio
 from types import SimpleNamespace
 
+import pytest
+
 from klog.daemon.config_changes import write_entity_config
 from klog.daemon.controller.controller import Controller
 from klog.daemon.metadata_cache import PartitionState
 from klog.daemon.metastore import paths
-from klog.daemon.metastore.base import NodeExistsError
+from klog.daemon.metastore.base import BadVersionError, NodeExistsError
 from klog.daemon.metastore.local import LocalMetadataStore
 
 
@@ -116,3 +123,54 @@ def test_turning_unclean_election_on_elects_offline_partitions_at_once(store) ->
     asyncio.run(go())
     assert (state(store).leader, state(store).leader_epoch, state(store).isr) == (2, 7, (2,))
     assert [(s.topic, s.partition, s.leader) for s in sent[0]] == [("t", 0, 2)]
+
+
+# --- the controller's own election: /controller and /controller_epoch in one multi ----------
+
+
+def registered(store: LocalMetadataStore) -> tuple[int | None, int]:
+    """(the broker in /controller or None, the epoch in /controller_epoch)."""
+    epoch = int(store.get(paths.CONTROLLER_EPOCH)[0].decode())
+    if store.exists(paths.CONTROLLER) is None:
+        return None, epoch
+    return paths.ControllerRegistration.decode(store.get(paths.CONTROLLER)[0]).broker_id, epoch
+
+
+def registration(broker_id: int) -> bytes:
+    return paths.ControllerRegistration(broker_id, 0).encode()
+
+
+def test_the_first_controller_gets_epoch_1_written_with_its_registration(store) -> None:  # type: ignore[no-untyped-def]
+    c = controller(store, live={1})
+    assert c._register(registration(1)) == 1
+    assert registered(store) == (1, 1)
+
+
+def test_a_broker_that_finds_a_controller_leaves_the_epoch_alone(store) -> None:  # type: ignore[no-untyped-def]
+    controller(store, live={1})._register(registration(1))
+    other = controller(store, live={1, 2})
+    with pytest.raises(NodeExistsError):
+        other._register(registration(2))
+    assert registered(store) == (1, 1)
+    store.delete(paths.CONTROLLER)  # the controller's session ended
+    assert other._register(registration(2)) == 2
+    assert registered(store) == (2, 2)
+
+
+def test_a_broker_whose_epoch_write_loses_a_race_takes_no_office(store) -> None:  # type: ignore[no-untyped-def]
+    # Another broker bumps the epoch between this one's read and its write: the multi fails
+    # whole, so no /controller names a broker under an epoch it did not write.
+    store.create(paths.CONTROLLER_EPOCH, b"4")
+    real_get = store.get
+
+    def get_then_race(path: str, *args: object) -> object:
+        result = real_get(path, *args)
+        if path == paths.CONTROLLER_EPOCH:
+            store.set(paths.CONTROLLER_EPOCH, b"5")
+        return result
+
+    store.get = get_then_race
+    with pytest.raises(BadVersionError):
+        controller(store, live={1})._register(registration(1))
+    store.get = real_get
+    assert registered(store) == (None, 5)
