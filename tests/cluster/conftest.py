@@ -216,8 +216,19 @@ class Cluster:
 
     def wait_for_registered(self, ids: Iterable[int], timeout: float = 30.0) -> None:
         wanted = sorted(ids)
-        wait_until(lambda: self.registered() == wanted, timeout,
-                   f"brokers {wanted} registered in /brokers/ids")
+        try:
+            wait_until(lambda: self.registered() == wanted, timeout,
+                       f"brokers {wanted} registered in /brokers/ids")
+        except pytest.fail.Exception as exc:
+            # Say which broker is missing and what it logged (its data is gone at teardown).
+            missing = sorted(set(wanted) - set(self.registered()))
+            tails = []
+            for b in missing:
+                proc = self.brokers[b].process
+                code = proc.poll() if proc is not None else None
+                tails.append(f"--- broker {b} (exit code {code}):\n"
+                             f"{self.brokers[b].log_tail(30)}")
+            pytest.fail(f"{exc}\nnot registered: {missing}\n" + "\n".join(tails))
 
     def partition_state(self, topic: str, partition: int
                         ) -> paths.LeaderIsrAndControllerEpoch | None:
