@@ -276,8 +276,10 @@ def test_topic_deletion_waits_for_its_reassignment(cluster: Any) -> None:
         c.resume(adding)
         PAUSED.discard(adding)
     # The move completes, then the topic goes: znodes and every replica's log.
-    wait_until(lambda: c.store.exists(paths.topic_path("d")) is None, 60,
-               "topic d deleted after its reassignment")
-    assert c.store.exists(paths.delete_topic_path("d")) is None
+    # The controller removes the topic's znode, then its config, then the deletion request,
+    # one after another (as Kafka): wait for the last of them.
+    wait_until(lambda: c.store.exists(paths.delete_topic_path("d")) is None, 60,
+               "topic d's deletion request done after its reassignment")
+    assert c.store.exists(paths.topic_path("d")) is None
     wait_until(lambda: not has_log(c, leader, "d") and not has_log(c, adding, "d"), 30,
                "d-0's logs deleted")
