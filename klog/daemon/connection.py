@@ -11,6 +11,12 @@ up to MAX_DEFERRED of them, and every answer still goes out in request order. Ka
 the channel muted through the wait, which makes replicated produce one round trip per
 request; nothing else changes, as the appends themselves still happen in request order.
 
+Requests that arrive on an idle connection are handled in the read callback itself, up to
+their handler's first wait (most never wait: a produce with acks 0 or 1, metadata), and
+their answers leave in one send at the end of that read: one event-loop iteration per
+request instead of three (read, wake the connection's task, flush). A handler that does
+wait is finished by the connection's task, which then takes over the queue as before.
+
 Backpressure: every queued request counts against the broker-wide queued.max.requests;
 when the broker is at that limit, connections that receive more stop reading from their
 sockets (TCP then pushes back on the client) until the queue drains. A connection also
@@ -41,7 +47,8 @@ import logging
 import os
 import socket
 import time
-from collections.abc import Sequence
+import types
+from collections.abc import Awaitable, Coroutine, Generator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from klog.protocol import apis
@@ -143,6 +150,9 @@ class Connection(asyncio.Protocol):
         self._can_write = asyncio.Event()
         self._can_write.set()
         self._task: asyncio.Task[None] | None = None
+        # A request begun in the read callback whose handler waits: the task finishes it
+        # before anything in ``queue``.
+        self._started: Coroutine[Any, Any, None] | None = None
         self._out: list[Any] = []  # response bytes not yet handed to the transport
         self._out_size = 0
         self._out_since = 0.0  # perf_counter() when the oldest unsent answer was gathered
@@ -179,12 +189,45 @@ class Connection(asyncio.Protocol):
             return
         if not frames:
             return
+        self.server.queued += len(frames)
+        if not self.busy and not self.queue and self._started is None and not self.closed:
+            frames = self._handle_at_once(frames)
+            if not frames:
+                return
         self.queue.extend(frames)
         self.queued_bytes += sum(len(f) for f in frames) if len(frames) > 1 else len(frames[0])
-        self.server.queued += len(frames)
         if self._over_limits():
             self.update_reading()
         self._wakeup.set()
+
+    def _handle_at_once(self, frames: list[memoryview]) -> list[memoryview]:
+        """Handle requests of an idle connection here and now, in order, until one has to
+        wait (for its handler, the socket, or room for deferred answers); the frames not
+        handled are returned for the task. The answers gathered leave in one send."""
+        handled = 0
+        for frame in frames:
+            if self.closed or not self._can_write.is_set() or len(self.deferred) >= MAX_DEFERRED:
+                break
+            handled += 1
+            self.busy = True
+            try:
+                started = self._start(frame)
+            except Exception as exc:
+                self._request_done()
+                self._failed(exc)
+                break
+            if started is not None:
+                self._started = started
+                self._wakeup.set()
+                break
+            self._request_done()
+        self._flush_out()
+        if self.closed:
+            # Nothing more is read from a closed connection; its unhandled frames are
+            # dropped here as ``connection_lost`` drops the queue.
+            self.server.queued -= len(frames) - handled
+            return []
+        return frames[handled:]
 
     def eof_received(self) -> bool:
         # Keep the transport open for writing: the queue is processed and answered first
@@ -271,6 +314,15 @@ class Connection(asyncio.Protocol):
     async def _process(self) -> None:
         try:
             while not self.closed:
+                if self._started is not None:  # begun in the read callback
+                    started, self._started = self._started, None
+                    try:
+                        await started
+                        if self._out and not self._flush_scheduled:
+                            self._schedule_flush()
+                    finally:
+                        self._request_done()
+                    continue
                 if not self.queue:
                     if self._eof:
                         if self._drainer is not None and not self._drainer.done():
@@ -284,22 +336,37 @@ class Connection(asyncio.Protocol):
                     self._deferred_space.clear()
                     await self._deferred_space.wait()
                     continue
+                if not self._can_write.is_set():
+                    await self._can_write.wait()
+                    continue
                 frame = self.queue.popleft()
                 self.queued_bytes -= len(frame)
                 if self.reading_paused:
                     self.update_reading()
                 self.busy = True
                 try:
-                    await self._handle(frame)
+                    started = self._start(frame)
+                    if started is not None:
+                        await started
+                    elif self._out and not self._flush_scheduled:
+                        self._schedule_flush()
                 finally:
-                    self.busy = False
-                    self.last_active = time.monotonic()
-                    self.server.request_done()
+                    self._request_done()
         except asyncio.CancelledError:
             self.close()
             raise
         except Exception as exc:
             self._failed(exc)
+        finally:
+            if self._started is not None:  # closed before the task could finish it
+                self._started.close()
+                self._started = None
+                self._request_done()
+
+    def _request_done(self) -> None:
+        self.busy = False
+        self.last_active = time.monotonic()
+        self.server.request_done()
 
     def _failed(self, exc: Exception) -> None:
         """A processing task ended on ``exc``: the peer went away, or a klog bug."""
@@ -310,37 +377,54 @@ class Connection(asyncio.Protocol):
                       exc_info=exc)
         self.close()
 
-    async def _handle(self, frame: memoryview) -> None:
+    def _start(self, frame: memoryview) -> Coroutine[Any, Any, None] | None:
+        """Handle one request as far as it goes without waiting. Returns what is left to
+        await (a handler that waits, or an answer with file regions to send), else None:
+        the answer is gathered for the next send, deferred, or not due."""
         try:
             header, offset = parse_request_header(frame, self.server.advertised)
         except KafkaError as exc:
             log.info("closing connection from %s: %s", self.peer, exc)
             self.close()
-            return
+            return None
         if is_unsupported_api_versions(header, self.server.advertised):
-            await self._write([api_versions_fallback_response(header.correlation_id,
-                                                               self.server.advertised)])
-            return
+            self._gather([api_versions_fallback_response(header.correlation_id,
+                                                         self.server.advertised)])
+            return None
         try:
             request = apis.decode_request(header.api_key, header.api_version, frame[offset:])
         except InvalidRequestError as exc:
             log.info("closing connection from %s: cannot decode %s v%d: %s", self.peer,
                      apis.spec_for(header.api_key).name, header.api_version, exc)
             self.close()
-            return
+            return None
         handler = self.server.handlers.get(header.api_key)
         if handler is None:  # advertised without a handler: a klog bug; refuse loudly
             log.error("no handler for api key %d", header.api_key)
             self.close()
-            return
-        from klog.daemon.handlers import Deferred, RequestContext
+            return None
+        from klog.daemon.handlers import RequestContext
 
-        ctx = RequestContext(header, self.broker, self)
-        response = await handler(ctx, request)
+        handling = handler(RequestContext(header, self.broker, self), request)
+        try:
+            waits_on = handling.send(None)
+        except StopIteration as done:
+            return self._answer(header, done.value)
+        return self._finish_waiting(header, _resume(handling, waits_on))
+
+    async def _finish_waiting(self, header: RequestHeader, handling: Awaitable[Any]) -> None:
+        """The rest of a request whose handler waits, run by the connection's task."""
+        started = self._answer(header, await handling)
+        if started is not None:
+            await started
+
+    def _answer(self, header: RequestHeader, response: Any) -> Coroutine[Any, Any, None] | None:
+        from klog.daemon.handlers import Deferred
+
         if self.closed:
             if isinstance(response, Deferred) and asyncio.iscoroutine(response.response):
                 response.response.close()  # nobody to answer: do not leave it unawaited
-            return
+            return None
         if isinstance(response, Deferred):
             self._defer(header, asyncio.ensure_future(response.response))
         elif self.deferred:  # behind an answer still waiting: keep the order
@@ -349,7 +433,11 @@ class Connection(asyncio.Protocol):
                 ready.set_result(response)
                 self._defer(header, ready)
         elif response is not None:
-            await self.send_response(header, response)
+            chunks = self._response_chunks(header, response)
+            if not _all_bytes(chunks):
+                return self._write(chunks)
+            self._gather(chunks)
+        return None
 
     def _defer(self, header: RequestHeader, answer: asyncio.Future[Any]) -> None:
         self.deferred.append((header, answer))
@@ -380,34 +468,47 @@ class Connection(asyncio.Protocol):
                 self._deferred_space.set()
 
     async def send_response(self, header: RequestHeader, response: Any) -> None:
+        await self._write(self._response_chunks(header, response))
+
+    @staticmethod
+    def _response_chunks(header: RequestHeader, response: Any) -> list[Any]:
         header_version = apis.response_header_version(header.api_key, header.api_version)
         if isinstance(response, list):
             size = sum(len(c) if isinstance(c, (bytes, bytearray, memoryview)) else c.size
                        for c in response)
-            chunks = [response_prefix(header_version, header.correlation_id, size), *response]
-        else:
-            body = apis.encode_response(response)
-            chunks = [response_prefix(header_version, header.correlation_id, len(body)) + body]
-        await self._write(chunks)
+            return [response_prefix(header_version, header.correlation_id, size), *response]
+        body = apis.encode_response(response)
+        return [response_prefix(header_version, header.correlation_id, len(body)) + body]
+
+    def _gather(self, chunks: Sequence[Any]) -> None:
+        """Add an answer's bytes to the next send; send now if the answers gathered are
+        big enough or the oldest has waited long enough. Whoever gathers makes sure a
+        send follows (the read callback at its end, the task through ``_schedule_flush``)."""
+        if self.transport is None or self.closed:
+            return
+        now = time.perf_counter()
+        if not self._out:
+            self._out_since = now
+        self._out.extend(chunks)
+        self._out_size += sum(len(c) for c in chunks)
+        if self._out_size >= _COALESCE_BYTES or now - self._out_since >= _COALESCE_SECONDS:
+            self._flush_out()
+
+    def _schedule_flush(self) -> None:
+        # Runs as soon as this connection's task yields -- its queue is empty, or a
+        # request waits (long poll, acks=-1) -- so no answer waits on anything but the CPU
+        # handling the requests already received.
+        self._flush_scheduled = True
+        asyncio.get_running_loop().call_soon(self._flush_out)
 
     async def _write(self, chunks: Sequence[Any]) -> None:
         transport = self.transport
         if transport is None or self.closed:
             return
-        if all(isinstance(c, (bytes, bytearray, memoryview)) for c in chunks):
-            now = time.perf_counter()
-            if not self._out:
-                self._out_since = now
-            self._out.extend(chunks)
-            self._out_size += sum(len(c) for c in chunks)
-            if self._out_size >= _COALESCE_BYTES or now - self._out_since >= _COALESCE_SECONDS:
-                self._flush_out()
-            elif not self._flush_scheduled:
-                # Runs as soon as this connection's task yields -- its queue is empty, or a
-                # request waits (long poll, acks=-1) -- so no answer waits on anything but
-                # the CPU handling the requests already received.
-                self._flush_scheduled = True
-                asyncio.get_running_loop().call_soon(self._flush_out)
+        if _all_bytes(chunks):
+            self._gather(chunks)
+            if self._out and not self._flush_scheduled:
+                self._schedule_flush()
         else:
             self._flush_out()  # answers gathered before go first
             # Pin every region's file before the first await: while earlier chunks are
@@ -468,6 +569,31 @@ class Connection(asyncio.Protocol):
         self._out, self._out_size = [], 0
         if self.transport is not None and not self.closed:
             self.transport.write(out[0] if len(out) == 1 else b"".join(out))
+
+
+def _all_bytes(chunks: Sequence[Any]) -> bool:
+    return all(isinstance(c, (bytes, bytearray, memoryview)) for c in chunks)
+
+
+@types.coroutine
+def _resume(handling: Coroutine[Any, Any, Any], waits_on: Any) -> Generator[Any, Any, Any]:
+    """Go on with a coroutine begun outside any task (``handling.send(None)`` gave
+    ``waits_on``) inside the task that awaits this: what the coroutine waits for is passed
+    up to that task, and what the task sends or throws (a result, a cancellation) is
+    passed down."""
+    while True:
+        try:
+            value = yield waits_on
+        except BaseException as exc:
+            try:
+                waits_on = handling.throw(exc)
+            except StopIteration as done:
+                return done.value
+        else:
+            try:
+                waits_on = handling.send(value)
+            except StopIteration as done:
+                return done.value
 
 
 def _cork(transport: asyncio.Transport, on: bool) -> bool:

@@ -319,13 +319,7 @@ def test_answers_ready_together_leave_in_one_send(broker: InProcessBroker,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     writes = _writes_for(broker, monkeypatch, _api_versions_frames(broker, 5), 0.0)
     assert len(writes) == 1
-    cids = []
-    data = writes[0]
-    while data:
-        (size, cid) = struct.unpack(">ii", data[:8])
-        cids.append(cid)
-        data = data[4 + size:]
-    assert cids == [0, 1, 2, 3, 4]
+    assert _cids(writes[0]) == [0, 1, 2, 3, 4]
 
 
 def test_a_backlog_is_answered_in_pieces_not_after_its_last_request(
@@ -336,6 +330,102 @@ def test_a_backlog_is_answered_in_pieces_not_after_its_last_request(
     writes = _writes_for(broker, monkeypatch, _api_versions_frames(broker, 5), 0.0003)
     one = len(writes[-1]) // 2
     assert [len(w) for w in writes] == [3 * one, 2 * one]
+
+
+def _cids(data: bytes) -> list[int]:
+    """The correlation ids of the responses in ``data``, in order."""
+    cids = []
+    while data:
+        (size, cid) = struct.unpack(">ii", data[:8])
+        cids.append(cid)
+        data = data[4 + size:]
+    return cids
+
+
+def test_requests_on_an_idle_connection_are_answered_within_the_read(
+        broker: InProcessBroker, monkeypatch: pytest.MonkeyPatch) -> None:
+    # One event-loop iteration per request: the answers are sent before data_received
+    # returns, not after the connection's task has been woken and a flush scheduled.
+    frames = _api_versions_frames(broker, 3)
+    monkeypatch.setattr(connection, "time", _Clock(0.0))  # answers take no time
+
+    async def run() -> tuple[list[bytes], int, int]:
+        conn = connection.Connection(broker.broker.server, "PLAINTEXT")
+        transport = _RecordingTransport()
+        conn.connection_made(transport)
+        await asyncio.sleep(0)  # the task starts and waits for requests
+        queued = broker.broker.server.queued
+        conn.data_received(b"".join(frames))
+        writes = list(transport.writes)
+        after = broker.broker.server.queued
+        conn.close()
+        return writes, queued, after
+
+    writes, queued, after = asyncio.run_coroutine_threadsafe(run(), broker.loop).result(10)
+    assert len(writes) == 1
+    assert _cids(writes[0]) == [0, 1, 2]
+    assert after == queued  # handled, so no longer counted against queued.max.requests
+
+
+def test_a_request_that_waits_in_the_read_is_finished_by_the_task_in_order(
+        broker: InProcessBroker) -> None:
+    # A long poll begun in the read callback waits in the purgatory; the requests read
+    # with it are queued behind it and answered after it, by the connection's task.
+    with broker.connect() as client:
+        client.create_topic("idle")
+        fetch = client.request_frame(1, 12, fetch_values("idle", 0, 0, max_wait_ms=200),
+                                     correlation_id=7)[1]
+    frames = [fetch, *_api_versions_frames(broker, 2)]
+
+    async def run() -> tuple[list[bytes], list[bytes], int, int]:
+        conn = connection.Connection(broker.broker.server, "PLAINTEXT")
+        transport = _RecordingTransport()
+        conn.connection_made(transport)
+        await asyncio.sleep(0)
+        queued = broker.broker.server.queued
+        conn.data_received(b"".join(frames))
+        early = list(transport.writes)
+        waiting = len(conn.queue)
+        for _ in range(200):
+            await asyncio.sleep(0.01)
+            if not conn.busy and not conn.queue and not conn._flush_scheduled:
+                break
+        writes = list(transport.writes)
+        conn.close()
+        return early, writes, waiting, broker.broker.server.queued - queued
+
+    early, writes, waiting, still_queued = asyncio.run_coroutine_threadsafe(
+        run(), broker.loop).result(10)
+    assert early == [] and waiting == 2  # nothing answered ahead of the waiting fetch
+    assert _cids(b"".join(writes)) == [7, 0, 1]
+    assert still_queued == 0
+
+
+def test_a_connection_closed_while_a_request_begun_in_the_read_waits(
+        broker: InProcessBroker) -> None:
+    with broker.connect() as client:
+        client.create_topic("gone")
+        fetch = client.request_frame(1, 12, fetch_values("gone", 0, 0, max_wait_ms=5000))[1]
+    frames = [fetch, *_api_versions_frames(broker, 2)]
+
+    async def run() -> tuple[int, bool]:
+        conn = connection.Connection(broker.broker.server, "PLAINTEXT")
+        transport = _RecordingTransport()
+        conn.connection_made(transport)
+        await asyncio.sleep(0)
+        queued = broker.broker.server.queued
+        conn.data_received(b"".join(frames))
+        await asyncio.sleep(0.05)
+        conn.connection_lost(None)
+        task = conn.task
+        assert task is not None
+        await asyncio.wait([task], timeout=5)
+        return broker.broker.server.queued - queued, task.done()
+
+    still_queued, done = asyncio.run_coroutine_threadsafe(run(), broker.loop).result(10)
+    assert done
+    assert still_queued == 0  # the waiting request and the two behind it are let go
+    _healthy(broker)
 
 
 def test_accepted_sockets_have_nagle_turned_off(broker: InProcessBroker) -> None:
