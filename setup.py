@@ -1,9 +1,10 @@
-"""Build of klog's one C extension (everything else is in pyproject.toml).
+"""Build of klog's C extensions (everything else is in pyproject.toml).
 
-klog.storage._fastread is the sequential reader's read path in C. It is optional: where no
-C compiler is found the build goes on without it and klog takes the Python path, which does
+klog.storage._fastread is the sequential reader's read path in C; klog.spark._columns
+decodes v2 records into Arrow buffers for spark-export. Both are optional: where no C
+compiler is found the build goes on without them and klog takes the Python paths, which do
 the same thing more slowly (scripts/setup-system.sh installs gcc and the Python headers, so
-`make setup` builds it).
+`make setup` builds them).
 """
 
 from setuptools import Extension, setup
@@ -15,6 +16,12 @@ setup(
             ["klog/storage/_fastread.c"],
             optional=True,
             extra_compile_args=["-O2", "-Wall", "-Wextra", "-Wno-unused-parameter"],
-        )
+        ),
+        Extension(
+            "klog.spark._columns",
+            ["klog/spark/_columns.c"],
+            optional=True,
+            extra_compile_args=["-O2", "-Wall", "-Wextra", "-Wno-unused-parameter"],
+        ),
     ]
 )

@@ -62,6 +62,8 @@ class ColumnBuilder:
     """
 
     __slots__ = (
+        "_chunk_rows",
+        "_chunks",
         "headers",
         "include_headers",
         "keys",
@@ -88,18 +90,80 @@ class ColumnBuilder:
         self.headers: list[Any] = []
         # Key + value bytes of every batch flushed so far (counted by Arrow, not per record).
         self.nbytes = 0
+        # Rows already in Arrow form, in order before the lists' rows: (key, value, offset,
+        # timestamp in ms, timestampType[, headers]) arrays, from the C decoder or from
+        # lists sealed before a C chunk was added.
+        self._chunks: list[list[pa.Array]] = []
+        self._chunk_rows = 0
 
     def __len__(self) -> int:
-        return len(self.offsets)
+        return self._chunk_rows + len(self.offsets)
+
+    def first_offset(self) -> int:
+        """The offset of the first row collected (there must be one)."""
+        return self._chunks[0][2][0].as_py() if self._chunks else self.offsets[0]
+
+    def last_offset(self) -> int:
+        """The offset of the last row collected (there must be one)."""
+        return self.offsets[-1] if self.offsets else self._chunks[-1][2][-1].as_py()
+
+    def add_arrow(self, rows: int, key: tuple, value: tuple, offsets: bytes,
+                  timestamps: bytes, timestamp_type: int) -> None:
+        """Rows decoded into Arrow buffers (``klog.spark._columns.decode_v2``'s result):
+        key and value as (validity or None, null count, int32 offsets, data); offsets and
+        timestamps (ms) as int64 bytes. Not with headers (that decoder skips them)."""
+        if self.include_headers:
+            raise ValueError("Arrow buffers carry no headers; decode with columns.py")
+        if not rows:
+            return
+        self._seal()
+        self._chunks.append([
+            _binary_array(rows, key),
+            _binary_array(rows, value),
+            pa.Array.from_buffers(pa.int64(), rows, [None, pa.py_buffer(offsets)]),
+            pa.Array.from_buffers(pa.int64(), rows, [None, pa.py_buffer(timestamps)]),
+            pa.repeat(pa.scalar(timestamp_type, pa.int32()), rows),
+        ])
+        self._chunk_rows += rows
+
+    def _seal(self) -> None:
+        """The lists' rows into an Arrow chunk (so that later chunks come after them)."""
+        if not self.offsets:
+            return
+        chunk = [
+            pa.array(self.keys, pa.binary()),
+            pa.array(self.values, pa.binary()),
+            pa.array(self.offsets, pa.int64()),
+            pa.array(self.timestamps, pa.int64()),
+            pa.array(self.timestamp_types, pa.int32()),
+        ]
+        if self.include_headers:
+            chunk.append(
+                pa.array(
+                    [[{"key": k, "value": v} for k, v in h] for h in self.headers],
+                    HEADER_TYPE,
+                )
+            )
+        self._chunks.append(chunk)
+        self._chunk_rows += len(self.offsets)
+        self.keys, self.values, self.offsets = [], [], []
+        self.timestamps, self.timestamp_types, self.headers = [], [], []
 
     def flush(self) -> pa.RecordBatch:
         """The rows collected so far as one RecordBatch; the builder starts empty again."""
-        n = len(self.offsets)
+        self._seal()
+        n = self._chunk_rows
+        if not self._chunks:
+            self._chunks.append([pa.array([], t) for t in (
+                pa.binary(), pa.binary(), pa.int64(), pa.int64(), pa.int32())])
+            if self.include_headers:
+                self._chunks[0].append(pa.array([], HEADER_TYPE))
+        chunks, self._chunks, self._chunk_rows = self._chunks, [], 0
+        keys, values, offsets, millis, types, *headers = (
+            column[0] if len(chunks) == 1 else pa.concat_arrays(column)
+            for column in zip(*chunks, strict=True))
         # Milliseconds -> microseconds in C (int64 multiply), then a zero-copy cast.
-        millis = pa.array(self.timestamps, pa.int64())
         micros = pc.multiply(millis, 1000).cast(TIMESTAMP_TYPE)
-        keys = pa.array(self.keys, pa.binary())
-        values = pa.array(self.values, pa.binary())
         if n:
             # Counted in C: per-record len() calls cost the decoding loop ~5%.
             for column in (keys, values):
@@ -107,20 +171,20 @@ class ColumnBuilder:
         columns = [
             keys,
             values,
-            pa.array([self.topic] * n, pa.string()),
-            pa.array([self.partition] * n, pa.int32()),
-            pa.array(self.offsets, pa.int64()),
+            pa.repeat(pa.scalar(self.topic, pa.string()), n),
+            pa.repeat(pa.scalar(self.partition, pa.int32()), n),
+            offsets,
             micros,
-            pa.array(self.timestamp_types, pa.int32()),
+            types,
+            *headers,
         ]
-        if self.include_headers:
-            columns.append(
-                pa.array(
-                    [[{"key": k, "value": v} for k, v in h] for h in self.headers],
-                    HEADER_TYPE,
-                )
-            )
-        batch = pa.RecordBatch.from_arrays(columns, schema=self.schema)
-        self.keys, self.values, self.offsets = [], [], []
-        self.timestamps, self.timestamp_types, self.headers = [], [], []
-        return batch
+        return pa.RecordBatch.from_arrays(columns, schema=self.schema)
+
+
+def _binary_array(rows: int, column: tuple) -> pa.Array:
+    validity, nulls, offsets, data = column
+    return pa.Array.from_buffers(
+        pa.binary(), rows,
+        [None if validity is None else pa.py_buffer(validity), pa.py_buffer(offsets),
+         pa.py_buffer(data)],
+        nulls)

@@ -369,8 +369,8 @@ class _RowCounter:
     def flush(self, builder: ColumnBuilder) -> pa.RecordBatch:
         self.rows += len(builder)
         if self.first_offset < 0:
-            self.first_offset = builder.offsets[0]
-        self.last_offset = builder.offsets[-1]
+            self.first_offset = builder.first_offset()
+        self.last_offset = builder.last_offset()
         return builder.flush()
 
     def stats(self, builder: ColumnBuilder) -> dict[str, int]:
