@@ -14,16 +14,22 @@ same checks; this loop is the reference, and the path wherever the extension was
 
 from __future__ import annotations
 
+import contextlib
+import os
+from collections.abc import Callable
+
 from klog.protocol.errors import CorruptRecordError
 from klog.protocol.records.batch import BatchHeader, TimestampType
 from klog.protocol.records.v2 import _read_headers, _records_data
 from klog.protocol.records.varint import read_unsigned_varint, read_unsigned_varlong
 from klog.spark.arrow import ColumnBuilder
 
-try:
-    from klog.spark._columns import decode_v2 as _decode_v2
-except ImportError:  # built without a C compiler: the Python loop below does it all
-    _decode_v2 = None
+# None when klog was built without a C compiler (the Python loop below does it all) or with
+# KLOG_PURE_PYTHON=1 in the environment (for comparisons).
+_decode_v2: Callable[..., tuple] | None = None
+if not os.environ.get("KLOG_PURE_PYTHON"):
+    with contextlib.suppress(ImportError):
+        from klog.spark._columns import decode_v2 as _decode_v2
 
 # zigzag of every one- and two-byte varint: the common case becomes a tuple lookup.
 _ZIGZAG = tuple((raw >> 1) ^ -(raw & 1) for raw in range(1 << 14))
