@@ -350,11 +350,7 @@ def test_requests_on_an_idle_connection_are_answered_within_the_read(
     monkeypatch.setattr(connection, "time", _Clock(0.0))  # answers take no time
 
     async def run() -> tuple[list[bytes], int, int]:
-        conn = connection.Connection(broker.broker.server, "PLAINTEXT")
-        transport = _RecordingTransport()
-        conn.connection_made(transport)
-        await asyncio.sleep(0)  # the task starts and waits for requests
-        queued = broker.broker.server.queued
+        conn, transport, queued = await _idle_connection(broker)
         conn.data_received(b"".join(frames))
         writes = list(transport.writes)
         after = broker.broker.server.queued
@@ -367,22 +363,36 @@ def test_requests_on_an_idle_connection_are_answered_within_the_read(
     assert after == queued  # handled, so no longer counted against queued.max.requests
 
 
+def _long_poll_then_api_versions(broker: InProcessBroker, topic: str,
+                                 max_wait_ms: int) -> list[bytes]:
+    """A fetch of an empty new topic that waits ``max_wait_ms`` (correlation id 7), then
+    two ApiVersions requests (0 and 1)."""
+    with broker.connect() as client:
+        client.create_topic(topic)
+        fetch = client.request_frame(1, 12, fetch_values(topic, 0, 0, max_wait_ms=max_wait_ms),
+                                     correlation_id=7)[1]
+    return [fetch, *_api_versions_frames(broker, 2)]
+
+
+async def _idle_connection(
+        broker: InProcessBroker) -> tuple[connection.Connection, _RecordingTransport, int]:
+    """A connection whose task waits for requests, its transport, and the broker's count
+    of queued requests before it gets any."""
+    conn = connection.Connection(broker.broker.server, "PLAINTEXT")
+    transport = _RecordingTransport()
+    conn.connection_made(transport)
+    await asyncio.sleep(0)
+    return conn, transport, broker.broker.server.queued
+
+
 def test_a_request_that_waits_in_the_read_is_finished_by_the_task_in_order(
         broker: InProcessBroker) -> None:
     # A long poll begun in the read callback waits in the purgatory; the requests read
     # with it are queued behind it and answered after it, by the connection's task.
-    with broker.connect() as client:
-        client.create_topic("idle")
-        fetch = client.request_frame(1, 12, fetch_values("idle", 0, 0, max_wait_ms=200),
-                                     correlation_id=7)[1]
-    frames = [fetch, *_api_versions_frames(broker, 2)]
+    frames = _long_poll_then_api_versions(broker, "idle", 200)
 
     async def run() -> tuple[list[bytes], list[bytes], int, int]:
-        conn = connection.Connection(broker.broker.server, "PLAINTEXT")
-        transport = _RecordingTransport()
-        conn.connection_made(transport)
-        await asyncio.sleep(0)
-        queued = broker.broker.server.queued
+        conn, transport, queued = await _idle_connection(broker)
         conn.data_received(b"".join(frames))
         early = list(transport.writes)
         waiting = len(conn.queue)
@@ -403,17 +413,10 @@ def test_a_request_that_waits_in_the_read_is_finished_by_the_task_in_order(
 
 def test_a_connection_closed_while_a_request_begun_in_the_read_waits(
         broker: InProcessBroker) -> None:
-    with broker.connect() as client:
-        client.create_topic("gone")
-        fetch = client.request_frame(1, 12, fetch_values("gone", 0, 0, max_wait_ms=5000))[1]
-    frames = [fetch, *_api_versions_frames(broker, 2)]
+    frames = _long_poll_then_api_versions(broker, "gone", 5000)
 
     async def run() -> tuple[int, bool]:
-        conn = connection.Connection(broker.broker.server, "PLAINTEXT")
-        transport = _RecordingTransport()
-        conn.connection_made(transport)
-        await asyncio.sleep(0)
-        queued = broker.broker.server.queued
+        conn, _, queued = await _idle_connection(broker)
         conn.data_received(b"".join(frames))
         await asyncio.sleep(0.05)
         conn.connection_lost(None)
