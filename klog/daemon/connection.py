@@ -348,7 +348,7 @@ class Connection(asyncio.Protocol):
                     started = self._start(frame)
                     if started is not None:
                         await started
-                    elif self._out and not self._flush_scheduled:
+                    if self._out and not self._flush_scheduled:
                         self._schedule_flush()
                 finally:
                     self._request_done()

@@ -411,6 +411,17 @@ def test_a_request_that_waits_in_the_read_is_finished_by_the_task_in_order(
     assert still_queued == 0
 
 
+def test_pipelined_requests_that_all_wait_are_all_answered(broker: InProcessBroker) -> None:
+    # The first waits from the read callback, the second from the connection's task: each
+    # answer is sent once its wait ends (the second once went unsent: nothing flushed it).
+    with broker.connect() as client:
+        client.create_topic("both")
+        frames = [client.request_frame(1, 12, fetch_values("both", 0, 0, max_wait_ms=100),
+                                       correlation_id=cid)[1] for cid in (11, 12)]
+        client.send_raw(b"".join(frames))
+        assert [client.recv_response(1, 12)[0] for _ in frames] == [11, 12]
+
+
 def test_a_connection_closed_while_a_request_begun_in_the_read_waits(
         broker: InProcessBroker) -> None:
     frames = _long_poll_then_api_versions(broker, "gone", 5000)
