@@ -319,7 +319,8 @@ def spark_session(master: str, conf: Mapping[str, str] | None = None) -> Any:
     for key, value in session_conf(conf).items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
+    # As klog/spark/log4j2.properties: a failed job is reported by klog in one line.
+    spark.sparkContext.setLogLevel("FATAL")
     return spark
 
 

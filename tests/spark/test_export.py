@@ -214,6 +214,29 @@ def test_a_corrupt_segment_fails_the_export_with_one_line_and_commits_nothing(
     assert not (out / "_klog_checkpoint" / "ranges.json").exists()
 
 
+def test_a_failed_job_shows_the_user_one_line_not_sparks_stack_traces(tmp_path: Path) -> None:
+    # In its own process, as a user runs it: the JVM writes to the terminal directly, which
+    # the in-process runner above does not capture. Spark logs a failed task's Java and
+    # Python stack traces at ERROR (some 200 lines for one corrupt record).
+    logs, out = tmp_path / "logs", tmp_path / "out"
+    _append(logs, "t", 0, 0, 50)
+    segment = logs / "t-0" / f"{0:020d}.log"
+    data = bytearray(segment.read_bytes())
+    data[-5] ^= 0xFF
+    segment.write_bytes(bytes(data))
+    result = subprocess.run(
+        [sys.executable, "-m", "klog", "spark-export", "--source", str(logs), "--topic", "t",
+         "--output", str(out), "--master", "local[1]"],
+        capture_output=True, text=True, timeout=240,
+        env={**os.environ, "PYSPARK_PYTHON": sys.executable})
+    assert result.returncode == 1
+    lines = result.stderr.strip().splitlines()
+    assert lines[-1].startswith("error: Spark failed: CorruptRecordError"), result.stderr
+    assert "Traceback" not in result.stderr and "\tat " not in result.stderr, result.stderr
+    # What is left is the JVM's own start-up notices, before Spark's logging is set up.
+    assert len(lines) <= 4, result.stderr
+
+
 def test_records_deleted_before_export_are_reported(spark: Any, tmp_path: Path) -> None:
     logs, out = tmp_path / "logs", tmp_path / "out"
     _append(logs, "t", 0, 0, 5)
