@@ -133,8 +133,15 @@ def test_records_from_real_clients_read_identically(
     # the codec really was used on the wire and in the log
     from tests.interop.conftest import stored_batches
 
-    codecs = {h.compression.kafka_name for h in stored_batches(broker.log_dir, topic)}
-    assert codecs == {codec}
+    batches = stored_batches(broker.log_dir, topic)
+    assert codec in {h.compression.kafka_name for h in batches}
+    # librdkafka sends a batch uncompressed when compressing did not make it smaller: a
+    # batch of a few of these short records, cut off by linger.ms when producing was slow
+    # (CI failed on one such batch). Measured over every window of these records: some
+    # batches of up to 3 do not shrink with one codec or another, none of 4 or more.
+    others = [h for h in batches if h.compression.kafka_name != codec]
+    assert all(h.compression.kafka_name == "none" and (h.records_count or 0) <= 3
+               for h in others), [(h.compression.kafka_name, h.records_count) for h in others]
     assert [r.offset for r in got] == list(range(len(items)))
     for record, (key, value, headers) in zip(got, items, strict=True):
         assert (record.topic, record.partition) == (topic, 0)
