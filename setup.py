@@ -1,7 +1,8 @@
 """Build of klog's C extensions (everything else is in pyproject.toml).
 
-klog.storage._fastread is the sequential reader's read path in C; klog.spark._columns
-decodes v2 records into Arrow buffers for spark-export. Both are optional: where no C
+klog.storage._fastread is the sequential reader's read path in C; klog.protocol._produce
+decodes Produce requests and encodes their answers; klog.spark._columns decodes v2 records
+into Arrow buffers for spark-export. All are optional: where no C
 compiler is found the build goes on without them and klog takes the Python paths, which do
 the same thing more slowly (scripts/setup-system.sh installs gcc and the Python headers, so
 `make setup` builds them).
@@ -14,6 +15,12 @@ setup(
         Extension(
             "klog.storage._fastread",
             ["klog/storage/_fastread.c"],
+            optional=True,
+            extra_compile_args=["-O2", "-Wall", "-Wextra", "-Wno-unused-parameter"],
+        ),
+        Extension(
+            "klog.protocol._produce",
+            ["klog/protocol/_produce.c"],
             optional=True,
             extra_compile_args=["-O2", "-Wall", "-Wextra", "-Wno-unused-parameter"],
         ),

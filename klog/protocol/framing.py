@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Mapping
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from klog.protocol.apis import (
     ADVERTISED,
@@ -57,6 +57,7 @@ DEFAULT_MAX_REQUEST_BYTES = 104_857_600
 
 _SIZE = struct.Struct(">i")
 _HEADER_FIXED = struct.Struct(">hhi")  # api_key, api_version, correlation_id
+_HEADER_V1 = struct.Struct(">hhih")  # ... and client_id's length
 _INT16 = struct.Struct(">h")
 _INT32 = struct.Struct(">i")
 
@@ -171,15 +172,33 @@ class FrameDecoder:
 # --- request header -----------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class RequestHeader:
-    """A parsed request header. ``client_id`` is None for header v0 and for a null id."""
+class RequestHeader(NamedTuple):
+    """A parsed request header. ``client_id`` is None for header v0 and for a null id.
+    (A named tuple: one is built for every request, and a tuple is the cheapest to build.)"""
 
     api_key: int
     api_version: int
     correlation_id: int
     client_id: str | None
     header_version: int
+
+
+_new_header = tuple.__new__
+
+# The header version of every (api key, version) klog advertises, keyed by
+# api_key << 16 | version: what the common case of parse_request_header looks up (built at
+# first use; ADVERTISED is read-only).
+_ADVERTISED_HEADERS: dict[int, int] = {}
+
+
+def _advertised_headers() -> dict[int, int]:
+    if not _ADVERTISED_HEADERS:
+        _ADVERTISED_HEADERS.update({
+            api_key << 16 | version: request_header_version(api_key, version)
+            for api_key, (low, high) in ADVERTISED.items()
+            for version in range(max(low, 0), high + 1)
+        })
+    return _ADVERTISED_HEADERS
 
 
 def parse_request_header(
@@ -195,6 +214,33 @@ def parse_request_header(
     connection". ApiVersions is parsed at any version: check ``is_unsupported_api_versions``
     and answer those with ``api_versions_fallback_response``.
     """
+    # The common case (the broker's advertised versions, an accepted key and version,
+    # header v1 or v2, a client id or none, no tagged field) in a few steps; anything else
+    # takes the full path, which raises the precise error.
+    size = len(frame)
+    if size >= 10 and advertised is ADVERTISED:
+        api_key, api_version, correlation_id, length = _HEADER_V1.unpack_from(frame, 0)
+        header_version = _advertised_headers().get(api_key << 16 | api_version & 0xFFFF)
+        if header_version and -1 <= length <= size - 10:
+            if length < 0:
+                client_id, offset = None, 10
+            else:
+                offset = 10 + length
+                # Kafka decodes the id leniently (malformed UTF-8 becomes U+FFFD); so do we.
+                client_id = str(frame[10:offset], "utf-8", "replace")
+            if header_version == 1:
+                return _new_header(RequestHeader, (api_key, api_version, correlation_id,
+                                                   client_id, 1)), offset
+            if offset < size and frame[offset] == 0:
+                return _new_header(RequestHeader, (api_key, api_version, correlation_id,
+                                                   client_id, 2)), offset + 1
+    return _parse_request_header(frame, advertised)
+
+
+def _parse_request_header(
+    frame: bytes | bytearray | memoryview, advertised: Mapping[int, VersionRange]
+) -> tuple[RequestHeader, int]:
+    """parse_request_header's full path: every case, every error."""
     if len(frame) < _HEADER_FIXED.size:
         raise InvalidRequestError(f"request header truncated: {len(frame)} bytes")
     api_key, api_version, correlation_id = _HEADER_FIXED.unpack_from(frame, 0)

@@ -9,6 +9,11 @@ of the caller's buffer: writable when the frame is, so the log patches offsets a
 epoch into the receive buffer itself (as Kafka does). The entities built are kio's own
 classes for the version, so nothing downstream can tell which decoder ran.
 
+klog/protocol/_produce.c is the C twin of the decoder and the response encoder for the
+well-formed common case; it declines anything else. The Python code here is the reference,
+what runs where the C code declines (raising the precise error), and the whole path
+without a C compiler or with KLOG_PURE_PYTHON=1.
+
 Grammar (ProduceRequest.json / ProduceResponse.json; v9 is the first flexible version):
 
     ProduceRequest       => transactional_id:nullable_string acks:int16 timeout_ms:int32
@@ -39,9 +44,11 @@ bytes after the body are ignored, as in Kafka.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime
 import functools
+import os
 import struct
 import types
 from collections.abc import Callable, Sequence
@@ -52,6 +59,15 @@ from kio.schema.index import schema_name_map
 from kio.static.constants import EntityType
 
 from klog.protocol.errors import InvalidRequestError
+
+# The C twins of decode_produce_request and encode_produce_response
+# (klog/protocol/_produce.c): they do the well-formed common case and decline the rest,
+# which the Python code below then does. None when klog was built without a C compiler or
+# with KLOG_PURE_PYTHON=1 in the environment (for comparisons).
+_native: types.ModuleType | None = None
+if not os.environ.get("KLOG_PURE_PYTHON"):
+    with contextlib.suppress(ImportError):
+        from klog.protocol import _produce as _native
 
 MIN_VERSION = 3
 MAX_VERSION = 9
@@ -134,6 +150,19 @@ def _makers(version: int) -> tuple[Callable[..., Any], Callable[..., Any], Calla
             _maker(partition_cls, ("index", "records")))
 
 
+@functools.cache
+def _native_ready(version: int) -> bool:
+    """Whether the C codec handles ``version``: it needs kio's classes for it shaped as
+    ``_maker`` expects (their fields object slots), and PartitionResponse's."""
+    if _native is None:
+        return False
+    try:
+        _native.configure(version, *_request_classes(version), _timeout, PartitionResponse)
+    except TypeError:
+        return False
+    return True
+
+
 _TIMEOUTS: dict[int, datetime.timedelta] = {}
 
 
@@ -204,9 +233,20 @@ def decode_produce_request(version: int, body: bytes | bytearray | memoryview) -
     if not handles(version):
         raise ValueError(f"Produce v{version} is not decoded here (v{MIN_VERSION}-"
                          f"v{MAX_VERSION})")
+    view = _as_bytes_view(body)
+    if _native is not None and _native_ready(version):
+        request = _native.decode(version, view)
+        if request is not None:
+            return request
+    return python_decode(version, view)
+
+
+def python_decode(version: int, view: memoryview) -> Any:
+    """decode_produce_request in Python: the reference, and what runs where the C decoder
+    declines (anything malformed, to raise the precise error) or is not built."""
     if version >= FLEXIBLE_FROM:
-        return _decode_flexible(_makers(version), _as_bytes_view(body))
-    return _decode_legacy(_makers(version), _as_bytes_view(body))
+        return _decode_flexible(_makers(version), view)
+    return _decode_legacy(_makers(version), view)
 
 
 def _decode_legacy(makers: tuple[Callable[..., Any], ...], view: memoryview) -> Any:
@@ -392,6 +432,20 @@ def encode_produce_response(
     if not handles(version):
         raise ValueError(f"Produce v{version} is not encoded here (v{MIN_VERSION}-"
                          f"v{MAX_VERSION})")
+    if _native is not None and _native_ready(version):
+        body = _native.encode(version, topics, throttle_time_ms)
+        if body is not None:
+            return body
+    return python_encode(version, topics, throttle_time_ms)
+
+
+def python_encode(
+    version: int,
+    topics: Sequence[tuple[str, Sequence[PartitionResponse]]],
+    throttle_time_ms: int = 0,
+) -> bytes:
+    """encode_produce_response in Python: the reference, and what runs where the C encoder
+    declines (per-batch record errors, values out of range) or is not built."""
     flexible = version >= FLEXIBLE_FROM
     with_log_start = version >= 5
     with_errors = version >= 8

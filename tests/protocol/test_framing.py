@@ -288,6 +288,42 @@ def test_unknown_and_unadvertised_api_keys_close_the_connection() -> None:
         )
 
 
+def _header_outcome(frame: bytes, full: bool) -> object:
+    parse = (lambda f: framing._parse_request_header(f, apis.ADVERTISED)) if full else \
+        framing.parse_request_header
+    try:
+        header, offset = parse(frame)
+    except KafkaError as exc:
+        return type(exc), str(exc)
+    return tuple(header), type(header), offset
+
+
+def test_the_common_case_gives_the_full_paths_result_for_any_bytes() -> None:
+    """parse_request_header's short path (advertised key and version, header v1/v2, no
+    tagged field) against the full path, on every advertised key and version with several
+    client ids, each byte changed, and every truncation."""
+    samples = []
+    for api_key, (low, high) in apis.ADVERTISED.items():
+        for version in (low, high, high + 1, -1):
+            for client_id in (None, "", "rdkafka", "\u00e9t\u00e9"):
+                with contextlib.suppress(Exception):
+                    samples.append(framing.encode_request_header(api_key, version, 7,
+                                                                 client_id) + b"\x00body")
+    assert len(samples) > 500
+    for frame in samples:
+        assert _header_outcome(frame, False) == _header_outcome(frame, True)
+    rng = __import__("random").Random(5)
+    for frame in rng.sample(samples, 60):
+        for cut in range(len(frame)):
+            assert _header_outcome(frame[:cut], False) == _header_outcome(frame[:cut], True)
+        for position in range(min(len(frame), 16)):
+            for value in (0x00, 0x01, 0x7F, 0x80, 0xFF):
+                mutated = bytearray(frame)
+                mutated[position] = value
+                assert _header_outcome(bytes(mutated), False) == \
+                    _header_outcome(bytes(mutated), True)
+
+
 # --------------------------------------------------------------------------------------------
 # ApiVersions: the v0 fallback
 

@@ -79,6 +79,21 @@ def same_outcome(version: int, body: bytes) -> None:
     theirs = outcome(kio_decode, version, body)
     assert ours[0] == theirs[0], (version, body.hex(), ours, theirs)
     assert ours[1] == theirs[1], (version, body.hex())
+    same_in_c_and_python(version, body)
+
+
+def same_in_c_and_python(version: int, body: bytes) -> None:
+    """The C decoder gives what the Python one gives, and declines whatever it refuses."""
+    if not produce._native_ready(version):
+        return
+    view = memoryview(body)
+    native = produce._native.decode(version, view)
+    python = outcome(produce.python_decode, version, view)
+    if python[0] == "invalid":
+        assert native is None, (version, body.hex())
+    elif native is not None:
+        assert native == python[1], (version, body.hex())
+        assert type(native) is type(python[1])
 
 
 EDGE_REQUESTS = [
@@ -393,6 +408,74 @@ def test_typical_responses_are_the_bytes_kio_writes(version: int) -> None:
         ("empty", []),
     ]
     assert produce.encode_produce_response(version, topics) == _kio_response(version, topics, 0)
+
+
+native_only = pytest.mark.skipif(
+    not produce._native_ready(produce.MAX_VERSION),
+    reason="the C codec (klog/protocol/_produce.c) is not built or KLOG_PURE_PYTHON=1")
+
+
+@native_only
+@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize("case", range(len(EDGE_REQUESTS)))
+def test_the_c_decoder_takes_well_formed_requests(version: int, case: int) -> None:
+    topics, transactional_id, acks, timeout_ms = EDGE_REQUESTS[case]
+    body = encode(make_request(version, topics, transactional_id, acks, timeout_ms))
+    frame = bytearray(b"\x00" * 3 + body)  # a writable buffer, as the broker's frames are
+    view = memoryview(frame)[3:]
+    native = produce._native.decode(version, view)
+    assert native is not None
+    assert native == produce.python_decode(version, view) == kio_decode(version, body)
+    assert native.timeout is produce._timeout(timeout_ms)
+    for topic in native.topic_data:
+        for part in topic.partition_data:
+            if part.records is not None:  # a writable slice of the caller's buffer
+                assert part.records.obj is frame and not part.records.readonly
+
+
+@native_only
+def test_the_c_decoder_declines_what_it_does_not_take() -> None:
+    body = encode(make_request(9, [("t", [(0, b"x")])]))
+    assert produce._native.decode(9, body) is None  # bytes, not a memoryview
+    assert produce._native.decode(9, memoryview(body).cast("B", (len(body),))) is not None
+    assert produce._native.decode(2, memoryview(body)) is None  # not a version it handles
+    assert produce._native.decode(10, memoryview(body)) is None
+    tagged = body[:-1] + b"\x01\x00\x00"  # a tagged field closing the request
+    assert produce._native.decode(9, memoryview(tagged)) is None
+    with pytest.raises(InvalidRequestError, match="tagged field"):
+        produce.decode_produce_request(9, tagged)
+
+
+@native_only
+@pytest.mark.parametrize("version", VERSIONS)
+def test_the_c_encoder_writes_the_python_encoders_bytes(version: int) -> None:
+    @_CASE
+    @given(response_topics, st.integers(-(2**31), 2**31 - 1))
+    def check(topics: list[tuple[str, list[produce.PartitionResponse]]], throttle: int) -> None:
+        native = produce._native.encode(version, topics, throttle)
+        python = produce.python_encode(version, topics, throttle)
+        has_record_errors = any(p.record_errors for _, parts in topics for p in parts)
+        if has_record_errors and version >= 8:
+            assert native is None
+        else:
+            assert native == python
+
+    check()
+
+
+@native_only
+def test_the_c_encoder_declines_what_python_refuses() -> None:
+    P = produce.PartitionResponse
+    for bad in ([("t", [P(2**31)])], [("t", [P(0, 2**15)])], [("t", [P(0, 0, 2**63)])],
+                [("t", [P(0, 0, 0, 0, 0, "\ud800")])], [("t", [object()])], [("t",)],
+                [("x" * 0x8000, [])]):
+        version = 8
+        assert produce._native.encode(version, bad, 0) is None
+        with pytest.raises((ValueError, TypeError, AttributeError, struct.error,
+                            UnicodeEncodeError)):
+            produce.python_encode(version, bad, 0)
+    assert produce._native.encode(9, [("x" * 0x8000, [])], 0) == \
+        produce.python_encode(9, [("x" * 0x8000, [])], 0)  # compact strings have no limit
 
 
 def test_response_versions_outside_the_range_are_refused() -> None:
