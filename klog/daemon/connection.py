@@ -51,6 +51,7 @@ import types
 from collections.abc import Awaitable, Coroutine, Generator, Sequence
 from typing import TYPE_CHECKING, Any
 
+from klog.daemon.handlers import Deferred, RequestContext
 from klog.protocol import apis
 from klog.protocol.errors import InvalidRequestError, KafkaError
 from klog.protocol.framing import (
@@ -403,8 +404,6 @@ class Connection(asyncio.Protocol):
             log.error("no handler for api key %d", header.api_key)
             self.close()
             return None
-        from klog.daemon.handlers import RequestContext
-
         handling = handler(RequestContext(header, self.broker, self), request)
         try:
             waits_on = handling.send(None)
@@ -419,8 +418,6 @@ class Connection(asyncio.Protocol):
             await started
 
     def _answer(self, header: RequestHeader, response: Any) -> Coroutine[Any, Any, None] | None:
-        from klog.daemon.handlers import Deferred
-
         if self.closed:
             if isinstance(response, Deferred) and asyncio.iscoroutine(response.response):
                 response.response.close()  # nobody to answer: do not leave it unawaited
@@ -474,8 +471,11 @@ class Connection(asyncio.Protocol):
     def _response_chunks(header: RequestHeader, response: Any) -> list[Any]:
         header_version = apis.response_header_version(header.api_key, header.api_version)
         if isinstance(response, list):
-            size = sum(len(c) if isinstance(c, (bytes, bytearray, memoryview)) else c.size
-                       for c in response)
+            if len(response) == 1 and isinstance(response[0], bytes):  # most answers
+                size = len(response[0])
+            else:
+                size = sum(len(c) if isinstance(c, (bytes, bytearray, memoryview)) else c.size
+                           for c in response)
             return [response_prefix(header_version, header.correlation_id, size), *response]
         body = apis.encode_response(response)
         return [response_prefix(header_version, header.correlation_id, len(body)) + body]
@@ -572,6 +572,8 @@ class Connection(asyncio.Protocol):
 
 
 def _all_bytes(chunks: Sequence[Any]) -> bool:
+    if len(chunks) == 1:  # most answers: one piece
+        return isinstance(chunks[0], (bytes, bytearray, memoryview))
     return all(isinstance(c, (bytes, bytearray, memoryview)) for c in chunks)
 
 

@@ -1,0 +1,79 @@
+"""ReplicaManager._validate: the one-batch shortcut decides as the walk over the headers."""
+
+from __future__ import annotations
+
+import dataclasses
+import struct
+import time
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from klog.daemon.replica_manager import ReplicaManager
+from klog.protocol.errors import KafkaError
+from klog.protocol.records.batch import CompressionType, iter_batch_headers
+from klog.protocol.records.v2 import build_batch
+from klog.storage.config import LogConfig
+
+NOW = int(time.time() * 1000)
+
+
+def _validate(records: Any, config: LogConfig, origin: str = "client") -> Any:
+    manager: Any = SimpleNamespace(clock=lambda: NOW, _recompress=ReplicaManager._recompress)
+    return ReplicaManager._validate(manager, records, config, origin)
+
+
+def _outcome(records: Any, config: LogConfig, origin: str = "client") -> Any:
+    try:
+        result = _validate(records, config, origin)
+    except KafkaError as exc:
+        return type(exc), str(exc)
+    return "same" if result is records else bytes(result)
+
+
+def _walked(records: bytes, config: LogConfig, origin: str = "client") -> Any:
+    """What the header walk alone decides: the same records with a config that disables
+    the shortcut only through a timestamp limit no batch here comes near."""
+    slow = dataclasses.replace(config, message_timestamp_difference_max_ms=10**15)
+    return _outcome(records, slow, origin)
+
+
+def _patched(batch: bytes, fmt: str, at: int, value: int) -> bytes:
+    out = bytearray(batch)
+    struct.pack_into(fmt, out, at, value)
+    return bytes(out)
+
+
+GOOD = build_batch([(NOW, b"k", b"v" * 100), (NOW, None, b"w")])
+CASES = {
+    "good": GOOD,
+    "magic 1": _patched(GOOD, ">b", 16, 1),
+    "magic 3": _patched(GOOD, ">b", 16, 3),
+    "negative delta": _patched(GOOD, ">i", 23, -1),
+    "length too long": _patched(GOOD, ">i", 8, len(GOOD)),
+    "length too short": _patched(GOOD, ">i", 8, len(GOOD) - 20),
+    "two batches": GOOD + GOOD,
+    "tiny": GOOD[:40],
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+@pytest.mark.parametrize("origin", ["client", "replication"])
+def test_the_shortcut_decides_as_the_walk(name: str, origin: str) -> None:
+    records = CASES[name]
+    config = LogConfig()
+    assert _outcome(memoryview(records), config, origin) == _walked(records, config, origin)
+
+
+def test_a_good_batch_comes_back_untouched_and_bad_magic_is_refused() -> None:
+    view = memoryview(bytearray(GOOD))
+    assert _validate(view, LogConfig()) is view
+    with pytest.raises(KafkaError, match="magic 2"):
+        _validate(memoryview(CASES["magic 1"]), LogConfig())
+
+
+def test_broker_side_compression_still_recompresses() -> None:
+    out = _validate(memoryview(GOOD), LogConfig(compression_type="zstd"))
+    headers = list(iter_batch_headers(out))
+    assert len(headers) == 1 and headers[0].compression is CompressionType.ZSTD
