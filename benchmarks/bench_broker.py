@@ -11,12 +11,16 @@
 - latency: p99 produce latency at 10k msg/s of 1 KiB records, acks=1, linger.ms=0 (a paced
   producer; latency is librdkafka's ``Message.latency()``, produce() to the delivery
   report -- which reaches the application at its next poll, so up to one 1 ms tick more
-  than the broker's round trip) (target <= 5 ms). Five rounds of 10 s, each after a round
+  than the broker's round trip) (target <= 5 ms). Ten rounds of 6 s, each after a round
   of the same harness against the floor server (benchmarks/latency_floor.c: native code
   that reads Produce requests, appends their batches to a file and answers -- the least
-  any broker does); the figure is klog's median round's p99, the baseline the floor's.
-  Each round reports the host's steal time (/proc/stat), which the tail follows on a
-  shared virtual machine, for the floor as for klog.
+  any broker does). Each round reports the host's steal time (/proc/stat), which the tail
+  follows on a shared virtual machine, for the floor as for klog: at 5% and more even the
+  floor's p99 passes 5 ms. So the rounds are summed up by bands of steal (each side's
+  median p99 among its rounds at < 2%, 2-5%, >= 5%), and the figure is klog's median p99
+  among the rounds at < 2% (the baseline: the floor's, same band) -- the broker's figure,
+  not the host's. With fewer than two such rounds there is no verdict ("host too busy");
+  the median over all rounds is always shown too (``all_rounds``).
 - start-up: time from starting ``klog broker start`` to its port accepting connections,
   several runs on an empty data directory (target <= 1 s); and once with 1,000 partitions.
 - idle: RSS and open file descriptors of an idle broker hosting 1,000 partitions, next to
@@ -373,13 +377,48 @@ def bench_latency(rate: int, seconds: float, rounds: int) -> Result:
             side.close()
         sides.clear()
     shutil.rmtree(data, ignore_errors=True)
-    p99 = statistics.median(r["p99_ms"] for r in measured["klog"])
-    floor_p99 = statistics.median(r["p99_ms"] for r in measured["floor"])
-    return Result(
-        f"p99 produce latency, {rate:,} msg/s of 1 KiB, acks=1, linger.ms=0 (median of "
-        f"{rounds} rounds; baseline: the native floor server's)", p99, "ms", floor_p99,
-        "<= 5 ms", p99 <= 5.0, {"rounds": measured["klog"], "floor_rounds": measured["floor"]},
-    )
+    by_steal = _by_steal(measured)
+    quiet = by_steal[_band_name(*STEAL_BANDS[0])]
+    klog_quiet, floor_quiet = quiet["klog"], quiet["floor"]
+    extra = {
+        "all_rounds": {side: statistics.median(r["p99_ms"] for r in rounds)
+                       for side, rounds in measured.items()},
+        "by_steal": by_steal, "rounds": measured["klog"], "floor_rounds": measured["floor"],
+    }
+    name = (f"p99 produce latency, {rate:,} msg/s of 1 KiB, acks=1, linger.ms=0 (median of "
+            f"the rounds at < {STEAL_BANDS[0][1]:g}% host steal; baseline: the native floor "
+            f"server's)")
+    if klog_quiet["rounds"] < 2:
+        # Too few rounds on a quiet host to judge the broker: no verdict, all figures shown.
+        return Result(name + f" -- host too busy: {klog_quiet['rounds']} such round(s)",
+                      extra["all_rounds"]["klog"], "ms", extra["all_rounds"]["floor"],
+                      "<= 5 ms", None, extra)
+    p99 = klog_quiet["median_p99_ms"]
+    return Result(name, p99, "ms", floor_quiet["median_p99_ms"], "<= 5 ms", p99 <= 5.0, extra)
+
+
+# Bands of host steal time (% of all CPU time, /proc/stat) the rounds are summed up by. An
+# idle VM here shows 0-2%; the verdict is taken in the first band, where the figure is the
+# broker's rather than the host's.
+STEAL_BANDS = ((0.0, 2.0), (2.0, 5.0), (5.0, 100.0))
+
+
+def _band_name(low: float, high: float) -> str:
+    return f"steal {low:g}-{high:g}%"
+
+
+def _by_steal(measured: dict[str, list[dict[str, float]]]) -> dict[str, dict[str, Any]]:
+    """Each side's median p99 over its rounds in each band of host steal time: on a shared
+    VM the tail follows steal, so like is compared with like."""
+    bands: dict[str, dict[str, Any]] = {}
+    for low, high in STEAL_BANDS:
+        band: dict[str, Any] = {}
+        for side, rounds in measured.items():
+            p99s = [r["p99_ms"] for r in rounds if low <= r["steal_pct"] < high]
+            band[side] = {"rounds": len(p99s),
+                          "median_p99_ms": statistics.median(p99s) if p99s else None}
+        bands[_band_name(low, high)] = band
+    return bands
 
 
 def cpu_steal() -> tuple[int, int]:
@@ -544,8 +583,8 @@ def main() -> None:
             results += bench_produce_fetch(3 << 29, rounds=3)  # 3 x 512 MiB
         report(results[-2:])
     if "latency" in only:
-        results.append(bench_latency(10_000, 3.0 if args.quick else 10.0,
-                                     1 if args.quick else 5))
+        results.append(bench_latency(10_000, 3.0 if args.quick else 6.0,
+                                     1 if args.quick else 10))
         report(results[-1:])
     if "startup" in only:
         results.append(bench_startup(3 if args.quick else 7))
