@@ -182,10 +182,42 @@ def test_confluent_admin(broker: InProcessBroker) -> None:
         request_timeout=10)
     result = futures[GROUP].result(timeout=15)
     assert result.group_id == GROUP
-    assert {(tp.topic, tp.partition): (tp.offset, tp.metadata, tp.error)
+    # Offsets and errors only: confluent-kafka-python reads a partition's metadata with
+    # strdup, as a NUL-terminated string, while librdkafka (2.16 here) hands it over as
+    # length-delimited bytes without a terminator. Metadata that another client committed
+    # (no trailing NUL) then comes back with whatever follows it in the client's heap: 21
+    # of 300 tries here. The broker's bytes are right (the socket tests above and
+    # kafka-python check them), so no broker could avoid it; confluent-kafka itself commits
+    # the NUL, which is why its own metadata round-trips (next test).
+    assert {(tp.topic, tp.partition): (tp.offset, tp.error)
             for tp in result.topic_partitions} == {
-        ("t", 0): (42, "meta-0", None), ("t", 1): (-1001, None, None), ("u", 1): (100, "u", None)}
+        ("t", 0): (42, None), ("t", 1): (-1001, None), ("u", 1): (100, None)}
     every = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(GROUP)],
                                               request_timeout=10)[GROUP].result(timeout=15)
     assert {(tp.topic, tp.partition): tp.offset for tp in every.topic_partitions} == {
         tp: om.offset for tp, om in COMMITTED.items()}
+
+
+def test_confluent_metadata_round_trip(broker: InProcessBroker) -> None:
+    """Metadata committed by confluent-kafka itself (which sends the terminating NUL) reads
+    back intact through the same client, and the broker keeps the bytes as sent."""
+    from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{broker.port}"})
+    admin.create_topics([NewTopic("c", 2, 1)])["c"].result(timeout=15)
+    group = "confluent-group"
+    _ready(broker, group)
+    committed = [TopicPartition("c", 0, 5, "via-confluent"), TopicPartition("c", 1, 9)]
+    admin.alter_consumer_group_offsets(
+        [ConsumerGroupTopicPartitions(group, committed)])[group].result(timeout=15)
+    for _ in range(20):  # the over-read above is intermittent: ask more than once
+        got = admin.list_consumer_group_offsets(
+            [ConsumerGroupTopicPartitions(group, [TopicPartition("c", 0),
+                                                  TopicPartition("c", 1)])],
+            request_timeout=10)[group].result(timeout=15)
+        assert {(tp.topic, tp.partition): (tp.offset, tp.metadata)
+                for tp in got.topic_partitions} == {("c", 0): (5, "via-confluent"),
+                                                     ("c", 1): (9, None)}
+    stored = broker.call(lambda: _manager(broker).fetch_offsets(group, [("c", 0)]))
+    assert [om.metadata for om in stored.values()] == ["via-confluent\x00"]
