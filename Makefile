@@ -6,8 +6,8 @@ STAMP  := $(VENV)/.installed
 
 .PHONY: setup test bench lint run clean
 
-# setup.py and the C source: editing them rebuilds klog.storage._fastread in place.
-$(STAMP): pyproject.toml setup.py klog/storage/_fastread.c
+# setup.py and the C sources: editing them rebuilds the extensions in place.
+$(STAMP): pyproject.toml setup.py $(wildcard klog/*/*.c)
 	bash scripts/setup-system.sh
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip

@@ -1,10 +1,21 @@
-"""Shared fixtures: the real Kafka 2.x corpus, located beside the repository."""
+"""Shared fixtures: the real Kafka 2.x corpus, located beside the repository; and the
+hypothesis settings every property test runs under."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
+
+# A loaded machine makes an example slow now and then, and hypothesis's default 200 ms
+# deadline turns that into a failure ("Unreliable test timings"). With CI set, hypothesis
+# loads its own "ci" profile (no deadline, derandomized); elsewhere the same timing rules
+# apply, with random examples.
+settings.register_profile("klog", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+if not os.environ.get("CI") and not os.environ.get("HYPOTHESIS_PROFILE"):
+    settings.load_profile("klog")
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 CORPUS_ROOT = REPO_ROOT.parent / "shared" / "kafka-corpus"
