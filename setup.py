@@ -2,7 +2,8 @@
 
 klog.storage._fastread is the sequential reader's read path in C; klog.protocol._produce
 decodes Produce requests and encodes their answers; klog.spark._columns decodes v2 records
-into Arrow buffers for spark-export. All are optional: where no C
+into Arrow buffers for spark-export. The first two share klog/_slots.h (reading and writing
+__slots__ from C). All are optional: where no C
 compiler is found the build goes on without them and klog takes the Python paths, which do
 the same thing more slowly (scripts/setup-system.sh installs gcc and the Python headers, so
 `make setup` builds them).
@@ -15,12 +16,16 @@ setup(
         Extension(
             "klog.storage._fastread",
             ["klog/storage/_fastread.c"],
+            include_dirs=["klog"],
+            depends=["klog/_slots.h"],
             optional=True,
             extra_compile_args=["-O2", "-Wall", "-Wextra", "-Wno-unused-parameter"],
         ),
         Extension(
             "klog.protocol._produce",
             ["klog/protocol/_produce.c"],
+            include_dirs=["klog"],
+            depends=["klog/_slots.h"],
             optional=True,
             extra_compile_args=["-O2", "-Wall", "-Wextra", "-Wno-unused-parameter"],
         ),

@@ -23,6 +23,8 @@
 #include <Python.h>
 #include <structmember.h>
 
+#include "_slots.h"
+
 #include <stdint.h>
 #include <string.h>
 
@@ -55,28 +57,6 @@ static const char *const response_fields[PR_COUNT] = {
     "error_message", "record_errors"};
 static PyTypeObject *response_type = NULL;
 static Py_ssize_t response_at[PR_COUNT];
-
-#define SLOT(obj, at, i) (*(PyObject **)((char *)(obj) + (at)[i]))
-
-/* The offsets of ``names``' slots in ``type``; -1 with TypeError when one is not a slot. */
-static int slot_offsets(PyTypeObject *type, const char *const *names, int n, Py_ssize_t *out)
-{
-    for (int i = 0; i < n; i++) {
-        PyObject *descr = PyObject_GetAttrString((PyObject *)type, names[i]);
-        if (descr == NULL)
-            return -1;
-        int ok = Py_IS_TYPE(descr, &PyMemberDescr_Type) &&
-                 ((PyMemberDescrObject *)descr)->d_member->type == T_OBJECT_EX;
-        if (ok)
-            out[i] = ((PyMemberDescrObject *)descr)->d_member->offset;
-        Py_DECREF(descr);
-        if (!ok) {
-            PyErr_Format(PyExc_TypeError, "%s.%s is not an object slot", type->tp_name, names[i]);
-            return -1;
-        }
-    }
-    return 0;
-}
 
 /* A new instance of ``type`` with its ``n`` slots set to ``values`` (references stolen, also
  * on failure); NULL on error. A new object's slots are NULL: they are stored directly. */

@@ -27,6 +27,8 @@
 #include <Python.h>
 #include <structmember.h>
 
+#include "_slots.h"
+
 #include <errno.h>
 #include <limits.h>
 #include <sys/uio.h>
@@ -76,9 +78,6 @@ static Py_ssize_t log_offsets[L_COUNT], segment_offsets[S_COUNT], index_offsets[
 static unsigned long long reads_chained = 0, reads_with_header = 0, reads_first_batch = 0,
                           reads_declined = 0;
 
-/* A slot's value (borrowed; NULL when unset). */
-#define SLOT(obj, offsets, i) (*(PyObject **)((char *)(obj) + (offsets)[i]))
-
 /* threading.RLock's type and its acquire/release method descriptors, called directly (the
  * method lookup is a fifth of the lock's cost); other lock types are called by name. */
 static PyTypeObject *rlock_type = NULL;
@@ -118,26 +117,6 @@ static int as_long(PyObject *v, long long *out)
         return 0;
     }
     return 1;
-}
-
-/* The offsets of ``names``' slots in ``type``; -1 with TypeError when one is not a slot. */
-static int slot_offsets(PyTypeObject *type, const char *const *names, int n, Py_ssize_t *out)
-{
-    for (int i = 0; i < n; i++) {
-        PyObject *descr = PyObject_GetAttrString((PyObject *)type, names[i]);
-        if (descr == NULL)
-            return -1;
-        int ok = Py_IS_TYPE(descr, &PyMemberDescr_Type) &&
-                 ((PyMemberDescrObject *)descr)->d_member->type == T_OBJECT_EX;
-        if (ok)
-            out[i] = ((PyMemberDescrObject *)descr)->d_member->offset;
-        Py_DECREF(descr);
-        if (!ok) {
-            PyErr_Format(PyExc_TypeError, "%s.%s is not an object slot", type->tp_name, names[i]);
-            return -1;
-        }
-    }
-    return 0;
 }
 
 /* A new FetchDataInfo for a region, as segment.py's _region builds it (``pos``: the
