@@ -11,29 +11,23 @@ the same thing more slowly (scripts/setup-system.sh installs gcc and the Python 
 
 from setuptools import Extension, setup
 
+
+def _extension(name: str, source: str, *depends: str) -> Extension:
+    """An optional extension built with warnings on; ``depends``: the headers it includes."""
+    return Extension(
+        name,
+        [source],
+        include_dirs=["klog"],
+        depends=list(depends),
+        optional=True,
+        extra_compile_args=["-O2", "-Wall", "-Wextra", "-Wno-unused-parameter"],
+    )
+
+
 setup(
     ext_modules=[
-        Extension(
-            "klog.storage._fastread",
-            ["klog/storage/_fastread.c"],
-            include_dirs=["klog"],
-            depends=["klog/_slots.h"],
-            optional=True,
-            extra_compile_args=["-O2", "-Wall", "-Wextra", "-Wno-unused-parameter"],
-        ),
-        Extension(
-            "klog.protocol._produce",
-            ["klog/protocol/_produce.c"],
-            include_dirs=["klog"],
-            depends=["klog/_slots.h"],
-            optional=True,
-            extra_compile_args=["-O2", "-Wall", "-Wextra", "-Wno-unused-parameter"],
-        ),
-        Extension(
-            "klog.spark._columns",
-            ["klog/spark/_columns.c"],
-            optional=True,
-            extra_compile_args=["-O2", "-Wall", "-Wextra", "-Wno-unused-parameter"],
-        ),
+        _extension("klog.storage._fastread", "klog/storage/_fastread.c", "klog/_slots.h"),
+        _extension("klog.protocol._produce", "klog/protocol/_produce.c", "klog/_slots.h"),
+        _extension("klog.spark._columns", "klog/spark/_columns.c"),
     ]
 )

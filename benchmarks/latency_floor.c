@@ -136,10 +136,9 @@ static int32_t rd_i32(struct reader *r)
     return v;
 }
 
-/* int16-length string; *out is NULL and the result -1 for a null string. */
-static int rd_string(struct reader *r, const uint8_t **out, size_t *len)
+/* The ``n`` bytes after a length just read; *out is NULL and the result -1 for null (-1). */
+static int rd_sized(struct reader *r, int32_t n, const uint8_t **out, size_t *len)
 {
-    int16_t n = rd_i16(r);
     *out = NULL;
     *len = 0;
     if (r->bad)
@@ -157,25 +156,16 @@ static int rd_string(struct reader *r, const uint8_t **out, size_t *len)
     return 0;
 }
 
-/* int32-length bytes; *out is NULL and the result -1 for null bytes. */
+/* int16-length string. */
+static int rd_string(struct reader *r, const uint8_t **out, size_t *len)
+{
+    return rd_sized(r, rd_i16(r), out, len);
+}
+
+/* int32-length bytes. */
 static int rd_bytes(struct reader *r, const uint8_t **out, size_t *len)
 {
-    int32_t n = rd_i32(r);
-    *out = NULL;
-    *len = 0;
-    if (r->bad)
-        return -1;
-    if (n < 0) {
-        if (n != -1)
-            r->bad = 1;
-        return -1;
-    }
-    if (!need(r, (size_t)n))
-        return -1;
-    *out = r->p + r->pos;
-    *len = (size_t)n;
-    r->pos += (size_t)n;
-    return 0;
+    return rd_sized(r, rd_i32(r), out, len);
 }
 
 static uint32_t rd_uvarint(struct reader *r)
