@@ -497,21 +497,6 @@ class Controller:
                          [f"{s.topic}-{s.partition}" for s in changed])
                 self._send(changed)
 
-    def _read_partition_states(self, tps: Iterable[TopicPartition]
-                               ) -> dict[TopicPartition, PartitionState]:
-        out: dict[TopicPartition, PartitionState] = {}
-        for topic, partition in tps:
-            try:
-                data, stat = self.store.get(paths.partition_state_path(topic, partition))
-            except NoNodeError:
-                continue
-            st = paths.LeaderIsrAndControllerEpoch.decode(data)
-            replicas = tuple(self.topics[topic].partitions[partition].replicas)
-            out[(topic, partition)] = PartitionState(
-                topic, partition, st.leader, st.leader_epoch, replicas, tuple(st.isr),
-                st.controller_epoch, stat.version)
-        return out
-
     def _create_states(self, states: list[PartitionState]) -> None:
         ops = []
         for s in states:
