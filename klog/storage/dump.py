@@ -40,6 +40,7 @@ import os
 import re
 import struct
 import zlib
+from bisect import bisect_right
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from itertools import chain, repeat
@@ -1590,7 +1591,7 @@ class DumpRun:
     # -- .timeindex -----------------------------------------------------------------------
 
     def _dump_time_index(self, arg: str, path: Path) -> Iterator[DumpEvent]:
-        from klog.storage.index import OffsetIndex, TimeIndex, read_time_index_entries
+        from klog.storage.index import TimeIndex, read_time_index_entries
 
         opts = self.options
         base = _base_offset(path.name)
@@ -1606,14 +1607,22 @@ class DumpRun:
         stem = path.name.split(".", 1)[0]
         log_path = path.with_name(stem + LOG_SUFFIX)
         index_path = path.with_name(stem + INDEX_SUFFIX)
-        # Kafka's tool would create a missing .index as a side effect; we never write, and
-        # an absent offset index means every lookup starts at position 0, as an empty one.
-        offset_index = (
-            OffsetIndex(index_path, base, writable=False) if index_path.is_file() else None
-        )
         log = open(log_path, "rb") if log_path.is_file() else None  # noqa: SIM115
         if log is None and entries:
             yield ProblemEvent(arg, f"no log file {log_path.name} beside it; entries not verified")
+        # Kafka's tool would create a missing .index as a side effect; we never write, and
+        # an absent offset index means every lookup starts at position 0, as an empty one.
+        # Only the sound entries of the .index beside are used: a damaged one would send
+        # the search into the middle of a batch.
+        lookup: list[tuple[int, int]] = []
+        if log is not None and entries and index_path.is_file():
+            lookup, problem = self._sound_offset_index(index_path, base, log)
+            if problem is not None:
+                yield ProblemEvent(
+                    arg, f"{index_path.name} beside it is damaged ({problem}); lookups use "
+                    "only its entries before the fault"
+                )
+        lookup_offsets = [o for o, _ in lookup]
         key = _java_path(arg)
         mismatches: list[tuple[int, int]] = []
         out_of_order: list[tuple[int, int]] = []
@@ -1622,9 +1631,9 @@ class DumpRun:
             previous = -1
             for timestamp, offset in entries:
                 if log is not None:
-                    position = 0
-                    if offset_index is not None and offset_index.entries > 0:
-                        position = offset_index.lookup(offset).position
+                    # OffsetIndex.lookup: the largest entry at or below the offset.
+                    slot = bisect_right(lookup_offsets, offset) - 1
+                    position = lookup[slot][1] if slot >= 0 else 0
                     found = self._find_batch(log, position, offset)
                     if found is None:
                         not_found.append((offset, -1))
@@ -1641,8 +1650,6 @@ class DumpRun:
         finally:
             if log is not None:
                 log.close()
-            if offset_index is not None:
-                offset_index.close()
         for report, pairs in (
             (self._time_mismatches, mismatches),
             (self._time_out_of_order, out_of_order),
@@ -1652,6 +1659,24 @@ class DumpRun:
                 report[key] = pairs
         yield from self._corrupt(arg, shape)
 
+    @staticmethod
+    def _sound_offset_index(
+        path: Path, base: int, log: BinaryIO
+    ) -> tuple[list[tuple[int, int]], str | None]:
+        """The leading entries of an .index that are sound and point inside ``log``, and
+        the fault that ended them (None when the whole file is sound)."""
+        from klog.storage.index import read_offset_index_entries
+
+        entries = read_offset_index_entries(path, base)
+        shape = offset_index_shape(entries, base, path.stat().st_size)
+        del entries[shape.usable :]
+        log_size = os.fstat(log.fileno()).st_size
+        for n, (_offset, position) in enumerate(entries):
+            if position >= log_size:
+                del entries[n:]
+                return entries, f"entry {n} points past the end of the log"
+        return entries, shape.problem
+
     def _find_batch(self, log: BinaryIO, position: int, offset: int) -> tuple[int, int] | None:
         """(lastOffset, max record timestamp) of the first batch at/after ``position`` whose
         last offset reaches ``offset``; None when there is none."""
@@ -1660,8 +1685,6 @@ class DumpRun:
         log_size = os.fstat(log.fileno()).st_size
         if position >= log_size:
             return None
-        if position < 0:
-            position = 0  # the .index beside is damaged; it only ever saved a scan
         scan = _LogScan(log, log_size, IN_MEMORY_BATCH_BOUND, start=position)
         for entry in scan:
             h = entry.header

@@ -253,3 +253,19 @@ def test_verify_names_the_bad_entry_of_a_garbage_padded_index(tmp_path: Path) ->
     assert f"offset index entry {n} (offset 2147483647, position -1) does not follow" in (
         result.stdout
     )
+
+
+def test_time_index_beside_a_damaged_offset_index(tmp_path: Path) -> None:
+    # The .timeindex is looked up through the .index beside it; a damaged .index (here
+    # not a whole number of entries) must not crash that (it ended in a BufferError).
+    log, index, good = _segment_with_index(tmp_path)
+    timeindex = log.with_suffix(".timeindex")
+    index.write_bytes(good + b"\x01\x02\x03\x04\x05")
+    result = runner.invoke(app, ["dump-segment", str(timeindex)])
+    assert result.exit_code == 0, result.output
+    assert "Error" not in result.stderr and "Traceback" not in result.output
+    assert f"{index.name} beside it is damaged" in result.stderr
+    entries = struct.iter_unpack(">qi", timeindex.read_bytes())
+    assert result.stdout.splitlines()[1:] == [
+        f"timestamp: {ts} offset: {rel}" for ts, rel in entries
+    ]
