@@ -175,7 +175,9 @@ def verify_command(
 def _print_recover(report: lib.RecoveryReport) -> None:
     if report.dry_run:
         console.line("dry run: nothing was changed")
-    if not report.actions:
+    if not report.actions and report.unresolved:
+        console.line("nothing was changed")
+    elif not report.actions:
         console.line(
             f"nothing to do: {len(report.partitions)} partitions are consistent"
         )

@@ -587,3 +587,16 @@ def test_recover_rewrites_a_zero_tail_index_in_place(
     assert [a.kind for a in report.actions] == ["rebuild-index"]
     assert "zero entries" in report.actions[0].message
     assert not list(pdir.glob("*.before-recover"))
+
+
+def test_recover_reports_a_damaged_txn_index_and_leaves_it(
+    partition: tuple[Path, Path, list[tuple[int, int, int]]],
+) -> None:
+    pdir, log, _layout = partition
+    txnindex = log.with_suffix(".txnindex")
+    garbage = b"\x0f\xa0" + b"\x5a" * 32  # version 4000: not an entry recover can repair
+    txnindex.write_bytes(garbage)
+    report = ins.recover(pdir)
+    [finding] = report.unresolved
+    assert finding.file == str(txnindex) and "version 4000" in finding.message
+    assert txnindex.read_bytes() == garbage
