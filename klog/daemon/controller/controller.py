@@ -225,13 +225,13 @@ class Controller:
                                            self._watcher("controller_change"))
                 registration = paths.ControllerRegistration.decode(data)
                 self.broker.metadata_cache.controller_id = registration.broker_id
+                if self.active and registration.broker_id != self.broker_id:
+                    log.info("broker %d is no longer the controller", self.broker_id)
+                    await self._resign()
                 # Whose control requests this broker obeys from now on (with the epoch
                 # of that election, read as a consistent pair).
                 self.broker.controller_identity.learned(
                     *await self._call(identity.read_active_controller, self.store))
-                if self.active and registration.broker_id != self.broker_id:
-                    log.info("broker %d is no longer the controller", self.broker_id)
-                    await self._resign()
             except NoNodeError:
                 self._queue.put_nowait(("controller_change", None))
             return
