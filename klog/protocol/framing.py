@@ -187,25 +187,19 @@ class RequestHeader(NamedTuple):
 _new_header = tuple.__new__
 
 # The header version of every (api key, version) a broker table accepts, keyed by
-# api_key << 16 | version: what the common case of parse_request_header looks up. One
-# dict per table the broker serves with (ADVERTISED in cluster mode, STANDALONE_ADVERTISED
-# standalone), built at first use; both tables are read-only, so the dicts never go stale.
-_HEADERS_BY_TABLE: dict[int, dict[int, int]] = {}
-_FAST_TABLES = (ADVERTISED, STANDALONE_ADVERTISED)
+# api_key << 16 | version: what the common case of parse_request_header looks up, for the
+# two tables a broker serves with (ADVERTISED in cluster mode, STANDALONE_ADVERTISED
+# standalone). Both tables are read-only, so these never go stale.
+def _header_versions(advertised: Mapping[int, VersionRange]) -> dict[int, int]:
+    return {
+        api_key << 16 | version: request_header_version(api_key, version)
+        for api_key, (low, high) in advertised.items()
+        for version in range(max(low, 0), high + 1)
+    }
 
 
-def _advertised_headers(advertised: Mapping[int, VersionRange]) -> dict[int, int] | None:
-    """The header-version lookup of ``advertised`` if it is a broker table, else None."""
-    table = _HEADERS_BY_TABLE.get(id(advertised))
-    if table is None:
-        if not any(advertised is known for known in _FAST_TABLES):
-            return None
-        table = _HEADERS_BY_TABLE[id(advertised)] = {
-            api_key << 16 | version: request_header_version(api_key, version)
-            for api_key, (low, high) in advertised.items()
-            for version in range(max(low, 0), high + 1)
-        }
-    return table
+_CLUSTER_HEADERS = _header_versions(ADVERTISED)
+_STANDALONE_HEADERS = _header_versions(STANDALONE_ADVERTISED)
 
 
 def parse_request_header(
@@ -225,8 +219,13 @@ def parse_request_header(
     # header v1 or v2, a client id or none, no tagged field) in a few steps; anything else
     # takes the full path, which raises the precise error.
     size = len(frame)
-    headers = _advertised_headers(advertised) if size >= 10 else None
-    if headers is not None:
+    if advertised is ADVERTISED:
+        headers: dict[int, int] | None = _CLUSTER_HEADERS
+    elif advertised is STANDALONE_ADVERTISED:
+        headers = _STANDALONE_HEADERS
+    else:
+        headers = None
+    if headers is not None and size >= 10:
         api_key, api_version, correlation_id, length = _HEADER_V1.unpack_from(frame, 0)
         header_version = headers.get(api_key << 16 | api_version & 0xFFFF)
         if header_version and -1 <= length <= size - 10:
