@@ -28,6 +28,7 @@ from typing import Any
 from klog.daemon.admin import AdminManager
 from klog.daemon.config import BrokerConfig
 from klog.daemon.controller import Controller
+from klog.daemon.controller.identity import ControllerIdentity
 from klog.daemon.delayed import DelayedProduce
 from klog.daemon.group.coordinator import GroupCoordinator
 from klog.daemon.group.metadata_manager import GroupMetadataManager
@@ -67,6 +68,10 @@ class Broker:
         # epoch obeyed, and this broker's epoch (czxid of its /brokers/ids registration).
         self.controller_epoch = -1
         self.broker_epoch = -1
+        # Who may send this broker control requests over the wire: the controller that
+        # ZooKeeper names, nobody when standalone (klog/daemon/controller/identity.py).
+        self.controller_identity = ControllerIdentity(
+            self.broker_id, bool(config.zookeeper_connect), lambda: self.metastore)
         self.admin = AdminManager(self)
         self.timer: Timer | None = None
         self.fetch_purgatory: DelayedOperationPurgatory[Any] | None = None  # type: ignore

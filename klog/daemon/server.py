@@ -37,7 +37,12 @@ class Server:
         config = broker.config
         self.broker = broker
         self.handlers = handlers
-        self.advertised = apis.ADVERTISED
+        # A standalone broker has no peer that could send it the inter-broker control
+        # APIs (its controller calls it in-process): it neither announces nor accepts them,
+        # so such a request closes the connection before it is decoded. In cluster mode
+        # they are served, to the controller only (klog/daemon/controller/identity.py).
+        self.advertised = (apis.ADVERTISED if config.zookeeper_connect
+                           else apis.STANDALONE_ADVERTISED)
         self.max_request_bytes = config.socket_request_max_bytes
         self.queued_max_requests = max(1, config.queued_max_requests)
         self.connections_max_idle_ms = config.connections_max_idle_ms

@@ -158,6 +158,24 @@ ADVERTISED: Mapping[int, VersionRange] = MappingProxyType(
 )
 
 
+#: The inter-broker control APIs of a ZooKeeper-mode cluster (Kafka's ClusterAction APIs
+#: among those klog has): LeaderAndIsr, StopReplica, UpdateMetadata (controller -> broker)
+#: and ControlledShutdown (broker -> controller). They decide what a broker stores, serves
+#: and deletes, so only a cluster's own brokers may send them.
+INTER_BROKER_CONTROL_APIS: frozenset[int] = frozenset({
+    inter_broker.LEADER_AND_ISR, inter_broker.STOP_REPLICA, inter_broker.UPDATE_METADATA,
+    inter_broker.CONTROLLED_SHUTDOWN})
+
+#: What a standalone broker (no zookeeper.connect) advertises and accepts: ADVERTISED
+#: without INTER_BROKER_CONTROL_APIS. It has no other broker, its controller serves it
+#: in-process, so any such request on the wire comes from a client, and an api key not
+#: advertised closes the connection before its body is decoded (as Kafka's KRaft brokers,
+#: which do not expose these APIs either).
+STANDALONE_ADVERTISED: Mapping[int, VersionRange] = MappingProxyType(
+    {k: v for k, v in ADVERTISED.items() if k not in INTER_BROKER_CONTROL_APIS}
+)
+
+
 #: api_key -> every (min, max) klog can decode: for klog's own client side and for tests,
 #: never for what a broker announces.
 KNOWN: Mapping[int, VersionRange] = MappingProxyType(

@@ -44,6 +44,7 @@ from typing import NamedTuple
 from klog.protocol.apis import (
     ADVERTISED,
     API_VERSIONS,
+    STANDALONE_ADVERTISED,
     UnknownApiKeyError,
     UnsupportedVersionError,
     VersionRange,
@@ -185,20 +186,20 @@ class RequestHeader(NamedTuple):
 
 _new_header = tuple.__new__
 
-# The header version of every (api key, version) klog advertises, keyed by
-# api_key << 16 | version: what the common case of parse_request_header looks up (built at
-# first use; ADVERTISED is read-only).
-_ADVERTISED_HEADERS: dict[int, int] = {}
+# The header version of every (api key, version) a broker table accepts, keyed by
+# api_key << 16 | version: what the common case of parse_request_header looks up, for the
+# two tables a broker serves with (ADVERTISED in cluster mode, STANDALONE_ADVERTISED
+# standalone). Both tables are read-only, so these never go stale.
+def _header_versions(advertised: Mapping[int, VersionRange]) -> dict[int, int]:
+    return {
+        api_key << 16 | version: request_header_version(api_key, version)
+        for api_key, (low, high) in advertised.items()
+        for version in range(max(low, 0), high + 1)
+    }
 
 
-def _advertised_headers() -> dict[int, int]:
-    if not _ADVERTISED_HEADERS:
-        _ADVERTISED_HEADERS.update({
-            api_key << 16 | version: request_header_version(api_key, version)
-            for api_key, (low, high) in ADVERTISED.items()
-            for version in range(max(low, 0), high + 1)
-        })
-    return _ADVERTISED_HEADERS
+_CLUSTER_HEADERS = _header_versions(ADVERTISED)
+_STANDALONE_HEADERS = _header_versions(STANDALONE_ADVERTISED)
 
 
 def parse_request_header(
@@ -218,9 +219,15 @@ def parse_request_header(
     # header v1 or v2, a client id or none, no tagged field) in a few steps; anything else
     # takes the full path, which raises the precise error.
     size = len(frame)
-    if size >= 10 and advertised is ADVERTISED:
+    if advertised is ADVERTISED:
+        headers: dict[int, int] | None = _CLUSTER_HEADERS
+    elif advertised is STANDALONE_ADVERTISED:
+        headers = _STANDALONE_HEADERS
+    else:
+        headers = None
+    if headers is not None and size >= 10:
         api_key, api_version, correlation_id, length = _HEADER_V1.unpack_from(frame, 0)
-        header_version = _advertised_headers().get(api_key << 16 | api_version & 0xFFFF)
+        header_version = headers.get(api_key << 16 | api_version & 0xFFFF)
         if header_version and -1 <= length <= size - 10:
             if length < 0:
                 client_id, offset = None, 10

@@ -1,22 +1,28 @@
 """The controller's wire channel with real brokers: LeaderAndIsr / UpdateMetadata reach
 remote brokers, a new controller takes over with a higher epoch, a broker stopping with
-SIGTERM hands its leaderships over first (ControlledShutdown), and requests from an older
-controller epoch or for an older broker epoch are refused."""
+SIGTERM hands its leaderships over first (ControlledShutdown), requests from an older
+controller epoch or for an older broker epoch are refused, and control requests forged
+by a client (another controller id, an epoch ZooKeeper has not reached, a broker epoch
+that is not the registration's) are refused without being applied."""
 
 from __future__ import annotations
 
 import asyncio
+import struct
 import time
 from typing import Any
+
+import confluent_kafka
 
 from klog.client.admin import AdminClient
 from klog.client.network import BrokerConnection, build_request
 from klog.daemon.controller import channel
 from klog.daemon.metadata_cache import PartitionState
 from klog.daemon.metastore import paths
-from klog.protocol import apis, inter_broker
+from klog.protocol import apis, framing, inter_broker
 from klog.protocol.errors import ErrorCode
 from tests.cluster.conftest import Cluster
+from tests.daemon.wire import WireClient
 
 
 def metadata_view(c: Cluster, via: int, topic: str) -> dict[int, tuple[int, tuple[int, ...],
@@ -141,21 +147,26 @@ def test_stale_controller_and_broker_epochs_are_refused(cluster: Any) -> None:
     c.create_topic("fenced", partitions=1, replication_factor=2)
     c.wait(lambda: agree(c, "fenced", 1, c.ids), 20, "metadata everywhere")
     epoch = controller_epoch(c)
-    target = next(b for b in c.ids if b != c.controller())
+    ctl = c.wait_for_controller()
+    target = next(b for b in c.ids if b != ctl)
     st = c.partition_state("fenced", 0)
     assert st is not None
     bogus = PartitionState("fenced", 0, target, st.leader_epoch + 5, (1, 2), (target,), epoch)
-    stale = channel.leader_and_isr_values(99, epoch - 1, -1, [bogus], {}, [], "PLAINTEXT")
-    response = send(c, target, inter_broker.LEADER_AND_ISR, stale)
-    assert int(response.error_code) == ErrorCode.STALE_CONTROLLER_EPOCH
-    old_incarnation = channel.leader_and_isr_values(99, epoch + 1, broker_epoch(c, target) - 1,
+    # The controller of an older epoch (a deposed one; its id may have been any).
+    for deposed in (ctl, 99):
+        stale = channel.leader_and_isr_values(deposed, epoch - 1, -1, [bogus], {}, [],
+                                              "PLAINTEXT")
+        response = send(c, target, inter_broker.LEADER_AND_ISR, stale)
+        assert int(response.error_code) == ErrorCode.STALE_CONTROLLER_EPOCH
+    # The current controller, for an older incarnation of the target broker.
+    old_incarnation = channel.leader_and_isr_values(ctl, epoch, broker_epoch(c, target) - 1,
                                                     [bogus], {}, [], "PLAINTEXT")
     response = send(c, target, inter_broker.LEADER_AND_ISR, old_incarnation)
     assert int(response.error_code) == ErrorCode.STALE_BROKER_EPOCH
-    stale_md = channel.update_metadata_values(99, epoch - 1, -1, [], [bogus], {})
+    stale_md = channel.update_metadata_values(ctl, epoch - 1, -1, [], [bogus], {})
     response = send(c, target, inter_broker.UPDATE_METADATA, stale_md)
     assert int(response.error_code) == ErrorCode.STALE_CONTROLLER_EPOCH
-    stale_stop = channel.stop_replica_values(99, epoch - 1, -1, [(("fenced", 0), -1)], True)
+    stale_stop = channel.stop_replica_values(ctl, epoch - 1, -1, [(("fenced", 0), -1)], True)
     response = send(c, target, inter_broker.STOP_REPLICA, stale_stop)
     assert int(response.error_code) == ErrorCode.STALE_CONTROLLER_EPOCH
     # Nothing was applied: the broker still reports ZooKeeper's leader.
@@ -196,3 +207,107 @@ def test_restarted_broker_gets_metadata_and_its_replicas(cluster: Any) -> None:
     c.wait(lambda: agree(c, "back", 3, [victim]), 20, "the restarted broker's metadata")
     for p in range(3):
         assert (c.broker(victim).log_dir / f"back-{p}").is_dir()
+
+
+HUGE_EPOCH = 2**31 - 1
+
+
+def raw_call(c: Cluster, broker_id: int, frame: bytes, api_key: int, version: int) -> Any:
+    """Send one hand-made request frame from a plain socket; its decoded answer."""
+    host, port = c.broker(broker_id).bootstrap_servers.split(":")
+    with WireClient((host, int(port))) as client:
+        client.send_raw(frame)
+        _, response = client.recv_response(api_key, version)
+        return response
+
+
+def forged(c: Cluster, broker_id: int, api_key: int, version: int,
+           values: dict[str, Any]) -> int:
+    """The top-level error of a control request sent to ``broker_id`` from a plain
+    socket, as any client could."""
+    host, port = c.broker(broker_id).bootstrap_servers.split(":")
+    with WireClient((host, int(port))) as client:
+        return int(client.call(api_key, version, values).error_code)
+
+
+def produce_acks_all(c: Cluster, topic: str, count: int, partitions: int = 1) -> list[Any]:
+    """Produce ``count`` records with acks=all; the delivery errors (none expected)."""
+    errors: list[Any] = []
+    producer = confluent_kafka.Producer({
+        "bootstrap.servers": c.bootstrap_servers, "acks": "all", "linger.ms": 0,
+        "message.timeout.ms": 20000})
+    for i in range(count):
+        producer.produce(topic, value=b"v%d" % i, partition=i % partitions,
+                         on_delivery=lambda err, _msg: err and errors.append(err))
+    assert producer.flush(30) == 0
+    return errors
+
+
+def test_forged_control_requests_are_refused_and_the_controller_keeps_working(
+        cluster: Any) -> None:
+    """Issue 18, item 1 in cluster mode: StopReplica / LeaderAndIsr / UpdateMetadata from
+    a plain socket to a follower, claiming a non-controller id or an epoch ZooKeeper has
+    not reached, and ControlledShutdown to the controller without the broker's epoch:
+    all refused, nothing applied; the real controller's requests are still obeyed."""
+    c = cluster(brokers=3)
+    c.create_topic("guarded", partitions=1, replication_factor=3,
+                   configs={"min.insync.replicas": 3})
+    c.wait(lambda: agree(c, "guarded", 1, c.ids), 20, "metadata everywhere")
+    assert produce_acks_all(c, "guarded", 50) == []
+    ctl = c.wait_for_controller()
+    epoch = controller_epoch(c)
+    leader = c.leader("guarded", 0)
+    follower = next(b for b in c.ids if b not in (ctl, leader))
+    other = next(b for b in c.ids if b != ctl)  # a broker, but not the controller
+    st = c.partition_state("guarded", 0)
+    assert st is not None
+    # The follower leads alone, at a much higher leader epoch.
+    usurp = PartitionState("guarded", 0, follower, st.leader_epoch + 100, (1, 2, 3),
+                           (follower,), HUGE_EPOCH)
+    tp = [(("guarded", 0), -1)]
+    refused = {
+        # The issue's frame: StopReplica v0 (header v1, null client id), delete=true.
+        "stop-replica-v0-huge-epoch": raw_call(c, follower, framing.encode_frame(
+            struct.pack(">hhih", 5, 0, 1, -1) + struct.pack(">iib", ctl, HUGE_EPOCH, 1)
+            + struct.pack(">ih", 1, 7) + b"guarded" + struct.pack(">i", 0)), 5, 0
+        ).error_code,
+        "stop-replica-other-id": forged(c, follower, inter_broker.STOP_REPLICA, 3,
+                                        channel.stop_replica_values(other, epoch, -1, tp,
+                                                                    True)),
+        "leader-and-isr-huge-epoch": forged(
+            c, follower, inter_broker.LEADER_AND_ISR, 6, channel.leader_and_isr_values(
+                ctl, HUGE_EPOCH, -1, [usurp], {}, [], "PLAINTEXT")),
+        "leader-and-isr-other-id": forged(
+            c, follower, inter_broker.LEADER_AND_ISR, 6, channel.leader_and_isr_values(
+                other, epoch, -1, [usurp], {}, [], "PLAINTEXT")),
+        "update-metadata-other-id": forged(
+            c, follower, inter_broker.UPDATE_METADATA, 7, channel.update_metadata_values(
+                other, epoch, -1, [], [usurp], {})),
+        "update-metadata-next-epoch": forged(
+            c, follower, inter_broker.UPDATE_METADATA, 7, channel.update_metadata_values(
+                ctl, epoch + 1, -1, [], [usurp], {})),
+    }
+    assert refused == {name: ErrorCode.CLUSTER_AUTHORIZATION_FAILED for name in refused}
+    # ControlledShutdown of the follower, sent to the controller by someone else: not
+    # without the follower's current broker epoch.
+    for version, values in [(1, {"broker_id": follower}),
+                            (3, {"broker_id": follower, "broker_epoch": -1}),
+                            (3, {"broker_id": follower,
+                                 "broker_epoch": broker_epoch(c, follower) + 1})]:
+        error = forged(c, ctl, inter_broker.CONTROLLED_SHUTDOWN, version, values)
+        assert error == ErrorCode.STALE_BROKER_EPOCH, (version, values)
+    assert controller_epoch(c) == epoch and c.wait_for_controller() == ctl
+    # Nothing was applied: the follower keeps its replica and ZooKeeper's view ...
+    assert (c.broker(follower).log_dir / "guarded-0").is_dir()
+    assert agree(c, "guarded", 1, c.ids)
+    # ... and still obeys the controller (its controller epoch was not raised to
+    # 2**31-1): acks=all with min.insync.replicas=3 needs it in every ISR, on the old
+    # topic and on one created now; and the follower was not marked as shutting down,
+    # or one of three single-replica partitions would get no leader.
+    c.create_topic("after", partitions=3, replication_factor=3,
+                   configs={"min.insync.replicas": 3})
+    c.create_topic("solo", partitions=3, replication_factor=1)
+    assert {c.leader("solo", p) for p in range(3)} == set(c.ids)
+    assert produce_acks_all(c, "after", 30, partitions=3) == []
+    assert produce_acks_all(c, "guarded", 10) == []
+    c.wait(lambda: agree(c, "after", 3, c.ids), 20, "the new topic everywhere")

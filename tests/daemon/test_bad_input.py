@@ -281,7 +281,8 @@ def test_a_frame_cut_short_then_abandoned_leaves_nothing_behind(target: Live) ->
         assert client.call(18, 3, API_VERSIONS_BODY).error_code == 0
 
 
-@pytest.mark.parametrize("api_key", [-1, 17, 8, 9, 24, 36, 67, 999, 32767])
+# 4-7: the inter-broker control APIs, which a standalone broker does not serve.
+@pytest.mark.parametrize("api_key", [-1, 17, 8, 9, 24, 36, 67, 999, 32767, 4, 5, 6, 7])
 def test_unknown_or_unadvertised_api_keys_close_the_connection(target: Live, api_key: int
                                                                ) -> None:
     _send_expect_close(target, struct.pack(">hhi", api_key, 0, 1) + b"\x00\x03bad" + b"\0" * 16)
@@ -299,7 +300,8 @@ def test_versions_not_advertised_close_the_connection(target: Live, api_key: int
 
 def test_garbage_bodies_for_every_advertised_api_and_version(target: Live) -> None:
     """Random bodies under a valid header: each is answered (then in the right format and
-    correlation id) or its connection closed; nothing else happens."""
+    correlation id) or its connection closed; nothing else happens. Every API this
+    (standalone) broker advertises; the control APIs it does not are never answered."""
     rng = random.Random(1234)
     answered = closed = 0
     for api_key, (low, high) in sorted(apis.ADVERTISED.items()):
@@ -317,6 +319,7 @@ def test_garbage_bodies_for_every_advertised_api_and_version(target: Live) -> No
                         closed += 1
                         continue
                     assert got == 77
+                    assert api_key not in apis.INTER_BROKER_CONTROL_APIS, (api_key, version)
                     answered += 1
     assert closed > answered  # random bytes rarely make a valid request
 
@@ -702,7 +705,7 @@ def _allowed_wait(stream: bytes) -> float:
     total = 0.0
     for frame in frames:
         try:
-            header, offset = framing.parse_request_header(frame, apis.ADVERTISED)
+            header, offset = framing.parse_request_header(frame, apis.STANDALONE_ADVERTISED)
             request = apis.decode_request(header.api_key, header.api_version,
                                           bytes(frame[offset:]))
         except Exception:  # not a request the broker would process: closes at once
@@ -824,7 +827,9 @@ _STRUCTURED = [(k, v) for k, (lo, hi) in sorted(apis.ADVERTISED.items())
 def test_structured_fuzz_valid_requests_with_arbitrary_values(target: Live, api_key: int,
                                                               version: int) -> None:
     """Every advertised API and version, with hypothesis-made values: each request is
-    answered (in its version's format, with its correlation id) or refused by closing."""
+    answered (in its version's format, with its correlation id) or refused by closing.
+    The module's broker is standalone: the inter-broker control APIs (advertised only in
+    cluster mode) are always refused by closing, whatever they carry."""
     cls = apis.spec_for(api_key).request_entity(version)
     outcomes = {"answered": 0, "closed": 0}
 
@@ -862,6 +867,8 @@ def test_structured_fuzz_valid_requests_with_arbitrary_values(target: Live, api_
 
     check()
     assert sum(outcomes.values()) > 0
+    if api_key in apis.INTER_BROKER_CONTROL_APIS:
+        assert outcomes["answered"] == 0, outcomes
     assert target.alive()
 
 

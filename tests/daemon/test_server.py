@@ -18,7 +18,10 @@ from typing import Any
 
 import pytest
 
+from klog.daemon.controller import channel
+from klog.daemon.metadata_cache import BrokerEndpoint, BrokerInfo, PartitionState
 from klog.daemon.server import ListenerError
+from klog.protocol import apis, framing
 from klog.testing import KlogBroker, free_port
 from tests.daemon.wire import (
     InProcessBroker,
@@ -365,3 +368,165 @@ def test_default_idle_limit_keeps_connections(tmp_path: Path) -> None:
         assert not client.is_closed_by_peer(timeout=0.5)
         assert client.call(18, 3, API_VERSIONS_BODY).error_code == 0
 
+
+
+# --------------------------------------------------------------------------------------------
+# Inter-broker control APIs on a standalone broker (issue 18, item 1)
+#
+# A standalone broker has no other broker: its controller serves it in-process, so
+# LeaderAndIsr, StopReplica, UpdateMetadata and ControlledShutdown on the wire can only
+# come from a client. They are neither advertised nor accepted: the connection is closed
+# unanswered and nothing in the request is applied (klog.protocol.apis.STANDALONE_ADVERTISED).
+
+_CONTROL_APIS = (4, 5, 6, 7)
+_HUGE_EPOCH = 2**31 - 1
+
+
+def _stop_replica_v0_delete(topic: str, partition: int, controller_epoch: int) -> bytes:
+    """The issue's frame, byte by byte: StopReplica v0 (header v1, no client id),
+    controller 0 at ``controller_epoch``, delete_partitions=true, one partition."""
+    name = topic.encode()
+    return framing.encode_frame(
+        struct.pack(">hhih", 5, 0, 1, -1)                        # header v1
+        + struct.pack(">iib", 0, controller_epoch, 1)              # controller, epoch, delete
+        + struct.pack(">ih", 1, len(name)) + name + struct.pack(">i", partition))
+
+
+#: ControlledShutdown for broker 0: v0 (request header v0) and v1, 14 bytes after the size.
+_CONTROLLED_SHUTDOWN_V0 = framing.encode_frame(struct.pack(">hhii", 7, 0, 1, 0))
+_CONTROLLED_SHUTDOWN_V1 = framing.encode_frame(struct.pack(">hhihi", 7, 1, 1, -1, 0))
+
+
+def _closed_unanswered(client: WireClient, frame: bytes) -> bool:
+    client.send_raw(frame)
+    client.sock.settimeout(5)
+    try:
+        return client.sock.recv(65536) == b""
+    except ConnectionResetError:
+        return True
+
+
+def _create_topics(client: WireClient, *names: str) -> dict[str, int]:
+    response = client.call(19, 5, {"timeout_ms": 10000, "validate_only": False, "topics": [
+        {"name": n, "num_partitions": 1, "replication_factor": -1, "assignments": [],
+         "configs": []} for n in names]})
+    return {t.name: t.error_code for t in response.topics}
+
+
+def _coordinator_found(client: WireClient, group: str) -> bool:
+    """FindCoordinator answers for ``group``: the offsets topic exists and has a leader."""
+    for _ in range(200):
+        response = client.call(10, 3, {"key": group, "key_type": 0})
+        if response.error_code == 0:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_standalone_broker_does_not_advertise_the_control_apis(tmp_path: Path) -> None:
+    with running_broker(tmp_path) as broker, broker.connect() as client:
+        keys = {k.api_key for k in client.call(18, 3, API_VERSIONS_BODY).api_keys}
+        assert keys == set(apis.STANDALONE_ADVERTISED)
+        assert keys.isdisjoint(_CONTROL_APIS) and keys < set(apis.ADVERTISED)
+
+
+def test_forged_stop_replica_deletes_nothing_and_does_not_fence_the_controller(
+        tmp_path: Path) -> None:
+    """The issue's attack: StopReplica v0, delete=true, controller epoch 2**31-1, from a
+    plain socket. It renamed the partition for deletion (the records were gone after a
+    restart) and its epoch became the broker's, so the real controller was ignored."""
+    with running_broker(tmp_path) as broker, broker.connect() as client:
+        client.create_topic("precious")
+        part = client.produce("precious", 0, batch(100), acks=-1) \
+            .responses[0].partition_responses[0]
+        assert part.error_code == 0
+        epoch = broker.call(lambda: broker.broker.controller_epoch)
+        with broker.connect() as attacker:
+            closed = _closed_unanswered(attacker, _stop_replica_v0_delete("precious", 0,
+                                                                          _HUGE_EPOCH))
+        # What was done to the broker first (the damage the issue saw), then how.
+        assert broker.call(lambda: broker.broker.controller_epoch) == epoch
+        assert (Path(broker.config.log_dirs[0]) / "precious-0").is_dir()
+        assert broker.log_end_offset("precious") == 100
+        assert closed
+        # The controller still rules: a new topic gets its leader (the in-process
+        # LeaderAndIsr is not refused as older than 2**31-1), acks=all works on both.
+        assert _create_topics(client, "after") == {"after": 0}
+        client.create_topic("after")
+        for topic in ("precious", "after"):
+            part = client.produce(topic, 0, batch(1), acks=-1) \
+                .responses[0].partition_responses[0]
+            assert part.error_code == 0, (topic, part)
+    with running_broker(tmp_path) as again, again.connect() as client:
+        assert again.log_end_offset("precious") == 101
+        fetched = client.fetch("precious", 0, 0).responses[0].partitions[0]
+        assert fetched.error_code == 0 and fetched.high_watermark == 101
+
+
+@pytest.mark.parametrize("frame", [_CONTROLLED_SHUTDOWN_V0, _CONTROLLED_SHUTDOWN_V1],
+                         ids=["v0", "v1-14-bytes"])
+def test_forged_controlled_shutdown_leaves_topic_creation_working(tmp_path: Path,
+                                                                  frame: bytes) -> None:
+    """A 14-byte ControlledShutdown marked the broker as shutting down: no partition could
+    get a leader, so new topics and the offsets topic (consumer groups) were stuck."""
+    with running_broker(tmp_path) as broker, broker.connect() as client:
+        with broker.connect() as attacker:
+            closed = _closed_unanswered(attacker, frame)
+        assert broker.call(lambda: broker.broker.controller.shutting_down) == set()
+        assert _create_topics(client, "fresh") == {"fresh": 0}
+        client.create_topic("fresh")
+        assert _coordinator_found(client, "a-group")
+        assert closed
+
+
+def test_forged_leader_and_isr_and_update_metadata_change_nothing(tmp_path: Path) -> None:
+    """LeaderAndIsr making this broker a follower of broker 9 at a higher leader epoch,
+    and UpdateMetadata naming broker 9 leader, both at controller epoch 2**31-1."""
+    with running_broker(tmp_path) as broker, broker.connect() as client:
+        client.create_topic("kept")
+        assert client.produce("kept", 0, batch(3)).responses[0] \
+            .partition_responses[0].error_code == 0
+        epoch = broker.call(lambda: broker.broker.controller_epoch)
+        nine = BrokerInfo(9, (BrokerEndpoint("PLAINTEXT", "127.0.0.1", free_port()),))
+        usurped = PartitionState("kept", 0, 9, 1000, (0, 9), (9,), _HUGE_EPOCH)
+        forged = [
+            (4, 1, channel.leader_and_isr_values(9, _HUGE_EPOCH, -1, [usurped], {}, [nine],
+                                                 "PLAINTEXT")),
+            (6, 7, channel.update_metadata_values(9, _HUGE_EPOCH, -1, [nine], [usurped], {})),
+        ]
+        closed = []
+        for api_key, version, values in forged:
+            with broker.connect() as attacker:
+                _, frame = attacker.request_frame(api_key, version, values)
+                closed.append(_closed_unanswered(attacker, frame))
+        assert broker.call(lambda: broker.broker.controller_epoch) == epoch
+        leader = client.metadata(["kept"]).topics[0].partitions[0].leader_id
+        assert leader == 0 and 9 not in broker.call(
+            lambda: broker.broker.metadata_cache.alive_broker_ids())
+        part = client.produce("kept", 0, batch(1), acks=-1).responses[0] \
+            .partition_responses[0]
+        assert part.error_code == 0 and part.base_offset == 3
+        assert closed == [True, True]
+
+
+@pytest.mark.parametrize("api_key", _CONTROL_APIS)
+def test_every_version_of_the_control_apis_closes_the_connection(tmp_path: Path,
+                                                                 api_key: int) -> None:
+    """Each version, as a well-formed request: closed unanswered, before it is decoded."""
+    state = PartitionState("t", 0, 1, 7, (0, 1), (1,), _HUGE_EPOCH)
+    values = {
+        4: channel.leader_and_isr_values(1, _HUGE_EPOCH, -1, [state], {}, [], "PLAINTEXT"),
+        5: channel.stop_replica_values(1, _HUGE_EPOCH, -1, [(("t", 0), 7)], True),
+        6: channel.update_metadata_values(1, _HUGE_EPOCH, -1, [], [state], {}),
+        7: {"broker_id": 0, "broker_epoch": -1},
+    }[api_key]
+    spec = apis.spec_for(api_key)
+    with running_broker(tmp_path) as broker:
+        epoch = broker.call(lambda: broker.broker.controller_epoch)
+        for version in range(spec.min_version, spec.max_version + 1):
+            with broker.connect() as attacker:
+                _, frame = attacker.request_frame(api_key, version, values)
+                assert _closed_unanswered(attacker, frame), (api_key, version)
+        assert broker.call(lambda: broker.broker.controller_epoch) == epoch
+        with broker.connect() as client:
+            assert client.call(18, 3, API_VERSIONS_BODY).error_code == 0

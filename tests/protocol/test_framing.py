@@ -7,6 +7,7 @@ import io
 import struct
 import time
 import tracemalloc
+from collections.abc import Mapping
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -288,20 +289,24 @@ def test_unknown_and_unadvertised_api_keys_close_the_connection() -> None:
         )
 
 
-def _header_outcome(frame: bytes, full: bool) -> object:
-    parse = (lambda f: framing._parse_request_header(f, apis.ADVERTISED)) if full else \
-        framing.parse_request_header
+def _header_outcome(frame: bytes, full: bool,
+                    table: Mapping[int, tuple[int, int]] = apis.ADVERTISED) -> object:
+    parse = framing._parse_request_header if full else framing.parse_request_header
     try:
-        header, offset = parse(frame)
+        header, offset = parse(frame, table)
     except KafkaError as exc:
         return type(exc), str(exc)
     return tuple(header), type(header), offset
 
 
-def test_the_common_case_gives_the_full_paths_result_for_any_bytes() -> None:
+@pytest.mark.parametrize("table", [apis.ADVERTISED, apis.STANDALONE_ADVERTISED],
+                         ids=["cluster", "standalone"])
+def test_the_common_case_gives_the_full_paths_result_for_any_bytes(
+        table: Mapping[int, tuple[int, int]]) -> None:
     """parse_request_header's short path (advertised key and version, header v1/v2, no
-    tagged field) against the full path, on every advertised key and version with several
-    client ids, each byte changed, and every truncation."""
+    tagged field) against the full path, on every known key and version with several
+    client ids, each byte changed, and every truncation; for both tables a broker serves
+    with (standalone, the inter-broker control APIs are refused on either path)."""
     samples = []
     for api_key, (low, high) in apis.ADVERTISED.items():
         for version in (low, high, high + 1, -1):
@@ -311,17 +316,23 @@ def test_the_common_case_gives_the_full_paths_result_for_any_bytes() -> None:
                                                                  client_id) + b"\x00body")
     assert len(samples) > 500
     for frame in samples:
-        assert _header_outcome(frame, False) == _header_outcome(frame, True)
+        assert _header_outcome(frame, False, table) == _header_outcome(frame, True, table)
     rng = __import__("random").Random(5)
     for frame in rng.sample(samples, 60):
         for cut in range(len(frame)):
-            assert _header_outcome(frame[:cut], False) == _header_outcome(frame[:cut], True)
+            assert _header_outcome(frame[:cut], False, table) == \
+                _header_outcome(frame[:cut], True, table)
         for position in range(min(len(frame), 16)):
             for value in (0x00, 0x01, 0x7F, 0x80, 0xFF):
                 mutated = bytearray(frame)
                 mutated[position] = value
-                assert _header_outcome(bytes(mutated), False) == \
-                    _header_outcome(bytes(mutated), True)
+                assert _header_outcome(bytes(mutated), False, table) == \
+                    _header_outcome(bytes(mutated), True, table)
+    if table is apis.STANDALONE_ADVERTISED:
+        for api_key in apis.INTER_BROKER_CONTROL_APIS:
+            frame = framing.encode_request_header(api_key, 1, 7, "x")
+            with pytest.raises(apis.UnknownApiKeyError, match="not enabled"):
+                framing.parse_request_header(frame, table)
 
 
 # --------------------------------------------------------------------------------------------

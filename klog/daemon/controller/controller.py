@@ -25,7 +25,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from klog.daemon.config_changes import read_entity_config
-from klog.daemon.controller import channel, leader_balance, reassignment, receiver
+from klog.daemon.controller import channel, identity, leader_balance, reassignment, receiver
 from klog.daemon.metadata_cache import BrokerEndpoint, BrokerInfo, PartitionState
 from klog.daemon.metastore import paths
 from klog.daemon.metastore.base import (
@@ -233,6 +233,10 @@ class Controller:
                 if self.active and registration.broker_id != self.broker_id:
                     log.info("broker %d is no longer the controller", self.broker_id)
                     await self._resign()
+                # Whose control requests this broker obeys from now on (with the epoch
+                # of that election, read as a consistent pair).
+                self.broker.controller_identity.learned(
+                    *await self._call(identity.read_active_controller, self.store))
             except NoNodeError:
                 self._queue.put_nowait(("controller_change", None))
             return
@@ -240,6 +244,7 @@ class Controller:
                          self._watcher("controller_change"))
         self.active = True
         self.broker.controller_epoch = max(self.broker.controller_epoch, self.epoch)
+        self.broker.controller_identity.learned(self.broker_id, self.epoch)
         config = self.broker.config
         self.channel = channel.ControllerChannelManager(
             self.broker_id, config.inter_broker_listener_name,
@@ -742,11 +747,30 @@ class Controller:
                                       broker_epoch: int) -> tuple[int, list[TopicPartition]]:
         """Kafka's doControlledShutdown: leaderships of ``broker_id`` move to the first
         other live ISR replica in assignment order; where it follows, it leaves the ISR
-        and stops its replica. Partitions of one replica stay (nothing to move to)."""
+        and stops its replica. Partitions of one replica stay (nothing to move to).
+
+        Only a registered broker, at its current broker epoch, may ask: a request for a
+        broker that is not registered is BROKER_NOT_AVAILABLE, one without a broker epoch
+        (v0-1, or -1) or with another epoch STALE_BROKER_EPOCH -- stricter than Kafka,
+        which lets an unknown epoch through, because without authentication anyone can
+        send this request and it takes a broker's leaderships away (klog's own brokers
+        always send v2+ with their epoch, klog/daemon/controller/shutdown.py)."""
         if broker_id not in self.live_brokers:
             return int(ErrorCode.BROKER_NOT_AVAILABLE), []
         cached = self.broker_epochs.get(broker_id, receiver.UNKNOWN_BROKER_EPOCH)
-        if broker_epoch != receiver.UNKNOWN_BROKER_EPOCH and broker_epoch < cached:
+        if broker_epoch > cached != receiver.UNKNOWN_BROKER_EPOCH:
+            # Newer than the registration this controller knows: the broker restarted and
+            # the /brokers/ids watch has not been processed yet, or a forgery. Catch up
+            # only if ZooKeeper has that registration (the broker epoch is its czxid).
+            stat = await self._call(self.store.exists, paths.broker_path(broker_id))
+            if stat is not None and stat.czxid == broker_epoch:
+                await self._on_broker_change()
+                cached = self.broker_epochs.get(broker_id, receiver.UNKNOWN_BROKER_EPOCH)
+            if broker_id not in self.live_brokers:
+                return int(ErrorCode.BROKER_NOT_AVAILABLE), []
+        if broker_epoch == receiver.UNKNOWN_BROKER_EPOCH or broker_epoch != cached:
+            log.warning("refused controlled shutdown of broker %d at broker epoch %d "
+                        "(its registration's is %d)", broker_id, broker_epoch, cached)
             return int(ErrorCode.STALE_BROKER_EPOCH), []
         self.shutting_down.add(broker_id)
         log.info("controlled shutdown of broker %d", broker_id)

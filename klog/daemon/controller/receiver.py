@@ -2,7 +2,9 @@
 
 Owns the checks Kafka's KafkaApis and ReplicaManager make before a broker obeys its
 controller, shared by the wire handlers (leader_and_isr, update_metadata, stop_replica)
-and by the in-process path the controller uses for its own broker:
+and by the in-process path the controller uses for its own broker. A request from the wire
+reaches these only once klog/daemon/controller/identity.py has found it comes from the
+controller ZooKeeper names (standalone: never); then:
 
 - broker epoch: a request carrying a broker epoch (the czxid of this broker's
   ``/brokers/ids/<id>`` registration, -1 = unknown) older than this broker's current one

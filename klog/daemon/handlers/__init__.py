@@ -12,6 +12,7 @@ Handlers stay thin: they translate between the wire entities and the broker's ma
 from __future__ import annotations
 
 import importlib
+import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -23,6 +24,8 @@ from klog.protocol.framing import RequestHeader
 if TYPE_CHECKING:
     from klog.daemon.broker import Broker
     from klog.daemon.connection import Connection
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(slots=True)
@@ -40,6 +43,14 @@ class RequestContext:
         if self.connection is None:
             return self.broker.config.listeners[0].listener_name
         return self.connection.listener_name
+
+    def close_connection(self, reason: str) -> None:
+        """Answer nothing and close the connection (the handler returns this None): for a
+        request the broker can neither obey nor refuse, so that its sender retries."""
+        log.warning("closing connection%s: %s", "" if self.connection is None
+                    else f" from {self.connection.peer}", reason)
+        if self.connection is not None:
+            self.connection.close()
 
     def respond(self, values: dict[str, Any]) -> Any:
         """The response entity of this request's api and version, built from ``values``."""

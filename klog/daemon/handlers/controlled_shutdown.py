@@ -1,7 +1,9 @@
 """ControlledShutdown (v0-3): a stopping broker asks the controller to move its
-leaderships away first; the answer lists the partitions it still leads. Only the active
-controller answers (NOT_CONTROLLER otherwise); the work is the controller's
-(Controller.controlled_shutdown)."""
+leaderships away first; the answer lists the partitions it still leads. Cluster mode only
+(a standalone broker has no peer to ask it: CLUSTER_AUTHORIZATION_FAILED, and its
+listeners do not accept it at all); only the active controller answers (NOT_CONTROLLER
+otherwise), and only for a registered broker at its current broker epoch (the work and
+that check are the controller's, Controller.controlled_shutdown)."""
 
 from __future__ import annotations
 
@@ -12,6 +14,9 @@ from klog.protocol.errors import ErrorCode
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
+    if not ctx.broker.controller_identity.cluster_action_allowed():
+        return ctx.respond({"error_code": int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED),
+                            "remaining_partitions": []})
     controller = ctx.broker.controller
     if controller is None or not controller.active:
         return ctx.respond({"error_code": int(ErrorCode.NOT_CONTROLLER),

@@ -1,21 +1,32 @@
 """LeaderAndIsr (v0-6): the controller tells this broker which partitions it leads or
-follows. Fencing and applying live in klog/daemon/controller/receiver.py (shared with the
-controller's in-process path); this module translates the wire entities."""
+follows. Only the controller ZooKeeper names may send it (klog/daemon/controller/
+identity.py; a refused request applies nothing). Fencing and applying live in
+klog/daemon/controller/receiver.py (shared with the controller's in-process path); this
+module translates the wire entities."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from klog.daemon.controller import receiver
+from klog.daemon.controller.identity import UnverifiableRequest
 from klog.daemon.handlers import RequestContext
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     broker = ctx.broker
     states, topic_ids = receiver.request_partition_states(request)
-    error, errors = receiver.leader_and_isr(
-        broker, int(request.controller_id), int(request.controller_epoch),
-        int(getattr(request, "broker_epoch", -1)), states, topic_ids)
+    try:
+        refused = await broker.controller_identity.check(int(request.controller_id),
+                                                         int(request.controller_epoch))
+    except UnverifiableRequest as exc:
+        return ctx.close_connection(f"LeaderAndIsr: {exc}")
+    if refused:
+        error, errors = refused, {(s.topic, s.partition): refused for s in states}
+    else:
+        error, errors = receiver.leader_and_isr(
+            broker, int(request.controller_id), int(request.controller_epoch),
+            int(getattr(request, "broker_epoch", -1)), states, topic_ids)
     if ctx.api_version < 5:
         return ctx.respond({"error_code": error, "partition_errors": [
             {"topic_name": t, "partition_index": p, "error_code": code}

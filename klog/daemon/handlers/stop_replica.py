@@ -1,11 +1,13 @@
-"""StopReplica (v0-3): stop hosting (and optionally delete) replicas here. Fencing lives
-in klog/daemon/controller/receiver.py."""
+"""StopReplica (v0-3): stop hosting (and optionally delete) replicas here. Only the
+controller ZooKeeper names may send it (klog/daemon/controller/identity.py; a refused
+request deletes and stops nothing). Fencing lives in klog/daemon/controller/receiver.py."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from klog.daemon.controller import receiver
+from klog.daemon.controller.identity import UnverifiableRequest
 from klog.daemon.handlers import RequestContext
 
 
@@ -21,9 +23,17 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         for s in t.partition_states:
             partitions.append(((t.topic_name, int(s.partition_index)), int(s.leader_epoch),
                                bool(s.delete_partition)))
-    error, errors = receiver.stop_replica(
-        ctx.broker, int(request.controller_epoch), int(getattr(request, "broker_epoch", -1)),
-        partitions)
+    try:
+        refused = await ctx.broker.controller_identity.check(int(request.controller_id),
+                                                             int(request.controller_epoch))
+    except UnverifiableRequest as exc:
+        return ctx.close_connection(f"StopReplica: {exc}")
+    if refused:
+        error, errors = refused, {tp: refused for tp, _, _ in partitions}
+    else:
+        error, errors = receiver.stop_replica(
+            ctx.broker, int(request.controller_epoch),
+            int(getattr(request, "broker_epoch", -1)), partitions)
     return ctx.respond({"error_code": error, "partition_errors": [
         {"topic_name": t, "partition_index": p, "error_code": code}
         for (t, p), code in errors.items()]})

@@ -1,20 +1,29 @@
 """UpdateMetadata (v0-7): the controller's view of live brokers and partition states, for
-this broker's metadata cache. Fencing lives in klog/daemon/controller/receiver.py."""
+this broker's metadata cache. Only the controller ZooKeeper names may send it
+(klog/daemon/controller/identity.py); fencing lives in klog/daemon/controller/receiver.py."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from klog.daemon.controller import receiver
+from klog.daemon.controller.identity import UnverifiableRequest
 from klog.daemon.handlers import RequestContext
 from klog.daemon.metadata_cache import BrokerEndpoint, BrokerInfo
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    states, topic_ids = receiver.request_partition_states(request)
-    error = receiver.update_metadata(
-        ctx.broker, int(request.controller_id), int(request.controller_epoch),
-        int(getattr(request, "broker_epoch", -1)), live_brokers(request), states, topic_ids)
+    try:
+        error = await ctx.broker.controller_identity.check(int(request.controller_id),
+                                                           int(request.controller_epoch))
+    except UnverifiableRequest as exc:
+        return ctx.close_connection(f"UpdateMetadata: {exc}")
+    if not error:
+        states, topic_ids = receiver.request_partition_states(request)
+        error = receiver.update_metadata(
+            ctx.broker, int(request.controller_id), int(request.controller_epoch),
+            int(getattr(request, "broker_epoch", -1)), live_brokers(request), states,
+            topic_ids)
     return ctx.respond({"error_code": error})
 
 

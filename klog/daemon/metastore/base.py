@@ -300,6 +300,12 @@ class MetadataStore(ABC):
         """``cb(state)`` on session changes: "CONNECTED", "SUSPENDED", "LOST". Called on a
         store thread; it must not block or call back into the store."""
 
+    def sync(self, path: str) -> None:
+        """Let this session's next reads see every write committed before this call
+        (ZooKeeper's sync: the server a session talks to may lag its ensemble's leader).
+        A store with a single copy of its data is always current: nothing to do."""
+        validate_path(path)
+
     def ensure_path(self, path: str) -> None:
         """Create ``path`` and its missing ancestors, empty and persistent, if absent."""
         validate_path(path)

@@ -339,6 +339,11 @@ class ZooKeeperMetadataStore(MetadataStore):
         stat = self._call(path, client.exists_async, path, watch=self._adapt(watch))
         return None if stat is None else _stat(stat)
 
+    def sync(self, path: str) -> None:
+        validate_path(path)
+        client = self._kazoo()
+        self._call(path, client.sync_async, path)
+
     def get_children(self, path: str, watch: Watcher | None = None) -> list[str]:
         validate_path(path)
         client = self._kazoo()

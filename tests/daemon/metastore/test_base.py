@@ -239,6 +239,17 @@ def test_ephemerals_vanish_with_session(backend: Backend, store: MetadataStore) 
     assert parent is not None and parent.cversion == 2  # create + the session's delete
 
 
+def test_sync_then_read(store: MetadataStore) -> None:
+    """sync (ZooKeeper's: catch up with the ensemble's leader) before a read that must
+    see every committed write; the local store is always current."""
+    store.create("/controller_epoch", b"7")
+    store.sync("/controller_epoch")
+    assert store.get("/controller_epoch")[0] == b"7"
+    store.sync("/absent")  # a path that does not exist is fine: sync reads nothing
+    with pytest.raises(InvalidPathError):
+        store.sync("no-leading-slash")
+
+
 def test_operations_after_close_raise(backend: Backend) -> None:
     s = backend.new()
     with pytest.raises(SessionExpiredError):
