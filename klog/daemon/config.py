@@ -44,6 +44,7 @@ builds a new one.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import re
 import socket
@@ -655,6 +656,9 @@ _STANDALONE_DEFAULTS = {
 _CLUSTER_LEVEL_LISTENER_CONFIGS = ("max.connections", "max.connection.creation.rate",
                                    "num.network.threads")
 _LISTENER_CONFIG_RE = re.compile(r"listener\.name\.([^.]*)\.(.*)")
+#: Configs klog honours per listener, as ``listener.name.<listener>.<config>`` (the
+#: listener name in lower case, as Kafka writes it), over the broker-wide value.
+LISTENER_OVERRIDABLE_CONFIGS = ("max.connections", "max.connection.creation.rate")
 
 
 @dataclass(frozen=True, slots=True)
@@ -784,6 +788,23 @@ def _bad(name: str, value: object, reason: str) -> ConfigError:
 
 def _csv(text: str) -> list[str]:
     return [item for item in re.split(r"\s*,\s*", text.strip()) if item]
+
+
+def parse_connection_overrides(text: str) -> dict[str, int]:
+    """max.connections.per.ip.overrides: ``host:count,host:count`` -> {host: count}.
+
+    As Kafka's ``Csv.parseCsvMap``: entries split at commas, each at its last colon (so an
+    IPv6 address keeps its own colons); a count that is not a non-negative int is an error.
+    """
+    name = "max.connections.per.ip.overrides"
+    overrides: dict[str, int] = {}
+    for entry in _csv(text):
+        host, sep, count = entry.rpartition(":")
+        host, count = host.strip(), count.strip()
+        if not sep or not host or not _INT_RE.fullmatch(count) or not 0 <= int(count) < 2**31:
+            raise _bad(name, text, f"entry {entry!r} is not host:count")
+        overrides[host] = int(count)
+    return overrides
 
 
 def parse_value(spec: ConfigSpec, raw: str) -> Any:
@@ -1156,6 +1177,10 @@ class BrokerConfig:
         require(v["max.connections.per.ip"] != 0 or bool(v["max.connections.per.ip.overrides"]),
                 "max.connections.per.ip can be 0 only if max.connections.per.ip.overrides "
                 "is set")
+        parse_connection_overrides(v["max.connections.per.ip.overrides"])
+        for listener in self._listeners:
+            for name in LISTENER_OVERRIDABLE_CONFIGS:
+                self.listener_value(listener.listener_name, name)  # raises if malformed
         idle = v["connections.max.idle.ms"]
         delay = v["connection.failed.authentication.delay.ms"]
         require(idle < 0 or delay < idle,
@@ -1213,8 +1238,23 @@ class BrokerConfig:
 
     @property
     def unknown_keys(self) -> list[str]:
-        """Static keys klog does not know (kept, like Kafka, which only warns)."""
-        return sorted(k for k in self._static if k not in BROKER_CONFIGS)
+        """Static keys klog does not know or does not act on (kept, like Kafka, which only
+        warns): a listener-prefixed key counts as known only for a configured listener
+        and a config klog honours per listener (``LISTENER_OVERRIDABLE_CONFIGS``)."""
+        prefixes = {f"listener.name.{e.listener_name.lower()}.{name}"
+                    for e in self._listeners for name in LISTENER_OVERRIDABLE_CONFIGS}
+        return sorted(k for k in self._static if k not in BROKER_CONFIGS and k not in prefixes)
+
+    def listener_value(self, listener_name: str, name: str) -> Any:
+        """``listener.name.<listener>.<name>`` parsed as ``name``'s type, from the highest
+        layer that sets it (dynamic per broker, dynamic default, static); None if unset.
+        Only meaningful for ``LISTENER_OVERRIDABLE_CONFIGS``."""
+        key = f"listener.name.{listener_name.lower()}.{name}"
+        for layer in (self._dynamic_broker, self._dynamic_default, self._static):
+            if key in layer:
+                return parse_value(dataclasses.replace(BROKER_CONFIGS[name], name=key),
+                                   layer[key])
+        return None
 
     @property
     def standalone(self) -> bool:
@@ -1346,6 +1386,11 @@ class BrokerConfig:
     socket_listen_backlog_size = _Setting[int]("socket.listen.backlog.size")
     max_connections_per_ip = _Setting[int]("max.connections.per.ip")
     max_connections = _Setting[int]("max.connections")
+    max_connection_creation_rate = _Setting[int]("max.connection.creation.rate")
+
+    @property
+    def max_connections_per_ip_overrides(self) -> dict[str, int]:
+        return parse_connection_overrides(self._values["max.connections.per.ip.overrides"])
     connections_max_idle_ms = _Setting[int]("connections.max.idle.ms")
     log_segment_bytes = _Setting[int]("log.segment.bytes")
     log_roll_hours = _Setting[int]("log.roll.hours")

@@ -132,10 +132,14 @@ class ShortSendError(ConnectionError):
 
 
 class Connection(asyncio.Protocol):
-    def __init__(self, server: Server, listener_name: str) -> None:
+    def __init__(self, server: Server, listener_name: str, address: str | None = None
+                 ) -> None:
         self.server = server
         self.broker = server.broker
         self.listener_name = listener_name
+        # The peer's address as the connection limits count it; None: not counted.
+        self.address = address
+        self._counted = address is not None
         self.decoder = FrameDecoder(server.max_request_bytes)
         self.queue: collections.deque[memoryview] = collections.deque()
         self.queued_bytes = 0  # sum of the sizes of the frames in ``queue``
@@ -240,6 +244,7 @@ class Connection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
+        self.release()
         self.server.queued -= len(self.queue)
         self.queue.clear()
         self.queued_bytes = 0
@@ -253,6 +258,12 @@ class Connection(asyncio.Protocol):
             # pinned descriptor) would wait forever. Soon, not now: the transport fails
             # its own waiter right after this call, and must find it not yet cancelled.
             asyncio.get_running_loop().call_soon(self._cancel_stuck_send)
+
+    def release(self) -> None:
+        """Stop counting against the connection limits (once; the socket is closed)."""
+        if self._counted:
+            self._counted = False
+            self.server.connection_closed(self)
 
     def _cancel_stuck_send(self) -> None:
         if self._in_sendfile:

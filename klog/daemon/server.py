@@ -11,18 +11,31 @@ even when the port is 0); ``0.0.0.0`` listens on every IPv4 interface only; a na
 resolved and bound at its first address. Only PLAINTEXT listeners can be served: klog has
 no TLS or SASL, and a listener configured as SSL/SASL is refused at start rather than
 served in plaintext under a name that promises otherwise.
+
+Accepting is klog's own loop on each listening socket (``Acceptor``), not asyncio's
+``create_server``, for two reasons. Connection limits (``ConnectionQuotas``: max.connections,
+per listener and per address, max.connection.creation.rate) decide before each accept
+whether to accept at all, as Kafka's acceptor does. And running out of descriptors
+(EMFILE/ENFILE, or the kernel's ENOBUFS/ENOMEM) pauses every listener with one warning
+until a connection closes or a short backoff passes: asyncio's accept loop, on the same
+error, logs a traceback and schedules a retry for each of up to ``backlog`` further
+failing accepts in the same callback, each retry doing so again -- 124,652 tracebacks
+(55 MB) in 15 s at the descriptor limit.
 """
 
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
+import math
 import socket
 import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from klog.daemon.connection import Connection
+from klog.daemon.connection_quotas import ConnectionQuotas, normalize_address
 from klog.protocol import apis
 
 if TYPE_CHECKING:
@@ -30,6 +43,25 @@ if TYPE_CHECKING:
     from klog.daemon.config import Endpoint
 
 log = logging.getLogger(__name__)
+
+#: Pending connections per listening socket (the kernel caps it at net.core.somaxconn).
+BACKLOG = 1024
+
+#: Accepts per wake-up of a listener before other callbacks get the loop (asyncio's
+#: accept loop takes up to its backlog at once; a burst of thousands of connects should
+#: not hold every connected client's requests back for that long).
+ACCEPTS_PER_WAKEUP = 64
+
+#: Out of descriptors, accepting resumes after this long even if no connection closed
+#: (descriptors also free up as segments close); asyncio waits one second too.
+DESCRIPTOR_BACKOFF_SECONDS = 1.0
+
+#: A condition logged as a warning (descriptors exhausted, addresses over their limit) is
+#: logged again at most this often, with the count of what happened meanwhile.
+WARNING_INTERVAL_SECONDS = 60.0
+
+#: accept() errors that mean "no descriptor or kernel memory for one more socket".
+_OUT_OF_RESOURCES = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
 
 
 class Server:
@@ -50,7 +82,20 @@ class Server:
         self.paused: set[Connection] = set()
         self.queued = 0
         self.bound: dict[str, tuple[str, int]] = {}
-        self._servers: list[asyncio.base_events.Server] = []
+        self.acceptors: list[Acceptor] = []
+        self.quotas = ConnectionQuotas(config)
+        self._serving = False
+        self._out_of_descriptors = False
+        self._resume_handle: asyncio.TimerHandle | None = None
+        self._starting: set[asyncio.Task[Any]] = set()
+        self._exhausted_log = _OccasionalWarning(
+            logging.WARNING,
+            "cannot accept connections: %s (%d connections open); accepting paused until "
+            "a connection closes, retried every %.0f s")
+        self._per_ip_log = _OccasionalWarning(
+            logging.INFO,
+            "rejected connection from %s: the address already has the configured maximum "
+            "of %d connections (max.connections.per.ip)")
         self._idle_task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
@@ -59,27 +104,115 @@ class Server:
         for endpoint in self.broker.config.listeners:
             name = endpoint.listener_name
             sock = await listen_socket(endpoint.host, endpoint.port)
-            try:
-                server = await loop.create_server(
-                    lambda name=name: Connection(self, name),  # type: ignore[misc]
-                    sock=sock, backlog=1024,
-                    # Bound now (the port is known and registered), accepting only once the
-                    # broker is ready: Kafka too serves no request before start-up ends.
-                    start_serving=False,
-                )
-            except BaseException:
-                sock.close()
-                raise
+            # Bound now (the port is known and registered), listening and accepting only
+            # once the broker is ready: Kafka too serves no request before start-up ends.
             bound_port = sock.getsockname()[1]
             self.bound[name] = (endpoint.host, bound_port)
-            self._servers.append(server)
+            self.acceptors.append(Acceptor(self, name, sock))
             log.info("listening on %s://%s:%d", name, _display(sock), bound_port)
         self._idle_task = loop.create_task(self._idle_sweep())
 
     async def serve(self) -> None:
         """Start accepting connections on every listener (after ``start``)."""
-        for server in self._servers:
-            await server.start_serving()
+        self._serving = True
+        for acceptor in self.acceptors:
+            acceptor.sock.listen(BACKLOG)
+            acceptor.resume()
+
+    # -- accepting --------------------------------------------------------------------------
+
+    def may_accept(self, acceptor: Acceptor) -> bool:
+        """Whether ``acceptor`` may accept a connection now; if not, it is paused and
+        resumed when the reason ends (a connection closes, the rate allows, a backoff)."""
+        if self._out_of_descriptors:
+            acceptor.pause()
+            return False
+        self.quotas.configure(self.broker.config)  # dynamic changes apply at once
+        wait = self.quotas.slot_wait(acceptor.name)
+        if wait <= 0:
+            return True
+        # At a connection limit only a close makes room (``connection_closed``); the
+        # timer also catches a limit raised by a dynamic config change.
+        acceptor.pause(retry_after=1.0 if wait == math.inf else wait)
+        return False
+
+    def accepted(self, acceptor: Acceptor, sock: socket.socket, peer: Any) -> None:
+        """A socket ``acceptor`` has just accepted: count it, then serve it or close it."""
+        address = normalize_address(str(peer[0])) if isinstance(peer, tuple) else str(peer)
+        over = self.quotas.inc(acceptor.name, address)
+        if over is not None:
+            self._per_ip_log.emit(address, over)
+            sock.close()
+            return
+        conn = Connection(self, acceptor.name, address)
+        task = asyncio.get_running_loop().create_task(self._start_connection(conn, sock))
+        self._starting.add(task)
+        task.add_done_callback(self._starting.discard)
+        if self.quotas.max_connections_exceeded() and self.quotas.is_protected(acceptor.name):
+            self._close_least_recently_active()
+
+    async def _start_connection(self, conn: Connection, sock: socket.socket) -> None:
+        # Public API, so asyncio keeps making the transport (and turning Nagle off: the
+        # accepted socket is IPPROTO_TCP, see _bind).
+        try:
+            await asyncio.get_running_loop().connect_accepted_socket(lambda: conn, sock)
+        except BaseException as exc:
+            conn.release()
+            if conn.transport is None:
+                sock.close()
+            if not isinstance(exc, (OSError, asyncio.CancelledError)):
+                log.error("cannot serve an accepted connection", exc_info=exc)
+            if isinstance(exc, asyncio.CancelledError):
+                raise
+
+    def connection_closed(self, conn: Connection) -> None:
+        """``conn`` no longer counts against the limits: a paused listener may resume."""
+        self.quotas.dec(conn.listener_name, conn.address or "")
+        if self._out_of_descriptors:
+            self._descriptors_available()
+        elif self._serving:
+            for acceptor in self.acceptors:
+                if acceptor.paused:
+                    acceptor.resume()
+
+    def out_of_descriptors(self, exc: OSError) -> None:
+        """accept() failed for want of descriptors or memory: pause every listener (the
+        listening socket stays readable, and retrying at once fails again) until a
+        connection closes or the backoff passes; one warning per episode, at most one a
+        minute."""
+        if not self._out_of_descriptors:
+            self._out_of_descriptors = True
+            self._exhausted_log.emit(exc.strerror or exc, len(self.connections),
+                                     DESCRIPTOR_BACKOFF_SECONDS)
+        for acceptor in self.acceptors:
+            acceptor.pause()
+        if self._resume_handle is None:
+            self._resume_handle = asyncio.get_running_loop().call_later(
+                DESCRIPTOR_BACKOFF_SECONDS, self._descriptors_available)
+
+    def _descriptors_available(self) -> None:
+        """A descriptor was freed (a connection closed), or the backoff passed: try
+        again (a failure now pauses again, without another warning this minute)."""
+        self._out_of_descriptors = False
+        if self._resume_handle is not None:
+            self._resume_handle.cancel()
+            self._resume_handle = None
+        if self._serving:
+            for acceptor in self.acceptors:
+                acceptor.resume()
+
+    def _close_least_recently_active(self) -> None:
+        """Over max.connections because the inter-broker listener accepted: close the
+        client connection idle the longest (Kafka's Processor closes its oldest)."""
+        candidates = [c for c in self.connections
+                      if not self.quotas.is_protected(c.listener_name) and not c.closed]
+        if candidates:
+            oldest = min(candidates, key=lambda c: c.last_active)
+            log.info("closing connection from %s: over max.connections (%d) after an "
+                     "inter-broker connection", oldest.peer, self.quotas.limits.broker_max)
+            oldest.close()
+
+    # -- requests ---------------------------------------------------------------------------
 
     def request_done(self) -> None:
         self.queued -= 1
@@ -100,10 +233,13 @@ class Server:
                     conn.close()
 
     async def stop_accepting(self) -> None:
-        # Not wait_closed(): it waits for every connection, and close() ends those itself.
-        for server in self._servers:
-            server.close()
-        self._servers.clear()
+        self._serving = False
+        if self._resume_handle is not None:
+            self._resume_handle.cancel()
+            self._resume_handle = None
+        for acceptor in self.acceptors:
+            acceptor.close()
+        self.acceptors.clear()
 
     async def close(self) -> None:
         """Stop accepting, close every connection, and end their request processing (a
@@ -112,6 +248,8 @@ class Server:
         if self._idle_task is not None:
             self._idle_task.cancel()
             self._idle_task = None
+        for starting in list(self._starting):
+            starting.cancel()
         tasks = [t for t in (conn.task for conn in self.connections)
                  if t is not None and not t.done()]
         for conn in list(self.connections):
@@ -120,6 +258,98 @@ class Server:
             task.cancel()
         if tasks:
             await asyncio.wait(tasks, timeout=5)
+
+
+class Acceptor:
+    """One listener's listening socket and its accept loop (a reader callback)."""
+
+    def __init__(self, server: Server, name: str, sock: socket.socket) -> None:
+        self.server = server
+        self.name = name
+        self.sock = sock
+        self.paused = True  # until ``Server.serve``
+        self._loop = asyncio.get_running_loop()
+        self._retry: asyncio.TimerHandle | None = None
+
+    def resume(self, force: bool = False) -> None:
+        """Watch the socket again (idempotent). A pending retry timer is kept unless
+        ``force``: the rate limit's wait is not cut short by a closing connection."""
+        if self.sock.fileno() < 0:
+            return
+        if self._retry is not None:
+            if not force and self.server.quotas.slot_wait(self.name) > 0:
+                return
+            self._retry.cancel()
+            self._retry = None
+        if self.paused:
+            self.paused = False
+            self._loop.add_reader(self.sock.fileno(), self._accept)
+
+    def pause(self, retry_after: float | None = None) -> None:
+        if not self.paused:
+            self.paused = True
+            self._loop.remove_reader(self.sock.fileno())
+        if retry_after is not None and self._retry is None:
+            self._retry = self._loop.call_later(retry_after, self._retry_now)
+
+    def _retry_now(self) -> None:
+        self._retry = None
+        self.resume()
+
+    def _accept(self) -> None:
+        server = self.server
+        for _ in range(ACCEPTS_PER_WAKEUP):
+            if not server.may_accept(self):
+                return
+            try:
+                sock, peer = self.sock.accept()
+            except (BlockingIOError, InterruptedError):
+                return  # none left
+            except ConnectionAbortedError:
+                continue  # the client gave up while waiting in the backlog
+            except OSError as exc:
+                if exc.errno in _OUT_OF_RESOURCES:
+                    server.out_of_descriptors(exc)
+                else:  # not expected from accept(); say so once, do not spin on it
+                    log.warning("accept on listener %s failed: %s; retrying in %.0f s",
+                                self.name, exc, DESCRIPTOR_BACKOFF_SECONDS)
+                    self.pause(retry_after=DESCRIPTOR_BACKOFF_SECONDS)
+                return
+            server.accepted(self, sock, peer)
+
+    def close(self) -> None:
+        if self._retry is not None:
+            self._retry.cancel()
+            self._retry = None
+        if not self.paused and self.sock.fileno() >= 0:
+            self._loop.remove_reader(self.sock.fileno())
+        self.paused = True
+        self.sock.close()
+
+
+class _OccasionalWarning:
+    """A message logged at most once per WARNING_INTERVAL_SECONDS; the occurrences in
+    between are counted and reported with the next one (and logged at debug level)."""
+
+    def __init__(self, level: int, message: str) -> None:
+        self.level = level
+        self.message = message
+        self._last = -math.inf
+        self._suppressed = 0
+
+    def emit(self, *args: Any) -> None:
+        now = time.monotonic()
+        if now - self._last < WARNING_INTERVAL_SECONDS:
+            self._suppressed += 1
+            log.debug(self.message, *args)
+            return
+        self._last = now
+        if self._suppressed:
+            log.log(self.level, self.message + " (%d more since the last such message)",
+                    *args, self._suppressed)
+            self._suppressed = 0
+        else:
+            log.log(self.level, self.message, *args)
 
 
 class ListenerError(RuntimeError):

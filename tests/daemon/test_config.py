@@ -246,6 +246,7 @@ EXPECTED_DEFAULTS = {
     "connections_max_idle_ms": 600000,
     "max_connections": INT_MAX,
     "max_connections_per_ip": INT_MAX,
+    "max_connection_creation_rate": INT_MAX,
     "compression_type": "producer",
     "num_network_threads": 3,
     "num_io_threads": 8,
@@ -471,6 +472,41 @@ def test_cross_field_limits_that_pass() -> None:
         "queued.max.request.bytes": "104857600",
     })
     assert config.max_connections_per_ip == 0
+
+
+def test_connection_limit_overrides_and_listener_prefixed_limits() -> None:
+    config = BrokerConfig.from_dict({
+        "listeners": "PLAINTEXT://127.0.0.1:0,INTERNAL://127.0.0.1:0",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,INTERNAL:PLAINTEXT",
+        "inter.broker.listener.name": "INTERNAL",
+        "max.connections.per.ip.overrides": "10.0.0.1:5, ::1:7,broker-a:0",
+        "listener.name.internal.max.connections": "9",
+        "listener.name.internal.max.connection.creation.rate": "3",
+        "listener.name.internal.ssl.keystore.location": "/x",
+        "listener.name.other.max.connections": "1",
+    })
+    assert config.max_connections_per_ip_overrides == {"10.0.0.1": 5, "::1": 7,
+                                                       "broker-a": 0}
+    assert config.listener_value("INTERNAL", "max.connections") == 9
+    assert config.listener_value("INTERNAL", "max.connection.creation.rate") == 3
+    assert config.listener_value("PLAINTEXT", "max.connections") is None
+    # what klog does not act on is still reported (a listener it does not have, a
+    # listener config it does not implement)
+    assert config.unknown_keys == ["listener.name.internal.ssl.keystore.location",
+                                   "listener.name.other.max.connections"]
+
+
+@pytest.mark.parametrize("props, key", [
+    ({"max.connections.per.ip.overrides": "10.0.0.1"}, "max.connections.per.ip.overrides"),
+    ({"max.connections.per.ip.overrides": "h:x"}, "max.connections.per.ip.overrides"),
+    ({"max.connections.per.ip.overrides": "h:-1"}, "max.connections.per.ip.overrides"),
+    ({"listener.name.plaintext.max.connections": "-1"},
+     "listener.name.plaintext.max.connections"),
+])
+def test_bad_connection_limits_are_refused(props: dict[str, str], key: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        BrokerConfig.from_dict({"listeners": "PLAINTEXT://127.0.0.1:0", **props})
+    assert key in str(info.value)
 
 
 # -- retention and roll precedence -----------------------------------------------------

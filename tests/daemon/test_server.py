@@ -107,8 +107,7 @@ def test_empty_host_listens_on_every_interface_with_one_port(tmp_path: Path) -> 
         assert _connectable("127.0.0.1", broker.port)
         if _has_ipv6():
             assert _connectable("::1", broker.port)
-        sockets = broker.call(lambda: [s for srv in broker.broker.server._servers
-                                       for s in srv.sockets])
+        sockets = broker.call(lambda: [a.sock for a in broker.broker.server.acceptors])
         assert len(sockets) == 1  # dual-stack: one socket, one port for both families
         # and the broker advertises a host a client can reach, with the bound port
         with broker.connect() as client:
@@ -530,3 +529,170 @@ def test_every_version_of_the_control_apis_closes_the_connection(tmp_path: Path,
         assert broker.call(lambda: broker.broker.controller_epoch) == epoch
         with broker.connect() as client:
             assert client.call(18, 3, API_VERSIONS_BODY).error_code == 0
+
+
+# --------------------------------------------------------------------------------------------
+# Connection limits (Kafka's ConnectionQuotas) and descriptor exhaustion
+
+
+def _answers(client: WireClient, timeout: float) -> bool:
+    """Whether an ApiVersions request on ``client`` is answered within ``timeout``."""
+    cid = client.send(18, 3, API_VERSIONS_BODY)
+    client.sock.settimeout(timeout)
+    try:
+        got, response = client.recv_response(18, 3)
+    except TimeoutError:
+        return False
+    finally:
+        client.sock.settimeout(10.0)
+    assert got == cid and response.error_code == 0
+    return True
+
+
+def test_max_connections_makes_new_connections_wait_for_a_slot(tmp_path: Path) -> None:
+    with running_broker(tmp_path, max_connections=3) as broker:
+        clients = [broker.connect() for _ in range(3)]
+        for client in clients:
+            assert _answers(client, 10)
+        # The kernel completes the handshake (backlog); the broker does not accept it.
+        waiting = broker.connect()
+        assert not _answers(waiting, 0.5)
+        assert broker.call(lambda: len(broker.broker.server.connections)) == 3
+        clients.pop(0).close()
+        # its request is answered once a slot is free
+        assert waiting.recv_response(18, 3)[1].error_code == 0
+        for client in [*clients, waiting]:
+            assert _answers(client, 10)
+            client.close()
+
+
+def test_listener_prefixed_max_connections(tmp_path: Path) -> None:
+    overrides = {"listener.name.plaintext.max.connections": 1}
+    broker = InProcessBroker(tmp_path, overrides)
+    assert broker.config.unknown_keys == []  # known and applied, not "ignored"
+    broker.start()
+    try:
+        with broker.connect() as first, broker.connect() as second:
+            assert _answers(first, 10)
+            assert not _answers(second, 0.5)
+            first.close()
+            assert second.recv_response(18, 3)[1].error_code == 0
+    finally:
+        broker.stop()
+
+
+def test_max_connections_per_ip_closes_the_excess_connections(tmp_path: Path) -> None:
+    with running_broker(tmp_path, max_connections_per_ip=2) as broker:
+        first, second = broker.connect(), broker.connect()
+        third = broker.connect()
+        assert third.is_closed_by_peer(timeout=5)
+        assert _answers(first, 10) and _answers(second, 10)
+        first.close()
+        assert _wait_until(lambda: broker.call(lambda: len(broker.broker.server.connections))
+                           == 1)
+        with broker.connect() as again:  # the address is under its limit again
+            assert _answers(again, 10)
+        second.close()
+        third.close()
+
+
+def test_max_connections_per_ip_overrides(tmp_path: Path) -> None:
+    # 0 for every address but loopback, which may have 3
+    with running_broker(tmp_path, max_connections_per_ip=0,
+                        max_connections_per_ip_overrides="127.0.0.1:3") as broker:
+        clients = [broker.connect() for _ in range(3)]
+        with broker.connect() as fourth:
+            assert fourth.is_closed_by_peer(timeout=5)
+        for client in clients:
+            assert _answers(client, 10)
+            client.close()
+
+
+def test_the_inter_broker_listener_is_not_held_by_max_connections(tmp_path: Path) -> None:
+    with running_broker(
+        tmp_path,
+        listeners="PLAINTEXT://127.0.0.1:0,INTERNAL://127.0.0.1:0",
+        listener_security_protocol_map="PLAINTEXT:PLAINTEXT,INTERNAL:PLAINTEXT",
+        inter_broker_listener_name="INTERNAL",
+        max_connections=2,
+        **{"listener.name.internal.max.connections": 5},
+    ) as broker:
+        internal_port = broker.call(lambda: broker.broker.server.bound["INTERNAL"][1])
+        oldest, newer = broker.connect(), broker.connect()
+        assert _answers(oldest, 10)
+        assert _answers(newer, 10)
+        # Full for clients, not for brokers: the inter-broker connection is served and
+        # the least recently active client connection closed to make room.
+        with WireClient(("127.0.0.1", internal_port)) as inter_broker:
+            assert _answers(inter_broker, 10)
+            assert oldest.is_closed_by_peer(timeout=5)
+            assert _answers(newer, 10)
+            with broker.connect() as waiting:  # still at the limit for clients
+                assert not _answers(waiting, 0.5)
+        newer.close()
+
+
+def test_max_connection_creation_rate_spaces_out_accepts(tmp_path: Path) -> None:
+    with running_broker(tmp_path, max_connection_creation_rate=4) as broker:
+        started = time.monotonic()
+        clients = [broker.connect() for _ in range(12)]
+        for client in clients:
+            assert _answers(client, 10)
+        # a burst of one second's allowance (4), then 4 a second: at least 2 s for 12
+        assert time.monotonic() - started >= 1.5
+        for client in clients:
+            client.close()
+
+
+NOFILE_LIMIT = 256
+
+
+def _limit_descriptors() -> None:  # in the broker's child process only
+    import resource
+    resource.setrlimit(resource.RLIMIT_NOFILE, (NOFILE_LIMIT, NOFILE_LIMIT))
+
+
+def test_descriptor_exhaustion_pauses_accepting_with_one_warning(tmp_path: Path) -> None:
+    """At the descriptor limit the broker stops accepting with one warning (asyncio's
+    accept loop logged a traceback per failed accept, thousands a second), keeps serving
+    its connections, and accepts again once connections close."""
+    broker = KlogBroker(tmp_path / "data")
+    log_file = tmp_path / "broker.log"
+    with open(log_file, "wb") as log:
+        process = subprocess.Popen(broker.command(), stdout=log, stderr=log,
+                                   stdin=subprocess.DEVNULL, preexec_fn=_limit_descriptors)
+    flood: list[socket.socket] = []
+    try:
+        assert _wait_until(lambda: _connectable("127.0.0.1", broker.port), timeout=30), \
+            log_file.read_text()
+        witness = WireClient(("127.0.0.1", broker.port))
+        assert _answers(witness, 10)
+        # Twice the broker's descriptors in connections, over a bounded while.
+        deadline = time.monotonic() + 3
+        while len(flood) < 2 * NOFILE_LIMIT and time.monotonic() < deadline:
+            sock = socket.socket()
+            sock.setblocking(False)
+            sock.connect_ex(("127.0.0.1", broker.port))  # in progress: not waited for
+            flood.append(sock)
+            time.sleep(0.002)
+        time.sleep(2)  # the broker keeps failing to accept meanwhile
+        assert process.poll() is None
+        assert _answers(witness, 10)  # connections it has keep being served
+        for sock in flood:
+            sock.close()
+        flood.clear()
+        # accepting again: a new connection is served
+        with WireClient(("127.0.0.1", broker.port), timeout=20) as late:
+            assert _answers(late, 20)
+        witness.close()
+    finally:
+        for sock in flood:
+            sock.close()
+        process.terminate()
+        process.wait(30)
+    text = log_file.read_text(errors="replace")
+    lines = text.splitlines()
+    assert "Traceback" not in text, "\n".join(lines[:40])
+    exhausted = [line for line in lines if "Too many open files" in line]
+    assert 1 <= len(exhausted) <= 2, "\n".join(exhausted[:20])
+    assert len([line for line in lines if " WARNING " in line]) <= 2, "\n".join(lines[:40])
