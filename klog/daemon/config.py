@@ -22,6 +22,9 @@ Where klog's defaults differ from Kafka's, and why:
 - ``listeners`` defaults to ``PLAINTEXT://127.0.0.1:9092`` (Kafka: ``PLAINTEXT://:9092``):
   a broker started with no arguments listens on loopback only, for safety.
 - ``log.dir`` defaults to ``./klog-data`` (Kafka: ``/tmp/kafka-logs``).
+- ``socket.receive.buffer.bytes`` and ``socket.send.buffer.bytes`` apply only when set:
+  unset, accepted sockets get a 1 MiB receive buffer (enough for a fast producer's
+  pipelined batches; Kafka's 100 KiB is not) and the system's send buffer.
 - No ``zookeeper.connect`` means standalone mode (Kafka requires it). Standalone is a
   cluster of one, so it takes the single-broker values Kafka's own shipped
   ``config/server.properties`` sets: ``broker.id`` 0 (ZooKeeper mode keeps -1, "generate"),

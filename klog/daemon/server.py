@@ -1,7 +1,10 @@
 """The broker's listeners: the only module that owns listening sockets.
 
-One asyncio server per configured listener (``listeners``), each handing accepted
-sockets to a ``Connection``. Also owns the broker-wide request accounting behind
+One accept loop per configured listener (``listeners``), each handing accepted
+sockets to a ``Connection``; socket.listen.backlog.size is each listening socket's backlog,
+socket.send.buffer.bytes and socket.receive.buffer.bytes the accepted sockets' buffers
+when set (-1: the system's; unset, the send buffer is the system's and the receive buffer
+1 MiB, klog's own default). Also owns the broker-wide request accounting behind
 queued.max.requests (connections pause reading while the broker is at the limit) and the
 idle sweep behind connections.max.idle.ms.
 
@@ -26,6 +29,7 @@ failing accepts in the same callback, each retry doing so again -- 124,652 trace
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import logging
 import math
@@ -34,6 +38,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from klog.daemon.config import ConfigSource
 from klog.daemon.connection import Connection
 from klog.daemon.connection_quotas import ConnectionQuotas, normalize_address
 from klog.protocol import apis
@@ -44,8 +49,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-#: Pending connections per listening socket (the kernel caps it at net.core.somaxconn).
-BACKLOG = 1024
+#: SO_RCVBUF of accepted sockets unless socket.receive.buffer.bytes is set (Kafka's
+#: default, 100 KiB, is below what a fast producer's pipelined batches need in flight).
+DEFAULT_RECEIVE_BUFFER = 1 << 20
 
 #: Accepts per wake-up of a listener before other callbacks get the loop (asyncio's
 #: accept loop takes up to its backlog at once; a burst of thousands of connects should
@@ -84,6 +90,13 @@ class Server:
         self.bound: dict[str, tuple[str, int]] = {}
         self.acceptors: list[Acceptor] = []
         self.quotas = ConnectionQuotas(config)
+        self.backlog = config.socket_listen_backlog_size  # the kernel caps it at somaxconn
+        self.receive_buffer = (config.socket_receive_buffer_bytes
+                               if config.source_of("socket.receive.buffer.bytes")
+                               is not ConfigSource.DEFAULT_CONFIG else DEFAULT_RECEIVE_BUFFER)
+        self.send_buffer = config.socket_send_buffer_bytes \
+            if config.source_of("socket.send.buffer.bytes") is not ConfigSource.DEFAULT_CONFIG \
+            else -1
         self._serving = False
         self._out_of_descriptors = False
         self._resume_handle: asyncio.TimerHandle | None = None
@@ -103,7 +116,7 @@ class Server:
         check_listeners(self.broker.config.listeners)
         for endpoint in self.broker.config.listeners:
             name = endpoint.listener_name
-            sock = await listen_socket(endpoint.host, endpoint.port)
+            sock = await listen_socket(endpoint.host, endpoint.port, self.receive_buffer)
             # Bound now (the port is known and registered), listening and accepting only
             # once the broker is ready: Kafka too serves no request before start-up ends.
             bound_port = sock.getsockname()[1]
@@ -116,7 +129,7 @@ class Server:
         """Start accepting connections on every listener (after ``start``)."""
         self._serving = True
         for acceptor in self.acceptors:
-            acceptor.sock.listen(BACKLOG)
+            acceptor.sock.listen(self.backlog)
             acceptor.resume()
 
     # -- accepting --------------------------------------------------------------------------
@@ -144,6 +157,9 @@ class Server:
             self._per_ip_log.emit(address, over)
             sock.close()
             return
+        if self.send_buffer > 0:
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self.send_buffer)
         conn = Connection(self, acceptor.name, address)
         task = asyncio.get_running_loop().create_task(self._start_connection(conn, sock))
         self._starting.add(task)
@@ -368,31 +384,34 @@ def check_listeners(listeners: Sequence[Endpoint]) -> None:
             )
 
 
-async def listen_socket(host: str, port: int) -> socket.socket:
-    """A bound, not yet listening, TCP socket for a listener's host and port."""
+async def listen_socket(host: str, port: int, receive_buffer: int = DEFAULT_RECEIVE_BUFFER
+                        ) -> socket.socket:
+    """A bound, not yet listening, TCP socket for a listener's host and port; accepted
+    sockets inherit its ``receive_buffer`` (SO_RCVBUF; -1: the system's default)."""
     if host in _ALL_INTERFACES:
         try:
-            return _bind(socket.AF_INET6, ("::", port), dual_stack=True)
+            return _bind(socket.AF_INET6, ("::", port), receive_buffer, dual_stack=True)
         except OSError:
             if host == "::":
                 raise
             # no IPv6 on this machine: every IPv4 interface is "every interface"
-            return _bind(socket.AF_INET, ("0.0.0.0", port))
+            return _bind(socket.AF_INET, ("0.0.0.0", port), receive_buffer)
     if host == "0.0.0.0":
-        return _bind(socket.AF_INET, (host, port))
+        return _bind(socket.AF_INET, (host, port), receive_buffer)
     loop = asyncio.get_running_loop()
     infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM,
                                    flags=socket.AI_PASSIVE)
     if not infos:  # pragma: no cover - getaddrinfo raises instead
         raise OSError(f"cannot resolve listener host {host!r}")
     family, _type, _proto, _canon, address = infos[0]
-    return _bind(family, address)
+    return _bind(family, address, receive_buffer)
 
 
 _ALL_INTERFACES = ("", "::")
 
 
-def _bind(family: int, address: Any, dual_stack: bool = False) -> socket.socket:
+def _bind(family: int, address: Any, receive_buffer: int, dual_stack: bool = False
+          ) -> socket.socket:
     # proto named, not 0: accepted sockets copy it, and asyncio turns Nagle off
     # (TCP_NODELAY, as Kafka does) only on sockets whose proto is IPPROTO_TCP. With Nagle
     # on, an answer written while the previous one is unacknowledged waits for the client's
@@ -404,7 +423,8 @@ def _bind(family: int, address: Any, dual_stack: bool = False) -> socket.socket:
             sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
         # Set before listen(): accepted sockets inherit it, and the TCP window scale is
         # chosen from it during the handshake.
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)
+        if receive_buffer > 0:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, receive_buffer)
         sock.bind(address)
     except BaseException:
         sock.close()

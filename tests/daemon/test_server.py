@@ -696,3 +696,23 @@ def test_descriptor_exhaustion_pauses_accepting_with_one_warning(tmp_path: Path)
     exhausted = [line for line in lines if "Too many open files" in line]
     assert 1 <= len(exhausted) <= 2, "\n".join(exhausted[:20])
     assert len([line for line in lines if " WARNING " in line]) <= 2, "\n".join(lines[:40])
+
+
+def test_socket_settings_are_applied(tmp_path: Path) -> None:
+    """socket.listen.backlog.size, socket.receive.buffer.bytes and socket.send.buffer.bytes
+    are honoured, not silently accepted."""
+    with running_broker(tmp_path, socket_listen_backlog_size=7,
+                        socket_receive_buffer_bytes=65536,
+                        socket_send_buffer_bytes=131072) as broker, broker.connect() as client:
+        assert _answers(client, 10)
+        listening = subprocess.run(["ss", "-ltnH", f"sport = :{broker.port}"],
+                                   capture_output=True, text=True, check=True).stdout.split()
+        assert listening[2] == "7"  # Send-Q of a listening socket: its backlog
+
+        def buffers() -> list[tuple[int, int]]:
+            return [(s.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF),
+                     s.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF))
+                    for s in (c.transport.get_extra_info("socket")
+                              for c in broker.broker.server.connections)]
+
+        assert broker.call(buffers) == [(2 * 65536, 2 * 131072)]  # Linux doubles them
