@@ -716,3 +716,17 @@ def test_socket_settings_are_applied(tmp_path: Path) -> None:
                               for c in broker.broker.server.connections)]
 
         assert broker.call(buffers) == [(2 * 65536, 2 * 131072)]  # Linux doubles them
+
+
+def test_a_dynamic_max_connections_change_applies_to_waiting_connections(tmp_path: Path
+                                                                          ) -> None:
+    with running_broker(tmp_path, max_connections=1) as broker, broker.connect() as admin:
+        assert _answers(admin, 10)
+        with broker.connect() as waiting:
+            assert not _answers(waiting, 0.5)
+            response = admin.call(44, 1, {"resources": [{
+                "resource_type": 4, "resource_name": "", "configs": [
+                    {"name": "max.connections", "config_operation": 0, "value": "5"}]}],
+                "validate_only": False})
+            assert response.responses[0].error_code == 0, response
+            assert waiting.recv_response(18, 3)[1].error_code == 0
