@@ -172,14 +172,19 @@ class Server:
         # accepted socket is IPPROTO_TCP, see _bind).
         try:
             await asyncio.get_running_loop().connect_accepted_socket(lambda: conn, sock)
-        except BaseException as exc:
-            conn.release()
-            if conn.transport is None:
-                sock.close()
-            if not isinstance(exc, (OSError, asyncio.CancelledError)):
+        except asyncio.CancelledError:  # the server is closing
+            self._drop(conn, sock)
+            raise
+        except Exception as exc:
+            self._drop(conn, sock)
+            if not isinstance(exc, OSError):  # the peer went away; anything else is a bug
                 log.error("cannot serve an accepted connection", exc_info=exc)
-            if isinstance(exc, asyncio.CancelledError):
-                raise
+
+    @staticmethod
+    def _drop(conn: Connection, sock: socket.socket) -> None:
+        conn.release()
+        if conn.transport is None:  # else the transport closes the socket
+            sock.close()
 
     def connection_closed(self, conn: Connection) -> None:
         """``conn`` no longer counts against the limits: a paused listener may resume."""

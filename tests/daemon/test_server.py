@@ -644,7 +644,7 @@ def test_max_connection_creation_rate_spaces_out_accepts(tmp_path: Path) -> None
             client.close()
 
 
-NOFILE_LIMIT = 256
+NOFILE_LIMIT = 512
 
 
 def _limit_descriptors() -> None:  # in the broker's child process only
