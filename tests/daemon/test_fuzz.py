@@ -15,8 +15,8 @@ broker's RSS must be within RSS_BOUND of what it was at the start, and its log m
 no traceback.
 
 The inter-broker control APIs (LeaderAndIsr, StopReplica, UpdateMetadata,
-ControlledShutdown) are left out: a standalone broker must refuse them (issue 18 item
-1), and until it does a mutated one could legitimately delete the witness's data.
+ControlledShutdown) are fuzzed too, and this broker, standalone, must never answer them
+(issue 18 item 1): valid or mutated, they close the connection.
 
 Deterministic for a seed: KLOG_FUZZ_SEED (printed) picks it, KLOG_FUZZ_MUTATIONS the
 count (default 3000); the run also stops after KLOG_FUZZ_SECONDS (default 40).
@@ -57,7 +57,8 @@ SECONDS = float(os.environ.get("KLOG_FUZZ_SECONDS", "40"))
 RSS_BOUND = 200 << 20
 MESSAGE_MAX_BYTES = 1 << 20
 REQUEST_MAX_BYTES = 4 << 20
-INTER_BROKER_APIS = (4, 5, 6, 7)
+#: What this (standalone) broker serves: every API but the inter-broker control ones.
+BROKER_APIS = apis.STANDALONE_ADVERTISED
 PROBE_CID = 0x7EADBEEF
 WITNESS_TOPIC = "witness"
 TOPIC = "fz"  # the topic the valid requests name (two partitions)
@@ -183,12 +184,10 @@ def _fix_for_api(api_key: int, entity: Any) -> Any:
 
 
 def _valid_requests() -> list[tuple[int, int, bytes]]:
-    """(api key, version, request payload: header + body) of every advertised API and
-    version but the inter-broker ones."""
+    """(api key, version, request payload: header + body) of every API and version a
+    broker advertises (in cluster mode: the inter-broker control APIs included)."""
     requests = []
     for api_key, (low, high) in sorted(apis.ADVERTISED.items()):
-        if api_key in INTER_BROKER_APIS:
-            continue
         for version in range(low, high + 1):
             cls = apis.spec_for(api_key).request_entity(version)
             entity = _fix_for_api(api_key, _entity(cls))
@@ -492,7 +491,7 @@ def _allowed_wait(payload: bytes) -> float:
     """Seconds the broker may take on a request because it asks to wait: its decoded
     max_wait or timeout (0 if it does not decode: the broker then closes at once)."""
     try:
-        header, offset = framing.parse_request_header(memoryview(payload), apis.ADVERTISED)
+        header, offset = framing.parse_request_header(memoryview(payload), BROKER_APIS)
         request = apis.decode_request(header.api_key, header.api_version,
                                       memoryview(payload)[offset:])
     except Exception:
@@ -512,13 +511,17 @@ _PROBE = framing.encode_request(18, 0, PROBE_CID, "probe", b"")
 def _check_answers(payload: bytes, answers: list[bytes]) -> None:
     """What the broker answered a mutated request it accepted: at most one answer, with
     the request's correlation id, decodable as that API and version's response (or, for
-    an ApiVersions version it does not support, as the v0 fallback)."""
+    an ApiVersions version it does not support, as the v0 fallback). A request whose
+    header the broker must refuse (an API it does not serve) gets no answer."""
     assert len(answers) <= 1, f"{len(answers)} answers to one request"
     if not answers:
         return  # acks=0 produce, or a request the broker refused by closing
-    header, _ = framing.parse_request_header(memoryview(payload), apis.ADVERTISED)
+    try:
+        header, _ = framing.parse_request_header(memoryview(payload), BROKER_APIS)
+    except Exception as exc:
+        raise AssertionError(f"answered a request it must refuse ({exc})") from None
     version = header.api_version
-    if framing.is_unsupported_api_versions(header, apis.ADVERTISED):
+    if framing.is_unsupported_api_versions(header, BROKER_APIS):
         version = 0
     header_version = apis.response_header_version(header.api_key, version)
     cid, offset = framing.parse_response_header(answers[0], header_version)
@@ -646,10 +649,12 @@ def test_fuzz_the_request_path(fuzz_broker: KlogBroker) -> None:
     assert fuzz_broker.process is not None
     pid = fuzz_broker.process.pid
     sender = Sender(fuzz_broker.port, rng)
-    # every valid request is answered as it is (the baseline the mutations start from)
+    # every valid request is answered as it is (the baseline the mutations start from),
+    # but for the control APIs, which this standalone broker refuses by closing
     for api_key, version, payload in valid:
         outcome = sender.send(Mutation(api_key, version, "valid", payload))
-        assert outcome == "answered", (apis.spec_for(api_key).name, version, outcome)
+        expected = "answered" if api_key in BROKER_APIS else "closed"
+        assert outcome == expected, (apis.spec_for(api_key).name, version, outcome)
     rss_start = _status(pid, "VmRSS")
     witness = Witness(fuzz_broker.port)
     witness.start()
