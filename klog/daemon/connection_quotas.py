@@ -135,9 +135,8 @@ class ConnectionQuotas:
     def __init__(self, config: BrokerConfig, clock: Callable[[], float] = time.monotonic
                  ) -> None:
         self._clock = clock
-        self._config: BrokerConfig | None = None
-        self.limits = limits_from_config(config)
         self._config = config
+        self.limits = limits_from_config(config)
         self.total = 0
         self.per_listener: dict[str, int] = {}
         self.per_ip: dict[str, int] = {}

@@ -292,13 +292,14 @@ class Acceptor:
         self._loop = asyncio.get_running_loop()
         self._retry: asyncio.TimerHandle | None = None
 
-    def resume(self, force: bool = False) -> None:
-        """Watch the socket again (idempotent). A pending retry timer is kept unless
-        ``force``: the rate limit's wait is not cut short by a closing connection."""
+    def resume(self) -> None:
+        """Watch the socket again (idempotent), unless a retry timer is pending and the
+        limits still say wait: a closing connection does not cut the creation rate's
+        wait short."""
         if self.sock.fileno() < 0:
             return
         if self._retry is not None:
-            if not force and self.server.quotas.slot_wait(self.name) > 0:
+            if self.server.quotas.slot_wait(self.name) > 0:
                 return
             self._retry.cancel()
             self._retry = None
