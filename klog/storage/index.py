@@ -23,6 +23,13 @@ searched first, because in-sync consumers and followers almost always look there
 pages stay in the page cache. Memory is the mapping only (the page cache's business), so an
 index's Python footprint does not grow with its size.
 
+Descriptors: a mapping holds no file descriptor, as a Java MappedByteBuffer does not (Kafka
+closes the index's channel once it is mapped). CPython's mmap keeps a dup of the descriptor
+it was given for ``size()`` and ``resize()``, which klog never calls (a resize unmaps and maps
+again); on Python 3.13+ ``trackfd=False`` says so, and before that ``map_file`` closes the
+dup itself (see ``_untrack``). Without this every mapped index costs a descriptor, and a
+broker with thousands of partitions runs out of them ("Too many open files") at start-up.
+
 The offset index's two columns are searched by ``bisect`` in C, not by a Python loop: the
 mapping is viewed as native uint32 words, each column is a strided view of them, and
 ``socket.ntohl`` (a C function, the identity on big-endian hosts) turns a word back into
@@ -43,6 +50,7 @@ remaps the file).
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import mmap
 import operator
 import os
@@ -76,6 +84,52 @@ _ABORTED_TXN = struct.Struct(">hqqqq")
 _CHUNK_ENTRIES = 65536
 # Offset index entries in the warm section.
 _WARM_ENTRIES = WARM_SECTION_BYTES // OFFSET_INDEX_ENTRY_SIZE
+
+
+# -- descriptor-free mappings ------------------------------------------------------------------
+
+# Python 3.13 added mmap(..., trackfd=False): the mapping keeps no descriptor.
+_HAS_TRACKFD = sys.version_info >= (3, 13)
+# Before 3.13, CPython's mmap_object (Modules/mmapmodule.c, POSIX) is PyObject_HEAD, then
+# data, size, pos, offset and exports (five 8-byte fields on 64-bit), then ``int fd``: the
+# dup it keeps. object.__basicsize__ is PyObject_HEAD's size in this build (debug builds
+# with Py_TRACE_REFS have a bigger one).
+_MMAP_FD_OFFSET = object.__basicsize__ + 5 * 8
+_untrack_verified = sys.implementation.name == "cpython" and ctypes.sizeof(ctypes.c_void_p) == 8
+
+
+def map_file(fd: int, length: int, access: int) -> mmap.mmap:
+    """Map ``length`` bytes of ``fd``'s file; the mapping holds no descriptor of its own
+    when the running Python allows it (``fd`` may be closed at once either way)."""
+    if _HAS_TRACKFD:
+        return mmap.mmap(fd, length, access=access, trackfd=False)  # type: ignore[call-arg]
+    mapping = mmap.mmap(fd, length, access=access)
+    _untrack(mapping, fd)
+    return mapping
+
+
+def _untrack(mapping: mmap.mmap, fd: int) -> None:
+    """Close the descriptor CPython < 3.13 keeps for ``mapping`` and mark it gone (-1, as
+    for an anonymous map: close, flush and the buffer protocol never use it).
+
+    Done only when the field holds what it must -- a descriptor other than ``fd`` open on
+    the same file -- so an unexpected object layout is never written to: then the mapping
+    keeps its descriptor (correct, one descriptor per mapped index) from then on.
+    """
+    global _untrack_verified
+    if not _untrack_verified:
+        return
+    cell = ctypes.c_int.from_address(id(mapping) + _MMAP_FD_OFFSET)
+    kept = cell.value
+    try:
+        same = kept >= 0 and kept != fd and os.path.samestat(os.fstat(kept), os.fstat(fd))
+    except OSError:
+        same = False
+    if not same:
+        _untrack_verified = False
+        return
+    cell.value = -1
+    os.close(kept)
 
 
 class CorruptIndexError(Exception):
@@ -158,7 +212,7 @@ class _MmapIndex:
             self._mmap = None  # mmap refuses empty files; an empty index needs no map
             return
         access = mmap.ACCESS_WRITE if self.writable else mmap.ACCESS_READ
-        self._mmap = mmap.mmap(fd, length, access=access)
+        self._mmap = map_file(fd, length, access)
 
     def _unmap(self) -> None:
         columns = self._columns

@@ -305,6 +305,10 @@ class PartitionLog:
         if not self._base_offsets:
             self._add_segment(self._new_segment(self._log_start_offset))
         active = self.active_segment
+        # Checked (or rebuilt) above: the inactive segments' indexes are mapped again only
+        # when a read needs them, so a log dir of thousands of segments loads mapping few.
+        for base in self._base_offsets[:-1]:
+            self._segments[base].release_indexes()
         active.resize_indexes(self.config.segment_index_bytes)
         self._log_end_offset = active.read_next_offset()
         first_base = self._base_offsets[0]

@@ -750,8 +750,10 @@ class RollParams(NamedTuple):
 class LogSegment:
     """One segment: an append-only .log file plus its lazily opened indexes.
 
-    Kafka's LogSegment. The .log file descriptor stays open for the segment's life;
-    indexes are mapped on first use (so loading thousands of segments maps nothing).
+    Kafka's LogSegment. The .log file descriptor stays open for the segment's life (the
+    only descriptor a segment holds: index mappings keep none, see index.py); indexes are
+    mapped on first use and released when the segment stops being active or has been
+    checked at load (``release_indexes``), so thousands of idle segments map nothing.
     Not thread-safe: the owning PartitionLog's lock serialises every call.
     """
 
@@ -1547,11 +1549,25 @@ class LogSegment:
         self.time_index.resize(size)
 
     def on_become_inactive_segment(self) -> None:
-        """At roll: record the max timestamp in the time index and trim both indexes."""
+        """At roll: record the max timestamp in the time index, trim both indexes and
+        release their mappings (the next lookup maps them again, see ``release_indexes``)."""
         ts = self.max_timestamp_and_offset_so_far
         self.time_index.maybe_append(ts.timestamp, ts.offset, skip_full_check=True)
         self.offset_index.trim_to_valid_size()
         self.time_index.trim_to_valid_size()
+        self.release_indexes()
+
+    def release_indexes(self) -> None:
+        """Unmap the offset and time indexes without writing; the ``offset_index`` and
+        ``time_index`` properties map them again on first use (Kafka's LazyIndex).
+
+        Only for indexes whose files hold exactly their entries (an inactive segment's,
+        trimmed at roll, or one just loaded and checked): a file opened again counts
+        ``size / entry size`` entries. A partition at rest thus maps the indexes of its
+        active segment only, however many segments it has.
+        """
+        # The files keep the entries the mappings had, so ``_chained_from`` stays true.
+        self._close_indexes()
 
     # -- truncation and recovery -----------------------------------------------------------
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import bisect
+import os
 import socket
 import struct
 from pathlib import Path
@@ -382,3 +383,35 @@ def test_fast_appends_keep_the_checks(tmp_path: Path) -> None:
         times.maybe_append(102, BASE + 3)  # the last slot is kept for the roll
     assert times.maybe_append(102, BASE + 3, skip_full_check=True)
     times.close()
+
+
+def _open_descriptors() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs /proc/self/fd")
+def test_mapped_indexes_hold_no_descriptor(tmp_path: Path) -> None:
+    # Kafka's mapped indexes keep no file open; a broker with thousands of partitions must
+    # not spend a descriptor per index (three per partition ran out at 20,000).
+    before = _open_descriptors()
+    indexes: list[OffsetIndex | TimeIndex] = []
+    for n in range(20):
+        offsets = make_offset_index(tmp_path / f"{n}.index", [(BASE + 1, 0), (BASE + 5, 80)])
+        times = TimeIndex(tmp_path / f"{n}.timeindex", BASE, max_index_size=1200)
+        times.maybe_append(7, BASE + 5)
+        indexes += [offsets, times]
+    assert _open_descriptors() == before
+    # ...and they still work: written through the mapping, flushed, resized, read again.
+    offsets, times = indexes[0], indexes[1]
+    assert isinstance(offsets, OffsetIndex) and isinstance(times, TimeIndex)
+    offsets.append(BASE + 9, 160)
+    offsets.flush()
+    offsets.resize(64)
+    assert offsets.lookup(BASE + 6) == OffsetPosition(BASE + 5, 80)
+    assert _open_descriptors() == before
+    for index in indexes:
+        index.close()
+    assert read_offset_index_entries(tmp_path / "0.index", BASE) == [
+        (BASE + 1, 0), (BASE + 5, 80), (BASE + 9, 160)]
+    assert read_time_index_entries(tmp_path / "0.timeindex", BASE) == [(7, BASE + 5)]
+    assert _open_descriptors() == before

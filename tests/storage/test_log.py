@@ -607,3 +607,85 @@ def test_reads_up_to_a_high_watermark(tmp_path: Path) -> None:
     for max_offset in (end, end + 10):  # at or past the log end: no limit at all
         assert log.read(0, 5000, max_offset=max_offset) == log.read(0, 5000)
     log.close()
+
+
+def _descriptors_of(directory: Path) -> int:
+    """Descriptors this process holds open on files in ``directory``."""
+    count = 0
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        count += target.startswith(str(directory))
+    return count
+
+
+def _read_all(log: PartitionLog) -> bytes:
+    offset, got = log.log_start_offset, b""
+    while offset < log.log_end_offset:
+        chunk = log.read(offset, 100_000).read_bytes()
+        got += chunk
+        offset = list(iter_batch_headers(chunk))[-1].last_offset + 1
+    return got
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs /proc/self/fd")
+def test_idle_segments_release_their_indexes_and_hold_one_descriptor(tmp_path: Path) -> None:
+    log = make_log(tmp_path, segment_bytes=1000)
+    append_n(log, 20, value_size=60)
+    segments = log.segments
+    assert len(segments) > 3
+    directory = tmp_path / "topic-0"
+    # Rolled segments map nothing; each segment holds its .log descriptor only.
+    for segment in segments[:-1]:
+        assert segment._offset_index is None and segment._time_index is None
+    assert _descriptors_of(directory) == len(segments)
+    everything = b"".join(s.log_path.read_bytes() for s in segments)
+    # Reads map the old segments' indexes again, and find the same batches.
+    assert _read_all(log) == everything
+    middle = segments[1]
+    found = log.fetch_offset_by_timestamp(T0 + 7)
+    assert found is not None and found.offset >= middle.base_offset
+    assert segments[0].translate_offset(2) is not None
+    assert segments[0]._offset_index is not None
+    assert _descriptors_of(directory) == len(segments)
+    log.flush()
+    log.close()
+    assert _descriptors_of(directory) == 0
+    # Loaded again: only the active segment's indexes are mapped.
+    reopened = make_log(tmp_path, segment_bytes=1000)
+    for segment in reopened.segments[:-1]:
+        assert segment._offset_index is None and segment._time_index is None
+    assert _descriptors_of(directory) == len(segments)
+    assert _read_all(reopened) == everything
+    assert reopened.append_as_leader(build_batch(0, count=1), 0).first_offset == 60
+    reopened.close()
+
+
+def test_crash_recovery_rebuilds_lazily_opened_indexes(tmp_path: Path) -> None:
+    log = make_log(tmp_path, segment_bytes=1000)
+    append_n(log, 20, value_size=60)
+    log.flush()
+    leo = log.log_end_offset
+    everything = b"".join(s.log_path.read_bytes() for s in log.segments)
+    directory = tmp_path / "topic-0"
+    reference = {p: p.read_bytes() for p in sorted(directory.glob("*.index"))[:-1]}
+    # A crash: descriptors and mappings gone without trimming anything; then an inactive
+    # segment's index, not mapped at the time, is found damaged (a zero tail).
+    for segment in log.segments:
+        segment.close_handlers()
+    damaged = sorted(reference)[1]
+    with open(damaged, "ab") as f:
+        f.write(bytes(64))
+    recovered = PartitionLog(directory, LogConfig(segment_bytes=1000), recovery_point=0,
+                             had_clean_shutdown=False, clock=Clock())
+    assert recovered.log_end_offset == leo
+    assert _read_all(recovered) == everything
+    for segment in recovered.segments[:-1]:
+        # Looked up lazily, after recovery, from the rebuilt files.
+        position = segment.translate_offset(segment.base_offset)
+        assert position is not None and position.position == 0
+    recovered.close()
+    for path, data in reference.items():
+        assert path.read_bytes() == data
