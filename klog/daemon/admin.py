@@ -21,6 +21,12 @@ Requests that change the cluster then wait until this broker's metadata shows th
 (partitions with leaders, or the topic gone) or their timeout passes; a timeout is
 REQUEST_TIMED_OUT while the change still goes on, as in Kafka. Runs on the event loop:
 metastore calls go to worker threads.
+
+Creating partitions also checks this broker's file descriptors first
+(klog/daemon/descriptors.py): a create that would place more partitions here than the
+descriptors left allow is refused with POLICY_VIOLATION, before anything is written. A
+partition whose log this broker could not create (a full disk) makes the create answer
+KAFKA_STORAGE_ERROR, not success: the topic exists, but that partition cannot be used.
 """
 
 from __future__ import annotations
@@ -37,6 +43,7 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import TYPE_CHECKING
 
+from klog.daemon import descriptors
 from klog.daemon.config import (
     BROKER_CONFIGS,
     TOPIC_CONFIGS,
@@ -411,6 +418,8 @@ class AdminManager:
         self.broker = broker
         self.config_changes = ConfigChangeManager(broker)
         self._metadata_changed = asyncio.Event()
+        # Descriptors promised to creations whose logs may not exist yet (descriptors.py).
+        self._reserved_descriptors = 0
 
     async def startup(self) -> None:
         """Load dynamic broker configs (and, in cluster mode, listen for config changes).
@@ -446,39 +455,75 @@ class AdminManager:
     async def create_topics(self, specs: Sequence[TopicSpec], *, validate_only: bool = False,
                             timeout_ms: int = 30000) -> dict[str, TopicResult]:
         results: dict[str, TopicResult] = {}
-        to_wait: list[str] = []
+        to_wait: dict[str, int] = {}
         names = [spec.name for spec in specs]
-        for spec in specs:
-            if names.count(spec.name) > 1:  # none of the entries is created, as in Kafka
-                results[spec.name] = TopicResult(int(ErrorCode.INVALID_REQUEST),
-                                                 "Found multiple entries for this topic.")
-                continue
-            try:
-                result, assignment, configs = await self._validate(spec)
-                if validate_only:
-                    result.topic_id = None
+        reserved = 0
+        try:
+            for spec in specs:
+                if names.count(spec.name) > 1:  # none of the entries is created, as in Kafka
+                    results[spec.name] = TopicResult(int(ErrorCode.INVALID_REQUEST),
+                                                     "Found multiple entries for this topic.")
+                    continue
+                try:
+                    result, assignment, configs = await self._validate(spec)
+                    local = self._local_partitions(assignment.values())
+                    self._check_descriptors(local)
+                    if validate_only:
+                        result.topic_id = None
+                    else:
+                        self._reserved_descriptors += local
+                        reserved += local
+                        await asyncio.to_thread(self._write_topic, spec.name, assignment,
+                                                configs, result)
+                        to_wait[spec.name] = len(assignment)
+                    results[spec.name] = result
+                except AdminError as exc:
+                    results[spec.name] = TopicResult(int(exc.error_code), str(exc))
+                except _STORE_ERRORS as exc:
+                    results[spec.name] = TopicResult(*_metastore_failure(exc))
+            if to_wait:
+                if timeout_ms <= 0:
+                    ready: set[str] = set()
                 else:
-                    await asyncio.to_thread(self._write_topic, spec.name, assignment, configs,
-                                            result)
-                    to_wait.append(spec.name)
-                results[spec.name] = result
-            except AdminError as exc:
-                results[spec.name] = TopicResult(int(exc.error_code), str(exc))
-            except _STORE_ERRORS as exc:
-                results[spec.name] = TopicResult(*_metastore_failure(exc))
-        if to_wait:
-            if timeout_ms <= 0:
-                ready: set[str] = set()
-            else:
-                ready = await self.wait_for_topics(to_wait, timeout_ms)
-            for name in to_wait:
-                if name not in ready:
-                    results[name].error_code = int(ErrorCode.REQUEST_TIMED_OUT)
-                    results[name].error_message = (
-                        f"topic {name} was created but its partitions did not get leaders "
-                        f"within {timeout_ms} ms"
-                    )
+                    # Every partition: the controller announces big topics in steps.
+                    ready = await self.wait_for_topics(list(to_wait), timeout_ms, to_wait)
+                for name in to_wait:
+                    if name not in ready:
+                        results[name].error_code = int(ErrorCode.REQUEST_TIMED_OUT)
+                        results[name].error_message = (
+                            f"topic {name} was created but its partitions did not get "
+                            f"leaders within {timeout_ms} ms"
+                        )
+                    elif (failure := self._log_creation_failure(name)) is not None:
+                        results[name].error_code = int(ErrorCode.KAFKA_STORAGE_ERROR)
+                        results[name].error_message = f"topic {name} was created, but {failure}"
+        finally:
+            self._reserved_descriptors -= reserved
         return results
+
+    # -- the descriptor budget and failed logs -------------------------------------------
+
+    def _local_partitions(self, replica_lists: Iterable[Sequence[int]]) -> int:
+        """How many of these partitions (given by their replicas) would be hosted here."""
+        me = self.broker.broker_id
+        return sum(1 for replicas in replica_lists if me in replicas)
+
+    def _check_descriptors(self, new_partitions: int) -> None:
+        """Refuse (POLICY_VIOLATION) what this broker has no descriptors left for."""
+        why = descriptors.refusal(new_partitions, self._reserved_descriptors)
+        if why is not None:
+            log.warning("refused creating partitions: %s", why)
+            raise AdminError(ErrorCode.POLICY_VIOLATION, why)
+
+    def _log_creation_failure(self, topic: str) -> str | None:
+        """Why the log of one of ``topic``'s partitions could not be made here, or None."""
+        manager = self.broker.replica_manager
+        failures = manager.log_creation_failures if manager is not None else {}
+        for (name, partition), reason in sorted(failures.items()):
+            if name == topic:
+                return (f"the log of partition {name}-{partition} could not be created on "
+                        f"broker {self.broker.broker_id}: {reason}")
+        return None
 
     async def _validate(self, spec: TopicSpec) -> tuple[TopicResult, dict[int, list[int]],
                                                         dict[str, str]]:
@@ -663,13 +708,14 @@ class AdminManager:
         results: dict[str, ApiError] = {}
         names = [s.name for s in specs]
         to_wait: dict[str, int] = {}
+        reserved = 0
         for spec in specs:
             if names.count(spec.name) > 1:
                 results[spec.name] = ApiError.of(ErrorCode.INVALID_REQUEST,
                                                  "Duplicate topic in request.")
                 continue
             try:
-                await asyncio.to_thread(self._add_partitions, spec, validate_only)
+                local = await asyncio.to_thread(self._add_partitions, spec, validate_only)
             except AdminError as exc:
                 results[spec.name] = exc.api_error()
                 continue
@@ -679,19 +725,29 @@ class AdminManager:
             results[spec.name] = NO_ERROR
             if not validate_only:
                 to_wait[spec.name] = spec.count
-        if to_wait:
-            ready = await self.wait_for_topics(list(to_wait), timeout_ms, to_wait) \
-                if timeout_ms > 0 else set()
-            for name in to_wait:
-                if name not in ready:
-                    results[name] = ApiError.of(
-                        ErrorCode.REQUEST_TIMED_OUT,
-                        f"the new partitions of {name} did not get leaders within "
-                        f"{timeout_ms} ms")
+                self._reserved_descriptors += local
+                reserved += local
+        try:
+            if to_wait:
+                ready = await self.wait_for_topics(list(to_wait), timeout_ms, to_wait) \
+                    if timeout_ms > 0 else set()
+                for name in to_wait:
+                    if name not in ready:
+                        results[name] = ApiError.of(
+                            ErrorCode.REQUEST_TIMED_OUT,
+                            f"the new partitions of {name} did not get leaders within "
+                            f"{timeout_ms} ms")
+                    elif (failure := self._log_creation_failure(name)) is not None:
+                        results[name] = ApiError.of(ErrorCode.KAFKA_STORAGE_ERROR,
+                                                    f"partitions were added to {name}, but "
+                                                    f"{failure}")
+        finally:
+            self._reserved_descriptors -= reserved
         return results
 
-    def _add_partitions(self, spec: PartitionsSpec, validate_only: bool) -> None:
-        """Read-modify-write of /brokers/topics/<t> (worker thread)."""
+    def _add_partitions(self, spec: PartitionsSpec, validate_only: bool) -> int:
+        """Read-modify-write of /brokers/topics/<t> (worker thread); returns how many of
+        the new partitions this broker hosts."""
         store = self.broker.metastore
         assert store is not None
         try:
@@ -718,14 +774,16 @@ class AdminManager:
             added = new_partitions_assignment(existing,
                                               self.broker.metadata_cache.alive_broker_ids(),
                                               spec.count, spec.assignments)
+            local = self._local_partitions(added.values())
+            self._check_descriptors(local)
             if validate_only:
-                return
+                return local
             merged = dict(current.partitions)
             merged.update({p: paths.ReplicaAssignment(tuple(r)) for p, r in added.items()})
             updated = paths.TopicAssignment(partitions=merged, topic_id=current.topic_id)
             try:
                 store.set(paths.topic_path(spec.name), updated.encode(), version=stat.version)
-                return
+                return local
             except BadVersionError:
                 continue  # changed meanwhile (another admin, a reassignment): read again
             except NoNodeError:

@@ -21,7 +21,7 @@ import logging
 import signal
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -274,6 +274,16 @@ class Broker:
             log.exception("registering again at %s failed", path)
 
     # -- controller requests (in-process in standalone mode) --------------------------------
+
+    async def prepare_logs(self, states: Iterable[PartitionState]) -> None:
+        """Before a LeaderAndIsr is applied: create the logs it will need here, off the
+        event loop (klog/daemon/replica_manager.py ``create_logs``)."""
+        assert self.replica_manager is not None
+        mine = [s for s in states if self.broker_id in s.replicas]
+        for topic in {s.topic for s in mine}:
+            if topic not in self.topic_overrides:
+                self.load_topic_overrides(topic)  # the log is made with the topic's configs
+        await self.replica_manager.create_logs(mine)
 
     def apply_leader_and_isr(self, states: list[PartitionState],
                              topic_ids: dict[str, uuid.UUID]) -> dict[tuple[str, int], int]:

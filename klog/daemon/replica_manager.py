@@ -14,6 +14,13 @@ the partition state znode) off the loop, and the partitions whose ISR changed ar
 under /isr_change_notification in batches (Kafka's blackout of 5 s / at most every 60 s,
 checked every 2.5 s). ``on_high_watermark`` hears of every high watermark move that is not
 an append's (those come with ``on_new_data``), for the produce and fetch purgatories.
+
+Logs are created off the event loop: ``create_logs`` makes the missing logs of the
+partitions a LeaderAndIsr is about to hand this broker in worker threads,
+``LOG_CREATION_BATCH`` at a time, before the decision is applied (thousands of partitions
+are thousands of directories and files: seconds of disk work). A log that cannot be made
+(a full disk, no descriptors left) is reported in ``log_creation_failures`` and answered
+KAFKA_STORAGE_ERROR, for LeaderAndIsr and for the CreateTopics that asked for it.
 """
 
 from __future__ import annotations
@@ -57,6 +64,9 @@ from klog.storage.segment import FetchDataInfo, TimestampAndOffset
 # batchLength (@8), magic (@16), lastOffsetDelta (@23) of a v2 batch header
 _LENGTH_MAGIC_DELTA = struct.Struct(">8xi4xb6xi")
 log = logging.getLogger(__name__)
+
+#: Logs created per worker-thread step (about 30-100 ms of directory and file creation).
+LOG_CREATION_BATCH = 100
 
 TopicPartition = tuple[str, int]
 
@@ -176,6 +186,9 @@ class ReplicaManager:
         self.isr_store = isr_store
         self.replica_lag_time_max_ms = replica_lag_time_max_ms
         self.partitions: dict[TopicPartition, Partition] = {}
+        # Partitions whose log could not be created here, with the reason (an OSError's
+        # text); cleared when the log is made or the replica stopped.
+        self.log_creation_failures: dict[TopicPartition, str] = {}
         self.clock: Callable[[], int] = lambda: int(time.time() * 1000)
         # The replica fetchers (klog.daemon.replica_fetcher.ReplicaFetcherManager); the
         # broker sets it. Any object with add_partitions / remove_partitions will do.
@@ -234,6 +247,7 @@ class ReplicaManager:
                 errors[tp] = int(exc.error_code)
             except OSError as exc:
                 log.error("cannot open log for %s-%d: %s", tp[0], tp[1], exc)
+                self.log_creation_failures[tp] = str(exc)
                 errors[tp] = int(ErrorCode.KAFKA_STORAGE_ERROR)
         if self.fetcher_manager is not None:
             if leaders:
@@ -252,15 +266,51 @@ class ReplicaManager:
         partition = self.partitions.get(tp)
         if partition is None:
             plog = self.log_manager.get_or_create_log(tp[0], tp[1], self.topic_config(tp[0]))
+            self.log_creation_failures.pop(tp, None)
             partition = Partition(tp[0], tp[1], self.broker_id, plog)
             self.partitions[tp] = partition
         return partition
+
+    async def create_logs(self, states: Iterable[PartitionState]) -> None:
+        """Create the missing logs of the partitions ``states`` hand this broker, in worker
+        threads, LOG_CREATION_BATCH at a time, so the event loop serves other clients in
+        between. Failures are recorded in ``log_creation_failures``
+        (``become_leader_or_follower`` meets them again and answers KAFKA_STORAGE_ERROR)."""
+        manager = self.log_manager
+        missing = list({(s.topic, s.partition): s for s in states
+                        if self.broker_id in s.replicas
+                        and (s.topic, s.partition) not in self.partitions
+                        and manager.get_log(s.topic, s.partition) is None}.values())
+        for start in range(0, len(missing), LOG_CREATION_BATCH):
+            batch = missing[start:start + LOG_CREATION_BATCH]
+            # Topic configs are read here, on the loop; the files are made in the thread.
+            configs = [self.topic_config(s.topic) for s in batch]
+            failures = await asyncio.to_thread(self._create_logs, batch, configs)
+            for tp, reason in failures.items():
+                log.error("cannot create the log of %s-%d: %s", tp[0], tp[1], reason)
+            self.log_creation_failures.update(failures)
+
+    def _create_logs(self, states: list[PartitionState], configs: list[LogConfig]
+                     ) -> dict[TopicPartition, str]:
+        failures: dict[TopicPartition, str] = {}
+        for s, config in zip(states, configs, strict=True):
+            try:
+                plog = self.log_manager.get_or_create_log(s.topic, s.partition, config)
+                if s.leader == self.broker_id and s.leader_epoch >= 0:
+                    # Partition.make_leader's first leader epoch entry, written (with its
+                    # fsyncs) here rather than on the event loop; make_leader then finds
+                    # it recorded. Nothing else knows this new log yet.
+                    plog.leader_epoch_cache.assign(s.leader_epoch, plog.log_end_offset)
+            except OSError as exc:
+                failures[(s.topic, s.partition)] = str(exc)
+        return failures
 
     def stop_replicas(self, tps: Iterable[TopicPartition], delete: bool) -> None:
         tps = list(tps)
         if self.fetcher_manager is not None:
             self.fetcher_manager.remove_partitions(tps)
         for tp in tps:
+            self.log_creation_failures.pop(tp, None)
             stopped = self.partitions.pop(tp, None)
             if delete:
                 self.log_manager.delete_log(tp[0], tp[1])

@@ -8,9 +8,13 @@ import signal
 
 from klog.daemon.broker import Broker
 from klog.daemon.config import BrokerConfig
+from klog.daemon.descriptors import raise_open_file_limit
 
 
 async def run_broker(config: BrokerConfig, install_signals: bool = True) -> None:
+    # As Kafka runs: every segment of every partition holds a descriptor. Done for the
+    # broker process only (an in-process broker in someone's tests leaves theirs alone).
+    raise_open_file_limit()
     broker = Broker(config)
     if install_signals:
         # Installed before start-up: a SIGTERM that arrives while the logs load still ends

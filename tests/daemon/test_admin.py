@@ -9,6 +9,7 @@ in cluster mode on a real ZooKeeper, fed by another writer.
 from __future__ import annotations
 
 import itertools
+import os
 import random
 import time
 import uuid
@@ -43,7 +44,7 @@ from tests.daemon.wire import InProcessBroker, WireClient, batch, running_broker
 
 pytestmark = pytest.mark.timeout(60)
 
-CREATE_TOPICS, DELETE_TOPICS, DELETE_RECORDS = 19, 20, 21
+API_VERSIONS, CREATE_TOPICS, DELETE_TOPICS, DELETE_RECORDS = 18, 19, 20, 21
 DESCRIBE_CONFIGS, ALTER_CONFIGS, DESCRIBE_LOG_DIRS = 32, 33, 35
 CREATE_PARTITIONS, INCREMENTAL_ALTER_CONFIGS, DESCRIBE_CLUSTER = 37, 44, 60
 TOPIC, BROKER = 2, 4
@@ -866,3 +867,94 @@ def test_cluster_mode_broker_applies_notifications_of_other_writers(tmp_path: Pa
                 assert seq <= 3
             finally:
                 other.close()
+
+
+# -- many partitions at once, and logs that cannot be created ---------------------------------
+
+
+def test_a_large_create_makes_its_files_off_the_event_loop_while_others_are_served(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import threading
+
+    from klog.storage import leader_epoch
+
+    partitions = 1200
+    with running_broker(tmp_path) as node:
+        loop_thread = node._thread
+        made_on: Counter[str] = Counter()
+        manager = node.broker.log_manager
+        assert manager is not None
+        create_log = manager.get_or_create_log
+        write_checkpoint = leader_epoch.write_leader_epoch_checkpoint
+
+        def where() -> str:
+            return "loop" if threading.current_thread() is loop_thread else "worker"
+
+        def recording_create(topic: str, partition: int, config: Any = None) -> Any:
+            if topic == "wide" and manager.get_log(topic, partition) is None:
+                made_on["log on " + where()] += 1
+            return create_log(topic, partition, config)
+
+        def recording_checkpoint(path: Any, entries: Any) -> None:
+            if "wide-" in str(path):
+                made_on["epoch checkpoint on " + where()] += 1
+            write_checkpoint(path, entries)
+
+        monkeypatch.setattr(manager, "get_or_create_log", recording_create)
+        monkeypatch.setattr(leader_epoch, "write_leader_epoch_checkpoint", recording_checkpoint)
+        answer: list[Any] = []
+        with node.connect(timeout=60) as creator, node.connect() as other:
+            creating = threading.Thread(target=lambda: answer.append(
+                _create(creator, "wide", version=4, partitions=partitions, timeout=50_000)))
+            creating.start()
+            served_meanwhile = 0
+            while creating.is_alive():
+                assert other.call(API_VERSIONS, 3, {
+                    "client_software_name": "t", "client_software_version": "1"}).error_code == 0
+                served_meanwhile += creating.is_alive()
+            creating.join()
+            assert answer[0].error_code == 0, answer[0]
+            meta = other.metadata(["wide"], auto_create=False).topics[0]
+            assert len(meta.partitions) == partitions
+            assert all(p.leader_id == 0 for p in meta.partitions)
+        # Every log and its first leader epoch checkpoint (two fsyncs) were made by workers.
+        assert made_on == {"log on worker": partitions,
+                           "epoch checkpoint on worker": partitions}, made_on
+        assert served_meanwhile > 0
+        # The partitions work: the leader epoch is the one written ahead.
+        with node.connect() as client:
+            produced = client.produce("wide", partitions - 1, batch(1))
+            assert produced.responses[0].partition_responses[0].error_code == 0
+
+
+def test_create_answers_a_storage_error_when_the_log_cannot_be_created(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A full disk, injected at the storage layer: creating a log of topic "full" fails as
+    # mkdir/open fail on a full file system (ENOSPC). No tiny file system is mounted: that
+    # needs root and a loop device.
+    import errno
+
+    from klog.storage import log_manager
+
+    real = log_manager.PartitionLog
+    full = {"full-0", "full-1", "full-2"}
+
+    def partition_log(directory: Path, *args: Any, **kwargs: Any) -> Any:
+        if Path(directory).name in full:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(directory))
+        return real(directory, *args, **kwargs)
+
+    monkeypatch.setattr(log_manager, "PartitionLog", partition_log)
+    with running_broker(tmp_path) as node, node.connect() as client:
+        result = _create(client, "full", version=4, partitions=3)
+        assert result.error_code == ErrorCode.KAFKA_STORAGE_ERROR, result
+        assert "No space left on device" in result.error_message
+        assert "full-0" in result.error_message
+        # Other topics are unaffected; adding partitions to a topic meets the same answer.
+        assert _create(client, "fine", version=4, partitions=1).error_code == 0
+        full.add("fine-1")
+        grown = client.call(CREATE_PARTITIONS, 1, {
+            "topics": [{"name": "fine", "count": 2, "assignments": None}],
+            "timeout": 10_000, "validate_only": False}).results[0]
+        assert grown.error_code == ErrorCode.KAFKA_STORAGE_ERROR, grown
+        assert "fine-1" in grown.error_message

@@ -48,6 +48,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 LEADER_AND_ISR, STOP_REPLICA, UPDATE_METADATA = 4, 5, 6
+#: New partitions announced per LeaderAndIsr/UpdateMetadata step (see _send_new_partitions).
+NEW_PARTITIONS_STEP = 500
 
 TopicPartition = tuple[str, int]
 
@@ -585,7 +587,7 @@ class Controller:
             self.topics[name] = assignment
             changed += await self._elect_leaders((name, p) for p in sorted(assignment.partitions))
         if changed:
-            self._send(changed)
+            await self._send_new_partitions(changed)
 
     async def _on_topic_data(self, name: str) -> None:
         assignment = await self._read_assignment(name)
@@ -596,7 +598,7 @@ class Controller:
         added = [(name, p) for p in sorted(assignment.partitions) if p not in known]
         changed = await self._elect_leaders(added) if added else []
         if changed:
-            self._send(changed)
+            await self._send_new_partitions(changed)
 
     async def _on_delete_topics(self) -> None:
         try:
@@ -821,6 +823,15 @@ class Controller:
         for broker_id, mine in by_broker.items():
             self._send_leader_and_isr(broker_id, mine)
         self._send_update_metadata(list(self.states.values()) if update_all else states)
+
+    async def _send_new_partitions(self, states: list[PartitionState]) -> None:
+        """``_send`` for new partitions, NEW_PARTITIONS_STEP at a time, each step's logs on
+        this broker made off the event loop first: a topic of thousands of partitions is
+        thousands of files to create, which must not stall every client for seconds."""
+        for start in range(0, len(states), NEW_PARTITIONS_STEP):
+            step = states[start:start + NEW_PARTITIONS_STEP]
+            await self.broker.prepare_logs(step)
+            self._send(step)
 
     def _topic_ids(self) -> dict[str, Any]:
         return {t: a.topic_id for t, a in self.topics.items() if a.topic_id is not None}

@@ -24,9 +24,14 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     if refused:
         error, errors = refused, {(s.topic, s.partition): refused for s in states}
     else:
+        controller_epoch = int(request.controller_epoch)
+        broker_epoch = int(getattr(request, "broker_epoch", -1))
+        if receiver.fence(broker, controller_epoch, broker_epoch) == 0:
+            # The new logs are made off the event loop first (thousands of files).
+            await broker.prepare_logs(states)
         error, errors = receiver.leader_and_isr(
-            broker, int(request.controller_id), int(request.controller_epoch),
-            int(getattr(request, "broker_epoch", -1)), states, topic_ids)
+            broker, int(request.controller_id), controller_epoch, broker_epoch, states,
+            topic_ids)
     if ctx.api_version < 5:
         return ctx.respond({"error_code": error, "partition_errors": [
             {"topic_name": t, "partition_index": p, "error_code": code}
