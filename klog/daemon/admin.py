@@ -709,25 +709,25 @@ class AdminManager:
         names = [s.name for s in specs]
         to_wait: dict[str, int] = {}
         reserved = 0
-        for spec in specs:
-            if names.count(spec.name) > 1:
-                results[spec.name] = ApiError.of(ErrorCode.INVALID_REQUEST,
-                                                 "Duplicate topic in request.")
-                continue
-            try:
-                local = await asyncio.to_thread(self._add_partitions, spec, validate_only)
-            except AdminError as exc:
-                results[spec.name] = exc.api_error()
-                continue
-            except _STORE_ERRORS as exc:
-                results[spec.name] = ApiError(*_metastore_failure(exc))
-                continue
-            results[spec.name] = NO_ERROR
-            if not validate_only:
-                to_wait[spec.name] = spec.count
-                self._reserved_descriptors += local
-                reserved += local
         try:
+            for spec in specs:
+                if names.count(spec.name) > 1:
+                    results[spec.name] = ApiError.of(ErrorCode.INVALID_REQUEST,
+                                                     "Duplicate topic in request.")
+                    continue
+                try:
+                    local = await asyncio.to_thread(self._add_partitions, spec, validate_only)
+                except AdminError as exc:
+                    results[spec.name] = exc.api_error()
+                    continue
+                except _STORE_ERRORS as exc:
+                    results[spec.name] = ApiError(*_metastore_failure(exc))
+                    continue
+                results[spec.name] = NO_ERROR
+                if not validate_only:
+                    to_wait[spec.name] = spec.count
+                    self._reserved_descriptors += local
+                    reserved += local
             if to_wait:
                 ready = await self.wait_for_topics(list(to_wait), timeout_ms, to_wait) \
                     if timeout_ms > 0 else set()
