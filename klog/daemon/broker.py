@@ -1,9 +1,10 @@
 """Broker: assembles one broker process and runs its lifecycle.
 
-Start-up order: load the logs (recovering after an unclean shutdown, off the event loop),
-open the metastore (file-backed in standalone mode, ZooKeeper when zookeeper.connect is
-set), settle the cluster id and meta.properties, open the listeners, register this broker
-under /brokers/ids, then start the controller (standalone: it is always this broker's).
+Start-up order: check that the open file limit holds the segments on disk, load the logs
+(recovering after an unclean shutdown, off the event loop), open the metastore
+(file-backed in standalone mode, ZooKeeper when zookeeper.connect is set), settle the
+cluster id and meta.properties, open the listeners, register this broker under
+/brokers/ids, then start the controller (standalone: it is always this broker's).
 
 Shutdown (SIGTERM/SIGINT or ``shutdown()``): stop accepting, close connections, stop the
 controller, flush every log, write the checkpoints and ``.kafka_cleanshutdown``, close
@@ -25,6 +26,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from klog.daemon import descriptors
 from klog.daemon.admin import AdminManager
 from klog.daemon.config import BrokerConfig
 from klog.daemon.controller import Controller
@@ -128,6 +130,8 @@ class Broker:
         self.started_at = time.monotonic()
         config = self.config
         check_listeners(config.listeners)  # refuse SSL/SASL before any work is done
+        # Refuse now, clearly, what would fail half way through loading the logs.
+        await asyncio.to_thread(descriptors.check_log_dirs, config.log_dirs)
         self.log_manager = LogManager(
             config.log_dirs, config.log_config(), topic_config=self.topic_log_config,
             producer_id_expiration_ms=config.get("producer.id.expiration.ms"),

@@ -14,6 +14,10 @@ What is left keeps a headroom for connections, segment rolls and transient files
 
 Only this broker's descriptors are known here: in a cluster, each broker checks the
 partitions a request places on itself (the one that received it).
+
+At start, before the logs load, ``check_log_dirs`` counts the segments on disk: if the
+limit cannot hold them all, the start fails at once with that count and how to raise the
+limit, rather than with "Too many open files" half way through loading.
 """
 
 from __future__ import annotations
@@ -21,7 +25,9 @@ from __future__ import annotations
 import logging
 import os
 import resource
+from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 
 log = logging.getLogger(__name__)
 
@@ -30,6 +36,9 @@ DESCRIPTORS_PER_PARTITION = 1
 #: Kept free for connections, segment rolls, checkpoints and transient files: a fifth of
 #: the limit, and never less than this.
 MIN_HEADROOM = 256
+#: What a broker opens besides its segments before it serves anyone (listeners, the
+#: metastore, lock files, the interpreter's own): what start-up must have left.
+START_UP_DESCRIPTORS = 64
 _FD_DIR = "/proc/self/fd"
 
 
@@ -115,3 +124,41 @@ def refusal(new_partitions: int, reserved: int = 0) -> str | None:
         f"unit, nofile in /etc/security/limits.conf) and restart it, or create fewer "
         f"partitions."
     )
+
+
+class DescriptorLimitError(RuntimeError):
+    """The open file limit cannot hold the segments already in the log dirs."""
+
+
+def count_segments(log_dirs: Iterable[Path | str]) -> int:
+    """The .log files in the partition directories of ``log_dirs`` (one descriptor each
+    once loaded)."""
+    count = 0
+    for log_dir in log_dirs:
+        try:
+            partitions = [e for e in os.scandir(log_dir)
+                          if e.is_dir(follow_symlinks=False) and not e.name.startswith(".")]
+        except FileNotFoundError:
+            continue
+        for entry in partitions:
+            with os.scandir(entry.path) as files:
+                count += sum(1 for f in files if f.name.endswith(".log"))
+    return count
+
+
+def check_log_dirs(log_dirs: Iterable[Path | str]) -> int:
+    """Raise DescriptorLimitError unless the soft limit holds every segment on disk plus
+    what start-up needs; returns the number of segments."""
+    segments = count_segments(log_dirs)
+    soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        return segments
+    needed = segments + START_UP_DESCRIPTORS
+    if needed > soft:
+        raise DescriptorLimitError(
+            f"the log dirs hold {segments} segments, each of which keeps its .log file "
+            f"open, but the open file limit (RLIMIT_NOFILE) is {soft}: raise the hard limit "
+            f"to more than {needed} (`ulimit -Hn`, LimitNOFILE= in a systemd unit, nofile "
+            f"in /etc/security/limits.conf) and start the broker again"
+        )
+    return segments

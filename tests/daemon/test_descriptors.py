@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from klog.protocol.errors import ErrorCode
-from klog.testing import KlogBroker
+from klog.testing import BrokerStartError, KlogBroker
 
 from .wire import WireClient
 
@@ -154,3 +154,25 @@ def _records(value: bytes) -> bytes:
     from klog.protocol.records.v2 import build_batch
 
     return build_batch([(0, None, value)])
+
+
+def test_a_limit_too_low_for_the_segments_on_disk_fails_the_start_in_one_clear_line(
+        tmp_path: Path) -> None:
+    broker = LimitedBroker(tmp_path / "data", nofile=None)
+    with broker:
+        with _connect(broker) as client:
+            assert _create(client, "lots", 300).error_code == 0
+        assert broker.stop() == 0
+        broker.nofile = 256
+        with pytest.raises(BrokerStartError):
+            broker.start()
+        assert broker.process is not None and broker.process.returncode == 1
+        last = broker.log_tail(1)
+        assert "the log dirs hold 300 segments" in last, last
+        assert "open file limit (RLIMIT_NOFILE) is 256" in last and "ulimit -Hn" in last
+        assert "Too many open files" not in broker.log_tail(400)
+        # Nothing was loaded or changed: with the limit back, the broker starts as before.
+        broker.nofile = None
+        broker.start()
+        with _connect(broker) as client:
+            assert _partitions_with_leaders(client, "lots") == 300
