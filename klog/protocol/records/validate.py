@@ -138,18 +138,24 @@ def check_batch(
     *,
     from_client: bool = True,
     require_keys: bool = False,
+    offset_rule: bool = True,
     max_decompressed_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE,
+    position: int | None = None,
 ) -> CheckedBatch:
     """Check the records of the v2 batch ``header`` describes (its bytes are in ``buf``).
 
     ``from_client`` adds Kafka's count rules for produced batches; ``require_keys`` is a
     compacted topic's rule (never applied to control batches, whose keys are the marker
-    type). Raises as the module docstring says; the batch's CRC is looked at only when a
-    check fails.
+    type). Without ``offset_rule`` only the grammar is checked (a batch at rest may have
+    lost records to compaction, so its offset deltas may have gaps). Raises as the module
+    docstring says; the batch's CRC is looked at only when a check fails. ``position``
+    is the batch's position for messages when not ``header.position`` (a batch read
+    alone from a file).
     """
     try:
         return _check_batch(buf, header, from_client, require_keys and not header.is_control,
-                            max_decompressed_size)
+                            offset_rule, max_decompressed_size,
+                            header.position if position is None else position)
     except KafkaError:
         header.ensure_valid(buf)  # damage in transit is reported as such
         raise
@@ -160,12 +166,13 @@ def _check_batch(
     header: BatchHeader,
     from_client: bool,
     require_keys: bool,
+    offset_rule: bool,
     max_decompressed_size: int,
+    position: int,
 ) -> CheckedBatch:
     if header.magic != MAGIC_V2:
         raise ValueError(f"check_batch needs a magic 2 batch, not magic {header.magic}")
     count = header.records_count or 0
-    position = header.position
     if from_client:
         # Kafka's LogValidator.validateBatch, in its order.
         if header.last_offset_delta < 0:
@@ -194,7 +201,14 @@ def _check_batch(
             f"batch at position {position} claims {count} records but its {len(data)} bytes "
             "of records cannot hold them"
         )
-    low, high = check_records(data, count, require_keys=require_keys, batch_position=position)
+    try:
+        low, high = check_records(data, count, require_keys=require_keys,
+                                  batch_position=position)
+    except InvalidRecordError:
+        if offset_rule or require_keys:
+            raise
+        # The walk judges the rules only after the whole section decoded: it did.
+        return CheckedBatch(header, data, None, None)
     if not count or header.timestamp_type is not TimestampType.CREATE_TIME:
         return CheckedBatch(header, data, None, None)
     return CheckedBatch(header, data, header.base_timestamp + low, header.base_timestamp + high)
