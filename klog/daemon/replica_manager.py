@@ -37,11 +37,11 @@ from klog.protocol.errors import (
     InvalidRecordError,
     KafkaError,
     OffsetOutOfRangeError,
+    RecordTooLargeError,
 )
 from klog.protocol.records.batch import (
     COMPRESSION_CODEC_MASK,
     CONTROL_FLAG_MASK,
-    DEFAULT_MAX_BATCH_SIZE,
     LOG_OVERHEAD,
     MAGIC_V2,
     RECORD_BATCH_OVERHEAD,
@@ -457,7 +457,7 @@ class ReplicaManager:
                 length, magic, attributes, delta, count = _ONE_BATCH.unpack_from(view, 0)
                 if (length + LOG_OVERHEAD == n and magic == MAGIC_V2 and delta >= 0
                         and count == delta + 1 and not attributes & COMPRESSION_CODEC_MASK
-                        and length <= DEFAULT_MAX_BATCH_SIZE
+                        and n <= config.max_message_bytes
                         and count * MIN_RECORD_SIZE <= n - RECORD_BATCH_OVERHEAD):
                     try:
                         check_records(view[RECORD_BATCH_OVERHEAD:], count,
@@ -476,6 +476,12 @@ class ReplicaManager:
             if from_client and h.magic != MAGIC_V2:
                 raise InvalidRecordError(
                     "produce requests v3+ may only contain record batches of magic 2"
+                )
+            if h.size > config.max_message_bytes:
+                # The log refuses it too; here, before anything is inflated.
+                raise RecordTooLargeError(
+                    f"the record batch at position {h.position} is {h.size} bytes, larger "
+                    f"than max.message.bytes ({config.max_message_bytes})"
                 )
             batch = None
             if h.magic == MAGIC_V2:

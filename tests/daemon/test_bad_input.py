@@ -29,6 +29,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+import zstandard
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kio.schema.types import TopicName
@@ -171,6 +172,22 @@ class Live:
                 if "unexpected error" in line or "Traceback" in line]
 
 
+# Topics with configs of their own (made by ``live``; see "Records that do not decode").
+CONFIGURED_TOPICS = {
+    "recompressed": {"compression.type": "lz4", "max.message.bytes": str(16 << 20)},
+    "compacted": {"cleanup.policy": "compact"},
+}
+
+
+def _create_topic(client: WireClient, name: str, configs: dict[str, str]) -> None:
+    response = client.call(19, 5, {"topics": [{
+        "name": name, "num_partitions": 2, "replication_factor": 1, "assignments": [],
+        "configs": [{"name": k, "value": v} for k, v in configs.items()]}],
+        "timeout": 10_000, "validate_only": False})
+    assert response.topics[0].error_code == 0, response
+    client.create_topic(name)
+
+
 @pytest.fixture(scope="module")
 def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
     broker = KlogBroker(tmp_path_factory.mktemp("bad-input"), overrides={
@@ -183,6 +200,8 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
         with WireClient(("127.0.0.1", broker.port)) as setup:
             for topic in ("healthy", "target", "other", "scratch"):
                 setup.create_topic(topic)
+            for topic, configs in CONFIGURED_TOPICS.items():
+                _create_topic(setup, topic, configs)
         healthy = HealthyClient(("127.0.0.1", broker.port), "healthy")
         healthy.start()
         yield Live(broker, healthy)
@@ -875,22 +894,10 @@ def test_structured_fuzz_valid_requests_with_arbitrary_values(target: Live, api_
 # batch beside it in the same request is appended. On a topic with compression.type=lz4
 # the same batches reach the broker's recompression, off the event loop.
 
-UNKNOWN_TOPIC_CONFIGS = {
-    "recompressed": {"compression.type": "lz4", "max.message.bytes": str(16 << 20)},
-    "compacted": {"cleanup.policy": "compact"},
-}
-
-
 def _topic(live: Live, name: str) -> str:
-    """``name`` created with its UNKNOWN_TOPIC_CONFIGS (once) and led."""
-    with live.connect() as client:
-        response = client.call(19, 5, {"topics": [{
-            "name": name, "num_partitions": 2, "replication_factor": 1, "assignments": [],
-            "configs": [{"name": k, "value": v}
-                        for k, v in UNKNOWN_TOPIC_CONFIGS[name].items()]}],
-            "timeout": 10_000, "validate_only": False})
-        assert response.topics[0].error_code in (0, 36), response  # 36: already exists
-        client.create_topic(name)
+    """``name``, created with its configs by the module's fixture (topics are made there,
+    before anything in the module could upset the controller)."""
+    assert name in CONFIGURED_TOPICS
     return name
 
 
@@ -969,6 +976,23 @@ def test_a_compacted_topic_refuses_records_without_a_key(target: Live) -> None:
     part = _produce(target, batch(2, key=b"k"), topic)
     assert (part.error_code, part.base_offset) == (0, leo)
     assert target.log_end_offset(topic) == leo + 2
+
+
+def test_a_compression_bomb_is_refused_without_inflating_it(target: Live) -> None:
+    """1 GiB of zeros in a ~32 KB zstd batch, on a topic that keeps the producer's codec
+    (so nothing but the record check inflates it): refused at the decompression bound,
+    nothing written, and the broker's peak memory barely moves."""
+    compressor = zstandard.ZstdCompressor().compressobj()
+    zeros = bytes(1 << 20)
+    section = b"".join(compressor.compress(zeros) for _ in range(1024)) + compressor.flush()
+    bomb = _with_section(section, int(CompressionType.ZSTD), n=1)
+    assert len(bomb) < MESSAGE_MAX_BYTES
+    leo = target.log_end_offset("target")
+    peak = target.peak_rss()
+    part = _produce(target, bomb)
+    assert (part.error_code, part.base_offset) == (10, -1)  # MESSAGE_TOO_LARGE
+    assert target.log_end_offset("target") == leo
+    assert target.peak_rss() - peak < 256 << 20
 
 
 def _tiny_records_zstd(count: int) -> bytes:
