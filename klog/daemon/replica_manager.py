@@ -1,10 +1,13 @@
 """ReplicaManager: the partitions this broker hosts, and produce/fetch against them.
 
 Owns the map of hosted Partitions, applies LeaderAndIsr / StopReplica decisions from the
-controller, validates produced batches the way Kafka's LogValidator does the parts that
-need no record decoding (magic, timestamps from the batch header), recompresses when the
+controller, validates produced batches the way Kafka's LogValidator does (magic, sizes,
+timestamps, and every record: klog/protocol/records/validate.py), recompresses when the
 topic's compression.type asks for a codec other than the producer's, appends, and wakes
-delayed fetches when new data arrives. Runs on the event loop thread.
+delayed fetches when new data arrives. Runs on the event loop thread, except the record
+checks that would hold it (inflating a compressed batch, recompressing, a big uncompressed
+walk): those run in the record checker's two threads, and the appends they precede still
+happen on the loop, in each partition's arrival order.
 
 Replication (cluster mode): LeaderAndIsr hands follower partitions to the replica fetchers
 (``fetcher_manager``, klog/daemon/replica_fetcher.py) and takes leaders away from them;
