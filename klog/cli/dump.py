@@ -41,7 +41,9 @@ def register(app: typer.Typer) -> None:
         "dump-segment",
         help=(
             "Print the contents of log segment files (.log, .index, .timeindex, .snapshot, "
-            ".txnindex) as Kafka's kafka-dump-log.sh does."
+            ".txnindex) as Kafka's kafka-dump-log.sh does.\n\n"
+            "Exit 1 when a file could not be dumped (missing, not named as a Kafka segment "
+            "file, unreadable) or an index file is corrupt (the bad entry is named)."
         ),
         no_args_is_help=True,
     )(dump_segment)
@@ -105,6 +107,12 @@ def dump_segment(
     json_output: bool = typer.Option(
         False, "--json", help="One JSON object per batch, record or entry (JSON Lines)."
     ),
+    force: bool = typer.Option(
+        False,
+        "--force",
+        help="Dump a .log/.index/... file even if it is not named as Kafka names segment "
+        "files (<20-digit base offset>.log); without it such a file is refused.",
+    ),
 ) -> None:
     """Print the contents of log segment files as Kafka's kafka-dump-log.sh does."""
     paths = [str(p) for p in files or []]
@@ -127,6 +135,7 @@ def dump_segment(
             key_decoder=key_decoder_class,
             value_decoder=value_decoder_class,
             skip_record_metadata=skip_record_metadata,
+            force=force,
         )
     except ValueError as exc:
         console.fail(str(exc), console.EXIT_USAGE)
@@ -154,12 +163,12 @@ def dump_segment(
         # `klog dump-segment ... | head`: the reader left; that is not an error.
         _silence_stdout()
         raise typer.Exit(console.EXIT_OK) from None
-    if run.failed or run.dumped == 0:
+    if run.failed or run.damaged or run.dumped == 0:
         raise typer.Exit(console.EXIT_DAMAGE)
 
 
 def _write_kafka_lines(events: Iterator[DumpEvent]) -> None:
-    from klog.storage.dump import ERR, FileErrorEvent
+    from klog.storage.dump import ERR, CorruptIndexEvent, FileErrorEvent
 
     out = console.raw
     render = methodcaller("to_kafka_line")
@@ -179,7 +188,7 @@ def _write_kafka_lines(events: Iterator[DumpEvent]) -> None:
                 if start < i:
                     out("".join(lines[start:i]))
                 sys.stdout.flush()
-                if isinstance(event, FileErrorEvent):
+                if isinstance(event, (FileErrorEvent, CorruptIndexEvent)):
                     _error_line(lines[i])
                 else:
                     sys.stderr.write(lines[i])
@@ -195,10 +204,10 @@ def _error_line(text: str) -> None:
 
 
 def _write_json(events: Iterator[DumpEvent]) -> None:
-    from klog.storage.dump import FileErrorEvent
+    from klog.storage.dump import CorruptIndexEvent, FileErrorEvent
 
     for event in events:
-        if isinstance(event, FileErrorEvent):
+        if isinstance(event, (FileErrorEvent, CorruptIndexEvent)):
             sys.stdout.flush()
             _error_line(event.to_kafka_line())
         console.emit_json(event.to_json())

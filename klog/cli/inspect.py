@@ -37,7 +37,15 @@ def _status_style(status: str) -> str:
         lib.STATUS_DAMAGED: "bold red",
     }.get(status, "")
 
-_PATH_HELP = "A log dir, a partition dir (<topic>-<partition>) or a segment file (.log)."
+_PATH_HELP = (
+    "A log dir, a partition dir (<topic>-<partition>) or a segment file "
+    "(<20-digit base offset>.log in a partition dir)."
+)
+_FORCE_HELP = (
+    "Take PATH for what it is given as even when it is not named and laid out as Kafka's "
+    "(any .log file as a segment, any dir as a partition or log dir)."
+)
+_RECOVER_FORCE_HELP = _FORCE_HELP + " A forced file may be truncated and get index files."
 _MAX_HELP = (
     "Largest batch size accepted, in bytes; a length field above it is damage "
     "(default: no limit but the file itself)."
@@ -83,10 +91,10 @@ def _finding_line(finding: lib.Finding) -> str:
     )
 
 
-def _target(path: Path) -> lib.Target:
+def _target(path: Path, force: bool) -> lib.Target:
     lib = _lib()
     try:
-        return lib.resolve_target(path)
+        return lib.resolve_target(path, force=force)
     except lib.InspectError as exc:
         _fail(str(exc), console.EXIT_USAGE)
 
@@ -144,13 +152,14 @@ def verify_command(
     max_message_size: int | None = typer.Option(
         None, "--max-message-size", min=14, help=_MAX_HELP, show_default=False
     ),
+    force: bool = typer.Option(False, "--force", help=_FORCE_HELP),
 ) -> None:
     """Check segments, indexes and checkpoints; exit 1 when damage is found.
 
     Missing or preallocated indexes are reported as rebuildable, not damage.
     """
     lib = _lib()
-    target = _target(path)
+    target = _target(path, force)
     with console.progress("verifying", target.total_log_bytes()) as advance:
         try:
             report = lib.verify(target, max_batch_size=max_message_size, progress=advance)
@@ -166,7 +175,9 @@ def verify_command(
 def _print_recover(report: lib.RecoveryReport) -> None:
     if report.dry_run:
         console.line("dry run: nothing was changed")
-    if not report.actions:
+    if not report.actions and report.unresolved:
+        console.line("nothing was changed")
+    elif not report.actions:
         console.line(
             f"nothing to do: {len(report.partitions)} partitions are consistent"
         )
@@ -195,6 +206,7 @@ def recover_command(
     max_message_size: int | None = typer.Option(
         None, "--max-message-size", min=14, help=_MAX_HELP, show_default=False
     ),
+    force: bool = typer.Option(False, "--force", help=_RECOVER_FORCE_HELP),
 ) -> None:
     """Do a broker's startup recovery, offline and without losing a byte.
 
@@ -203,7 +215,7 @@ def recover_command(
     running broker holds.
     """
     lib = _lib()
-    target = _target(path)
+    target = _target(path, force)
     with console.progress("recovering", target.total_log_bytes()) as advance:
         try:
             report = lib.recover(
@@ -231,13 +243,18 @@ def register(app: typer.Typer) -> None:
     app.command("recover", help=_RECOVER_HELP)(recover_command)
 
 
+_LAYOUT_HELP = (
+    "A path not named and laid out as Kafka's (e.g. an application's app.log) is refused "
+    "with exit 2 unless --force is given."
+)
 _VERIFY_HELP = (
     "Check segments, indexes and checkpoints; exit 1 when damage is found.\n\n"
-    "Missing or preallocated indexes are reported as rebuildable, not damage (exit 0)."
+    "Missing or preallocated indexes are reported as rebuildable, not damage (exit 0). "
+    + _LAYOUT_HELP
 )
 _RECOVER_HELP = (
     "Do a broker's startup recovery, offline and without losing a byte.\n\n"
-    "Invalid bytes are cut from a segment and saved beside it, later segments are moved "
-    "aside, indexes rebuilt, checkpoints beyond the data lowered. Refuses a log dir that a "
-    "running broker holds."
+    "Invalid bytes are cut from a segment and saved beside it, later segments and damaged "
+    "indexes are moved aside, indexes rebuilt, checkpoints beyond the data lowered. Refuses "
+    "a log dir that a running broker holds. " + _LAYOUT_HELP
 )

@@ -24,7 +24,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from klog.daemon.metadata_cache import PartitionState
 from klog.protocol.errors import ErrorCode, KafkaError
@@ -124,7 +124,8 @@ class Partition:
 
     def make_leader(self, state: PartitionState) -> bool:
         """Become leader for ``state``; True if this is a new leadership (epoch changed)."""
-        new_epoch = state.leader_epoch != self.leader_epoch or not self.is_leader
+        new_leader = not self.is_leader
+        new_epoch = state.leader_epoch != self.leader_epoch or new_leader
         self.leader_id = state.leader
         self.leader_epoch = state.leader_epoch
         self.replicas = state.replicas
@@ -134,12 +135,20 @@ class Partition:
         self.pending_isr = None
         now = _now_ms()
         if new_epoch:
-            # As Kafka: a new leader knows nothing of its followers' positions; those in
-            # the ISR count as caught up now (else they would be shrunk out at once).
-            self.remote_replicas = {
-                r: ReplicaState(r, last_caught_up_time_ms=now if r in state.isr else 0)
-                for r in state.replicas if r != self.local_broker_id
-            }
+            # As Kafka's resetReplicaState: followers in the ISR count as caught up now
+            # (else they would be shrunk out at once), the others not. A new leader knows
+            # nothing of its followers' positions; a leader that stays (the controller
+            # shrank the ISR, e.g. of a dead broker) keeps them, so the high watermark
+            # moves over the new ISR at once instead of after the followers' next fetch.
+            kept = {} if new_leader else self.remote_replicas
+            self.remote_replicas = {}
+            for r in state.replicas:
+                if r == self.local_broker_id:
+                    continue
+                caught_up = now if r in state.isr else 0
+                old = kept.get(r)
+                self.remote_replicas[r] = ReplicaState(r, last_caught_up_time_ms=caught_up) \
+                    if old is None else replace(old, last_caught_up_time_ms=caught_up)
             # The new epoch starts at the current log end offset.
             self.leader_epoch_start_offset = self.log.log_end_offset
             if state.leader_epoch >= 0:

@@ -217,6 +217,7 @@ class ReplicaManager:
         """Apply LeaderAndIsr: create missing logs, take the given roles. Returns errors."""
         errors: dict[TopicPartition, int] = {}
         leaders: list[TopicPartition] = []
+        moved: list[TopicPartition] = []
         followers: dict[TopicPartition, tuple[int, int]] = {}
         for state in states:
             tp = (state.topic, state.partition)
@@ -240,8 +241,14 @@ class ReplicaManager:
                 partition = self._get_or_create(tp)
                 if state.leader == self.broker_id:
                     partition.isr_updater = self._propose_isr if self.isr_store else None
+                    before = partition.high_watermark
                     partition.make_leader(state)
                     leaders.append(tp)
+                    if partition.high_watermark > before:
+                        # A smaller ISR (a dead follower taken out by the controller) can
+                        # move the high watermark: acks=all produces waiting on it are
+                        # done now (Kafka's makeLeader -> tryCompleteDelayedRequests).
+                        moved.append(tp)
                 else:
                     changed = partition.make_follower(state)
                     if changed or existing is None or existing.is_leader:
@@ -259,8 +266,9 @@ class ReplicaManager:
                 self.fetcher_manager.remove_partitions(list(followers))
                 self.fetcher_manager.add_partitions(
                     {tp: le for tp, le in followers.items() if le[0] >= 0})
-        for tp in followers:
-            # Produce requests waiting for acks here can never complete: answer them now.
+        for tp in [*followers, *moved]:
+            # Followers: produce requests waiting for acks here can never complete: answer
+            # them now. Leaders: their high watermark moved.
             self.on_high_watermark(tp)
         return errors
 

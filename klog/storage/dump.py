@@ -8,7 +8,17 @@ as Kafka's line (``to_kafka_line``, character for character, so scripts that par
 
 Files are told apart by suffix, as Kafka does: ``.log`` (and KRaft ``.checkpoint``
 snapshots, which are record batches too), ``.index``, ``.timeindex``, ``.snapshot``
-(producer state), ``.txnindex``; anything else is "Ignoring unknown file".
+(producer state), ``.txnindex``; anything else is "Ignoring unknown file". A file with one
+of these suffixes must also be named as Kafka names it (``<20-digit base offset>.log``,
+``<offset>-<epoch>.checkpoint``): an application's ``app.log`` is refused as a file error
+unless ``DumpOptions.force`` says to dump it anyway. The file's dir is not checked: dumping
+only reads, and a segment copied out of its partition dir is a normal thing to inspect.
+
+Index files are checked for their shape before their entries are used: a size that is not
+a whole number of entries, an entry below the base offset or with a negative position, or
+entries that stop increasing (other than a preallocated zero tail) end the dump of that
+file with a ``CorruptIndexEvent`` naming the entry and the fault, and count the file in
+``DumpRun.damaged``.
 
 Logs are streamed: the file is read in chunks of ``CHUNK_SIZE`` bytes and a batch is only
 held whole when it is at most ``max(max_message_size, IN_MEMORY_BATCH_BOUND)`` bytes; a
@@ -30,6 +40,7 @@ import os
 import re
 import struct
 import zlib
+from bisect import bisect_right
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from itertools import chain, repeat
@@ -50,6 +61,7 @@ from klog.protocol.records.batch import (
     read_batch_header,
 )
 from klog.protocol.records.v2 import record_columns
+from klog.storage.index import ABORTED_TXN_SIZE, OFFSET_INDEX_ENTRY_SIZE, TIME_INDEX_ENTRY_SIZE
 
 DEFAULT_MAX_MESSAGE_SIZE = 5 * 1024 * 1024  # Kafka's --max-message-size default
 DEFAULT_MAX_BYTES = 2**31 - 1  # Kafka's --max-bytes default (Integer.MAX_VALUE)
@@ -176,6 +188,8 @@ class DumpOptions:
     key_decoder: str | None = None
     value_decoder: str | None = None
     skip_record_metadata: bool = False
+    # Dump a file with a known suffix even if it is not named as Kafka names segments.
+    force: bool = False
 
     def __post_init__(self) -> None:
         for name in (self.key_decoder, self.value_decoder):
@@ -573,6 +587,37 @@ class FileErrorEvent(DumpEvent):
 
     def to_json(self) -> dict[str, Any]:
         return {"type": self.kind, "path": self.path, "message": self.message}
+
+
+@dataclass(frozen=True, slots=True)
+class CorruptIndexEvent(DumpEvent):
+    """An index file whose bytes are not a valid index from ``entry`` on (klog's addition).
+
+    ``entry`` is the number of the first bad entry (None when the fault is the file as a
+    whole, e.g. its size), ``byte`` where it starts in the file. Dumping that file stops
+    there: what follows cannot be trusted to mean anything.
+    """
+
+    stream: ClassVar[str] = ERR
+    kind: ClassVar[str] = "corrupt_index"
+    path: str
+    message: str
+    entry: int | None = None
+    byte: int | None = None
+
+    def to_kafka_line(self) -> str:
+        if self.path in self.message:
+            return f"{self.message}\n"
+        return f"{self.path}: {self.message}\n"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "type": self.kind,
+            "path": self.path,
+            "entry": self.entry,
+            "byte": self.byte,
+            "message": self.message,
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -1053,6 +1098,8 @@ def _track_offsets(offsets: Sequence[int], last_offset: int, pairs: list[tuple[i
 
 def _read_header_at(f: BinaryIO, position: int, limit: int) -> BatchHeader | None:
     """The header of the entry at ``position`` if it lies whole within ``limit`` bytes."""
+    if position < 0:
+        return None
     f.seek(position)
     head = f.read(RECORD_BATCH_OVERHEAD)
     if len(head) < LOG_OVERHEAD:
@@ -1072,6 +1119,169 @@ def _read_header_at(f: BinaryIO, position: int, limit: int) -> BatchHeader | Non
 
 
 # --------------------------------------------------------------------------------------------
+# Index shape: what a file must look like before its entries are used
+
+
+@dataclass(frozen=True, slots=True)
+class IndexShape:
+    """How many leading entries of an index file are sound, and the first fault after them.
+
+    ``usable`` entries may be shown and checked against the log; a preallocated zero tail
+    after them is not a fault (Kafka stops there too). ``problem`` names the first bad entry
+    (``entry``, its ``byte`` in the file) or, with ``entry`` None, a size that is not a
+    whole number of entries.
+    """
+
+    usable: int
+    problem: str | None = None
+    entry: int | None = None
+    byte: int | None = None
+    # Entries from the fault on, which are not used.
+    dropped: int = 0
+
+
+def _zero_tail_from(entries: Sequence[tuple[int, ...]], start: int, zero: tuple[int, ...]) -> int:
+    """Index of the first entry from ``start`` that is not ``zero``; len(entries) if none."""
+    for n in range(start, len(entries)):
+        if entries[n] != zero:
+            return n
+    return len(entries)
+
+
+def _shape(
+    entries: Sequence[tuple[int, ...]],
+    size: int,
+    entry_size: int,
+    zero: tuple[int, ...],
+    fault: Callable[[int, tuple[int, ...], tuple[int, ...] | None], str | None],
+    describe: Callable[[tuple[int, ...]], str],
+) -> IndexShape:
+    """The shared walk: entry 0 may be the zero entry; a zero entry after it starts a tail
+    that must stay zero to the end; ``fault(n, entry, previous)`` judges the others."""
+    previous: tuple[int, ...] | None = None
+    for n, entry in enumerate(entries):
+        if n > 0 and entry == zero:
+            bad = _zero_tail_from(entries, n, zero)
+            if bad == len(entries):
+                break
+            return IndexShape(
+                n,
+                f"entry {bad} (byte {bad * entry_size}: {describe(entries[bad])}) is not zero, "
+                f"but follows the zero-filled tail that starts at entry {n}",
+                bad,
+                bad * entry_size,
+                len(entries) - n,
+            )
+        why = fault(n, entry, previous)
+        if why is not None:
+            return IndexShape(
+                n,
+                f"entry {n} (byte {n * entry_size}: {describe(entry)}) is corrupt: {why}",
+                n,
+                n * entry_size,
+                len(entries) - n,
+            )
+        previous = entry
+    else:
+        n = len(entries)
+    extra = size % entry_size
+    if extra:
+        whole = size - extra
+        return IndexShape(
+            n,
+            f"{size} bytes is not a whole number of {entry_size}-byte entries: the last "
+            f"{extra} bytes (from byte {whole}) are not an entry",
+            None,
+            whole,
+        )
+    return IndexShape(n)
+
+
+def offset_index_shape(entries: Sequence[tuple[int, int]], base: int, size: int) -> IndexShape:
+    """Check (absolute offset, position) entries of an .index file of ``size`` bytes.
+
+    Kafka appends an entry only for a later batch, so offsets and positions strictly
+    increase, offsets are not below the base offset and positions are not negative.
+    """
+
+    def fault(n: int, entry: tuple[int, ...], prev: tuple[int, ...] | None) -> str | None:
+        offset, position = entry
+        if offset < base:
+            return f"offset {offset} is below the segment's base offset {base}"
+        if position < 0:
+            return f"position {position} is negative"
+        if prev is not None and offset <= prev[0]:
+            return f"offset {offset} is not above entry {n - 1}'s offset {prev[0]}"
+        if prev is not None and position <= prev[1]:
+            return f"position {position} is not above entry {n - 1}'s position {prev[1]}"
+        return None
+
+    return _shape(
+        entries, size, OFFSET_INDEX_ENTRY_SIZE, (base, 0), fault,
+        lambda e: f"offset {e[0]}, position {e[1]}",
+    )
+
+
+def time_index_shape(entries: Sequence[tuple[int, int]], base: int, size: int) -> IndexShape:
+    """Check (timestamp, absolute offset) entries of a .timeindex file of ``size`` bytes.
+
+    Kafka appends an entry only for a larger timestamp at an offset not below the last
+    one, never below the base offset and never with a negative timestamp. Timestamps that
+    do not increase are left to Kafka's "out of order" report, as its tool does.
+    """
+
+    def fault(n: int, entry: tuple[int, ...], prev: tuple[int, ...] | None) -> str | None:
+        timestamp, offset = entry
+        if offset < base:
+            return f"offset {offset} is below the segment's base offset {base}"
+        if timestamp < 0:
+            return f"timestamp {timestamp} is negative"
+        if prev is not None and offset < prev[1]:
+            return f"offset {offset} is below entry {n - 1}'s offset {prev[1]}"
+        if prev is not None and offset == base:
+            return f"offset {offset} repeats the base offset (only a zero-filled tail may)"
+        return None
+
+    return _shape(
+        entries, size, TIME_INDEX_ENTRY_SIZE, (0, base), fault,
+        lambda e: f"timestamp {e[0]}, offset {e[1]}",
+    )
+
+
+def txn_index_shape(entries: Sequence[Any], base: int | None, size: int) -> IndexShape:
+    """Check the AbortedTxn entries of a .txnindex file of ``size`` bytes.
+
+    Version 0, a producer id, first offset <= last offset, last offsets not decreasing and
+    (with a base offset from the file name) not below it, as Kafka's sanity check has it.
+    """
+    rows = [
+        (t.version, t.producer_id, t.first_offset, t.last_offset, t.last_stable_offset)
+        for t in entries
+    ]
+
+    def fault(n: int, entry: tuple[int, ...], prev: tuple[int, ...] | None) -> str | None:
+        version, producer_id, first, last, _lso = entry
+        if version != 0:
+            return f"version {version} is not 0"
+        if producer_id < 0:
+            return f"producer id {producer_id} is negative"
+        if first < 0 or first > last:
+            return f"first offset {first} is negative or after its last offset {last}"
+        if base is not None and last < base:
+            return f"last offset {last} is below the segment's base offset {base}"
+        if prev is not None and last < prev[3]:
+            return f"last offset {last} is below entry {n - 1}'s last offset {prev[3]}"
+        return None
+
+    # A .txnindex is appended to, never preallocated: a zero entry is judged like any
+    # other (the "zero" below is no possible entry).
+    return _shape(
+        rows, size, ABORTED_TXN_SIZE, (-1,), fault,
+        lambda e: f"producerId {e[1]}, firstOffset {e[2]}, lastOffset {e[3]}",
+    )
+
+
+# --------------------------------------------------------------------------------------------
 # The run
 
 
@@ -1082,6 +1292,36 @@ def _base_offset(name: str) -> int | None:
 
 
 _KRAFT_SNAPSHOT_NAME = re.compile(r"^(\d{20})-(\d{10})\.checkpoint$")
+_SEGMENT_FILE_NAME = re.compile(r"^[0-9]{20}\.(?:log|index|timeindex|txnindex|snapshot)$")
+_KNOWN_SUFFIXES = (
+    LOG_SUFFIX,
+    INDEX_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    TXN_INDEX_SUFFIX,
+    PRODUCER_SNAPSHOT_SUFFIX,
+    KRAFT_SNAPSHOT_SUFFIX,
+)
+
+
+def _kafka_file_name(name: str, suffix: str) -> bool:
+    """False for a file with a dumpable suffix that is not named as Kafka names them.
+
+    Unknown suffixes pass: they are "Ignoring unknown file", as in Kafka.
+    """
+    if suffix not in _KNOWN_SUFFIXES:
+        return True
+    if suffix == KRAFT_SNAPSHOT_SUFFIX:
+        return name == KRAFT_BOOTSTRAP_FILENAME or _KRAFT_SNAPSHOT_NAME.match(name) is not None
+    return _SEGMENT_FILE_NAME.match(name) is not None
+
+
+def _not_a_segment_message(arg: str, suffix: str) -> str:
+    expected = (
+        "<20-digit offset>-<10-digit epoch>.checkpoint"
+        if suffix == KRAFT_SNAPSHOT_SUFFIX
+        else f"<20-digit base offset>{suffix}"
+    )
+    return f"{arg}: not a Kafka segment file (expected {expected}); --force dumps it anyway"
 
 
 @dataclass
@@ -1089,8 +1329,10 @@ class DumpRun:
     """One dump over ``paths``: iterate it for events; then read the counters.
 
     ``dumped`` counts files whose content was dumped, ``failed`` those that could not be
-    opened at all (missing, a directory, unreadable), ``ignored`` those with an unknown
-    suffix. Not thread-safe; one consumer iterates it once.
+    opened at all (missing, a directory, unreadable, not named as a Kafka segment file),
+    ``ignored`` those with an unknown suffix, ``damaged`` the index files found corrupt
+    (dumped up to the fault, or failing ``index_sanity_check``). Not thread-safe; one
+    consumer iterates it once.
     """
 
     paths: Iterable[str | os.PathLike[str]]
@@ -1101,6 +1343,7 @@ class DumpRun:
     dumped: int = 0
     failed: int = 0
     ignored: int = 0
+    damaged: int = 0
     _index_mismatches: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
     _time_mismatches: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
     _time_out_of_order: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
@@ -1125,9 +1368,13 @@ class DumpRun:
             self.failed += 1
             yield FileErrorEvent(arg, f"{arg}: is a directory; give the segment files in it")
             return
-        yield FileEvent(arg)
         name = path.name
         suffix = name[name.rfind(".") :] if "." in name else ""
+        if not self.options.force and not _kafka_file_name(name, suffix):
+            self.failed += 1
+            yield FileErrorEvent(arg, _not_a_segment_message(arg, suffix))
+            return
+        yield FileEvent(arg)
         try:
             if suffix in (LOG_SUFFIX, KRAFT_SNAPSHOT_SUFFIX):
                 yield from self._dump_log(arg, path)
@@ -1244,7 +1491,7 @@ class DumpRun:
     # -- .index ---------------------------------------------------------------------------
 
     def _dump_index(self, arg: str, path: Path) -> Iterator[DumpEvent]:
-        from klog.storage.index import CorruptIndexError, OffsetIndex, read_offset_index_entries
+        from klog.storage.index import OffsetIndex, read_offset_index_entries
 
         opts = self.options
         base = _base_offset(path.name)
@@ -1252,21 +1499,18 @@ class DumpRun:
             yield ProblemEvent(arg, "the file name does not start with a base offset")
             return
         entries = read_offset_index_entries(path, base)
+        shape = offset_index_shape(entries, base, path.stat().st_size)
         if not entries:
             yield IndexEmptyEvent(arg)
+            yield from self._corrupt(arg, shape)
             return
         if opts.index_sanity_check:
-            try:
-                index = OffsetIndex(path, base, writable=False)
-                try:
-                    index.sanity_check()
-                finally:
-                    index.close()
-            except CorruptIndexError as exc:
-                yield ProblemEvent(arg, f"failed sanity check: {exc}")
-            else:
-                yield SanityCheckEvent(arg)
+            yield from self._sanity_check(
+                arg, shape, lambda: OffsetIndex(path, base, writable=False)
+            )
             return
+        total = len(entries)
+        del entries[shape.usable :]
         log_path = path.with_name(path.name.split(".", 1)[0] + LOG_SUFFIX)
         log = open(log_path, "rb") if log_path.is_file() else None  # noqa: SIM115
         if log is None:
@@ -1274,9 +1518,22 @@ class DumpRun:
         mismatches: list[tuple[int, int]] = []
         try:
             log_size = os.fstat(log.fileno()).st_size if log is not None else 0
-            for i, (offset, position) in enumerate(entries):
-                # A crash leaves a preallocated index with a zero-filled tail: stop there.
-                if i > 0 and offset == base:
+            # Only the sound entries (the shape check stopped at a zero-filled tail, as
+            # Kafka does, or at the first corrupt entry).
+            for n, (offset, position) in enumerate(entries):
+                if log is not None and position >= log_size:
+                    # Positions increase: this entry and all after it point past the log.
+                    # Kafka reports it as a mismatch; it also ends the index.
+                    mismatches.append((offset, -1))
+                    shape = IndexShape(
+                        n,
+                        f"entry {n} (byte {n * OFFSET_INDEX_ENTRY_SIZE}: offset {offset}, "
+                        f"position {position}) is corrupt: position {position} is past the "
+                        f"end of {log_path.name} ({log_size} bytes)",
+                        n,
+                        n * OFFSET_INDEX_ENTRY_SIZE,
+                        total - n,
+                    )
                     break
                 if log is not None:
                     limit = min(opts.max_message_size, max(0, log_size - position))
@@ -1292,59 +1549,91 @@ class DumpRun:
         if mismatches:
             # Kafka prepends to a list, so its report lists the last mismatch first.
             self._index_mismatches[_java_path(arg)] = mismatches[::-1]
+        yield from self._corrupt(arg, shape)
+
+    def _corrupt(self, arg: str, shape: IndexShape) -> Iterator[DumpEvent]:
+        if shape.problem is None:
+            return
+        self.damaged += 1
+        message = shape.problem
+        first, last = shape.usable, shape.usable + shape.dropped - 1
+        if shape.dropped == 1:
+            message += f"; entry {first} is not dumped"
+        elif shape.dropped:
+            message += f"; entries {first} to {last} are not dumped"
+        yield CorruptIndexEvent(arg, message, shape.entry, shape.byte)
+
+    def _sanity_check(
+        self, arg: str, shape: IndexShape, open_index: Callable[[], Any]
+    ) -> Iterator[DumpEvent]:
+        """Kafka's --index-sanity-check: the shape first (it names the bad entry), then
+        the index class's own check (which also refuses a zero-filled tail)."""
+        from klog.storage.index import CorruptIndexError
+
+        if shape.problem is not None:
+            self.damaged += 1
+            yield CorruptIndexEvent(
+                arg, f"failed sanity check: {shape.problem}", shape.entry, shape.byte
+            )
+            return
+        try:
+            index = open_index()
+            try:
+                index.sanity_check()
+            finally:
+                index.close()
+        except CorruptIndexError as exc:
+            self.damaged += 1
+            yield CorruptIndexEvent(arg, f"failed sanity check: {exc}")
+        else:
+            yield SanityCheckEvent(arg)
 
     # -- .timeindex -----------------------------------------------------------------------
 
     def _dump_time_index(self, arg: str, path: Path) -> Iterator[DumpEvent]:
-        from klog.storage.index import (
-            CorruptIndexError,
-            OffsetIndex,
-            TimeIndex,
-            read_time_index_entries,
-        )
+        from klog.storage.index import TimeIndex, read_time_index_entries
 
         opts = self.options
         base = _base_offset(path.name)
         if base is None:
             yield ProblemEvent(arg, "the file name does not start with a base offset")
             return
-        if opts.index_sanity_check:
-            try:
-                time_index = TimeIndex(path, base, writable=False)
-                try:
-                    time_index.sanity_check()
-                finally:
-                    time_index.close()
-            except CorruptIndexError as exc:
-                yield ProblemEvent(arg, f"failed sanity check: {exc}")
-            else:
-                yield SanityCheckEvent(arg)
-            return
         entries = read_time_index_entries(path, base)
+        shape = time_index_shape(entries, base, path.stat().st_size)
+        if opts.index_sanity_check:
+            yield from self._sanity_check(arg, shape, lambda: TimeIndex(path, base, writable=False))
+            return
+        del entries[shape.usable :]
         stem = path.name.split(".", 1)[0]
         log_path = path.with_name(stem + LOG_SUFFIX)
         index_path = path.with_name(stem + INDEX_SUFFIX)
-        # Kafka's tool would create a missing .index as a side effect; we never write, and
-        # an absent offset index means every lookup starts at position 0, as an empty one.
-        offset_index = (
-            OffsetIndex(index_path, base, writable=False) if index_path.is_file() else None
-        )
         log = open(log_path, "rb") if log_path.is_file() else None  # noqa: SIM115
         if log is None and entries:
             yield ProblemEvent(arg, f"no log file {log_path.name} beside it; entries not verified")
+        # Kafka's tool would create a missing .index as a side effect; we never write, and
+        # an absent offset index means every lookup starts at position 0, as an empty one.
+        # Only the sound entries of the .index beside are used: a damaged one would send
+        # the search into the middle of a batch.
+        lookup: list[tuple[int, int]] = []
+        if log is not None and entries and index_path.is_file():
+            lookup, problem = self._sound_offset_index(index_path, base, log)
+            if problem is not None:
+                yield ProblemEvent(
+                    arg, f"{index_path.name} beside it is damaged ({problem}); lookups use "
+                    "only its entries before the fault"
+                )
+        lookup_offsets = [o for o, _ in lookup]
         key = _java_path(arg)
         mismatches: list[tuple[int, int]] = []
         out_of_order: list[tuple[int, int]] = []
         not_found: list[tuple[int, int]] = []
         try:
             previous = -1
-            for i, (timestamp, offset) in enumerate(entries):
-                if i > 0 and offset == base:
-                    break
+            for timestamp, offset in entries:
                 if log is not None:
-                    position = 0
-                    if offset_index is not None and offset_index.entries > 0:
-                        position = offset_index.lookup(offset).position
+                    # OffsetIndex.lookup: the largest entry at or below the offset.
+                    slot = bisect_right(lookup_offsets, offset) - 1
+                    position = lookup[slot][1] if slot >= 0 else 0
                     found = self._find_batch(log, position, offset)
                     if found is None:
                         not_found.append((offset, -1))
@@ -1361,8 +1650,6 @@ class DumpRun:
         finally:
             if log is not None:
                 log.close()
-            if offset_index is not None:
-                offset_index.close()
         for report, pairs in (
             (self._time_mismatches, mismatches),
             (self._time_out_of_order, out_of_order),
@@ -1370,6 +1657,25 @@ class DumpRun:
         ):
             if pairs:
                 report[key] = pairs
+        yield from self._corrupt(arg, shape)
+
+    @staticmethod
+    def _sound_offset_index(
+        path: Path, base: int, log: BinaryIO
+    ) -> tuple[list[tuple[int, int]], str | None]:
+        """The leading entries of an .index that are sound and point inside ``log``, and
+        the fault that ended them (None when the whole file is sound)."""
+        from klog.storage.index import read_offset_index_entries
+
+        entries = read_offset_index_entries(path, base)
+        shape = offset_index_shape(entries, base, path.stat().st_size)
+        del entries[shape.usable :]
+        log_size = os.fstat(log.fileno()).st_size
+        for n, (_offset, position) in enumerate(entries):
+            if position >= log_size:
+                del entries[n:]
+                return entries, f"entry {n} points past the end of the log"
+        return entries, shape.problem
 
     def _find_batch(self, log: BinaryIO, position: int, offset: int) -> tuple[int, int] | None:
         """(lastOffset, max record timestamp) of the first batch at/after ``position`` whose
@@ -1410,9 +1716,11 @@ class DumpRun:
             yield _snapshot_event(entry)
 
     def _dump_txn_index(self, arg: str, path: Path) -> Iterator[DumpEvent]:
-        from klog.storage.index import ABORTED_TXN_SIZE, read_txn_index_entries
+        from klog.storage.index import read_txn_index_entries
 
-        for txn in read_txn_index_entries(path):
+        entries = read_txn_index_entries(path)
+        shape = txn_index_shape(entries, _base_offset(path.name), path.stat().st_size)
+        for txn in entries[: shape.usable]:
             yield TxnIndexEntryEvent(
                 txn.version,
                 txn.producer_id,
@@ -1420,9 +1728,7 @@ class DumpRun:
                 txn.last_offset,
                 txn.last_stable_offset,
             )
-        extra = path.stat().st_size % ABORTED_TXN_SIZE
-        if extra:
-            yield ProblemEvent(arg, f"{extra} trailing byte(s) are not a whole entry; ignored")
+        yield from self._corrupt(arg, shape)
 
     # -- end of run -------------------------------------------------------------------------
 

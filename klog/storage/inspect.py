@@ -4,10 +4,16 @@ This module owns the *judgement* over a log dir at rest: which bytes are damage,
 files are merely rebuildable, and what a broker's startup recovery would do about them.
 It works on one of three targets, detected from the path:
 
-- a segment file (``00000000000000000000.log``; its indexes are looked for beside it),
+- a segment file (``00000000000000000000.log``: a 20-digit base offset, in a partition dir;
+  its indexes are looked for beside it),
 - a partition dir (``<topic>-<partition>``; broker checkpoints are read from its parent
   when the parent is a log dir),
-- a log dir (partition dirs plus the broker-level checkpoint files and meta.properties).
+- a log dir (meta.properties or the broker-level checkpoint files, or partition dirs that
+  hold segments).
+
+Anything else is refused (InspectError) unless the caller forces it: ``recover`` truncates
+and rewrites what it takes for a segment, so an application's ``app.log`` or a directory
+that merely holds a ``.log`` must never be taken for one by accident.
 
 Scanning is the storage core's (``segment.scan_segment`` / ``segment.rebuild_indexes``);
 index files are read through ``index.py``; checkpoints through ``checkpoints.py``. Memory
@@ -26,9 +32,12 @@ Severities:
 ``recover`` does what a broker does at startup, as a tool, except that it never destroys
 data: invalid bytes cut from a segment are saved beside it
 (``<segment>.log.truncated-at-<position>.bin``), segments after a damaged one are moved
-aside (``<segment>.log.orphaned``) instead of deleted, and a checkpoint file is copied
-aside (``<name>.before-recover``) before it is rewritten. Saved files are never
-overwritten: a counter is added. Running it twice changes nothing the second time.
+aside (``<segment>.log.orphaned``) instead of deleted, a checkpoint file is copied
+aside (``<name>.before-recover``) before it is rewritten, and an index found damaged is
+moved aside (``<segment>.index.before-recover``) before a new one is built. Only an index
+that is missing or whose sole fault is a preallocated zero-filled tail is rewritten in
+place: the rebuilt file says everything it said. Saved files are never overwritten: a
+counter is added. Running it twice changes nothing the second time.
 
 A batch whose CRC holds but whose records do not decode (a record length beyond the batch,
 an unknown codec, a compressed section that does not inflate: what a broker without record
@@ -91,8 +100,13 @@ KIND_LOG_DIR = "log_dir"
 # Kafka names segment files by their base offset, zero-padded to 20 digits.
 _SEGMENT_RE = re.compile(r"^([0-9]{20})\.log$")
 # <topic>-<partition>, optionally with the suffix Kafka gives dirs awaiting deletion, future
-# replicas (alter-log-dirs) and strays: "<topic>-<p>.<32 hex>-delete".
-_PARTITION_RE = re.compile(r"^(.+)-([0-9]+)(?:\.([0-9a-f]{32})-(delete|future|stray))?$")
+# replicas (alter-log-dirs) and strays: "<topic>-<p>.<32 hex>-delete". A topic name is
+# Kafka's legal characters only, at most 249 of them (Topic.validate).
+_PARTITION_RE = re.compile(
+    r"^([a-zA-Z0-9._-]{1,249})-([0-9]+)(?:\.([0-9a-f]{32})-(delete|future|stray))?$"
+)
+# The other per-segment files, named after the same base offset.
+_SEGMENT_FILE_RE = re.compile(r"^[0-9]{20}\.(index|timeindex|txnindex|snapshot)$")
 _LEFTOVER_SUFFIXES = (".swap", ".cleaned", ".deleted")
 _INDEX_SUFFIXES = (".index", ".timeindex", ".txnindex")
 _LOG_OVERHEAD = struct.Struct(">qi")
@@ -213,7 +227,8 @@ class VerifyReport:
 class Action:
     """One change recover made (or, in a dry run, would make)."""
 
-    kind: str  # truncate | orphan | rebuild-index | correct-checkpoint | replace-checkpoint
+    # truncate | orphan | save-index | rebuild-index | correct-checkpoint | replace-checkpoint
+    kind: str
     message: str
     partition: str | None = None
     file: str | None = None
@@ -308,6 +323,13 @@ def _is_log_dir(path: Path) -> bool:
     return any((path / n).is_file() for n in names)
 
 
+def _has_segments(path: Path) -> bool:
+    try:
+        return any(_SEGMENT_RE.match(e.name) and e.is_file() for e in os.scandir(path))
+    except OSError:
+        return False
+
+
 def list_segments(partition_path: Path) -> list[tuple[int, Path]]:
     """(base offset, path) of every ``<20 digits>.log`` in a partition dir, in order."""
     found = []
@@ -319,17 +341,29 @@ def list_segments(partition_path: Path) -> list[tuple[int, Path]]:
     return found
 
 
-def resolve_target(path: Path | str) -> Target:
-    """Decide whether ``path`` is a segment file, a partition dir or a log dir."""
-    path = Path(path)
+_FORCE_HINT = "--force acts on it anyway"
+_EXPECTED = (
+    "expected a <20-digit base offset>.log segment in a <topic>-<partition> dir, a "
+    "partition dir or a log dir"
+)
+
+
+def resolve_target(path: Path | str, *, force: bool = False) -> Target:
+    """Decide whether ``path`` is a segment file, a partition dir or a log dir.
+
+    Only what is named and laid out as Kafka does is accepted: a ``<20 digits>.log`` in a
+    ``<topic>-<partition>`` dir; a ``<topic>-<partition>`` dir; a dir holding
+    meta.properties or broker checkpoints, or partition dirs with segments in them.
+    Anything else raises InspectError, so that ``recover`` never truncates a file it has
+    not recognised. ``force`` accepts any ``.log`` file as a segment (base offset 0 when
+    its name is not one) and any dir as a partition dir or log dir, as the user asked.
+    """
+    # Absolute (not resolved: symlinks stay as given) so that "." has a name to match.
+    path = Path(os.path.abspath(path))
     if not path.exists():
         raise InspectError(f"{path}: no such file or directory")
     if path.is_file():
-        if not path.name.endswith(".log"):
-            raise InspectError(f"{path}: not a segment file (expected <base offset>.log)")
-        pdir = _partition_dir(path.parent)
-        log_dir = path.parent.parent if _is_log_dir(path.parent.parent) else None
-        return Target(path, KIND_SEGMENT, (pdir,), log_dir, path)
+        return _segment_target(path, force)
     if not path.is_dir():
         raise InspectError(f"{path}: not a regular file or directory")
     try:
@@ -338,20 +372,52 @@ def resolve_target(path: Path | str) -> Target:
         raise InspectError(f"{path}: cannot list directory ({exc.strerror})") from None
     subdirs = [Path(e.path) for e in children if e.is_dir() and _PARTITION_RE.match(e.name)]
     has_segments = any(_SEGMENT_RE.match(e.name) for e in children if e.is_file())
-    if _is_log_dir(path) or (subdirs and not has_segments):
+    if _is_log_dir(path) or (
+        # Without broker files, partition dirs make a log dir only when they hold
+        # segments: a dir with some "<name>-<digits>" subdir (python-3) is not one.
+        not has_segments
+        and (bool(subdirs) if force else any(_has_segments(d) for d in subdirs))
+    ):
         parts = tuple(_partition_dir(p) for p in subdirs)
         return Target(path, KIND_LOG_DIR, parts, path)
-    if has_segments or _PARTITION_RE.match(path.name):
+    if _PARTITION_RE.match(path.name) or (force and has_segments):
         log_dir = path.parent if _is_log_dir(path.parent) else None
         return Target(path, KIND_PARTITION, (_partition_dir(path),), log_dir)
+    if has_segments:
+        raise InspectError(
+            f"{path}: holds .log segments but is not a partition dir (<topic>-<partition>) "
+            f"nor a log dir; {_FORCE_HINT}"
+        )
     raise InspectError(
-        f"{path}: not a log dir, partition dir or segment file "
-        "(no checkpoint files, no <topic>-<partition> dirs, no .log segments)"
+        f"{path}: not a log dir, partition dir or segment file (no meta.properties or "
+        f"checkpoint files, no <topic>-<partition> dirs with segments); {_FORCE_HINT}"
     )
 
 
-def _as_target(path: Path | str | Target) -> Target:
-    return path if isinstance(path, Target) else resolve_target(path)
+def _segment_target(path: Path, force: bool) -> Target:
+    pdir = _partition_dir(path.parent)
+    log_dir = path.parent.parent if _is_log_dir(path.parent.parent) else None
+    target = Target(path, KIND_SEGMENT, (pdir,), log_dir, path)
+    if force and path.name.endswith(".log"):
+        return target
+    if _SEGMENT_FILE_RE.match(path.name):
+        raise InspectError(
+            f"{path}: an index or snapshot file; give its segment "
+            f"({path.name.split('.', 1)[0]}.log) or the partition dir"
+        )
+    if not _SEGMENT_RE.match(path.name):
+        hint = "" if not path.name.endswith(".log") else f"; {_FORCE_HINT}"
+        raise InspectError(f"{path}: not a Kafka segment file ({_EXPECTED}){hint}")
+    if pdir.topic is None:
+        raise InspectError(
+            f"{path}: not in a partition dir (its dir {path.parent.name!r} is not named "
+            f"<topic>-<partition>); {_FORCE_HINT}"
+        )
+    return target
+
+
+def _as_target(path: Path | str | Target, force: bool = False) -> Target:
+    return path if isinstance(path, Target) else resolve_target(path, force=force)
 
 
 # --------------------------------------------------------------------------- locking
@@ -451,7 +517,7 @@ def undecodable_batches(log: Path, valid_bytes: int, max_batch_size: int) -> lis
         while position + LOG_OVERHEAD <= valid_bytes:
             fh.seek(position)
             head = fh.read(LOG_OVERHEAD)
-            _offset, length = _LOG_OVERHEAD.unpack(head)
+            base_offset, length = _LOG_OVERHEAD.unpack(head)
             end = position + LOG_OVERHEAD + length
             if length <= 0 or length > max_batch_size or end > valid_bytes:
                 break  # the scan said otherwise: the file changed under us
@@ -464,13 +530,13 @@ def undecodable_batches(log: Path, valid_bytes: int, max_batch_size: int) -> lis
             except RecordTooLargeError as exc:
                 problems.append(_Problem(
                     WARNING, f"records of the batch at position {position} not checked: "
-                    f"{exc}", _offset, position))
+                    f"{exc}", base_offset, position))
             except KafkaError as exc:
                 problems.append(_Problem(
                     DAMAGE, f"the records of the batch at position {position} (base offset "
-                    f"{_offset}) do not decode although its CRC holds: {exc}; consumers "
+                    f"{base_offset}) do not decode although its CRC holds: {exc}; consumers "
                     "cannot read past it (klog recover keeps it, as Kafka's recovery does)",
-                    _offset, position))
+                    base_offset, position))
             position = end
     return problems
 
@@ -534,6 +600,12 @@ def _truncated_name(log: Path, position: int) -> Path:
     return base
 
 
+def index_file(log: Path, base_offset: int, suffix: str) -> Path:
+    """The index file of a segment: named after its base offset, as Kafka (and
+    ``segment.rebuild_indexes``) name it, whatever the .log is called."""
+    return log.with_name(f"{base_offset:020d}{suffix}")
+
+
 # --------------------------------------------------------------------------- index checks
 
 
@@ -570,7 +642,7 @@ def check_offset_index(
     and offset is that batch's last offset (or, after a multi-batch append, a later one
     of the same append); entries strictly increase. A lookup is then correct.
     """
-    path = log.with_suffix(".index")
+    path = index_file(log, base_offset, ".index")
     if not path.exists():
         return _Problem(REBUILDABLE, "offset index is missing")
     size = path.stat().st_size
@@ -636,7 +708,7 @@ def check_time_index(
     log: Path, base_offset: int, last_offset: int | None, max_timestamp: int | None
 ) -> _Problem | None:
     """The first problem of ``<segment>.timeindex``: order, offsets outside the segment."""
-    path = log.with_suffix(".timeindex")
+    path = index_file(log, base_offset, ".timeindex")
     if not path.exists():
         return _Problem(REBUILDABLE, "time index is missing")
     size = path.stat().st_size
@@ -692,7 +764,7 @@ def check_time_index(
 
 def check_txn_index(log: Path, base_offset: int, last_offset: int | None) -> _Problem | None:
     """Sanity of ``<segment>.txnindex`` (absent is normal: no aborted transactions)."""
-    path = log.with_suffix(".txnindex")
+    path = index_file(log, base_offset, ".txnindex")
     if not path.exists():
         return None
     size = path.stat().st_size
@@ -711,6 +783,25 @@ def check_txn_index(log: Path, base_offset: int, last_offset: int | None) -> _Pr
         if bad:
             return _Problem(DAMAGE, f"transaction index entry {n} {bad}", txn.last_offset)
     return None
+
+
+def _index_problems(
+    log: Path,
+    base: int,
+    valid_bytes: int,
+    last_offset: int | None,
+    max_timestamp: int | None,
+    max_batch_size: int,
+) -> list[tuple[Path, _Problem]]:
+    """(index file, problem) for each of the segment's offset and time index at fault."""
+    found = []
+    problem = check_offset_index(log, base, valid_bytes, last_offset, max_batch_size)
+    if problem is not None:
+        found.append((index_file(log, base, ".index"), problem))
+    problem = check_time_index(log, base, last_offset, max_timestamp)
+    if problem is not None:
+        found.append((index_file(log, base, ".timeindex"), problem))
+    return found
 
 
 # --------------------------------------------------------------------------- verify
@@ -900,17 +991,17 @@ class _Verifier:
         )
         if problem:
             self.add(problem.severity, problem.message, partition=name,
-                     file=log.with_suffix(".index"), offset=problem.offset,
+                     file=index_file(log, base, ".index"), offset=problem.offset,
                      position=problem.position)
         problem = check_time_index(log, base, scan.last_offset, scan.max_timestamp)
         if problem:
             self.add(problem.severity, problem.message, partition=name,
-                     file=log.with_suffix(".timeindex"), offset=problem.offset,
+                     file=index_file(log, base, ".timeindex"), offset=problem.offset,
                      position=problem.position)
         problem = check_txn_index(log, base, scan.last_offset)
         if problem:
             self.add(problem.severity, problem.message, partition=name,
-                     file=log.with_suffix(".txnindex"), offset=problem.offset)
+                     file=index_file(log, base, ".txnindex"), offset=problem.offset)
 
     def _check_partition_files(self, pdir: PartitionDir) -> None:
         logs = {b for b, _ in list_segments(pdir.path)}
@@ -1011,13 +1102,15 @@ def verify(
     *,
     max_batch_size: int | None = None,
     progress: Progress | None = None,
+    force: bool = False,
 ) -> VerifyReport:
     """Check a segment, partition dir or log dir without changing anything.
 
     ``progress(n)`` is called with the number of log bytes just scanned.
-    Raises InspectError when ``path`` is none of the three.
+    Raises InspectError when ``path`` is none of the three (see ``resolve_target`` for
+    what ``force`` accepts).
     """
-    target = _as_target(path)
+    target = _as_target(path, force)
     limit = DEFAULT_MAX_BATCH_SIZE if max_batch_size is None else max_batch_size
     return _Verifier(target, limit, progress).run()
 
@@ -1110,15 +1203,21 @@ class _Recoverer:
                 leo = next_base
                 continue
             scan = self._scan(log, base)
+            # Judged against the valid bytes only: after a truncation an index is
+            # damaged when it names the cut bytes, not merely because the log changed.
+            problems = _index_problems(
+                log, base, scan.valid_bytes, scan.last_offset, scan.max_timestamp,
+                self.max_batch_size,
+            )
             if scan.error is not None:
                 self._truncate(name, log, scan)
                 damaged = True
-                rebuild = True
-            else:
-                rebuild = self._indexes_disagree(log, base, scan)
-            if rebuild:
-                self._rebuild(name, log, base, scan.valid_bytes,
-                              "segment was truncated" if scan.error is not None else rebuild)
+                self._rebuild(name, log, base, scan.valid_bytes, "segment was truncated",
+                              problems)
+            elif problems:
+                self._rebuild(name, log, base, scan.valid_bytes, problems[0][1].message,
+                              problems)
+            self._check_txn_index(name, log, base, scan.last_offset)
             if scan.last_offset is not None:
                 prev_last = scan.last_offset
                 leo = scan.last_offset + 1
@@ -1128,21 +1227,24 @@ class _Recoverer:
             self._fix_leader_epochs(pdir, leo)
         return leo
 
-    def _indexes_disagree(self, log: Path, base: int, scan: Any) -> str | bool:
-        problem = check_offset_index(
-            log, base, scan.valid_bytes, scan.last_offset, self.max_batch_size
-        ) or check_time_index(log, base, scan.last_offset, scan.max_timestamp)
-        return False if problem is None else problem.message
-
     def _check_trusted_segment(self, name: str, log: Path, base: int, next_base: int) -> None:
         size = _size(log)
-        problem = check_offset_index(
-            log, base, size, next_base - 1, self.max_batch_size
-        ) or check_time_index(log, base, next_base - 1, None)
-        if problem is not None:
-            self._rebuild(name, log, base, None, problem.message)
+        problems = _index_problems(log, base, size, next_base - 1, None, self.max_batch_size)
+        if problems:
+            self._rebuild(name, log, base, None, problems[0][1].message, problems)
         elif self.progress:
             self.progress(size)
+        self._check_txn_index(name, log, base, next_base - 1)
+
+    def _check_txn_index(self, name: str, log: Path, base: int, last_offset: int | None) -> None:
+        # Not rebuilt here (segment.rebuild_indexes does not write one, and a broker
+        # rebuilds it from the log): a damaged one is left as it is and said, exit 1.
+        problem = check_txn_index(log, base, last_offset)
+        if problem is not None:
+            self.report.unresolved.append(
+                Finding(problem.severity, f"transaction index left as it is: {problem.message}",
+                        name, str(index_file(log, base, ".txnindex")), problem.offset)
+            )
 
     def _truncate(self, name: str, log: Path, scan: Any) -> None:
         position = scan.valid_bytes
@@ -1180,16 +1282,38 @@ class _Recoverer:
         )
 
     def _rebuild(
-        self, name: str, log: Path, base: int, valid_bytes: int | None, why: str | bool
+        self,
+        name: str,
+        log: Path,
+        base: int,
+        valid_bytes: int | None,
+        why: str,
+        problems: list[tuple[Path, _Problem]],
     ) -> None:
         from klog.storage.segment import rebuild_indexes
 
+        # A damaged index may hold what nothing else does (entries for bytes now cut, or
+        # bytes we cannot read): it is kept aside, never overwritten. A missing one, or
+        # one whose only fault is a preallocated zero tail, holds nothing the log does
+        # not say and is rewritten in place, as a broker does.
+        for path, problem in problems:
+            if problem.severity != DAMAGE or not path.is_file():
+                continue
+            saved = _aside_name(path, ".before-recover")
+            if not self.dry_run:
+                os.rename(path, saved)
+                cp.fsync_dir(path.parent)
+            self.act(
+                "save-index",
+                f"moved damaged {path.name} aside to {saved.name} ({problem.message})",
+                partition=name, file=path, saved_as=saved,
+            )
         if not self.dry_run:
             rebuild_indexes(log, base, valid_bytes=valid_bytes)
         self.act(
             "rebuild-index",
-            f"rebuilt {log.with_suffix('.index').name} and "
-            f"{log.with_suffix('.timeindex').name} ({why})",
+            f"rebuilt {index_file(log, base, '.index').name} and "
+            f"{index_file(log, base, '.timeindex').name} ({why})",
             partition=name, file=log,
         )
 
@@ -1324,6 +1448,7 @@ def recover(
     full: bool = False,
     max_batch_size: int | None = None,
     progress: Progress | None = None,
+    force: bool = False,
 ) -> RecoveryReport:
     """Run a broker's startup recovery on a segment, partition dir or log dir, losslessly.
 
@@ -1331,9 +1456,10 @@ def recover(
     segment where invalid bytes start after saving them beside it, moves later segments
     aside, rebuilds indexes that are missing or disagree with the log, and lowers
     checkpoints beyond the data. ``dry_run`` changes nothing and reports what would be
-    done. Raises InspectError for a path that is none of the three, LogDirLockedError when
-    a broker holds the log dir.
+    done. Raises InspectError for a path that is none of the three (``force``: see
+    ``resolve_target``; a forced file is truncated and indexed like a segment),
+    LogDirLockedError when a broker holds the log dir.
     """
-    target = _as_target(path)
+    target = _as_target(path, force)
     limit = DEFAULT_MAX_BATCH_SIZE if max_batch_size is None else max_batch_size
     return _Recoverer(target, dry_run, full, limit, progress).run()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import struct
 import subprocess
 import sys
 from pathlib import Path
@@ -154,3 +155,117 @@ def test_cli_defaults_match_the_library() -> None:
 
     assert cli_dump.DEFAULT_MAX_MESSAGE_SIZE == lib_dump.DEFAULT_MAX_MESSAGE_SIZE
     assert cli_dump.DEFAULT_MAX_BYTES == lib_dump.DEFAULT_MAX_BYTES
+
+
+# -- segment names and corrupt indexes (issue 18, item 7) ------------------------------------
+
+
+def test_an_application_log_is_refused_unless_forced(tmp_path: Path) -> None:
+    app_log = tmp_path / "app.log"
+    app_log.write_text("2026-11-27 10:00:00 INFO started\n")
+    result = runner.invoke(app, ["dump-segment", str(app_log)])
+    assert result.exit_code == 1
+    assert result.stdout == ""
+    assert result.stderr.strip().splitlines() == [
+        f"error: {app_log}: not a Kafka segment file (expected <20-digit base offset>.log); "
+        "--force dumps it anyway"
+    ]
+    forced = runner.invoke(app, ["dump-segment", "--force", str(app_log)])
+    assert forced.stdout.startswith(f"Dumping {app_log}\n")
+    assert "Found 33 invalid bytes at the end of app.log" in forced.stdout
+
+
+def _segment_with_index(tmp_path: Path) -> tuple[Path, Path, bytes]:
+    from klog.storage.segment import rebuild_indexes
+    from tests.storage.inspect_batches import write_segment
+
+    log, _layout = write_segment(tmp_path / "orders-0", 0, [2] * 40)
+    rebuild_indexes(log, 0, index_interval_bytes=200)
+    index = log.with_suffix(".index")
+    return log, index, index.read_bytes()
+
+
+def _one_error_line(result: object) -> str:
+    assert result.exit_code == 1, result.output  # type: ignore[attr-defined]
+    assert "Traceback" not in result.output  # type: ignore[attr-defined]
+    errors = [
+        line for line in result.stderr.splitlines()  # type: ignore[attr-defined]
+        if line.startswith("error: ")
+    ]
+    assert len(errors) == 1, result.stderr  # type: ignore[attr-defined]
+    assert "Invalid argument" not in result.stderr  # type: ignore[attr-defined]
+    return errors[0]
+
+
+def test_garbage_padded_index_names_the_bad_entry(tmp_path: Path) -> None:
+    _log, index, good = _segment_with_index(tmp_path)
+    n = len(good) // 8
+    # A valid index followed by garbage: relative offset 2^31-1, position -1.
+    index.write_bytes(good + b"\x7f\xff\xff\xff\xff\xff\xff\xff" + b"\x13" * 16)
+    result = runner.invoke(app, ["dump-segment", str(index)])
+    line = _one_error_line(result)
+    assert line == (
+        f"error: {index}: entry {n} (byte {n * 8}: offset 2147483647, position -1) is "
+        f"corrupt: position -1 is negative; entries {n} to {n + 2} are not dumped"
+    )
+    # The sound entries are still dumped, in Kafka's format.
+    assert result.stdout.splitlines()[1:] == [
+        f"offset: {o} position: {p}" for o, p in struct.iter_unpack(">ii", good)
+    ]
+    sanity = runner.invoke(app, ["dump-segment", "--index-sanity-check", str(index)])
+    assert "failed sanity check: entry" in _one_error_line(sanity)
+    # A size that is not a whole number of entries.
+    index.write_bytes(good + b"\x01\x02\x03")
+    line = _one_error_line(runner.invoke(app, ["dump-segment", str(index)]))
+    assert line == (
+        f"error: {index}: {len(good) + 3} bytes is not a whole number of 8-byte entries: "
+        f"the last 3 bytes (from byte {len(good)}) are not an entry"
+    )
+
+
+def test_garbage_padded_time_and_txn_index_name_the_bad_entry(tmp_path: Path) -> None:
+    log, _index, _good = _segment_with_index(tmp_path)
+    timeindex = log.with_suffix(".timeindex")
+    good = timeindex.read_bytes()
+    n = len(good) // 12
+    timeindex.write_bytes(good + struct.pack(">qi", 5, -7))
+    line = _one_error_line(runner.invoke(app, ["dump-segment", str(timeindex)]))
+    assert f"entry {n} (byte {n * 12}: timestamp 5, offset -7) is corrupt: offset -7 is " in line
+    timeindex.write_bytes(good + b"\x00" * 5)
+    line = _one_error_line(runner.invoke(app, ["dump-segment", str(timeindex)]))
+    assert "is not a whole number of 12-byte entries" in line
+
+    txnindex = log.with_suffix(".txnindex")
+    txnindex.write_bytes(b"\x00\x07" + b"\xff" * 32 + b"\x00" * 10)
+    result = runner.invoke(app, ["dump-segment", "--json", str(txnindex)])
+    line = _one_error_line(result)
+    assert "entry 0 (byte 0: " in line and "version 7 is not 0" in line
+    doc = json.loads(result.stdout.splitlines()[-1])
+    assert doc["type"] == "corrupt_index" and doc["entry"] == 0 and doc["byte"] == 0
+
+
+def test_verify_names_the_bad_entry_of_a_garbage_padded_index(tmp_path: Path) -> None:
+    log, index, good = _segment_with_index(tmp_path)
+    n = len(good) // 8
+    index.write_bytes(good + b"\x7f\xff\xff\xff\xff\xff\xff\xff")
+    result = runner.invoke(app, ["verify", str(log.parent)])
+    assert result.exit_code == 1
+    assert f"offset index entry {n} (offset 2147483647, position -1) does not follow" in (
+        result.stdout
+    )
+
+
+def test_time_index_beside_a_damaged_offset_index(tmp_path: Path) -> None:
+    # The .timeindex is looked up through the .index beside it; a damaged .index (here
+    # not a whole number of entries) must not crash that (it ended in a BufferError).
+    log, index, good = _segment_with_index(tmp_path)
+    timeindex = log.with_suffix(".timeindex")
+    index.write_bytes(good + b"\x01\x02\x03\x04\x05")
+    result = runner.invoke(app, ["dump-segment", str(timeindex)])
+    assert result.exit_code == 0, result.output
+    assert "Error" not in result.stderr and "Traceback" not in result.output
+    assert f"{index.name} beside it is damaged" in result.stderr
+    entries = struct.iter_unpack(">qi", timeindex.read_bytes())
+    assert result.stdout.splitlines()[1:] == [
+        f"timestamp: {ts} offset: {rel}" for ts, rel in entries
+    ]

@@ -159,3 +159,98 @@ def test_real_binary_exit_codes(tmp_path: Path, torn_partition: tuple[Path, int]
     assert damaged.returncode == 1
     usage = subprocess.run([*cmd, "verify", str(tmp_path / "x")], capture_output=True, text=True)
     assert usage.returncode == 2 and usage.stderr.startswith("error: ")
+
+
+# -- only Kafka's layout is acted on (issue 18, item 7) --------------------------------------
+
+APP_LOG = b"2026-11-27 10:00:00 INFO started\n2026-11-27 10:00:01 WARN disk 91% full\n"
+
+
+def tree(root: Path) -> dict[str, bytes]:
+    """Every file under ``root`` with its bytes: any change, any new file, shows."""
+    return {str(p.relative_to(root)): p.read_bytes() for p in root.rglob("*") if p.is_file()}
+
+
+def assert_refused(result: object, *, code: int = 2) -> str:
+    stderr = result.stderr  # type: ignore[attr-defined]
+    assert result.exit_code == code, result.output  # type: ignore[attr-defined]
+    assert "Traceback" not in result.output  # type: ignore[attr-defined]
+    [line] = stderr.strip().splitlines()
+    assert line.startswith("error: ")
+    return line
+
+
+@pytest.mark.parametrize("command", ["recover", "verify"])
+def test_an_application_log_is_refused_and_untouched(tmp_path: Path, command: str) -> None:
+    app_log = tmp_path / "app.log"
+    app_log.write_bytes(APP_LOG)
+    before = tree(tmp_path)
+    for args in ([command, str(app_log)], [command, "--dry-run", str(app_log)]):
+        if command == "verify" and "--dry-run" in args:
+            continue
+        line = assert_refused(runner.invoke(app, args))
+        assert "app.log: not a Kafka segment file" in line and "--force" in line
+    # Same bytes, no 00000000000000000000.index / .timeindex, nothing saved aside.
+    assert tree(tmp_path) == before
+
+
+def test_recover_force_treats_an_application_log_as_a_segment(tmp_path: Path) -> None:
+    app_log = tmp_path / "app.log"
+    app_log.write_bytes(APP_LOG)
+    result = runner.invoke(app, ["recover", "--force", str(app_log)])
+    assert result.exit_code == 0, result.output
+    # As before the fix: the bytes that are not batches are cut, but saved beside it...
+    assert app_log.read_bytes() == b""
+    saved = tmp_path / "app.log.truncated-at-0.bin"
+    assert saved.read_bytes() == APP_LOG
+    # ...and the index files it reports are the ones it wrote.
+    assert "rebuilt 00000000000000000000.index and 00000000000000000000.timeindex" in (
+        result.stdout
+    )
+    assert (tmp_path / "00000000000000000000.index").is_file()
+    assert (tmp_path / "00000000000000000000.timeindex").is_file()
+
+
+def test_dirs_not_laid_out_as_kafka_are_refused(tmp_path: Path) -> None:
+    # A dir holding a real segment but not named <topic>-<partition>.
+    plain = tmp_path / "backup"
+    log, layout = write_segment(plain, 0, [2] * 4)
+    with open(log, "r+b") as fh:
+        fh.truncate(layout[-1][0] + 5)  # torn: recover would cut it
+    # A dir whose only "<name>-<digits>" subdir holds no segments, and a segment file
+    # outside a partition dir.
+    (tmp_path / "tools" / "python-3").mkdir(parents=True)
+    (tmp_path / "tools" / "python-3" / "app.log").write_bytes(APP_LOG)
+    before = tree(tmp_path)
+    for command in ("recover", "verify"):
+        line = assert_refused(runner.invoke(app, [command, str(plain)]))
+        assert "is not a partition dir (<topic>-<partition>)" in line
+        line = assert_refused(runner.invoke(app, [command, str(log)]))
+        assert "not in a partition dir" in line
+        line = assert_refused(runner.invoke(app, [command, str(tmp_path / "tools")]))
+        assert "not a log dir, partition dir or segment file" in line
+    assert tree(tmp_path) == before
+    # Forced, the dir is recovered as the partition it was taken for.
+    result = runner.invoke(app, ["recover", "--force", str(plain)])
+    assert result.exit_code == 0, result.output
+    assert "backup: truncated 5 bytes" in result.stdout
+
+
+def test_recover_keeps_a_damaged_index_aside(tmp_path: Path) -> None:
+    pdir = tmp_path / "orders-0"
+    log, _layout = write_segment(pdir, 0, [2] * 40)
+    from klog.storage.segment import rebuild_indexes
+
+    rebuild_indexes(log, 0, index_interval_bytes=200)
+    index = pdir / segment_name(0, ".index")
+    padded = index.read_bytes() + b"\x7f\xff\xff\xff\xff\xff\xff\xff" + b"\x01" * 13
+    index.write_bytes(padded)
+    verify = runner.invoke(app, ["verify", str(pdir)])
+    assert verify.exit_code == 1
+    assert "offset index size" in verify.stdout and "is not a multiple of 8" in verify.stdout
+    result = runner.invoke(app, ["recover", str(pdir)])
+    assert result.exit_code == 0, result.output
+    saved = pdir / f"{index.name}.before-recover"
+    assert f"moved damaged {index.name} aside to {saved.name}" in result.stdout
+    assert saved.read_bytes() == padded
+    assert runner.invoke(app, ["verify", str(pdir)]).exit_code == 0

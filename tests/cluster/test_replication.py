@@ -335,3 +335,58 @@ def test_turning_unclean_election_on_brings_an_offline_partition_back(cluster: A
     assert c.wait_for_leader("v", 0, timeout=20) == follower
     assert _consume_all(c.bootstrap_of([controller, follower]), "v") == \
         [b"both-%d" % i for i in range(5)]
+
+
+@pytest.mark.parametrize("replicas", [3, 2])
+def test_killing_the_controller_takes_it_out_of_the_isrs_it_followed(
+        cluster: Any, replicas: int) -> None:
+    """The controller's broker dies while it follows a partition: the broker that takes
+    over as controller finds it missing from /brokers/ids and takes it out of that ISR at
+    once (Kafka's onControllerFailover -> onBrokerFailure), so acks=all resumes within
+    about the ZooKeeper session timeout. The leader's own lag check would take
+    replica.lag.time.max.ms (set far longer here) and more. With 2 replicas the leader is
+    left alone in the ISR: the LeaderAndIsr itself moves the high watermark, and the
+    waiting produce must be answered then."""
+    from klog.client.admin import NewTopic
+
+    session_ms, lag_ms = 6000, 60000
+    c: Cluster = cluster(3, overrides={"min.insync.replicas": str(replicas - 1),
+                                       "zookeeper.session.timeout.ms": str(session_ms),
+                                       "replica.lag.time.max.ms": str(lag_ms)})
+    controller = c.wait_for_controller()
+    leader, follower = [i for i in c.ids if i != controller]
+    assigned = [leader, follower, controller] if replicas == 3 else [leader, controller]
+
+    async def create(admin: Any) -> None:
+        result = await admin.create_topics([NewTopic("k", replica_assignment={0: assigned})])
+        assert result["k"] is None, result["k"]
+
+    c._admin(None, create)
+    c.wait_for_isr("k", 0, assigned)
+    # The session's expiry, the next controller's failover, and slack for a loaded machine;
+    # far below the lag check's replica.lag.time.max.ms.
+    bound_ms = 4 * session_ms
+    assert bound_ms < lag_ms
+    producer = confluent_kafka.Producer({
+        "bootstrap.servers": c.bootstrap_of([leader, follower]), "acks": "all",
+        "linger.ms": 0, "message.timeout.ms": bound_ms,
+    })
+    errors: list[str | None] = []
+
+    def delivered(err: Any, msg: Any) -> None:
+        errors.append(None if err is None else err.name())
+
+    producer.produce("k", value=b"before", partition=0, on_delivery=delivered)
+    assert producer.flush(30) == 0 and errors == [None]
+    c.kill(controller)
+    producer.produce("k", value=b"after", partition=0, on_delivery=delivered)
+    assert producer.flush(bound_ms / 1000 + 10) == 0
+    if errors != [None, None]:
+        for i in c.ids:
+            print(f"=== broker {i} (controller {controller}, leader {leader})\n"
+                  f"{c.broker(i).log_tail(80)}")
+    assert errors == [None, None]  # not _MSG_TIMED_OUT: acks=all came back in time
+    state = c.partition_state("k", 0)
+    assert state is not None and state.leader == leader
+    assert sorted(state.isr) == sorted(r for r in assigned if r != controller)
+    assert _consume_all(c.bootstrap_of([leader, follower]), "k") == [b"before", b"after"]

@@ -190,3 +190,23 @@ def test_follower_high_watermark_is_min_of_leader_and_own(tmp_path: Path) -> Non
     follower.update_follower_high_watermark(2)
     assert follower.high_watermark == 2
     assert follower.log.read(0, 1 << 20).read_bytes() == data
+
+
+def test_a_leader_that_stays_keeps_its_followers_positions_across_an_epoch(
+        tmp_path: Path) -> None:
+    # The controller takes dead broker 3 out of the ISR (a new leader epoch, same leader):
+    # the high watermark moves over the ISR left at once, as Kafka's makeLeader, instead of
+    # waiting for broker 2's next fetch.
+    p = _partition(tmp_path)
+    p.append_records_to_leader(_batch(b"a", b"b"), -1, 2)
+    now = int(time.time() * 1000)
+    p.update_follower_fetch_state(2, 2, 2, now)
+    assert p.high_watermark == 0  # broker 3 (in the ISR) never fetched
+    p.make_leader(PartitionState("t", 0, 1, 1, (1, 2, 3), (1, 2)))
+    assert p.high_watermark == 2
+    assert p.remote_replicas[2].log_end_offset == 2
+    assert p.remote_replicas[3].last_caught_up_time_ms == 0  # out of the ISR: not caught up
+    # A new leadership (after following) knows nothing of the followers' positions.
+    p.make_follower(PartitionState("t", 0, 2, 2, (1, 2, 3), (1, 2)))
+    p.make_leader(PartitionState("t", 0, 1, 3, (1, 2, 3), (1, 2)))
+    assert p.remote_replicas[2].log_end_offset == -1

@@ -143,3 +143,23 @@ def test_appends_to_a_partition_keep_arrival_order(tmp_path: Path) -> None:
 
         offsets = asyncio.run_coroutine_threadsafe(three(), broker.loop).result(30)
     assert offsets == [0, 20_000, 0]
+
+
+def test_a_leader_and_isr_that_shrinks_the_isr_wakes_waiting_produces(tmp_path: Any) -> None:
+    # acks=all produces wait for the high watermark; a LeaderAndIsr without a dead
+    # follower moves it, and the purgatories must hear so then, not at their timeout.
+    from klog.daemon.metadata_cache import PartitionState
+    from klog.storage.log_manager import LogManager
+
+    moved: list[tuple[str, int]] = []
+    logs = LogManager([tmp_path])
+    manager = ReplicaManager(1, logs, lambda topic: LogConfig(), on_high_watermark=moved.append)
+    try:
+        manager.become_leader_or_follower([PartitionState("t", 0, 1, 0, (1, 2), (1, 2))])
+        manager.append_records({("t", 0): memoryview(bytearray(GOOD))}, -1)
+        assert manager.partitions[("t", 0)].high_watermark == 0 and moved == []
+        manager.become_leader_or_follower([PartitionState("t", 0, 1, 1, (1, 2), (1,))])
+        assert manager.partitions[("t", 0)].high_watermark == 2
+        assert moved == [("t", 0)]
+    finally:
+        logs.close()

@@ -299,12 +299,17 @@ def test_index_pointing_at_wrong_position(
     wrong = [(r, p) for r, p in entries]
     wrong[1] = (wrong[1][0], wrong[1][1] + 5)
     write_offset_index(index, 0, wrong)
+    damaged = index.read_bytes()
     finding = _single_damage(ins.verify(pdir))
     assert finding.file == str(index)
     assert finding.position == wrong[1][1] and finding.offset == wrong[1][0]
 
     report = recover_and_check_idempotent(pdir, tmp_path)
-    assert [a.kind for a in report.actions] == ["rebuild-index"]
+    # The damaged index is kept aside, not overwritten; then a fresh one is built.
+    assert [a.kind for a in report.actions] == ["save-index", "rebuild-index"]
+    saved = Path(report.actions[0].saved_as or "")
+    assert saved.name == f"{index.name}.before-recover"
+    assert saved.read_bytes() == damaged
     assert log.stat().st_size == layout[-1][0] + len(build_batch(0, [b"x" * 100] * 3))
 
 
@@ -511,7 +516,7 @@ def test_not_a_log_path(tmp_path: Path) -> None:
     with pytest.raises(ins.InspectError, match="no such file"):
         ins.verify(tmp_path / "missing")
     (tmp_path / "notes.txt").write_text("hello")
-    with pytest.raises(ins.InspectError, match="not a segment file"):
+    with pytest.raises(ins.InspectError, match="not a Kafka segment file"):
         ins.verify(tmp_path / "notes.txt")
     (tmp_path / "plain").mkdir()
     with pytest.raises(ins.InspectError, match="not a log dir"):
@@ -548,3 +553,100 @@ def test_leader_epoch_reader_with_and_without_leader_epoch_module(
     (root / "a-0" / cp.LEADER_EPOCH_CHECKPOINT).write_text("0\nx\n")
     [finding] = damage_findings(ins.verify(root))
     assert finding.file == str(root / "a-0" / cp.LEADER_EPOCH_CHECKPOINT)
+
+
+# -- what counts as Kafka's layout (issue 18, item 7) ---------------------------------------
+
+
+def test_targets_must_be_named_and_laid_out_as_kafka(tmp_path: Path) -> None:
+    log, _ = write_segment(tmp_path / "orders-3", 0, [1])
+    assert ins.resolve_target(log).kind == ins.KIND_SEGMENT
+    assert ins.resolve_target(log.parent).kind == ins.KIND_PARTITION
+    # A log dir without broker files yet: recognised by partition dirs holding segments.
+    assert ins.resolve_target(tmp_path).kind == ins.KIND_LOG_DIR
+    # Kafka's suffixed dirs (awaiting deletion, future replicas) are partition dirs too.
+    deleting = tmp_path / f"orders-4.{'a' * 32}-delete"
+    write_segment(deleting, 0, [1])
+    assert ins.resolve_target(deleting).kind == ins.KIND_PARTITION
+    # "." has a name to match once made absolute.
+    cwd = os.getcwd()
+    os.chdir(log.parent)
+    try:
+        target = ins.resolve_target(".")
+    finally:
+        os.chdir(cwd)
+    assert target.kind == ins.KIND_PARTITION and target.partitions[0].name == "orders-3"
+
+    refused = {
+        # index files: the segment is the .log
+        log.with_suffix(".index"): "an index or snapshot file",
+        # a 20-digit .log outside a partition dir ("my logs-1" is no legal topic name)
+        write_segment(tmp_path / "my logs-1", 5, [1])[0]: "not in a partition dir",
+    }
+    log.with_suffix(".index").write_bytes(b"")
+    for path, message in refused.items():
+        with pytest.raises(ins.InspectError, match=message):
+            ins.resolve_target(path)
+    # With force, any .log is a segment and a dir with segments a partition dir.
+    assert ins.resolve_target(tmp_path / "my logs-1", force=True).kind == ins.KIND_PARTITION
+    with pytest.raises(ins.InspectError, match="an index or snapshot file"):
+        ins.resolve_target(log.with_suffix(".index"), force=True)
+
+
+def test_dirs_without_segments_are_not_log_dirs(tmp_path: Path) -> None:
+    (tmp_path / "python-3").mkdir()
+    (tmp_path / "python-3" / "app.log").write_text("x\n")
+    with pytest.raises(ins.InspectError, match="not a log dir, partition dir or segment"):
+        ins.recover(tmp_path)
+    # Forced: the old reading (a log dir of one partition without segments), harmless.
+    report = ins.recover(tmp_path, force=True)
+    assert report.kind == ins.KIND_LOG_DIR and report.actions == []
+    assert (tmp_path / "python-3" / "app.log").read_text() == "x\n"
+
+
+def test_recover_keeps_an_index_naming_cut_bytes_aside(
+    partition: tuple[Path, Path, list[tuple[int, int, int]]], tmp_path: Path
+) -> None:
+    pdir, log, _layout = partition
+    index = log.with_suffix(".index")
+    old_index = index.read_bytes()
+    last_entry_position = struct.unpack_from(">ii", old_index, len(old_index) - 8)[1]
+    # Garbage from inside the last indexed batch on: the entry naming it points at cut bytes.
+    with open(log, "r+b") as fh:
+        fh.seek(last_entry_position + 20)
+        fh.write(b"\xee" * 40)
+    report = recover_and_check_idempotent(pdir, tmp_path)
+    kinds = [a.kind for a in report.actions]
+    # The time index named the cut offsets too.
+    assert kinds == ["truncate", "save-index", "save-index", "rebuild-index"]
+    saved = {Path(a.saved_as or "").name: Path(a.saved_as or "") for a in report.actions[1:3]}
+    assert saved[f"{index.name}.before-recover"].read_bytes() == old_index
+    assert f"{segment_name(0, '.timeindex')}.before-recover" in saved
+    # The rebuilt index only names what is left.
+    assert len(index.read_bytes()) < len(old_index)
+
+
+def test_recover_rewrites_a_zero_tail_index_in_place(
+    partition: tuple[Path, Path, list[tuple[int, int, int]]], tmp_path: Path
+) -> None:
+    pdir, log, _layout = partition
+    index = log.with_suffix(".index")
+    good = index.read_bytes()
+    index.write_bytes(good + bytes(8 * 100))  # preallocated by an unclean shutdown
+    report = recover_and_check_idempotent(pdir, tmp_path)
+    assert [a.kind for a in report.actions] == ["rebuild-index"]
+    assert "zero entries" in report.actions[0].message
+    assert not list(pdir.glob("*.before-recover"))
+
+
+def test_recover_reports_a_damaged_txn_index_and_leaves_it(
+    partition: tuple[Path, Path, list[tuple[int, int, int]]],
+) -> None:
+    pdir, log, _layout = partition
+    txnindex = log.with_suffix(".txnindex")
+    garbage = b"\x0f\xa0" + b"\x5a" * 32  # version 4000: not an entry recover can repair
+    txnindex.write_bytes(garbage)
+    report = ins.recover(pdir)
+    [finding] = report.unresolved
+    assert finding.file == str(txnindex) and "version 4000" in finding.message
+    assert txnindex.read_bytes() == garbage

@@ -8,6 +8,11 @@ Leader election follows Kafka's OfflinePartitionLeaderElectionStrategy: the firs
 of the assignment that is alive and in the ISR; if none is, and unclean election is
 enabled, the first alive replica; else no leader (-1). A new partition's leader is its
 first alive replica, at leader epoch 0; every change of leader bumps the epoch.
+
+A broker gone from /brokers/ids leaves the ISRs it followed at once (Kafka's
+onBrokerFailure), not after its leaders' lag checks: on the broker change, and at
+failover for brokers that died while no controller watched -- the previous
+controller's own broker first of all (Kafka's onControllerFailover).
 """
 
 from __future__ import annotations
@@ -277,7 +282,18 @@ class Controller:
         self.states.update(states)
         # Partitions without a state znode (created while no controller ran) get one now;
         # partitions whose leader is gone get a new one.
-        await self._elect_leaders(self._all_partitions())
+        elected = await self._elect_leaders(self._all_partitions())
+        # Brokers that died while no controller watched (the previous controller's own
+        # broker, above all) leave the ISRs they followed now, as Kafka's
+        # onControllerFailover treats replicas on brokers missing from /brokers/ids as
+        # offline: else acks=all waits for the leader's lag check (replica.lag.time.max.ms).
+        dead = {r for s in self.states.values() for r in s.isr if r not in self.live_brokers}
+        if dead:
+            done = {(s.topic, s.partition) for s in elected}
+            shrunk = await self._remove_from_isr(dead, skip=done)
+            if shrunk:
+                log.info("brokers %s are not registered: removed from the ISR of %s",
+                         sorted(dead), [f"{s.topic}-{s.partition}" for s in shrunk])
         await self._on_delete_topics()
         self._send_all()
         await self._on_isr_change()
@@ -480,21 +496,6 @@ class Controller:
                 log.info("unclean.leader.election.enable turned on: elected leaders of %s",
                          [f"{s.topic}-{s.partition}" for s in changed])
                 self._send(changed)
-
-    def _read_partition_states(self, tps: Iterable[TopicPartition]
-                               ) -> dict[TopicPartition, PartitionState]:
-        out: dict[TopicPartition, PartitionState] = {}
-        for topic, partition in tps:
-            try:
-                data, stat = self.store.get(paths.partition_state_path(topic, partition))
-            except NoNodeError:
-                continue
-            st = paths.LeaderIsrAndControllerEpoch.decode(data)
-            replicas = tuple(self.topics[topic].partitions[partition].replicas)
-            out[(topic, partition)] = PartitionState(
-                topic, partition, st.leader, st.leader_epoch, replicas, tuple(st.isr),
-                st.controller_epoch, stat.version)
-        return out
 
     def _create_states(self, states: list[PartitionState]) -> None:
         ops = []

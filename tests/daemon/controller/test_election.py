@@ -174,3 +174,48 @@ def test_a_broker_whose_epoch_write_loses_a_race_takes_no_office(store) -> None:
         controller(store, live={1})._register(registration(1))
     store.get = real_get
     assert registered(store) == (None, 5)
+
+
+# --- failover: brokers that died while no controller watched -------------------------------
+
+
+def test_a_new_controller_takes_unregistered_brokers_out_of_the_isrs(store) -> None:  # type: ignore[no-untyped-def]
+    # Broker 1 was the controller and died: nobody saw it leave /brokers/ids, so the broker
+    # taking over must do what the broker change would have (Kafka's onControllerFailover
+    # -> onBrokerFailure): where it followed, the ISR loses it at a new leader epoch;
+    # where it led, a live ISR replica leads.
+    for b in (2, 3):
+        store.create(paths.broker_path(b), paths.BrokerRegistration(
+            b, (paths.EndPoint("PLAINTEXT", "127.0.0.1", 9090 + b),)).encode(),
+            make_parents=True)
+    store.create(paths.topic_path("t"), paths.TopicAssignment({
+        0: paths.ReplicaAssignment((2, 3, 1)), 1: paths.ReplicaAssignment((1, 2, 3)),
+        2: paths.ReplicaAssignment((3, 1))}).encode(), make_parents=True)
+    for p, (leader, isr) in enumerate([(2, (2, 3, 1)), (1, (1, 2, 3)), (3, (3,))]):
+        store.ensure_path(paths.partition_path("t", p))
+        store.create(paths.partition_state_path("t", p), paths.LeaderIsrAndControllerEpoch(
+            leader=leader, leader_epoch=5, isr=isr, controller_epoch=1).encode())
+    config = SimpleNamespace(zookeeper_connect="zk", delete_topic_enable=True,
+                             unclean_leader_election_enable=False,
+                             auto_leader_rebalance_enable=False)
+    # broker id 9 hosts no replica: nothing is applied in-process; no channel: none sent.
+    broker = SimpleNamespace(broker_id=9, metastore=store, config=config,
+                             metadata_cache=SimpleNamespace(controller_id=-1))
+    c = Controller(broker)  # type: ignore[arg-type]
+
+    async def failover() -> None:
+        c._loop = asyncio.get_running_loop()
+        c.epoch, c.active = 2, True
+        await c._on_failover()
+
+    asyncio.run(failover())
+    states = {p: paths.LeaderIsrAndControllerEpoch.decode(
+        store.get(paths.partition_state_path("t", p))[0]) for p in range(3)}
+    assert {p: (s.leader, s.leader_epoch, s.isr, s.controller_epoch)
+            for p, s in states.items()} == {
+        0: (2, 6, (2, 3), 2),   # followed by 1: out of the ISR
+        1: (2, 6, (2, 3), 2),   # led by 1: a new leader from the live ISR
+        2: (3, 5, (3,), 1),     # not in the ISR: untouched
+    }
+    assert c.states[("t", 0)].isr == (2, 3)
+    assert c.states[("t", 0)].zk_version == store.get(paths.partition_state_path("t", 0))[1].version
