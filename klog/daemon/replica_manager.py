@@ -481,8 +481,10 @@ class ReplicaManager:
                         raise
                     return records
         now = self.clock()
+        # Recompressed batches are written out as each is checked, so that one inflated
+        # section at a time is held, never a whole request's.
+        out = bytearray() if target is not None else None
         recompress = False
-        checked: list[CheckedBatch | None] = []
         for h in iter_batch_headers(view):
             if from_client and h.magic != MAGIC_V2:
                 raise InvalidRecordError(
@@ -498,7 +500,6 @@ class ReplicaManager:
             if h.magic == MAGIC_V2:
                 batch = check_batch(view, h, from_client=from_client,
                                     require_keys=require_keys)
-            checked.append(batch)
             if check_ts and h.timestamp_type is TimestampType.CREATE_TIME:
                 timestamps = [h.base_timestamp, h.max_timestamp]
                 if batch is not None and batch.min_timestamp is not None:
@@ -509,29 +510,23 @@ class ReplicaManager:
                             f"timestamp {ts} of a batch is out of range: more than "
                             f"message.timestamp.difference.max.ms ({max_diff}) from {now}"
                         )
-            if target is not None and h.compression is not target and not h.is_control:
-                recompress = True
-        if recompress:
-            assert target is not None
-            return self._recompress(view, checked, target)
-        return records
+            if out is not None:
+                assert target is not None
+                if batch is None or h.is_control or h.compression is target:
+                    out += view[h.position:h.end]  # v0/v1 entries (never a client's) too
+                else:
+                    out += self._recompress(view, batch, target)
+                    recompress = True
+        return out if recompress else records
 
     @staticmethod
-    def _recompress(view: memoryview, checked: list[CheckedBatch | None],
-                    target: CompressionType) -> bytearray:
-        """Rewrite every batch with the topic's codec (Kafka's broker-side recompression),
-        from the records the check inflated: producer id, epoch, sequence, transactional
-        flag and timestamps are kept."""
-        out = bytearray()
-        for h, batch in zip(iter_batch_headers(view), checked, strict=True):
-            h.ensure_valid(view)
-            if h.is_control or h.compression is target:
-                out += view[h.position:h.end]
-            elif batch is not None:
-                out += recompressed(view, batch, target)
-            else:  # v0/v1 (never from a client): kept as they are
-                out += view[h.position:h.end]
-        return out
+    def _recompress(view: memoryview, batch: CheckedBatch, target: CompressionType) -> bytes:
+        """One batch rewritten with the topic's codec (Kafka's broker-side recompression)
+        from the records its check inflated: producer id, epoch, sequence, transactional
+        flag and timestamps are kept. Its CRC is checked first: the rewrite computes a new
+        one, which must not launder bytes damaged in transit."""
+        batch.header.ensure_valid(view)
+        return recompressed(view, batch, target)
 
     # -- list offsets -----------------------------------------------------------------------
 

@@ -163,3 +163,13 @@ def test_a_leader_and_isr_that_shrinks_the_isr_wakes_waiting_produces(tmp_path: 
         assert moved == [("t", 0)]
     finally:
         logs.close()
+
+
+def test_recompression_does_not_launder_a_bad_crc() -> None:
+    """The records decode but a byte of a value changed in transit: the rewrite would give
+    the batch a fresh CRC, so the old one is checked first."""
+    damaged = bytearray(GOOD)
+    damaged[-5] ^= 0x01  # inside the last record's value
+    with pytest.raises(KafkaError, match="crc") as caught:
+        _validate(memoryview(damaged), LogConfig(compression_type="zstd"))
+    assert caught.value.error_code == ErrorCode.CORRUPT_MESSAGE
