@@ -169,7 +169,7 @@ def test_recompression_does_not_launder_a_bad_crc() -> None:
     """The records decode but a byte of a value changed in transit: the rewrite would give
     the batch a fresh CRC, so the old one is checked first."""
     damaged = bytearray(GOOD)
-    damaged[-5] ^= 0x01  # inside the last record's value
+    damaged[61 + 30] ^= 0x01  # inside the first record's value
     with pytest.raises(KafkaError, match="crc") as caught:
         _validate(memoryview(damaged), LogConfig(compression_type="zstd"))
     assert caught.value.error_code == ErrorCode.CORRUPT_MESSAGE
