@@ -39,6 +39,14 @@ that is missing or whose sole fault is a preallocated zero-filled tail is rewrit
 place: the rebuilt file says everything it said. Saved files are never overwritten: a
 counter is added. Running it twice changes nothing the second time.
 
+A batch whose CRC holds but whose records do not decode (a record length beyond the batch,
+an unknown codec, a compressed section that does not inflate: what a broker without record
+validation stored from a hostile producer) is ``damage`` to ``verify``: consumers cannot
+read past it. ``recover`` keeps it, as Kafka's recovery does (LogSegment.recover checks each
+batch with ensureValid, i.e. sizes and CRC, never its records): the bytes are what the
+producer sent, and cutting there would take every later batch of the segment with it.
+To let consumers past it, delete the records up to its last offset (DeleteRecords).
+
 Not thread-safe and not meant to run beside a broker: ``recover`` holds the log dir's
 ``.lock`` (flock and POSIX lock, as Kafka's FileChannel.tryLock takes the latter) for its
 whole run and refuses to start if a broker holds it.
@@ -57,13 +65,15 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from klog.protocol.errors import CorruptRecordError
+from klog.protocol.errors import CorruptRecordError, KafkaError, RecordTooLargeError
 from klog.protocol.records.batch import (
     DEFAULT_MAX_BATCH_SIZE,
     LOG_OVERHEAD,
+    MAGIC_V2,
     BatchHeader,
     read_batch_header,
 )
+from klog.protocol.records.validate import check_batch
 from klog.storage import checkpoints as cp
 from klog.storage.checkpoints import CheckpointError, MetaProperties
 from klog.storage.index import (
@@ -496,6 +506,41 @@ def _read_batch_at(
     return header if header.is_valid(buf) else None
 
 
+def undecodable_batches(log: Path, valid_bytes: int, max_batch_size: int) -> list[_Problem]:
+    """The v2 batches among the first ``valid_bytes`` of ``log`` (scanned: sizes and CRCs
+    hold) whose records do not decode (validate.check_batch's grammar, no offset rule:
+    compaction leaves gaps). One batch is read at a time; a compressed one is inflated up
+    to the decompression bound, beyond which it is a warning (not checked)."""
+    problems: list[_Problem] = []
+    with open(log, "rb") as fh:
+        position = 0
+        while position + LOG_OVERHEAD <= valid_bytes:
+            fh.seek(position)
+            head = fh.read(LOG_OVERHEAD)
+            base_offset, length = _LOG_OVERHEAD.unpack(head)
+            end = position + LOG_OVERHEAD + length
+            if length <= 0 or length > max_batch_size or end > valid_bytes:
+                break  # the scan said otherwise: the file changed under us
+            buf = head + fh.read(length)
+            try:
+                header = read_batch_header(buf, 0, max_batch_size=max_batch_size)
+                if header.magic == MAGIC_V2:
+                    check_batch(buf, header, from_client=False, offset_rule=False,
+                                position=position)
+            except RecordTooLargeError as exc:
+                problems.append(_Problem(
+                    WARNING, f"records of the batch at position {position} not checked: "
+                    f"{exc}", base_offset, position))
+            except KafkaError as exc:
+                problems.append(_Problem(
+                    DAMAGE, f"the records of the batch at position {position} (base offset "
+                    f"{base_offset}) do not decode although its CRC holds: {exc}; consumers "
+                    "cannot read past it (klog recover keeps it, as Kafka's recovery does)",
+                    base_offset, position))
+            position = end
+    return problems
+
+
 def read_leader_epoch_entries(path: Path) -> list[tuple[int, int]]:
     """(epoch, start offset) entries of a ``leader-epoch-checkpoint`` (read-only).
 
@@ -921,6 +966,7 @@ class _Verifier:
                 damaged_at = (log, scan.error_position)
             else:
                 self._check_indexes(name, log, base, scan, i == len(segments) - 1)
+            self._check_records(name, log, scan.valid_bytes)
             if scan.last_offset is not None:
                 prev_last = scan.last_offset
                 leo = scan.last_offset + 1
@@ -933,6 +979,11 @@ class _Verifier:
         if target.kind != KIND_SEGMENT:
             self._check_partition_checkpoints(pdir, report, checkpoints)
         return report
+
+    def _check_records(self, name: str, log: Path, valid_bytes: int) -> None:
+        for problem in undecodable_batches(log, valid_bytes, self.max_batch_size):
+            self.add(problem.severity, problem.message, partition=name, file=log,
+                     offset=problem.offset, position=problem.position)
 
     def _check_indexes(self, name: str, log: Path, base: int, scan: Any, active: bool) -> None:
         problem = check_offset_index(

@@ -6,6 +6,7 @@ import fcntl
 import json
 import os
 import shutil
+import struct
 import subprocess
 import sys
 from pathlib import Path
@@ -14,6 +15,7 @@ import pytest
 from typer.testing import CliRunner
 
 from klog.cli.app import app
+from klog.protocol.records.batch import crc32c
 from klog.storage import checkpoints as cp
 from tests.storage.inspect_batches import segment_name, write_segment
 
@@ -77,6 +79,21 @@ def test_verify_damage_exits_1_and_names_the_place(torn_partition: tuple[Path, i
     doc = json.loads(runner.invoke(app, ["verify", "--json", str(pdir)]).stdout)
     assert doc["status"] == "damaged"
     assert doc["findings"][0]["position"] == position
+
+
+def test_verify_names_a_batch_whose_records_do_not_decode(tmp_path: Path) -> None:
+    log, layout = write_segment(tmp_path / "orders-1", 0, [2] * 4)
+    data = bytearray(log.read_bytes())
+    position = layout[2][0]
+    struct.pack_into(">h", data, position + 21, 7)  # codec id 7, CRC made right again
+    struct.pack_into(">I", data, position + 17, crc32c(bytes(data[position + 21:layout[3][0]])))
+    log.write_bytes(bytes(data))
+    result = runner.invoke(app, ["verify", str(log.parent)])
+    assert result.exit_code == 1
+    assert f"damage      orders-1 {segment_name(0)} offset 4 position {position}:" in (
+        result.stdout
+    )
+    assert "do not decode" in result.stdout and "unknown compression codec 7" in result.stdout
 
 
 def test_usage_errors_exit_2(tmp_path: Path) -> None:

@@ -20,6 +20,7 @@ import dataclasses
 import datetime
 import os
 import random
+import select
 import socket
 import struct
 import threading
@@ -28,6 +29,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+import zstandard
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kio.schema.types import TopicName
@@ -38,11 +40,14 @@ from klog.protocol.entities import as_millis
 from klog.protocol.records.batch import (
     ATTRIBUTES_OFFSET,
     CRC_OFFSET,
+    CompressionType,
     crc32c,
     iter_batch_headers,
 )
+from klog.protocol.records.compression import compress
 from klog.protocol.records.legacy import build_legacy_message_set
-from klog.protocol.records.v2 import build_batch
+from klog.protocol.records.v2 import build_batch, encode_record
+from klog.protocol.records.varint import write_unsigned_varlong, write_varint
 from klog.testing import KlogBroker
 from tests.daemon.wire import WireClient, batch, fetch_values, produce_values, rss_bytes
 
@@ -167,6 +172,22 @@ class Live:
                 if "unexpected error" in line or "Traceback" in line]
 
 
+# Topics with configs of their own (made by ``live``; see "Records that do not decode").
+CONFIGURED_TOPICS = {
+    "recompressed": {"compression.type": "lz4", "max.message.bytes": str(16 << 20)},
+    "compacted": {"cleanup.policy": "compact"},
+}
+
+
+def _create_topic(client: WireClient, name: str, configs: dict[str, str]) -> None:
+    response = client.call(19, 5, {"topics": [{
+        "name": name, "num_partitions": 2, "replication_factor": 1, "assignments": [],
+        "configs": [{"name": k, "value": v} for k, v in configs.items()]}],
+        "timeout": 10_000, "validate_only": False})
+    assert response.topics[0].error_code == 0, response
+    client.create_topic(name)
+
+
 @pytest.fixture(scope="module")
 def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
     broker = KlogBroker(tmp_path_factory.mktemp("bad-input"), overrides={
@@ -179,6 +200,8 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
         with WireClient(("127.0.0.1", broker.port)) as setup:
             for topic in ("healthy", "target", "other", "scratch"):
                 setup.create_topic(topic)
+            for topic, configs in CONFIGURED_TOPICS.items():
+                _create_topic(setup, topic, configs)
         healthy = HealthyClient(("127.0.0.1", broker.port), "healthy")
         healthy.start()
         yield Live(broker, healthy)
@@ -870,6 +893,148 @@ def test_structured_fuzz_valid_requests_with_arbitrary_values(target: Live, api_
     if api_key in apis.INTER_BROKER_CONTROL_APIS:
         assert outcomes["answered"] == 0, outcomes
     assert target.alive()
+
+
+# --------------------------------------------------------------------------------------------
+# Records that do not decode, or break LogValidator's rules, behind a valid CRC (issue 18,
+# items 3 and 4): each is refused with Kafka's code, nothing of it is written, and a valid
+# batch beside it in the same request is appended. On a topic with compression.type=lz4
+# the same batches reach the broker's recompression, off the event loop.
+
+def _topic(live: Live, name: str) -> str:
+    """``name``, created with its configs by the module's fixture (topics are made there,
+    before anything in the module could upset the controller)."""
+    assert name in CONFIGURED_TOPICS
+    return name
+
+
+def _with_section(section: bytes, attributes: int = 0, n: int = 3) -> bytes:
+    """A valid header for ``n`` records (attributes as given) over ``section``, CRC right."""
+    b = bytearray(_valid(n)[:61] + section)
+    struct.pack_into(">i", b, 8, len(b) - 12)
+    struct.pack_into(">h", b, ATTRIBUTES_OFFSET, attributes)
+    return bytes(_fix_crc(b))
+
+
+def _records(n: int = 3, key: bytes | None = None, deltas: list[int] | None = None,
+             headers: list[tuple[str, bytes | None]] | None = None) -> bytes:
+    return b"".join(encode_record(i if deltas is None else deltas[i], 0, key, b"value",
+                                  headers or []) for i in range(n))
+
+
+def _length_2_40() -> bytes:
+    # the issue's record: its length varint says 2^40 (zigzag 2^41, six bytes)
+    return _with_section(write_unsigned_varlong(2**41) + _records()[1:])
+
+
+def _null_header_key() -> bytes:
+    section = bytearray(_records(1, headers=[("h", b"v")]))
+    section[-4] = 0x01  # the header key's length: zigzag(-1), a null key
+    return _with_section(bytes(section) + _records(3)[len(_records(1)):])
+
+
+UNDECODABLE = {
+    "record-length-2^40": (_length_2_40, CORRUPT_MESSAGE),
+    "codec-id-7": (lambda: _with_section(_records(), attributes=7), CORRUPT_MESSAGE),
+    "gzip-garbage": (lambda: _with_section(b"\x1f\x8b\x08" + bytes(range(60)), 1),
+                     CORRUPT_MESSAGE),
+    "zstd-of-a-bad-section": (lambda: _with_section(
+        compress(CompressionType.ZSTD, _records() + b"\x00"), 4), CORRUPT_MESSAGE),
+    "null-header-key": (_null_header_key, CORRUPT_MESSAGE),
+    "header-count-beyond-record": (lambda: _with_section(
+        _records(2) + _records(1)[:-1] + b"\x7e"), CORRUPT_MESSAGE),
+    "offset-deltas-out-of-order": (lambda: _with_section(_records(deltas=[0, 2, 1])),
+                                   INVALID_RECORD),
+    "offset-deltas-compressed": (lambda: _with_section(
+        compress(CompressionType.ZSTD, _records(deltas=[0, 1, 7])), 4), INVALID_RECORD),
+    "offset-deltas-lz4": (lambda: _with_section(
+        compress(CompressionType.LZ4, _records(deltas=[1, 2, 3])), 3), INVALID_RECORD),
+}
+
+
+@pytest.mark.parametrize("name", sorted(UNDECODABLE))
+@pytest.mark.parametrize("topic", ["target", "recompressed"])
+def test_records_that_do_not_decode_are_refused_and_the_valid_partition_appended(
+        target: Live, name: str, topic: str) -> None:
+    if topic != "target":
+        _topic(target, topic)
+    make, expected = UNDECODABLE[name]
+    leo = [target.log_end_offset(topic, p) for p in (0, 1)]
+    with target.connect() as client:
+        response = client.call(0, 9, {
+            "transactional_id": None, "acks": 1, "timeout": 5000,
+            "topic_data": [{"name": topic, "partition_data": [
+                {"index": 0, "records": make()},
+                {"index": 1, "records": batch(2)},
+            ]}],
+        })
+    parts = {p.index: p for p in response.responses[0].partition_responses}
+    assert (parts[0].error_code, parts[0].base_offset) == (expected, -1), parts[0]
+    assert parts[1].error_code == 0 and parts[1].base_offset == leo[1]
+    assert target.log_end_offset(topic, 0) == leo[0]
+    assert target.log_end_offset(topic, 1) == leo[1] + 2
+
+
+def test_a_compacted_topic_refuses_records_without_a_key(target: Live) -> None:
+    topic = _topic(target, "compacted")
+    leo = target.log_end_offset(topic)
+    part = _produce(target, batch(2, key=None), topic)
+    assert (part.error_code, part.base_offset) == (INVALID_RECORD, -1)
+    part = _produce(target, batch(2, key=b"k"), topic)
+    assert (part.error_code, part.base_offset) == (0, leo)
+    assert target.log_end_offset(topic) == leo + 2
+
+
+def test_a_compression_bomb_is_refused_without_inflating_it(target: Live) -> None:
+    """1 GiB of zeros in a ~32 KB zstd batch, on a topic that keeps the producer's codec
+    (so nothing but the record check inflates it): refused at the decompression bound,
+    nothing written, and the broker's peak memory barely moves."""
+    compressor = zstandard.ZstdCompressor().compressobj()
+    zeros = bytes(1 << 20)
+    section = b"".join(compressor.compress(zeros) for _ in range(1024)) + compressor.flush()
+    bomb = _with_section(section, int(CompressionType.ZSTD), n=1)
+    assert len(bomb) < MESSAGE_MAX_BYTES
+    leo = target.log_end_offset("target")
+    peak = target.peak_rss()
+    part = _produce(target, bomb)
+    assert (part.error_code, part.base_offset) == (10, -1)  # MESSAGE_TOO_LARGE
+    assert target.log_end_offset("target") == leo
+    assert target.peak_rss() - peak < 256 << 20
+
+
+def _tiny_records_zstd(count: int) -> bytes:
+    """One zstd batch of ``count`` tiny records (null key and value), as the issue's 808 KB
+    batch of 1M records."""
+    section = b"".join([b"%c\x00\x00%s\x01\x01\x00" % (2 * (5 + len(v)), v)
+                        for v in map(write_varint, range(count))])
+    b = bytearray(build_batch([(int(time.time() * 1000), None, None)]))
+    b = bytearray(b[:61] + compress(CompressionType.ZSTD, section))
+    struct.pack_into(">i", b, 8, len(b) - 12)
+    struct.pack_into(">h", b, ATTRIBUTES_OFFSET, int(CompressionType.ZSTD))
+    struct.pack_into(">i", b, 23, count - 1)
+    struct.pack_into(">i", b, 57, count)
+    return bytes(_fix_crc(b))
+
+
+def test_a_big_recompression_does_not_stall_other_clients(target: Live) -> None:
+    """A zstd batch of 1M tiny records to an lz4 topic is checked and recompressed off the
+    event loop: while it is, another connection keeps being answered. Ordering, not time:
+    the other connection gets many answers before the big produce's answer exists (with
+    the work on the loop it got none, bar one slipped in while the frame was arriving)."""
+    topic = _topic(target, "recompressed")
+    big = _tiny_records_zstd(1_000_000)
+    leo = target.log_end_offset(topic)
+    with target.connect() as producer, target.connect() as other:
+        producer.send(0, 9, produce_values(topic, 0, big))
+        answered_meanwhile = 0
+        while not select.select([producer.sock], [], [], 0)[0]:
+            assert other.call(18, 3, API_VERSIONS_BODY).error_code == 0
+            answered_meanwhile += 1
+        _, response = producer.recv_response(0, 9)
+    part = response.responses[0].partition_responses[0]
+    assert (part.error_code, part.base_offset) == (0, leo)
+    assert target.log_end_offset(topic) == leo + 1_000_000
+    assert answered_meanwhile >= 20, answered_meanwhile
 
 
 def test_the_module_broker_still_answers_everything(target: Live) -> None:

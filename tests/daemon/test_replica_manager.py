@@ -1,20 +1,25 @@
-"""ReplicaManager._validate: the one-batch shortcut decides as the walk over the headers."""
+"""ReplicaManager: _validate (the one-batch shortcut decides as the walk over the headers;
+every record is checked) and append_records_from_client (heavy checks off the loop, in
+each partition's arrival order)."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import struct
 import time
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
 from klog.daemon.replica_manager import ReplicaManager
-from klog.protocol.errors import KafkaError
-from klog.protocol.records.batch import CompressionType, iter_batch_headers
-from klog.protocol.records.v2 import build_batch
+from klog.protocol.errors import ErrorCode, InvalidRecordError, KafkaError
+from klog.protocol.records.batch import CompressionType, crc32c, iter_batch_headers
+from klog.protocol.records.v2 import build_batch, encode_record
 from klog.storage.config import LogConfig
+from tests.daemon.wire import running_broker
 
 NOW = int(time.time() * 1000)
 
@@ -48,6 +53,14 @@ def _patched(batch: bytes, fmt: str, at: int, value: int) -> bytes:
 
 
 GOOD = build_batch([(NOW, b"k", b"v" * 100), (NOW, None, b"w")])
+
+
+def _fixed_crc(batch: bytes) -> bytes:
+    out = bytearray(batch)
+    struct.pack_into(">I", out, 17, crc32c(memoryview(out)[21:]))
+    return bytes(out)
+
+
 CASES = {
     "good": GOOD,
     "magic 1": _patched(GOOD, ">b", 16, 1),
@@ -57,6 +70,14 @@ CASES = {
     "length too short": _patched(GOOD, ">i", 8, len(GOOD) - 20),
     "two batches": GOOD + GOOD,
     "tiny": GOOD[:40],
+    "count disagrees": _fixed_crc(_patched(GOOD, ">i", 57, 3)),
+    "bad record length": _fixed_crc(GOOD[:61] + b"\xff" * (len(GOOD) - 61)),
+    "bad record, bad crc": GOOD[:61] + b"\xff" * (len(GOOD) - 61),
+    "codec 7": _fixed_crc(_patched(GOOD, ">h", 21, 7)),
+    "offset deltas": _fixed_crc(GOOD[:61] + encode_record(1, 0, b"k", b"v" * 100)
+                                + GOOD[61 + len(encode_record(0, 0, b"k", b"v" * 100)):]),
+    "too large": build_batch([(NOW, b"k", b"v" * (1 << 20))]),
+    "zstd": build_batch([(NOW, b"k", b"v")], compression=CompressionType.ZSTD),
 }
 
 
@@ -81,6 +102,49 @@ def test_broker_side_compression_still_recompresses() -> None:
     assert len(headers) == 1 and headers[0].compression is CompressionType.ZSTD
 
 
+@pytest.mark.parametrize(("name", "error"), [
+    ("count disagrees", ErrorCode.INVALID_RECORD),
+    ("bad record length", ErrorCode.CORRUPT_MESSAGE),
+    ("codec 7", ErrorCode.CORRUPT_MESSAGE),
+    ("offset deltas", ErrorCode.INVALID_RECORD),
+    ("too large", ErrorCode.MESSAGE_TOO_LARGE),
+])
+def test_every_record_is_checked(name: str, error: ErrorCode) -> None:
+    with pytest.raises(KafkaError) as caught:
+        _validate(memoryview(CASES[name]), LogConfig())
+    assert caught.value.error_code == error
+
+
+def test_a_compacted_topic_needs_keys_also_on_the_shortcut() -> None:
+    keyless = memoryview(build_batch([(NOW, None, b"v")]))
+    assert _validate(keyless, LogConfig()) is keyless
+    with pytest.raises(InvalidRecordError, match="without a key"):
+        _validate(keyless, LogConfig(cleanup_policy=("compact",)))
+
+
+def test_appends_to_a_partition_keep_arrival_order(tmp_path: Path) -> None:
+    """A batch checked in a worker thread (zstd) holds back a later plain batch to the same
+    partition, which would otherwise be appended first; another partition is not held."""
+    big = build_batch([(NOW, b"k", b"v" * 100)] * 20_000, compression=CompressionType.ZSTD)
+    with running_broker(tmp_path, num_partitions=2) as broker:
+        with broker.connect() as client:
+            client.create_topic("t")
+
+        async def three() -> list[int]:
+            rm = broker.broker.replica_manager
+            first = asyncio.ensure_future(rm.append_records_from_client({("t", 0): big}, 1))
+            await asyncio.sleep(0)  # its check is under way in the worker
+            second = asyncio.ensure_future(rm.append_records_from_client(
+                {("t", 0): GOOD, ("t", 1): GOOD}, 1))
+            done = await second
+            results = [(await first)[("t", 0)], done[("t", 0)], done[("t", 1)]]
+            assert all(r.error_code == 0 for r in results), results
+            return [r.base_offset for r in results]
+
+        offsets = asyncio.run_coroutine_threadsafe(three(), broker.loop).result(30)
+    assert offsets == [0, 20_000, 0]
+
+
 def test_a_leader_and_isr_that_shrinks_the_isr_wakes_waiting_produces(tmp_path: Any) -> None:
     # acks=all produces wait for the high watermark; a LeaderAndIsr without a dead
     # follower moves it, and the purgatories must hear so then, not at their timeout.
@@ -99,3 +163,13 @@ def test_a_leader_and_isr_that_shrinks_the_isr_wakes_waiting_produces(tmp_path: 
         assert moved == [("t", 0)]
     finally:
         logs.close()
+
+
+def test_recompression_does_not_launder_a_bad_crc() -> None:
+    """The records decode but a byte of a value changed in transit: the rewrite would give
+    the batch a fresh CRC, so the old one is checked first."""
+    damaged = bytearray(GOOD)
+    damaged[61 + 30] ^= 0x01  # inside the first record's value
+    with pytest.raises(KafkaError, match="crc") as caught:
+        _validate(memoryview(damaged), LogConfig(compression_type="zstd"))
+    assert caught.value.error_code == ErrorCode.CORRUPT_MESSAGE

@@ -12,11 +12,13 @@ from pathlib import Path
 
 import pytest
 
+from klog.protocol.records.batch import crc32c
 from klog.storage import checkpoints as cp
 from klog.storage import inspect as ins
 from klog.storage.segment import rebuild_indexes
 from tests.storage.inspect_batches import (
     build_batch,
+    record,
     segment_name,
     write_offset_index,
     write_segment,
@@ -225,6 +227,54 @@ def test_damage_detected_and_recovered(
     assert any(a.kind == "rebuild-index" for a in recovered.actions)
     expected_leo = layout[k - 1][2] + 1
     assert ins.verify(pdir).partitions[0].log_end_offset == expected_leo
+
+
+def undecodable(batch: bytes, kind: str) -> bytes:
+    """``batch`` with its records made undecodable and its CRC made right again."""
+    data = bytearray(batch)
+    if kind == "varint":
+        data[61:] = b"\xff" * (len(data) - 61)  # the first length: a varint of > 5 bytes
+    elif kind == "codec-7":
+        struct.pack_into(">h", data, 21, 7)
+    elif kind == "gzip-garbage":
+        struct.pack_into(">h", data, 21, 1)
+        data[61:] = b"\x1f\x8b\x08" + bytes(len(data) - 64)
+    struct.pack_into(">I", data, 17, crc32c(bytes(data[21:])))
+    return bytes(data)
+
+
+@pytest.mark.parametrize("kind", ["varint", "codec-7", "gzip-garbage"])
+def test_a_batch_whose_records_do_not_decode_is_damage_that_recover_keeps(
+    kind: str, partition: tuple[Path, Path, list[tuple[int, int, int]]]
+) -> None:
+    """CRC right, records undecodable (what a broker without record checks stored): verify
+    names it; recover keeps it, as Kafka's recovery (CRC only) does."""
+    pdir, log, layout = partition
+    data = bytearray(log.read_bytes())
+    position, base, _last = layout[25]
+    end = layout[26][0]
+    data[position:end] = undecodable(bytes(data[position:end]), kind)
+    log.write_bytes(bytes(data))
+
+    finding = _single_damage(ins.verify(pdir))
+    assert (finding.file, finding.offset, finding.position) == (str(log), base, position)
+    assert "do not decode" in finding.message and f"position {position}" in finding.message
+    before = log.read_bytes()
+    ins.recover(pdir)
+    assert log.read_bytes() == before
+
+
+def test_offset_gaps_left_by_compaction_are_not_damage(tmp_path: Path) -> None:
+    body = b"".join(record(d, b"v", key=b"k") for d in (0, 3))
+    batch = bytearray(build_batch(0, [b"v", b"v"]))
+    batch[61:] = body
+    struct.pack_into(">i", batch, 8, len(batch) - 12)
+    struct.pack_into(">i", batch, 23, 3)  # lastOffsetDelta 3: records 1 and 2 compacted away
+    struct.pack_into(">I", batch, 17, crc32c(bytes(batch[21:])))
+    pdir = tmp_path / "compacted-0"
+    pdir.mkdir()
+    (pdir / segment_name(0)).write_bytes(bytes(batch))
+    assert damage_findings(ins.verify(pdir)) == []
 
 
 def test_empty_segment_is_fine(tmp_path: Path) -> None:

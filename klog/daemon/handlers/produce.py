@@ -4,6 +4,8 @@ acks must be 0, 1 or -1 (else INVALID_REQUIRED_ACKS for every partition). acks=0
 response at all, as in Kafka. acks=-1 waits in the produce purgatory until the ISR has the
 data (immediately when the ISR is the leader alone) or the request timeout passes; while it
 waits, the connection goes on with the producer's next requests (a ``Deferred`` answer).
+The append itself may wait too, for a heavy record check done off the event loop
+(ReplicaManager.append_records_from_client); the connection's next request waits for it.
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         results = {tp: (int(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED), None)
                    for tp in entries}
         return _response(ctx, order, results)
-    appended = broker.replica_manager.append_records(entries, acks)
+    appended = await broker.replica_manager.append_records_from_client(entries, acks)
     if acks == 0:
         # Kafka closes the connection so that an acks=0 producer notices failures.
         if any(r.error_code for r in appended.values()) and ctx.connection is not None:
