@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed
 .PHONY: setup test bench lint run clean
 
 # setup.py and the C sources: editing them rebuilds the extensions in place.
-$(STAMP): pyproject.toml setup.py $(wildcard klog/*/*.c klog/*.h)
+$(STAMP): pyproject.toml setup.py $(wildcard klog/*/*.c klog/*/*/*.c klog/*.h)
 	bash scripts/setup-system.sh
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
