@@ -40,11 +40,12 @@ import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, is_dataclass
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Literal
 
 from kio.schema.index import schema_name_map
 from kio.serial import entity_reader, entity_writer
 from kio.static.constants import EntityType
+from kio.static.protocol import Entity
 
 from klog.protocol import inter_broker, produce
 from klog.protocol.errors import (
@@ -89,10 +90,10 @@ class ApiSpec:
             self.advertised[0] <= version <= self.advertised[1]
         )
 
-    def request_entity(self, version: int) -> type:
+    def request_entity(self, version: int) -> type[Entity]:
         return _entity(self.api_key, version, EntityType.request)
 
-    def response_entity(self, version: int) -> type:
+    def response_entity(self, version: int) -> type[Entity]:
         return _entity(self.api_key, version, EntityType.response)
 
 
@@ -192,7 +193,9 @@ def spec_for(api_key: int) -> ApiSpec:
 
 
 @functools.cache
-def _entity(api_key: int, version: int, kind: EntityType) -> type:
+def _entity(
+    api_key: int, version: int, kind: Literal[EntityType.request, EntityType.response]
+) -> type[Entity]:
     spec = spec_for(api_key)
     if not spec.knows(version):
         raise UnsupportedVersionError(
@@ -206,7 +209,8 @@ def _entity(api_key: int, version: int, kind: EntityType) -> type:
     path = schema_name_map[spec.kio_name][version][kind]
     module_name, _, class_name = path.partition(":")
     module = __import__(module_name, fromlist=[class_name])
-    return getattr(module, class_name)
+    entity: type[Entity] = getattr(module, class_name)
+    return entity
 
 
 # --- header versions ----------------------------------------------------------------------
@@ -279,7 +283,7 @@ def _encode(entity: Any) -> bytes:
     return buffer.getvalue()
 
 
-def _decode(entity_type: type, body: Any) -> Any:
+def _decode(entity_type: type[Entity], body: Any) -> Any:
     if isinstance(body, (bytearray, memoryview)) and not memoryview(body).readonly:
         body = memoryview(body).toreadonly()  # kio's reader refuses writable buffers (frames)
     _precheck(entity_type, body)
@@ -299,7 +303,7 @@ def _decode(entity_type: type, body: Any) -> Any:
 
 
 @functools.cache
-def _reader(entity_type: type) -> Any:
+def _reader(entity_type: type[Entity]) -> Any:
     return entity_reader(entity_type)
 
 
@@ -345,10 +349,11 @@ def _split_optional(annotation: Any) -> tuple[bool, Any]:
 
 
 def _reject_forbidden_nulls(entity: Any) -> None:
-    stack = [entity]
+    stack: list[object] = [entity]
     while stack:
         current = stack.pop()
-        for name, nullable, kind in _null_plan(type(current)):
+        entity_type: type = type(current)
+        for name, nullable, kind in _null_plan(entity_type):
             value = getattr(current, name)
             if value is None:
                 if not nullable:
@@ -391,7 +396,7 @@ class _Plan:
 
 
 @functools.cache
-def _plan(entity_type: type) -> _Plan:
+def _plan(entity_type: type[Entity]) -> _Plan:
     flexible = bool(entity_type.__flexible__)
     hints = typing.get_type_hints(entity_type) if _has_string_annotations(entity_type) else {}
     steps: list[tuple[Any, ...]] = []
@@ -421,7 +426,10 @@ def _step(kafka_type: str | None, inner: Any, flexible: bool, marker: bool
         return (_FIXED_ARRAY, flexible, _fixed_size(kafka_type)), length_size
     if is_dataclass(inner):
         # a nullable struct is preceded by an int8 marker (-1 null), KIP-893
-        return (_ENTITY_STEP, marker, inner), (1 if marker else _plan(inner).min_size)
+        nested: type[Entity] = typing.cast("type[Entity]", inner)  # a kio entity class
+        return (_ENTITY_STEP, marker, inner), (1 if marker else _plan(nested).min_size)
+    if kafka_type is None:
+        raise TypeError(f"no pre-check for kafka_type {kafka_type!r}")
     if kafka_type in _FIXED_SIZES:
         return (_FIXED, _FIXED_SIZES[kafka_type]), _FIXED_SIZES[kafka_type]
     if kafka_type in _LEGACY_LENGTH_SIZES:
@@ -431,6 +439,8 @@ def _step(kafka_type: str | None, inner: Any, flexible: bool, marker: bool
 
 
 def _fixed_size(kafka_type: str | None) -> int:
+    if kafka_type is None:
+        raise TypeError(f"no pre-check for array of {kafka_type!r}")
     if kafka_type not in _FIXED_SIZES:
         # Kafka has arrays of strings too (e.g. []string topic names); walked item by item.
         if kafka_type in _LEGACY_LENGTH_SIZES:
@@ -449,7 +459,7 @@ def _merge_fixed(steps: list[tuple[Any, ...]]) -> tuple[tuple[Any, ...], ...]:
     return tuple(merged)
 
 
-def _precheck(entity_type: type, body: Any) -> None:
+def _precheck(entity_type: type[Entity], body: Any) -> None:
     try:
         view = memoryview(body).cast("B") if not isinstance(body, bytes) else body
     except TypeError as exc:
@@ -510,9 +520,9 @@ def _walk(plan: _Plan, buf: Any, offset: int, end: int) -> int:
             size, offset = _uvarint(buf, offset, end)
             if size > end - offset:
                 raise _truncated()
-            step = plan.tags.get(tag)
-            if step is not None:
-                _walk_step(step, buf, offset, offset + size)
+            tagged = plan.tags.get(tag)
+            if tagged is not None:
+                _walk_step(tagged, buf, offset, offset + size)
             offset += size
     if offset > end:
         raise _truncated()

@@ -51,8 +51,11 @@ def _entity_of(annotation: Any) -> tuple[str, type | None]:
     args = [a for a in typing.get_args(annotation) if a is not type(None)]
     if origin in (typing.Union, getattr(__import__("types"), "UnionType", None)) and args:
         return _entity_of(args[0])
-    if origin is tuple and args and dataclasses.is_dataclass(args[0]):
-        return "entities", args[0]
+    item = args[0] if args else None
+    # Annotations name classes, so the isinstance only tells the checker what is_dataclass
+    # already implies here.
+    if origin is tuple and isinstance(item, type) and dataclasses.is_dataclass(item):
+        return "entities", item
     if isinstance(annotation, type) and dataclasses.is_dataclass(annotation):
         return "entity", annotation
     return "plain", None

@@ -35,8 +35,8 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterator, Mapping
 from dataclasses import MISSING, dataclass, field, make_dataclass
-from types import MappingProxyType
-from typing import Any, ClassVar
+from types import GenericAlias, MappingProxyType
+from typing import Any, ClassVar, cast
 
 from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
 from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
@@ -44,6 +44,7 @@ from kio.schema.response_header.v0.header import ResponseHeader as ResponseHeade
 from kio.schema.response_header.v1.header import ResponseHeader as ResponseHeaderV1
 from kio.static.constants import EntityType
 from kio.static.primitive import i8, i16, i32, i64
+from kio.static.protocol import Entity
 
 LEADER_AND_ISR = 4
 STOP_REPLICA = 5
@@ -183,7 +184,9 @@ def _build_class(
             annotation: Any = tuple[item, ...]
         elif spec.kafka_type.startswith("[]"):
             metadata["kafka_type"] = spec.kafka_type[2:]
-            annotation = tuple[_PRIMITIVES[spec.kafka_type[2:]], ...]
+            # tuple[primitive, ...] built at runtime (a type expression would not take a
+            # value looked up in a dict).
+            annotation = GenericAlias(tuple, (_PRIMITIVES[spec.kafka_type[2:]], ...))
         else:
             metadata["kafka_type"] = spec.kafka_type
             annotation = _PRIMITIVES[spec.kafka_type]
@@ -432,11 +435,13 @@ INTER_BROKER_APIS: Mapping[int, tuple[str, Mapping[int, type], Mapping[int, type
 )
 
 
-def request_entity(api_key: int, version: int) -> type:
+# The classes are made by make_dataclass with kio's class attributes (__version__,
+# __flexible__, ...), so they are kio Entities; the checker sees only ``type``.
+def request_entity(api_key: int, version: int) -> type[Entity]:
     """The request class of an inter-broker API at ``version`` (KeyError if none)."""
-    return INTER_BROKER_APIS[api_key][1][version]
+    return cast("type[Entity]", INTER_BROKER_APIS[api_key][1][version])
 
 
-def response_entity(api_key: int, version: int) -> type:
+def response_entity(api_key: int, version: int) -> type[Entity]:
     """The response class of an inter-broker API at ``version`` (KeyError if none)."""
-    return INTER_BROKER_APIS[api_key][2][version]
+    return cast("type[Entity]", INTER_BROKER_APIS[api_key][2][version])

@@ -258,6 +258,7 @@ class _Schema:
 
 
 S = TypeVar("S", bound="_Struct")
+M = TypeVar("M", bound="_VersionedMessage")
 
 
 class _Struct:
@@ -355,14 +356,14 @@ class _VersionedMessage(_Struct):
     version: int
 
     @classmethod
-    def decode(cls: type[S], buf: bytes | bytearray | memoryview) -> S:
+    def decode(cls: type[M], buf: bytes | bytearray | memoryview) -> M:
         """Parse version-prefixed bytes; raises InternalTopicError on bad input."""
         r = _Reader(buf)
         version = r.int16()
-        return cls._decode_body(r, version)  # type: ignore[attr-defined,no-any-return]
+        return cls._decode_body(r, version)
 
     @classmethod
-    def _decode_body(cls: type[S], r: _Reader, version: int) -> S:
+    def _decode_body(cls: type[M], r: _Reader, version: int) -> M:
         schema = cls.SCHEMA
         if not schema.lowest <= version <= schema.highest:
             raise UnknownVersionError(
@@ -565,7 +566,7 @@ class _ConsumerProtocolMessage(_VersionedMessage):
     __slots__ = ()
 
     @classmethod
-    def decode(cls: type[S], buf: bytes | bytearray | memoryview) -> S:
+    def decode(cls: type[M], buf: bytes | bytearray | memoryview) -> M:
         # Kafka's ConsumerProtocol reads a newer version with the newest format it knows
         # (new versions may only append fields); keep the real version for the JSON view.
         r = _Reader(buf)
@@ -573,10 +574,10 @@ class _ConsumerProtocolMessage(_VersionedMessage):
         if version < 0:
             raise UnknownVersionError(f"negative {cls.SCHEMA.name} version {version}", version)
         known = min(version, cls.SCHEMA.highest)
-        parsed = cls._decode_body(r, known)  # type: ignore[attr-defined]
+        parsed = cls._decode_body(r, known)
         if known != version:
             parsed = _replace_version(parsed, version)
-        return parsed  # type: ignore[no-any-return]
+        return parsed
 
     def encode(self) -> bytes:
         w = _Writer()

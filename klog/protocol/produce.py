@@ -126,7 +126,7 @@ def _maker(cls: type, names: tuple[str, ...]) -> Callable[..., Any]:
         set0, set1 = setters
 
         def make2(a: Any, b: Any) -> Any:
-            entity = new(cls)
+            entity: object = new(cls)
             set0(entity, a)
             set1(entity, b)
             return entity
@@ -134,7 +134,7 @@ def _maker(cls: type, names: tuple[str, ...]) -> Callable[..., Any]:
         return make2
 
     def make(*values: Any) -> Any:
-        entity = new(cls)
+        entity: object = new(cls)
         for setter, value in zip(setters, values, strict=True):
             setter(entity, value)
         return entity

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import struct
 import zlib
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator
 
 from klog.protocol.errors import CorruptRecordError
 from klog.protocol.records.batch import (
@@ -43,7 +43,7 @@ from klog.protocol.records.batch import (
     TimestampType,
 )
 from klog.protocol.records.compression import DEFAULT_MAX_DECOMPRESSED_SIZE, compress, decompress
-from klog.protocol.records.record import Record, make_record
+from klog.protocol.records.record import Record, RecordTuple, make_record
 
 _HEAD = struct.Struct(">qiIbb")  # offset, size, crc, magic, attributes
 _INT32 = struct.Struct(">i")
@@ -238,7 +238,7 @@ def build_legacy_message(
 
 
 def build_legacy_message_set(
-    records: Iterable[Sequence[object]],
+    records: Iterable[RecordTuple],
     *,
     magic: int,
     compression: int | CompressionType = CompressionType.NONE,
@@ -260,7 +260,8 @@ def build_legacy_message_set(
     codec = CompressionType(compression)
     if codec is CompressionType.ZSTD:
         raise ValueError("zstd needs magic 2")
-    items = []
+    items: list[tuple[int, bytes | bytearray | memoryview | None,
+                      bytes | bytearray | memoryview | None]] = []
     for record in records:
         timestamp, key, value = record[0], record[1], record[2]
         if len(record) > 3 and record[3]:

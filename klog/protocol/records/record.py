@@ -10,11 +10,19 @@ which costs a third of that. The result is an ordinary, immutable ``Record``.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, fields
 
 from klog.protocol.records.batch import TimestampType
 
 Header = tuple[str, bytes | None]
+
+_Bytes = bytes | bytearray | memoryview
+# What the batch builders take per record: (timestamp, key, value[, headers]).
+RecordTuple = (
+    tuple[int, _Bytes | None, _Bytes | None]
+    | tuple[int, _Bytes | None, _Bytes | None, Sequence[tuple[str, bytes | None]]]
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +73,21 @@ class _MutableRecord:
 
     __slots__ = Record.__slots__
 
+    # Record's fields, declared for the type checker only: annotations without values add
+    # no class attributes, so the slots above stay the only storage.
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[Header, ...]
+    sequence: int
+    attributes: int
+    size_in_bytes: int
+    magic: int
+    crc: int | None
+    is_valid: bool
+    timestamp_type: TimestampType
+
 
 assert tuple(f.name for f in fields(Record)) == Record.__slots__
 
@@ -99,5 +122,7 @@ def make_record(
     r.crc = crc
     r.is_valid = is_valid
     r.timestamp_type = timestamp_type
-    r.__class__ = Record
+    # The retyping is the point (module docstring); mypy cannot follow a __class__ change,
+    # and typing.cast would cost a call per record on this path.
+    r.__class__ = Record  # type: ignore[assignment]
     return r  # type: ignore[return-value]

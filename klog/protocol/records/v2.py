@@ -32,7 +32,7 @@ import time
 from collections.abc import Iterable, Iterator, Sequence
 from itertools import repeat
 from operator import add, mod
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from klog.protocol.errors import CorruptRecordError
 from klog.protocol.records.batch import (
@@ -55,7 +55,7 @@ from klog.protocol.records.batch import (
     crc32c,
 )
 from klog.protocol.records.compression import DEFAULT_MAX_DECOMPRESSED_SIZE, compress, decompress
-from klog.protocol.records.record import Header, Record, _MutableRecord
+from klog.protocol.records.record import Header, Record, RecordTuple, _MutableRecord
 from klog.protocol.records.varint import (
     read_unsigned_varint,
     read_unsigned_varlong,
@@ -86,6 +86,9 @@ def iter_records(
     beyond ``max_decompressed_size`` raises RecordTooLargeError. Decompression and the
     count check happen when this is called, before the first record is yielded.
     """
+    count = header.records_count
+    if count is None:  # only a v0/v1 compressed wrapper has none: legacy.py reads those
+        raise ValueError(f"not a v2 batch header (magic {header.magic})")
     data = _records_data(buf, header, max_decompressed_size)
     timestamp_type = header.timestamp_type
     log_append_time = (
@@ -93,7 +96,7 @@ def iter_records(
     )
     return _decode(
         data,
-        header.records_count,
+        count,
         header.base_offset or 0,
         header.base_timestamp,
         log_append_time,
@@ -274,7 +277,8 @@ def _decode(
             r.crc = None
             r.is_valid = True
             r.timestamp_type = timestamp_type
-            r.__class__ = record_class
+            # Retyped to Record (record.py's make_record says why); mypy cannot follow it.
+            r.__class__ = record_class  # type: ignore[assignment]
             yield r  # type: ignore[misc]
     except IndexError:
         raise CorruptRecordError(
@@ -671,14 +675,14 @@ class BatchBuilder:
 
 
 def build_batch(
-    records: Iterable[Sequence[object]],
-    **kwargs: object,
+    records: Iterable[RecordTuple],
+    **kwargs: Any,  # Any: BatchBuilder's keyword arguments, passed through (it checks them)
 ) -> bytes:
     """Build one v2 batch from ``(timestamp, key, value[, headers])`` tuples.
 
     Keyword arguments are BatchBuilder's.
     """
-    builder = BatchBuilder(**kwargs)  # type: ignore[arg-type]
+    builder = BatchBuilder(**kwargs)
     for record in records:
-        builder.append(*record)  # type: ignore[arg-type]
+        builder.append(*record)
     return builder.build()
