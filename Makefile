@@ -16,8 +16,10 @@ $(STAMP): pyproject.toml setup.py $(wildcard klog/*/*.c klog/*/*/*.c klog/*.h)
 
 setup: $(STAMP)
 
+# ruff, then mypy over klog/ (configured in pyproject.toml), then the suite.
 test: $(STAMP)
 	$(PY) -m ruff check klog tests benchmarks
+	$(PY) -m mypy
 	$(PY) -m pytest -q
 
 # A standalone broker on 127.0.0.1:9092 with its data in ./klog-data (Ctrl-C stops it cleanly).
@@ -29,6 +31,7 @@ bench: $(STAMP)
 
 lint: $(STAMP)
 	$(PY) -m ruff check klog tests benchmarks
+	$(PY) -m mypy
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -95,7 +95,7 @@ def free_port(host: str = LOOPBACK) -> int:
 def four_letter_word(port: int, word: str, timeout: float = 1.0) -> bytes:
     with socket.create_connection((LOOPBACK, port), timeout=timeout) as s:
         s.sendall(word.encode("ascii"))
-        chunks = []
+        chunks: list[bytes] = []
         while True:
             chunk = s.recv(4096)
             if not chunk:

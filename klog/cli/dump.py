@@ -11,7 +11,7 @@ import contextlib
 import gc
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from itertools import islice
 from operator import attrgetter, methodcaller
 from pathlib import Path
@@ -214,7 +214,9 @@ def _write_json(events: Iterator[DumpEvent]) -> None:
 
 
 @contextlib.contextmanager
-def _progress(paths: list[str]) -> Iterator[object]:
+def _progress(
+    paths: list[str],
+) -> Iterator[Callable[[Iterator[DumpEvent]], Iterator[DumpEvent]]]:
     """A wrapper adding a byte progress bar for big files (stderr TTY only)."""
     total = 0
     for p in paths:

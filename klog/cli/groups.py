@@ -104,7 +104,7 @@ def describe(
         names = list(groups or [])
         if all_groups:
             names = [g.group_id for g in await admin.list_groups()]
-        out = []
+        out: list[tuple[GroupDescription, list[PartitionLag]]] = []
         for name in names:
             if members or state:
                 out.append(((await admin.describe_groups([name]))[name], []))

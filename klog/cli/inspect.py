@@ -18,6 +18,8 @@ from rich.text import Text
 from klog.cli import console
 
 if TYPE_CHECKING:
+    from rich.console import JustifyMethod
+
     from klog.storage import inspect as lib
 
 
@@ -103,7 +105,7 @@ def _print_verify(report: lib.VerifyReport) -> None:
     lib = _lib()
     table = Table(title=None, show_edge=False, pad_edge=False)
     widest = max((len(p.name) for p in report.partitions), default=9)
-    for name, justify in (
+    columns: tuple[tuple[str, JustifyMethod], ...] = (
         ("partition", "left"),
         ("segments", "right"),
         ("batches", "right"),
@@ -111,11 +113,10 @@ def _print_verify(report: lib.VerifyReport) -> None:
         ("log start", "right"),
         ("log end", "right"),
         ("status", "left"),
-    ):
+    )
+    for name, justify in columns:
         width = {"partition": widest, "status": len(lib.STATUS_REBUILDABLE)}.get(name, len(name))
-        table.add_column(  # type: ignore[arg-type]
-            name, justify=justify, no_wrap=True, min_width=width
-        )
+        table.add_column(name, justify=justify, no_wrap=True, min_width=width)
     for p in report.partitions:
         table.add_row(
             Text(p.name),

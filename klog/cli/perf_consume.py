@@ -52,9 +52,8 @@ def perf_consume(
             request_timeout_ms=10_000))
     except (KafkaClientError, KafkaError) as exc:
         console.fail(str(exc))
-    result = {"topic": topic, **result}
     if json_out:
-        console.emit_json(result)
+        console.emit_json({"topic": topic, **result})
         return
     console.line(
         f"{int(result['records'])} records, {result['mb']:.2f} MB in {result['seconds']:.2f} s: "

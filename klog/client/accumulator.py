@@ -43,9 +43,10 @@ from klog.protocol.records.batch import (
     NO_PARTITION_LEADER_EPOCH,
     PRODUCER_ID_OFFSET,
     RECORD_BATCH_OVERHEAD,
+    CompressionType,
     crc32c,
 )
-from klog.protocol.records.compression import CompressionType, compress
+from klog.protocol.records.compression import compress
 from klog.protocol.records.varint import write_varint, write_varlong
 
 __all__ = [
@@ -148,8 +149,8 @@ class ProducerBatch:
         self.topic = topic
         self.partition = partition
         self.compression = compression
-        #: Per record: (future, timestamp, key size, value size, callback).
-        self.records: list[tuple[asyncio.Future[RecordMetadata], int, int, int,
+        #: Per record: (future or None, timestamp, key size, value size, callback).
+        self.records: list[tuple[asyncio.Future[RecordMetadata] | None, int, int, int,
                                  DeliveryCallback | None]] = []
         #: A placeholder for the batch header, then the encoded records in pieces.
         self.pieces: list[bytes] = [_HEADER_ROOM]
@@ -208,7 +209,7 @@ class ProducerBatch:
         headers: Sequence[tuple[str, bytes | None]],
         size: int,
         callback: DeliveryCallback | None,
-        future: asyncio.Future[RecordMetadata],
+        future: asyncio.Future[RecordMetadata] | None,
     ) -> None:
         records = self.records
         if not records:
@@ -255,7 +256,7 @@ class ProducerBatch:
 
     def append_value(self, timestamp: int, value: bytes, size: int,
                      callback: DeliveryCallback | None,
-                     future: asyncio.Future[RecordMetadata]) -> None:
+                     future: asyncio.Future[RecordMetadata] | None) -> None:
         """``append`` of the most common record: no key, no headers, a bytes value."""
         records = self.records
         count = len(records)
@@ -284,7 +285,7 @@ class ProducerBatch:
         records.append((future, timestamp, -1, value_size, callback))
 
     def close(self, producer_id: int = -1, producer_epoch: int = -1,
-              base_sequence: int = -1) -> bytes:
+              base_sequence: int = -1) -> bytes | bytearray:
         """Freeze the batch and build its bytes (compressing them), once."""
         if self.payload is None:
             pieces = self.pieces

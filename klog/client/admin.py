@@ -989,11 +989,11 @@ class AdminClient:
             log_end = end.offset if isinstance(end, ListedOffset) else None
             current = None if om is None else om.offset
             lag = None if current is None or log_end is None else max(0, log_end - current)
-            m = owner.get(tp)
+            member = owner.get(tp)
             rows.append(PartitionLag(tp[0], tp[1], current, log_end, lag,
-                                     None if m is None else m.member_id,
-                                     None if m is None else m.host,
-                                     None if m is None else m.client_id,
+                                     None if member is None else member.member_id,
+                                     None if member is None else member.host,
+                                     None if member is None else member.client_id,
                                      None if om is None else om.metadata))
         return description, rows
 

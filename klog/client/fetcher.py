@@ -427,7 +427,7 @@ class Fetcher:
         pending = {tp: s.reset for tp, s in self.states.items()
                    if s.reset is not None and s.position is None}
         try:
-            found = await self.list_offsets(pending, retry=False)  # type: ignore[arg-type]
+            found = await self.list_offsets(pending, retry=False)
         except KafkaClientError as exc:
             log.debug("offset reset failed: %s", exc)
             return self.retry_backoff

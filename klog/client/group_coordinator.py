@@ -731,7 +731,10 @@ class ConsumerCoordinator:
             if sync:
                 raise
 
+    # Two Mappings: a Mapping's key type is invariant, and callers key by TopicPartition
+    # or by plain (topic, partition) tuples.
     async def commit(self, offsets: Mapping[tuple[str, int], int | OffsetAndMetadata]
+                     | Mapping[TopicPartition, int | OffsetAndMetadata]
                      | None = None, *, retry: bool = True) -> None:
         """Commit ``offsets`` (default: the positions of every assigned partition).
 
@@ -740,11 +743,10 @@ class ConsumerCoordinator:
         are retried (finding the coordinator again) until the request timeout; a commit
         the group no longer accepts raises CommitFailedError.
         """
-        if offsets is None:
-            offsets = self._positions()
+        chosen = self._positions() if offsets is None else offsets
         wanted = {TopicPartition(*tp): (o if isinstance(o, OffsetAndMetadata)
                                         else OffsetAndMetadata(int(o)))
-                  for tp, o in offsets.items()}
+                  for tp, o in chosen.items()}
         if not wanted:
             return
         deadline = time.monotonic() + self.request_timeout_ms / 1000

@@ -431,9 +431,9 @@ class BrokerConnection:
             self.close(error)
             raise error from None
         except (OSError, RuntimeError) as exc:
-            error = KafkaConnectionError(f"connection to node {self.node_id} failed: {exc}")
-            self.close(error)
-            raise error from None
+            failure = KafkaConnectionError(f"connection to node {self.node_id} failed: {exc}")
+            self.close(failure)
+            raise failure from None
 
     async def _read_loop(self) -> None:
         assert self._reader is not None
@@ -772,6 +772,7 @@ class KafkaClient:
                             allow_auto_topic_creation: bool) -> None:
         conn = await self._connection(node_id)
         version = self.api_version(node_id, METADATA)
+        wanted: list[dict[str, Any]] | None
         if topics is None:
             wanted = [] if version == 0 else None  # v0 has no null: an empty list is "all"
         else:

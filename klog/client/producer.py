@@ -42,7 +42,7 @@ from klog.client.errors import KafkaClientError, KafkaTimeoutError, WouldBlockEr
 from klog.client.partitioner import StickyPartitionCache, partition_for_key
 from klog.client.sender import Sender
 from klog.protocol.errors import ErrorCode
-from klog.protocol.records.compression import CompressionType
+from klog.protocol.records.batch import CompressionType
 
 __all__ = ["COMPRESSION_TYPES", "Producer", "RecordMetadata", "SyncProducer"]
 
@@ -636,8 +636,8 @@ def _copy_outcome(source: asyncio.Future[RecordMetadata],
                   target: concurrent.futures.Future[RecordMetadata]) -> None:
     if source.cancelled():
         target.cancel()
-    elif source.exception() is not None:
-        target.set_exception(source.exception())  # type: ignore[arg-type]
+    elif (exc := source.exception()) is not None:
+        target.set_exception(exc)
     else:
         target.set_result(source.result())
 

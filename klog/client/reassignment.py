@@ -461,7 +461,7 @@ async def apply_changes(admin: AdminClient,
     errors = await admin.alter_configs(changes)
     failed = [(r, e) for r, e in errors.items() if e is not None]
     if failed:
-        raise failed[0][1]  # type: ignore[misc]
+        raise failed[0][1]
 
 
 async def clear_throttles(admin: AdminClient, targets: Mapping[TopicPartition,

@@ -261,7 +261,7 @@ class Sender:
                        *, slot_taken: bool) -> None:
         """One Produce request of ``batches``, encoded by hand (klog/protocol/produce.py:
         the batches are written as they are, never copied into a request entity)."""
-        topics: dict[str, list[tuple[int, bytes]]] = {}
+        topics: dict[str, list[tuple[int, bytes | bytearray]]] = {}
         for batch in batches:
             assert batch.payload is not None
             topics.setdefault(batch.topic, []).append((batch.partition, batch.payload))

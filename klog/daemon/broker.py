@@ -63,7 +63,7 @@ class Broker:
         self.metastore: MetadataStore | None = None
         self.metadata_cache = MetadataCache(self.broker_id)
         self.topic_overrides: dict[str, dict[str, str]] = {}
-        self.replica_manager: ReplicaManager | None = None  # type: ignore[assignment]
+        self.replica_manager: ReplicaManager | None = None
         self.server: Server | None = None
         self.controller: Controller | None = None
         # Controller fencing (klog/daemon/controller/receiver.py): the newest controller
@@ -76,9 +76,9 @@ class Broker:
             self.broker_id, bool(config.zookeeper_connect), lambda: self.metastore)
         self.admin = AdminManager(self)
         self.timer: Timer | None = None
-        self.fetch_purgatory: DelayedOperationPurgatory[Any] | None = None  # type: ignore
+        self.fetch_purgatory: DelayedOperationPurgatory[Any] | None = None
         # Replication (klog/daemon/replica_fetcher.py, delayed.py DelayedProduce).
-        self.produce_purgatory: DelayedOperationPurgatory[Any] | None = None  # type: ignore
+        self.produce_purgatory: DelayedOperationPurgatory[Any] | None = None
         self.fetcher_manager: ReplicaFetcherManager | None = None
         # Replication throttles (klog/daemon/replication_quota.py); config_changes.py keeps
         # the rates and the topics' throttled-replica lists current.

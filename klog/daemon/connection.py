@@ -324,6 +324,7 @@ class Connection(asyncio.Protocol):
     # -- processing -------------------------------------------------------------------------
 
     async def _process(self) -> None:
+        started: Coroutine[Any, Any, None] | None
         try:
             while not self.closed:
                 if self._started is not None:  # begun in the read callback
@@ -543,7 +544,7 @@ class Connection(asyncio.Protocol):
                              pinned: list[int]) -> None:
         loop = asyncio.get_running_loop()
         fds = iter(pinned)
-        pending: list[bytes] = []
+        pending: list[bytes | bytearray | memoryview] = []
         for chunk in chunks:
             if isinstance(chunk, (bytes, bytearray, memoryview)):
                 pending.append(chunk)
@@ -558,8 +559,11 @@ class Connection(asyncio.Protocol):
             if sent < chunk.size:
                 self._in_sendfile = True
                 try:
-                    sent += await loop.sendfile(transport, _FdFile(fd), chunk.position + sent,
-                                                chunk.size - sent)
+                    # asyncio's sendfile uses only what _FdFile has (fileno, seek, tell,
+                    # mode); typeshed asks for a whole IO[bytes].
+                    sent += await loop.sendfile(
+                        transport, _FdFile(fd),  # type: ignore[arg-type]
+                        chunk.position + sent, chunk.size - sent)
                 finally:
                     self._in_sendfile = False
                     self.update_reading()

@@ -551,7 +551,7 @@ class ReplicaManager:
                 batch = check_batch(view, h, from_client=from_client,
                                     require_keys=require_keys)
             if check_ts and h.timestamp_type is TimestampType.CREATE_TIME:
-                timestamps = [h.base_timestamp, h.max_timestamp]
+                timestamps: list[int | None] = [h.base_timestamp, h.max_timestamp]
                 if batch is not None and batch.min_timestamp is not None:
                     timestamps += [batch.min_timestamp, batch.max_timestamp]
                 for ts in timestamps:

@@ -551,7 +551,7 @@ def _walk_step(step: tuple[Any, ...], buf: Any, offset: int, end: int) -> int:
     if count <= 0:
         return offset
     if kind == _FIXED_ARRAY:
-        size = step[2]
+        size: int = step[2]
         if size > 0:
             if count > (end - offset) // size:
                 raise _truncated()

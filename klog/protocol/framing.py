@@ -46,12 +46,11 @@ from klog.protocol.apis import (
     API_VERSIONS,
     STANDALONE_ADVERTISED,
     UnknownApiKeyError,
-    UnsupportedVersionError,
     VersionRange,
     request_header_version,
     spec_for,
 )
-from klog.protocol.errors import ErrorCode, InvalidRequestError
+from klog.protocol.errors import ErrorCode, InvalidRequestError, UnsupportedVersionError
 
 #: Kafka's socket.request.max.bytes default: the largest request frame a broker accepts.
 DEFAULT_MAX_REQUEST_BYTES = 104_857_600

@@ -87,6 +87,7 @@ class _Reader:
 
     def _fixed(self, st: struct.Struct, what: str) -> int:
         self._need(st.size, what)
+        value: int
         (value,) = st.unpack_from(self._buf, self.pos)
         self.pos += st.size
         return value
@@ -765,7 +766,8 @@ OffsetsValue = OffsetCommitValue | GroupMetadataValue
 def _peek_version(buf: bytes | bytearray | memoryview, what: str) -> int:
     if len(buf) < 2:
         raise InternalTopicError(f"{what} of {len(buf)} byte(s) has no version")
-    return _I16.unpack_from(buf, 0)[0]
+    version: int = _I16.unpack_from(buf, 0)[0]
+    return version
 
 
 _OFFSETS_KEYS: dict[int, Callable[[bytes | bytearray | memoryview], OffsetsKey]] = {

@@ -433,7 +433,7 @@ def encode_produce_response(
         raise ValueError(f"Produce v{version} is not encoded here (v{MIN_VERSION}-"
                          f"v{MAX_VERSION})")
     if _native is not None and _native_ready(version):
-        body = _native.encode(version, topics, throttle_time_ms)
+        body: bytes | None = _native.encode(version, topics, throttle_time_ms)
         if body is not None:
             return body
     return python_encode(version, topics, throttle_time_ms)

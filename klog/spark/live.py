@@ -18,13 +18,14 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncGenerator, Iterator
 from typing import Any
 
 import pyarrow as pa
 
 from klog.client.consumer import Consumer
 from klog.client.errors import INVALID_METADATA, KafkaClientError, error_for
+from klog.client.fetcher import TopicPartition
 from klog.client.network import KafkaClient
 from klog.protocol.errors import ErrorCode
 from klog.protocol.records.batch import iter_batch_headers
@@ -80,7 +81,8 @@ async def _plan(options: SourceOptions) -> list[PartitionOffsets]:
             by_end = await consumer.offsets_for_times(
                 {tp: options.ending_timestamp for tp in tps})
         out = []
-        for tp in tps:
+        for topic, partition in tps:
+            tp = TopicPartition(topic, partition)  # the consumer's answers are keyed so
             lo, hi = earliest[tp], latest[tp]
             s = by_start.get(tp)
             e = by_end.get(tp)
@@ -103,7 +105,7 @@ def plan(options: SourceOptions) -> list[PartitionOffsets]:
 async def _read(
     servers: str, r: OffsetRange, include_headers: bool, read_committed: bool,
     batch_rows: int, stats: dict[str, int],
-) -> AsyncIterator[pa.RecordBatch]:
+) -> AsyncGenerator[pa.RecordBatch, None]:
     # Fetch requests by hand (not the Consumer): the partition's record bytes go straight
     # into column lists through the offline reader's RangeDecoder, with no per-record
     # objects on the way -- the same decoding, whichever side the bytes came from.

@@ -198,13 +198,13 @@ def _parse(spec: _Spec, raw: Any) -> Any:
         return value
     if spec.kind == "double":
         try:
-            value = float(raw)
+            number = float(raw)
         except (TypeError, ValueError):
             raise LogConfigError(
                 f"invalid value {raw!r} for configuration {name}: not a number"
             ) from None
-        _check_range(spec, value, raw)
-        return value
+        _check_range(spec, number, raw)
+        return number
     if spec.kind == "bool":
         if isinstance(raw, bool):
             return raw

@@ -377,7 +377,7 @@ class _MmapIndex:
             yield from struct_.iter_unpack(chunk)
 
 
-def _strictly_increasing(values: array | list[int]) -> bool:
+def _strictly_increasing(values: array[int] | list[int]) -> bool:
     # map(operator.lt, ...) runs in C, so a 10 MiB index checks in milliseconds.
     return all(map(operator.lt, values, values[1:]))
 
@@ -405,11 +405,13 @@ class OffsetIndex(_MmapIndex):
 
     def _relative(self, slot: int) -> int:
         assert self._mmap is not None
-        return _OFFSET_ENTRY.unpack_from(self._mmap, slot * OFFSET_INDEX_ENTRY_SIZE)[0]
+        value: int = _OFFSET_ENTRY.unpack_from(self._mmap, slot * OFFSET_INDEX_ENTRY_SIZE)[0]
+        return value
 
     def _position(self, slot: int) -> int:
         assert self._mmap is not None
-        return _OFFSET_ENTRY.unpack_from(self._mmap, slot * OFFSET_INDEX_ENTRY_SIZE)[1]
+        value: int = _OFFSET_ENTRY.unpack_from(self._mmap, slot * OFFSET_INDEX_ENTRY_SIZE)[1]
+        return value
 
     def entry(self, n: int) -> OffsetPosition:
         if n < 0 or n >= self._entries:
@@ -584,11 +586,13 @@ class TimeIndex(_MmapIndex):
 
     def _timestamp(self, slot: int) -> int:
         assert self._mmap is not None
-        return _TIME_ENTRY.unpack_from(self._mmap, slot * TIME_INDEX_ENTRY_SIZE)[0]
+        value: int = _TIME_ENTRY.unpack_from(self._mmap, slot * TIME_INDEX_ENTRY_SIZE)[0]
+        return value
 
     def _relative(self, slot: int) -> int:
         assert self._mmap is not None
-        return _TIME_ENTRY.unpack_from(self._mmap, slot * TIME_INDEX_ENTRY_SIZE)[1]
+        value: int = _TIME_ENTRY.unpack_from(self._mmap, slot * TIME_INDEX_ENTRY_SIZE)[1]
+        return value
 
     def entry(self, n: int) -> TimestampOffset:
         if n < 0 or n >= self._entries:
@@ -703,7 +707,9 @@ def _check_length(index: _MmapIndex) -> None:
         )
 
 
-def _chunked_ints(index: _MmapIndex, code: str, per_entry: int) -> Iterator[tuple[int, array]]:
+def _chunked_ints(
+    index: _MmapIndex, code: str, per_entry: int
+) -> Iterator[tuple[int, array[int]]]:
     """(first entry number, native ints) for the index's valid entries, chunk by chunk."""
     if index._mmap is None:
         return

@@ -56,6 +56,7 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import functools
 import os
 import re
 import struct
@@ -1380,7 +1381,7 @@ class _Recoverer:
             if not changes:
                 continue
             backup = self._rewrite(
-                path, lambda p=path, c=corrected: cp.write_offset_checkpoint(p, c)
+                path, functools.partial(cp.write_offset_checkpoint, path, corrected)
             )
             self.act(
                 "correct-checkpoint",

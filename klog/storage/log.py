@@ -67,7 +67,7 @@ from klog.protocol.records.batch import (
 )
 from klog.storage.checkpoints import fsync_dir
 from klog.storage.config import LogConfig
-from klog.storage.index import CorruptIndexError
+from klog.storage.index import AbortedTxn, CorruptIndexError
 from klog.storage.leader_epoch import LEADER_EPOCH_CHECKPOINT_FILENAME, LeaderEpochFileCache
 from klog.storage.producer_state import (
     PRODUCER_SNAPSHOT_FILE_SUFFIX,
@@ -190,8 +190,10 @@ class LogAppendInfo(NamedTuple):
     last_leader_epoch: int = -1
     duplicate: bool = False
 
+    # Kafka's LogAppendInfo calls it numMessages/count; a NamedTuple's own count() method
+    # is shadowed on purpose (nothing counts items of this tuple).
     @property
-    def count(self) -> int:
+    def count(self) -> int:  # type: ignore[override]
         return self.record_count
 
 
@@ -996,9 +998,9 @@ class PartitionLog:
             return segment.base_offset, segment.size
         return segment.base_offset, found.position
 
-    def _collect_aborted(self, fetch_offset: int, info: FetchDataInfo) -> list:
+    def _collect_aborted(self, fetch_offset: int, info: FetchDataInfo) -> list[AbortedTxn]:
         upper = self._log_end_offset
-        out: list = []
+        out: list[AbortedTxn] = []
         for base in self._segments_from(fetch_offset):
             result = self._segments[base].collect_aborted_txns(fetch_offset, upper)
             out.extend(result.aborted_txns)

@@ -372,7 +372,8 @@ def _iter_file_batches(
 
 def _offset_field(buf: memoryview | bytes | bytearray, position: int) -> int | None:
     if len(buf) - position >= 8:
-        return _INT64.unpack_from(buf, position)[0]
+        value: int = _INT64.unpack_from(buf, position)[0]
+        return value
     return None
 
 
@@ -636,7 +637,7 @@ class FetchDataInfo:
     position: int = 0
     size: int = 0
     first_entry_incomplete: bool = False
-    aborted_transactions: list | None = None
+    aborted_transactions: list[AbortedTxn] | None = None
     # The last offset of the last batch in the region (-1 when empty): a sequential
     # reader's next fetch offset is last_offset + 1, without parsing the region.
     last_offset: int = -1
@@ -1813,13 +1814,14 @@ def _now_ms() -> int:
 fastread: ModuleType | None = None
 if not os.environ.get("KLOG_PURE_PYTHON"):
     try:
-        from klog.storage import _fastread as fastread
+        from klog.storage import _fastread
     except ImportError:
         pass
     else:
-        fastread.configure(
+        _fastread.configure(
             FetchDataInfo, LogOffsetMetadata, _BOUNDARY_CACHE_SIZE, LogSegment, OffsetIndex
         )
+        fastread = _fastread
 
 # FetchDataInfo.readinto as written above: the reference, and what the C readinto calls
 # when it cannot do the read in one pread (a closed descriptor, a short read, a bad buffer).

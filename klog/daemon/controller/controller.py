@@ -21,7 +21,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from klog.daemon.config_changes import read_entity_config
@@ -850,7 +850,7 @@ class Controller:
             self.broker_id, self.epoch, self.broker_epochs.get(broker_id, -1), states,
             self._topic_ids(), unique, self.channel.listener_name)
         self.channel.send(broker_id, channel.ControlRequest(
-            LEADER_AND_ISR, lambda version, v=values: v))
+            LEADER_AND_ISR, _same_values(values)))
 
     def _send_update_metadata(self, states: list[PartitionState],
                               broker_ids: Iterable[int] | None = None) -> None:
@@ -868,7 +868,7 @@ class Controller:
                 values = channel.update_metadata_values(self.broker_id, self.epoch, epoch,
                                                         brokers, states, topic_ids)
                 self.channel.send(broker_id, channel.ControlRequest(
-                    UPDATE_METADATA, lambda version, v=values: v))
+                    UPDATE_METADATA, _same_values(values)))
 
     def _send_stop_replica(self, broker_id: int, tps: list[TopicPartition], delete: bool,
                            epochs: dict[TopicPartition, int] | None = None) -> None:
@@ -882,7 +882,12 @@ class Controller:
             values = channel.stop_replica_values(self.broker_id, self.epoch, broker_epoch,
                                                  pairs, delete)
             self.channel.send(broker_id, channel.ControlRequest(
-                STOP_REPLICA, lambda version, v=values: v))
+                STOP_REPLICA, _same_values(values)))
+
+
+def _same_values(values: channel.Values) -> Callable[[int], channel.Values]:
+    """A ControlRequest's values for any version (these requests are built once)."""
+    return lambda version: values
 
 
 def _replace(state: PartitionState, **changes: Any) -> PartitionState:

@@ -12,8 +12,9 @@ from klog.daemon.handlers import RequestContext
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    advertised = ctx.connection.server.advertised if ctx.connection else None
-    if advertised is None:
+    if ctx.connection:
+        advertised = ctx.connection.server.advertised
+    else:
         from klog.protocol.apis import ADVERTISED as advertised
     return ctx.respond({
         "error_code": 0,

@@ -25,6 +25,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                                  for p in t.partitions))
     controller = ctx.broker.controller
     top = 0
+    results: dict[tuple[str, int], tuple[int, str | None]]
     if controller is None or not controller.active:
         top = int(ErrorCode.NOT_CONTROLLER) if tps is None else 0
         results = {tp: (int(ErrorCode.NOT_CONTROLLER), None) for tp in tps or []}
@@ -38,9 +39,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             results = {tp: r for tp, r in results.items()
                        if r[0] != ErrorCode.ELECTION_NOT_NEEDED}
     by_topic: dict[str, list[dict[str, Any]]] = {}
-    for (topic, partition), (code, message) in sorted(results.items()):
+    for (topic, partition), (code, error_message) in sorted(results.items()):
         by_topic.setdefault(topic, []).append(
-            {"partition_id": partition, "error_code": code, "error_message": message})
+            {"partition_id": partition, "error_code": code, "error_message": error_message})
     return ctx.respond({
         "throttle_time": 0,
         "error_code": top,

@@ -77,6 +77,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                                         -1, quota, replica_id), request.min_bytes)
 
         op = DelayedFetch(max_wait, enough, done)
+        assert broker.fetch_purgatory is not None  # set in Broker.start(), before serving
         broker.fetch_purgatory.try_complete_else_watch(op, {(k[0], k[1]) for k in wanted})
         await done
         results = _read_all(broker, wanted, max_bytes, committed, from_follower, replica_id,

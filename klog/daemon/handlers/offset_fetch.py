@@ -54,9 +54,9 @@ def _fetch_group(manager: GroupMetadataManager, group_id: str, topics: Any,
     for t in topics:
         parts = []
         for p in t.partition_indexes:
-            om = committed.get((t.name, p))
-            parts.append(_partition(p) if om is None
-                         else _partition(p, om.offset, om.leader_epoch, om.metadata))
+            found = committed.get((t.name, p))
+            parts.append(_partition(p) if found is None
+                         else _partition(p, found.offset, found.leader_epoch, found.metadata))
         out.append({"name": t.name, "partitions": parts})
     return ErrorCode.NONE, out
 

@@ -19,6 +19,7 @@ from klog.daemon.handlers import RequestContext
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     rm = ctx.broker.replica_manager
+    assert rm is not None  # set in Broker.start(), before any listener accepts
     topics = []
     for topic in request.topics:
         parts = []

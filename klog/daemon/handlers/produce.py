@@ -40,6 +40,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         results = {tp: (int(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED), None)
                    for tp in entries}
         return _response(ctx, order, results)
+    assert broker.replica_manager is not None  # set in Broker.start(), before any listener accepts
     appended = await broker.replica_manager.append_records_from_client(entries, acks)
     if acks == 0:
         # Kafka closes the connection so that an acks=0 producer notices failures.
@@ -77,10 +78,10 @@ def _response(ctx: RequestContext, order: list[tuple[str, list[int]]],
         return [produce.encode_produce_response(ctx.api_version, topics)]
     responses = []
     for name, indexes in order:
-        parts = []
+        partition_responses: list[dict[str, Any]] = []
         for index in indexes:
             error, r = results[(name, index)]
-            parts.append({
+            partition_responses.append({
                 "index": index,
                 "error_code": error,
                 "base_offset": r.base_offset if r is not None else -1,
@@ -89,5 +90,5 @@ def _response(ctx: RequestContext, order: list[tuple[str, list[int]]],
                 "record_errors": [],
                 "error_message": r.error_message if r is not None and error else None,
             })
-        responses.append({"name": name, "partition_responses": parts})
+        responses.append({"name": name, "partition_responses": partition_responses})
     return ctx.respond({"responses": responses, "throttle_time": 0})

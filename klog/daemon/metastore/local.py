@@ -38,6 +38,7 @@ import base64
 import contextlib
 import errno
 import fcntl
+import functools
 import json
 import os
 import queue
@@ -52,6 +53,7 @@ from typing import Any
 
 from klog.daemon.metastore.base import (
     BadVersionError,
+    EventType,
     InvalidPathError,
     MetadataStore,
     MetastoreCorruptError,
@@ -136,7 +138,7 @@ class _Txn:
         self.time_ms = time_ms
         self.ops: list[_JournalOp] = []
         self.undo: list[Callable[[], None]] = []
-        self.events: list[tuple[str, str]] = []  # (event type, path)
+        self.events: list[tuple[EventType, str]] = []  # (event type, path)
 
     def rollback(self) -> None:
         for step in reversed(self.undo):
@@ -232,7 +234,7 @@ class LocalMetadataStore(MetadataStore):
             )
             self._event_thread.start()
             for cb in list(self._listeners):
-                self._events.put(lambda cb=cb: cb("CONNECTED"))
+                self._events.put(functools.partial(cb, "CONNECTED"))
 
     def close(self) -> None:
         with self._lock:
@@ -568,7 +570,7 @@ class LocalMetadataStore(MetadataStore):
 
     # --- watches ------------------------------------------------------------------------
 
-    def _fire(self, events: list[tuple[str, str]]) -> None:
+    def _fire(self, events: list[tuple[EventType, str]]) -> None:
         """Pop the watchers each committed event triggers (ZooKeeper's server-side rules)
         and queue them for the event thread. Caller holds the lock."""
         for kind, path in events:
@@ -580,9 +582,9 @@ class LocalMetadataStore(MetadataStore):
             else:  # CHILD
                 watchers = self._child_watches.pop(path, set())
             if watchers:
-                event = WatchedEvent(kind, path)  # type: ignore[arg-type]
+                event = WatchedEvent(kind, path)
                 for w in watchers:
-                    self._events.put(lambda w=w, event=event: w(event))
+                    self._events.put(functools.partial(w, event))
 
     @staticmethod
     def _run_events(events: queue.SimpleQueue[Callable[[], None] | None]) -> None:

@@ -137,7 +137,7 @@ def compress_lz4(
     With ``broken_header_checksum`` the HC byte is computed over magic + descriptor
     (KAFKA-3160), as Kafka does for v0 messages.
     """
-    frame = _lz4f.compress(
+    frame: bytes = _lz4f.compress(
         bytes(data),
         compression_level=DEFAULT_LZ4_LEVEL if level is None else level,
         block_size=_lz4f.BLOCKSIZE_MAX64KB,

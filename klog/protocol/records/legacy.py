@@ -57,6 +57,16 @@ class _Message:
 
     __slots__ = ("attributes", "crc", "is_valid", "key", "magic", "offset", "size", "timestamp",
                  "value")
+    # The slots' types, for the checker (struct's unpack gives them untyped).
+    attributes: int
+    crc: int
+    is_valid: bool
+    key: bytes | None
+    magic: int
+    offset: int
+    size: int
+    timestamp: int
+    value: bytes | None
 
     def __init__(self, buf: bytes | memoryview, position: int, end: int) -> None:
         """Parse the entry at ``position``; it must end at or before ``end``."""
