@@ -157,7 +157,7 @@ def broker(overrides: Mapping[str, Any] | None = None, **kwargs: Any) -> Iterato
 try:  # the pytest plugin half; pytest is not a runtime dependency of klog
     import pytest
 except ImportError:  # pragma: no cover
-    pytest = None  # type: ignore[assignment]
+    pytest = None  # type: ignore[assignment]  # the module's name, None when pytest is absent
 
 if pytest is not None:
 

@@ -41,6 +41,7 @@ def start(
     # kio registers hypothesis strategies when hypothesis is importable (a test-only
     # dependency); in a broker that costs ~0.2 s of start-up and leaves a .hypothesis
     # directory in the working directory. Make it look absent to kio.
+    # None in sys.modules is Python's documented "import fails"; typeshed wants a module.
     sys.modules.setdefault("hypothesis", None)  # type: ignore[arg-type]
 
     from rich.logging import RichHandler

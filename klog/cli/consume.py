@@ -8,10 +8,15 @@ are, not re-encoded), one ``--format`` expansion or one JSON object per record.
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
 import typer
 
 from klog.cli import console
+
+if TYPE_CHECKING:
+    from klog.client.consumer import OffsetSpec
+    from klog.client.records import ConsumerRecord
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 DEFAULT_FORMAT = "%s\\n"
@@ -75,7 +80,7 @@ def consume(
         raise typer.Exit(code)
 
 
-async def _consume(bootstrap: str, topic: str, spec: object, count: int | None,
+async def _consume(bootstrap: str, topic: str, spec: OffsetSpec, count: int | None,
                    partitions: list[int], template: list[object] | None, exit_at_end: bool,
                    timeout: float | None, read_committed: bool) -> int:
     import sys
@@ -105,7 +110,7 @@ async def _consume(bootstrap: str, topic: str, spec: object, count: int | None,
         tps = list(dict.fromkeys(tps))
         consumer.assign(tps)
         try:
-            await seek_to_spec(consumer, tps, spec)  # type: ignore[arg-type]
+            await seek_to_spec(consumer, tps, spec)
             async for records in read_records(consumer, tps, count=count,
                                               exit_at_end=exit_at_end, idle_timeout=timeout):
                 if template is None:
@@ -157,30 +162,30 @@ def _compile(fmt: str) -> list[object]:
     return parts
 
 
-def _render(template: list[object], r: object) -> bytes:
+def _render(template: list[object], r: ConsumerRecord) -> bytes:
     chunks: list[bytes] = []
     for part in template:
         if isinstance(part, bytes):
             chunks.append(part)
         elif part == "s":
-            chunks.append(r.value or b"")  # type: ignore[attr-defined]
+            chunks.append(r.value or b"")
         elif part == "k":
-            chunks.append(r.key or b"")  # type: ignore[attr-defined]
+            chunks.append(r.key or b"")
         elif part == "o":
-            chunks.append(str(r.offset).encode())  # type: ignore[attr-defined]
+            chunks.append(str(r.offset).encode())
         elif part == "p":
-            chunks.append(str(r.partition).encode())  # type: ignore[attr-defined]
+            chunks.append(str(r.partition).encode())
         elif part == "t":
-            chunks.append(r.topic.encode())  # type: ignore[attr-defined]
+            chunks.append(r.topic.encode())
         elif part == "T":
-            chunks.append(str(r.timestamp).encode())  # type: ignore[attr-defined]
+            chunks.append(str(r.timestamp).encode())
         elif part == "K":
-            chunks.append(str(r.serialized_key_size).encode())  # type: ignore[attr-defined]
+            chunks.append(str(r.serialized_key_size).encode())
         elif part == "S":
-            chunks.append(str(r.serialized_value_size).encode())  # type: ignore[attr-defined]
+            chunks.append(str(r.serialized_value_size).encode())
         elif part == "h":
             chunks.append(b",".join(
-                k.encode() + b"=" + (v or b"") for k, v in r.headers  # type: ignore[attr-defined]
+                k.encode() + b"=" + (v or b"") for k, v in r.headers
             ))
     return b"".join(chunks)
 
@@ -197,15 +202,15 @@ def _text(data: bytes | None) -> tuple[str | None, bool]:
         return base64.b64encode(data).decode(), True
 
 
-def _json_line(r: object) -> bytes:
+def _json_line(r: ConsumerRecord) -> bytes:
     import json
 
     obj: dict[str, object] = {
-        "topic": r.topic,  # type: ignore[attr-defined]
-        "partition": r.partition,  # type: ignore[attr-defined]
-        "offset": r.offset,  # type: ignore[attr-defined]
-        "timestamp": r.timestamp,  # type: ignore[attr-defined]
-        "timestamp_type": _TIMESTAMP_TYPES.get(r.timestamp_type, "NoTimestampType"),  # type: ignore[attr-defined]
+        "topic": r.topic,
+        "partition": r.partition,
+        "offset": r.offset,
+        "timestamp": r.timestamp,
+        "timestamp_type": _TIMESTAMP_TYPES.get(r.timestamp_type, "NoTimestampType"),
     }
     for name in ("key", "value"):
         text, b64 = _text(getattr(r, name))
@@ -213,7 +218,7 @@ def _json_line(r: object) -> bytes:
         if b64:
             obj[f"{name}_encoding"] = "base64"
     headers = []
-    for k, v in r.headers:  # type: ignore[attr-defined]
+    for k, v in r.headers:
         text, b64 = _text(v)
         header: dict[str, object] = {"key": k, "value": text}
         if b64:

@@ -46,6 +46,7 @@ def with_admin(bootstrap: str | None, body: Callable[[AdminClient], Awaitable[T]
 
     # kio imports hypothesis (for its test strategies) when it is installed: ~0.7 s of a
     # command's start-up for nothing. Make it look absent, as `klog broker start` does.
+    # None in sys.modules is Python's documented "import fails"; typeshed wants a module.
     sys.modules.setdefault("hypothesis", None)  # type: ignore[arg-type]
 
     from klog.client.admin import AdminClient

@@ -84,6 +84,7 @@ class _FrameReader(asyncio.BufferedProtocol):
         self.transport: asyncio.Transport | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # A stream connection's transport is always an asyncio.Transport.
         self.transport = transport  # type: ignore[assignment]
 
     def get_buffer(self, sizehint: int) -> memoryview:

@@ -133,6 +133,9 @@ class CorruptRecordError(KafkaError):
     """Record bytes that fail a size, CRC or structure check (the peer's fault)."""
 
     error_code = ErrorCode.CORRUPT_MESSAGE
+    # Set by the batch reader (records/batch.py) on the errors it raises: where the bad
+    # entry starts. Declared only (no class default): others raise it without one.
+    position: int
 
 
 class InvalidRecordError(KafkaError):

@@ -453,7 +453,10 @@ def run_export(
                               else min(p.first_offset, s["first_offset"]))
             p.last_offset = max(p.last_offset, s["last_offset"])
     for src, _dst in moves:
-        index = int(_PART_FILE.match(Path(src).name).group(1))  # type: ignore[union-attr]
+        # Our own writer named these files, so each matches.
+        match = _PART_FILE.match(Path(src).name)
+        assert match is not None
+        index = int(match.group(1))
         s = stats[index]
         summaries[(s["topic"], s["partition"])].files += 1
     pending = {

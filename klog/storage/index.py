@@ -102,6 +102,7 @@ def map_file(fd: int, length: int, access: int) -> mmap.mmap:
     """Map ``length`` bytes of ``fd``'s file; the mapping holds no descriptor of its own
     when the running Python allows it (``fd`` may be closed at once either way)."""
     if _HAS_TRACKFD:
+        # trackfd is new in Python 3.13; typeshed for 3.11 (our python_version) lacks it.
         return mmap.mmap(fd, length, access=access, trackfd=False)  # type: ignore[call-arg]
     mapping = mmap.mmap(fd, length, access=access)
     _untrack(mapping, fd)

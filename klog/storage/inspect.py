@@ -552,7 +552,7 @@ def read_leader_epoch_entries(path: Path) -> list[tuple[int, int]]:
     try:
         from klog.storage import leader_epoch
     except ImportError:
-        leader_epoch = None  # type: ignore[assignment]
+        leader_epoch = None  # type: ignore[assignment]  # a module name, None when absent
     if leader_epoch is not None:
         try:
             entries = leader_epoch.read_leader_epoch_checkpoint(path)

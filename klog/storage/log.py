@@ -1275,6 +1275,7 @@ def _safe_offset(name: str) -> int | None:
 # every case other than a sequential reader's read of the active segment.
 python_read = PartitionLog.read
 if fastread is not None:
+    # The C method descriptor replaces the Python one on purpose (segment.py: fastread).
     PartitionLog.read = fastread.read_method(PartitionLog, python_read)  # type: ignore[method-assign]
 
 

@@ -231,13 +231,13 @@ class LogManager:
         with ThreadPoolExecutor(max_workers=max(1, min(self.recovery_threads,
                                                        len(to_load)))) as pool:
             futures = [pool.submit(load, item) for item in to_load]
-            errors = [f.exception() for f in futures if f.exception() is not None]
+            errors = [error for f in futures if (error := f.exception()) is not None]
             if errors:
                 for f in futures:  # don't leak the descriptors of the logs that did load
                     if f.exception() is None:
                         with contextlib.suppress(Exception):
                             f.result().close()
-                raise errors[0]  # type: ignore[misc]
+                raise errors[0]
             logs = [f.result() for f in futures]
         for (_entry, tp), log in zip(to_load, logs, strict=True):
             self._logs[tp] = log

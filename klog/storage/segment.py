@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from socket import ntohl as _be32  # a C byte swap for index column views (see index.py)
 from types import ModuleType
-from typing import NamedTuple, TypeVar
+from typing import TYPE_CHECKING, NamedTuple, TypeVar
 
 from klog.protocol.errors import CorruptRecordError
 from klog.protocol.records.batch import (
@@ -73,6 +73,10 @@ from klog.storage.index import (
     TransactionIndex,
     TxnIndexSearchResult,
 )
+
+if TYPE_CHECKING:
+    from klog.storage.leader_epoch import LeaderEpochFileCache
+    from klog.storage.producer_state import CompletedTxn, ProducerStateManager
 
 _T = TypeVar("_T")
 
@@ -1066,14 +1070,14 @@ class LogSegment:
             self._chained_from = (self._offset_index or self.offset_index)._entries
         return True
 
-    def update_txn_index(self, completed_txn: object, last_stable_offset: int) -> None:
-        """Record an aborted transaction (``completed_txn`` is producer_state.CompletedTxn)."""
-        if getattr(completed_txn, "is_aborted", False):
+    def update_txn_index(self, completed_txn: CompletedTxn, last_stable_offset: int) -> None:
+        """Record an aborted transaction."""
+        if completed_txn.is_aborted:
             self.txn_index.append(
                 AbortedTxn(
-                    producer_id=completed_txn.producer_id,  # type: ignore[attr-defined]
-                    first_offset=completed_txn.first_offset,  # type: ignore[attr-defined]
-                    last_offset=completed_txn.last_offset,  # type: ignore[attr-defined]
+                    producer_id=completed_txn.producer_id,
+                    first_offset=completed_txn.first_offset,
+                    last_offset=completed_txn.last_offset,
                     last_stable_offset=last_stable_offset,
                 )
             )
@@ -1310,6 +1314,8 @@ class LogSegment:
                     gap = first_size
                 guess = slot + (budget_end - position) // gap
                 if 0 < guess < index._entries:
+                    # index._entries > 0 means its mapping is open; not re-checked on
+                    # this path, which runs per sequential read.
                     previous, _p, _o, jump = OFFSET_ENTRY_PAIR.unpack_from(
                         index._mmap,  # type: ignore[arg-type]
                         (guess - 1) * OFFSET_INDEX_ENTRY_SIZE,
@@ -1611,8 +1617,8 @@ class LogSegment:
     def recover(
         self,
         max_batch_size: int = DEFAULT_MAX_BATCH_SIZE,
-        producer_state: object | None = None,
-        leader_epoch_cache: object | None = None,
+        producer_state: ProducerStateManager | None = None,
+        leader_epoch_cache: LeaderEpochFileCache | None = None,
     ) -> int:
         """Validate the .log from position 0, cut it at the first invalid byte, rebuild the
         indexes (and the transaction index, producer state and leader epochs on the way).
@@ -1644,18 +1650,19 @@ class LogSegment:
             if header.magic < MAGIC_V2:
                 return
             if leader_epoch_cache is not None and header.partition_leader_epoch >= 0:
-                latest = leader_epoch_cache.latest_epoch  # type: ignore[attr-defined]
+                latest = leader_epoch_cache.latest_epoch
                 if latest is None or header.partition_leader_epoch > latest:
-                    leader_epoch_cache.assign(  # type: ignore[attr-defined]
-                        header.partition_leader_epoch, header.base_offset
+                    # v2 (checked above): base_offset is never None.
+                    leader_epoch_cache.assign(
+                        header.partition_leader_epoch, header.base_offset or 0
                     )
             if producer_state is not None:
-                completed = producer_state.update_from_batch(header, entry)  # type: ignore[attr-defined]
+                completed = producer_state.update_from_batch(header, entry)
                 if completed is not None:
-                    lso = producer_state.last_stable_offset(completed)  # type: ignore[attr-defined]
+                    lso = producer_state.last_stable_offset(completed)
                     self.update_txn_index(completed, lso)
-                    producer_state.complete_txn(completed)  # type: ignore[attr-defined]
-                producer_state.update_map_end_offset(header.last_offset + 1)  # type: ignore[attr-defined]
+                    producer_state.complete_txn(completed)
+                producer_state.update_map_end_offset(header.last_offset + 1)
 
         rebuilt = rebuild_indexes(
             self.log_path,
@@ -1827,6 +1834,7 @@ if not os.environ.get("KLOG_PURE_PYTHON"):
 # when it cannot do the read in one pread (a closed descriptor, a short read, a bad buffer).
 python_readinto = FetchDataInfo.readinto
 if fastread is not None:
+    # The C method descriptor replaces the Python one on purpose.
     FetchDataInfo.readinto = fastread.readinto_method(  # type: ignore[method-assign]
         FetchDataInfo, python_readinto
     )

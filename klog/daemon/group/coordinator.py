@@ -1066,6 +1066,7 @@ class GroupCoordinator:
             described.append(DescribedGroup(
                 group_id, ErrorCode.NONE, str(summary["group_state"]),
                 str(summary["protocol_type"]), str(summary["protocol_data"]),
+                # summary() is a dict[str, object] for the JSON views; members is its list.
                 tuple(summary["members"]),  # type: ignore[arg-type]
             ))
         return described

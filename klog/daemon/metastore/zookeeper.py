@@ -173,6 +173,7 @@ class ZooKeeperMetadataStore(MetadataStore):
         self._lock = threading.Lock()
         self._dedup = _EventDedup()
 
+    # The base class declares a plain attribute; here it is read from the live client.
     @property
     def session_id(self) -> int:  # type: ignore[override]
         client = self._client

@@ -280,7 +280,7 @@ class BatchHeader:
 
 def _corrupt(position: int, message: str) -> CorruptRecordError:
     err = CorruptRecordError(f"{message} at position {position}")
-    err.position = position  # type: ignore[attr-defined]
+    err.position = position
     return err
 
 
