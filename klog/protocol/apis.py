@@ -243,6 +243,8 @@ def response_header_version(api_key: int, api_version: int) -> int:
 # --- codecs -------------------------------------------------------------------------------
 
 
+# Any (entities in and out, here and below): kio picks each entity's class by api key and
+# version at runtime, so no one static type names them; handlers read their fields.
 def decode_request(api_key: int, api_version: int, body: Any) -> Any:
     """Decode a request body (bytes/memoryview after the header) into its entity.
 

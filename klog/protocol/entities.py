@@ -82,6 +82,8 @@ def _plan(entity_type: type) -> tuple[_Field, ...]:
     return tuple(plan)
 
 
+# Any: the values are whatever entity_type's fields take (each field its own type), and
+# the result is an instance of entity_type, a kio class chosen at runtime.
 def build(entity_type: type, values: Mapping[str, Any]) -> Any:
     """An instance of ``entity_type`` from ``values``.
 
@@ -126,7 +128,7 @@ def field_names(entity_type: type) -> frozenset[str]:
     return frozenset(f.name for f in _plan(entity_type))
 
 
-def as_millis(value: Any) -> int:
+def as_millis(value: datetime.timedelta | datetime.datetime | int) -> int:
     """A kio duration or timestamp field as integer milliseconds (-1 stays -1)."""
     if isinstance(value, datetime.timedelta):
         return int(value / datetime.timedelta(milliseconds=1))

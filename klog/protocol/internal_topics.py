@@ -391,7 +391,7 @@ class _VersionedMessage(_Struct):
         self._write(w, self.version, schema.flexible(self.version))
         return bytes(w.buf)
 
-    def to_kafka_json(self) -> dict[str, Any]:
+    def to_kafka_json(self) -> dict[str, Any]:  # Any: a JSON document's values
         """The ``data`` object Kafka's JsonConverter writes for this message and version."""
         return self._json(self.version)
 
@@ -523,7 +523,7 @@ class GroupMetadataValue(_VersionedMessage):
         ),
     )
 
-    def to_kafka_json(self) -> dict[str, Any]:
+    def to_kafka_json(self) -> dict[str, Any]:  # Any: a JSON document's values
         """Like Kafka's dump tool: consumer-protocol members show decoded blobs when valid."""
         data = self._json(self.version)
         if self.protocol_type != CONSUMER_PROTOCOL_TYPE:
@@ -586,7 +586,7 @@ class _ConsumerProtocolMessage(_VersionedMessage):
         self._write(w, min(self.version, self.SCHEMA.highest), False)
         return bytes(w.buf)
 
-    def to_kafka_json(self) -> dict[str, Any]:
+    def to_kafka_json(self) -> dict[str, Any]:  # Any: a JSON document's values
         return self._json(min(self.version, self.SCHEMA.highest))
 
 

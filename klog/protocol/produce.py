@@ -227,6 +227,7 @@ def _as_bytes_view(body: bytes | bytearray | memoryview) -> memoryview:
     return view
 
 
+# Any: kio's ProduceRequest class for ``version`` (chosen at runtime).
 def decode_produce_request(version: int, body: bytes | bytearray | memoryview) -> Any:
     """The ProduceRequest (kio's class for ``version``) in ``body``, the bytes after the
     request header. Records are memoryview slices of ``body`` (None when null)."""
@@ -241,7 +242,7 @@ def decode_produce_request(version: int, body: bytes | bytearray | memoryview) -
     return python_decode(version, view)
 
 
-def python_decode(version: int, view: memoryview) -> Any:
+def python_decode(version: int, view: memoryview) -> Any:  # Any: as decode_produce_request
     """decode_produce_request in Python: the reference, and what runs where the C decoder
     declines (anything malformed, to raise the precise error) or is not built."""
     if version >= FLEXIBLE_FROM:

@@ -134,7 +134,7 @@ class LogConfig:
     @classmethod
     def from_properties(
         cls,
-        props: Mapping[str, Any],
+        props: Mapping[str, Any],  # Any: text from files/requests, or typed values from code
         *,
         base: LogConfig | None = None,
         ignore_unknown: bool = False,

@@ -31,7 +31,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NamedTuple, TypeVar
+from typing import Concatenate, NamedTuple, ParamSpec, TypeVar
 
 from klog.protocol.errors import (
     CorruptRecordError,
@@ -111,6 +111,7 @@ _unpack_produce_fields = V2_PRODUCE_FIELDS.unpack_from
 _pack_base_length_epoch = V2_BASE_LENGTH_EPOCH.pack_into
 
 T = TypeVar("T")
+P = ParamSpec("P")
 
 
 # -- errors ---------------------------------------------------------------------------------
@@ -197,9 +198,11 @@ class LogAppendInfo(NamedTuple):
         return self.record_count
 
 
-def _locked(method: Callable[..., T]) -> Callable[..., T]:
+def _locked(
+    method: Callable[Concatenate[PartitionLog, P], T],
+) -> Callable[Concatenate[PartitionLog, P], T]:
     @functools.wraps(method)
-    def wrapper(self: PartitionLog, *args: Any, **kwargs: Any) -> T:
+    def wrapper(self: PartitionLog, /, *args: P.args, **kwargs: P.kwargs) -> T:
         with self._lock:
             return method(self, *args, **kwargs)
 
