@@ -26,7 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -178,6 +178,6 @@ if pytest is not None:
             broker.close()
 
     @pytest.fixture
-    def klog_broker(klog_broker_factory: Any) -> KlogBroker:
+    def klog_broker(klog_broker_factory: Callable[..., KlogBroker]) -> KlogBroker:
         """A running klog broker; ``klog_broker.bootstrap_servers`` is its address."""
         return klog_broker_factory()

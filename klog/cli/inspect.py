@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from rich.console import JustifyMethod
 
     from klog.storage import inspect as lib
+    from klog.storage.inspect import Target
 
 
 def _lib() -> Any:
@@ -96,7 +97,8 @@ def _finding_line(finding: lib.Finding) -> str:
 def _target(path: Path, force: bool) -> lib.Target:
     lib = _lib()
     try:
-        return lib.resolve_target(path, force=force)
+        target: Target = lib.resolve_target(path, force=force)
+        return target
     except lib.InspectError as exc:
         _fail(str(exc), console.EXIT_USAGE)
 

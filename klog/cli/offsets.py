@@ -5,6 +5,8 @@ Formatting only: the ListOffsets requests are klog.client.admin's ``list_offsets
 
 from __future__ import annotations
 
+from typing import Any
+
 import typer
 
 from klog.cli import console
@@ -56,7 +58,9 @@ def offsets(
 
     at = None if time is None else parse_time(time)
 
-    async def body(admin: AdminClient) -> tuple[list[int], dict[str, dict]]:
+    async def body(
+        admin: AdminClient,
+    ) -> tuple[list[int], dict[str, dict[tuple[str, int], Any]]]:
         await admin.client.refresh_metadata([topic])
         known = admin.client.cluster.partitions_for(topic)
         if known is None:
@@ -73,7 +77,7 @@ def offsets(
         if at is not None:
             specs["time"] = at
         isolation = 1 if read_committed else 0
-        results = {}
+        results: dict[str, dict[tuple[str, int], Any]] = {}
         for label, spec in specs.items():
             results[label] = await admin.list_offsets({(topic, p): spec for p in wanted},
                                                       isolation_level=isolation)

@@ -908,7 +908,7 @@ class AdminClient:
         """The group's committed offsets (``partitions`` None: all it has), as
         klog.client.group_coordinator.OffsetAndMetadata; partitions without a committed
         offset are left out."""
-        from klog.client.group_coordinator import TopicPartition as TP
+        from klog.client.fetcher import TopicPartition as TP
         from klog.client.group_coordinator import (
             offset_fetch_values,
             parse_offset_fetch,
@@ -934,12 +934,12 @@ class AdminClient:
                                   ) -> dict[TopicPartition, KafkaClientError | None]:
         """Commit offsets for the group as an admin (generation -1, no member id): the
         coordinator accepts it only while the group has no active members."""
+        from klog.client.fetcher import TopicPartition as TP
         from klog.client.group_coordinator import (
             OffsetAndMetadata,
             offset_commit_values,
             parse_offset_commit,
         )
-        from klog.client.group_coordinator import TopicPartition as TP
 
         values = offset_commit_values(
             group_id, {TP(*tp): OffsetAndMetadata(int(o)) for tp, o in offsets.items()})

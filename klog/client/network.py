@@ -894,6 +894,6 @@ class KafkaClient:
 
     def _backoff_delay(self, failures: int) -> float:
         # Kafka's ExponentialBackoff: base * 2^(failures-1), capped, with 20% jitter.
-        base = self.reconnect_backoff_ms * (2 ** min(failures - 1, 30))
+        base: float = self.reconnect_backoff_ms * (2 ** min(failures - 1, 30))
         capped = min(base, self.reconnect_backoff_max_ms)
         return capped * random.uniform(0.8, 1.2) / 1000

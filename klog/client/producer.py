@@ -27,8 +27,8 @@ import concurrent.futures
 import contextlib
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Coroutine, Mapping, Sequence
+from typing import Any, TypeVar
 
 from klog.client.accumulator import (
     _RECORD_OVERHEAD,
@@ -60,6 +60,7 @@ Serializer = Callable[[Any], "bytes | None"]
 HeadersArg = Mapping[str, "bytes | str | None"] | Sequence[tuple[str, "bytes | str | None"]]
 
 MAX_INT = 2**31 - 1
+_T = TypeVar("_T")
 _NO_HEADERS: list[tuple[str, bytes | None]] = []
 
 
@@ -506,7 +507,7 @@ class Producer:
     async def _wait_on_metadata(self, topic: str, partition: int | None,
                                 deadline: float) -> list[int]:
         client = self._client
-        partitions = client.cluster.partitions_for(topic)
+        partitions: list[int] | None = client.cluster.partitions_for(topic)
         if partitions and (partition is None or partition in partitions):
             return partitions
         while True:
@@ -576,7 +577,7 @@ class SyncProducer:
             raise
         return producer
 
-    def _call(self, coro: Any, timeout: float | None = None) -> Any:
+    def _call(self, coro: Coroutine[Any, Any, _T], timeout: float | None = None) -> _T:
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout)
 
     @property

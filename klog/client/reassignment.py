@@ -188,7 +188,8 @@ def format_reassignment(assignment: Mapping[TopicPartition, Sequence[int]]) -> s
 
 
 def assignment_json(assignment: Mapping[TopicPartition, Sequence[int]]) -> dict[str, Any]:
-    return json.loads(format_reassignment(assignment))
+    doc: dict[str, Any] = json.loads(format_reassignment(assignment))
+    return doc
 
 
 # --- generate -----------------------------------------------------------------------------

@@ -1051,7 +1051,7 @@ class BrokerConfig:
             ("log.flush.interval.ms", 1), ("log.flush.scheduler.interval.ms", 1)
         )
         timeout = v["zookeeper.connection.timeout.ms"]
-        self._zk_connection_timeout_ms = (
+        self._zk_connection_timeout_ms: int = (
             timeout if timeout is not None else v["zookeeper.session.timeout.ms"]
         )
         self._log_dirs = self._parse_log_dirs()
@@ -1133,7 +1133,7 @@ class BrokerConfig:
 
     def _check_inter_broker_listener(self) -> str:
         v = self._values
-        name = v["inter.broker.listener.name"]
+        name: str | None = v["inter.broker.listener.name"]
         if name is not None:
             if "security.inter.broker.protocol" in self._static:
                 raise _bad("inter.broker.listener.name", name,

@@ -2,7 +2,9 @@
 cannot read an extension module)."""
 
 # key and value: (validity bytes or None, null count, int32 offsets bytes, data bytes).
-_Column = tuple[bytes | None, int, bytes, bytes]
+Column = tuple[bytes | None, int, bytes, bytes]
+# (rows, past_end, key, value, offsets, timestamps)
+Result = tuple[int, bool, Column, Column, bytes, bytes]
 
 def decode_v2(
     data: bytes | bytearray | memoryview,
@@ -13,4 +15,4 @@ def decode_v2(
     start: int,
     end: int,
     /,
-) -> tuple[int, bool, _Column, _Column, bytes, bytes]: ...
+) -> Result: ...

@@ -19,6 +19,10 @@ import pyarrow.compute as pc
 # Spark's Arrow-to-row conversion, small enough to keep a Python worker's memory flat.
 DEFAULT_BATCH_ROWS = 65_536
 
+# One binary column as Arrow buffers: (validity bytes or None, null count, int32 offsets,
+# data), as klog.spark._columns.decode_v2 returns them.
+ArrowColumn = tuple[bytes | None, int, bytes, bytes]
+
 HEADER_TYPE = pa.list_(
     pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())])
 )
@@ -107,7 +111,7 @@ class ColumnBuilder:
         """The offset of the last row collected (there must be one)."""
         return self.offsets[-1] if self.offsets else self._chunks[-1][2][-1].as_py()
 
-    def add_arrow(self, rows: int, key: tuple, value: tuple, offsets: bytes,
+    def add_arrow(self, rows: int, key: ArrowColumn, value: ArrowColumn, offsets: bytes,
                   timestamps: bytes, timestamp_type: int) -> None:
         """Rows decoded into Arrow buffers (``klog.spark._columns.decode_v2``'s result):
         key and value as (validity or None, null count, int32 offsets, data); offsets and
@@ -181,7 +185,7 @@ class ColumnBuilder:
         return pa.RecordBatch.from_arrays(columns, schema=self.schema)
 
 
-def _binary_array(rows: int, column: tuple) -> pa.Array:
+def _binary_array(rows: int, column: ArrowColumn) -> pa.Array:
     validity, nulls, offsets, data = column
     return pa.Array.from_buffers(
         pa.binary(), rows,

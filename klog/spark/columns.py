@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from klog.protocol.errors import CorruptRecordError
 from klog.protocol.records.batch import BatchHeader, TimestampType
@@ -24,9 +25,13 @@ from klog.protocol.records.v2 import _read_headers, _records_data
 from klog.protocol.records.varint import read_unsigned_varint, read_unsigned_varlong
 from klog.spark.arrow import ColumnBuilder
 
+if TYPE_CHECKING:
+    from klog.protocol.records.record import Header
+    from klog.spark import _columns
+
 # None when klog was built without a C compiler (the Python loop below does it all) or with
 # KLOG_PURE_PYTHON=1 in the environment (for comparisons).
-_decode_v2: Callable[..., tuple] | None = None
+_decode_v2: Callable[..., _columns.Result] | None = None
 if not os.environ.get("KLOG_PURE_PYTHON"):
     with contextlib.suppress(ImportError):
         from klog.spark._columns import decode_v2 as _decode_v2
@@ -75,7 +80,7 @@ def _append_rows(
     values: list[bytes | None] = []
     offsets: list[int] = []
     timestamps: list[int] = []
-    headers: list[tuple] = []
+    headers: list[tuple[Header, ...]] = []
     k_append, v_append, o_append, t_append = (
         keys.append, values.append, offsets.append, timestamps.append)
     whole = base_offset >= start and last_offset < end
@@ -185,7 +190,7 @@ def _append_rows(
                     f"record {index} of batch at offset {base_offset} overruns its length")
             if data[pos] == 0:
                 pos += 1
-                record_headers: tuple = ()
+                record_headers: tuple[Header, ...] = ()
             else:
                 record_headers, pos = _read_headers(data, pos, stop, index, base_offset)
             if pos != stop:

@@ -55,6 +55,7 @@ from klog.protocol.internal_topics import GroupMetadataValue
 
 if TYPE_CHECKING:
     from klog.daemon.broker import Broker
+    from klog.daemon.group.metadata_manager import GroupMetadataManager
 
 log = logging.getLogger(__name__)
 
@@ -195,7 +196,7 @@ def _sync_key(group_id: str) -> tuple[str, str]:
 class GroupCoordinator:
     """See the module docstring. ``groups`` maps group id -> GroupMetadata (this broker's)."""
 
-    def __init__(self, broker: Broker, manager: Any) -> None:
+    def __init__(self, broker: Broker, manager: GroupMetadataManager) -> None:
         self.broker = broker
         self.manager = manager
         self.groups: dict[str, GroupMetadata] = {}

@@ -49,7 +49,7 @@ import time
 import zlib
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from klog.daemon.metastore.base import (
     BadVersionError,
@@ -81,6 +81,7 @@ SNAPSHOT_MAGIC = b"KLOGMSS1"
 JOURNAL_MAGIC = b"KLOGMSJ1"
 _SNAPSHOT_HEADER = struct.Struct(">QI")
 _RECORD_HEADER = struct.Struct(">II")
+_R = TypeVar("_R")
 # A record holds one transaction; a multi of many max-size payloads is still far below this.
 # A length above it is damage, not data (checked before any allocation).
 MAX_RECORD_BYTES = 256 * 1024 * 1024
@@ -397,7 +398,7 @@ class LocalMetadataStore(MetadataStore):
 
         return self._write(apply)
 
-    def _write(self, fn: Callable[[_Txn], Any]) -> Any:
+    def _write(self, fn: Callable[[_Txn], _R]) -> _R:
         with self._lock:
             self._check_open()
             if self._failed is not None:

@@ -39,7 +39,7 @@ import secrets
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, TypeGuard, TypeVar
 
 from klog.daemon.metastore.base import (
     InvalidPathError,
@@ -239,6 +239,7 @@ class ZNodeDataError(ValueError):
     """A znode's payload is not what Kafka writes there."""
 
 
+# Any: a sentinel that stands in for a default of any type ("no default given").
 _MISSING: Any = object()
 
 
@@ -262,11 +263,11 @@ def _dump(doc: Mapping[str, Any]) -> bytes:
     return json.dumps(doc, separators=(",", ":")).encode("utf-8")
 
 
-def _is_int(v: Any) -> bool:
+def _is_int(v: Any) -> TypeGuard[int]:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
-def _int(doc: Mapping[str, Any], key: str, what: str, default: Any = _MISSING) -> int:
+def _int(doc: Mapping[str, Any], key: str, what: str, default: int = _MISSING) -> int:
     v = doc.get(key, _MISSING)
     if v is _MISSING or (v is None and default is not _MISSING):
         if default is _MISSING:
@@ -277,7 +278,7 @@ def _int(doc: Mapping[str, Any], key: str, what: str, default: Any = _MISSING) -
     return v
 
 
-def _long_text(doc: Mapping[str, Any], key: str, what: str, default: Any = _MISSING) -> int:
+def _long_text(doc: Mapping[str, Any], key: str, what: str, default: int = _MISSING) -> int:
     """Kafka writes timestamps and producer-id bounds as decimal strings; accept numbers."""
     v = doc.get(key, _MISSING)
     if v is _MISSING or v is None:
@@ -306,7 +307,7 @@ def _int_list(v: Any, what: str) -> tuple[int, ...]:
     return tuple(v)
 
 
-def _version(doc: Mapping[str, Any], what: str, default: Any = _MISSING) -> int:
+def _version(doc: Mapping[str, Any], what: str, default: int = _MISSING) -> int:
     # /cluster/id writes its version as the string "1"; everything else as a number.
     return _long_text(doc, "version", what, default)
 

@@ -290,10 +290,11 @@ class ZooKeeperMetadataStore(MetadataStore):
         validate_path(path, sequential)
         data = check_data(data, path)
         client = self._kazoo()
-        return self._call(
+        created: str = self._call(  # the created path (kazoo is untyped)
             path, client.create_async, path, data,
             ephemeral=ephemeral, sequence=sequential, makepath=make_parents,
         )
+        return created
 
     def get(self, path: str, watch: Watcher | None = None) -> tuple[bytes, ZnodeStat]:
         validate_path(path)
