@@ -1,4 +1,4 @@
-"""klog.client.reassignment's pure parts: kafka-reassign-partitions.sh's JSON formats and
+"""klog.tools.reassignment's pure parts: kafka-reassign-partitions.sh's JSON formats and
 checks, generate's proposal (placement
 itself in tests/test_placement.py), the throttles execute writes, and the
 status/list lines. The parts that talk to a cluster are tested in tests/cli/test_reassign.py.
@@ -12,8 +12,8 @@ from collections import Counter
 
 import pytest
 
-from klog.client import reassignment as r
 from klog.client.admin import AlterConfigOp, ConfigResource, PartitionReassignment
+from klog.tools import reassignment as r
 
 # --- JSON formats ---------------------------------------------------------------------------
 
