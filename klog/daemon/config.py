@@ -3,7 +3,6 @@
 This module owns everything a broker reads from ``server.properties`` and ``--override``
 arguments, with Kafka 3.x's names, types, defaults and validation (ZooKeeper mode), plus:
 
-- Java ``.properties`` parsing (``parse_properties``);
 - listener parsing (``Endpoint``): ``NAME://host:port``, security protocol from
   ``listener.security.protocol.map``;
 - the broker -> topic default mapping (``BrokerConfig.log_config``): ``log.segment.bytes``
@@ -51,7 +50,7 @@ import dataclasses
 import functools
 import re
 import socket
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from enum import IntEnum
@@ -60,6 +59,7 @@ from types import MappingProxyType
 from typing import Any, Generic, TypeVar, overload
 
 from klog.storage.config import LogConfig, LogConfigError
+from klog.storage.properties import PropertiesError, parse_properties
 
 INT_MAX = 2**31 - 1
 LONG_MAX = 2**63 - 1
@@ -108,113 +108,6 @@ READ_ONLY = "read-only"
 PER_BROKER = "per-broker"
 CLUSTER_WIDE = "cluster-wide"
 PER_LISTENER = "per-listener"
-
-
-# -- .properties parsing ---------------------------------------------------------------
-
-_PROPS_WHITESPACE = " \t\f"
-_ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
-
-
-def parse_properties(text: str) -> dict[str, str]:
-    """Parse Java ``.properties`` text the way ``java.util.Properties.load`` does.
-
-    Comment lines start with ``#`` or ``!``; an entry is ``key=value``, ``key:value`` or
-    ``key value``; a line ending in an odd number of backslashes continues on the next
-    (whose leading whitespace is dropped); ``\\t \\n \\r \\f \\uXXXX`` are escapes and any
-    other escaped character stands for itself. Values keep trailing whitespace (typed
-    parsing trims it later). A later duplicate key wins.
-    """
-    props: dict[str, str] = {}
-    for lineno, line in _logical_lines(text):
-        key, value = _split_entry(line)
-        props[_unescape(key, lineno)] = _unescape(value, lineno)
-    return props
-
-
-def _logical_lines(text: str) -> Iterator[tuple[int, str]]:
-    natural = re.split(r"\r\n|\r|\n", text)
-    i = 0
-    while i < len(natural):
-        lineno = i + 1
-        line = natural[i].lstrip(_PROPS_WHITESPACE)
-        i += 1
-        # A comment line is never continued, even if it ends with a backslash.
-        if not line or line[0] in "#!":
-            continue
-        parts: list[str] = []
-        while _trailing_backslashes(line) % 2 == 1:
-            parts.append(line[:-1])
-            if i >= len(natural):
-                line = ""
-                break
-            line = natural[i].lstrip(_PROPS_WHITESPACE)
-            i += 1
-        parts.append(line)
-        yield lineno, "".join(parts)
-
-
-def _trailing_backslashes(line: str) -> int:
-    return len(line) - len(line.rstrip("\\"))
-
-
-def _split_entry(line: str) -> tuple[str, str]:
-    """Split a logical line at the first unescaped '=', ':' or whitespace."""
-    n = len(line)
-    key_end = value_start = n
-    has_separator = False
-    escaped = False
-    for i, c in enumerate(line):
-        if escaped:
-            escaped = False
-        elif c == "\\":
-            escaped = True
-        elif c in "=:":
-            key_end, value_start, has_separator = i, i + 1, True
-            break
-        elif c in _PROPS_WHITESPACE:
-            key_end, value_start = i, i + 1
-            break
-    j = value_start
-    while j < n:
-        c = line[j]
-        if c not in _PROPS_WHITESPACE:
-            if has_separator or c not in "=:":
-                break
-            has_separator = True
-        j += 1
-    return line[:key_end], line[j:]
-
-
-def _unescape(text: str, lineno: int) -> str:
-    if "\\" not in text:
-        return text
-    out: list[str] = []
-    i, n = 0, len(text)
-    while i < n:
-        c = text[i]
-        i += 1
-        if c != "\\":
-            out.append(c)
-            continue
-        if i >= n:
-            break  # a dangling backslash at the very end of the input stands for nothing
-        c = text[i]
-        i += 1
-        if c == "u":
-            digits = text[i : i + 4]
-            if len(digits) < 4 or not all(d in "0123456789abcdefABCDEF" for d in digits):
-                bad = "\\u" + digits
-                raise ConfigError(f"malformed \\uxxxx escape {bad!r} on line {lineno}")
-            out.append(chr(int(digits, 16)))
-            i += 4
-        else:
-            out.append(_ESCAPES.get(c, c))
-    result = "".join(out)
-    try:  # \uD83D\uDE00 is one character in Java: join UTF-16 surrogate pairs
-        return result.encode("utf-16-le", "surrogatepass").decode("utf-16-le")
-    except UnicodeDecodeError:
-        return result
 
 
 # -- listeners -------------------------------------------------------------------------
@@ -991,7 +884,10 @@ class BrokerConfig:
                 text = data.decode("utf-8")
             except UnicodeDecodeError:
                 text = data.decode("latin-1")
-            props.update(parse_properties(text))
+            try:
+                props.update(parse_properties(text))
+            except PropertiesError as exc:
+                raise ConfigError(str(exc)) from None
         for item in overrides:
             key, sep, value = item.partition("=")
             key = key.strip()
