@@ -526,7 +526,8 @@ def test_port_zero_may_repeat() -> None:
 
 
 def test_wildcard_hosts_advertise_canonical_hostname(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(cfg, "canonical_hostname", lambda: "broker.example")
+    # Patched where BrokerConfig looks it up (klog/daemon/config/broker.py).
+    monkeypatch.setattr("klog.daemon.config.broker.canonical_hostname", lambda: "broker.example")
     config = BrokerConfig.from_dict({
         "listeners": "PLAINTEXT://:9092,SSL://0.0.0.0:9093,SASL_SSL://[::]:9094",
     })

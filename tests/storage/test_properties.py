@@ -1,7 +1,7 @@
 """Tests for klog/storage/properties.py: Java .properties parsing and escaping.
 
 The parser serves meta.properties (storage/checkpoints.py), server.properties
-(daemon/config.py) and the CLI's client config files; the cases below are the union of
+(daemon/config/broker.py) and the CLI's client config files; the cases below are the union of
 what each of those relied on.
 """
 
