@@ -58,12 +58,7 @@ DAEMON_ENTRY_POINTS: dict[str, frozenset[str] | None] = {
 # Violations that stand, each with its reason and the way out, as
 # (importing module, imported module, name or None). The test also fails when one of them no
 # longer occurs, so that this list never outlives its reason.
-EXCEPTIONS: dict[tuple[str, str, str | None], str] = {
-    ("klog.cli.elect_leaders", "klog.daemon.config", "parse_properties"):
-        "--admin.config is a client's .properties file, read with the broker's parser. "
-        "Issue 19's one .properties parser (branch h19-dedupe: klog/storage/properties.py) "
-        "replaces this import; delete this entry when it lands.",
-}
+EXCEPTIONS: dict[tuple[str, str, str | None], str] = {}
 
 
 @dataclass(frozen=True)
