@@ -1,6 +1,6 @@
 """``klog dump-segment``: Kafka's kafka-dump-log.sh for segment files (formatting only).
 
-The logic lives in ``klog.storage.dump``; this module parses options, prints each event as
+The logic lives in ``klog.tools.dump``; this module parses options, prints each event as
 Kafka's line (stdout or stderr, exactly where Kafka prints it) or as one JSON object per
 line with ``--json``, and chooses the exit status.
 """
@@ -22,10 +22,10 @@ import typer
 from klog.cli import console
 
 if TYPE_CHECKING:
-    from klog.storage.dump import DumpEvent
+    from klog.tools.dump import DumpEvent
 
 # Kafka's defaults for --max-message-size and --max-bytes. Spelled out here (and pinned to
-# klog.storage.dump's by a test) so that starting the CLI does not load the dump library.
+# klog.tools.dump's by a test) so that starting the CLI does not load the dump library.
 DEFAULT_MAX_MESSAGE_SIZE = 5 * 1024 * 1024
 DEFAULT_MAX_BYTES = 2**31 - 1
 
@@ -120,7 +120,7 @@ def dump_segment(
         paths.extend(part for part in value.split(",") if part)
     if not paths:
         console.fail("no files given (pass FILES or --files)", console.EXIT_USAGE)
-    from klog.storage.dump import DumpOptions, DumpRun
+    from klog.tools.dump import DumpOptions, DumpRun
 
     try:
         options = DumpOptions(
@@ -168,7 +168,7 @@ def dump_segment(
 
 
 def _write_kafka_lines(events: Iterator[DumpEvent]) -> None:
-    from klog.storage.dump import ERR, CorruptIndexEvent, FileErrorEvent
+    from klog.tools.dump import ERR, CorruptIndexEvent, FileErrorEvent
 
     out = console.raw
     render = methodcaller("to_kafka_line")
@@ -204,7 +204,7 @@ def _error_line(text: str) -> None:
 
 
 def _write_json(events: Iterator[DumpEvent]) -> None:
-    from klog.storage.dump import CorruptIndexEvent, FileErrorEvent
+    from klog.tools.dump import CorruptIndexEvent, FileErrorEvent
 
     for event in events:
         if isinstance(event, (FileErrorEvent, CorruptIndexEvent)):
@@ -228,7 +228,7 @@ def _progress(
         return
     with console.progress("dumping", total) as advance:
 
-        from klog.storage.dump import BatchEvent
+        from klog.tools.dump import BatchEvent
 
         def counted(events: Iterator[DumpEvent]) -> Iterator[DumpEvent]:
             for event in events:

@@ -123,7 +123,7 @@ def _admin_timeout(path: Path | None) -> int:
     request timeout); others are ignored with a warning."""
     if path is None:
         return 30000
-    from klog.daemon.config import parse_properties
+    from klog.storage.properties import parse_properties
 
     try:
         props = parse_properties(path.read_text())

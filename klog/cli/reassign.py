@@ -3,7 +3,7 @@ brokers, as kafka-reassign-partitions.sh does, with its flags, JSON files and li
 
 Beyond Kafka: ``--progress`` (bytes moved and remaining per replica being added, from
 DescribeLogDirs), ``verify --wait`` (poll until done, live on a terminal) and ``--json``.
-Formatting only: planning, throttles and status are klog.client.reassignment's.
+Formatting only: planning, throttles and status are klog.tools.reassignment's.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from klog.cli.topic import bootstrap_option, fail, json_option, print_table, tab
 
 if TYPE_CHECKING:
     from klog.client.admin import AdminClient
-    from klog.client.reassignment import PartitionStatus, ReplicaProgress
+    from klog.tools.reassignment import PartitionStatus, ReplicaProgress
 
 reassign_app = typer.Typer(
     name="reassign",
@@ -43,7 +43,7 @@ def _read(path: Path, flag: str) -> str:
 
 def _plan(call: Any, *args: Any, **kwargs: Any) -> Any:
     """Run a pure planning step; its refusals become one usage-error line."""
-    from klog.client.reassignment import ReassignmentError
+    from klog.tools.reassignment import ReassignmentError
 
     try:
         return call(*args, **kwargs)
@@ -53,7 +53,7 @@ def _plan(call: Any, *args: Any, **kwargs: Any) -> Any:
 
 def _run(bootstrap: str | None, body: Any, timeout_ms: int = 30000) -> Any:
     """with_admin, with the library's refusals (unknown partition, broker) as one line."""
-    from klog.client.reassignment import ReassignmentError
+    from klog.tools.reassignment import ReassignmentError
 
     async def guarded(admin: AdminClient) -> Any:
         try:
@@ -111,7 +111,7 @@ def generate(
 
     Prints the current assignment and the proposal, both as reassignment JSON; nothing is
     moved."""
-    from klog.client import reassignment as r
+    from klog.tools import reassignment as r
 
     topics = _plan(r.parse_topics_to_move, _read(topics_to_move_json_file,
                                                  "--topics-to-move-json-file"))
@@ -159,7 +159,7 @@ def execute(
     """Start the reassignment of a reassignment JSON file.
 
     First prints the current assignment of its partitions: save it to roll back."""
-    from klog.client import reassignment as r
+    from klog.tools import reassignment as r
 
     proposed, log_dirs = _plan(r.parse_reassignment,
                                _read(reassignment_json_file, "--reassignment-json-file"))
@@ -242,7 +242,7 @@ def verify(
 
     Once all have, removes the throttles (unless --preserve-throttles). Exits 0 either
     way, as Kafka's tool."""
-    from klog.client import reassignment as r
+    from klog.tools import reassignment as r
 
     targets, _ = _plan(r.parse_reassignment,
                        _read(reassignment_json_file, "--reassignment-json-file"),
@@ -335,7 +335,7 @@ def cancel(
 
     They go back to their original replicas; then the throttles are removed (unless
     --preserve-throttles)."""
-    from klog.client import reassignment as r
+    from klog.tools import reassignment as r
 
     targets, _ = _plan(r.parse_reassignment,
                        _read(reassignment_json_file, "--reassignment-json-file"),
@@ -381,7 +381,7 @@ def list_(
     bootstrap_server: str | None = bootstrap_option(),
 ) -> None:
     """List the partition reassignments in progress in the cluster."""
-    from klog.client import reassignment as r
+    from klog.tools import reassignment as r
 
     async def body(admin: AdminClient) -> tuple[dict[Any, Any], list[ReplicaProgress]]:
         ongoing = await admin.list_partition_reassignments()

@@ -40,6 +40,7 @@ from klog.client.errors import (
     NoBrokersAvailable,
     error_name,
 )
+from klog.client.frames import ConnectionClosed, FrameReader
 from klog.protocol import apis, entities, framing
 from klog.protocol.errors import ErrorCode, KafkaError
 
@@ -235,8 +236,8 @@ class BrokerConnection:
         #: api_key -> (min, max) the broker advertised.
         self.api_versions: dict[int, tuple[int, int]] = {}
         self.last_used = time.monotonic()
-        self._reader: asyncio.StreamReader | None = None
-        self._writer: asyncio.StreamWriter | None = None
+        self._transport: asyncio.Transport | None = None
+        self._protocol: FrameReader | None = None
         self._read_task: asyncio.Task[None] | None = None
         self._pending: collections.deque[_InFlight] = collections.deque()
         # In-flight slots: a counter and a queue of waiters (an asyncio.Semaphore would
@@ -257,7 +258,7 @@ class BrokerConnection:
 
     @property
     def connected(self) -> bool:
-        return self._writer is not None and not self._closed
+        return self._transport is not None and not self._closed
 
     @property
     def in_flight(self) -> int:
@@ -267,8 +268,11 @@ class BrokerConnection:
         """Open the socket and negotiate versions (ApiVersions, newest first, then the
         version the broker names in its UNSUPPORTED_VERSION answer, else v0)."""
         try:
-            self._reader, self._writer = await asyncio.wait_for(
-                asyncio.open_connection(self.host, self.port), timeout)
+            max_response_bytes = self.max_response_bytes
+            self._transport, self._protocol = await asyncio.wait_for(
+                asyncio.get_running_loop().create_connection(
+                    lambda: FrameReader(max_response_bytes), self.host, self.port),
+                timeout)
         except TimeoutError:
             self._closed = True
             raise KafkaTimeoutError(
@@ -321,7 +325,7 @@ class BrokerConnection:
             await self._wait_for_slot(timeout)
         future = self.send_nowait(api_key, api_version, (body,), timeout=timeout,
                                   expect_response=expect_response, slot_taken=True)
-        if self._writer is not None and self._writer.transport.get_write_buffer_size():
+        if self._transport is not None and self._transport.get_write_buffer_size():
             await self._drain(deadline)
         if future is None:
             return None
@@ -351,8 +355,8 @@ class BrokerConnection:
             raise self._dead()
         if not slot_taken and not self._take_slot():
             raise KafkaClientError(f"no free in-flight slot on node {self.node_id}")
-        writer = self._writer
-        assert writer is not None
+        transport = self._transport
+        assert transport is not None
         correlation_id = self._next_correlation_id
         self._next_correlation_id = (correlation_id + 1) & 0x7FFFFFFF
         header = framing.encode_request_header(api_key, api_version, correlation_id,
@@ -360,7 +364,7 @@ class BrokerConnection:
         size = len(header) + sum(len(piece) for piece in body)
         self.last_used = time.monotonic()
         if not expect_response:
-            writer.writelines((_SIZE.pack(size), header, *body))
+            transport.writelines((_SIZE.pack(size), header, *body))
             self._give_slot()
             return None
         loop = self._loop
@@ -371,7 +375,7 @@ class BrokerConnection:
         entry.timer = loop.call_later(timeout, self._timed_out, entry, timeout)
         # Queued and written without an await between: queue order is wire order.
         self._pending.append(entry)
-        writer.writelines((_SIZE.pack(size), header, *body))
+        transport.writelines((_SIZE.pack(size), header, *body))
         return future
 
     def _take_slot(self) -> bool:
@@ -423,9 +427,9 @@ class BrokerConnection:
             f"({self.host}:{self.port}) got no response within {timeout:.3f}s"))
 
     async def _drain(self, deadline: float) -> None:
-        assert self._writer is not None
+        assert self._protocol is not None
         try:
-            await asyncio.wait_for(self._writer.drain(), max(deadline - time.monotonic(), 0.0))
+            await asyncio.wait_for(self._protocol.drain(), max(deadline - time.monotonic(), 0.0))
         except TimeoutError:
             error = KafkaTimeoutError(f"writing to node {self.node_id} timed out")
             self.close(error)
@@ -436,16 +440,11 @@ class BrokerConnection:
             raise failure from None
 
     async def _read_loop(self) -> None:
-        assert self._reader is not None
-        reader = self._reader
+        assert self._protocol is not None
+        protocol = self._protocol
         try:
             while True:
-                prefix = await reader.readexactly(4)
-                (size,) = _SIZE.unpack(prefix)
-                if size < 4 or size > self.max_response_bytes:
-                    raise KafkaConnectionError(
-                        f"node {self.node_id} sent a response frame of {size} bytes")
-                frame = await reader.readexactly(size)
+                frame = await protocol.next_frame()
                 self.last_used = time.monotonic()
                 if not self._pending:
                     raise KafkaConnectionError(
@@ -455,7 +454,10 @@ class BrokerConnection:
                     entry.timer.cancel()
                 self._give_slot()
                 self._complete(entry, frame)
-        except asyncio.IncompleteReadError:
+        except framing.FrameSizeError as exc:
+            self.close(KafkaConnectionError(
+                f"node {self.node_id} sent a response frame of {exc.size} bytes"))
+        except ConnectionClosed:
             self.close(KafkaConnectionError(
                 f"node {self.node_id} ({self.host}:{self.port}) closed the connection"))
         except (OSError, ConnectionError) as exc:
@@ -465,7 +467,7 @@ class BrokerConnection:
         except asyncio.CancelledError:
             pass
 
-    def _complete(self, entry: _InFlight, frame: bytes) -> None:
+    def _complete(self, entry: _InFlight, frame: bytearray) -> None:
         header_version = apis.response_header_version(entry.api_key, entry.api_version)
         try:
             correlation_id, offset = framing.parse_response_header(frame, header_version)
@@ -519,8 +521,8 @@ class BrokerConnection:
         for waiter in waiters:
             if not waiter.done():
                 waiter.set_result(None)
-        if self._writer is not None:
-            self._writer.close()
+        if self._transport is not None:
+            self._transport.close()
         task = self._read_task
         if task is not None and task is not _current_task():
             task.cancel()

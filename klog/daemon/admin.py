@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import TYPE_CHECKING
 
+from klog import placement
 from klog.daemon import descriptors
 from klog.daemon.config import (
     BROKER_CONFIGS,
@@ -79,8 +80,12 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 MAX_TOPIC_NAME_LENGTH = 249
-MAX_PARTITIONS_PER_TOPIC = 100_000
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
+# Kafka's exception -> error code mapping for the placement refusals (Errors.java).
+_PLACEMENT_ERROR_CODES: dict[type[placement.PlacementError], ErrorCode] = {
+    placement.InvalidPartitionsError: ErrorCode.INVALID_PARTITIONS,
+    placement.InvalidReplicationFactorError: ErrorCode.INVALID_REPLICATION_FACTOR,
+}
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 ZERO_UUID = uuid.UUID(int=0)
 # How often a deletion re-checks the metastore once the topic left this broker's metadata.
@@ -200,44 +205,13 @@ def validate_topic_name(name: str) -> None:
 def assign_replicas(brokers: Sequence[int], num_partitions: int, replication_factor: int,
                     start_partition: int = 0, rng: random.Random | None = None,
                     fixed_start_index: int = -1) -> dict[int, list[int]]:
-    """Kafka's rack-unaware assignment: leaders spread round-robin from a random broker,
-    followers shifted so that replicas of consecutive partitions land on different
-    brokers. ``fixed_start_index`` (>= 0) replaces both random choices, as Kafka does when
-    adding partitions (the new ones continue the existing round-robin)."""
-    if num_partitions <= 0:
-        raise AdminError(ErrorCode.INVALID_PARTITIONS,
-                         "Number of partitions must be larger than 0.")
-    if start_partition + num_partitions > MAX_PARTITIONS_PER_TOPIC:
-        # Kafka in ZooKeeper mode has no bound, and a request for 2**31 partitions would
-        # stall the broker's event loop for hours; klog refuses what no real topic needs.
-        raise AdminError(ErrorCode.INVALID_PARTITIONS,
-                         f"Number of partitions {start_partition + num_partitions} exceeds "
-                         f"klog's limit of {MAX_PARTITIONS_PER_TOPIC} per topic.")
-    if replication_factor <= 0:
-        raise AdminError(ErrorCode.INVALID_REPLICATION_FACTOR,
-                         "Replication factor must be larger than 0.")
-    ids = sorted(brokers)
-    n = len(ids)
-    if replication_factor > n:
-        raise AdminError(ErrorCode.INVALID_REPLICATION_FACTOR,
-                         f"Replication factor: {replication_factor} larger than available "
-                         f"brokers: {n}.")
-    rng = rng or random.Random()
-    start_index = fixed_start_index if fixed_start_index >= 0 else rng.randrange(n)
-    shift = fixed_start_index if fixed_start_index >= 0 else rng.randrange(n)
-    out: dict[int, list[int]] = {}
-    partition = max(0, start_partition)
-    for _ in range(num_partitions):
-        if partition > 0 and partition % n == 0:
-            shift += 1
-        first = (partition + start_index) % n
-        replicas = [ids[first]]
-        for j in range(replication_factor - 1):
-            step = 1 + (shift + j) % (n - 1)
-            replicas.append(ids[(first + step) % n])
-        out[partition] = replicas
-        partition += 1
-    return out
+    """``placement.assign_replicas`` (Kafka's rack-unaware placement), its refusals as the
+    AdminError with the code Kafka answers for them."""
+    try:
+        return placement.assign_replicas(brokers, num_partitions, replication_factor,
+                                         start_partition, rng, fixed_start_index)
+    except placement.PlacementError as exc:
+        raise AdminError(_PLACEMENT_ERROR_CODES[type(exc)], str(exc)) from None
 
 
 def check_assignment(assignment: Mapping[int, Sequence[int]], brokers: Iterable[int]) -> None:

@@ -33,7 +33,8 @@ Nothing is looked up while no topic is throttled (``quota.throttled`` is empty).
 
 Everything runs on the broker's event loop: appends and truncations go through the
 ReplicaManager like the produce path's. The connection speaks the wire protocol with
-klog.protocol only (the daemon does not import klog.client).
+klog.protocol and reads its frames with klog.client.frames.FrameReader, the reader of
+every client connection (a fetch response is received straight into its own buffer).
 """
 
 from __future__ import annotations
@@ -41,11 +42,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from klog.client.frames import FrameReader
 from klog.daemon.replication_quota import ReplicationQuotaManager
 from klog.daemon.tasks import stop_task
 from klog.protocol import apis, entities, framing
@@ -61,88 +62,11 @@ FETCH_VERSION = 12  # the newest Fetch that names topics (v13 uses topic ids)
 OFFSET_FOR_LEADER_EPOCH_VERSION = 4
 UNDEFINED_EPOCH = -1
 UNDEFINED_EPOCH_OFFSET = -1
-_SIZE = struct.Struct(">i")
 MAX_RESPONSE_BYTES = 1 << 30
 
 
 class FetcherConnectionError(Exception):
     """The connection to the leader failed or answered nonsense."""
-
-
-class _FrameReader(asyncio.BufferedProtocol):
-    """Receives response frames straight into one buffer per frame (``recv_into``): a
-    replica fetch answers up to replica.fetch.response.max.bytes, which a StreamReader would
-    copy chunk by chunk into its buffer and once more out of it."""
-
-    def __init__(self) -> None:
-        self._size = bytearray(4)
-        self._frame: bytearray | None = None
-        self._filled = 0
-        self._waiter: asyncio.Future[bytearray] | None = None
-        self._ready: bytearray | None = None
-        self._error: BaseException | None = None
-        self.transport: asyncio.Transport | None = None
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        # A stream connection's transport is always an asyncio.Transport.
-        self.transport = transport  # type: ignore[assignment]
-
-    def get_buffer(self, sizehint: int) -> memoryview:
-        if self._frame is None:
-            return memoryview(self._size)[self._filled:]
-        return memoryview(self._frame)[self._filled:]
-
-    def buffer_updated(self, nbytes: int) -> None:
-        self._filled += nbytes
-        if self._frame is None:
-            if self._filled < 4:
-                return
-            (size,) = _SIZE.unpack(self._size)
-            if not 4 <= size <= MAX_RESPONSE_BYTES:
-                self._fail(ValueError(f"implausible response size {size}"))
-                return
-            self._frame = bytearray(size)
-            self._filled = 0
-            return
-        if self._filled == len(self._frame):
-            frame, self._frame, self._filled = self._frame, None, 0
-            if self._ready is not None:  # an answer nobody asked for
-                self._fail(ValueError("unexpected response frame"))
-                return
-            self._ready = frame
-            self._wake()
-
-    def _fail(self, exc: BaseException) -> None:
-        self._error = exc
-        if self.transport is not None:
-            self.transport.close()
-        self._wake()
-
-    def _wake(self) -> None:
-        waiter = self._waiter
-        if waiter is not None and not waiter.done():
-            if self._ready is not None:
-                waiter.set_result(self._ready)
-                self._ready = None
-            elif self._error is not None:
-                waiter.set_exception(self._error)
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        if self._error is None:
-            self._error = exc or ConnectionResetError("connection closed by the leader")
-        self._wake()
-
-    async def next_frame(self) -> bytearray:
-        if self._ready is not None:
-            frame, self._ready = self._ready, None
-            return frame
-        if self._error is not None:
-            raise self._error
-        self._waiter = asyncio.get_running_loop().create_future()
-        try:
-            return await self._waiter
-        finally:
-            self._waiter = None
 
 
 class LeaderConnection:
@@ -153,7 +77,7 @@ class LeaderConnection:
         self.port = port
         self.client_id = client_id
         self.timeout = timeout_ms / 1000
-        self._protocol: _FrameReader | None = None
+        self._protocol: FrameReader | None = None
         self._correlation_id = 0
 
     async def request(self, api_key: int, version: int, values: dict[str, Any],
@@ -171,7 +95,7 @@ class LeaderConnection:
         protocol = self._protocol
         if protocol is None or protocol.transport is None or protocol.transport.is_closing():
             _transport, protocol = await asyncio.get_running_loop().create_connection(
-                _FrameReader, self.host, self.port)
+                lambda: FrameReader(MAX_RESPONSE_BYTES), self.host, self.port)
             self._protocol = protocol
         assert protocol.transport is not None
         entity = entities.build(apis.spec_for(api_key).request_entity(version), values)

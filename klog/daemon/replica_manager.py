@@ -458,7 +458,9 @@ class ReplicaManager:
         try:
             return self._validate(records, config, "client")
         except KafkaError as exc:
-            return exc
+            # Only its code and message are answered; without its traceback the refused
+            # request's buffers are freed as soon as it is answered.
+            return exc.with_traceback(None)
         except Exception as exc:  # a klog bug: answer it, do not lose the connection
             log.exception("checking produced records failed")
             return KafkaError(f"checking the records failed: {exc}")

@@ -54,6 +54,8 @@ from klog.protocol.errors import ErrorCode, InvalidRequestError, UnsupportedVers
 
 #: Kafka's socket.request.max.bytes default: the largest request frame a broker accepts.
 DEFAULT_MAX_REQUEST_BYTES = 104_857_600
+#: A response frame holds at least its correlation id.
+MIN_RESPONSE_FRAME_BYTES = 4
 
 _SIZE = struct.Struct(">i")
 _HEADER_FIXED = struct.Struct(">hhi")  # api_key, api_version, correlation_id
@@ -66,7 +68,7 @@ class FrameSizeError(InvalidRequestError):
     """A frame size that is negative or beyond the limit: close the connection."""
 
     def __init__(self, size: int, max_frame_bytes: int) -> None:
-        if size < 0:
+        if size <= max_frame_bytes:  # negative, or below what the frame must hold
             message = f"invalid frame size {size}"
         else:
             message = f"frame of {size} bytes exceeds the limit of {max_frame_bytes} bytes"
@@ -81,6 +83,15 @@ class FrameSizeError(InvalidRequestError):
 def check_frame_size(size: int, max_frame_bytes: int = DEFAULT_MAX_REQUEST_BYTES) -> int:
     """Return ``size`` if a frame of that size may be read; FrameSizeError otherwise."""
     if size < 0 or size > max_frame_bytes:
+        raise FrameSizeError(size, max_frame_bytes)
+    return size
+
+
+def check_response_frame_size(size: int, max_frame_bytes: int) -> int:
+    """Return ``size`` if a response frame of that size may be read (it holds at least its
+    correlation id, and a client's bound); FrameSizeError otherwise. Readers check it
+    before they allocate anything for the payload."""
+    if size < MIN_RESPONSE_FRAME_BYTES or size > max_frame_bytes:
         raise FrameSizeError(size, max_frame_bytes)
     return size
 

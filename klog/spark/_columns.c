@@ -1,8 +1,9 @@
 /*
  * klog.spark._columns: the records of one v2 batch straight into Arrow column buffers.
  *
- * What it owns: decode_v2(), the C twin of klog/spark/columns.py's record loop for the
- * common case of spark-export (no headers wanted). It walks the records section of a v2
+ * What it owns: decode_v2(), the C twin of klog/protocol/records/v2.py's
+ * decode_record_fields (spark/columns.py's Python path) for the common case of
+ * spark-export (no headers wanted). It walks the records section of a v2
  * batch (already decompressed) with the same grammar and the same checks, and returns the
  * key, value, offset and timestamp columns as the buffers pyarrow.Array.from_buffers takes
  * (validity bitmap, int32 offsets, data; int64 values), so no Python object is made per
@@ -13,7 +14,7 @@
  * two cores where Spark's JVM wants the other core (see benchmarks/RESULTS.md).
  *
  * A malformed record raises ValueError with the message the Python loop puts in its
- * CorruptRecordError; the caller raises that. Nothing is kept of a batch that fails.
+ * CorruptRecordError (spark/columns.py raises that). Nothing is kept of a batch that fails.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>

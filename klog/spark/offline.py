@@ -49,6 +49,7 @@ from klog.spark.columns import append_v2_batch
 from klog.storage.checkpoints import CheckpointError, read_offset_checkpoint
 from klog.storage.index import TransactionIndex
 from klog.storage.log import parse_partition_dir_name
+from klog.storage.walk import CORRUPT, BatchWalk
 
 CHUNK_SIZE = 8 * 1024 * 1024
 # Kafka accepts batches up to message.max.bytes (1 MiB by default) and topics may raise it;
@@ -108,45 +109,35 @@ def list_partitions(log_dir: str | Path) -> dict[tuple[str, int], PartitionFiles
 # -- walking entries --------------------------------------------------------------------------
 
 
-def iter_entries(path: Path, position: int = 0) -> Iterator[tuple[BatchHeader, bytes]]:
+def iter_entries(
+    path: Path, position: int = 0
+) -> Iterator[tuple[BatchHeader, memoryview]]:
     """(header, buffer) for each whole entry of a .log file from ``position``.
 
-    ``header.position`` is relative to the buffer, which stays valid after the next item
-    (each chunk is its own bytes object). A partial entry at the end of the file ends the
-    walk quietly (a broker may be appending); an impossible length or magic raises
-    OfflineError naming the file and position.
+    The walk is storage's ``BatchWalk``. ``header.position`` is relative to the buffer,
+    which stays valid after the next item (each chunk is its own buffer). A partial entry
+    at the end of the file ends the walk quietly (a broker may be appending); an impossible
+    length or magic raises OfflineError naming the file and position.
     """
     try:
-        f = open(path, "rb")  # noqa: SIM115 - closed in finally below
+        fd = os.open(path, os.O_RDONLY)
     except OSError as exc:
         raise OfflineError(f"cannot read {path}: {exc.strerror}") from None
     try:
-        size = os.fstat(f.fileno()).st_size
-        f.seek(position)
-        carry = b""
-        file_pos = position  # file position of carry[0]
-        while True:
-            chunk = f.read(CHUNK_SIZE)
-            if not chunk:
-                return
-            buf = carry + chunk if carry else chunk
-            consumed = 0
-            try:
-                for header in iter_batch_headers(buf, max_batch_size=MAX_BATCH_SIZE):
-                    yield header, buf
-                    consumed = header.end
-            except CorruptRecordError as exc:
-                where = file_pos + getattr(exc, "position", consumed)
-                raise OfflineError(
-                    f"{path}: corrupt entry at position {where}: "
-                    f"{str(exc).rsplit(' at position', 1)[0]}"
-                ) from None
-            carry = buf[consumed:]
-            file_pos += consumed
-            if file_pos >= size:
-                return
+        walk = BatchWalk(
+            fd, position, os.fstat(fd).st_size, max_batch_size=MAX_BATCH_SIZE,
+            chunk_size=CHUNK_SIZE,
+        )
+        for _position, header, buf in walk:
+            assert buf is not None  # no hold_bound: every entry is held
+            yield header, buf
+        stop = walk.stop
+        if stop is not None and stop.kind == CORRUPT:
+            raise OfflineError(
+                f"{path}: corrupt entry at position {stop.position}: {stop.reason}"
+            )
     finally:
-        f.close()
+        os.close(fd)
 
 
 def _index_position(files: PartitionFiles, base_offset: int, target: int) -> int:
@@ -274,7 +265,7 @@ def transaction_state(files: PartitionFiles, log_end: int) -> TxnState:
 # -- rows -----------------------------------------------------------------------------------------
 
 
-def _is_abort_marker(buf: bytes, header: BatchHeader) -> bool:
+def _is_abort_marker(buf: bytes | bytearray | memoryview, header: BatchHeader) -> bool:
     for record in iter_records(buf, header):
         try:
             return parse_control_key(record.key)[1] is ControlRecordType.ABORT
@@ -284,7 +275,8 @@ def _is_abort_marker(buf: bytes, header: BatchHeader) -> bool:
 
 
 def _append_legacy(
-    buf: bytes, header: BatchHeader, builder: ColumnBuilder, start: int, end: int
+    buf: bytes | bytearray | memoryview, header: BatchHeader, builder: ColumnBuilder,
+    start: int, end: int,
 ) -> None:
     """v0/v1 messages (a compressed wrapper holds several): through the general decoder."""
     timestamp_type = int(header.timestamp_type)
@@ -329,7 +321,7 @@ class RangeDecoder:
         heapq.heapify(self._queue)
         self._aborted_producers = set()
 
-    def entry(self, header: BatchHeader, buf: bytes) -> None:
+    def entry(self, header: BatchHeader, buf: bytes | bytearray | memoryview) -> None:
         if header.last_offset < self.start:
             return
         if header.base_offset is not None and header.base_offset >= self.end:

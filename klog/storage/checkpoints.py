@@ -12,7 +12,7 @@ This module owns the small text files a Kafka log dir keeps beside its partition
   written as ``recovery-point-offset-checkpoint``, ``log-start-offset-checkpoint``,
   ``replication-offset-checkpoint`` and ``cleaner-offset-checkpoint``. An empty file is an
   empty checkpoint (Kafka creates the file before it ever writes it);
-- ``meta.properties`` (Java properties: ``#`` comments, ``key=value``), version 0
+- ``meta.properties`` (Java properties, parsed by storage/properties.py), version 0
   (``broker.id``, optional ``cluster.id``; ZooKeeper mode) or version 1 (``node.id`` and
   ``cluster.id`` required; KRaft), both with an optional ``directory.id``;
 - the names of the ``.kafka_cleanshutdown`` marker and the ``.lock`` file.
@@ -36,6 +36,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
+
+from klog.storage.properties import PropertiesError, format_properties, parse_properties
 
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
@@ -245,100 +247,6 @@ _META_VERSIONS = (0, 1)
 _DIRECTORY_ID_RE = re.compile(r"[A-Za-z0-9_-]{22}")
 
 
-def parse_properties(text: str, path: Path | str = "<text>") -> dict[str, str]:
-    """Parse Java ``.properties`` text (java.util.Properties.load rules, UTF-8).
-
-    Comments start with ``#`` or ``!``; the key ends at the first unescaped ``=``, ``:``
-    or whitespace; a trailing backslash continues the line; ``\\t \\n \\r \\f \\uXXXX``
-    escapes are decoded and any other escaped character stands for itself.
-    """
-    props: dict[str, str] = {}
-    logical: list[str] = []
-    start_line = 0
-    for number, physical in enumerate(text.splitlines(), start=1):
-        stripped = physical.lstrip(" \t\f")
-        if not logical:
-            if not stripped or stripped[0] in "#!":
-                continue
-            start_line = number
-        # A line ends in a continuation when it ends with an odd number of backslashes.
-        trailing = len(stripped) - len(stripped.rstrip("\\"))
-        if trailing % 2 == 1:
-            logical.append(stripped[:-1])
-            continue
-        logical.append(stripped)
-        key, value = _split_property("".join(logical), path, start_line)
-        props[key] = value
-        logical = []
-    if logical:
-        key, value = _split_property("".join(logical), path, start_line)
-        props[key] = value
-    return props
-
-
-def _split_property(line: str, path: Path | str, number: int) -> tuple[str, str]:
-    i = 0
-    while i < len(line):
-        ch = line[i]
-        if ch == "\\":
-            i += 2
-            continue
-        if ch in "=: \t\f":
-            break
-        i += 1
-    key_raw = line[:i]
-    rest = line[i:].lstrip(" \t\f")
-    if rest[:1] in ("=", ":"):
-        # At most one separator character, possibly surrounded by whitespace.
-        rest = rest[1:].lstrip(" \t\f")
-    return _unescape(key_raw, path, number), _unescape(rest, path, number)
-
-
-_ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
-
-
-def _unescape(text: str, path: Path | str, number: int) -> str:
-    if "\\" not in text:
-        return text
-    out: list[str] = []
-    i = 0
-    while i < len(text):
-        ch = text[i]
-        if ch != "\\" or i + 1 >= len(text):
-            out.append(ch)
-            i += 1
-            continue
-        nxt = text[i + 1]
-        if nxt == "u":
-            digits = text[i + 2 : i + 6]
-            if len(digits) != 4 or not all(c in "0123456789abcdefABCDEF" for c in digits):
-                raise CheckpointError(path, number, f"malformed \\uxxxx escape {text[i:i+6]!r}")
-            out.append(chr(int(digits, 16)))
-            i += 6
-            continue
-        out.append(_ESCAPES.get(nxt, nxt))
-        i += 2
-    return "".join(out)
-
-
-def _escape_property(text: str, *, is_key: bool) -> str:
-    out: list[str] = []
-    for index, ch in enumerate(text):
-        if ch == "\\":
-            out.append("\\\\")
-        elif ch in "\t\n\r\f":
-            out.append("\\" + {"\t": "t", "\n": "n", "\r": "r", "\f": "f"}[ch])
-        elif ch in "=:#!":
-            out.append("\\" + ch)
-        elif ch == " " and (is_key or index == 0):
-            out.append("\\ ")
-        elif ord(ch) < 0x20 or ord(ch) > 0x7E:
-            out.append(f"\\u{ord(ch):04X}")
-        else:
-            out.append(ch)
-    return "".join(out)
-
-
 def read_meta_properties(path: Path | str) -> MetaProperties:
     """Parse ``meta.properties``; CheckpointError when a field is missing or malformed."""
     path = Path(path)
@@ -346,7 +254,10 @@ def read_meta_properties(path: Path | str) -> MetaProperties:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
         raise CheckpointError(path, None, f"not UTF-8 text ({exc.reason})") from None
-    props = parse_properties(text, path)
+    try:
+        props = parse_properties(text)
+    except PropertiesError as exc:
+        raise CheckpointError(path, exc.line, exc.reason) from None
     version_text = props.get("version", "0")
     version = parse_int(version_text, 32)
     if version not in _META_VERSIONS:
@@ -385,10 +296,7 @@ def format_meta_properties(meta: MetaProperties, *, now: float | None = None) ->
     # Java's Date.toString(): "Wed Apr 22 11:14:59 CDT 2020".
     stamp = time.strftime("%a %b %d %H:%M:%S %Z %Y", time.localtime(now))
     lines = ["#", f"#{stamp}"]
-    lines += [
-        f"{_escape_property(k, is_key=True)}={_escape_property(v, is_key=False)}"
-        for k, v in props.items()
-    ]
+    lines += format_properties(props)
     return "".join(f"{line}\n" for line in lines)
 
 

@@ -57,8 +57,6 @@ from klog.protocol.records.batch import (
     RECORD_BATCH_OVERHEAD,
     V2_OFFSETS_HEAD,
     BatchHeader,
-    iter_batch_headers,
-    read_batch_header,
 )
 from klog.storage.index import (
     DEFAULT_MAX_INDEX_SIZE,
@@ -73,6 +71,7 @@ from klog.storage.index import (
     TransactionIndex,
     TxnIndexSearchResult,
 )
+from klog.storage.walk import BatchWalk, read_fully
 
 if TYPE_CHECKING:
     from klog.storage.leader_epoch import LeaderEpochFileCache
@@ -214,17 +213,6 @@ class _ScanState:
     overflow_offset: int | None = None
 
 
-def _read_fully(fd: int, view: memoryview, position: int) -> int:
-    """Fill ``view`` from ``position`` (short only at end of file); return bytes read."""
-    done = 0
-    while done < len(view):
-        n = os.preadv(fd, [view[done:]], position + done)
-        if n == 0:
-            break
-        done += n
-    return done
-
-
 def _iter_file_batches(
     fd: int,
     state: _ScanState,
@@ -238,140 +226,76 @@ def _iter_file_batches(
 ) -> Iterator[tuple[int, BatchHeader, memoryview]]:
     """Yield (file position, header, entry bytes) for each valid entry in [position, end).
 
-    Entry bytes are a view into a reusable buffer, valid until the next item. Stops at
-    the first invalid byte and records why in ``state`` (``state.position`` is then the
-    end of the valid prefix). A batch larger than the chunk is read into its own buffer,
-    allocated only after its length was checked against ``max_batch_size`` and the bytes
-    left in the file.
+    The walk is walk.py's ``BatchWalk`` (framing, chunked reads, one reused buffer); this
+    adds recovery's rules. Entry bytes are a view into the reused buffer, valid until the
+    next item. Stops at the first invalid byte and records why in ``state``
+    (``state.position`` is then the end of the valid prefix).
     """
     if chunk_size is None:
         chunk_size = SCAN_CHUNK_SIZE  # read at call time (tests shrink it)
-    buf = bytearray(max(RECORD_BATCH_OVERHEAD, min(chunk_size, max(end - state.position, 0))))
-    view = memoryview(buf)
+    walk = BatchWalk(
+        fd,
+        state.position,
+        end,
+        max_batch_size=max_batch_size,
+        chunk_size=chunk_size,
+        reuse_buffer=True,
+        progress=progress,
+    )
     last_offset: int | None = None
-    # The window holds file bytes [win_start, win_start + win_len).
-    win_start = state.position
-    win_len = 0
 
     def fail(message: str, position: int, offset: int | None) -> None:
         state.error, state.error_position, state.error_offset = message, position, offset
 
-    def check(header: BatchHeader, entry_buf: memoryview, file_pos: int) -> bool:
-        nonlocal last_offset
-        if verify_crc:
-            computed = header.compute_crc(entry_buf)
-            if computed != header.crc:
-                fail(
-                    f"record is corrupt (stored crc = {header.crc}, computed crc = {computed})",
-                    file_pos,
-                    _offset_field(entry_buf, header.position),
-                )
-                return False
-        first = header.base_offset
-        if expected_min_offset is not None:
-            low = first if first is not None else header.last_offset
-            if low < expected_min_offset:
-                fail(
-                    f"offset {low} is below the segment's base offset {expected_min_offset}",
-                    file_pos,
-                    _offset_field(entry_buf, header.position),
-                )
-                return False
-            if header.last_offset - expected_min_offset > INT32_MAX:
-                fail(
-                    f"offset {header.last_offset} overflows the relative offsets of a segment "
-                    f"with base offset {expected_min_offset}",
-                    file_pos,
-                    _offset_field(entry_buf, header.position),
-                )
-                state.overflow_offset = header.last_offset
-                return False
-        if last_offset is not None and header.last_offset <= last_offset:
-            fail(
-                f"out of order offsets: last offset {header.last_offset} is not larger than "
-                f"the previous batch's last offset {last_offset}",
-                file_pos,
-                _offset_field(entry_buf, header.position),
-            )
-            return False
-        last_offset = header.last_offset
-        return True
-
-    while state.position < end:
-        # Refill the window so that it starts at the next entry.
-        keep = win_start + win_len - state.position
-        if keep > 0 and state.position != win_start:
-            offset_in_win = state.position - win_start
-            buf[:keep] = buf[offset_in_win : offset_in_win + keep]
-        keep = max(keep, 0)
-        want = min(len(buf), end - state.position)
-        got = _read_fully(fd, view[keep:want], state.position + keep) if want > keep else 0
-        if progress is not None and got:
-            progress(got)
-        win_start, win_len = state.position, keep + got
-        if win_len == 0:
-            break
-        consumed = 0
-        try:
-            for header in iter_batch_headers(view, 0, win_len, max_batch_size=max_batch_size):
-                file_pos = win_start + header.position
-                if not check(header, view, file_pos):
+    try:
+        for file_pos, header, buf in walk:
+            assert buf is not None  # no hold_bound: every entry is held
+            if verify_crc:
+                computed = header.compute_crc(buf)
+                if computed != header.crc:
+                    fail(
+                        f"record is corrupt (stored crc = {header.crc}, "
+                        f"computed crc = {computed})",
+                        file_pos,
+                        _offset_field(buf, header.position),
+                    )
                     return
-                yield file_pos, header, view[header.position : header.end]
-                consumed = header.end
-                state.position = win_start + consumed
-        except CorruptRecordError as exc:
-            pos = getattr(exc, "position", consumed)
-            fail(_strip_position(exc, pos), win_start + pos, _offset_field(view[:win_len], pos))
-            return
-        if state.position >= end:
-            return
-        # A partial entry remains at the end of the window.
-        partial = win_len - consumed
-        # The file may have been shorter than its size said (it shrank under us): what
-        # was read is then all there is.
-        remaining_in_file = partial if win_len < want else end - state.position
-        if partial < LOG_OVERHEAD:
-            if partial == remaining_in_file:
+            first = header.base_offset
+            if expected_min_offset is not None:
+                low = first if first is not None else header.last_offset
+                if low < expected_min_offset:
+                    fail(
+                        f"offset {low} is below the segment's base offset "
+                        f"{expected_min_offset}",
+                        file_pos,
+                        _offset_field(buf, header.position),
+                    )
+                    return
+                if header.last_offset - expected_min_offset > INT32_MAX:
+                    fail(
+                        f"offset {header.last_offset} overflows the relative offsets of a "
+                        f"segment with base offset {expected_min_offset}",
+                        file_pos,
+                        _offset_field(buf, header.position),
+                    )
+                    state.overflow_offset = header.last_offset
+                    return
+            if last_offset is not None and header.last_offset <= last_offset:
                 fail(
-                    f"truncated batch: {partial} bytes of at least {LOG_OVERHEAD}",
-                    state.position,
-                    _offset_field(view[:win_len], consumed),
+                    f"out of order offsets: last offset {header.last_offset} is not larger "
+                    f"than the previous batch's last offset {last_offset}",
+                    file_pos,
+                    _offset_field(buf, header.position),
                 )
                 return
-            continue  # the window was just short; refill
-        offset_field, length = _LOG_OVERHEAD.unpack_from(view, consumed)
-        size = length + LOG_OVERHEAD  # bounds were checked by iter_batch_headers
-        if size > remaining_in_file:
-            fail(
-                f"truncated batch: {remaining_in_file} bytes of {size}",
-                state.position,
-                offset_field,
-            )
-            return
-        if size <= len(buf):
-            continue  # fits in the window once refilled
-        # A batch bigger than the chunk: read it whole (size <= max_batch_size + 12 and
-        # <= the bytes left in the file, both checked above).
-        big = bytearray(size)
-        big[:partial] = view[consumed:win_len]
-        got = _read_fully(fd, memoryview(big)[partial:], state.position + partial)
-        if progress is not None and got:
-            progress(got)
-        if got != size - partial:
-            fail(f"truncated batch: {partial + got} bytes of {size}", state.position, offset_field)
-            return
-        try:
-            header = read_batch_header(big, 0, max_batch_size=max_batch_size)
-        except CorruptRecordError as exc:
-            fail(_strip_position(exc, 0), state.position, offset_field)
-            return
-        big_view = memoryview(big)
-        if not check(header, big_view, state.position):
-            return
-        yield state.position, header, big_view
-        state.position += size
-        win_start, win_len = state.position, 0
+            last_offset = header.last_offset
+            yield file_pos, header, buf[header.position : header.end]
+        stop = walk.stop
+        if stop is not None:
+            fail(stop.reason, stop.position, stop.offset_field)
+    finally:
+        # An entry refused above (or a caller that stopped) leaves the walk at its start.
+        state.position = walk.position
 
 
 def _offset_field(buf: memoryview | bytes | bytearray, position: int) -> int | None:
@@ -379,11 +303,6 @@ def _offset_field(buf: memoryview | bytes | bytearray, position: int) -> int | N
         value: int = _INT64.unpack_from(buf, position)[0]
         return value
     return None
-
-
-def _strip_position(exc: CorruptRecordError, position: int) -> str:
-    # batch.py appends the buffer-relative position; callers report the file position.
-    return str(exc).removesuffix(f" at position {position}")
 
 
 def scan_segment(
@@ -669,10 +588,10 @@ class FetchDataInfo:
             else:
                 if got == size or not got:
                     return got
-                return got + _read_fully(fd, region[got:], self.position + got)
+                return got + read_fully(fd, region[got:], self.position + got)
         if size == 0:
             return 0
-        return self._with_fd(lambda fd: _read_fully(fd, region, self.position))
+        return self._with_fd(lambda fd: read_fully(fd, region, self.position))
 
     def _with_fd(self, read: Callable[[int], _T]) -> _T:
         if self.fd is not None:

@@ -151,7 +151,7 @@ def test_console_script_entry_point_and_broken_pipe(kafka_corpus: Path) -> None:
 def test_cli_defaults_match_the_library() -> None:
     # klog.cli.dump spells Kafka's defaults out so the CLI starts without the dump library.
     from klog.cli import dump as cli_dump
-    from klog.storage import dump as lib_dump
+    from klog.tools import dump as lib_dump
 
     assert cli_dump.DEFAULT_MAX_MESSAGE_SIZE == lib_dump.DEFAULT_MAX_MESSAGE_SIZE
     assert cli_dump.DEFAULT_MAX_BYTES == lib_dump.DEFAULT_MAX_BYTES

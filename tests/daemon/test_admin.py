@@ -8,9 +8,7 @@ in cluster mode on a real ZooKeeper, fed by another writer.
 
 from __future__ import annotations
 
-import itertools
 import os
-import random
 import time
 import uuid
 from collections import Counter
@@ -79,42 +77,7 @@ def test_illegal_topic_names(name: str, fragment: str) -> None:
     assert fragment in message
 
 
-# -- assign_replicas ------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize("brokers", [[0], [1, 2], [1, 2, 3], [5, 3, 9, 7], [0, 1, 2, 3, 4]])
-@pytest.mark.parametrize("rf", [1, 2, 3])
-def test_assign_replicas_spreads_leaders_and_replicas(brokers: list[int], rf: int) -> None:
-    if rf > len(brokers):
-        code, message = _code(assign_replicas, brokers, 4, rf)
-        assert code == ErrorCode.INVALID_REPLICATION_FACTOR
-        assert message == f"Replication factor: {rf} larger than available brokers: " \
-                          f"{len(brokers)}."
-        return
-    n = len(brokers)
-    partitions = 4 * n
-    out = assign_replicas(brokers, partitions, rf, rng=random.Random(7))
-    assert sorted(out) == list(range(partitions))
-    for replicas in out.values():
-        assert len(replicas) == rf
-        assert len(set(replicas)) == rf
-        assert set(replicas) <= set(brokers)
-    leaders = Counter(r[0] for r in out.values())
-    assert set(leaders) == set(brokers)
-    assert max(leaders.values()) == min(leaders.values()) == partitions // n
-    replicas_per_broker = Counter(b for r in out.values() for b in r)
-    assert max(replicas_per_broker.values()) == min(replicas_per_broker.values())
-    # consecutive partitions start on consecutive brokers (round-robin leaders)
-    ids = sorted(brokers)
-    firsts = [ids.index(out[p][0]) for p in range(partitions)]
-    assert all((b - a) % n == 1 % n for a, b in itertools.pairwise(firsts))
-
-
-def test_assign_replicas_followers_shift_between_rounds() -> None:
-    # With 3 brokers and rf 2 the follower of partitions 0-2 and 3-5 are shifted once
-    # more (Kafka's nextReplicaShift), so leader->follower pairs are not all the same.
-    out = assign_replicas([0, 1, 2], 6, 2, fixed_start_index=0)
-    assert out == {0: [0, 1], 1: [1, 2], 2: [2, 0], 3: [0, 2], 4: [1, 0], 5: [2, 1]}
+# -- assign_replicas: klog.placement's refusals as Kafka's error codes ----------------------
 
 
 def test_assign_replicas_checks_partitions_before_replication_factor() -> None:

@@ -18,8 +18,8 @@ import pytest
 from klog.protocol.errors import CorruptRecordError
 from klog.protocol.records.batch import CompressionType, TimestampType, iter_batch_headers
 from klog.protocol.records.legacy import build_legacy_message_set
-from klog.protocol.records.v2 import _records_data
 from klog.protocol.records.v2 import build_batch as build_v2
+from klog.protocol.records.v2 import records_data
 from klog.spark import columns
 from klog.spark.arrow import ColumnBuilder
 
@@ -169,7 +169,7 @@ def test_fuzzed_records_sections_get_the_same_answer_from_both(
     rng = random.Random(20261122)
     batch = build_v2(_records(12, seed=9), base_offset=100)
     header = next(iter_batch_headers(batch))
-    section = _records_data(batch, header, BIG)
+    section = records_data(batch, header, BIG)
     count = header.records_count or 0
     agreed_valid = agreed_corrupt = 0
     for case in range(3000):

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from klog.protocol.records.batch import read_batch_header
 from klog.storage import segment as seg
 from klog.storage.index import (
     OffsetIndex,
@@ -521,7 +522,7 @@ def test_reads_match_a_model_of_the_file(
     while i < len(batches):
         group = batches[i : i + rng.choice((1, 1, 1, 3, 8))]
         i += len(group)
-        last = seg.read_batch_header(group[-1], 0).last_offset
+        last = read_batch_header(group[-1], 0).last_offset
         segment.append(last, 1_600_000_000_000 + i, last, b"".join(group))
     if recovered:
         segment.close()
@@ -596,7 +597,7 @@ def test_remembered_boundaries_are_forgotten_on_truncation_and_recovery(
         offset = info.last_offset + 1
     # Rewrite the tail with batches of other sizes at the same offsets.
     segment.truncate_to(60)
-    kept = [b for b in first if seg.read_batch_header(b, 0).last_offset < 60]
+    kept = [b for b in first if read_batch_header(b, 0).last_offset < 60]
     second = [
         build_batch(60 + 7 * i, count=7, value_size=90, base_timestamp=1_700_000_000_000 + i)
         for i in range(20)

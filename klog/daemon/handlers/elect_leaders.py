@@ -7,13 +7,20 @@ Kafka's ZooKeeper-mode controller does, and -- beyond Kafka, so that an "all par
 request is not answered with a silent empty list -- in the top-level error (v1+) as well.
 When the request names no partitions (null: all of them), partitions that needed no
 election are left out of the answer (KafkaApis.handleElectLeaders).
+
+The request's timeout bounds the wait, as Kafka's DelayedElectLeader does: an election the
+controller has not finished by then (it may be busy with a large topic creation) goes on,
+and the answer says REQUEST_TIMED_OUT for each partition named (for "all partitions", in
+the top-level error, since which partitions it would elect is not known yet).
 """
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from klog.daemon.handlers import RequestContext
+from klog.protocol.entities import as_millis
 from klog.protocol.errors import ErrorCode
 
 
@@ -34,7 +41,18 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         top = int(ErrorCode.INVALID_REQUEST)
         results = {tp: (int(ErrorCode.INVALID_REQUEST), message) for tp in tps or []}
     else:
-        results = await controller.elect_leaders(election_type, tps)
+        election = asyncio.ensure_future(controller.elect_leaders(election_type, tps))
+        timeout_s = max(as_millis(request.timeout), 0) / 1000
+        try:
+            # shield: a timed-out answer leaves the election itself running, as in Kafka.
+            results = await asyncio.wait_for(asyncio.shield(election), timeout_s)
+        except TimeoutError:
+            message = f"the election did not complete within {as_millis(request.timeout)} ms"
+            top = int(ErrorCode.REQUEST_TIMED_OUT) if tps is None else 0
+            results = {tp: (int(ErrorCode.REQUEST_TIMED_OUT), message) for tp in tps or []}
+            # Nobody awaits it now: retrieve its outcome so a failure is not reported as
+            # "never retrieved" (the controller logs its own failures).
+            election.add_done_callback(lambda f: f.cancelled() or f.exception())
         if tps is None:
             results = {tp: r for tp, r in results.items()
                        if r[0] != ErrorCode.ELECTION_NOT_NEEDED}

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import gzip
 import struct
+import traceback
 import zlib
 
 import cramjam
@@ -171,6 +172,30 @@ def decompress(
     kind = _codec(codec)
     if kind is CompressionType.NONE:
         return bytes(data)
+    try:
+        return _inflate(kind, data, max_size, magic)
+    except Exception as exc:
+        # The inflating frames hold what they produced so far (up to max_size): release
+        # it now. A caller may keep the exception (the broker answers a refused batch
+        # after its worker thread returned the error), and a traceback cycle holding
+        # bytes is freed only by a cyclic collection, which bytes never trigger.
+        _release_frames(exc)
+        raise
+
+
+def _release_frames(exc: BaseException) -> None:
+    """Clear the locals of the finished frames behind ``exc`` and the exceptions it
+    chains to (frames still executing are left as they are)."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        traceback.clear_frames(current.__traceback__)
+        current = current.__cause__ or current.__context__
+
+
+def _inflate(kind: CompressionType, data: bytes | bytearray | memoryview, max_size: int,
+             magic: int) -> bytes:
     try:
         if kind is CompressionType.GZIP:
             return _gunzip(data, max_size)

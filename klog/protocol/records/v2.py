@@ -89,7 +89,7 @@ def iter_records(
     count = header.records_count
     if count is None:  # only a v0/v1 compressed wrapper has none: legacy.py reads those
         raise ValueError(f"not a v2 batch header (magic {header.magic})")
-    data = _records_data(buf, header, max_decompressed_size)
+    data = records_data(buf, header, max_decompressed_size)
     timestamp_type = header.timestamp_type
     log_append_time = (
         header.max_timestamp if timestamp_type is TimestampType.LOG_APPEND_TIME else None
@@ -106,7 +106,7 @@ def iter_records(
     )
 
 
-def _records_data(
+def records_data(
     buf: bytes | bytearray | memoryview, header: BatchHeader, max_decompressed_size: int
 ) -> bytes:
     """The records section of a v2 batch, decompressed, after the checks every reader makes."""
@@ -321,7 +321,7 @@ def record_columns(
     offset, base timestamp, sequence) is done column-wise in C. All or nothing: on a
     corrupt record nothing is returned; ``iter_records`` yields the records before it.
     """
-    data = _records_data(buf, header, max_decompressed_size)
+    data = records_data(buf, header, max_decompressed_size)
     count = header.records_count or 0
     rows = _walk_records(data, count, header.position)
     if not rows:
@@ -473,6 +473,175 @@ def _walk_records(
             f"{count} records (incorrect declared batch size)"
         )
     return rows
+
+
+class RecordFields(NamedTuple):
+    """The records of a v2 records section as columns (record i is index i)."""
+
+    keys: list[bytes | None]
+    values: list[bytes | None]
+    offsets: list[int]
+    timestamps: list[int]
+    #: Each record's headers; empty unless asked for.
+    headers: list[tuple[Header, ...]]
+    #: An offset >= ``end`` was met: decoding stopped there.
+    past_end: bool
+
+
+def decode_record_fields(
+    data: bytes, count: int, base_offset: int, log_append: bool, base_ts: int, *,
+    start: int, end: int, last_offset: int, include_headers: bool = False,
+) -> RecordFields:
+    """Keys, values, offsets and timestamps of the records with offsets in [start, end)
+    of a decompressed v2 records section (``records_data``), as columns, with no Record.
+
+    ``base_ts`` is the batch's base timestamp, or with ``log_append`` (LogAppendTime) its
+    max timestamp, which every record then takes. Decoding stops at the first record whose
+    offset reaches ``end`` (that record is checked, those after it are not read). The same
+    checks as ``iter_records``; CorruptRecordError names the batch by ``base_offset``.
+    The Python reference of klog/spark/_columns.c's ``decode_v2`` (Spark's export).
+    """
+    # Hot loop, as _decode's, but columns: keys and values are sliced straight onto lists.
+    keys: list[bytes | None] = []
+    values: list[bytes | None] = []
+    offsets: list[int] = []
+    timestamps: list[int] = []
+    headers: list[tuple[Header, ...]] = []
+    k_append, v_append, o_append, t_append = (
+        keys.append, values.append, offsets.append, timestamps.append)
+    whole = base_offset >= start and last_offset < end
+    zz = _ZIGZAG
+    read_uvarint = read_unsigned_varint
+    read_uvarlong = read_unsigned_varlong
+    n = len(data)
+    pos = 0
+    past_end = False
+    index = 0
+    try:
+        for index in range(count):
+            b = data[pos]
+            if b < 0x80:
+                pos += 1
+                stop = pos + zz[b]
+            else:
+                b2 = data[pos + 1]
+                if b2 < 0x80:
+                    pos += 2
+                    stop = pos + zz[(b & 0x7F) | (b2 << 7)]
+                else:
+                    b, pos = read_uvarint(data, pos)
+                    stop = pos + ((b >> 1) ^ -(b & 1))
+            if stop > n or stop - pos < _MIN_BODY_SIZE:
+                raise CorruptRecordError(
+                    f"record {index} of batch at offset {base_offset} has a bad length")
+            # attributes (skipped), timestampDelta
+            b = data[pos + 1]
+            if b < 0x80:
+                pos += 2
+                ts_delta = zz[b]
+            else:
+                b2 = data[pos + 2]
+                if b2 < 0x80:
+                    pos += 3
+                    ts_delta = zz[(b & 0x7F) | (b2 << 7)]
+                else:
+                    b, pos = read_uvarlong(data, pos + 1)
+                    ts_delta = (b >> 1) ^ -(b & 1)
+            # offsetDelta
+            b = data[pos]
+            if b < 0x80:
+                pos += 1
+                offset_delta = zz[b]
+            else:
+                b2 = data[pos + 1]
+                if b2 < 0x80:
+                    pos += 2
+                    offset_delta = zz[(b & 0x7F) | (b2 << 7)]
+                else:
+                    b, pos = read_uvarint(data, pos)
+                    offset_delta = (b >> 1) ^ -(b & 1)
+            # key
+            b = data[pos]
+            if b == 1:  # zigzag(-1): null
+                pos += 1
+                key = None
+            else:
+                if b < 0x80:
+                    pos += 1
+                    size = zz[b]
+                else:
+                    b2 = data[pos + 1]
+                    if b2 < 0x80:
+                        pos += 2
+                        size = zz[(b & 0x7F) | (b2 << 7)]
+                    else:
+                        b, pos = read_uvarint(data, pos)
+                        size = (b >> 1) ^ -(b & 1)
+                if size < 0:
+                    key = None
+                else:
+                    if pos + size > stop:
+                        raise CorruptRecordError(
+                            f"record {index} of batch at offset {base_offset}: key overruns")
+                    key = data[pos : pos + size]
+                    pos += size
+            # value
+            b = data[pos]
+            if b == 1:
+                pos += 1
+                value = None
+            else:
+                if b < 0x80:
+                    pos += 1
+                    size = zz[b]
+                else:
+                    b2 = data[pos + 1]
+                    if b2 < 0x80:
+                        pos += 2
+                        size = zz[(b & 0x7F) | (b2 << 7)]
+                    else:
+                        b, pos = read_uvarint(data, pos)
+                        size = (b >> 1) ^ -(b & 1)
+                if size < 0:
+                    value = None
+                else:
+                    if pos + size > stop:
+                        raise CorruptRecordError(
+                            f"record {index} of batch at offset {base_offset}: value overruns")
+                    value = data[pos : pos + size]
+                    pos += size
+            # headers
+            if pos >= stop:
+                raise CorruptRecordError(
+                    f"record {index} of batch at offset {base_offset} overruns its length")
+            if data[pos] == 0:
+                pos += 1
+                record_headers: tuple[Header, ...] = ()
+            else:
+                record_headers, pos = _read_headers(data, pos, stop, index, base_offset)
+            if pos != stop:
+                raise CorruptRecordError(
+                    f"record {index} of batch at offset {base_offset} does not fill its length")
+            offset = base_offset + offset_delta
+            if not whole:
+                if offset < start:
+                    continue
+                if offset >= end:
+                    past_end = True
+                    break
+            k_append(key)
+            v_append(value)
+            o_append(offset)
+            t_append(base_ts if log_append else base_ts + ts_delta)
+            if include_headers:
+                headers.append(record_headers)
+    except IndexError:
+        raise CorruptRecordError(
+            f"record {index} of batch at offset {base_offset} is truncated") from None
+    if not past_end and pos != n:
+        raise CorruptRecordError(
+            f"batch at offset {base_offset} has {n - pos} bytes after its {count} records")
+    return RecordFields(keys, values, offsets, timestamps, headers, past_end)
 
 
 def _read_headers(

@@ -79,3 +79,50 @@ def test_unknown_election_type_is_invalid_request() -> None:
                            "topic_partitions": [{"topic": "a", "partitions": [0]}]})
     assert rows(response) == {("a", 0): int(ErrorCode.INVALID_REQUEST)}
     assert c.calls == []
+
+
+class BusyController(FakeController):
+    """A controller whose election finishes only when ``release`` is set (busy elsewhere)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release = asyncio.Event()
+        self.finished = False
+
+    async def elect_leaders(self, election_type: int, tps: Any) -> dict[Any, Any]:
+        await self.release.wait()
+        self.finished = True
+        return await super().elect_leaders(election_type, tps)
+
+
+def _call_busy(version: int, values: dict[str, Any]) -> tuple[Any, BusyController]:
+    c = BusyController()
+
+    async def run() -> Any:
+        request = build(apis.spec_for(43).request_entity(version), values)
+        ctx = RequestContext(RequestHeader(43, version, 1, "t", 2 if version >= 2 else 1),
+                             SimpleNamespace(controller=c), None)  # type: ignore[arg-type]
+        response = await elect_leaders.handle(ctx, request)
+        # The election goes on after the timed-out answer, as Kafka's does.
+        c.release.set()
+        for _ in range(10):
+            await asyncio.sleep(0)
+        return response
+
+    return asyncio.run(run()), c
+
+
+def test_a_busy_controller_answers_request_timed_out_within_the_timeout() -> None:
+    response, c = _call_busy(2, {"election_type": 0, "timeout": 20, "topic_partitions": [
+        {"topic": "a", "partitions": [0, 1]}]})
+    assert rows(response) == {("a", 0): int(ErrorCode.REQUEST_TIMED_OUT),
+                              ("a", 1): int(ErrorCode.REQUEST_TIMED_OUT)}
+    assert int(response.error_code) == 0
+    assert c.finished
+
+
+def test_a_busy_controller_times_out_an_all_partitions_request_at_the_top() -> None:
+    response, _ = _call_busy(1, {"election_type": 0, "timeout": 20,
+                                 "topic_partitions": None})
+    assert int(response.error_code) == int(ErrorCode.REQUEST_TIMED_OUT)
+    assert rows(response) == {}

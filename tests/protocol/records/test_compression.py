@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import gzip
 import struct
 import time
@@ -302,3 +303,27 @@ def test_zstd_window_beyond_the_bound_is_refused_before_allocating() -> None:
     with pytest.raises(RecordTooLargeError, match="window"):
         decompress(CompressionType.ZSTD, frame)
     assert decompress(CompressionType.ZSTD, frame, max_size=128 * MiB) == SAMPLE
+
+
+@pytest.mark.parametrize("codec", CODECS)
+def test_a_refused_bomb_leaves_nothing_inflated_behind_its_exception(codec, bombs) -> None:
+    # The broker answers a refused batch after its check (in a worker thread) returned the
+    # exception: the frames of that exception's traceback must not keep the bytes inflated
+    # so far alive. They would until a cyclic collection, which bytes never trigger: a
+    # client sending bombs grew a broker to 1 GiB this way.
+    limit = 16 * MiB
+    gc.disable()
+    tracemalloc.start()
+    try:
+        try:
+            decompress(codec, bombs[codec], max_size=limit)
+        except RecordTooLargeError as exc:
+            kept: BaseException | None = exc
+        else:
+            kept = None
+        held, _peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+        gc.enable()
+    assert kept is not None
+    assert held < 2 * MiB, f"{held} bytes still held after the refusal"

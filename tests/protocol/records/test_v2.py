@@ -23,9 +23,11 @@ from klog.protocol.records.v2 import (
     BatchBuilder,
     RecordColumns,
     build_batch,
+    decode_record_fields,
     encode_record,
     iter_records,
     record_columns,
+    records_data,
 )
 from klog.protocol.records.varint import write_varint
 
@@ -495,3 +497,41 @@ def test_columns_and_iter_records_agree_on_random_damage(data) -> None:
     count = data.draw(st.sampled_from([6, 6, 6, 5, 7]))
     buf = raw_batch(bytes(records), count, codec=codec)
     assert_columns_agree(buf, max_decompressed_size=1 << 20)
+
+
+@pytest.mark.parametrize(("start", "end"), [(0, 1 << 62), (52, 1 << 62), (0, 55), (53, 54)])
+@pytest.mark.parametrize("codec", [CompressionType.NONE, CompressionType.GZIP])
+def test_decode_record_fields_is_iter_records_as_columns(
+    codec: CompressionType, start: int, end: int
+) -> None:
+    # The columns Spark's export reads (and _columns.c's reference): the same records as
+    # iter_records gives, those in [start, end), and whether the end was reached.
+    records = [
+        (1_700_000_000_000 + i, None if i % 3 == 0 else f"k{i}".encode(),
+         None if i == 4 else b"v" * i, [("h", b"x")] if i % 2 else [])
+        for i in range(8)
+    ]
+    batch = build_batch(records, base_offset=50, compression=codec)
+    header = next(iter_batch_headers(batch))
+    expected = [r for r in iter_records(batch, header) if start <= r.offset < end]
+    fields = decode_record_fields(
+        records_data(batch, header, 1 << 20), header.records_count or 0, 50, False,
+        header.base_timestamp, start=start, end=end, last_offset=header.last_offset,
+        include_headers=True,
+    )
+    assert fields.offsets == [r.offset for r in expected]
+    assert fields.timestamps == [r.timestamp for r in expected]
+    assert fields.keys == [r.key for r in expected]
+    assert fields.values == [r.value for r in expected]
+    assert fields.headers == [r.headers for r in expected]
+    assert fields.past_end is (end <= header.last_offset)
+
+
+def test_decode_record_fields_refuses_what_iter_records_refuses() -> None:
+    batch = build_batch([(0, b"k", b"value", [])] * 3)
+    header = next(iter_batch_headers(batch))
+    section = bytearray(records_data(batch, header, 1 << 20))
+    section[0] = 0x7E  # the first record's length, far beyond the section
+    with pytest.raises(CorruptRecordError):
+        decode_record_fields(bytes(section), 3, 0, False, 0, start=0, end=1 << 62,
+                             last_offset=2)

@@ -3,8 +3,8 @@ cancels it: the logic behind ``klog reassign``.
 
 Owns the tool's JSON formats (topics-to-move ``{"version":1,"topics":[{"topic":..}]}`` and
 the reassignment ``{"version":1,"partitions":[{"topic","partition","replicas","log_dirs"}]}``)
-and their validation with Kafka's messages; ``generate``'s proposal (Kafka's
-assignReplicasToBrokers, rack-aware unless disabled); the throttles ``execute`` writes
+and their validation with Kafka's messages; ``generate``'s proposal (klog/placement.py:
+Kafka's assignReplicasToBrokers, rack-aware unless disabled); the throttles ``execute`` writes
 (broker rates on every broker a move touches, topic ``partition:broker`` lists: leaders =
 the current replicas of moving partitions, followers = the replicas being added) and
 ``verify``/``cancel`` clear; each partition's status; and the byte progress of the
@@ -22,6 +22,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from klog import placement
 from klog.client.admin import AdminClient, AlterConfigOp, ConfigResource, TopicPartition
 from klog.client.errors import KafkaClientError
 
@@ -195,72 +196,11 @@ def assignment_json(assignment: Mapping[TopicPartition, Sequence[int]]) -> dict[
 # --- generate -----------------------------------------------------------------------------
 
 
-def _rack_alternated(racks: Mapping[int, str]) -> list[int]:
-    """Brokers ordered rack by rack in turn (racks sorted, brokers sorted in a rack), so
-    that consecutive brokers sit in different racks (Kafka's getRackAlternatedBrokerList)."""
-    by_rack: dict[str, list[int]] = defaultdict(list)
-    for broker, rack in sorted(racks.items()):
-        by_rack[rack].append(broker)
-    iters = {rack: iter(brokers) for rack, brokers in by_rack.items()}
-    order = sorted(by_rack)
-    out: list[int] = []
-    i = 0
-    while len(out) < len(racks):
-        nxt = next(iters[order[i]], None)
-        if nxt is not None:
-            out.append(nxt)
-        i = (i + 1) % len(order)
-    return out
-
-
-def assign_replicas_rack_aware(racks: Mapping[int, str], num_partitions: int,
-                               replication_factor: int, rng: random.Random | None = None,
-                               fixed_start_index: int = -1) -> dict[int, list[int]]:
-    """Kafka's assignReplicasToBrokersRackAware: the leaders round-robin over the
-    rack-alternated broker list; each further replica goes to the next broker (shifted)
-    whose rack, and then itself, holds no replica yet, while such racks/brokers remain."""
-    if replication_factor > len(racks):
-        raise ReassignmentError(f"Replication factor: {replication_factor} larger than "
-                                f"available brokers: {len(racks)}.")
-    rng = rng or random.Random()
-    arranged = _rack_alternated(racks)
-    n = len(arranged)
-    num_racks = len(set(racks.values()))
-    start_index = fixed_start_index if fixed_start_index >= 0 else rng.randrange(n)
-    shift = fixed_start_index if fixed_start_index >= 0 else rng.randrange(n)
-    out: dict[int, list[int]] = {}
-    for partition in range(num_partitions):
-        if partition > 0 and partition % n == 0:
-            shift += 1
-        first = (partition + start_index) % n
-        leader = arranged[first]
-        replicas = [leader]
-        used_racks = {racks[leader]}
-        used = {leader}
-        k = 0
-        for _ in range(replication_factor - 1):
-            while True:
-                step = 1 + (shift * num_racks + k) % (n - 1)
-                broker = arranged[(first + step) % n]
-                k += 1
-                rack = racks[broker]
-                if ((rack not in used_racks or len(used_racks) == num_racks)
-                        and (broker not in used or len(used) == n)):
-                    replicas.append(broker)
-                    used_racks.add(rack)
-                    used.add(broker)
-                    break
-        out[partition] = replicas
-    return out
-
-
 def propose(current: Mapping[TopicPartition, Sequence[int]], brokers: Mapping[int, str | None],
             *, rack_aware: bool = True, rng: random.Random | None = None) -> Assignment:
     """generate's proposal: each topic's partitions spread anew over ``brokers`` (id ->
     rack, the --broker-list brokers the cluster knows), keeping each topic's replication
     factor (that of its first partition, as Kafka does)."""
-    from klog.daemon.admin import AdminError, assign_replicas
-
     rng = rng or random.Random()
     if not brokers:
         raise ReassignmentError("none of the brokers in --broker-list is in the cluster")
@@ -275,13 +215,13 @@ def propose(current: Mapping[TopicPartition, Sequence[int]], brokers: Mapping[in
     out: Assignment = {}
     for topic, partitions in by_topic.items():
         rf = len(current[(topic, partitions[0])])
-        if racks:
-            plan = assign_replicas_rack_aware(racks, len(partitions), rf, rng)
-        else:
-            try:
-                plan = assign_replicas(list(brokers), len(partitions), rf, rng=rng)
-            except AdminError as exc:
-                raise ReassignmentError(str(exc)) from None
+        try:
+            if racks:
+                plan = placement.assign_replicas_rack_aware(racks, len(partitions), rf, rng)
+            else:
+                plan = placement.assign_replicas(list(brokers), len(partitions), rf, rng=rng)
+        except placement.PlacementError as exc:
+            raise ReassignmentError(str(exc)) from None
         for index, partition in enumerate(partitions):
             out[(topic, partition)] = plan[index]
     return out

@@ -1,4 +1,4 @@
-"""Tests for klog.storage.dump: Kafka's DumpLogSegments output, event by event."""
+"""Tests for klog.tools.dump: Kafka's DumpLogSegments output, event by event."""
 
 from __future__ import annotations
 
@@ -18,10 +18,10 @@ from klog.protocol.records.control import (
     build_control_batch,
 )
 from klog.protocol.records.v2 import build_batch
-from klog.storage import dump
-from klog.storage.dump import DumpOptions, DumpRun
 from klog.storage.index import AbortedTxn
 from klog.storage.producer_state import ProducerSnapshotEntry, write_snapshot
+from klog.tools import dump
+from klog.tools.dump import DumpOptions, DumpRun
 
 SEGMENT = "00000000000000000000"
 V2_HEADER = struct.Struct(">qiibIhiqqqhii")

@@ -39,15 +39,12 @@ import json
 import os
 import re
 import struct
-import zlib
 from bisect import bisect_right
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from itertools import chain, repeat
 from pathlib import Path
 from typing import Any, BinaryIO, ClassVar
-
-import crc32c as _crc32c
 
 from klog.protocol import internal_topics as it
 from klog.protocol.errors import KafkaError
@@ -57,11 +54,11 @@ from klog.protocol.records.batch import (
     RECORD_BATCH_OVERHEAD,
     BatchHeader,
     CompressionType,
-    iter_batch_headers,
     read_batch_header,
 )
 from klog.protocol.records.v2 import record_columns
 from klog.storage.index import ABORTED_TXN_SIZE, OFFSET_INDEX_ENTRY_SIZE, TIME_INDEX_ENTRY_SIZE
+from klog.storage.walk import SHORT, TORN, BatchWalk
 
 DEFAULT_MAX_MESSAGE_SIZE = 5 * 1024 * 1024  # Kafka's --max-message-size default
 DEFAULT_MAX_BYTES = 2**31 - 1  # Kafka's --max-bytes default (Integer.MAX_VALUE)
@@ -907,108 +904,26 @@ def message_parser(options: DumpOptions) -> Parser:
 # Streaming a log file
 
 
-@dataclass(slots=True)
-class _Entry:
-    """A whole entry of the log: ``header`` is relative to ``buf``; ``buf`` is None for an
-    entry too large to hold (its CRC was computed in chunks)."""
-
-    buf: bytes | None
-    header: BatchHeader
-    position: int
-    is_valid: bool
-
-
-@dataclass(slots=True)
-class _LogScan:
-    """Streams the entries of ``f`` in [0, end); records where and why it stopped."""
-
-    f: BinaryIO
-    end: int
-    in_memory_bound: int
-    start: int = 0
-    stop_position: int = 0
-    problem: str | None = None
-
-    def __iter__(self) -> Iterator[_Entry]:
-        f, end = self.f, self.end
-        pos = self.start  # file position of the next entry
-        base = pos  # file position of buf[0]
-        buf = b""
-        f.seek(pos)
-        while True:
-            try:
-                for h in iter_batch_headers(buf, pos - base):
-                    yield _Entry(buf, h, base + h.position, _crc_ok(buf, h))
-                    pos = base + h.end
-            except KafkaError as exc:
-                self._stop(pos, _strip_position(str(exc)))
-                return
-            tail = buf[pos - base :]
-            if len(tail) >= LOG_OVERHEAD:
-                length = _INT32.unpack_from(tail, 8)[0]
-                need = LOG_OVERHEAD + length
-            else:
-                need = LOG_OVERHEAD
-            if pos + need > end:
-                self._stop(pos, None)  # a torn tail: Kafka just stops here
-                return
-            if need > self.in_memory_bound:
-                entry = self._large_entry(tail, pos, need)
-                if entry is None:
-                    return
-                yield entry
-                pos += need
-                base, buf = pos, b""
-                f.seek(pos)
-                continue
-            want = min(max(CHUNK_SIZE, need - len(tail)), end - pos - len(tail))
-            more = f.read(want)
-            if not more:
-                self._stop(pos, "the file ended while reading it (was it truncated?)")
-                return
-            base, buf = pos, tail + more
-
-    def _stop(self, position: int, problem: str | None) -> None:
-        self.stop_position = position
-        self.problem = problem
-
-    def _large_entry(self, tail: bytes, pos: int, size: int) -> _Entry | None:
-        """Parse the header of an entry too big to hold and checksum it in chunks."""
-        f = self.f
-        f.seek(pos + len(tail))
-        head = (tail + f.read(max(0, RECORD_BATCH_OVERHEAD - len(tail))))[:RECORD_BATCH_OVERHEAD]
-        try:
-            # read_batch_header wants the whole entry in its buffer: give it the header
-            # alone with the length field shrunk to match, then restore the real length.
-            shrunk = head[:8] + _INT32.pack(len(head) - LOG_OVERHEAD) + head[12:]
-            h = replace(read_batch_header(shrunk), batch_length=size - LOG_OVERHEAD)
-        except KafkaError as exc:
-            self._stop(pos, _strip_position(str(exc)))
-            return None
-        start, stop = h.crc_span()
-        f.seek(pos + start)
-        crc = 0
-        left = stop - start
-        while left > 0:
-            chunk = f.read(min(CHUNK_SIZE, left))
-            if not chunk:
-                self._stop(pos, "the file ended while reading it (was it truncated?)")
-                return None
-            crc = _crc32c.crc32c(chunk, crc) if h.magic >= MAGIC_V2 else zlib.crc32(chunk, crc)
-            left -= len(chunk)
-        return _Entry(None, h, pos, crc == h.crc)
+def _walk_problem(walk: BatchWalk) -> str | None:
+    """What the dump says about where ``walk`` stopped: nothing at a torn tail (Kafka's
+    tool just stops there), the framing error, or that the file shrank under us."""
+    stop = walk.stop
+    if stop is None:
+        if walk.position + LOG_OVERHEAD <= walk.end:
+            return _FILE_ENDED  # it ended at an entry boundary, before its size said
+        return None
+    if stop.kind == TORN:
+        return None
+    if stop.kind == SHORT:
+        return _FILE_ENDED
+    return stop.reason
 
 
-def _crc_ok(buf: bytes, h: BatchHeader) -> bool:
-    return h.is_valid(buf)
-
-
-def _strip_position(message: str) -> str:
-    return re.sub(r" at position \d+$", "", message)
+_FILE_ENDED = "the file ended while reading it (was it truncated?)"
 
 
 def _decode_records(
-    buf: bytes, header: BatchHeader, bound: int
+    buf: bytes | bytearray | memoryview, header: BatchHeader, bound: int
 ) -> tuple[list[Any], KafkaError | None]:
     """The records of one batch, and the error that stopped decoding them (if any)."""
     from klog.protocol.records.decode import iter_records
@@ -1029,7 +944,7 @@ def _decode_records(
 
 
 def _plain_v2_lines(
-    buf: bytes, header: BatchHeader, bound: int, ts_type: str
+    buf: bytes | bytearray | memoryview, header: BatchHeader, bound: int, ts_type: str
 ) -> tuple[str, Sequence[int]] | None:
     """The plain metadata lines of a v2 batch's records and their offsets, rendered without
     Record objects; None when the batch cannot be decoded whole (the caller then takes the
@@ -1424,24 +1339,30 @@ class DumpRun:
         with open(path, "rb") as f:
             size = os.fstat(f.fileno()).st_size
             end = min(size, opts.max_bytes)
-            scan = _LogScan(f, end, max(opts.max_message_size, IN_MEMORY_BATCH_BOUND))
+            walk = BatchWalk(
+                f.fileno(),
+                0,
+                end,
+                chunk_size=CHUNK_SIZE,
+                hold_bound=max(opts.max_message_size, IN_MEMORY_BATCH_BOUND),
+            )
             valid_bytes = 0
             last_offset = -1
             pairs: list[tuple[int, int]] = []
-            for entry in scan:
-                yield BatchEvent(entry.header, entry.position, entry.is_valid)
+            for position, h, buf in walk:
+                is_valid = walk.streamed_crc_ok if buf is None else h.is_valid(buf)
+                yield BatchEvent(h, position, is_valid)
                 if deep:
-                    if entry.buf is None:
+                    if buf is None:
                         yield ProblemEvent(
                             arg,
-                            f"batch of {entry.header.size} bytes is too large to decode "
+                            f"batch of {h.size} bytes is too large to decode "
                             "in memory; its records are not shown (raise --max-message-size)",
-                            entry.position,
+                            position,
                         )
                     else:
                         # The hot loop of --deep-iteration, kept inline: one generator
                         # frame less per record is measurable.
-                        h = entry.header
                         is_control = h.is_control
                         ctx = _BatchContext(
                             h.timestamp_type.kafka_name,
@@ -1451,7 +1372,7 @@ class DumpRun:
                             parse if not is_control else None,
                         )
                         fast = (
-                            _plain_v2_lines(entry.buf, h, bound, ctx.ts_type)
+                            _plain_v2_lines(buf, h, bound, ctx.ts_type)
                             if fast_text and ctx.plain and h.magic == MAGIC_V2
                             else None
                         )
@@ -1460,7 +1381,7 @@ class DumpRun:
                             last_offset = _track_offsets(offsets, last_offset, pairs)
                             yield RecordLinesEvent(lines, len(offsets))
                         else:
-                            records, problem = _decode_records(entry.buf, h, bound)
+                            records, problem = _decode_records(buf, h, bound)
                             if records:
                                 last_offset = _track_offsets(
                                     [r.offset for r in records], last_offset, pairs
@@ -1477,11 +1398,13 @@ class DumpRun:
                                 yield ProblemEvent(
                                     arg,
                                     f"cannot decode the records of this batch: {problem}",
-                                    entry.position,
+                                    position,
                                 )
-                valid_bytes += entry.header.size
-            if scan.problem is not None:
-                yield ProblemEvent(arg, scan.problem, scan.stop_position)
+                valid_bytes += h.size
+            why = _walk_problem(walk)
+            if why is not None:
+                stop = walk.stop
+                yield ProblemEvent(arg, why, walk.position if stop is None else stop.position)
             trailing = end - valid_bytes
             if trailing > 0 and opts.max_bytes == DEFAULT_MAX_BYTES:
                 yield TrailingBytesEvent(trailing, name, valid_bytes)
@@ -1685,16 +1608,18 @@ class DumpRun:
         log_size = os.fstat(log.fileno()).st_size
         if position >= log_size:
             return None
-        scan = _LogScan(log, log_size, IN_MEMORY_BATCH_BOUND, start=position)
-        for entry in scan:
-            h = entry.header
+        walk = BatchWalk(
+            log.fileno(), position, log_size, chunk_size=CHUNK_SIZE,
+            hold_bound=IN_MEMORY_BATCH_BOUND,
+        )
+        for _position, h, buf in walk:
             if h.last_offset < offset:
                 continue
-            if h.last_offset != offset or entry.buf is None:
+            if h.last_offset != offset or buf is None:
                 return h.last_offset, h.max_timestamp
             max_timestamp = -1
             try:
-                for r in iter_records(entry.buf, h, max_decompressed_size=MAX_DECOMPRESSED_SIZE):
+                for r in iter_records(buf, h, max_decompressed_size=MAX_DECOMPRESSED_SIZE):
                     max_timestamp = max(max_timestamp, r.timestamp)
             except KafkaError:
                 max_timestamp = h.max_timestamp

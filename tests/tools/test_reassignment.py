@@ -1,5 +1,6 @@
-"""klog.client.reassignment's pure parts: kafka-reassign-partitions.sh's JSON formats and
-checks, generate's proposal (Kafka's assignments), the throttles execute writes, and the
+"""klog.tools.reassignment's pure parts: kafka-reassign-partitions.sh's JSON formats and
+checks, generate's proposal (placement
+itself in tests/test_placement.py), the throttles execute writes, and the
 status/list lines. The parts that talk to a cluster are tested in tests/cli/test_reassign.py.
 """
 
@@ -11,8 +12,8 @@ from collections import Counter
 
 import pytest
 
-from klog.client import reassignment as r
 from klog.client.admin import AlterConfigOp, ConfigResource, PartitionReassignment
+from klog.tools import reassignment as r
 
 # --- JSON formats ---------------------------------------------------------------------------
 
@@ -100,16 +101,6 @@ def test_format_reassignment_is_kafkas_compact_sorted_json() -> None:
 
 
 # --- generate -------------------------------------------------------------------------------
-
-
-def test_rack_aware_assignment_matches_kafkas_test() -> None:
-    # AdminRackAwareTest.testGetRackAlternatedBrokerListAndAssignReplicasToBrokers.
-    racks = {0: "rack1", 1: "rack3", 2: "rack3", 3: "rack2", 4: "rack2", 5: "rack1"}
-    assert r._rack_alternated(racks) == [0, 3, 1, 5, 4, 2]
-    assert r._rack_alternated({b: k for b, k in racks.items() if b != 5}) == [0, 3, 1, 4, 2]
-    assert r.assign_replicas_rack_aware(racks, 7, 3, fixed_start_index=0) == {
-        0: [0, 3, 1], 1: [3, 1, 5], 2: [1, 5, 4], 3: [5, 4, 2], 4: [4, 2, 0],
-        5: [2, 0, 3], 6: [0, 4, 2]}
 
 
 def test_propose_rack_aware_puts_replicas_in_distinct_racks() -> None:

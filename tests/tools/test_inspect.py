@@ -1,4 +1,4 @@
-"""Tests for klog/storage/inspect.py: verify and recover on built and real Kafka log dirs."""
+"""Tests for klog/tools/inspect.py: verify and recover on built and real Kafka log dirs."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ import pytest
 
 from klog.protocol.records.batch import crc32c
 from klog.storage import checkpoints as cp
-from klog.storage import inspect as ins
 from klog.storage.segment import rebuild_indexes
+from klog.tools import inspect as ins
 from tests.storage.inspect_batches import (
     build_batch,
     record,

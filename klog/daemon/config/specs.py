@@ -1,0 +1,495 @@
+"""The config definitions: every broker and topic config klog knows, as Kafka 3.x names them.
+
+This module owns ``ConfigSpec`` / ``BROKER_CONFIGS`` (type, default, documentation, dynamic
+update mode, validator of each server.properties name), the standalone defaults,
+per-listener overrides, ``TopicConfigSpec`` / ``TOPIC_CONFIGS`` (topic configs and their
+broker synonyms) and ``broker_synonyms``. Plain data: no parsing of a config happens here.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any
+
+from klog.daemon.config.values import (
+    _HOUR,
+    _MINUTE,
+    CLUSTER_WIDE,
+    COMPRESSION_TYPES,
+    INT_MAX,
+    LONG_MAX,
+    PER_BROKER,
+    PER_LISTENER,
+    READ_ONLY,
+    SECURITY_PROTOCOLS,
+    ConfigType,
+)
+from klog.storage.config import LogConfig
+
+# -- config definitions ----------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigSpec:
+    """One config key: Kafka's name, type, default (as its string form) and validation."""
+
+    name: str
+    type: ConfigType
+    default: str | None
+    doc: str
+    minimum: float | None = None
+    maximum: float | None = None
+    choices: tuple[str, ...] | None = None
+    ignore_case: bool = False
+    dynamic: str = READ_ONLY
+
+    @property
+    def read_only(self) -> bool:
+        return self.dynamic == READ_ONLY
+
+
+_B, _S, _I, _SH, _L, _D, _LI, _C, _P = (
+    ConfigType.BOOLEAN, ConfigType.STRING, ConfigType.INT, ConfigType.SHORT,
+    ConfigType.LONG, ConfigType.DOUBLE, ConfigType.LIST, ConfigType.CLASS,
+    ConfigType.PASSWORD,
+)
+_CW, _PB, _PL = CLUSTER_WIDE, PER_BROKER, PER_LISTENER
+_PROTOCOL_MAP_DEFAULT = ",".join(f"{p}:{p}" for p in SECURITY_PROTOCOLS)
+_DOUBLE_MAX = "1.7976931348623157E308"
+
+
+def _spec(name: str, type_: ConfigType, default: str | None, doc: str, **kw: Any
+          ) -> ConfigSpec:
+    return ConfigSpec(name, type_, default, doc, **kw)
+
+
+_BROKER_SPEC_LIST: tuple[ConfigSpec, ...] = (
+    # ZooKeeper
+    _spec("zookeeper.connect", _S, None,
+          "ZooKeeper connection string (host:port,...[/chroot]); unset runs klog standalone "
+          "with a local, file-backed metastore."),
+    _spec("zookeeper.session.timeout.ms", _I, "18000", "ZooKeeper session timeout."),
+    _spec("zookeeper.connection.timeout.ms", _I, None,
+          "How long to wait for a ZooKeeper connection; unset uses the session timeout."),
+    _spec("zookeeper.sync.time.ms", _I, "2000", "How far a ZooKeeper follower may lag."),
+    _spec("zookeeper.set.acl", _B, "false", "Create znodes with secure ACLs."),
+    _spec("zookeeper.max.in.flight.requests", _I, "10",
+          "Unacknowledged ZooKeeper requests allowed before the client blocks.", minimum=1),
+    # General
+    _spec("broker.id", _I, "-1",
+          "This broker's id. -1 asks for one (ZooKeeper sequence or meta.properties); "
+          "standalone klog defaults to 0."),
+    _spec("broker.id.generation.enable", _B, "true",
+          "Generate a broker id when broker.id is -1."),
+    _spec("reserved.broker.max.id", _I, "1000",
+          "Largest configurable broker id; generated ids start above it.", minimum=0),
+    _spec("broker.rack", _S, None, "Rack of this broker, for rack-aware replica placement."),
+    _spec("klog.cluster.id", _S, None,
+          "klog only: pin the cluster id instead of letting the metastore generate one."),
+    _spec("message.max.bytes", _I, "1048588",
+          "Largest record batch the broker accepts (after compression); topic synonym "
+          "max.message.bytes.", minimum=0, dynamic=_CW),
+    _spec("num.network.threads", _I, "3",
+          "Network threads (accepted for compatibility; klog uses one event loop).",
+          minimum=1, dynamic=_CW),
+    _spec("num.io.threads", _I, "8",
+          "Request handler threads (accepted for compatibility).", minimum=1, dynamic=_CW),
+    _spec("background.threads", _I, "10", "Threads for background tasks.", minimum=1,
+          dynamic=_CW),
+    _spec("num.recovery.threads.per.data.dir", _I, "1",
+          "Threads per log directory for recovery at start-up and flushing at shutdown.",
+          minimum=1, dynamic=_CW),
+    _spec("num.replica.fetchers", _I, "1", "Fetcher threads per source broker.",
+          dynamic=_CW),
+    _spec("num.replica.alter.log.dirs.threads", _I, None,
+          "Threads moving replicas between log directories; unset means one per directory."),
+    _spec("queued.max.requests", _I, "500",
+          "Requests queued before the network layer stops reading.", minimum=1),
+    _spec("queued.max.request.bytes", _L, "-1",
+          "Bytes of queued requests before reading stops; -1 means no limit."),
+    _spec("request.timeout.ms", _I, "30000", "Timeout of the broker's own client requests."),
+    _spec("delete.topic.enable", _B, "true", "Allow DeleteTopics."),
+    _spec("auto.create.topics.enable", _B, "true",
+          "Create a topic on first metadata request or produce to it."),
+    _spec("num.partitions", _I, "1", "Default partition count of new topics.", minimum=1),
+    _spec("default.replication.factor", _I, "1",
+          "Default replication factor of automatically created topics."),
+    _spec("min.insync.replicas", _I, "1",
+          "In-sync replicas an acks=all produce needs.", minimum=1, dynamic=_CW),
+    _spec("unclean.leader.election.enable", _B, "false",
+          "Allow an out-of-sync replica to become leader (may lose data).", dynamic=_CW),
+    _spec("compression.type", _S, "producer",
+          "Final compression of topic data: a codec, 'uncompressed', or 'producer' to keep "
+          "the producer's.", choices=COMPRESSION_TYPES, ignore_case=True, dynamic=_CW),
+    _spec("fetch.max.bytes", _I, "57671680",
+          "Largest response a fetch request may ask for.", minimum=1024),
+    _spec("max.incremental.fetch.session.cache.slots", _I, "1000",
+          "Incremental fetch sessions the broker keeps.", minimum=0),
+    _spec("authorizer.class.name", _S, "", "Authorizer (klog has none; must stay empty)."),
+    _spec("create.topic.policy.class.name", _C, None, "CreateTopics policy class."),
+    _spec("alter.config.policy.class.name", _C, None, "AlterConfigs policy class."),
+    # Socket server
+    _spec("listeners", _S, "PLAINTEXT://127.0.0.1:9092",
+          "Comma-separated NAME://host:port listeners; empty host means every interface, "
+          "port 0 a free port. klog binds loopback by default.", dynamic=_PB),
+    _spec("advertised.listeners", _S, None,
+          "Listeners published to clients when they differ from listeners.", dynamic=_PB),
+    _spec("listener.security.protocol.map", _S, _PROTOCOL_MAP_DEFAULT,
+          "Listener name to security protocol.", dynamic=_PB),
+    _spec("control.plane.listener.name", _S, None,
+          "Listener for controller-to-broker traffic."),
+    _spec("inter.broker.listener.name", _S, None, "Listener brokers use among themselves."),
+    _spec("security.inter.broker.protocol", _S, "PLAINTEXT",
+          "Security protocol between brokers (when inter.broker.listener.name is unset).",
+          choices=SECURITY_PROTOCOLS, ignore_case=True),
+    _spec("inter.broker.protocol.version", _S, "3.6-IV2",
+          "Inter-broker protocol version."),
+    _spec("socket.send.buffer.bytes", _I, "102400", "SO_SNDBUF of sockets; -1 for the OS's."),
+    _spec("socket.receive.buffer.bytes", _I, "102400",
+          "SO_RCVBUF of sockets; -1 for the OS's."),
+    _spec("socket.request.max.bytes", _I, "104857600", "Largest request frame.", minimum=1),
+    _spec("socket.listen.backlog.size", _I, "50", "Pending connections per listener.",
+          minimum=1),
+    _spec("max.connections.per.ip", _I, str(INT_MAX), "Connections allowed per address.",
+          minimum=0, dynamic=_CW),
+    _spec("max.connections.per.ip.overrides", _S, "",
+          "Per-address connection limits: host:count,...", dynamic=_CW),
+    _spec("max.connections", _I, str(INT_MAX), "Connections allowed in total.", minimum=0,
+          dynamic=_CW),
+    _spec("max.connection.creation.rate", _I, str(INT_MAX),
+          "New connections allowed per second.", minimum=0, dynamic=_CW),
+    _spec("connections.max.idle.ms", _L, "600000", "Close connections idle this long."),
+    _spec("connection.failed.authentication.delay.ms", _I, "100",
+          "Delay before closing a connection that failed authentication.", minimum=0),
+    # Log
+    _spec("log.dir", _S, "./klog-data", "Log directory, used when log.dirs is unset."),
+    _spec("log.dirs", _S, None, "Comma-separated log directories; overrides log.dir."),
+    _spec("log.segment.bytes", _I, "1073741824", "Largest segment file.", minimum=14,
+          dynamic=_CW),
+    _spec("log.roll.ms", _L, None,
+          "Roll a segment this old; overrides log.roll.hours.", minimum=1, dynamic=_CW),
+    _spec("log.roll.hours", _I, "168", "Roll a segment this old (hours).", minimum=1),
+    _spec("log.roll.jitter.ms", _L, None,
+          "Random jitter subtracted from roll time; overrides log.roll.jitter.hours.",
+          minimum=0, dynamic=_CW),
+    _spec("log.roll.jitter.hours", _I, "0", "Roll-time jitter (hours).", minimum=0),
+    _spec("log.retention.ms", _L, None,
+          "Delete segments older than this; -1 keeps them forever. Overrides "
+          "log.retention.minutes and log.retention.hours.", dynamic=_CW),
+    _spec("log.retention.minutes", _I, None,
+          "Retention in minutes; overrides log.retention.hours."),
+    _spec("log.retention.hours", _I, "168", "Retention in hours."),
+    _spec("log.retention.bytes", _L, "-1",
+          "Delete old segments when a partition grows beyond this; -1 for no limit.",
+          dynamic=_CW),
+    _spec("log.retention.check.interval.ms", _L, "300000",
+          "How often retention is enforced.", minimum=1),
+    _spec("log.cleanup.policy", _LI, "delete",
+          "Default cleanup policy: delete, compact, or both.",
+          choices=("compact", "delete"), ignore_case=True, dynamic=_CW),
+    _spec("log.cleaner.enable", _B, "true", "Run the log cleaner (compaction)."),
+    _spec("log.cleaner.threads", _I, "1", "Log cleaner threads.", minimum=0, dynamic=_CW),
+    _spec("log.cleaner.io.max.bytes.per.second", _D, _DOUBLE_MAX,
+          "Throttle of cleaner I/O.", dynamic=_CW),
+    _spec("log.cleaner.dedupe.buffer.size", _L, "134217728",
+          "Memory for deduplication across all cleaner threads.", dynamic=_CW),
+    _spec("log.cleaner.io.buffer.size", _I, "524288", "Cleaner I/O buffer memory.",
+          minimum=0, dynamic=_CW),
+    _spec("log.cleaner.io.buffer.load.factor", _D, "0.9",
+          "Load factor of the dedupe hash table.", dynamic=_CW),
+    _spec("log.cleaner.backoff.ms", _L, "15000", "Cleaner sleep when there is no work.",
+          minimum=0, dynamic=_CW),
+    _spec("log.cleaner.min.cleanable.ratio", _D, "0.5",
+          "Dirty/total ratio that makes a log eligible for cleaning.", minimum=0, maximum=1,
+          dynamic=_CW),
+    _spec("log.cleaner.delete.retention.ms", _L, "86400000",
+          "How long tombstones survive compaction.", minimum=0, dynamic=_CW),
+    _spec("log.cleaner.min.compaction.lag.ms", _L, "0",
+          "Minimum age of a record before compaction.", minimum=0, dynamic=_CW),
+    _spec("log.cleaner.max.compaction.lag.ms", _L, str(LONG_MAX),
+          "Maximum time a record stays uncompacted.", minimum=1, dynamic=_CW),
+    _spec("log.index.size.max.bytes", _I, "10485760", "Largest offset/time index file.",
+          minimum=4, dynamic=_CW),
+    _spec("log.index.interval.bytes", _I, "4096",
+          "Bytes appended between two offset index entries.", minimum=0, dynamic=_CW),
+    _spec("log.flush.interval.messages", _L, str(LONG_MAX),
+          "fsync after this many messages.", minimum=1, dynamic=_CW),
+    _spec("log.flush.interval.ms", _L, None,
+          "fsync after this long; unset uses log.flush.scheduler.interval.ms.", dynamic=_CW),
+    _spec("log.flush.scheduler.interval.ms", _L, str(LONG_MAX),
+          "How often the flusher checks logs."),
+    _spec("log.flush.offset.checkpoint.interval.ms", _I, "60000",
+          "How often the recovery-point checkpoint is written.", minimum=0),
+    _spec("log.flush.start.offset.checkpoint.interval.ms", _I, "60000",
+          "How often the log-start-offset checkpoint is written.", minimum=0),
+    _spec("log.segment.delete.delay.ms", _L, "60000",
+          "Wait before deleting a segment file from disk.", minimum=0, dynamic=_CW),
+    _spec("log.preallocate", _B, "false", "Preallocate new segment files.", dynamic=_CW),
+    _spec("log.message.format.version", _S, "3.0-IV1",
+          "Deprecated message format version (ignored from 3.0 on)."),
+    _spec("log.message.timestamp.type", _S, "CreateTime",
+          "Record timestamp: the producer's (CreateTime) or the broker's (LogAppendTime).",
+          choices=("CreateTime", "LogAppendTime"), dynamic=_CW),
+    _spec("log.message.timestamp.difference.max.ms", _L, str(LONG_MAX),
+          "Largest allowed difference between a CreateTime timestamp and the broker's clock.",
+          minimum=0, dynamic=_CW),
+    _spec("log.message.timestamp.before.max.ms", _L, str(LONG_MAX),
+          "How far in the past a CreateTime timestamp may be.", minimum=0, dynamic=_CW),
+    _spec("log.message.timestamp.after.max.ms", _L, str(LONG_MAX),
+          "How far in the future a CreateTime timestamp may be.", minimum=0, dynamic=_CW),
+    _spec("log.message.downconversion.enable", _B, "true",
+          "Down-convert batches for old fetch versions.", dynamic=_CW),
+    # Replication
+    _spec("controller.socket.timeout.ms", _I, "30000",
+          "Socket timeout of controller-to-broker channels."),
+    _spec("replica.lag.time.max.ms", _L, "30000",
+          "A follower that has not caught up for this long leaves the ISR."),
+    _spec("replica.socket.timeout.ms", _I, "30000", "Socket timeout of replica fetches."),
+    _spec("replica.socket.receive.buffer.bytes", _I, "65536",
+          "SO_RCVBUF of replica fetch sockets."),
+    _spec("replica.fetch.max.bytes", _I, "1048576",
+          "Bytes a follower asks for per partition.", minimum=0),
+    _spec("replica.fetch.wait.max.ms", _I, "500", "Max wait of a follower's fetch."),
+    _spec("replica.fetch.min.bytes", _I, "1", "Min bytes of a follower's fetch."),
+    _spec("replica.fetch.response.max.bytes", _I, "10485760",
+          "Bytes a follower asks for per fetch response.", minimum=0),
+    _spec("replica.fetch.backoff.ms", _I, "1000", "Follower sleep after a fetch error.",
+          minimum=0),
+    _spec("replica.high.watermark.checkpoint.interval.ms", _L, "5000",
+          "How often high watermarks are checkpointed."),
+    _spec("replica.selector.class", _S, None, "Picks the replica a consumer fetches from."),
+    _spec("fetch.purgatory.purge.interval.requests", _I, "1000",
+          "Purge interval of the fetch purgatory."),
+    _spec("producer.purgatory.purge.interval.requests", _I, "1000",
+          "Purge interval of the produce purgatory."),
+    _spec("delete.records.purgatory.purge.interval.requests", _I, "1",
+          "Purge interval of the delete-records purgatory."),
+    _spec("auto.leader.rebalance.enable", _B, "true",
+          "Move leadership back to preferred replicas in the background."),
+    _spec("leader.imbalance.per.broker.percentage", _I, "10",
+          "Leader imbalance per broker that triggers a rebalance."),
+    _spec("leader.imbalance.check.interval.seconds", _L, "300",
+          "How often leader imbalance is checked."),
+    _spec("controlled.shutdown.enable", _B, "true",
+          "Move leadership away before shutting down."),
+    _spec("controlled.shutdown.max.retries", _I, "3", "Controlled shutdown attempts."),
+    _spec("controlled.shutdown.retry.backoff.ms", _L, "5000",
+          "Wait between controlled shutdown attempts."),
+    _spec("leader.replication.throttled.rate", _L, str(LONG_MAX),
+          "Replication throttle for leaders, bytes/s (dynamic only).", minimum=0,
+          dynamic=_CW),
+    _spec("follower.replication.throttled.rate", _L, str(LONG_MAX),
+          "Replication throttle for followers, bytes/s (dynamic only).", minimum=0,
+          dynamic=_CW),
+    _spec("replica.alter.log.dirs.io.max.bytes.per.second", _L, str(LONG_MAX),
+          "Throttle of moves between log directories, bytes/s (dynamic only).", minimum=0,
+          dynamic=_CW),
+    # Group coordinator
+    _spec("group.min.session.timeout.ms", _I, "6000", "Smallest consumer session timeout."),
+    _spec("group.max.session.timeout.ms", _I, "1800000", "Largest consumer session timeout."),
+    _spec("group.initial.rebalance.delay.ms", _I, "3000",
+          "Wait for more members before a new group's first rebalance (standalone klog: 0)."),
+    _spec("group.max.size", _I, str(INT_MAX), "Members a group may have.", minimum=1),
+    # Offsets
+    _spec("offset.metadata.max.bytes", _I, "4096", "Largest offset commit metadata."),
+    _spec("offsets.load.buffer.size", _I, "5242880",
+          "Read size when loading offsets into the cache.", minimum=1),
+    _spec("offsets.topic.replication.factor", _SH, "3",
+          "Replication factor of __consumer_offsets (standalone klog: 1).", minimum=1),
+    _spec("offsets.topic.num.partitions", _I, "50", "Partitions of __consumer_offsets.",
+          minimum=1),
+    _spec("offsets.topic.segment.bytes", _I, "104857600",
+          "Segment size of __consumer_offsets.", minimum=1),
+    _spec("offsets.topic.compression.codec", _I, "0",
+          "Compression codec id of __consumer_offsets."),
+    _spec("offsets.retention.minutes", _I, "10080",
+          "Keep committed offsets of an empty group this long.", minimum=1),
+    _spec("offsets.retention.check.interval.ms", _L, "600000",
+          "How often stale offsets are removed.", minimum=1),
+    _spec("offsets.commit.timeout.ms", _I, "5000",
+          "Wait for an offset commit to replicate.", minimum=1),
+    _spec("offsets.commit.required.acks", _SH, "-1", "Acks an offset commit needs."),
+    # Transactions
+    _spec("transactional.id.expiration.ms", _I, "604800000",
+          "Forget an idle transactional id after this long.", minimum=1),
+    _spec("transaction.max.timeout.ms", _I, "900000", "Largest transaction timeout.",
+          minimum=1),
+    _spec("transaction.state.log.min.isr", _I, "2",
+          "min.insync.replicas of __transaction_state (standalone klog: 1).", minimum=1),
+    _spec("transaction.state.log.load.buffer.size", _I, "5242880",
+          "Read size when loading transaction state.", minimum=1),
+    _spec("transaction.state.log.replication.factor", _SH, "3",
+          "Replication factor of __transaction_state (standalone klog: 1).", minimum=1),
+    _spec("transaction.state.log.num.partitions", _I, "50",
+          "Partitions of __transaction_state.", minimum=1),
+    _spec("transaction.state.log.segment.bytes", _I, "104857600",
+          "Segment size of __transaction_state.", minimum=1),
+    _spec("transaction.abort.timed.out.transaction.cleanup.interval.ms", _I, "10000",
+          "How often timed-out transactions are aborted.", minimum=1),
+    _spec("transaction.remove.expired.transaction.cleanup.interval.ms", _I, "3600000",
+          "How often expired transactional ids are removed.", minimum=1),
+    _spec("producer.id.expiration.ms", _I, "86400000",
+          "Forget an idle idempotent producer's state after this long.", minimum=1,
+          dynamic=_CW),
+    # Metrics
+    _spec("metric.reporters", _LI, "", "Metrics reporter classes.", dynamic=_CW),
+    _spec("metrics.num.samples", _I, "2", "Samples kept per metric.", minimum=1),
+    _spec("metrics.sample.window.ms", _L, "30000", "Metric sample window.", minimum=1),
+    _spec("metrics.recording.level", _S, "INFO", "Highest metric recording level."),
+    # Security (accepted and described; klog serves PLAINTEXT only)
+    _spec("ssl.keystore.location", _S, None, "Key store file.", dynamic=_PL),
+    _spec("ssl.keystore.password", _P, None, "Key store password.", dynamic=_PL),
+    _spec("ssl.key.password", _P, None, "Private key password.", dynamic=_PL),
+    _spec("ssl.truststore.location", _S, None, "Trust store file.", dynamic=_PL),
+    _spec("ssl.truststore.password", _P, None, "Trust store password.", dynamic=_PL),
+    _spec("ssl.client.auth", _S, "none", "Client authentication: required, requested, none.",
+          choices=("required", "requested", "none"), ignore_case=True, dynamic=_PB),
+    _spec("ssl.enabled.protocols", _LI, "TLSv1.2,TLSv1.3", "Enabled TLS versions.",
+          dynamic=_PB),
+    _spec("sasl.enabled.mechanisms", _LI, "GSSAPI", "Enabled SASL mechanisms.", dynamic=_PB),
+    _spec("sasl.mechanism.inter.broker.protocol", _S, "GSSAPI",
+          "SASL mechanism between brokers.", dynamic=_PB),
+    _spec("sasl.jaas.config", _P, None, "JAAS login configuration.", dynamic=_PB),
+    _spec("password.encoder.secret", _P, None,
+          "Secret that encodes dynamically configured passwords."),
+    _spec("delegation.token.secret.key", _P, None, "Secret of delegation tokens."),
+)
+
+BROKER_CONFIGS: Mapping[str, ConfigSpec] = MappingProxyType(
+    {s.name: s for s in _BROKER_SPEC_LIST}
+)
+
+# Single-broker values (Kafka's shipped server.properties) used when standalone.
+_STANDALONE_DEFAULTS = {
+    "broker.id": "0",
+    "offsets.topic.replication.factor": "1",
+    "transaction.state.log.replication.factor": "1",
+    "transaction.state.log.min.isr": "1",
+    "group.initial.rebalance.delay.ms": "0",
+}
+
+# Listener settings that can only be changed for one broker, never cluster-wide.
+_CLUSTER_LEVEL_LISTENER_CONFIGS = ("max.connections", "max.connection.creation.rate",
+                                   "num.network.threads")
+_LISTENER_CONFIG_RE = re.compile(r"listener\.name\.([^.]*)\.(.*)")
+#: Configs klog honours per listener, as ``listener.name.<listener>.<config>`` (the
+#: listener name in lower case, as Kafka writes it), over the broker-wide value.
+LISTENER_OVERRIDABLE_CONFIGS = ("max.connections", "max.connection.creation.rate")
+
+
+@dataclass(frozen=True, slots=True)
+class TopicConfigSpec:
+    """A topic config: type, doc, and the broker configs that supply its default.
+
+    ``broker_synonyms`` are (broker config name, multiplier to the topic's unit) in
+    Kafka's order of precedence: the first one set wins.
+    """
+
+    name: str
+    type: ConfigType
+    doc: str
+    broker_synonyms: tuple[tuple[str, int], ...] = ()
+    default: str | None = None  # only for configs without a broker synonym
+
+
+def _topic(name: str, type_: ConfigType, doc: str, *synonyms: str | tuple[str, int],
+           default: str | None = None) -> TopicConfigSpec:
+    pairs = tuple(s if isinstance(s, tuple) else (s, 1) for s in synonyms)
+    return TopicConfigSpec(name, type_, doc, pairs, default)
+
+
+_THROTTLED_DOC = (
+    "Replicas whose replication is throttled: '*' or partition:broker,... "
+    "(set by partition reassignment)."
+)
+_TOPIC_SPEC_LIST: tuple[TopicConfigSpec, ...] = (
+    _topic("cleanup.policy", _LI, "delete, compact, or both.", "log.cleanup.policy"),
+    _topic("compression.type", _S,
+           "Final compression: a codec, 'uncompressed', or 'producer' to keep the producer's.",
+           "compression.type"),
+    _topic("delete.retention.ms", _L, "How long tombstones survive compaction.",
+           "log.cleaner.delete.retention.ms"),
+    _topic("file.delete.delay.ms", _L, "Wait before deleting a segment file from disk.",
+           "log.segment.delete.delay.ms"),
+    _topic("flush.messages", _L, "fsync after this many messages.",
+           "log.flush.interval.messages"),
+    _topic("flush.ms", _L, "fsync after this long.", "log.flush.interval.ms",
+           "log.flush.scheduler.interval.ms"),
+    _topic("follower.replication.throttled.replicas", _LI, _THROTTLED_DOC, default=""),
+    _topic("index.interval.bytes", _I, "Bytes appended between two offset index entries.",
+           "log.index.interval.bytes"),
+    _topic("leader.replication.throttled.replicas", _LI, _THROTTLED_DOC, default=""),
+    _topic("max.compaction.lag.ms", _L, "Maximum time a record stays uncompacted.",
+           "log.cleaner.max.compaction.lag.ms"),
+    _topic("max.message.bytes", _I, "Largest record batch accepted (after compression).",
+           "message.max.bytes"),
+    _topic("message.downconversion.enable", _B, "Down-convert batches for old fetch versions.",
+           "log.message.downconversion.enable"),
+    _topic("message.format.version", _S, "Deprecated message format version.",
+           "log.message.format.version"),
+    _topic("message.timestamp.after.max.ms", _L,
+           "How far in the future a CreateTime timestamp may be.",
+           "log.message.timestamp.after.max.ms"),
+    _topic("message.timestamp.before.max.ms", _L,
+           "How far in the past a CreateTime timestamp may be.",
+           "log.message.timestamp.before.max.ms"),
+    _topic("message.timestamp.difference.max.ms", _L,
+           "Largest allowed difference between a CreateTime timestamp and the broker's clock.",
+           "log.message.timestamp.difference.max.ms"),
+    _topic("message.timestamp.type", _S, "CreateTime or LogAppendTime.",
+           "log.message.timestamp.type"),
+    _topic("min.cleanable.dirty.ratio", _D,
+           "Dirty/total ratio that makes the log eligible for cleaning.",
+           "log.cleaner.min.cleanable.ratio"),
+    _topic("min.compaction.lag.ms", _L, "Minimum age of a record before compaction.",
+           "log.cleaner.min.compaction.lag.ms"),
+    _topic("min.insync.replicas", _I, "In-sync replicas an acks=all produce needs.",
+           "min.insync.replicas"),
+    _topic("preallocate", _B, "Preallocate new segment files.", "log.preallocate"),
+    _topic("retention.bytes", _L,
+           "Delete old segments when a partition grows beyond this; -1 for no limit.",
+           "log.retention.bytes"),
+    _topic("retention.ms", _L, "Delete segments older than this; -1 keeps them forever.",
+           "log.retention.ms", ("log.retention.minutes", _MINUTE),
+           ("log.retention.hours", _HOUR)),
+    _topic("segment.bytes", _I, "Largest segment file.", "log.segment.bytes"),
+    _topic("segment.index.bytes", _I, "Largest offset/time index file.",
+           "log.index.size.max.bytes"),
+    _topic("segment.jitter.ms", _L, "Random jitter subtracted from the roll time.",
+           "log.roll.jitter.ms", ("log.roll.jitter.hours", _HOUR)),
+    _topic("segment.ms", _L, "Roll a segment this old.", "log.roll.ms",
+           ("log.roll.hours", _HOUR)),
+    _topic("unclean.leader.election.enable", _B,
+           "Allow an out-of-sync replica to become leader (may lose data).",
+           "unclean.leader.election.enable"),
+)
+
+TOPIC_CONFIGS: Mapping[str, TopicConfigSpec] = MappingProxyType(
+    {s.name: s for s in _TOPIC_SPEC_LIST}
+)
+_LOG_CONFIG_NAMES = frozenset(LogConfig.names())
+_THROTTLED_RE = re.compile(r"[0-9]+:[0-9]+")
+
+# Broker configs that share one value, in Kafka's order (DynamicBrokerConfig's synonyms).
+_BROKER_SYNONYM_GROUPS = (
+    ("log.roll.ms", "log.roll.hours"),
+    ("log.roll.jitter.ms", "log.roll.jitter.hours"),
+    ("log.flush.interval.ms", "log.flush.scheduler.interval.ms"),
+    ("log.retention.ms", "log.retention.minutes", "log.retention.hours"),
+)
+
+
+def broker_synonyms(name: str) -> list[str]:
+    """The broker config names that configure the same thing as ``name``, by precedence."""
+    if name == "log.flush.scheduler.interval.ms":
+        return [name]  # it backs log.flush.interval.ms, not the other way round
+    for group in _BROKER_SYNONYM_GROUPS:
+        if name in group:
+            return list(group)
+    match = _LISTENER_CONFIG_RE.fullmatch(name)
+    if match:
+        return [name, match[2]]
+    return [name]
