@@ -387,6 +387,11 @@ def _metastore_failure(exc: Exception) -> tuple[int, str]:
 # -- the manager -----------------------------------------------------------------------------
 
 
+#: How long Metadata's auto-creation waits for the new topic's leaders before answering
+#: LEADER_NOT_AVAILABLE (Kafka's answer at once; klog's after this wait).
+AUTO_CREATE_WAIT_MS = 2000
+
+
 class AdminManager:
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
@@ -612,7 +617,15 @@ class AdminManager:
                 continue
             specs.append(TopicSpec(name))
         if specs:
-            results = await self.create_topics(specs, timeout_ms=2000)
+            results = await self.create_topics(specs, timeout_ms=AUTO_CREATE_WAIT_MS)
+            # TOPIC_ALREADY_EXISTS while not ready: another request (a new client sends
+            # several Metadata requests at start) is creating it right now. Wait for that
+            # creation as for this one's own, so both answer the same.
+            racing = [name for name, result in results.items()
+                      if result.error_code == int(ErrorCode.TOPIC_ALREADY_EXISTS)
+                      and not self._ready(name)]
+            if racing:
+                await self.wait_for_topics(racing, AUTO_CREATE_WAIT_MS)
             for name, result in results.items():
                 if result.error_code in (0, int(ErrorCode.TOPIC_ALREADY_EXISTS)):
                     ready = self._ready(name)

@@ -921,3 +921,33 @@ def test_create_answers_a_storage_error_when_the_log_cannot_be_created(
             "timeout": 10_000, "validate_only": False}).results[0]
         assert grown.error_code == ErrorCode.KAFKA_STORAGE_ERROR, grown
         assert "fine-1" in grown.error_message
+
+
+def test_concurrent_auto_creations_of_one_topic_both_wait_for_its_leaders(
+        tmp_path: Path) -> None:
+    # A new librdkafka client sends more than one Metadata request for a topic at start;
+    # the one that finds the topic already being created waits for that creation as for
+    # its own, instead of answering LEADER_NOT_AVAILABLE at once (its creation runs in
+    # worker threads, long enough for the other request to arrive meanwhile).
+    import threading
+
+    partitions = 200
+    with running_broker(tmp_path, num_partitions=str(partitions)) as node:
+        for attempt in range(3):
+            name = f"raced-{attempt}"
+            barrier = threading.Barrier(2)
+            answers: list[Any] = []
+
+            def ask(name: str = name, barrier: threading.Barrier = barrier,
+                    answers: list[Any] = answers) -> None:
+                with node.connect() as c:
+                    barrier.wait()
+                    answers.append(c.metadata([name]).topics[0])
+
+            threads = [threading.Thread(target=ask) for _ in range(2)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(30)
+            assert [(a.error_code, len(a.partitions)) for a in answers] == \
+                [(0, partitions)] * 2, attempt
