@@ -21,6 +21,7 @@ flushes.
 
 from __future__ import annotations
 
+import enum
 import logging
 import time
 from collections.abc import Callable
@@ -29,7 +30,7 @@ from dataclasses import dataclass, field, replace
 from klog.daemon.metadata_cache import PartitionState
 from klog.protocol.errors import ErrorCode, KafkaError
 from klog.storage.log import LogAppendInfo, PartitionLog
-from klog.storage.segment import FetchDataInfo
+from klog.storage.segment import FetchDataInfo, LogOffsetMetadata
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +49,21 @@ class FencedLeaderEpochError(KafkaError):
 
 class UnknownLeaderEpochError(KafkaError):
     error_code = ErrorCode.UNKNOWN_LEADER_EPOCH
+
+
+class FetchIsolation(enum.Enum):
+    """How far a fetch may read (Kafka's FetchIsolation): a follower to the log end offset,
+    a consumer to the high watermark, a read_committed consumer to the last stable offset."""
+
+    LOG_END = "log end"
+    HIGH_WATERMARK = "high watermark"
+    TXN_COMMITTED = "last stable offset"
+
+    @classmethod
+    def of(cls, from_follower: bool, isolation_committed: bool) -> FetchIsolation:
+        if from_follower:
+            return cls.LOG_END
+        return cls.TXN_COMMITTED if isolation_committed else cls.HIGH_WATERMARK
 
 
 @dataclass(slots=True)
@@ -352,6 +368,16 @@ class Partition:
             max_offset = self.log.high_watermark
         return self.log.read(fetch_offset, max_bytes, max_offset, min_one_message,
                              include_aborted_txns=isolation_committed)
+
+    def end_offset_metadata(self, isolation: FetchIsolation) -> LogOffsetMetadata:
+        """Where a fetch of this ``isolation`` may read up to, with its segment and position
+        (Kafka's fetchOffsetSnapshot): what a waiting fetch compares its position with."""
+        plog = self.log
+        if isolation is FetchIsolation.LOG_END:
+            return plog.log_end_offset_metadata
+        if isolation is FetchIsolation.TXN_COMMITTED:
+            return plog.offset_metadata(self.last_stable_offset)
+        return plog.offset_metadata(plog.high_watermark)
 
     @property
     def last_stable_offset(self) -> int:

@@ -147,22 +147,29 @@ def test_appends_to_a_partition_keep_arrival_order(tmp_path: Path) -> None:
 
 def test_a_leader_and_isr_that_shrinks_the_isr_wakes_waiting_produces(tmp_path: Any) -> None:
     # acks=all produces wait for the high watermark; a LeaderAndIsr without a dead
-    # follower moves it, and the purgatories must hear so then, not at their timeout.
+    # follower moves it, and the produce purgatory must hear so then, not at the timeout.
     from klog.daemon.metadata_cache import PartitionState
     from klog.storage.log_manager import LogManager
 
-    moved: list[tuple[str, int]] = []
-    logs = LogManager([tmp_path])
-    manager = ReplicaManager(1, logs, lambda topic: LogConfig(), on_high_watermark=moved.append)
-    try:
-        manager.become_leader_or_follower([PartitionState("t", 0, 1, 0, (1, 2), (1, 2))])
-        manager.append_records({("t", 0): memoryview(bytearray(GOOD))}, -1)
-        assert manager.partitions[("t", 0)].high_watermark == 0 and moved == []
-        manager.become_leader_or_follower([PartitionState("t", 0, 1, 1, (1, 2), (1,))])
-        assert manager.partitions[("t", 0)].high_watermark == 2
-        assert moved == [("t", 0)]
-    finally:
-        logs.close()
+    async def go() -> None:
+        logs = LogManager([tmp_path])
+        manager = ReplicaManager(1, logs, lambda topic: LogConfig())
+        try:
+            manager.become_leader_or_follower([PartitionState("t", 0, 1, 0, (1, 2), (1, 2))])
+            waiting = await manager.produce({("t", 0): memoryview(bytearray(GOOD))}, -1,
+                                            timeout_ms=600_000)
+            assert isinstance(waiting, asyncio.Future)
+            assert manager.partitions[("t", 0)].high_watermark == 0 and not waiting.done()
+            manager.become_leader_or_follower([PartitionState("t", 0, 1, 1, (1, 2), (1,))])
+            assert manager.partitions[("t", 0)].high_watermark == 2
+            await asyncio.sleep(0)  # the future's answer is a loop callback
+            assert waiting.done()
+            assert waiting.result()[("t", 0)].error_code == 0
+        finally:
+            manager.shutdown()
+            logs.close()
+
+    asyncio.run(go())
 
 
 def test_recompression_does_not_launder_a_bad_crc() -> None:
