@@ -14,8 +14,8 @@ read_committed one:
 - same segment, the end past the fetch offset: the bytes between them
   (``end.position - fetch.position``, at most the partition's max bytes) accumulate, and
   the fetch completes once they reach min_bytes;
-- leadership lost, the partition gone, a fenced or unknown leader epoch: complete at once
-  (the read answers the error).
+- leadership lost, the partition gone, a fenced or unknown leader epoch, a storage error:
+  complete at once (the read answers the error).
 
 A partition a replication throttle holds back for this follower counts nothing (Kafka's
 shouldLeaderThrottle). Only ``on_complete`` reads the log, once, and resolves the fetch's
@@ -107,7 +107,7 @@ class DelayedFetch(DelayedOperation, Generic[R]):
                 continue  # where the fetch offset sits is unknown: nothing to compare
             try:
                 end = offsets.end_offset_metadata(topic, partition, epoch, isolation)
-            except KafkaError:
+            except (KafkaError, OSError):
                 return self.force_complete()  # the read answers the error
             if end.message_offset == start.message_offset:
                 # Compared first: a segment just rolled puts the same end on a new segment.

@@ -15,6 +15,11 @@ znode with compare-and-set and calls ``complete_isr_update``. While a change is 
 the high watermark is computed over the union of the old and proposed ISR (Kafka's
 "maximal ISR"), so it never advances on the strength of a change not yet committed.
 
+Fetches (``read``) stop where their FetchIsolation says: followers at the log end offset,
+consumers at the high watermark, read_committed ones at the last stable offset;
+``end_offset_metadata`` places that end in a segment, for the waiting fetches
+(klog/daemon/delayed.py) to compare their position with.
+
 Everything runs on the event loop thread; the PartitionLog has its own lock for off-loop
 flushes.
 """
