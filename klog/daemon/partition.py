@@ -64,12 +64,6 @@ class FetchIsolation(enum.Enum):
     HIGH_WATERMARK = "high watermark"
     TXN_COMMITTED = "last stable offset"
 
-    @classmethod
-    def of(cls, from_follower: bool, isolation_committed: bool) -> FetchIsolation:
-        if from_follower:
-            return cls.LOG_END
-        return cls.TXN_COMMITTED if isolation_committed else cls.HIGH_WATERMARK
-
 
 @dataclass(slots=True)
 class ReplicaState:

@@ -108,6 +108,10 @@ LOG_CREATION_BATCH = 100
 
 TopicPartition = tuple[str, int]
 
+# Module constants: an enum member read through its class costs more, once per fetch.
+_LOG_END = FetchIsolation.LOG_END
+_TXN_COMMITTED = FetchIsolation.TXN_COMMITTED
+
 MAX_TIMESTAMP = -3  # ListOffsets: the record with the largest timestamp (KIP-734)
 
 # Kafka's ReplicaManager.IsrChangePropagationBlackOut / IsrChangePropagationInterval and the
@@ -782,8 +786,8 @@ class ReplicaManager:
         back throttled partitions for an out-of-sync follower."""
         replica_id = params.replica_id
         isolation = params.isolation
-        committed = isolation is FetchIsolation.TXN_COMMITTED
-        from_follower = isolation is FetchIsolation.LOG_END
+        committed = isolation is _TXN_COMMITTED
+        from_follower = isolation is _LOG_END
         remaining = params.max_bytes
         min_one = True
         out = []

