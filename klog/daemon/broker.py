@@ -22,7 +22,7 @@ import logging
 import signal
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +31,6 @@ from klog.daemon.admin import AdminManager
 from klog.daemon.config import BrokerConfig
 from klog.daemon.controller import Controller
 from klog.daemon.controller.identity import ControllerIdentity
-from klog.daemon.delayed import DelayedProduce
 from klog.daemon.group.coordinator import GroupCoordinator
 from klog.daemon.group.metadata_manager import GroupMetadataManager
 from klog.daemon.handlers import load_handlers
@@ -39,12 +38,10 @@ from klog.daemon.metadata_cache import BrokerEndpoint, BrokerInfo, MetadataCache
 from klog.daemon.metastore import paths
 from klog.daemon.metastore.base import MetadataStore, MetastoreError, NodeExistsError, NoNodeError
 from klog.daemon.producer_ids import ProducerIdManager
-from klog.daemon.purgatory import DelayedOperationPurgatory, Timer
 from klog.daemon.replica_fetcher import ReplicaFetcherManager
-from klog.daemon.replica_manager import MetastoreIsrStore, ProduceResult, ReplicaManager
+from klog.daemon.replica_manager import MetastoreIsrStore, ReplicaManager
 from klog.daemon.replication_quota import ReplicationQuotas
 from klog.daemon.server import Server, check_listeners
-from klog.protocol.errors import ErrorCode
 from klog.storage.config import LogConfig
 from klog.storage.log_manager import LogManager
 
@@ -75,10 +72,7 @@ class Broker:
         self.controller_identity = ControllerIdentity(
             self.broker_id, bool(config.zookeeper_connect), lambda: self.metastore)
         self.admin = AdminManager(self)
-        self.timer: Timer | None = None
-        self.fetch_purgatory: DelayedOperationPurgatory[Any] | None = None
-        # Replication (klog/daemon/replica_fetcher.py, delayed.py DelayedProduce).
-        self.produce_purgatory: DelayedOperationPurgatory[Any] | None = None
+        # Replication (klog/daemon/replica_fetcher.py).
         self.fetcher_manager: ReplicaFetcherManager | None = None
         # Replication throttles (klog/daemon/replication_quota.py); config_changes.py keeps
         # the rates and the topics' throttled-replica lists current.
@@ -150,15 +144,12 @@ class Broker:
         # persistent paths above); the first block is claimed in the background.
         self.producer_ids = ProducerIdManager(self.broker_id, self.metastore)
         self.producer_ids.start()
-        self.timer = Timer(loop=self.loop)
-        self.fetch_purgatory = DelayedOperationPurgatory("Fetch", self.timer)
-        self.produce_purgatory = DelayedOperationPurgatory("Produce", self.timer)
+        # The replica manager owns produce and fetch, with their purgatories and timer.
         self.replica_manager = ReplicaManager(
             self.broker_id, self.log_manager, self.topic_log_config,
-            on_new_data=self._on_new_data,
             isr_store=MetastoreIsrStore(self.metastore),
-            on_high_watermark=self._on_high_watermark,
             replica_lag_time_max_ms=config.get("replica.lag.time.max.ms"),
+            leader_quota=self.replication_quotas.leader,
         )
         self.fetcher_manager = ReplicaFetcherManager.from_config(
             self.broker_id, self.replica_manager, self._replication_endpoint, config,
@@ -333,18 +324,6 @@ class Broker:
         self.replication_quotas.apply_topic_config(topic, overrides)
         return overrides
 
-    def _on_new_data(self, tp: tuple[str, int]) -> None:
-        if self.fetch_purgatory is not None:
-            self.fetch_purgatory.check_and_complete(tp)
-
-    def _on_high_watermark(self, tp: tuple[str, int]) -> None:
-        # A high watermark moved (a follower's fetch, an ISR change) or leadership went:
-        # acks=-1 produces may be done, and consumers may see more.
-        if self.produce_purgatory is not None:
-            self.produce_purgatory.check_and_complete(tp)
-        if self.fetch_purgatory is not None:
-            self.fetch_purgatory.check_and_complete(tp)
-
     async def _replication_endpoint(self, broker_id: int) -> tuple[str, int] | None:
         """(host, port) of ``broker_id`` on the inter-broker listener: from UpdateMetadata's
         broker list, else its /brokers/ids registration."""
@@ -367,44 +346,6 @@ class Broker:
                 return e.host or "127.0.0.1", e.port
         return (reg.endpoints[0].host or "127.0.0.1", reg.endpoints[0].port) \
             if reg.endpoints else None
-
-    async def wait_for_isr(self, results: dict[tuple[str, int], ProduceResult],
-                           timeout_ms: int) -> dict[tuple[str, int], ProduceResult]:
-        """acks=-1: wait in the produce purgatory until each partition's high watermark
-        covers its appended batches (the whole ISR has them), at most ``timeout_ms``. With
-        the leader alone in the ISR (standalone) that is already true when the append
-        returns, and nothing waits."""
-        waiting = self.isr_waiter(results, timeout_ms)
-        return await waiting if waiting is not None else results
-
-    def isr_waiter(self, results: dict[tuple[str, int], ProduceResult], timeout_ms: int
-                   ) -> Awaitable[dict[tuple[str, int], ProduceResult]] | None:
-        """``wait_for_isr`` in two steps: None when ``results`` are final already (they
-        are updated in place), else an awaitable giving the final results."""
-        rm = self.replica_manager
-        assert rm is not None
-        required = {tp: r.info.last_offset + 1 for tp, r in results.items()
-                    if r.error_code == 0 and r.info is not None}
-        errors: dict[tuple[str, int], int] = {}
-        for tp, offset in list(required.items()):
-            done, error = rm.check_enough_replicas_reach_offset(tp, offset)
-            if done:
-                del required[tp]
-                errors[tp] = error
-        _apply_isr_errors(results, errors)
-        if not required or self.produce_purgatory is None:
-            return None
-        future: asyncio.Future[dict[tuple[str, int], int]] = \
-            asyncio.get_running_loop().create_future()
-        op = DelayedProduce(timeout_ms, required, rm.check_enough_replicas_reach_offset,
-                            future)
-        self.produce_purgatory.try_complete_else_watch(op, list(required))
-
-        async def finish() -> dict[tuple[str, int], ProduceResult]:
-            _apply_isr_errors(results, await future)
-            return results
-
-        return finish()
 
     async def _every(self, interval_ms: int, work: Callable[[], Any], name: str) -> None:
         interval = max(interval_ms, 10) / 1000
@@ -479,13 +420,7 @@ class Broker:
         if self.fetcher_manager is not None:
             await self.fetcher_manager.shutdown()
         if self.replica_manager is not None:
-            self.replica_manager.shutdown()
-        if self.produce_purgatory is not None:
-            self.produce_purgatory.shutdown()
-        if self.fetch_purgatory is not None:
-            self.fetch_purgatory.shutdown()
-        if self.timer is not None:
-            self.timer.close()
+            self.replica_manager.shutdown()  # its purgatories and timer too
         if self.log_manager is not None:
             await asyncio.to_thread(self._close_logs)
         if self.metastore is not None:
@@ -498,12 +433,3 @@ class Broker:
         assert self.log_manager is not None
         self.log_manager.close()
 
-
-def _apply_isr_errors(results: dict[tuple[str, int], ProduceResult],
-                      errors: dict[tuple[str, int], int]) -> None:
-    for tp, error in errors.items():
-        if error:
-            r = results[tp]
-            results[tp] = ProduceResult(error, r.base_offset, r.log_append_time_ms,
-                                        r.log_start_offset,
-                                        error_message=ErrorCode(error).name, info=r.info)

@@ -1,41 +1,144 @@
-"""The broker's delayed operations: requests that wait in a purgatory for a condition.
+"""The replica manager's delayed operations: requests that wait in a purgatory.
 
-DelayedFetch waits until enough new data is readable (or max_wait_ms passes); the fetch
-handler awaits its future and then reads again. DelayedProduce (acks=-1) waits until every
-partition's high watermark has reached the end of what the request appended -- i.e. the
-whole ISR has it -- or the request's timeout passes (Kafka's DelayedProduce). Everything
-runs on the event loop.
+DelayedFetch (Kafka's DelayedFetch.scala) is a long-polled Fetch: the first read found less
+than min_bytes, so the fetch waits until enough is readable, or max_wait_ms passes. Whether
+it is enough is decided by comparing offsets, never by reading the log: at the first read
+each partition's fetch offset got its LogOffsetMetadata (segment base offset and file
+position), and each check compares it with where the fetch may read up to now -- the log
+end offset for a follower, the high watermark for a consumer, the last stable offset for a
+read_committed one:
+
+- the end is the fetch offset: nothing new;
+- the end sits on an older segment than the fetch offset (the log was truncated under it),
+  or on a newer one (the fetch falls behind, or a segment was rolled): complete at once;
+- same segment, the end past the fetch offset: the bytes between them
+  (``end.position - fetch.position``, at most the partition's max bytes) accumulate, and
+  the fetch completes once they reach min_bytes;
+- leadership lost, the partition gone, a fenced or unknown leader epoch, a storage error:
+  complete at once (the read answers the error).
+
+A partition a replication throttle holds back for this follower counts nothing (Kafka's
+shouldLeaderThrottle). Only ``on_complete`` reads the log, once, and resolves the fetch's
+future with the results.
+
+DelayedProduce (acks=-1) waits until every partition's high watermark has reached the end
+of what the request appended -- i.e. the whole ISR has it -- or the request's timeout passes
+(Kafka's DelayedProduce).
+
+Both are completed by the replica manager (klog/daemon/replica_manager.py), which owns
+their purgatories; everything runs on the event loop.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Generic, Protocol, TypeVar
 
+from klog.daemon.partition import FetchIsolation
 from klog.daemon.purgatory import DelayedOperation
-from klog.protocol.errors import ErrorCode
+from klog.protocol.errors import ErrorCode, KafkaError
+from klog.storage.segment import LogOffsetMetadata
 
 TopicPartition = tuple[str, int]
+# One partition of a fetch: topic, partition, fetch offset, partition max bytes, and the
+# leader epoch the fetcher believes current (-1: none).
+FetchKey = tuple[str, int, int, int, int]
+R = TypeVar("R")
 
 
-class DelayedFetch(DelayedOperation):
-    def __init__(self, delay_ms: int, enough: Callable[[], bool],
-                 done: asyncio.Future[None]) -> None:
+@dataclass(slots=True)
+class FetchParams:
+    """What a whole fetch asks (Kafka's FetchParams). ``replica_id`` >= 0: a follower's."""
+
+    replica_id: int
+    max_wait_ms: int
+    min_bytes: int
+    max_bytes: int
+    isolation: FetchIsolation
+
+    @property
+    def is_from_follower(self) -> bool:
+        return self.replica_id >= 0
+
+
+class FetchOffsets(Protocol):
+    """What a DelayedFetch asks of the replica manager at each check."""
+
+    def end_offset_metadata(self, topic: str, partition: int, current_leader_epoch: int,
+                            isolation: FetchIsolation) -> LogOffsetMetadata:
+        """Where a fetch may read up to on ``topic``-``partition``; a KafkaError when the
+        partition cannot be fetched here (not the leader, gone, epoch mismatch)."""
+
+    def should_leader_throttle(self, topic: str, partition: int, replica_id: int) -> bool:
+        """Whether the leader's replication throttle holds this partition back from
+        follower ``replica_id`` now."""
+
+
+class DelayedFetch(DelayedOperation, Generic[R]):
+    """A fetch waiting for min_bytes: ``wanted[i]`` was read from ``starts[i]`` (its fetch
+    offset's metadata at the first read). ``read`` is the final read; its result resolves
+    ``done`` (or its exception does). A ``done`` already resolved (the client went away)
+    completes the operation without reading."""
+
+    def __init__(self, delay_ms: int, params: FetchParams, wanted: Sequence[FetchKey],
+                 starts: Sequence[LogOffsetMetadata], offsets: FetchOffsets,
+                 read: Callable[[], R], done: asyncio.Future[R]) -> None:
         super().__init__(delay_ms)
-        self._enough = enough
+        self.params = params
+        self._wanted = wanted
+        self._starts = starts
+        self._offsets = offsets
+        self._read = read
         self._done = done
 
     def try_complete(self) -> bool:
-        if self._done.done() or self._enough():
+        if self._done.done():
+            return self.force_complete()
+        params = self.params
+        isolation = params.isolation
+        replica_id = params.replica_id
+        offsets = self._offsets
+        accumulated = 0
+        for (topic, partition, _offset, max_bytes, epoch), start in zip(
+                self._wanted, self._starts, strict=True):
+            if start.segment_base_offset < 0:
+                continue  # where the fetch offset sits is unknown: nothing to compare
+            try:
+                end = offsets.end_offset_metadata(topic, partition, epoch, isolation)
+            except (KafkaError, OSError):
+                return self.force_complete()  # the read answers the error
+            if end.message_offset == start.message_offset:
+                # Compared first: a segment just rolled puts the same end on a new segment.
+                continue
+            if end.segment_base_offset < start.segment_base_offset:
+                return self.force_complete()  # truncated under the fetch offset
+            same_segment = end.segment_base_offset == start.segment_base_offset
+            if same_segment and end.message_offset < start.message_offset:
+                continue  # the fetch is ahead of what it may read
+            if replica_id >= 0 and offsets.should_leader_throttle(topic, partition,
+                                                                  replica_id):
+                continue  # held back: counts nothing
+            if not same_segment:
+                # Behind the end's segment: at least the rest of a segment is readable.
+                return self.force_complete()
+            accumulated += min(end.relative_position_in_segment
+                               - start.relative_position_in_segment, max_bytes)
+        if accumulated >= max(params.min_bytes, 1):
             return self.force_complete()
         return False
 
     def on_complete(self) -> None:
-        if not self._done.done():
-            self._done.set_result(None)
-
-    def on_expiration(self) -> None:
-        pass
+        done = self._done
+        if done.done():
+            return
+        try:
+            results = self._read()
+        except Exception as exc:  # the waiting request must hear of it, not hang
+            done.set_exception(exc)
+            return
+        done.set_result(results)
 
 
 class DelayedProduce(DelayedOperation):

@@ -15,12 +15,18 @@ znode with compare-and-set and calls ``complete_isr_update``. While a change is 
 the high watermark is computed over the union of the old and proposed ISR (Kafka's
 "maximal ISR"), so it never advances on the strength of a change not yet committed.
 
+Fetches (``read``) stop where their FetchIsolation says: followers at the log end offset,
+consumers at the high watermark, read_committed ones at the last stable offset;
+``end_offset_metadata`` places that end in a segment, for the waiting fetches
+(klog/daemon/delayed.py) to compare their position with.
+
 Everything runs on the event loop thread; the PartitionLog has its own lock for off-loop
 flushes.
 """
 
 from __future__ import annotations
 
+import enum
 import logging
 import time
 from collections.abc import Callable
@@ -29,7 +35,7 @@ from dataclasses import dataclass, field, replace
 from klog.daemon.metadata_cache import PartitionState
 from klog.protocol.errors import ErrorCode, KafkaError
 from klog.storage.log import LogAppendInfo, PartitionLog
-from klog.storage.segment import FetchDataInfo
+from klog.storage.segment import FetchDataInfo, LogOffsetMetadata
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +54,15 @@ class FencedLeaderEpochError(KafkaError):
 
 class UnknownLeaderEpochError(KafkaError):
     error_code = ErrorCode.UNKNOWN_LEADER_EPOCH
+
+
+class FetchIsolation(enum.Enum):
+    """How far a fetch may read (Kafka's FetchIsolation): a follower to the log end offset,
+    a consumer to the high watermark, a read_committed consumer to the last stable offset."""
+
+    LOG_END = "log end"
+    HIGH_WATERMARK = "high watermark"
+    TXN_COMMITTED = "last stable offset"
 
 
 @dataclass(slots=True)
@@ -352,6 +367,16 @@ class Partition:
             max_offset = self.log.high_watermark
         return self.log.read(fetch_offset, max_bytes, max_offset, min_one_message,
                              include_aborted_txns=isolation_committed)
+
+    def end_offset_metadata(self, isolation: FetchIsolation) -> LogOffsetMetadata:
+        """Where a fetch of this ``isolation`` may read up to, with its segment and position
+        (Kafka's fetchOffsetSnapshot): what a waiting fetch compares its position with."""
+        plog = self.log
+        if isolation is FetchIsolation.LOG_END:
+            return plog.log_end_offset_metadata
+        if isolation is FetchIsolation.TXN_COMMITTED:
+            return plog.offset_metadata(self.last_stable_offset)
+        return plog.offset_metadata(plog.high_watermark)
 
     @property
     def last_stable_offset(self) -> int:

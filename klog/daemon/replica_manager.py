@@ -1,22 +1,36 @@
-"""ReplicaManager: the partitions this broker hosts, and produce/fetch against them.
+"""ReplicaManager: the partitions this broker hosts, and produce and fetch against them.
 
-Owns the map of hosted Partitions, applies LeaderAndIsr / StopReplica decisions from the
-controller, validates produced batches the way Kafka's LogValidator does (magic, sizes,
-timestamps, and every record: klog/protocol/records/validate.py), recompresses when the
-topic's compression.type asks for a codec other than the producer's, appends, and wakes
-delayed fetches when new data arrives. Runs on the event loop thread, except the record
-checks that would hold it (inflating a compressed batch, recompressing, a big uncompressed
-walk): those run in the record checker's two threads, and the appends they precede still
-happen on the loop, in each partition's arrival order.
+Owns the map of hosted Partitions and applies LeaderAndIsr / StopReplica decisions from the
+controller. Owns produce and fetch end to end, as Kafka's ReplicaManager: the handlers hand
+it a request's partitions and await the answer.
+
+Produce (``produce``; ``append_records`` for the broker's own appends): validates batches
+the way Kafka's LogValidator does (magic, sizes, timestamps, and every record:
+klog/protocol/records/validate.py), recompresses when the topic's compression.type asks for
+a codec other than the producer's, appends, and for acks=-1 parks a DelayedProduce in the
+produce purgatory until the ISR has the records (``wait_for_isr``). Runs on the event loop
+thread, except the record checks that would hold it (inflating a compressed batch,
+recompressing, a big uncompressed walk): those run in the record checker's two threads,
+and the appends they precede still happen on the loop, in each partition's arrival order.
+
+Fetch (``fetch_messages``; ``read`` for one partition): reads every partition within the
+request's bytes, records a follower's position (which may grow the ISR and move the high
+watermark), holds back what the leader's replication throttle says (``leader_quota``,
+klog/daemon/replication_quota.py), and with less than min_bytes parks a DelayedFetch
+(klog/daemon/delayed.py) in the fetch purgatory: it is completed by comparing offsets, and
+reads the log once more only when it completes.
+
+Both purgatories run on one Timer (klog/daemon/purgatory.py) and are completed from here:
+an append tries the fetches waiting on its partition; any high watermark move (a
+follower's fetch, an ISR change, a new leadership) and a lost leadership try the waiting
+produces and fetches (Kafka's tryCompleteDelayedRequests).
 
 Replication (cluster mode): LeaderAndIsr hands follower partitions to the replica fetchers
 (``fetcher_manager``, klog/daemon/replica_fetcher.py) and takes leaders away from them;
-follower fetches (``read`` with a replica id) move the leader's view of its followers;
 ISR changes the partitions propose are written through ``isr_store`` (compare-and-set on
 the partition state znode) off the loop, and the partitions whose ISR changed are announced
 under /isr_change_notification in batches (Kafka's blackout of 5 s / at most every 60 s,
-checked every 2.5 s). ``on_high_watermark`` hears of every high watermark move that is not
-an append's (those come with ``on_new_data``), for the produce and fetch purgatories.
+checked every 2.5 s).
 
 Logs are created off the event loop: ``create_logs`` makes the missing logs of the
 partitions a LeaderAndIsr is about to hand this broker in worker threads,
@@ -30,17 +44,21 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import struct
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from klog.daemon.delayed import DelayedFetch, DelayedProduce, FetchKey, FetchParams
 from klog.daemon.metadata_cache import PartitionState
 from klog.daemon.metastore import paths
 from klog.daemon.metastore.base import BadVersionError, MetadataStore, MetastoreError, NoNodeError
-from klog.daemon.partition import NotLeaderOrFollowerError, Partition
+from klog.daemon.partition import FetchIsolation, NotLeaderOrFollowerError, Partition
+from klog.daemon.purgatory import DelayedOperationPurgatory, Timer
+from klog.daemon.replication_quota import ReplicationQuotaManager
 from klog.protocol.errors import (
     CorruptRecordError,
     ErrorCode,
@@ -72,7 +90,7 @@ from klog.protocol.records.validate import native as native_record_check
 from klog.storage.config import LogConfig
 from klog.storage.log import LogAppendInfo
 from klog.storage.log_manager import LogManager
-from klog.storage.segment import FetchDataInfo, TimestampAndOffset
+from klog.storage.segment import FetchDataInfo, LogOffsetMetadata, TimestampAndOffset
 
 # batchLength (@8), magic (@16), attributes (@21), lastOffsetDelta (@23), recordsCount (@57)
 # of a v2 batch header
@@ -89,6 +107,10 @@ log = logging.getLogger(__name__)
 LOG_CREATION_BATCH = 100
 
 TopicPartition = tuple[str, int]
+
+# Module constants: an enum member read through its class costs more, once per fetch.
+_LOG_END = FetchIsolation.LOG_END
+_TXN_COMMITTED = FetchIsolation.TXN_COMMITTED
 
 MAX_TIMESTAMP = -3  # ListOffsets: the record with the largest timestamp (KIP-734)
 
@@ -186,24 +208,36 @@ class FetchResult:
         return self.data.size if self.data is not None else 0
 
 
+ProduceResults = dict[TopicPartition, ProduceResult]
+
+
 class ReplicaManager:
+    """See the module docstring. ``timer`` drives both purgatories' timeouts (a new one,
+    closed at ``shutdown``, when not given); ``leader_quota`` is the leader's replication
+    throttle (klog/daemon/replication_quota.py), None for none."""
+
     def __init__(
         self,
         broker_id: int,
         log_manager: LogManager,
         topic_config: Callable[[str], LogConfig],
-        on_new_data: Callable[[TopicPartition], None] | None = None,
         *,
         isr_store: IsrStore | None = None,
-        on_high_watermark: Callable[[TopicPartition], None] | None = None,
         replica_lag_time_max_ms: int = 30_000,
+        timer: Timer | None = None,
+        leader_quota: ReplicationQuotaManager | None = None,
     ) -> None:
         self.broker_id = broker_id
         self.log_manager = log_manager
         self.topic_config = topic_config
-        self.on_new_data = on_new_data or (lambda tp: None)
-        self.on_high_watermark = on_high_watermark or (lambda tp: None)
         self.isr_store = isr_store
+        self.leader_quota = leader_quota
+        self._owns_timer = timer is None
+        self.timer = Timer() if timer is None else timer
+        self.fetch_purgatory: DelayedOperationPurgatory[DelayedFetch[list[FetchResult]]] = \
+            DelayedOperationPurgatory("Fetch", self.timer)
+        self.produce_purgatory: DelayedOperationPurgatory[DelayedProduce] = \
+            DelayedOperationPurgatory("Produce", self.timer)
         self.replica_lag_time_max_ms = replica_lag_time_max_ms
         self.partitions: dict[TopicPartition, Partition] = {}
         # Partitions whose log could not be created here, with the reason (an OSError's
@@ -283,7 +317,7 @@ class ReplicaManager:
         for tp in [*followers, *moved]:
             # Followers: produce requests waiting for acks here can never complete: answer
             # them now. Leaders: their high watermark moved.
-            self.on_high_watermark(tp)
+            self.try_complete_delayed_requests(tp)
         return errors
 
     def _get_or_create(self, tp: TopicPartition) -> Partition:
@@ -341,7 +375,7 @@ class ReplicaManager:
             if stopped is not None:
                 # As Kafka: requests waiting on this replica are answered now
                 # (NOT_LEADER_OR_FOLLOWER), not left to their timeouts.
-                self.on_high_watermark(tp)
+                self.try_complete_delayed_requests(tp)
 
     def update_topic_config(self, topic: str) -> None:
         config = self.topic_config(topic)
@@ -422,6 +456,64 @@ class ReplicaManager:
                 results[tp] = task.result()
         return results
 
+    async def produce(self, entries: dict[TopicPartition, Any], required_acks: int,
+                      timeout_ms: int) -> ProduceResults | Awaitable[ProduceResults]:
+        """A client's Produce (Kafka's appendRecords): ``append_records_from_client``, then
+        for acks=-1 the wait for the ISR. The results when they are final; else (acks=-1,
+        a follower still missing records) an awaitable of them, which the produce
+        purgatory completes within ``timeout_ms``: the caller may go on meanwhile."""
+        results = await self.append_records_from_client(entries, required_acks)
+        if required_acks == -1:
+            waiting = self.delayed_produce(results, timeout_ms)
+            if waiting is not None:
+                return waiting
+        return results
+
+    async def wait_for_isr(self, results: ProduceResults, timeout_ms: int) -> ProduceResults:
+        """acks=-1: wait in the produce purgatory until each partition's high watermark
+        covers its appended batches (the whole ISR has them), at most ``timeout_ms``. With
+        the leader alone in the ISR (standalone) that is already true when the append
+        returns, and nothing waits."""
+        waiting = self.delayed_produce(results, timeout_ms)
+        return await waiting if waiting is not None else results
+
+    def delayed_produce(self, results: ProduceResults, timeout_ms: int
+                        ) -> asyncio.Future[ProduceResults] | None:
+        """``wait_for_isr`` in two steps: None when ``results`` are final already (they
+        are updated in place), else a future of the final results (a DelayedProduce)."""
+        required = {tp: r.info.last_offset + 1 for tp, r in results.items()
+                    if r.error_code == 0 and r.info is not None}
+        errors: dict[TopicPartition, int] = {}
+        for tp, offset in list(required.items()):
+            done, error = self.check_enough_replicas_reach_offset(tp, offset)
+            if done:
+                del required[tp]
+                errors[tp] = error
+        _apply_isr_errors(results, errors)
+        if not required:
+            return None
+        loop = asyncio.get_running_loop()
+        replicated: asyncio.Future[dict[TopicPartition, int]] = loop.create_future()
+        final: asyncio.Future[ProduceResults] = loop.create_future()
+
+        def answer(f: asyncio.Future[dict[TopicPartition, int]]) -> None:
+            if not final.done():
+                _apply_isr_errors(results, f.result())
+                final.set_result(results)
+
+        replicated.add_done_callback(answer)
+        op = DelayedProduce(timeout_ms, required, self.check_enough_replicas_reach_offset,
+                            replicated)
+        self.produce_purgatory.try_complete_else_watch(op, list(required))
+        return final
+
+    def try_complete_delayed_requests(self, tp: TopicPartition) -> None:
+        """A high watermark moved (a follower's fetch, an ISR change, a new leadership) or
+        the leadership went: acks=-1 produces may be done, and fetches may have enough or
+        an error to answer (Kafka's tryCompleteDelayedRequests)."""
+        self.produce_purgatory.check_and_complete(tp)
+        self.fetch_purgatory.check_and_complete(tp)
+
     def _append_in_order(self, tp: TopicPartition, records: Any,
                          required_acks: int) -> asyncio.Task[ProduceResult]:
         loop = asyncio.get_running_loop()
@@ -494,7 +586,9 @@ class ReplicaManager:
             append_time = info.max_timestamp
         else:
             append_time = info.log_append_time if config.log_append_time else -1
-            self.on_new_data(tp)
+            # Kafka's tryCompleteDelayedFetch: fetches waiting on this partition may have
+            # enough now (a follower's at once; a consumer's when the high watermark moved).
+            self.fetch_purgatory.check_and_complete(tp)
         return ProduceResult(0, info.first_offset, append_time, info.log_start_offset,
                              info=info)
 
@@ -612,6 +706,119 @@ class ReplicaManager:
 
     # -- fetch ------------------------------------------------------------------------------
 
+    async def fetch_messages(self, params: FetchParams, wanted: list[FetchKey]
+                             ) -> list[FetchResult]:
+        """A Fetch (Kafka's fetchMessages): each partition of ``wanted`` read in order
+        within ``params.max_bytes`` (the first non-empty one whole even if bigger). With
+        less than min_bytes and a max wait, a DelayedFetch waits in the fetch purgatory;
+        it compares offsets at each check and reads the log again once, when it completes
+        (enough data, an error to answer, or the wait's end).
+
+        A follower's fetch (``params.replica_id`` >= 0) records its position at the first
+        and the final read. The leader's replication throttle holds back, while its quota
+        is exceeded, the throttled partitions of a follower out of the ISR (no records; the
+        position still counts), which then count nothing towards min_bytes; such a fetch
+        waits only until the quota allows them again. The bytes of throttled partitions
+        served are recorded against the quota."""
+        quota = self.leader_quota
+        if quota is not None and not (params.replica_id >= 0 and quota.throttled):
+            quota = None  # a consumer's fetch, or nothing throttled: one truth test
+        results = self._read_all(params, wanted, quota)
+        max_wait = params.max_wait_ms
+        if quota is not None and max_wait > 0:
+            max_wait = self._throttled_wait(quota, wanted, params.replica_id, max_wait)
+        if max_wait > 0 and wanted and not _satisfied(results, params.min_bytes):
+            done: asyncio.Future[list[FetchResult]] = \
+                asyncio.get_running_loop().create_future()
+            starts = [r.data.fetch_offset_metadata if r.data is not None
+                      else LogOffsetMetadata(k[2]) for k, r in zip(wanted, results, strict=True)]
+            op = DelayedFetch(max_wait, params, wanted, starts, self,
+                              lambda: self._read_all(params, wanted, quota), done)
+            self.fetch_purgatory.try_complete_else_watch(op, {(k[0], k[1]) for k in wanted})
+            results = await done
+        if quota is not None:
+            quota.record(sum(r.size for k, r in zip(wanted, results, strict=True)
+                             if r.size and quota.is_throttled(k[0], k[1])))
+        return results
+
+    def end_offset_metadata(self, topic: str, partition: int, current_leader_epoch: int,
+                            isolation: FetchIsolation) -> LogOffsetMetadata:
+        """DelayedFetch's check: where a fetch of ``isolation`` may read up to (Kafka's
+        fetchOffsetSnapshot); the KafkaError its read would answer, if any."""
+        p = self.partitions.get((topic, partition))
+        if p is None:
+            raise UnknownTopicOrPartitionError(f"{topic}-{partition} is not hosted")
+        if current_leader_epoch >= 0:
+            p.check_leader_epoch(current_leader_epoch)
+        if not p.is_leader:
+            raise NotLeaderOrFollowerError(f"not the leader of {topic}-{partition}")
+        return p.end_offset_metadata(isolation)
+
+    def should_leader_throttle(self, topic: str, partition: int, replica_id: int) -> bool:
+        """Kafka's shouldLeaderThrottle: a throttled partition, the leader's quota exceeded,
+        and ``replica_id`` out of its ISR."""
+        quota = self.leader_quota
+        if quota is None or not quota.is_throttled(topic, partition):
+            return False
+        if not quota.is_quota_exceeded():
+            return False
+        p = self.partitions.get((topic, partition))
+        return p is None or replica_id not in p.isr
+
+    def _throttled_wait(self, quota: ReplicationQuotaManager, wanted: list[FetchKey],
+                        replica_id: int, max_wait: int) -> int:
+        """A follower fetch with partitions held back by the leader quota waits only until
+        the quota allows them again (not the full max_wait, which would leave the link idle
+        and the rate below the bound). Fetches holding nothing back (an in-sync follower's)
+        keep their max_wait."""
+        wait_s = quota.throttle_time()
+        if wait_s <= 0:
+            return max_wait
+        for topic, partition, _o, _m, _e in wanted:
+            if quota.is_throttled(topic, partition):
+                p = self.partitions.get((topic, partition))
+                if p is not None and replica_id not in p.isr:
+                    return max(1, min(max_wait, math.ceil(wait_s * 1000)))
+        return max_wait
+
+    def _read_all(self, params: FetchParams, wanted: list[FetchKey],
+                  quota: ReplicationQuotaManager | None) -> list[FetchResult]:
+        """Read every partition wanted, within the fetch's max bytes (Kafka's
+        readFromLocalLog). ``quota`` (a follower's fetch, when a topic is throttled) holds
+        back throttled partitions for an out-of-sync follower."""
+        replica_id = params.replica_id
+        isolation = params.isolation
+        committed = isolation is _TXN_COMMITTED
+        from_follower = isolation is _LOG_END
+        remaining = params.max_bytes
+        min_one = True
+        out = []
+        exceeded: bool | None = None  # asked once per read, when a throttled partition comes up
+        for topic, partition, offset, part_max, epoch in wanted:
+            limit = min(part_max, remaining) if remaining > 0 else 0
+            held = False
+            if quota is not None and quota.is_throttled(topic, partition):
+                if exceeded is None:
+                    exceeded = quota.is_quota_exceeded()
+                if exceeded:
+                    p = self.partitions.get((topic, partition))
+                    # Kafka answers with no records; the follower's position still counts.
+                    held = p is None or replica_id not in p.isr
+            if held or (limit <= 0 and not min_one):
+                r = self.read(topic, partition, offset, 0, isolation_committed=committed,
+                              from_follower=from_follower, min_one_message=False,
+                              current_leader_epoch=epoch, replica_id=replica_id)
+            else:
+                r = self.read(topic, partition, offset, max(limit, 0),
+                              isolation_committed=committed, from_follower=from_follower,
+                              min_one_message=min_one, current_leader_epoch=epoch,
+                              replica_id=replica_id)
+            if r.size:
+                min_one = False
+                remaining -= r.size
+            out.append(r)
+        return out
+
     def read(
         self,
         topic: str,
@@ -671,7 +878,7 @@ class ReplicaManager:
                         list(p.replicas))
             data = FetchDataInfo(data.fetch_offset_metadata)
         elif moved:
-            self.on_high_watermark((p.topic, p.partition))
+            self.try_complete_delayed_requests((p.topic, p.partition))
         # The high watermark after this fetch's position counted: followers learn it sooner.
         return FetchResult(0, p.high_watermark, p.last_stable_offset, p.log_start_offset, data)
 
@@ -778,7 +985,7 @@ class ReplicaManager:
             self.isr_changes.add(tp)
             self.last_isr_change_ms = self.clock()
         if moved:
-            self.on_high_watermark(tp)
+            self.try_complete_delayed_requests(tp)
 
     def maybe_shrink_isrs(self) -> int:
         """The isr-expiration pass: every led partition drops followers that lag."""
@@ -791,7 +998,7 @@ class ReplicaManager:
                 if p.isr_updater is None:  # applied at once: the HW may have moved
                     self.isr_changes.add((p.topic, p.partition))
                     self.last_isr_change_ms = now
-                    self.on_high_watermark((p.topic, p.partition))
+                    self.try_complete_delayed_requests((p.topic, p.partition))
         return shrunk
 
     async def maybe_propagate_isr_changes(self, force: bool = False) -> bool:
@@ -846,6 +1053,30 @@ class ReplicaManager:
             self._check_pool.shutdown(wait=False, cancel_futures=True)
             self._check_pool = None
         self.partitions.clear()
+        # Waiting requests are not answered: their connections are closed by now.
+        self.produce_purgatory.shutdown()
+        self.fetch_purgatory.shutdown()
+        if self._owns_timer:
+            self.timer.close()
+
+
+def _satisfied(results: list[FetchResult], min_bytes: int) -> bool:
+    """A fetch answers at once with an error to tell or min_bytes (at least 1) read."""
+    total = 0
+    for r in results:
+        if r.error_code:
+            return True
+        total += r.size
+    return total >= max(min_bytes, 1)
+
+
+def _apply_isr_errors(results: ProduceResults, errors: dict[TopicPartition, int]) -> None:
+    for tp, error in errors.items():
+        if error:
+            r = results[tp]
+            results[tp] = ProduceResult(error, r.base_offset, r.log_append_time_ms,
+                                        r.log_start_offset,
+                                        error_message=ErrorCode(error).name, info=r.info)
 
 
 def _check_weight(records: Any, config: LogConfig) -> int | None:

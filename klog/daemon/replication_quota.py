@@ -14,7 +14,8 @@ by at least one sample's length (so a burst right after a quiet spell counts as 
 The quota is exceeded when that rate is above the bound. Like Kafka, a throttled replica is
 only held back while the quota is exceeded, and never when it is in sync:
 
-- the leader (klog/daemon/handlers/fetch.py) answers a follower's fetch of a throttled
+- the leader (ReplicaManager.fetch_messages, klog/daemon/replica_manager.py; and its
+  DelayedFetch, klog/daemon/delayed.py) answers a follower's fetch of a throttled
   partition with no records while its quota is exceeded and the follower is out of the
   ISR; the throttled partitions' bytes of every follower fetch response are recorded;
 - the follower (klog/daemon/replica_fetcher.py) leaves throttled partitions out of its

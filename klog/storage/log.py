@@ -991,6 +991,17 @@ class PartitionLog:
                 return info
         return FetchDataInfo(self.log_end_offset_metadata)
 
+    @_locked
+    def offset_metadata(self, offset: int) -> LogOffsetMetadata:
+        """Where ``offset`` sits: the segment and file position of the batch holding it, the
+        log end's for offsets at or past it (Kafka's convertToOffsetMetadataOrThrow, which
+        gives the high watermark and the last stable offset their positions). Reads no
+        records: the segment's boundary cache answers, else its index and batch headers."""
+        if offset >= self._log_end_offset:
+            return self.log_end_offset_metadata
+        base, position = self._position_of(offset)
+        return LogOffsetMetadata(offset, base, position)
+
     def _position_of(self, offset: int) -> tuple[int, int]:
         """(segment base, position) of the batch holding ``offset`` (or the end of log)."""
         segment = self._floor_segment(offset)

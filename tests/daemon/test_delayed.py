@@ -1,14 +1,21 @@
 """DelayedProduce in a real purgatory: completes when every partition's check says done,
 keeps each partition's error, and answers REQUEST_TIMED_OUT for what is still pending at
-the timeout; DelayedFetch completes when enough is readable."""
+the timeout. DelayedFetch completes when enough is readable, decided by comparing offsets
+(fetch position against the end its isolation may read to), and reads only on completion:
+the bytes between them on one segment against min_bytes (each partition's capped at its
+max bytes), the end on another segment, errors, throttled partitions counting nothing."""
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
+from typing import Any
 
-from klog.daemon.delayed import DelayedFetch, DelayedProduce
+from klog.daemon.delayed import DelayedFetch, DelayedProduce, FetchParams
+from klog.daemon.partition import FetchIsolation, NotLeaderOrFollowerError
 from klog.daemon.purgatory import DelayedOperationPurgatory
 from klog.protocol.errors import ErrorCode
+from klog.storage.segment import LogOffsetMetadata as Meta
 
 
 def test_delayed_produce_completes_per_partition() -> None:
@@ -60,16 +67,220 @@ def test_delayed_produce_times_out_pending_partitions() -> None:
     asyncio.run(go())
 
 
-def test_delayed_fetch_completes_when_enough() -> None:
+class Offsets:
+    """The replica manager as a DelayedFetch sees it: ends per (partition, isolation)."""
+
+    def __init__(self) -> None:
+        self.ends: dict[tuple[tuple[str, int], FetchIsolation], Meta | Exception] = {}
+        self.throttled: set[tuple[str, int]] = set()
+        self.asked: list[tuple[str, int, int, FetchIsolation]] = []
+
+    def end_offset_metadata(self, topic: str, partition: int, current_leader_epoch: int,
+                            isolation: FetchIsolation) -> Meta:
+        self.asked.append((topic, partition, current_leader_epoch, isolation))
+        end = self.ends[((topic, partition), isolation)]
+        if isinstance(end, Exception):
+            raise end
+        return end
+
+    def should_leader_throttle(self, topic: str, partition: int, replica_id: int) -> bool:
+        return (topic, partition) in self.throttled
+
+
+def _fetch(offsets: Offsets, starts: dict[tuple[str, int], Meta], *, min_bytes: int = 1,
+           replica_id: int = -1, isolation: FetchIsolation = FetchIsolation.HIGH_WATERMARK,
+           max_bytes: int = 1 << 20) -> tuple[DelayedFetch[str], list[int],
+                                              asyncio.Future[str]]:
+    """A DelayedFetch over ``starts``; the list counts its reads."""
+    reads: list[int] = []
+    done: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+
+    def read() -> str:
+        reads.append(1)
+        return "read"
+
+    params = FetchParams(replica_id, 10_000, min_bytes, 1 << 30, isolation)
+    wanted = [(t, p, m.message_offset, max_bytes, 3) for (t, p), m in starts.items()]
+    return (DelayedFetch(10_000, params, wanted, list(starts.values()), offsets, read, done),
+            reads, done)
+
+
+def _run(test: Callable[[DelayedOperationPurgatory[Any]], Any]) -> None:
     async def go() -> None:
-        purgatory: DelayedOperationPurgatory[DelayedFetch] = DelayedOperationPurgatory("Fetch")
-        enough = False
-        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        op = DelayedFetch(10_000, lambda: enough, done)
-        assert not purgatory.try_complete_else_watch(op, [("t", 0)])
-        enough = True
-        assert purgatory.check_and_complete(("t", 0)) == 1
-        await asyncio.wait_for(done, 1)
-        purgatory.shutdown()
+        purgatory: DelayedOperationPurgatory[Any] = DelayedOperationPurgatory("Fetch")
+        try:
+            await test(purgatory)
+        finally:
+            purgatory.shutdown()
 
     asyncio.run(go())
+
+
+def test_delayed_fetch_completes_when_enough() -> None:
+    async def test(purgatory: DelayedOperationPurgatory[Any]) -> None:
+        offsets = Offsets()
+        tp = ("t", 0)
+        offsets.ends[(tp, FetchIsolation.HIGH_WATERMARK)] = Meta(10, 0, 500)
+        op, reads, done = _fetch(offsets, {tp: Meta(10, 0, 500)}, min_bytes=300)
+        assert not purgatory.try_complete_else_watch(op, [tp])
+        offsets.ends[(tp, FetchIsolation.HIGH_WATERMARK)] = Meta(12, 0, 700)  # 200 bytes
+        assert purgatory.check_and_complete(tp) == 0
+        offsets.ends[(tp, FetchIsolation.HIGH_WATERMARK)] = Meta(13, 0, 800)  # 300 bytes
+        assert reads == []  # every check compared offsets; nothing was read
+        assert purgatory.check_and_complete(tp) == 1
+        assert await asyncio.wait_for(done, 1) == "read" and reads == [1]
+        assert offsets.asked[-1] == ("t", 0, 3, FetchIsolation.HIGH_WATERMARK)
+
+    _run(test)
+
+
+def test_bytes_accumulate_over_partitions_each_capped_at_its_max_bytes() -> None:
+    async def test(purgatory: DelayedOperationPurgatory[Any]) -> None:
+        offsets = Offsets()
+        a, b = ("a", 0), ("b", 1)
+        offsets.ends[(a, FetchIsolation.HIGH_WATERMARK)] = Meta(100, 0, 10_000)  # 10,000 new
+        offsets.ends[(b, FetchIsolation.HIGH_WATERMARK)] = Meta(5, 0, 0)
+        op, reads, _done = _fetch(offsets, {a: Meta(0, 0, 0), b: Meta(5, 0, 0)},
+                                  min_bytes=1500, max_bytes=1000)
+        assert not purgatory.try_complete_else_watch(op, [a, b])  # a counts 1000 only
+        offsets.ends[(b, FetchIsolation.HIGH_WATERMARK)] = Meta(6, 0, 499)
+        assert purgatory.check_and_complete(b) == 0  # 1499
+        offsets.ends[(b, FetchIsolation.HIGH_WATERMARK)] = Meta(7, 0, 500)
+        assert purgatory.check_and_complete(b) == 1 and reads == [1]
+
+    _run(test)
+
+
+def test_the_end_on_a_newer_segment_completes_the_fetch() -> None:
+    async def test(purgatory: DelayedOperationPurgatory[Any]) -> None:
+        offsets = Offsets()
+        tp = ("t", 0)
+        offsets.ends[(tp, FetchIsolation.LOG_END)] = Meta(40, 0, 9_000)
+        op, reads, _done = _fetch(offsets, {tp: Meta(40, 0, 9_000)}, min_bytes=1 << 20,
+                                  replica_id=2, isolation=FetchIsolation.LOG_END)
+        assert not purgatory.try_complete_else_watch(op, [tp])
+        # A roll with no new offset: the same end, now at the new segment's start.
+        offsets.ends[(tp, FetchIsolation.LOG_END)] = Meta(40, 40, 0)
+        assert purgatory.check_and_complete(tp) == 0
+        # One small batch on the new segment: far less than min_bytes, but the rest of
+        # the fetch offset's segment is readable.
+        offsets.ends[(tp, FetchIsolation.LOG_END)] = Meta(41, 40, 80)
+        assert purgatory.check_and_complete(tp) == 1 and reads == [1]
+
+    _run(test)
+
+
+def test_the_end_on_an_older_segment_completes_the_fetch() -> None:
+    async def test(purgatory: DelayedOperationPurgatory[Any]) -> None:
+        offsets = Offsets()
+        tp = ("t", 0)
+        offsets.ends[(tp, FetchIsolation.HIGH_WATERMARK)] = Meta(50, 40, 100)
+        op, reads, _done = _fetch(offsets, {tp: Meta(50, 40, 100)}, min_bytes=1 << 20)
+        assert not purgatory.try_complete_else_watch(op, [tp])
+        offsets.ends[(tp, FetchIsolation.HIGH_WATERMARK)] = Meta(30, 0, 5_000)  # truncated
+        assert purgatory.check_and_complete(tp) == 1 and reads == [1]
+
+    _run(test)
+
+
+def test_read_committed_waits_for_the_last_stable_offset() -> None:
+    async def test(purgatory: DelayedOperationPurgatory[Any]) -> None:
+        offsets = Offsets()
+        tp = ("t", 0)
+        offsets.ends[(tp, FetchIsolation.TXN_COMMITTED)] = Meta(7, 0, 300)
+        offsets.ends[(tp, FetchIsolation.HIGH_WATERMARK)] = Meta(20, 0, 2_000)
+        op, reads, _done = _fetch(offsets, {tp: Meta(7, 0, 300)},
+                                  isolation=FetchIsolation.TXN_COMMITTED)
+        assert not purgatory.try_complete_else_watch(op, [tp])  # the HW is past: no matter
+        offsets.ends[(tp, FetchIsolation.TXN_COMMITTED)] = Meta(21, 0, 2_100)
+        assert purgatory.check_and_complete(tp) == 1 and reads == [1]
+        assert {a[3] for a in offsets.asked} == {FetchIsolation.TXN_COMMITTED}
+
+    _run(test)
+
+
+def test_a_fetch_ahead_of_the_end_waits() -> None:
+    async def test(purgatory: DelayedOperationPurgatory[Any]) -> None:
+        offsets = Offsets()
+        tp = ("t", 0)
+        # A consumer at the log end while the high watermark lags behind it.
+        offsets.ends[(tp, FetchIsolation.HIGH_WATERMARK)] = Meta(5, 0, 500)
+        op, reads, _done = _fetch(offsets, {tp: Meta(9, 0, 900)})
+        assert not purgatory.try_complete_else_watch(op, [tp])
+        offsets.ends[(tp, FetchIsolation.HIGH_WATERMARK)] = Meta(9, 0, 900)
+        assert purgatory.check_and_complete(tp) == 0
+        offsets.ends[(tp, FetchIsolation.HIGH_WATERMARK)] = Meta(10, 0, 950)
+        assert purgatory.check_and_complete(tp) == 1 and reads == [1]
+
+    _run(test)
+
+
+def test_an_error_completes_the_fetch_for_its_read_to_answer() -> None:
+    async def test(purgatory: DelayedOperationPurgatory[Any]) -> None:
+        offsets = Offsets()
+        tp = ("t", 0)
+        offsets.ends[(tp, FetchIsolation.HIGH_WATERMARK)] = Meta(5, 0, 500)
+        op, reads, done = _fetch(offsets, {tp: Meta(5, 0, 500)})
+        assert not purgatory.try_complete_else_watch(op, [tp])
+        offsets.ends[(tp, FetchIsolation.HIGH_WATERMARK)] = NotLeaderOrFollowerError("moved")
+        assert purgatory.check_and_complete(tp) == 1
+        assert await done == "read" and reads == [1]
+
+    _run(test)
+
+
+def test_a_throttled_partition_counts_nothing() -> None:
+    async def test(purgatory: DelayedOperationPurgatory[Any]) -> None:
+        offsets = Offsets()
+        tp = ("t", 0)
+        offsets.ends[(tp, FetchIsolation.LOG_END)] = Meta(5, 0, 500)
+        offsets.throttled.add(tp)
+        op, reads, _done = _fetch(offsets, {tp: Meta(5, 0, 500)}, replica_id=2,
+                                  isolation=FetchIsolation.LOG_END)
+        assert not purgatory.try_complete_else_watch(op, [tp])
+        offsets.ends[(tp, FetchIsolation.LOG_END)] = Meta(9, 9, 50)  # even on a new segment
+        assert purgatory.check_and_complete(tp) == 0 and reads == []
+        offsets.throttled.clear()  # the quota allows it again
+        assert purgatory.check_and_complete(tp) == 1 and reads == [1]
+
+    _run(test)
+
+
+def test_a_fetch_whose_client_went_away_completes_without_reading() -> None:
+    async def test(purgatory: DelayedOperationPurgatory[Any]) -> None:
+        offsets = Offsets()
+        tp = ("t", 0)
+        offsets.ends[(tp, FetchIsolation.HIGH_WATERMARK)] = Meta(5, 0, 500)
+        op, reads, done = _fetch(offsets, {tp: Meta(5, 0, 500)})
+        assert not purgatory.try_complete_else_watch(op, [tp])
+        done.cancel()
+        assert purgatory.check_and_complete(tp) == 1
+        assert op.is_completed and reads == []
+
+    _run(test)
+
+
+def test_a_failing_final_read_reaches_the_waiting_fetch() -> None:
+    async def test(purgatory: DelayedOperationPurgatory[Any]) -> None:
+        offsets = Offsets()
+        tp = ("t", 0)
+        offsets.ends[(tp, FetchIsolation.HIGH_WATERMARK)] = Meta(5, 0, 500)
+        done: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+
+        def read() -> str:
+            raise OSError("disk gone")
+
+        params = FetchParams(-1, 10_000, 1, 1 << 20, FetchIsolation.HIGH_WATERMARK)
+        op = DelayedFetch(10_000, params, [("t", 0, 5, 1 << 20, -1)], [Meta(5, 0, 500)],
+                          offsets, read, done)
+        assert not purgatory.try_complete_else_watch(op, [tp])
+        offsets.ends[(tp, FetchIsolation.HIGH_WATERMARK)] = Meta(6, 0, 600)
+        purgatory.check_and_complete(tp)
+        try:
+            await done
+        except OSError as exc:
+            assert "disk gone" in str(exc)
+        else:
+            raise AssertionError("the read's failure was lost")
+
+    _run(test)

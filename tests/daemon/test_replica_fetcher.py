@@ -98,7 +98,7 @@ async def _produce(broker: Broker, topic: str, acks: int, *values: bytes,
     assert rm is not None
     results = rm.append_records({(topic, 0): _batch(*values)}, acks)
     if acks == -1:
-        results = await broker.wait_for_isr(results, timeout_ms)
+        results = await rm.wait_for_isr(results, timeout_ms)
     r = results[(topic, 0)]
     return r.error_code, r.base_offset
 

@@ -147,22 +147,29 @@ def test_appends_to_a_partition_keep_arrival_order(tmp_path: Path) -> None:
 
 def test_a_leader_and_isr_that_shrinks_the_isr_wakes_waiting_produces(tmp_path: Any) -> None:
     # acks=all produces wait for the high watermark; a LeaderAndIsr without a dead
-    # follower moves it, and the purgatories must hear so then, not at their timeout.
+    # follower moves it, and the produce purgatory must hear so then, not at the timeout.
     from klog.daemon.metadata_cache import PartitionState
     from klog.storage.log_manager import LogManager
 
-    moved: list[tuple[str, int]] = []
-    logs = LogManager([tmp_path])
-    manager = ReplicaManager(1, logs, lambda topic: LogConfig(), on_high_watermark=moved.append)
-    try:
-        manager.become_leader_or_follower([PartitionState("t", 0, 1, 0, (1, 2), (1, 2))])
-        manager.append_records({("t", 0): memoryview(bytearray(GOOD))}, -1)
-        assert manager.partitions[("t", 0)].high_watermark == 0 and moved == []
-        manager.become_leader_or_follower([PartitionState("t", 0, 1, 1, (1, 2), (1,))])
-        assert manager.partitions[("t", 0)].high_watermark == 2
-        assert moved == [("t", 0)]
-    finally:
-        logs.close()
+    async def go() -> None:
+        logs = LogManager([tmp_path])
+        manager = ReplicaManager(1, logs, lambda topic: LogConfig())
+        try:
+            manager.become_leader_or_follower([PartitionState("t", 0, 1, 0, (1, 2), (1, 2))])
+            waiting = await manager.produce({("t", 0): memoryview(bytearray(GOOD))}, -1,
+                                            timeout_ms=600_000)
+            assert isinstance(waiting, asyncio.Future)
+            assert manager.partitions[("t", 0)].high_watermark == 0 and not waiting.done()
+            manager.become_leader_or_follower([PartitionState("t", 0, 1, 1, (1, 2), (1,))])
+            assert manager.partitions[("t", 0)].high_watermark == 2
+            await asyncio.sleep(0)  # the future's answer is a loop callback
+            assert waiting.done()
+            assert waiting.result()[("t", 0)].error_code == 0
+        finally:
+            manager.shutdown()
+            logs.close()
+
+    asyncio.run(go())
 
 
 def test_recompression_does_not_launder_a_bad_crc() -> None:
@@ -173,3 +180,138 @@ def test_recompression_does_not_launder_a_bad_crc() -> None:
     with pytest.raises(KafkaError, match="crc") as caught:
         _validate(memoryview(damaged), LogConfig(compression_type="zstd"))
     assert caught.value.error_code == ErrorCode.CORRUPT_MESSAGE
+
+
+# -- fetch_messages: the long poll, decided by offsets ---------------------------------------
+
+
+class CountingLog:
+    """A partition's log that counts its reads; everything else goes to the real one."""
+
+    def __init__(self, plog: Any) -> None:
+        self._plog = plog
+        self.reads = 0
+
+    def read(self, *args: Any, **kwargs: Any) -> Any:
+        self.reads += 1
+        return self._plog.read(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._plog, name)
+
+
+def _value_batch(size: int, **kwargs: Any) -> bytearray:
+    return bytearray(build_batch([(NOW, None, b"v" * size)], **kwargs))
+
+
+async def _leader(tmp_path: Path, config: LogConfig) -> tuple[ReplicaManager, CountingLog]:
+    from klog.daemon.metadata_cache import PartitionState
+    from klog.storage.log_manager import LogManager
+
+    manager = ReplicaManager(1, LogManager([tmp_path]), lambda topic: config)
+    manager.become_leader_or_follower([PartitionState("t", 0, 1, 0, (1,), (1,))])
+    partition = manager.partitions[("t", 0)]
+    counting = CountingLog(partition.log)
+    partition.log = counting  # type: ignore[assignment]
+    return manager, counting
+
+
+def _close(manager: ReplicaManager) -> None:
+    manager.shutdown()
+    manager.log_manager.close()
+
+
+def _params(min_bytes: int, isolation: Any = None) -> Any:
+    from klog.daemon.delayed import FetchParams
+    from klog.daemon.partition import FetchIsolation
+
+    return FetchParams(-1, 600_000, min_bytes, 1 << 20,
+                       isolation or FetchIsolation.HIGH_WATERMARK)
+
+
+def test_a_waiting_fetch_completes_when_min_bytes_accumulate_and_reads_only_then(
+        tmp_path: Path) -> None:
+    async def go() -> None:
+        manager, log = await _leader(tmp_path, LogConfig())
+        try:
+            batch = _value_batch(250)
+            manager.append_records({("t", 0): bytearray(batch)}, 1)
+            start = log.log_end_offset
+            fetch = asyncio.ensure_future(manager.fetch_messages(
+                _params(3 * len(batch) + 1), [("t", 0, start, 1 << 20, -1)]))
+            await asyncio.sleep(0)
+            assert log.reads == 1 and manager.fetch_purgatory.delayed() == 1
+            for _ in range(3):  # three batches: one byte short of min_bytes
+                manager.append_records({("t", 0): bytearray(batch)}, 1)
+                await asyncio.sleep(0)
+                assert not fetch.done()
+            assert log.reads == 1  # each append compared offsets; nothing was read
+            manager.append_records({("t", 0): bytearray(batch)}, 1)
+            (result,) = await asyncio.wait_for(fetch, 30)
+            assert log.reads == 2
+            assert result.error_code == 0 and result.size == 4 * len(batch)
+            assert result.data is not None and result.data.fetch_offset_metadata[0] == start
+        finally:
+            _close(manager)
+
+    asyncio.run(go())
+
+
+def test_a_waiting_fetch_completes_when_the_end_moves_to_a_new_segment(
+        tmp_path: Path) -> None:
+    async def go() -> None:
+        batch = _value_batch(250)
+        manager, log = await _leader(tmp_path, LogConfig(segment_bytes=3 * len(batch)))
+        try:
+            for _ in range(3):  # the first segment, full
+                manager.append_records({("t", 0): bytearray(batch)}, 1)
+            assert log.number_of_segments == 1
+            start = log.log_end_offset
+            fetch = asyncio.ensure_future(manager.fetch_messages(
+                _params(1 << 20), [("t", 0, start, 1 << 20, -1)]))
+            await asyncio.sleep(0)
+            assert log.reads == 1 and not fetch.done()
+            manager.append_records({("t", 0): bytearray(batch)}, 1)  # rolls
+            assert log.number_of_segments == 2
+            (result,) = await asyncio.wait_for(fetch, 30)
+            # Far below min_bytes, but the end left the fetch offset's segment.
+            assert log.reads == 2 and result.size == len(batch)
+        finally:
+            _close(manager)
+
+    asyncio.run(go())
+
+
+def test_a_read_committed_fetch_waits_for_the_last_stable_offset(tmp_path: Path) -> None:
+    from klog.daemon.partition import FetchIsolation
+    from tests.storage.batches import build_control_batch
+
+    async def go() -> None:
+        manager, log = await _leader(tmp_path, LogConfig())
+        try:
+            tp = ("t", 0)
+            open_txn = _value_batch(100, producer_id=7, producer_epoch=0, base_sequence=0,
+                                    is_transactional=True)
+            assert manager.append_records({tp: open_txn}, 1)[tp].error_code == 0
+            partition = manager.partitions[tp]
+            assert partition.last_stable_offset == 0 and partition.high_watermark == 1
+            fetch = asyncio.ensure_future(manager.fetch_messages(
+                _params(1, FetchIsolation.TXN_COMMITTED), [("t", 0, 0, 1 << 20, -1)]))
+            await asyncio.sleep(0)
+            assert log.reads == 1 and not fetch.done()
+            # The high watermark moves, the last stable offset does not: still waiting.
+            manager.append_records({tp: _value_batch(100)}, 1)
+            await asyncio.sleep(0)
+            assert partition.high_watermark == 2 and not fetch.done() and log.reads == 1
+            marker = bytearray(build_control_batch(0, commit=True, producer_id=7,
+                                                   producer_epoch=0))
+            assert manager.append_records({tp: marker}, 1, origin="coordinator")[tp] \
+                .error_code == 0
+            (result,) = await asyncio.wait_for(fetch, 30)
+            assert partition.last_stable_offset == 3
+            assert log.reads == 2 and result.error_code == 0
+            assert result.size == len(open_txn) + len(_value_batch(100)) + len(marker)
+        finally:
+            _close(manager)
+
+    asyncio.run(go())

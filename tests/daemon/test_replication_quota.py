@@ -9,6 +9,7 @@ import asyncio
 import os
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -268,20 +269,21 @@ def test_a_held_back_partition_resumes_when_the_bound_is_lifted(tmp_path: Path) 
 def test_a_held_back_fetch_waits_only_until_the_quota_allows_it() -> None:
     from types import SimpleNamespace
 
-    from klog.daemon.handlers.fetch import _throttled_wait
+    from klog.daemon.replica_manager import ReplicaManager
 
     clock = FakeClock()
     quota = ReplicationQuotaManager("LeaderReplication", 1000, clock=clock)
     quota.mark_throttled("t")
     parts = {("t", 0): SimpleNamespace(isr=(1, 2)), ("u", 0): SimpleNamespace(isr=(1,))}
-    broker = SimpleNamespace(replica_manager=SimpleNamespace(partitions=parts))
+    rm: Any = SimpleNamespace(partitions=parts)
+    _throttled_wait = ReplicaManager._throttled_wait
     wanted = [("t", 0, 0, 1 << 20, -1), ("u", 0, 0, 1 << 20, -1)]
-    assert _throttled_wait(broker, quota, wanted, 3, 500) == 500  # not exceeded
+    assert _throttled_wait(rm, quota, wanted, 3, 500) == 500  # not exceeded
     quota.record(1250)
     clock.now += 1.0  # 1250 bytes in 1 s: at the bound 0.25 s from now
-    assert _throttled_wait(broker, quota, wanted, 3, 500) == 250  # out of sync: held
-    assert _throttled_wait(broker, quota, wanted, 2, 500) == 500  # in sync: not held
-    assert _throttled_wait(broker, quota, wanted[1:], 3, 500) == 500  # nothing throttled
+    assert _throttled_wait(rm, quota, wanted, 3, 500) == 250  # out of sync: held
+    assert _throttled_wait(rm, quota, wanted, 2, 500) == 500  # in sync: not held
+    assert _throttled_wait(rm, quota, wanted[1:], 3, 500) == 500  # nothing throttled
     quota.record(10_000)
-    assert _throttled_wait(broker, quota, wanted, 3, 500) == 500  # never beyond max_wait
-    assert _throttled_wait(broker, quota, wanted, 3, 20_000) == 10_250
+    assert _throttled_wait(rm, quota, wanted, 3, 500) == 500  # never beyond max_wait
+    assert _throttled_wait(rm, quota, wanted, 3, 20_000) == 10_250

@@ -592,8 +592,7 @@ class GroupMetadataManager:
         acks = self.config.offsets_commit_required_acks
         results = rm.append_records({tp: builder.build()}, acks, origin="coordinator")
         if acks == -1:
-            results = await self.broker.wait_for_isr(results,
-                                                     self.config.offsets_commit_timeout_ms)
+            results = await rm.wait_for_isr(results, self.config.offsets_commit_timeout_ms)
         code = results[tp].error_code
         try:
             return ErrorCode(code)

@@ -1,11 +1,12 @@
 """Produce: append each partition's record batches on its leader.
 
-acks must be 0, 1 or -1 (else INVALID_REQUIRED_ACKS for every partition). acks=0 gets no
-response at all, as in Kafka. acks=-1 waits in the produce purgatory until the ISR has the
-data (immediately when the ISR is the leader alone) or the request timeout passes; while it
-waits, the connection goes on with the producer's next requests (a ``Deferred`` answer).
-The append itself may wait too, for a heavy record check done off the event loop
-(ReplicaManager.append_records_from_client); the connection's next request waits for it.
+Decode, one call, encode: ``ReplicaManager.produce`` validates, appends and, for acks=-1,
+waits in its produce purgatory until the ISR has the data (immediately when the ISR is the
+leader alone) or the request timeout passes. acks must be 0, 1 or -1 (else
+INVALID_REQUIRED_ACKS for every partition). acks=0 gets no response at all, as in Kafka.
+While an acks=-1 produce waits for the ISR, the connection goes on with the producer's
+next requests (a ``Deferred`` answer). The append itself may wait too, for a heavy record
+check done off the event loop; the connection's next request waits for that.
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ from klog.protocol.produce import PartitionResponse
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    broker = ctx.broker
     acks = request.acks
     entries: dict[tuple[str, int], Any] = {}
     order: list[tuple[str, list[int]]] = []
@@ -40,19 +40,20 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         results = {tp: (int(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED), None)
                    for tp in entries}
         return _response(ctx, order, results)
-    assert broker.replica_manager is not None  # set in Broker.start(), before any listener accepts
-    appended = await broker.replica_manager.append_records_from_client(entries, acks)
+    rm = ctx.broker.replica_manager
+    assert rm is not None  # set before the listeners open
+    # The timeout matters to acks=-1 only (converting it costs as much as a small append).
+    timeout_ms = as_millis(request.timeout) if acks == -1 else 0
+    appended = await rm.produce(entries, acks, timeout_ms)
+    if not isinstance(appended, dict):
+        # acks=-1: answered once the ISR has it; meanwhile the connection reads the
+        # producer's next request (responses still go out in request order).
+        return Deferred(_after(ctx, order, appended))
     if acks == 0:
         # Kafka closes the connection so that an acks=0 producer notices failures.
         if any(r.error_code for r in appended.values()) and ctx.connection is not None:
             ctx.connection.close()
         return None
-    if acks == -1:
-        waiting = broker.isr_waiter(appended, as_millis(request.timeout))
-        if waiting is not None:
-            # Answered once the ISR has it; meanwhile the connection reads the producer's
-            # next request (responses still go out in request order).
-            return Deferred(_after(ctx, order, waiting))
     return _response(ctx, order, {tp: (r.error_code, r) for tp, r in appended.items()})
 
 

@@ -1,0 +1,109 @@
+"""The Fetch handler with a fake replica manager, no socket: decode, one call
+(``ReplicaManager.fetch_messages``) with the request's parameters, encode (record data as
+the replica manager's regions, errors and offsets per partition); sessions are declined."""
+
+from __future__ import annotations
+
+import asyncio
+from types import SimpleNamespace
+from typing import Any
+
+from klog.daemon.delayed import FetchParams
+from klog.daemon.handlers import RequestContext
+from klog.daemon.handlers.fetch import handle
+from klog.daemon.partition import FetchIsolation
+from klog.daemon.replica_manager import FetchResult
+from klog.protocol import apis
+from klog.protocol.entities import build
+from klog.protocol.errors import ErrorCode
+from klog.protocol.framing import RequestHeader
+from tests.daemon.wire import batch
+
+VERSION = 11
+FETCH = 1
+DATA = batch(3)
+
+
+class Region:
+    """Record data as the replica manager hands it: a region the connection sends."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        self.size = len(data)
+
+
+class FakeReplicaManager:
+    def __init__(self) -> None:
+        self.calls: list[tuple[FetchParams, list[Any]]] = []
+
+    async def fetch_messages(self, params: FetchParams, wanted: list[Any]
+                             ) -> list[FetchResult]:
+        self.calls.append((params, wanted))
+        out = []
+        for topic, partition, _offset, _max, _epoch in wanted:
+            if topic == "gone":
+                out.append(FetchResult(int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)))
+            else:
+                out.append(FetchResult(0, 30 + partition, 20 + partition, 5,
+                                       Region(DATA), []))  # type: ignore[arg-type]
+        return out
+
+
+def _ctx(rm: FakeReplicaManager) -> RequestContext:
+    broker: Any = SimpleNamespace(replica_manager=rm,
+                                  config=SimpleNamespace(fetch_max_bytes=50_000))
+    return RequestContext(RequestHeader(FETCH, VERSION, 3, "test", 1), broker, None)
+
+
+def _request(replica_id: int = -1, isolation_level: int = 1, session_id: int = 0) -> Any:
+    values = {
+        "replica_id": replica_id, "max_wait": 500, "min_bytes": 100, "max_bytes": 1 << 20,
+        "isolation_level": isolation_level, "session_id": session_id, "session_epoch": -1,
+        "topics": [{"topic": "t", "partitions": [
+            {"partition": p, "current_leader_epoch": 4, "fetch_offset": 10 * p,
+             "log_start_offset": -1, "partition_max_bytes": 1000} for p in (0, 1)]},
+            {"topic": "gone", "partitions": [
+                {"partition": 0, "current_leader_epoch": -1, "fetch_offset": 0,
+                 "log_start_offset": -1, "partition_max_bytes": 1000}]}],
+        "forgotten_topics_data": [], "rack_id": "",
+    }
+    entity = build(apis.spec_for(FETCH).request_entity(VERSION), values)
+    return apis.decode_request(FETCH, VERSION, apis.encode_request(entity))
+
+
+def _decoded(chunks: list[Any]) -> Any:
+    body = b"".join(c.data if isinstance(c, Region) else c for c in chunks)
+    return apis.decode_response(FETCH, VERSION, body)
+
+
+def test_one_call_with_the_requests_parameters_and_its_results_encoded() -> None:
+    rm = FakeReplicaManager()
+    response = _decoded(asyncio.run(handle(_ctx(rm), _request())))
+    ((params, wanted),) = rm.calls
+    assert params == FetchParams(replica_id=-1, max_wait_ms=500, min_bytes=100,
+                                 max_bytes=50_000,  # bounded by fetch.max.bytes
+                                 isolation=FetchIsolation.TXN_COMMITTED)
+    assert wanted == [("t", 0, 0, 1000, 4), ("t", 1, 10, 1000, 4), ("gone", 0, 0, 1000, -1)]
+    parts = {(t.topic, p.partition_index): p for t in response.responses for p in t.partitions}
+    assert parts[("t", 1)].error_code == 0
+    assert (parts[("t", 1)].high_watermark, parts[("t", 1)].last_stable_offset,
+            parts[("t", 1)].log_start_offset) == (31, 21, 5)
+    assert bytes(parts[("t", 1)].records) == DATA
+    assert parts[("gone", 0)].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    assert not parts[("gone", 0)].records
+
+
+def test_a_followers_fetch_reads_to_the_log_end() -> None:
+    rm = FakeReplicaManager()
+    asyncio.run(handle(_ctx(rm), _request(replica_id=2, isolation_level=0)))
+    params = rm.calls[0][0]
+    assert params.replica_id == 2 and params.isolation is FetchIsolation.LOG_END
+    asyncio.run(handle(_ctx(rm), _request(isolation_level=0)))
+    assert rm.calls[1][0].isolation is FetchIsolation.HIGH_WATERMARK
+
+
+def test_a_fetch_session_is_declined_without_reading() -> None:
+    rm = FakeReplicaManager()
+    response = _decoded(asyncio.run(handle(_ctx(rm), _request(session_id=9))))
+    assert response.error_code == ErrorCode.FETCH_SESSION_ID_NOT_FOUND
+    assert response.session_id == 0 and rm.calls == []
