@@ -150,6 +150,8 @@ class Broker:
             isr_store=MetastoreIsrStore(self.metastore),
             replica_lag_time_max_ms=config.get("replica.lag.time.max.ms"),
             leader_quota=self.replication_quotas.leader,
+            fetch_purge_interval=config.get("fetch.purgatory.purge.interval.requests"),
+            produce_purge_interval=config.get("producer.purgatory.purge.interval.requests"),
         )
         self.fetcher_manager = ReplicaFetcherManager.from_config(
             self.broker_id, self.replica_manager, self._replication_endpoint, config,

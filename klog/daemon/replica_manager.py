@@ -226,6 +226,8 @@ class ReplicaManager:
         replica_lag_time_max_ms: int = 30_000,
         timer: Timer | None = None,
         leader_quota: ReplicationQuotaManager | None = None,
+        fetch_purge_interval: int = 1000,
+        produce_purge_interval: int = 1000,
     ) -> None:
         self.broker_id = broker_id
         self.log_manager = log_manager
@@ -235,9 +237,9 @@ class ReplicaManager:
         self._owns_timer = timer is None
         self.timer = Timer() if timer is None else timer
         self.fetch_purgatory: DelayedOperationPurgatory[DelayedFetch[list[FetchResult]]] = \
-            DelayedOperationPurgatory("Fetch", self.timer)
+            DelayedOperationPurgatory("Fetch", self.timer, fetch_purge_interval)
         self.produce_purgatory: DelayedOperationPurgatory[DelayedProduce] = \
-            DelayedOperationPurgatory("Produce", self.timer)
+            DelayedOperationPurgatory("Produce", self.timer, produce_purge_interval)
         self.replica_lag_time_max_ms = replica_lag_time_max_ms
         self.partitions: dict[TopicPartition, Partition] = {}
         # Partitions whose log could not be created here, with the reason (an OSError's

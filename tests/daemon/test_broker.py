@@ -202,3 +202,16 @@ def test_invalid_topic_names(tmp_path: Path, name: str) -> None:
     with pytest.raises(AdminError) as info:
         validate_topic_name(name)
     assert info.value.error_code == ErrorCode.INVALID_TOPIC_EXCEPTION
+
+
+def test_purgatories_take_their_purge_intervals_from_the_config(tmp_path: Path) -> None:
+    async def go() -> None:
+        async with running(tmp_path, **{"fetch.purgatory.purge.interval.requests": "7",
+                                        "producer.purgatory.purge.interval.requests": "11"}
+                           ) as broker:
+            rm = broker.replica_manager
+            assert rm is not None
+            assert rm.fetch_purgatory.purge_interval == 7
+            assert rm.produce_purgatory.purge_interval == 11
+
+    run(go)
