@@ -747,6 +747,13 @@ class ReplicaManager:
                             isolation: FetchIsolation) -> LogOffsetMetadata:
         """DelayedFetch's check: where a fetch of ``isolation`` may read up to (Kafka's
         fetchOffsetSnapshot); the KafkaError its read would answer, if any."""
+        return self._leader_for_fetch(topic, partition, current_leader_epoch
+                                      ).end_offset_metadata(isolation)
+
+    def _leader_for_fetch(self, topic: str, partition: int,
+                          current_leader_epoch: int) -> Partition:
+        """The partition a fetch reads, as Kafka checks it: hosted here, then the epoch
+        the client names (when it names one), then leadership."""
         p = self.partitions.get((topic, partition))
         if p is None:
             raise UnknownTopicOrPartitionError(f"{topic}-{partition} is not hosted")
@@ -754,7 +761,7 @@ class ReplicaManager:
             p.check_leader_epoch(current_leader_epoch)
         if not p.is_leader:
             raise NotLeaderOrFollowerError(f"not the leader of {topic}-{partition}")
-        return p.end_offset_metadata(isolation)
+        return p
 
     def should_leader_throttle(self, topic: str, partition: int, replica_id: int) -> bool:
         """Kafka's shouldLeaderThrottle: a throttled partition, the leader's quota exceeded,
@@ -838,14 +845,7 @@ class ReplicaManager:
         follower (up to the log end offset). A ``replica_id`` >= 0 also records that
         follower's position (its fetch offset) on the leader, as Kafka does after the read."""
         try:
-            p = self.partitions.get((topic, partition_index))
-            if p is None:
-                raise UnknownTopicOrPartitionError(f"{topic}-{partition_index} is not hosted")
-            # Kafka checks the epoch the client names first, then leadership.
-            if current_leader_epoch >= 0:
-                p.check_leader_epoch(current_leader_epoch)
-            if not p.is_leader:
-                raise NotLeaderOrFollowerError(f"not the leader of {topic}-{partition_index}")
+            p = self._leader_for_fetch(topic, partition_index, current_leader_epoch)
             if replica_id >= 0:
                 return self._read_for_follower(p, replica_id, fetch_offset, max_bytes,
                                                min_one_message)
