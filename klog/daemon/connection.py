@@ -135,7 +135,7 @@ class Connection(asyncio.Protocol):
     def __init__(self, server: Server, listener_name: str, address: str | None = None
                  ) -> None:
         self.server = server
-        self.broker = server.broker
+        self.services = server.services
         self.listener_name = listener_name
         # The peer's address as the connection limits count it; None: not counted.
         self.address = address
@@ -416,7 +416,7 @@ class Connection(asyncio.Protocol):
             log.error("no handler for api key %d", header.api_key)
             self.close()
             return None
-        handling = handler(RequestContext(header, self.broker, self), request)
+        handling = handler(RequestContext(header, self.services, self), request)
         try:
             waits_on = handling.send(None)
         except StopIteration as done:

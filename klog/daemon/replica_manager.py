@@ -45,6 +45,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+import os
 import struct
 import time
 from collections.abc import Awaitable, Callable, Iterable, Iterator
@@ -209,6 +210,24 @@ class FetchResult:
 
 
 ProduceResults = dict[TopicPartition, ProduceResult]
+
+
+@dataclass(slots=True)
+class ReplicaInfo:
+    """One partition's log in a log dir, as DescribeLogDirs reports it."""
+
+    partition: int
+    size: int
+    offset_lag: int  # log end behind the high watermark; -1 for a log no replica serves
+
+
+@dataclass(slots=True)
+class LogDirInfo:
+    log_dir: str
+    error_code: int = 0
+    total_bytes: int = -1
+    usable_bytes: int = -1
+    topics: dict[str, list[ReplicaInfo]] | None = None
 
 
 class ReplicaManager:
@@ -395,6 +414,39 @@ class ReplicaManager:
         if not p.is_leader:
             raise NotLeaderOrFollowerError(f"not the leader of {topic}-{partition}")
         return p
+
+    # -- log dirs ---------------------------------------------------------------------------
+
+    def describe_log_dirs(self, wanted: set[TopicPartition] | None) -> list[LogDirInfo]:
+        """Per log dir, the partitions it holds (those in ``wanted``, or all) with their
+        sizes, and the file system's total and usable bytes. As Kafka: a requested topic
+        listed in a dir without any of the requested partitions still appears, with none.
+        Blocking (statvfs, directory sizes): a worker thread."""
+        hosted = set(self.partitions)
+        lm = self.log_manager
+        by_dir: dict[str, dict[str, list[ReplicaInfo]]] = {}
+        for tp, plog in sorted(lm.all_logs().items()):
+            held_in = lm.log_dir_of(*tp)
+            if held_in is None:
+                continue
+            parts = by_dir.setdefault(os.path.abspath(held_in), {}).setdefault(tp[0], [])
+            if wanted is not None and tp not in wanted:
+                continue
+            lag = max(plog.high_watermark - plog.log_end_offset, 0) if tp in hosted else -1
+            parts.append(ReplicaInfo(tp[1], plog.size, lag))
+        results = []
+        for log_dir in dict.fromkeys(os.path.abspath(d) for d in lm.log_dirs):
+            try:
+                st = os.statvfs(log_dir)
+            except OSError:
+                results.append(LogDirInfo(log_dir, int(ErrorCode.KAFKA_STORAGE_ERROR)))
+                continue
+            topics = by_dir.get(log_dir, {})
+            if wanted is not None:
+                topics = {t: p for t, p in topics.items() if any(w[0] == t for w in wanted)}
+            results.append(LogDirInfo(log_dir, 0, st.f_blocks * st.f_frsize,
+                                      st.f_bavail * st.f_frsize, topics))
+        return results
 
     # -- produce ----------------------------------------------------------------------------
 

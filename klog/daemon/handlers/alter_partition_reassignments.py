@@ -13,8 +13,8 @@ from klog.protocol.errors import ErrorCode
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    controller = ctx.broker.controller
-    if controller is None or not controller.active:
+    controller = ctx.services.controller
+    if not controller.active:
         return ctx.respond({"throttle_time": 0, "error_code": int(ErrorCode.NOT_CONTROLLER),
                             "error_message": None, "responses": []})
     targets: dict[tuple[str, int], list[int] | None] = {}

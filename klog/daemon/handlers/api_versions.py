@@ -12,10 +12,7 @@ from klog.daemon.handlers import RequestContext
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    if ctx.connection:
-        advertised = ctx.connection.server.advertised
-    else:
-        from klog.protocol.apis import ADVERTISED as advertised
+    advertised = ctx.services.api_versions
     return ctx.respond({
         "error_code": 0,
         "api_keys": [

@@ -14,11 +14,11 @@ from klog.protocol.errors import ErrorCode
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    if not ctx.broker.controller_identity.cluster_action_allowed():
+    if not ctx.services.controller_identity.cluster_action_allowed():
         return ctx.respond({"error_code": int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED),
                             "remaining_partitions": []})
-    controller = ctx.broker.controller
-    if controller is None or not controller.active:
+    controller = ctx.services.controller
+    if not controller.active:
         return ctx.respond({"error_code": int(ErrorCode.NOT_CONTROLLER),
                             "remaining_partitions": []})
     error, remaining = await controller.controlled_shutdown(

@@ -12,7 +12,7 @@ from klog.protocol.errors import ErrorCode
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    admin = ctx.broker.admin
+    admin = ctx.services.admin
     names = list(dict.fromkeys(t.name for t in request.topics))
     if not admin.is_controller:
         results = {n: ApiError.of(ErrorCode.NOT_CONTROLLER) for n in names}

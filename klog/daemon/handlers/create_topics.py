@@ -16,7 +16,7 @@ from klog.protocol.errors import ErrorCode
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    admin = ctx.broker.admin
+    admin = ctx.services.admin
     names = list(dict.fromkeys(t.name for t in request.topics))
     if not admin.is_controller:
         results = {n: TopicResult(int(ErrorCode.NOT_CONTROLLER)) for n in names}

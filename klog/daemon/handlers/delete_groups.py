@@ -12,7 +12,7 @@ from klog.protocol.errors import ErrorCode
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    coordinator = ctx.broker.group_coordinator
+    coordinator = ctx.services.group_coordinator
     names = list(request.groups_names)
     if coordinator is None:
         results = dict.fromkeys(names, ErrorCode.COORDINATOR_NOT_AVAILABLE)

@@ -23,7 +23,7 @@ _UNSET = -2**31
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    cache = ctx.broker.metadata_cache
+    cache = ctx.services.metadata_cache
     endpoint_type = getattr(request, "endpoint_type", ENDPOINT_BROKER)
     base: dict[str, Any] = {
         "throttle_time": 0,

@@ -19,7 +19,7 @@ from klog.protocol.errors import ErrorCode
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    coordinator = ctx.broker.group_coordinator
+    coordinator = ctx.services.group_coordinator
     operations = (GROUP_AUTHORIZED_OPERATIONS
                   if getattr(request, "include_authorized_operations", False)
                   else AUTHORIZED_OPERATIONS_OMITTED)

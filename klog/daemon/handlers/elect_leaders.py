@@ -30,10 +30,10 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     if request.topic_partitions is not None:
         tps = list(dict.fromkeys((t.topic, int(p)) for t in request.topic_partitions
                                  for p in t.partitions))
-    controller = ctx.broker.controller
+    controller = ctx.services.controller
     top = 0
     results: dict[tuple[str, int], tuple[int, str | None]]
-    if controller is None or not controller.active:
+    if not controller.active:
         top = int(ErrorCode.NOT_CONTROLLER) if tps is None else 0
         results = {tp: (int(ErrorCode.NOT_CONTROLLER), None) for tp in tps or []}
     elif election_type not in (0, 1):

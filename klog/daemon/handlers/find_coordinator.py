@@ -40,9 +40,9 @@ async def _find(ctx: RequestContext, key_type: int, key: str) -> dict[str, Any]:
         return _answer(key, ErrorCode.COORDINATOR_NOT_AVAILABLE)
     if key_type != GROUP:
         return _answer(key, ErrorCode.INVALID_REQUEST, f"Unknown coordinator type: {key_type}")
-    broker = ctx.broker
-    manager = broker.group_manager
-    cache = broker.metadata_cache
+    services = ctx.services
+    manager = services.group_manager
+    cache = services.metadata_cache
     if not cache.contains_topic(OFFSETS_TOPIC):
         await manager.ensure_offsets_topic()
     state = cache.partition_state(OFFSETS_TOPIC, manager.partition_for(key))

@@ -9,7 +9,7 @@ from klog.protocol.errors import ErrorCode
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    coordinator = ctx.broker.group_coordinator
+    coordinator = ctx.services.group_coordinator
     if coordinator is None:
         error = ErrorCode.COORDINATOR_NOT_AVAILABLE
     else:

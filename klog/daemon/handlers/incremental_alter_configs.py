@@ -12,7 +12,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     resources = [(r.resource_type, r.resource_name,
                   [(c.name, c.config_operation, c.value) for c in r.configs])
                  for r in request.resources]
-    results = await ctx.broker.admin.incremental_alter_configs(
+    results = await ctx.services.admin.incremental_alter_configs(
         resources, validate_only=request.validate_only)
     return ctx.respond({
         "throttle_time": 0,

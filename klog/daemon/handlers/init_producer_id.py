@@ -50,11 +50,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         if transactional_id == "":
             return _error(ctx, ErrorCode.INVALID_REQUEST)
         return _error(ctx, ErrorCode.COORDINATOR_NOT_AVAILABLE)
-    manager = getattr(ctx.broker, "producer_ids", None)
-    if manager is None:  # not started yet (or shutting down)
-        return _error(ctx, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
     try:
-        new_id = await manager.generate_producer_id()
+        new_id = await ctx.services.producer_ids.generate_producer_id()
     except KafkaError as exc:
         log.warning("InitProducerId from %s: %s", ctx.header.client_id, exc)
         return _error(ctx, exc.error_code)

@@ -24,7 +24,7 @@ def client_host(ctx: RequestContext) -> str:
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     version = ctx.api_version
-    coordinator = ctx.broker.group_coordinator
+    coordinator = ctx.services.group_coordinator
     session_timeout_ms = as_millis(request.session_timeout)
     rebalance = getattr(request, "rebalance_timeout", None)
     rebalance_timeout_ms = session_timeout_ms if rebalance is None else as_millis(rebalance)

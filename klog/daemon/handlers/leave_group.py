@@ -14,7 +14,7 @@ from klog.protocol.errors import ErrorCode
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    coordinator = ctx.broker.group_coordinator
+    coordinator = ctx.services.group_coordinator
     if ctx.api_version >= 3:
         members = [(m.member_id, m.group_instance_id) for m in request.members]
     else:

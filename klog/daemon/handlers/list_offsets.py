@@ -19,8 +19,7 @@ MAX_TIMESTAMP = -3
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    rm = ctx.broker.replica_manager
-    assert rm is not None  # set in Broker.start(), before any listener accepts
+    rm = ctx.services.replica_manager
     committed = getattr(request, "isolation_level", 0) == 1
     from_follower = request.replica_id >= 0
     topics = []

@@ -18,8 +18,8 @@ _INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    broker = ctx.broker
-    cache = broker.metadata_cache
+    services = ctx.services
+    cache = services.metadata_cache
     version = ctx.api_version
     topics_req = request.topics
     if topics_req is None or (version == 0 and not topics_req):
@@ -33,8 +33,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     if requested:
         missing = [n for n in dict.fromkeys(names) if not cache.contains_topic(n)]
         if missing:
-            errors = await broker.admin.auto_create_topics(
-                missing, allowed=allow_auto and broker.config.auto_create_topics_enable
+            errors = await services.admin.auto_create_topics(
+                missing, allowed=allow_auto and services.config.current.auto_create_topics_enable
             )
     topics = [_topic(cache, name, errors.get(name, 0), ctx.listener_name)
               for name in dict.fromkeys(names)]

@@ -24,8 +24,8 @@ DEFAULT_RETENTION_TIME = -1
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    coordinator = ctx.broker.group_coordinator
-    cache = ctx.broker.metadata_cache
+    coordinator = ctx.services.group_coordinator
+    cache = ctx.services.metadata_cache
     now = int(time.time() * 1000)
     retention = getattr(request, "retention_time", None)
     retention_ms = DEFAULT_RETENTION_TIME if retention is None else as_millis(retention)

@@ -14,8 +14,8 @@ from klog.protocol.errors import ErrorCode
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    coordinator = ctx.broker.group_coordinator
-    cache = ctx.broker.metadata_cache
+    coordinator = ctx.services.group_coordinator
+    cache = ctx.services.metadata_cache
     errors: dict[tuple[str, int], ErrorCode] = {}
     wanted: list[tuple[str, int]] = []
     order: list[tuple[str, int]] = []

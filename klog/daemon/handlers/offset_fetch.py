@@ -62,7 +62,7 @@ def _fetch_group(manager: GroupMetadataManager, group_id: str, topics: Any,
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    manager = ctx.broker.group_manager
+    manager = ctx.services.group_manager
     version = ctx.api_version
     if version >= 8:
         groups = []

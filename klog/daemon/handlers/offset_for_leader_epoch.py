@@ -18,8 +18,7 @@ from klog.daemon.handlers import RequestContext
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    rm = ctx.broker.replica_manager
-    assert rm is not None  # set in Broker.start(), before any listener accepts
+    rm = ctx.services.replica_manager
     topics = []
     for topic in request.topics:
         parts = []

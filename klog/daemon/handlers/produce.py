@@ -40,8 +40,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         results = {tp: (int(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED), None)
                    for tp in entries}
         return _response(ctx, order, results)
-    rm = ctx.broker.replica_manager
-    assert rm is not None  # set before the listeners open
+    rm = ctx.services.replica_manager
     # The timeout matters to acks=-1 only (converting it costs as much as a small append).
     timeout_ms = as_millis(request.timeout) if acks == -1 else 0
     appended = await rm.produce(entries, acks, timeout_ms)

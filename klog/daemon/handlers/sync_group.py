@@ -13,7 +13,7 @@ from klog.protocol.errors import ErrorCode
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    coordinator = ctx.broker.group_coordinator
+    coordinator = ctx.services.group_coordinator
     protocol_type = getattr(request, "protocol_type", None)
     protocol_name = getattr(request, "protocol_name", None)
     if coordinator is None:
