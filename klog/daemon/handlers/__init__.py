@@ -65,7 +65,7 @@ class BrokerServices:
     control_requests: ControlRequestReceiver
     #: The APIs and versions this broker announces and serves (Kafka's ApiVersionManager):
     #: a standalone broker leaves out the inter-broker control APIs.
-    api_versions: Mapping[int, apis.VersionRange] = apis.ADVERTISED
+    api_versions: Mapping[int, apis.VersionRange]
 
 
 @dataclass(slots=True)

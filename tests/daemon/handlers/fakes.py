@@ -8,6 +8,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from klog.daemon.handlers import BrokerServices, RequestContext
+from klog.protocol import apis
 from klog.protocol.framing import RequestHeader
 
 
@@ -15,6 +16,7 @@ def services(config: dict[str, Any] | None = None, **components: Any) -> BrokerS
     """``config``: the broker config attributes the handler reads (as ``config.current``)."""
     given: dict[str, Any] = {f.name: None for f in dataclasses.fields(BrokerServices)}
     given["broker_id"] = 0
+    given["api_versions"] = apis.ADVERTISED
     given["config"] = SimpleNamespace(current=SimpleNamespace(**(config or {})))
     given.update(components)
     return BrokerServices(**given)
