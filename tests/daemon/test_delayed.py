@@ -15,7 +15,7 @@ from klog.daemon.delayed import DelayedFetch, DelayedProduce, FetchParams
 from klog.daemon.partition import FetchIsolation, NotLeaderOrFollowerError
 from klog.daemon.purgatory import DelayedOperationPurgatory
 from klog.protocol.errors import ErrorCode
-from klog.storage.segment import LogOffsetMetadata as Meta
+from klog.storage.values import LogOffsetMetadata as Meta
 
 
 def test_delayed_produce_completes_per_partition() -> None:
