@@ -379,7 +379,11 @@ def record_columns(
     timestamp_deltas, offset_deltas, _, key_sizes, _, value_sizes, headers, _, _ = zip(
         *rows, strict=True
     )
-    header_keys = tuple([tuple([h[0] for h in hs]) if hs else () for hs in headers])
+    # Records without headers share one empty tuple, which is also their keys.
+    header_keys = (
+        tuple([tuple([h[0] for h in hs]) if hs else () for hs in headers])
+        if any(headers) else headers
+    )
     base_offset = header.base_offset or 0
     offsets = list(map(add, offset_deltas, repeat(base_offset, count)))
     if header.timestamp_type is TimestampType.LOG_APPEND_TIME:
@@ -426,15 +430,7 @@ def decode_record_fields(
     checks are ``walk_records``'; CorruptRecordError names the batch by ``base_offset``.
     The Python reference of klog/spark/_columns.c's ``decode_v2`` (Spark's export).
     """
-    keys: list[bytes | None] = []
-    values: list[bytes | None] = []
-    offsets: list[int] = []
-    timestamps: list[int] = []
-    headers: list[tuple[Header, ...]] = []
-    k_append, v_append, o_append, t_append = (
-        keys.append, values.append, offsets.append, timestamps.append)
     whole = base_offset >= start and last_offset < end
-    past_end = False
     rows: list[RecordFieldsRow] = []
     try:
         walk_records(data, count, base_offset, rows, "offset")
@@ -444,6 +440,15 @@ def decode_record_fields(
         limit = max(start, end) - base_offset
         if whole or all(row[1] < limit for row in rows):
             raise
+    keys: list[bytes | None] = []
+    values: list[bytes | None] = []
+    offsets: list[int] = []
+    timestamps: list[int] = []
+    headers: list[tuple[Header, ...]] = []
+    k_append, v_append, o_append, t_append = (
+        keys.append, values.append, offsets.append, timestamps.append)
+    past_end = False
+    # One loop appending to four lists (measured faster than columns by zip here).
     for (ts_delta, offset_delta, key_pos, key_size, value_pos, value_size, record_headers,
          _, _) in rows:
         offset = base_offset + offset_delta
