@@ -15,26 +15,15 @@ from klog.daemon.group.coordinator import (
     GROUP_AUTHORIZED_OPERATIONS,
 )
 from klog.daemon.handlers import RequestContext
-from klog.protocol.errors import ErrorCode
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    coordinator = ctx.services.group_coordinator
     operations = (GROUP_AUTHORIZED_OPERATIONS
                   if getattr(request, "include_authorized_operations", False)
                   else AUTHORIZED_OPERATIONS_OMITTED)
-    groups = []
-    if coordinator is None:
-        for group_id in request.groups:
-            groups.append({"error_code": int(ErrorCode.COORDINATOR_NOT_AVAILABLE),
-                           "group_id": group_id, "group_state": "", "protocol_type": "",
-                           "protocol_data": "", "members": [],
-                           "authorized_operations": operations})
-    else:
-        for d in coordinator.describe_groups(request.groups):
-            groups.append({
-                "error_code": int(d.error), "group_id": d.group_id, "group_state": d.state,
-                "protocol_type": d.protocol_type, "protocol_data": d.protocol_data,
-                "members": list(d.members), "authorized_operations": operations,
-            })
+    groups = [{
+        "error_code": int(d.error), "group_id": d.group_id, "group_state": d.state,
+        "protocol_type": d.protocol_type, "protocol_data": d.protocol_data,
+        "members": list(d.members), "authorized_operations": operations,
+    } for d in ctx.services.group_coordinator.describe_groups(request.groups)]
     return ctx.respond({"throttle_time": 0, "groups": groups})

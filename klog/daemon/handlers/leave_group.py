@@ -14,15 +14,11 @@ from klog.protocol.errors import ErrorCode
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    coordinator = ctx.services.group_coordinator
     if ctx.api_version >= 3:
         members = [(m.member_id, m.group_instance_id) for m in request.members]
     else:
         members = [(request.member_id, None)]
-    if coordinator is None:
-        top, errors = ErrorCode.COORDINATOR_NOT_AVAILABLE, []
-    else:
-        top, errors = coordinator.leave_group(request.group_id, members)
+    top, errors = ctx.services.group_coordinator.leave_group(request.group_id, members)
     if ctx.api_version < 3 and top == ErrorCode.NONE:
         top = next((e for e in errors if e != ErrorCode.NONE), ErrorCode.NONE)
     return ctx.respond({

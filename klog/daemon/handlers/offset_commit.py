@@ -48,16 +48,13 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 expire_timestamp=expire,
             )
     if offsets:
-        if coordinator is None:
-            errors.update(dict.fromkeys(offsets, ErrorCode.COORDINATOR_NOT_AVAILABLE))
-        else:
-            errors.update(await coordinator.commit_offsets(
-                request.group_id,
-                request.generation_id_or_member_epoch,
-                request.member_id,
-                getattr(request, "group_instance_id", None),
-                offsets,
-            ))
+        errors.update(await coordinator.commit_offsets(
+            request.group_id,
+            request.generation_id_or_member_epoch,
+            request.member_id,
+            getattr(request, "group_instance_id", None),
+            offsets,
+        ))
     topics: dict[str, list[tuple[int, int]]] = {}
     for tp in dict.fromkeys(order):
         topics.setdefault(tp[0], []).append((tp[1], int(errors[tp])))

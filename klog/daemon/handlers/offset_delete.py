@@ -27,11 +27,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             else:
                 wanted.append(tp)
-    if coordinator is None:
-        group_error = ErrorCode.COORDINATOR_NOT_AVAILABLE
-    else:
-        group_error, deleted = await coordinator.delete_offsets(request.group_id, wanted)
-        errors.update(deleted)
+    group_error, deleted = await coordinator.delete_offsets(request.group_id, wanted)
+    errors.update(deleted)
     if group_error != ErrorCode.NONE:
         return ctx.respond({"error_code": int(group_error), "throttle_time": 0, "topics": []})
     topics: dict[str, list[dict[str, Any]]] = {}

@@ -16,8 +16,6 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     coordinator = ctx.services.group_coordinator
     protocol_type = getattr(request, "protocol_type", None)
     protocol_name = getattr(request, "protocol_name", None)
-    if coordinator is None:
-        return _respond(ctx, ErrorCode.COORDINATOR_NOT_AVAILABLE)
     if ctx.api_version >= 5 and (protocol_type is None or protocol_name is None):
         return _respond(ctx, ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
     result = await coordinator.sync_group(
