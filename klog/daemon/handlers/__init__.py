@@ -38,6 +38,14 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
+#: A decoded request: the kio entity of its api and version. kio makes one class per
+#: version, so no single type names them all; a handler reads the fields of its versions.
+Request = Any
+#: What a handler returns (module docstring): a kio response entity, a list of chunks,
+#: None, or a Deferred.
+Response = Any
+
+
 class ClientConnection(Protocol):
     """The connection a request came on, as a handler sees it (klog/daemon/connection.py)."""
 
@@ -108,7 +116,7 @@ class Deferred:
     response: Awaitable[Any]
 
 
-Handler = Callable[[RequestContext, Any], Awaitable[Any]]
+Handler = Callable[[RequestContext, Request], Awaitable[Response]]
 
 # api_key -> module defining ``handle``; imported when the broker starts.
 _MODULES: dict[int, str] = {

@@ -6,13 +6,11 @@ refuses targets of another length (INVALID_REPLICATION_FACTOR)."""
 
 from __future__ import annotations
 
-from typing import Any
-
-from klog.daemon.handlers import RequestContext
+from klog.daemon.handlers import Request, RequestContext, Response
 from klog.protocol.errors import ErrorCode
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: Request) -> Response:
     controller = ctx.services.controller
     if not controller.active:
         return ctx.respond({"throttle_time": 0, "error_code": int(ErrorCode.NOT_CONTROLLER),

@@ -7,13 +7,11 @@ that check are the controller's, Controller.controlled_shutdown)."""
 
 from __future__ import annotations
 
-from typing import Any
-
-from klog.daemon.handlers import RequestContext
+from klog.daemon.handlers import Request, RequestContext, Response
 from klog.protocol.errors import ErrorCode
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: Request) -> Response:
     if not ctx.services.controller_identity.cluster_action_allowed():
         return ctx.respond({"error_code": int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED),
                             "remaining_partitions": []})

@@ -5,12 +5,10 @@ A group with members is NON_EMPTY_GROUP; one nobody knows is GROUP_ID_NOT_FOUND.
 
 from __future__ import annotations
 
-from typing import Any
-
-from klog.daemon.handlers import RequestContext
+from klog.daemon.handlers import Request, RequestContext, Response
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: Request) -> Response:
     names = list(request.groups_names)
     results = await ctx.services.group_coordinator.delete_groups(names)
     return ctx.respond({

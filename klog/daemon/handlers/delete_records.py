@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from klog.daemon.handlers import RequestContext
+from klog.daemon.handlers import Request, RequestContext, Response
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: Request) -> Response:
     offsets = {(t.name, p.partition_index): p.offset
                for t in request.topics for p in t.partitions}
     results = await ctx.services.admin.delete_records(offsets)

@@ -12,12 +12,12 @@ import uuid
 from typing import Any
 
 from klog.daemon.admin import ZERO_UUID, ApiError
-from klog.daemon.handlers import RequestContext
+from klog.daemon.handlers import Request, RequestContext, Response
 from klog.protocol.entities import as_millis
 from klog.protocol.errors import ErrorCode
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: Request) -> Response:
     services = ctx.services
     version = ctx.api_version
     # (name or None, topic id or None, error or None), in request order

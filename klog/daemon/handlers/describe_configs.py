@@ -7,10 +7,10 @@ from __future__ import annotations
 from typing import Any
 
 from klog.daemon.config import ConfigEntry
-from klog.daemon.handlers import RequestContext
+from klog.daemon.handlers import Request, RequestContext, Response
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: Request) -> Response:
     synonyms = bool(getattr(request, "include_synonyms", False))
     documentation = bool(getattr(request, "include_documentation", False))
     results = await ctx.services.admin.describe_configs(

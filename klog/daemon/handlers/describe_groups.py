@@ -9,17 +9,15 @@ error (a NOT_COORDINATOR group keeps INT32_MIN).
 
 from __future__ import annotations
 
-from typing import Any
-
 from klog.daemon.group.coordinator import (
     AUTHORIZED_OPERATIONS_OMITTED,
     GROUP_AUTHORIZED_OPERATIONS,
 )
-from klog.daemon.handlers import RequestContext
+from klog.daemon.handlers import Request, RequestContext, Response
 from klog.protocol.errors import ErrorCode
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: Request) -> Response:
     operations = (GROUP_AUTHORIZED_OPERATIONS
                   if getattr(request, "include_authorized_operations", False)
                   else AUTHORIZED_OPERATIONS_OMITTED)

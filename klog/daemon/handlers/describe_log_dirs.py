@@ -10,12 +10,11 @@ partitions still appears, with none.
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
-from klog.daemon.handlers import RequestContext
+from klog.daemon.handlers import Request, RequestContext, Response
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: Request) -> Response:
     wanted: set[tuple[str, int]] | None = None
     if request.topics is not None:
         wanted = {(t.topic, p) for t in request.topics for p in t.partitions}

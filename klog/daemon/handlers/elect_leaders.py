@@ -19,12 +19,12 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from klog.daemon.handlers import RequestContext
+from klog.daemon.handlers import Request, RequestContext, Response
 from klog.protocol.entities import as_millis
 from klog.protocol.errors import ErrorCode
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: Request) -> Response:
     election_type = int(getattr(request, "election_type", 0))
     tps: list[tuple[str, int]] | None = None
     if request.topic_partitions is not None:

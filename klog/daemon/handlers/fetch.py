@@ -21,7 +21,7 @@ from __future__ import annotations
 from typing import Any
 
 from klog.daemon.delayed import FetchKey, FetchParams
-from klog.daemon.handlers import RequestContext
+from klog.daemon.handlers import Request, RequestContext, Response
 from klog.daemon.partition import FetchIsolation
 from klog.daemon.replica_manager import FetchResult
 from klog.protocol.entities import as_millis
@@ -34,7 +34,7 @@ _HW = FetchIsolation.HIGH_WATERMARK
 _TXN_COMMITTED = FetchIsolation.TXN_COMMITTED
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: Request) -> Response:
     version = ctx.api_version
     session_id = getattr(request, "session_id", 0)
     if session_id != 0:

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from klog.daemon.handlers import RequestContext
+from klog.daemon.handlers import Request, RequestContext, Response
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: Request) -> Response:
     error = ctx.services.group_coordinator.heartbeat(
         request.group_id, request.member_id, getattr(request, "group_instance_id", None),
         request.generation_id)

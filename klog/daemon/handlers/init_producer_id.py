@@ -31,7 +31,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from klog.daemon.handlers import RequestContext
+from klog.daemon.handlers import Request, RequestContext, Response
 from klog.protocol.errors import ErrorCode, KafkaError
 
 log = logging.getLogger(__name__)
@@ -40,7 +40,7 @@ NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: Request) -> Response:
     producer_id = getattr(request, "producer_id", NO_PRODUCER_ID)  # v3+
     producer_epoch = getattr(request, "producer_epoch", NO_PRODUCER_EPOCH)
     if (producer_id == NO_PRODUCER_ID) != (producer_epoch == NO_PRODUCER_EPOCH):

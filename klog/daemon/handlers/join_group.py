@@ -9,9 +9,7 @@ host is the peer address as Kafka prints it ("/127.0.0.1").
 
 from __future__ import annotations
 
-from typing import Any
-
-from klog.daemon.handlers import RequestContext
+from klog.daemon.handlers import Request, RequestContext, Response
 from klog.protocol.entities import as_millis
 
 
@@ -21,7 +19,7 @@ def client_host(ctx: RequestContext) -> str:
     return "/" + host
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: Request) -> Response:
     version = ctx.api_version
     coordinator = ctx.services.group_coordinator
     session_timeout_ms = as_millis(request.session_timeout)

@@ -10,10 +10,10 @@ from typing import Any
 
 from klog.daemon.controller import receiver
 from klog.daemon.controller.identity import UnverifiableRequest
-from klog.daemon.handlers import RequestContext
+from klog.daemon.handlers import Request, RequestContext, Response
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: Request) -> Response:
     services = ctx.services
     states, topic_ids = receiver.request_partition_states(request)
     try:

@@ -7,13 +7,11 @@ when the request as a whole succeeded.
 
 from __future__ import annotations
 
-from typing import Any
-
-from klog.daemon.handlers import RequestContext
+from klog.daemon.handlers import Request, RequestContext, Response
 from klog.protocol.errors import ErrorCode
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: Request) -> Response:
     if ctx.api_version >= 3:
         members = [(m.member_id, m.group_instance_id) for m in request.members]
     else:

@@ -3,12 +3,10 @@ case-insensitively; the state is in the answer)."""
 
 from __future__ import annotations
 
-from typing import Any
-
-from klog.daemon.handlers import RequestContext
+from klog.daemon.handlers import Request, RequestContext, Response
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: Request) -> Response:
     error, groups = ctx.services.group_coordinator.list_groups(
         getattr(request, "states_filter", ()) or ())
     return ctx.respond({

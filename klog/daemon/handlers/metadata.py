@@ -17,14 +17,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from klog.daemon.handlers import RequestContext
+from klog.daemon.handlers import Request, RequestContext, Response
 from klog.daemon.metadata_cache import MetadataCache
 from klog.protocol.errors import ErrorCode
 
 _INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: Request) -> Response:
     services = ctx.services
     cache = services.metadata_cache
     version = ctx.api_version

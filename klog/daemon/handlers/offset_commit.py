@@ -12,10 +12,9 @@ one-partition commit kio's schema walk cost more than the commit.
 from __future__ import annotations
 
 import time
-from typing import Any
 
 from klog.daemon.group.metadata_manager import OffsetAndMetadata
-from klog.daemon.handlers import RequestContext
+from klog.daemon.handlers import Request, RequestContext, Response
 from klog.protocol.entities import as_millis
 from klog.protocol.errors import ErrorCode
 from klog.protocol.offset_commit import encode_offset_commit_response
@@ -23,7 +22,7 @@ from klog.protocol.offset_commit import encode_offset_commit_response
 DEFAULT_RETENTION_TIME = -1
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: Request) -> Response:
     coordinator = ctx.services.group_coordinator
     cache = ctx.services.metadata_cache
     now = int(time.time() * 1000)

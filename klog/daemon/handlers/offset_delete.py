@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from klog.daemon.handlers import RequestContext
+from klog.daemon.handlers import Request, RequestContext, Response
 from klog.protocol.errors import ErrorCode
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: Request) -> Response:
     coordinator = ctx.services.group_coordinator
     cache = ctx.services.metadata_cache
     errors: dict[tuple[str, int], ErrorCode] = {}

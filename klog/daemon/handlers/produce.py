@@ -14,14 +14,14 @@ from __future__ import annotations
 from collections.abc import Awaitable
 from typing import Any
 
-from klog.daemon.handlers import Deferred, RequestContext
+from klog.daemon.handlers import Deferred, Request, RequestContext, Response
 from klog.protocol import produce
 from klog.protocol.entities import as_millis
 from klog.protocol.errors import ErrorCode
 from klog.protocol.produce import PartitionResponse
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: Request) -> Response:
     acks = request.acks
     entries: dict[tuple[str, int], Any] = {}
     order: list[tuple[str, list[int]]] = []

@@ -4,13 +4,11 @@ request deletes and stops nothing). Fencing lives in klog/daemon/controller/rece
 
 from __future__ import annotations
 
-from typing import Any
-
 from klog.daemon.controller.identity import UnverifiableRequest
-from klog.daemon.handlers import RequestContext
+from klog.daemon.handlers import Request, RequestContext, Response
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: Request) -> Response:
     partitions: list[tuple[tuple[str, int], int, bool]] = []
     delete = bool(getattr(request, "delete_partitions", False))
     for p in getattr(request, "ungrouped_partitions", ()):

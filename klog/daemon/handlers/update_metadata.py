@@ -8,11 +8,11 @@ from typing import Any
 
 from klog.daemon.controller import receiver
 from klog.daemon.controller.identity import UnverifiableRequest
-from klog.daemon.handlers import RequestContext
+from klog.daemon.handlers import Request, RequestContext, Response
 from klog.daemon.metadata_cache import BrokerEndpoint, BrokerInfo
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: Request) -> Response:
     try:
         error = await ctx.services.controller_identity.check(int(request.controller_id),
                                                              int(request.controller_epoch))
