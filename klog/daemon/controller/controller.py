@@ -21,8 +21,9 @@ import asyncio
 import contextlib
 import logging
 import time
+import uuid
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from klog.daemon.config_changes import read_entity_config
 from klog.daemon.controller import channel, identity, leader_balance, reassignment, receiver
@@ -38,6 +39,8 @@ from klog.daemon.metastore.base import (
     SessionExpiredError,
     SetOp,
     WatchedEvent,
+    Watcher,
+    ZnodeStat,
 )
 from klog.daemon.tasks import answer, returning, stop_task
 from klog.protocol.errors import ErrorCode
@@ -50,6 +53,9 @@ if TYPE_CHECKING:
     from klog.storage.log_manager import LogManager
 
 log = logging.getLogger(__name__)
+
+_P = ParamSpec("_P")
+_T = TypeVar("_T")
 
 LEADER_AND_ISR, STOP_REPLICA, UPDATE_METADATA = 4, 5, 6
 #: New partitions announced per LeaderAndIsr/UpdateMetadata step (see _send_new_partitions).
@@ -168,7 +174,7 @@ class Controller:
         self._queue.put_nowait(("controlled_shutdown", (broker_id, broker_epoch, future)))
         return await future
 
-    def _watcher(self, kind: str, arg: Any = None) -> Any:
+    def _watcher(self, kind: str, arg: object = None) -> Watcher:
         loop = self._loop
         assert loop is not None
 
@@ -235,7 +241,8 @@ class Controller:
         elif kind == "reassign_isr":
             await self.reassignments.on_isr_watch(arg)
 
-    async def _call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+    async def _call(self, fn: Callable[_P, _T], *args: _P.args, **kwargs: _P.kwargs) -> _T:
+        """A blocking metastore call, made in a worker thread."""
         return await asyncio.to_thread(fn, *args, **kwargs)
 
     # -- election ---------------------------------------------------------------------------
@@ -582,7 +589,7 @@ class Controller:
                 stat = self._write_state(path, s)
             self.states[(s.topic, s.partition)] = _replace(s, zk_version=stat.version)
 
-    def _write_state(self, path: str, s: PartitionState) -> Any:
+    def _write_state(self, path: str, s: PartitionState) -> ZnodeStat:
         return self.store.set(path, paths.LeaderIsrAndControllerEpoch(
             leader=s.leader, leader_epoch=s.leader_epoch, isr=tuple(s.isr),
             controller_epoch=s.controller_epoch).encode(), version=s.zk_version)
@@ -850,7 +857,7 @@ class Controller:
             await self.control_requests.prepare_logs(step)
             self._send(step)
 
-    def _topic_ids(self) -> dict[str, Any]:
+    def _topic_ids(self) -> dict[str, uuid.UUID]:
         return {t: a.topic_id for t, a in self.topics.items() if a.topic_id is not None}
 
     def _send_leader_and_isr(self, broker_id: int, states: list[PartitionState]) -> None:

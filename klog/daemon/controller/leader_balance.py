@@ -49,6 +49,7 @@ from klog.daemon.metastore.base import (
     NoNodeError,
     SessionExpiredError,
     SetOp,
+    Watcher,
 )
 from klog.daemon.tasks import answer, returning
 from klog.protocol.errors import ErrorCode
@@ -205,7 +206,7 @@ class LeaderBalancer:
 
     # -- /admin/preferred_replica_election
 
-    def _watch(self) -> Any:
+    def _watch(self) -> Watcher:
         return self.controller._watcher(PREFERRED_REPLICA_ELECTION)
 
     async def _on_znode(self) -> None:
