@@ -45,7 +45,7 @@ from klog.daemon.connection_quotas import ConnectionQuotas, normalize_address
 if TYPE_CHECKING:
     from klog.daemon.config import Endpoint
     from klog.daemon.config.dynamic import DynamicBrokerConfig
-    from klog.daemon.handlers import BrokerServices
+    from klog.daemon.handlers import BrokerServices, Handler
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +74,7 @@ class Server:
     """The listeners and their connections; each request goes to its handler in
     ``handlers`` with ``services``, the broker's components."""
 
-    def __init__(self, dynamic_config: DynamicBrokerConfig, handlers: Mapping[int, Any],
+    def __init__(self, dynamic_config: DynamicBrokerConfig, handlers: Mapping[int, Handler],
                  services: BrokerServices) -> None:
         config = dynamic_config.current
         self.config = dynamic_config
@@ -151,6 +151,8 @@ class Server:
         acceptor.pause(retry_after=1.0 if wait == math.inf else wait)
         return False
 
+    # peer, address: Any as the socket module has them (a tuple for IPv4 and IPv6, whose
+    # length differs; a str for a Unix socket).
     def accepted(self, acceptor: Acceptor, sock: socket.socket, peer: Any) -> None:
         """A socket ``acceptor`` has just accepted: count it, then serve it or close it."""
         address = normalize_address(str(peer[0])) if isinstance(peer, tuple) else str(peer)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import importlib
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -116,7 +116,8 @@ class Deferred:
     response: Awaitable[Any]
 
 
-Handler = Callable[[RequestContext, Request], Awaitable[Response]]
+# A coroutine function: the connection starts it with send(None) outside any task.
+Handler = Callable[[RequestContext, Request], Coroutine[Any, Any, Response]]
 
 # api_key -> module defining ``handle``; imported when the broker starts.
 _MODULES: dict[int, str] = {
