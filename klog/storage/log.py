@@ -131,6 +131,10 @@ _SPECIAL_DIR_RE = re.compile(
 )
 
 
+class SegmentsChangedError(RuntimeError):
+    """``replace_segments`` found the segments it should replace changed (nothing done)."""
+
+
 @dataclass(frozen=True, slots=True)
 class PartitionDirName:
     """What a partition directory's name says: topic, partition and its state."""
@@ -1143,6 +1147,37 @@ class PartitionLog:
                 self.producer_state.on_log_start_offset_incremented(new_start)
             self.producer_state.delete_snapshots_before(self._base_offsets[0])
         return count
+
+    @_locked
+    def replace_segments(
+        self, new_segment: LogSegment, old_segments: list[tuple[LogSegment, int]]
+    ) -> None:
+        """Swap a cleaned segment in for ``old_segments`` (segment, size when it was read),
+        crash-safely (Kafka's LocalLog.replaceSegments).
+
+        ``new_segment`` is complete and flushed, its files suffixed ``.cleaned``. Steps,
+        each a rename: ``.cleaned`` -> ``.swap`` (from here a restart completes the swap,
+        see ``_remove_temp_files_and_resolve_swaps``); the old segments leave the log and
+        become ``.deleted`` (removed after file.delete.delay.ms: a fetch may still be
+        sending from them); ``.swap`` -> live. Raises SegmentsChangedError, changing
+        nothing, when an old segment was deleted, truncated or replaced since it was read
+        (retention or truncation ran meanwhile).
+        """
+        for segment, size in old_segments:
+            if self._segments.get(segment.base_offset) is not segment or segment.size != size:
+                raise SegmentsChangedError(
+                    f"segment {segment.base_offset} of {self.dir.name} changed during cleaning"
+                )
+        if old_segments and old_segments[-1][0] is self.active_segment:
+            raise SegmentsChangedError(f"the active segment of {self.dir.name} cannot be replaced")
+        new_segment.change_file_suffixes(CLEANED_FILE_SUFFIX, SWAP_FILE_SUFFIX)
+        fsync_dir(self.dir)
+        for segment, _size in old_segments:
+            self._remove_segment(segment.base_offset)
+            self._schedule_delete(segment)
+        new_segment.change_file_suffixes(SWAP_FILE_SUFFIX, "")
+        self._add_segment(new_segment)
+        fsync_dir(self.dir)
 
     @_locked
     def delete_pending(self, now_ms: int | None = None) -> int:
