@@ -44,6 +44,11 @@ def md5(data: Buffer) -> bytes:
     return hashlib.md5(data).digest()
 
 
+def _wrap(value: int) -> int:
+    """int64 arithmetic as C and Java do it (wrapping)."""
+    return ((value + 2**63) & _MASK64) - 2**63
+
+
 def _first_slot(key_hash: bytes, slots: int) -> tuple[int, int]:
     h1 = int.from_bytes(key_hash[:8], "little")
     h2 = int.from_bytes(key_hash[8:16], "little") | 1
@@ -159,7 +164,7 @@ def map_records(
     read then counts the records before it."""
     last_put = -1
     for read, rec in enumerate(_records(data, count)):
-        offset = base_offset + rec.offset_delta
+        offset = _wrap(base_offset + rec.offset_delta)
         if rec.key_len >= 0 and offset >= start_offset:
             if size >= max_size:
                 return size, read, last_put, True
@@ -227,7 +232,7 @@ def filter_records(
     tomb_kept = tomb_removed = invalid = 0
     first_ts = True
     for rec in _records(data, count):
-        offset = base_offset + rec.offset_delta
+        offset = _wrap(base_offset + rec.offset_delta)
         keep = True
         if offset <= latest_offset:
             if rec.key_len < 0:
@@ -245,7 +250,7 @@ def filter_records(
         kept_count += 1
         if rec.value_len < 0:
             tomb_kept += 1
-        timestamp = base_timestamp + rec.ts_delta
+        timestamp = _wrap(base_timestamp + rec.ts_delta)
         if first_ts or timestamp > max_ts:
             max_ts, offset_of_max = timestamp, offset
             first_ts = False
@@ -263,7 +268,7 @@ def rebase_timestamps(data: Buffer, count: int, shift: int) -> bytes:
         rest_start = rec.ts_end
         body = (
             bytes(data[rec.ts_start - 1 : rec.ts_start])
-            + write_varlong(rec.ts_delta + shift)
+            + write_varlong(_wrap(rec.ts_delta + shift))
             + bytes(data[rest_start : rec.end])
         )
         out += write_varint(len(body))
