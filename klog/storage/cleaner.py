@@ -79,9 +79,10 @@ from klog.storage.checkpoints import (
     read_offset_checkpoint,
     write_offset_checkpoint,
 )
+from klog.storage.files import CLEANED_FILE_SUFFIX
 from klog.storage.index import OFFSET_INDEX_ENTRY_SIZE, TIME_INDEX_ENTRY_SIZE
 from klog.storage.log import PartitionLog, SegmentsChangedError
-from klog.storage.segment import CLEANED_FILE_SUFFIX, LogSegment
+from klog.storage.segment import LogSegment
 from klog.storage.walk import BatchWalk
 
 # The C twin of cleaner_py; absent without a compiler, or skipped with KLOG_PURE_PYTHON=1.
