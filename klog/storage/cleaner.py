@@ -1072,13 +1072,13 @@ def _wall_clock_ms() -> int:
 class CleanerCheckpoints:
     """The ``cleaner-offset-checkpoint`` file of each log dir (first dirty offset per partition).
 
-    Thread-safe (one lock for all dirs): the cleaner threads update it after each
-    cleaning, the broker removes partitions it deletes or moves. Written atomically
-    (temporary file, fsync, rename) in Kafka's offset checkpoint format.
+    Thread-safe, across instances too (one lock in the process for all of them and all
+    dirs): the cleaner threads update it after each cleaning, LogManager.delete_log removes
+    partitions it deletes. Written atomically (temporary file, fsync, rename) in Kafka's
+    offset checkpoint format.
     """
 
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
+    _lock = threading.Lock()
 
     def read(self, log_dir: Path | str) -> dict[TopicPartition, int]:
         """The dir's checkpoint ({} when missing)."""
