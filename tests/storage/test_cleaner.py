@@ -347,29 +347,58 @@ def test_tombstones_stay_until_delete_retention_after_their_first_cleaning(
 
 
 def test_legacy_tombstones_follow_the_segment_age(tmp_path: Path) -> None:
-    """v0/v1 data has no delete horizon: Kafka's rule by the last clean segment's mtime."""
-    log = make_log(tmp_path, segment_bytes=10_000)
-    for n, records in enumerate([[(T0, b"a", b"1")], [(T0, b"a", None), (T0, b"b", b"1")]]):
-        log.append_as_follower(
-            build_legacy_message_set(records, magic=1, base_offset=log.log_end_offset)
-        )
-        log.roll()
-        del n
-    log.append_as_follower(build_legacy_message_set([(T0, b"z", b"1")], magic=1,
-                                                    base_offset=log.log_end_offset))
+    """v0/v1 data has no delete horizon: a tombstone goes once its segment was last
+    modified delete.retention.ms before the last clean segment (Kafka's legacy rule)."""
+
+    def setup(name: str) -> PartitionLog:
+        log = make_log(tmp_path / name, segment_bytes=10_000)
+        for records in (
+            [(T0, b"b", b"1"), (T0, b"a", None)],  # segment 0: clean, with a tombstone
+            [(T0, b"x", b"1")],  # segment 2: the last clean segment
+            [(T0, b"c", b"1")],  # segment 3: dirty
+        ):
+            log.append_as_follower(
+                build_legacy_message_set(records, magic=1, base_offset=log.log_end_offset)
+            )
+            log.roll()
+        log.update_high_watermark(log.log_end_offset)
+        segs = log.segments
+        segs[0].set_last_modified(T0)
+        segs[1].set_last_modified(T0 + DAY)
+        segs[2].set_last_modified(T0 + DAY)
+        return log
+
+    old_enough = setup("removed")
+    stats = clean(old_enough, checkpoint=3, retention=1000)
+    assert latest(read_all(old_enough)) == {b"b": b"1", b"x": b"1", b"c": b"1"}
+    assert stats.tombstones_removed == 1
+    no_damage(old_enough)
+    young = setup("kept")
+    clean(young, checkpoint=3, retention=2 * DAY)
+    assert latest(read_all(young)) == {b"b": b"1", b"a": None, b"x": b"1", b"c": b"1"}
+
+
+@pytest.mark.parametrize("magic", [0, 1])
+def test_legacy_compressed_wrappers_are_rebuilt(tmp_path: Path, magic: int) -> None:
+    log = make_log(tmp_path)
+    log.append_as_follower(build_legacy_message_set(
+        [(T0, b"a", b"1"), (T0 + 1, b"b", b"1"), (T0 + 2, b"a", b"2"), (T0 + 3, b"c", b"1")],
+        magic=magic, compression=CompressionType.GZIP,
+    ))
+    log.roll()
+    log.append_as_follower(build_legacy_message_set([(T0, b"c", b"2")], magic=magic,
+                                                    base_offset=4))
+    log.roll()
     log.update_high_watermark(log.log_end_offset)
-    segs = log.segments
-    segs[0].set_last_modified(T0)
-    segs[1].set_last_modified(T0 + DAY)
-    # Nothing clean yet: the horizon is 0 and every segment is newer: tombstones stay.
-    stats = clean(log, retention=1000)
-    assert latest(read_all(log)) == {b"a": None, b"b": b"1", b"z": b"1"}
-    # Now the clean section ends at a segment modified a day later than the tombstone's:
-    # the tombstone's segment is older than that minus delete.retention.ms.
-    log.segments[0].set_last_modified(T0)
-    clean(log, checkpoint=stats.end_offset, retention=1000)
-    assert latest(read_all(log))[b"a"] is None  # still within the clean segment itself
-    del stats
+    clean(log)
+    after = read_all(log)
+    assert [(r.offset, r.key, r.value) for r in after] == [
+        (1, b"b", b"1"), (2, b"a", b"2"), (4, b"c", b"2")
+    ]
+    if magic == 1:
+        assert [r.timestamp for r in after[:2]] == [T0 + 1, T0 + 2]
+    assert batches(log)[0][0].compression_id == CompressionType.GZIP
+    no_damage(log)
 
 
 def test_last_batch_of_an_active_producer_stays_empty(tmp_path: Path) -> None:
