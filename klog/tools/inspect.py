@@ -54,6 +54,7 @@ whole run and refuses to start if a broker holds it.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import functools
@@ -470,6 +471,12 @@ def _held_lock(log_dir: Path | None) -> Iterator[None]:
         yield
     finally:
         os.close(fd)  # releases both locks
+
+
+def held_lock(log_dir: Path | None) -> contextlib.AbstractContextManager[None]:
+    """Hold ``log_dir``'s ``.lock`` as a broker would for a block, or raise
+    LogDirLockedError: the check every offline tool that writes makes (recover, compact)."""
+    return _held_lock(log_dir)
 
 
 def log_dir_is_locked(path: Path | str) -> bool:
