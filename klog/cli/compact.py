@@ -10,7 +10,9 @@ formats of ``klog.daemon.metastore``; the standalone store is read here without 
 
 from __future__ import annotations
 
+import base64
 import json
+import struct
 import sys
 import zlib
 from pathlib import Path
@@ -57,48 +59,56 @@ class MetadataError(Exception):
     pass
 
 
+_SNAPSHOT_HEADER = struct.Struct(">QI")  # payload length, crc32 (local.py's docstring)
+_RECORD_HEADER = struct.Struct(">II")
+
+
 def read_local_nodes(directory: Path) -> dict[str, bytes]:
     """Path -> data of every node of a standalone metadata store, read-only.
 
-    The format is klog.daemon.metastore.local's (snapshot, then journal records above it);
-    a torn journal tail is ignored as the store itself would drop it.
+    The format is the one klog.daemon.metastore.local documents (snapshot, then journal
+    records above its zxid; payloads JSON, node data base64). Read here with its public
+    constants only, without opening the store: opening takes its lock and journals the
+    expiry of dead sessions. A damaged journal record ends the reading there, as the store
+    drops a torn tail.
     """
-    from klog.daemon.metastore import local
+    from klog.daemon.metastore.local import JOURNAL_MAGIC, MAX_RECORD_BYTES, SNAPSHOT_MAGIC
 
     nodes: dict[str, bytes] = {}
     snapshot = directory / "snapshot"
     zxid = 0
     if snapshot.exists():
         raw = snapshot.read_bytes()
-        head = len(local.SNAPSHOT_MAGIC) + local._SNAPSHOT_HEADER.size
-        if raw[: len(local.SNAPSHOT_MAGIC)] != local.SNAPSHOT_MAGIC or len(raw) < head:
+        head = len(SNAPSHOT_MAGIC) + _SNAPSHOT_HEADER.size
+        if len(raw) < head or raw[: len(SNAPSHOT_MAGIC)] != SNAPSHOT_MAGIC:
             raise MetadataError(f"{snapshot} is not a klog metadata snapshot")
-        length, crc = local._SNAPSHOT_HEADER.unpack_from(raw, len(local.SNAPSHOT_MAGIC))
+        length, crc = _SNAPSHOT_HEADER.unpack_from(raw, len(SNAPSHOT_MAGIC))
         body = raw[head:]
         if length != len(body) or zlib.crc32(body) != crc:
             raise MetadataError(f"{snapshot} is damaged")
         doc = json.loads(body)
         zxid = doc["zxid"]
         for entry in doc["nodes"]:
-            nodes[entry[0]] = local._unb64(entry[1])
+            nodes[entry[0]] = base64.b64decode(entry[1])
     journal = directory / "journal"
-    if journal.exists():
-        raw = journal.read_bytes()
-        view = memoryview(raw)
-        pos = len(local.JOURNAL_MAGIC)
-        while pos < len(raw):
-            record, _why = local.LocalMetadataStore._parse_record(view, pos)
-            if record is None:
-                break
-            length, doc = record
-            pos += local._RECORD_HEADER.size + length
-            if doc.get("z", 0) <= zxid:
-                continue
-            for op in doc.get("ops", []):
-                if op[0] in ("c", "s"):
-                    nodes[op[1]] = local._unb64(op[2])
-                elif op[0] == "d":
-                    nodes.pop(op[1], None)
+    raw = journal.read_bytes() if journal.exists() else b""
+    pos = len(JOURNAL_MAGIC)
+    while pos + _RECORD_HEADER.size <= len(raw):
+        length, crc = _RECORD_HEADER.unpack_from(raw, pos)
+        payload = raw[pos + _RECORD_HEADER.size : pos + _RECORD_HEADER.size + length]
+        if not 0 < length <= MAX_RECORD_BYTES or len(payload) != length or (
+            zlib.crc32(payload) != crc
+        ):
+            break
+        pos += _RECORD_HEADER.size + length
+        doc = json.loads(payload)
+        if doc.get("z", 0) <= zxid:
+            continue
+        for op in doc.get("ops", []):
+            if op[0] in ("c", "s"):
+                nodes[op[1]] = base64.b64decode(op[2])
+            elif op[0] == "d":
+                nodes.pop(op[1], None)
     return nodes
 
 
