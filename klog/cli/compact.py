@@ -27,7 +27,6 @@ from klog.cli import console
 # The directory a standalone broker keeps its metadata in, beside its partitions
 # (klog.daemon.broker.METASTORE_DIR; not imported: that module pulls in the whole broker).
 METASTORE_DIR = ".klog-metastore"
-TOPIC_CONFIG_PATH = "/config/topics"
 
 _HELP = (
     "Compact the partitions of compacted topics in the log dirs of a stopped broker, as the "
@@ -59,30 +58,33 @@ class MetadataError(Exception):
     pass
 
 
-_SNAPSHOT_HEADER = struct.Struct(">QI")  # payload length, crc32 (local.py's docstring)
-_RECORD_HEADER = struct.Struct(">II")
+# The standalone store's file format, as klog/daemon/metastore/local.py documents it (that
+# module is not one of the daemon's entry points for the CLI: tests/test_layering.py).
+_SNAPSHOT_MAGIC = b"KLOGMSS1"
+_JOURNAL_MAGIC = b"KLOGMSJ1"
+_SNAPSHOT_HEADER = struct.Struct(">QI")  # payload length, crc32
+_RECORD_HEADER = struct.Struct(">II")  # payload length, crc32
+_MAX_RECORD_BYTES = 256 * 1024 * 1024
 
 
 def read_local_nodes(directory: Path) -> dict[str, bytes]:
     """Path -> data of every node of a standalone metadata store, read-only.
 
     The format is the one klog.daemon.metastore.local documents (snapshot, then journal
-    records above its zxid; payloads JSON, node data base64). Read here with its public
-    constants only, without opening the store: opening takes its lock and journals the
-    expiry of dead sessions. A damaged journal record ends the reading there, as the store
-    drops a torn tail.
+    records above its zxid; payloads JSON, node data base64). Read here without opening
+    the store: opening takes its lock and journals the expiry of dead sessions. A damaged
+    journal record ends the reading there, as the store drops a torn tail.
     """
-    from klog.daemon.metastore.local import JOURNAL_MAGIC, MAX_RECORD_BYTES, SNAPSHOT_MAGIC
 
     nodes: dict[str, bytes] = {}
     snapshot = directory / "snapshot"
     zxid = 0
     if snapshot.exists():
         raw = snapshot.read_bytes()
-        head = len(SNAPSHOT_MAGIC) + _SNAPSHOT_HEADER.size
-        if len(raw) < head or raw[: len(SNAPSHOT_MAGIC)] != SNAPSHOT_MAGIC:
+        head = len(_SNAPSHOT_MAGIC) + _SNAPSHOT_HEADER.size
+        if len(raw) < head or raw[: len(_SNAPSHOT_MAGIC)] != _SNAPSHOT_MAGIC:
             raise MetadataError(f"{snapshot} is not a klog metadata snapshot")
-        length, crc = _SNAPSHOT_HEADER.unpack_from(raw, len(SNAPSHOT_MAGIC))
+        length, crc = _SNAPSHOT_HEADER.unpack_from(raw, len(_SNAPSHOT_MAGIC))
         body = raw[head:]
         if length != len(body) or zlib.crc32(body) != crc:
             raise MetadataError(f"{snapshot} is damaged")
@@ -92,11 +94,11 @@ def read_local_nodes(directory: Path) -> dict[str, bytes]:
             nodes[entry[0]] = base64.b64decode(entry[1])
     journal = directory / "journal"
     raw = journal.read_bytes() if journal.exists() else b""
-    pos = len(JOURNAL_MAGIC)
+    pos = len(_JOURNAL_MAGIC)
     while pos + _RECORD_HEADER.size <= len(raw):
         length, crc = _RECORD_HEADER.unpack_from(raw, pos)
         payload = raw[pos + _RECORD_HEADER.size : pos + _RECORD_HEADER.size + length]
-        if not 0 < length <= MAX_RECORD_BYTES or len(payload) != length or (
+        if not 0 < length <= _MAX_RECORD_BYTES or len(payload) != length or (
             zlib.crc32(payload) != crc
         ):
             break
@@ -118,12 +120,18 @@ def _config_of(data: bytes) -> dict[str, str]:
     return {str(k): str(v) for k, v in config.items()}
 
 
+def _topic_config_root() -> str:
+    from klog.daemon.metastore.paths import CONFIG_TYPE_TOPIC, config_entity_type_path
+
+    return config_entity_type_path(CONFIG_TYPE_TOPIC)  # /config/topics
+
+
 def local_topic_configs(log_dir: Path) -> dict[str, dict[str, str]]:
     """Topic -> config overrides from ``<log_dir>/.klog-metastore`` ({} when absent)."""
     directory = log_dir / METASTORE_DIR
     if not directory.is_dir():
         return {}
-    prefix = TOPIC_CONFIG_PATH + "/"
+    prefix = _topic_config_root() + "/"
     return {
         path[len(prefix):]: _config_of(data)
         for path, data in read_local_nodes(directory).items()
@@ -143,13 +151,13 @@ def zookeeper_topic_configs(connect: str, timeout: float = 15.0) -> dict[str, di
         raise MetadataError(f"cannot reach ZooKeeper at {connect}: {exc}") from None
     try:
         try:
-            topics = client.get_children(TOPIC_CONFIG_PATH)
+            topics = client.get_children(_topic_config_root())
         except NoNodeError:
             return {}
         out = {}
         for topic in topics:
             try:
-                data, _stat = client.get(f"{TOPIC_CONFIG_PATH}/{topic}")
+                data, _stat = client.get(f"{_topic_config_root()}/{topic}")
             except NoNodeError:
                 continue
             out[topic] = _config_of(data)
