@@ -199,19 +199,20 @@ class OffsetMap:
 
     def put_records(
         self, data: bytes | bytearray | memoryview, count: int, base_offset: int,
-        start_offset: int, max_size: int,
+        start_offset: int, max_size: int, batch_position: int = 0,
     ) -> tuple[int, bool]:
         """Put the keys of a decompressed v2 records section (offsets >= ``start_offset``)
-        while the map holds fewer than ``max_size`` entries: (records read, full)."""
+        while the map holds fewer than ``max_size`` entries: (records read, full).
+        CorruptRecordError (naming the batch at ``batch_position``) for a malformed
+        section; the map must then be cleared before it is used again."""
+        self._dirty = True
         try:
             size, read, last_put, full = self._ops.map_records(
                 self._table, self.slots, self._size, max_size, data, count, base_offset,
-                start_offset,
+                start_offset, batch_position,
             )
         except ValueError as exc:
             raise CorruptRecordError(str(exc)) from None
-        if size != self._size or last_put >= 0:
-            self._dirty = True
         self._size = size
         if last_put >= 0:
             self._latest_offset = last_put
@@ -219,13 +220,13 @@ class OffsetMap:
 
     def filter_records(
         self, data: bytes | bytearray | memoryview, count: int, base_offset: int,
-        base_timestamp: int, retain_deletes: bool,
+        base_timestamp: int, retain_deletes: bool, batch_position: int = 0,
     ) -> _py.FilterResult:
         """Which records of a decompressed v2 records section a cleaning keeps."""
         try:
             result = self._ops.filter_records(
                 self._table, self.slots, self._latest_offset, data, count, base_offset,
-                base_timestamp, retain_deletes,
+                base_timestamp, retain_deletes, batch_position,
             )
         except ValueError as exc:
             raise CorruptRecordError(str(exc)) from None
@@ -245,13 +246,15 @@ class _Ops(Protocol):
     def table_clear(self, table: bytearray, /) -> None: ...
     def map_records(
         self, table: bytearray, slots: int, size: int, max_size: int, data: Buffer, count: int,
-        base_offset: int, start_offset: int, /,
+        base_offset: int, start_offset: int, batch_position: int, /,
     ) -> tuple[int, int, int, bool]: ...
     def filter_records(
         self, table: bytearray, slots: int, latest_offset: int, data: Buffer, count: int,
-        base_offset: int, base_timestamp: int, retain_deletes: bool, /,
+        base_offset: int, base_timestamp: int, retain_deletes: bool, batch_position: int, /,
     ) -> tuple[bytes | None, int, int, int, int, int, int, int]: ...
-    def rebase_timestamps(self, data: Buffer, count: int, shift: int, /) -> bytes: ...
+    def rebase_timestamps(
+        self, data: Buffer, count: int, shift: int, batch_position: int, /
+    ) -> bytes: ...
 
 
 def _backend(use_c: bool | None) -> _Ops:
@@ -818,7 +821,7 @@ class _Run:
             position = found.position
         stats, offset_map = self.stats, self.map
         walk = self._walk(view, position)
-        for _pos, header, buf in walk:
+        for pos, header, buf in walk:
             assert buf is not None  # no hold_bound: every entry comes with its bytes
             if header.magic < MAGIC_V2:
                 if self._map_legacy(header, buf, start, max_size):
@@ -828,9 +831,12 @@ class _Run:
             else:
                 count = header.records_count or 0
                 data = self._records_data(header, buf)
-                read, full = offset_map.put_records(
-                    data, count, header.base_offset or 0, start, max_size
-                )
+                try:
+                    read, full = offset_map.put_records(
+                        data, count, header.base_offset or 0, start, max_size, pos
+                    )
+                except CorruptRecordError as exc:
+                    raise CorruptRecordError(f"{view.segment.log_path}: {exc}") from None
                 stats.map_messages_read += read
                 if full:
                     return True
@@ -898,15 +904,18 @@ class _Run:
         check_done, tp = self.cleaner.check_done, self.tp
         throttle = self.cleaner.throttler.maybe_throttle
         walk = self._walk(view, 0)
-        for _pos, header, buf in walk:
+        for pos, header, buf in walk:
             assert buf is not None
             check_done(tp)
             stats.batches_read += 1
             stats.bytes_read += header.size
-            if header.magic < MAGIC_V2:
-                out = self._filter_legacy(header, buf, retain_legacy_deletes)
-            else:
-                out = self._filter_batch(header, buf)
+            try:
+                if header.magic < MAGIC_V2:
+                    out = self._filter_legacy(header, buf, retain_legacy_deletes)
+                else:
+                    out = self._filter_batch(header, buf, pos)
+            except CorruptRecordError as exc:
+                raise CorruptRecordError(f"{view.segment.log_path}: {exc}") from None
             if out is None:
                 continue
             data, max_timestamp, offset_of_max_timestamp = out
@@ -919,7 +928,7 @@ class _Run:
         self._walk_failed(walk, view)
 
     def _filter_batch(
-        self, header: BatchHeader, buf: memoryview
+        self, header: BatchHeader, buf: memoryview, position: int
     ) -> tuple[bytes | memoryview, int, int] | None:
         """What of one v2 batch is kept: (bytes, max timestamp, its offset), or None."""
         stats = self.stats
@@ -935,7 +944,7 @@ class _Run:
         retain_deletes = not horizon_set or self.now < header.base_timestamp
         data = self._records_data(header, buf)
         result = self.map.filter_records(
-            data, count, base_offset, header.base_timestamp, retain_deletes
+            data, count, base_offset, header.base_timestamp, retain_deletes, position
         )
         stats.messages_read += count
         stats.messages_written += result.kept_count
@@ -959,7 +968,7 @@ class _Run:
             # timestamps move to the new base unchanged.
             horizon = self.now + self.delete_retention_ms
             records = self.map._ops.rebase_timestamps(
-                records, result.kept_count, base_timestamp - horizon
+                records, result.kept_count, base_timestamp - horizon, position
             )
             base_timestamp = horizon
             attributes |= DELETE_HORIZON_FLAG_MASK

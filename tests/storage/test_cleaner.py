@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import os
 import shutil
+import struct
 from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from klog.protocol.errors import KafkaStorageError
+from klog.protocol.errors import CorruptRecordError, KafkaStorageError
 from klog.protocol.records.batch import (
     DELETE_HORIZON_FLAG_MASK,
     CompressionType,
+    crc32c,
     iter_batch_headers,
 )
 from klog.protocol.records.control import (
@@ -492,6 +494,33 @@ def test_abort_leaves_the_log_as_it_was(tmp_path: Path) -> None:
         clean(log, cleaner=Cleaner(1 << 16, is_aborted=aborted))
     assert not list(log.dir.glob("*.cleaned"))
     assert latest(read_all(log)) == latest(before)
+
+
+@pytest.mark.parametrize("use_c", BACKENDS)
+def test_a_batch_whose_records_do_not_parse_stops_the_cleaning(
+    tmp_path: Path, use_c: bool
+) -> None:
+    """CRC intact, records malformed (what a broker without record checks may have stored):
+    CorruptRecordError naming the segment and batch, the log left as it was."""
+    log = make_log(tmp_path)
+    produce(log, [(b"a", b"1")])
+    bad = bytearray(build_batch([(T0, b"b", b"1"), (T0, b"c", b"2")]))
+    bad[-1] = 0x7F  # the last record's header count: more headers than bytes
+    struct.pack_into(">I", bad, 17, crc32c(memoryview(bad)[21:]))
+    log.append_as_follower(bytes(patch_offset(bad, log.log_end_offset)))
+    log.roll()
+    produce(log, [(b"a", b"2")])
+    log.update_high_watermark(log.log_end_offset)
+    files = {p.name: p.read_bytes() for p in log.dir.glob("*.log")}
+    with pytest.raises(CorruptRecordError, match=r"00000000000000000000\.log: .*batch at position"):
+        clean(log, use_c=use_c)
+    assert {p.name: p.read_bytes() for p in log.dir.glob("*.log")} == files
+    assert not list(log.dir.glob("*.cleaned"))
+
+
+def patch_offset(batch: bytearray, base_offset: int) -> bytearray:
+    struct.pack_into(">q", batch, 0, base_offset)
+    return batch
 
 
 def test_retention_during_cleaning_aborts_the_swap(tmp_path: Path) -> None:
