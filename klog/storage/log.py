@@ -15,7 +15,8 @@ from the recovery point on is recovered (validated, cut at the first invalid byt
 No scheduler lives here: the broker calls ``maybe_flush``, ``delete_old_segments`` and
 ``delete_pending`` periodically. The log cleaner (cleaner.py) rewrites segments outside the
 lock and swaps each in with ``replace_segments`` (Kafka's replaceSegments), the one place
-where segments other than the active one change. Time comes from ``clock`` (milliseconds), injectable.
+where segments other than the active one change. Time comes from ``clock``
+(milliseconds), injectable.
 
 Locking: every public method takes the log's own re-entrant lock, so a PartitionLog may be
 used from several threads (the request path and the flusher/retention threads).
