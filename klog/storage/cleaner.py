@@ -428,7 +428,16 @@ def cleanable_offsets(
     stable offset (``last_stable_offset``, the partition's high watermark / LSO; None takes
     the log's high watermark); the first dirty segment holding a record newer than
     ``now_ms - min.compaction.lag.ms`` (the log's config).
+
+    Holds the log's lock while it reads segments (their indexes are mapped lazily).
     """
+    with log._lock:
+        return _cleanable_offsets(log, checkpoint_offset, now_ms, last_stable_offset)
+
+
+def _cleanable_offsets(
+    log: PartitionLog, checkpoint_offset: int | None, now_ms: int, last_stable_offset: int | None
+) -> OffsetsToClean:
     segments = log.segments
     log_start = log.log_start_offset
     first_dirty = log_start if checkpoint_offset is None else checkpoint_offset
@@ -482,8 +491,9 @@ def max_compaction_delay(log: PartitionLog, first_dirty_offset: int, now_ms: int
     dirty inactive segments against ``now_ms - max.compaction.lag.ms``. A positive delay
     makes the log due now, whatever its dirty ratio.
     """
-    dirty = _non_active_from(log.segments, first_dirty_offset)
-    timestamps = [ts for ts in (s.first_batch_timestamp() for s in dirty) if ts and ts > 0]
+    with log._lock:
+        dirty = _non_active_from(log.segments, first_dirty_offset)
+        timestamps = [ts for ts in (s.first_batch_timestamp() for s in dirty) if ts and ts > 0]
     earliest = min(timestamps) if timestamps else LONG_MAX
     clean_until = now_ms - max(log.config.max_compaction_lag_ms, 0)
     return clean_until - earliest if earliest < clean_until else 0
@@ -511,6 +521,10 @@ class LogToClean:
         self.first_dirty_offset = first_dirty_offset
         self.uncleanable_offset = uncleanable_offset
         self.needs_compaction_now = needs_compaction_now
+        with log._lock:
+            self._measure(log, first_dirty_offset, uncleanable_offset)
+
+    def _measure(self, log: PartitionLog, first_dirty_offset: int, uncleanable_offset: int) -> None:
         segments = log.segments
         self.clean_bytes = sum(s.size for s in _segments_between(segments, -1, first_dirty_offset))
         uncleanable = _non_active_from(segments, uncleanable_offset)
