@@ -75,6 +75,9 @@ def _register_commands() -> None:
     log_dirs.register(app)
     delete_records.register(app)
     api_versions.register(app)
+    from klog.cli import compact
+
+    compact.register(app)
 
 
 _register_commands()

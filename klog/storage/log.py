@@ -13,7 +13,10 @@ their sanity check are rebuilt (never trusted), and after an unclean shutdown ev
 from the recovery point on is recovered (validated, cut at the first invalid byte).
 
 No scheduler lives here: the broker calls ``maybe_flush``, ``delete_old_segments`` and
-``delete_pending`` periodically. Time comes from ``clock`` (milliseconds), injectable.
+``delete_pending`` periodically. The log cleaner (cleaner.py) rewrites segments outside the
+lock and swaps each in with ``replace_segments`` (Kafka's replaceSegments), the one place
+where segments other than the active one change. Time comes from ``clock``
+(milliseconds), injectable.
 
 Locking: every public method takes the log's own re-entrant lock, so a PartitionLog may be
 used from several threads (the request path and the flusher/retention threads).
@@ -123,6 +126,10 @@ _DIR_RE = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
 _SPECIAL_DIR_RE = re.compile(
     r"^(?P<topic>.+)-(?P<partition>\d+)\.(?P<uid>[0-9a-fA-F]{32})(?P<kind>-delete|-future|-stray)$"
 )
+
+
+class SegmentsChangedError(RuntimeError):
+    """``replace_segments`` found the segments it should replace changed (nothing done)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -1151,6 +1158,60 @@ class PartitionLog:
             self.producer_state.on_log_start_offset_incremented(new_start)
         self.producer_state.delete_snapshots_before(self._base_offsets[0])
         return deletable
+
+    @_locked
+    def replace_segments(
+        self, new_segment: LogSegment, old_segments: list[tuple[LogSegment, int]]
+    ) -> None:
+        """Swap a cleaned segment in for ``old_segments`` (segment, size when it was read),
+        crash-safely (Kafka's LocalLog.replaceSegments).
+
+        ``new_segment`` is complete and flushed, its files suffixed ``.cleaned``. Steps,
+        each a rename: ``.cleaned`` -> ``.swap`` (from here a restart completes the swap,
+        see ``_remove_temp_files_and_resolve_swaps``); the old segments leave the log and
+        become ``.deleted`` (removed after file.delete.delay.ms: a fetch may still be
+        sending from them); ``.swap`` -> live. The log takes ``new_segment`` over: on a
+        failure before the swap point its files are deleted and nothing changed (e.g.
+        SegmentsChangedError: an old segment was deleted, truncated or replaced since it
+        was read, by retention or truncation); after it, KafkaStorageError, the files are
+        left for the next load to complete the swap and the log keeps serving the old
+        segments until then.
+        """
+        try:
+            for segment, size in old_segments:
+                if self._segments.get(segment.base_offset) is not segment or segment.size != size:
+                    raise SegmentsChangedError(
+                        f"segment {segment.base_offset} of {self.dir.name} changed during "
+                        f"cleaning"
+                    )
+                if segment is self.active_segment:
+                    raise SegmentsChangedError(
+                        f"the active segment of {self.dir.name} cannot be replaced"
+                    )
+            new_segment.change_file_suffixes(CLEANED_FILE_SUFFIX, SWAP_FILE_SUFFIX)
+            fsync_dir(self.dir)
+        except Exception:
+            # Before the swap point nothing changed: the new segment goes.
+            new_segment.delete_if_exists()
+            raise
+        try:
+            # Renames first, the segment table after: a rename failing here leaves the
+            # table (and the open descriptors readers use) as it was, and the .swap on
+            # disk for the next load to complete.
+            for segment, _size in old_segments:
+                segment.change_file_suffixes("", DELETED_FILE_SUFFIX)
+            new_segment.change_file_suffixes(SWAP_FILE_SUFFIX, "")
+            fsync_dir(self.dir)
+        except OSError as exc:
+            raise KafkaStorageError(
+                f"swapping a cleaned segment into {self.dir.name} failed ({exc}); the swap "
+                f"completes when the log is loaded again"
+            ) from exc
+        due = self.clock() + self.config.file_delete_delay_ms
+        for segment, _size in old_segments:
+            self._remove_segment(segment.base_offset)
+            self._pending_deletes.append((due, segment))
+        self._add_segment(new_segment)
 
     @_locked
     def delete_pending(self, now_ms: int | None = None) -> int:
