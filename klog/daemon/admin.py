@@ -979,9 +979,17 @@ class AdminManager:
         try:
             validate_broker_dynamic_configs(props, per_broker=per_broker)
             if per_broker:
-                current.with_dynamic(props, current.dynamic_default_configs)
+                new = current.with_dynamic(props, current.dynamic_default_configs)
             else:
-                current.with_dynamic(current.dynamic_broker_configs, props)
+                new = current.with_dynamic(current.dynamic_broker_configs, props)
+            cleaner = getattr(self.broker, "log_cleaner", None)
+            if cleaner is not None:  # Kafka's LogCleaner.validateReconfiguration
+                from klog.daemon.log_cleaner import CleanerConfig
+
+                try:
+                    cleaner.validate_reconfiguration(CleanerConfig.from_broker_config(new))
+                except ValueError as exc:
+                    raise ConfigError(str(exc)) from None
         except ConfigError as exc:
             raise AdminError(ErrorCode.INVALID_REQUEST,
                              f"Invalid config value for resource "

@@ -34,6 +34,7 @@ from klog.daemon.controller.identity import ControllerIdentity
 from klog.daemon.group.coordinator import GroupCoordinator
 from klog.daemon.group.metadata_manager import GroupMetadataManager
 from klog.daemon.handlers import load_handlers
+from klog.daemon.log_cleaner import CleanerConfig, LogCleaner
 from klog.daemon.metadata_cache import BrokerEndpoint, BrokerInfo, MetadataCache, PartitionState
 from klog.daemon.metastore import paths
 from klog.daemon.metastore.base import MetadataStore, MetastoreError, NodeExistsError, NoNodeError
@@ -61,6 +62,7 @@ class Broker:
         self.metadata_cache = MetadataCache(self.broker_id)
         self.topic_overrides: dict[str, dict[str, str]] = {}
         self.replica_manager: ReplicaManager | None = None
+        self.log_cleaner: LogCleaner | None = None
         self.server: Server | None = None
         self.controller: Controller | None = None
         # Controller fencing (klog/daemon/controller/receiver.py): the newest controller
@@ -161,6 +163,14 @@ class Broker:
         # -- admin (klog/daemon/admin.py): dynamic broker configs from the metastore, and in
         # cluster mode the /config/changes listener; before clients can connect.
         await self.admin.startup()
+        # The log cleaner (klog/daemon/log_cleaner.py): after admin.startup, which gives the
+        # logs found on disk their topics' configs, so that no log is compacted by the
+        # broker's default cleanup.policy instead of its own.
+        if config.log_cleaner_enable:
+            self.log_cleaner = LogCleaner(self.log_manager,
+                                          CleanerConfig.from_broker_config(config))
+            self.log_manager.cleaner = self.log_cleaner
+            self.log_cleaner.startup()
         # Groups: before the controller, whose LeaderAndIsr starts loading the offsets
         # partitions led here.
         self.group_manager.startup()
@@ -423,6 +433,8 @@ class Broker:
             await self.fetcher_manager.shutdown()
         if self.replica_manager is not None:
             self.replica_manager.shutdown()  # its purgatories and timer too
+        if self.log_cleaner is not None:  # stops at its next check; before the logs close
+            await asyncio.to_thread(self.log_cleaner.shutdown)
         if self.log_manager is not None:
             await asyncio.to_thread(self._close_logs)
         if self.metastore is not None:

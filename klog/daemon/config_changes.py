@@ -230,6 +230,11 @@ class ConfigChangeManager:
             log.warning("ignored dynamic broker config %s: %s", key, reason)
         broker.config = new
         broker.replication_quotas.apply_broker_config(new)
+        cleaner = getattr(broker, "log_cleaner", None)
+        if cleaner is not None:  # Kafka's LogCleaner.reconfigure: new rate, new threads
+            from klog.daemon.log_cleaner import CleanerConfig
+
+            cleaner.reconfigure(CleanerConfig.from_broker_config(new))
         controller = getattr(broker, "controller", None)
         if (controller is not None and new.unclean_leader_election_enable
                 and not current.unclean_leader_election_enable):

@@ -48,10 +48,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from klog.storage.checkpoints import write_offset_checkpoint
-from klog.storage.config import LogConfig
+from klog.storage.cleaner import (
+    Cleaner,
+    CleanerCheckpoints,
+    CleanerStats,
+    LogCleaningAbortedError,
+    LogToClean,
+    Throttler,
+    cleanable_offsets,
+    max_compaction_delay,
+)
 from klog.storage.log import PartitionLog
-from klog.storage.log_manager import CLEANER_OFFSET_CHECKPOINT_FILE, LogManager
+from klog.storage.log_manager import LogManager
 
 log = logging.getLogger("klog.log_cleaner")
 
@@ -121,6 +129,10 @@ def validate_reconfiguration(current: CleanerConfig, new: CleanerConfig) -> None
     only to between half and double the current one, and never below 1. Raises
     ValueError with Kafka's message."""
     threads, now = new.threads, current.threads
+    if threads == now:
+        # Kafka checks whenever a cleaner config changes, so a broker started with 0
+        # threads could change none of them; klog checks only a change of the count.
+        return
     if threads < 1:
         raise ValueError("Log cleaner threads should be at least 1")
     if threads < now // 2:
@@ -135,72 +147,31 @@ def validate_reconfiguration(current: CleanerConfig, new: CleanerConfig) -> None
 # -- the storage cleaner, as this module uses it -------------------------------------------------
 
 
-class CleaningAbortedError(Exception):
-    """Raised by ``check_done`` inside a clean: the partition's cleaning was aborted, or
-    the thread is shutting down (Kafka's LogCleaningAbortedException /
-    ThreadShutdownException). The storage cleaner lets it propagate, leaving the log as
-    it was (its ``.cleaned`` files are removed)."""
-
-
-@dataclass(frozen=True, slots=True)
-class LogToClean:
-    """One compacted log and its cleanable section (Kafka's LogToClean).
-
-    ``first_dirty_offset`` .. ``first_uncleanable_offset`` is the section to clean;
-    ``clean_bytes`` the bytes before it, ``cleanable_bytes`` the bytes of the whole
-    segments in it. ``compaction_delay_ms`` > 0 when records older than
-    max.compaction.lag.ms wait in it."""
-
-    tp: TopicPartition
-    log: PartitionLog
-    first_dirty_offset: int
-    first_uncleanable_offset: int
-    clean_bytes: int
-    cleanable_bytes: int
-    compaction_delay_ms: int = 0
-
-    @property
-    def total_bytes(self) -> int:
-        return self.clean_bytes + self.cleanable_bytes
-
-    @property
-    def cleanable_ratio(self) -> float:
-        return self.cleanable_bytes / self.total_bytes if self.total_bytes else 0.0
-
-    @property
-    def need_compaction_now(self) -> bool:
-        return self.compaction_delay_ms > 0
-
-
-class CleanResult(Protocol):
-    """What one clean returns: the figures Kafka's CleanerStats keeps."""
-
-    bytes_read: int
-    bytes_written: int
-    map_bytes_read: int
-    messages_read: int
-    messages_written: int
-    invalid_messages_read: int
-    buffer_utilization: float
-    elapsed_secs: float
-    elapsed_index_secs: float
-
-
 class LogCleanerWorker(Protocol):
-    """One thread's cleaner (klog.storage.cleaner.Cleaner): cleans ``ltc`` and returns
-    the next dirty offset (the new checkpoint) and its figures. Calls ``check_done(tp)``
-    between units of work, which raises CleaningAbortedError to stop."""
+    """One thread's cleaner: klog.storage.cleaner.Cleaner, or a fake in tests. ``clean``
+    returns the stats, whose ``end_offset`` is the new first dirty offset, and raises
+    LogCleaningAbortedError when its ``is_aborted`` callback says so."""
 
-    def clean(self, ltc: LogToClean) -> tuple[int, CleanResult]: ...
-
-
-class Throttle(Protocol):
-    def update_rate(self, bytes_per_second: float) -> None: ...
+    def clean(self, to_clean: LogToClean) -> CleanerStats: ...
 
 
-#: Builds one thread's cleaner: (thread id, config, shared throttle, check_done).
-CleanerFactory = Callable[[int, CleanerConfig, Any, Callable[[TopicPartition], None]],
+#: Builds one thread's cleaner: (thread id, config, shared throttler, is_aborted).
+CleanerFactory = Callable[[int, "CleanerConfig", Throttler, Callable[[TopicPartition], bool]],
                           LogCleanerWorker]
+
+
+def storage_cleaner(thread_id: int, config: CleanerConfig, throttler: Throttler,
+                    is_aborted: Callable[[TopicPartition], bool]) -> LogCleanerWorker:
+    """klog.storage.cleaner.Cleaner with this thread's share of the buffers (Kafka's
+    CleanerThread: dedupe buffer / threads, io buffer / threads / 2)."""
+    return Cleaner(
+        config.dedupe_buffer_per_thread,
+        config.io_buffer_per_thread,
+        dedupe_buffer_load_factor=config.io_buffer_load_factor,
+        max_message_size=config.max_message_bytes,
+        throttler=throttler,
+        is_aborted=is_aborted,
+    )
 
 
 # -- the state table ---------------------------------------------------------------------------
@@ -273,34 +244,34 @@ def _wall_clock_ms() -> int:
 class LogCleaner:
     """The broker's log cleaner (see the module docstring). Thread-safe.
 
-    ``log_config(tp, log)`` gives a partition's LogConfig (default: the one the log
-    obeys); ``last_stable_offset(tp, log)`` the offset cleaning must stay below (default:
-    the log's high watermark, lowered to its first unstable offset); ``cleaner_factory``
-    builds each thread's storage cleaner (default: klog.storage.cleaner's)."""
+    Each log is cleaned by the LogConfig it obeys (``PartitionLog.config``, which the
+    replica manager and dynamic config changes keep current), as the storage cleaner
+    reads it. ``last_stable_offset(tp, log)`` is where cleaning must stop (default: the
+    log's high watermark lowered to its first unstable offset, Kafka's
+    UnifiedLog.lastStableOffset); ``cleaner_factory`` builds each thread's cleaner
+    (default: klog.storage.cleaner's ``Cleaner``)."""
 
     def __init__(
         self,
         log_manager: LogManager,
         config: CleanerConfig,
         *,
-        log_config: Callable[[TopicPartition, PartitionLog], LogConfig] | None = None,
         last_stable_offset: Callable[[TopicPartition, PartitionLog], int] | None = None,
         cleaner_factory: CleanerFactory | None = None,
-        throttle: Any = None,
+        checkpoints: CleanerCheckpoints | None = None,
         clock: Callable[[], int] = _wall_clock_ms,
     ) -> None:
         self.log_manager = log_manager
         self.config = config
-        self._log_config = log_config or (lambda _tp, plog: plog.config)
-        self._last_stable_offset = last_stable_offset or _log_last_stable_offset
-        self._factory = cleaner_factory or _storage_cleaner_factory
-        self.throttle = throttle if throttle is not None else _default_throttle(config)
+        self._last_stable_offset = last_stable_offset
+        self._factory = cleaner_factory or storage_cleaner
+        # One throttle for all threads, as Kafka's: the configured rate is the broker's.
+        self.throttler = Throttler(config.io_max_bytes_per_second)
+        self.checkpoints = checkpoints or CleanerCheckpoints()
         self.clock = clock
         self._cond = threading.Condition(threading.RLock())
         self._states: dict[TopicPartition, _State] = {}
         self._uncleanable: set[TopicPartition] = set()
-        self._checkpoints: dict[Path, dict[TopicPartition, int]] = {
-            Path(d): dict(offsets) for d, offsets in log_manager.cleaner_offsets.items()}
         self._threads: list[_CleanerThread] = []
         self._dirty_ratios: dict[TopicPartition, tuple[float, int]] = {}
         self._last_clean: dict[TopicPartition, LastClean] = {}
@@ -320,7 +291,7 @@ class LogCleaner:
 
     def shutdown(self) -> None:
         """Stop the threads; a clean in progress stops at its next check (its log is left
-        as it was) and is joined."""
+        as it was: groups already swapped in are complete) and is joined."""
         log.info("Shutting down the log cleaner.")
         with self._cond:
             threads, self._threads = self._threads, []
@@ -331,8 +302,9 @@ class LogCleaner:
             thread.join()
 
     @property
-    def thread_count(self) -> int:
-        return sum(1 for t in self._threads if t.is_alive())
+    def threads(self) -> list[threading.Thread]:
+        with self._cond:
+            return list(self._threads)
 
     def validate_reconfiguration(self, new: CleanerConfig) -> None:
         validate_reconfiguration(self.config, new)
@@ -347,7 +319,7 @@ class LogCleaner:
         self.config = new
         if new.io_max_bytes_per_second != old.io_max_bytes_per_second:
             log.info("Updating logCleanerIoMaxBytesPerSecond: %s", new.io_max_bytes_per_second)
-            self.throttle.update_rate(new.io_max_bytes_per_second)
+            self.throttler.set_rate(new.io_max_bytes_per_second)
         self.shutdown()
         self.startup()
 
@@ -372,10 +344,14 @@ class LogCleaner:
         self._cond.notify_all()
 
     def cleaning_state(self, tp: TopicPartition) -> tuple[CleaningState, int] | None:
-        """(state, pause count) of ``tp``, None when it has none (for tests and status)."""
+        """(state, pause count) of ``tp``; None when it has none."""
         with self._cond:
             state = self._states.get(tp)
             return None if state is None else (state.kind, state.paused)
+
+    def _is_paused(self, tp: TopicPartition) -> bool:
+        state = self._states.get(tp)
+        return state is not None and state.kind is CleaningState.PAUSED
 
     def abort_and_pause(self, tp: TopicPartition) -> None:
         """Stop a clean of ``tp`` in progress and keep the cleaner away until ``resume``.
@@ -386,10 +362,6 @@ class LogCleaner:
             while not self._is_paused(tp):
                 self._cond.wait(0.1)
         log.info("The cleaning for partition %s-%d is aborted and paused", *tp)
-
-    def _is_paused(self, tp: TopicPartition) -> bool:
-        state = self._states.get(tp)
-        return state is not None and state.kind is CleaningState.PAUSED
 
     def resume(self, tp: TopicPartition) -> None:
         """Undo one pause of ``tp``."""
@@ -405,157 +377,157 @@ class LogCleaner:
 
     def try_pause(self, tp: TopicPartition) -> bool:
         """For retention: pause ``tp`` if it has no cleaning state (True), or leave it
-        alone (False: a clean or another pause holds it; retention tries again next
-        round). Kafka's pauseCleaningForNonCompactedPartitions / deletableLogs."""
+        alone (False: a clean or another pause holds it; retention comes back next round).
+        Kafka's pauseCleaningForNonCompactedPartitions and deletableLogs."""
         with self._cond:
             if tp in self._states:
                 return False
             self._states[tp] = _PAUSED_ONCE
             return True
 
-    def check_done(self, tp: TopicPartition, thread: _CleanerThread | None = None) -> None:
-        """Called inside a clean: raise CleaningAbortedError if it must stop."""
+    def is_aborted(self, tp: TopicPartition, thread: _CleanerThread | None = None) -> bool:
+        """Asked by the storage cleaner between units of work (Kafka's checkDone): the
+        partition's cleaning was aborted, or the thread is shutting down."""
         if thread is not None and thread.stopping.is_set():
-            raise CleaningAbortedError(f"the cleaner thread {thread.name} is shutting down")
+            return True
         with self._cond:
             state = self._states.get(tp)
-            if state is not None and state.kind is CleaningState.ABORTED:
-                raise CleaningAbortedError(f"the cleaning of {tp[0]}-{tp[1]} was aborted")
+            return state is not None and state.kind is CleaningState.ABORTED
 
     # -- checkpoints ------------------------------------------------------------------------------
 
     def all_cleaner_checkpoints(self) -> dict[TopicPartition, int]:
-        with self._cond:
-            out: dict[TopicPartition, int] = {}
-            for offsets in self._checkpoints.values():
-                out.update(offsets)
-            return out
+        out: dict[TopicPartition, int] = {}
+        for log_dir in self.log_manager.log_dirs:
+            out.update(self._read_checkpoint(log_dir))
+        return out
 
-    def _write_checkpoint(self, log_dir: Path) -> None:
-        """The caller holds the lock. Entries of logs no longer in the dir are dropped, as
-        Kafka's updateCheckpoints does."""
-        here = {tp for tp, plog in self.log_manager.all_logs().items()
-                if self.log_manager.log_dir_of(*tp) == log_dir}
-        offsets = {tp: o for tp, o in self._checkpoints.get(log_dir, {}).items() if tp in here}
-        self._checkpoints[log_dir] = offsets
+    def _read_checkpoint(self, log_dir: Path) -> dict[TopicPartition, int]:
         try:
-            write_offset_checkpoint(log_dir / CLEANER_OFFSET_CHECKPOINT_FILE, offsets)
-        except OSError as exc:
-            log.error("Failed to write %s in %s: %s", CLEANER_OFFSET_CHECKPOINT_FILE,
-                      log_dir, exc)
+            return self.checkpoints.read(log_dir)
+        except (OSError, ValueError) as exc:
+            # Kafka logs it and carries on as if empty: everything is dirty again.
+            log.error("Failed to access checkpoint file in dir %s: %s", log_dir, exc)
+            return {}
 
     def _update_checkpoint(self, log_dir: Path, tp: TopicPartition, offset: int | None) -> None:
-        with self._cond:
-            offsets = self._checkpoints.setdefault(log_dir, {})
+        try:
             if offset is None:
-                offsets.pop(tp, None)
+                self.checkpoints.remove(log_dir, tp)
             else:
-                offsets[tp] = offset
-            self._write_checkpoint(log_dir)
+                self.checkpoints.update(log_dir, tp, offset)
+        except (OSError, ValueError) as exc:
+            log.error("Failed to access checkpoint file in dir %s: %s", log_dir, exc)
 
     def remove_checkpoint(self, tp: TopicPartition, log_dir: Path) -> None:
-        """The log of ``tp`` left ``log_dir`` (deleted): forget its entry."""
+        """The log of ``tp`` left ``log_dir`` (deleted): forget it."""
         with self._cond:
             self._dirty_ratios.pop(tp, None)
             self._last_clean.pop(tp, None)
             self._uncleanable.discard(tp)
-        self._update_checkpoint(Path(log_dir), tp, None)
+            self._update_checkpoint(Path(log_dir), tp, None)
 
     def truncate_checkpoint(self, tp: TopicPartition, log_dir: Path, offset: int) -> None:
-        """After a truncation: no checkpoint above ``offset`` (Kafka's
-        maybeTruncateCheckpoint, given the active segment's base offset)."""
+        """After a truncation: no checkpoint above ``offset``, the new active segment's
+        base offset (Kafka's maybeTruncateCheckpoint)."""
         with self._cond:
-            current = self._checkpoints.get(Path(log_dir), {}).get(tp)
+            current = self._read_checkpoint(Path(log_dir)).get(tp)
             if current is not None and current > offset:
                 self._update_checkpoint(Path(log_dir), tp, offset)
 
     # -- choosing work ------------------------------------------------------------------------
 
-    def log_to_clean(self, tp: TopicPartition, plog: PartitionLog, now_ms: int
-                     ) -> LogToClean:
-        """The cleanable section of one log, from the checkpoint (Kafka's
-        cleanableOffsets + LogToClean). A checkpoint outside the log is reset to the log
-        start offset and written back."""
-        config = self._log_config(tp, plog)
-        log_dir = self.log_manager.log_dir_of(*tp)
-        with self._cond:
-            checkpoint = self._checkpoints.get(log_dir, {}).get(tp) if log_dir else None
-        lso = self._last_stable_offset(tp, plog)
-        ltc = compute_log_to_clean(tp, plog, config, checkpoint, lso, now_ms)
-        if log_dir is not None and checkpoint is not None \
-                and checkpoint != ltc.first_dirty_offset:
+    def log_to_clean(self, tp: TopicPartition, plog: PartitionLog, checkpoint: int | None,
+                     now_ms: int) -> LogToClean:
+        """The cleanable section of one log from its checkpoint (Kafka's cleanableOffsets
+        and LogToClean). A checkpoint outside the log is reset to the log start offset and
+        written back."""
+        lso = self._last_stable_offset(tp, plog) if self._last_stable_offset else None
+        offsets = cleanable_offsets(plog, checkpoint, now_ms, last_stable_offset=lso)
+        if offsets.force_update_checkpoint:
+            config = plog.config
             if not (config.compact and config.delete):
                 log.warning("Resetting first dirty offset of %s-%d to log start offset %d "
-                            "since the checkpointed offset %d is invalid.", tp[0], tp[1],
-                            ltc.first_dirty_offset, checkpoint)
-            self._update_checkpoint(log_dir, tp, ltc.first_dirty_offset)
-        return ltc
+                            "since the checkpointed offset %s is invalid.", tp[0], tp[1],
+                            offsets.first_dirty_offset, checkpoint)
+            log_dir = self.log_manager.log_dir_of(*tp)
+            if log_dir is not None:
+                self._update_checkpoint(log_dir, tp, offsets.first_dirty_offset)
+        delay = max_compaction_delay(plog, offsets.first_dirty_offset, now_ms)
+        return LogToClean(plog, offsets.first_dirty_offset,
+                          offsets.first_uncleanable_dirty_offset,
+                          needs_compaction_now=delay > 0)
 
     def grab_filthiest_log(self) -> LogToClean | None:
         """Pick the log to clean next and mark it IN_PROGRESS (Kafka's
-        grabFilthiestCompactedLog): overdue logs (past max.compaction.lag.ms) first, then
-        the highest cleanable ratio above min.cleanable.dirty.ratio. None when no log
-        qualifies."""
+        grabFilthiestCompactedLog): overdue logs (past max.compaction.lag.ms, with bytes
+        to clean) first, then the highest cleanable ratio above min.cleanable.dirty.ratio.
+        None when no log qualifies."""
         with self._cond:
             now = self.clock()
             self.time_of_last_run_ms = now
-            candidates: list[tuple[LogToClean, LogConfig]] = []
+            checkpoints = self.all_cleaner_checkpoints()
+            candidates: list[LogToClean] = []
             for tp, plog in self.log_manager.all_logs().items():
-                config = self._log_config(tp, plog)
-                if not config.compact or tp in self._states or tp in self._uncleanable:
+                if not plog.config.compact or tp in self._states or tp in self._uncleanable:
                     continue
                 try:
-                    ltc = self.log_to_clean(tp, plog, now)
+                    ltc = self.log_to_clean(tp, plog, checkpoints.get(tp), now)
                 except Exception:
                     log.warning("Failed to calculate log cleaning stats for partition %s-%d;"
                                 " marking it uncleanable", tp[0], tp[1], exc_info=True)
                     self._uncleanable.add(tp)
                     continue
                 self._dirty_ratios[tp] = (ltc.cleanable_ratio, ltc.first_dirty_offset)
-                if ltc.total_bytes > 0:
-                    candidates.append((ltc, config))
-            self.dirtiest_ratio = max((c.cleanable_ratio for c, _ in candidates), default=0.0)
+                if ltc.total_bytes > 0:  # skip empty logs
+                    candidates.append(ltc)
+            self.dirtiest_ratio = max((c.cleanable_ratio for c in candidates), default=0.0)
             eligible = [
-                ltc for ltc, config in candidates
-                if (ltc.need_compaction_now and ltc.cleanable_bytes > 0)
-                or ltc.cleanable_ratio > config.min_cleanable_dirty_ratio
+                ltc for ltc in candidates
+                if (ltc.needs_compaction_now and ltc.dirty_bytes > 0)
+                or ltc.cleanable_ratio > ltc.log.config.min_cleanable_dirty_ratio
             ]
             if not eligible:
                 return None
-            chosen = max(eligible, key=lambda c: (c.need_compaction_now, c.cleanable_ratio))
-            self._transition(chosen.tp, "grab")
+            chosen = max(eligible, key=lambda c: (c.needs_compaction_now, c.cleanable_ratio))
+            self._transition(chosen.topic_partition, "grab")
             return chosen
 
     def done_cleaning(self, tp: TopicPartition, log_dir: Path | None, end_offset: int | None,
                       ) -> None:
-        """After a clean (or its abort): record the new checkpoint unless it was aborted,
-        and leave IN_PROGRESS (Kafka's doneCleaning)."""
+        """After a clean (or its abort, or its failure: ``end_offset`` None): record the
+        new first dirty offset unless it was aborted, and leave IN_PROGRESS (Kafka's
+        doneCleaning)."""
         with self._cond:
             state = self._states.get(tp)
             if (state is not None and state.kind is CleaningState.IN_PROGRESS
                     and log_dir is not None and end_offset is not None
                     and self.log_manager.get_log(*tp) is not None):
-                self._checkpoints.setdefault(log_dir, {})[tp] = end_offset
-                self._write_checkpoint(log_dir)
+                self._update_checkpoint(log_dir, tp, end_offset)
             self._transition(tp, "done")
 
     def mark_uncleanable(self, tp: TopicPartition) -> None:
         with self._cond:
             self._uncleanable.add(tp)
 
+    def uncleanable_partitions(self) -> set[TopicPartition]:
+        """Partitions whose cleaning failed unexpectedly: never picked again until their
+        log is deleted (Kafka's uncleanable-partitions-count)."""
+        with self._cond:
+            return set(self._uncleanable)
+
     # -- observability ----------------------------------------------------------------------------
 
-    def record_clean(self, thread_id: int, ltc: LogToClean, end_offset: int,
-                     stats: CleanResult) -> None:
+    def record_clean(self, thread_id: int, ltc: LogToClean, stats: CleanerStats) -> None:
         """Log one clean as Kafka's log-cleaner.log does and keep its figures."""
-        now = self.clock()
+        tp = ltc.topic_partition
         with self._cond:
-            self._last_clean[ltc.tp] = LastClean(
-                now, ltc.first_dirty_offset, end_offset, stats.bytes_read,
+            self._last_clean[tp] = LastClean(
+                self.clock(), ltc.first_dirty_offset, stats.end_offset, stats.bytes_read,
                 stats.bytes_written, stats.messages_read, stats.messages_written,
                 stats.elapsed_secs)
-        log.info("%s", format_clean_stats(thread_id, f"{ltc.tp[0]}-{ltc.tp[1]}",
-                                          ltc.first_dirty_offset, end_offset, stats))
+        log.info("%s", format_clean_stats(thread_id, f"{tp[0]}-{tp[1]}",
+                                          ltc.first_dirty_offset, stats.end_offset, stats))
         if stats.invalid_messages_read > 0:
             log.warning("\tFound %d invalid messages during compaction.",
                         stats.invalid_messages_read)
@@ -563,11 +535,11 @@ class LogCleaner:
     def status(self) -> list[PartitionCleaningStatus]:
         """Each compacted partition's dirty ratio (as of the last selection round) and last
         clean. Kafka exposes only broker-wide gauges (max-dirty-percent,
-        time-since-last-run-ms); klog keeps this per partition for its status line."""
+        time-since-last-run-ms)."""
         out = []
         with self._cond:
             for tp, plog in sorted(self.log_manager.all_logs().items()):
-                if not self._log_config(tp, plog).compact:
+                if not plog.config.compact:
                     continue
                 ratio, first_dirty = self._dirty_ratios.get(tp, (0.0, plog.log_start_offset))
                 state = self._states.get(tp)
@@ -593,16 +565,15 @@ class _CleanerThread(threading.Thread):
         if config.dedupe_buffer_size // max(config.threads, 1) > INT_MAX:
             log.warning("Cannot use more than 2G of cleaner buffer space per cleaner thread, "
                         "ignoring excess buffer space...")
-        self.cleaner = manager._factory(
-            thread_id, config, manager.throttle,
-            lambda tp: manager.check_done(tp, self))
-        self.last_stats: CleanResult | None = None
+        self.cleaner = manager._factory(thread_id, config, manager.throttler,
+                                        lambda tp: manager.is_aborted(tp, self))
+        self.last_stats: CleanerStats | None = None
 
     def run(self) -> None:
         while not self.stopping.is_set():
             try:
                 cleaned = self.clean_filthiest_log()
-            except Exception:  # a bug must not kill the thread silently
+            except Exception:  # a bug must not end the thread
                 log.exception("Log cleaner thread %d failed", self.thread_id)
                 cleaned = False
             if not cleaned:
@@ -613,76 +584,27 @@ class _CleanerThread(threading.Thread):
         ltc = manager.grab_filthiest_log()
         if ltc is None:
             return False
-        log_dir = manager.log_manager.log_dir_of(*ltc.tp)
+        tp = ltc.topic_partition
+        log_dir = manager.log_manager.log_dir_of(*tp)
         end_offset: int | None = None
         try:
-            end_offset, stats = self.cleaner.clean(ltc)
+            stats = self.cleaner.clean(ltc)
+            end_offset = stats.end_offset
             self.last_stats = stats
-            manager.record_clean(self.thread_id, ltc, end_offset, stats)
-        except CleaningAbortedError:
-            pass  # aborted or shutting down: the log is as it was
+            manager.record_clean(self.thread_id, ltc, stats)
+        except LogCleaningAbortedError:
+            pass  # aborted or shutting down: the log is intact
         except Exception:
-            log.warning("Unexpected exception thrown when cleaning log %s-%d. Marking it as "
-                        "uncleanable", ltc.tp[0], ltc.tp[1], exc_info=True)
-            manager.mark_uncleanable(ltc.tp)
-            end_offset = None
+            log.warning("Unexpected exception thrown when cleaning log %s-%d. Marking its "
+                        "partition as uncleanable", tp[0], tp[1], exc_info=True)
+            manager.mark_uncleanable(tp)
         finally:
-            manager.done_cleaning(ltc.tp, log_dir, end_offset)
+            manager.done_cleaning(tp, log_dir, end_offset)
         return True
 
 
-# -- computing the cleanable section ---------------------------------------------------------
-
-
-def compute_log_to_clean(tp: TopicPartition, plog: PartitionLog, config: LogConfig,
-                         checkpoint: int | None, last_stable_offset: int, now_ms: int
-                         ) -> LogToClean:
-    """Kafka's LogCleanerManager.cleanableOffsets, maxCompactionDelay and
-    calculateCleanableBytes over one log's segments."""
-    segments = plog.segments
-    active = segments[-1]
-    # (segment, its exclusive end: the next segment's base offset) for inactive segments
-    inactive = [(s, segments[i + 1].base_offset) for i, s in enumerate(segments[:-1])]
-    log_start = plog.log_start_offset
-    first_dirty = log_start if checkpoint is None else checkpoint
-    if first_dirty < log_start or first_dirty > plog.log_end_offset:
-        first_dirty = log_start
-    dirty_inactive = [s for s, end in inactive if end > first_dirty]
-    # Never past the last stable offset, never into the active segment, never into a
-    # segment holding records newer than min.compaction.lag.ms.
-    uncleanable = min(last_stable_offset, active.base_offset)
-    min_lag = max(config.min_compaction_lag_ms, 0)
-    if min_lag > 0:
-        for seg in dirty_inactive:
-            if seg.largest_timestamp > now_ms - min_lag:
-                uncleanable = min(uncleanable, seg.base_offset)
-                break
-    uncleanable = max(first_dirty, uncleanable)
-    # calculateCleanableBytes: whole segments, up to the one holding the uncleanable offset.
-    first_uncleanable = next((s.base_offset for s, end in inactive if end > uncleanable),
-                             active.base_offset)
-    low = min(first_dirty, first_uncleanable)
-    clean_bytes = sum(s.size for s in segments if s.base_offset < first_dirty)
-    cleanable_bytes = sum(s.size for s, end in inactive
-                          if s.base_offset < first_uncleanable and end > low)
-    # maxCompactionDelay: how long ago the oldest dirty record passed max.compaction.lag.ms.
-    max_lag = max(config.max_compaction_lag_ms, 0)
-    first_timestamps = [t for s in dirty_inactive
-                        if (t := s.first_batch_timestamp()) is not None and t > 0]
-    delay = 0
-    if first_timestamps and min(first_timestamps) < now_ms - max_lag:
-        delay = now_ms - max_lag - min(first_timestamps)
-    return LogToClean(tp, plog, first_dirty, uncleanable, clean_bytes, cleanable_bytes, delay)
-
-
-def _log_last_stable_offset(_tp: TopicPartition, plog: PartitionLog) -> int:
-    first_unstable = plog.producer_state.first_unstable_offset
-    hw = plog.high_watermark
-    return hw if first_unstable is None else min(hw, first_unstable)
-
-
 def format_clean_stats(thread_id: int, name: str, start: int, end: int,
-                       stats: CleanResult) -> str:
+                       stats: CleanerStats) -> str:
     """Kafka's LogCleaner.recordStats message, figure for figure."""
 
     def mb(n: float) -> float:
@@ -719,33 +641,14 @@ def format_clean_stats(thread_id: int, name: str, start: int, end: int,
     )
 
 
-# -- the storage cleaner (klog/storage/cleaner.py) ------------------------------------------
-
-
-class _NoThrottle:
-    def update_rate(self, bytes_per_second: float) -> None:
-        pass
-
-
-def _default_throttle(config: CleanerConfig) -> Any:
-    return _NoThrottle()
-
-
-def _storage_cleaner_factory(thread_id: int, config: CleanerConfig, throttle: Any,
-                             check_done: Callable[[TopicPartition], None]) -> LogCleanerWorker:
-    raise NotImplementedError("klog.storage.cleaner is not merged yet")
-
-
 __all__ = [
     "RECONFIGURABLE_CONFIGS",
     "CleanerConfig",
-    "CleaningAbortedError",
     "CleaningState",
     "LastClean",
     "LogCleaner",
-    "LogToClean",
     "PartitionCleaningStatus",
-    "compute_log_to_clean",
     "format_clean_stats",
+    "storage_cleaner",
     "validate_reconfiguration",
 ]

@@ -301,6 +301,8 @@ def _non_active_from(segments: Sequence[LogSegment], offset: int) -> list[LogSeg
     """Kafka's nonActiveLogSegmentsFrom: the inactive segments from the one holding
     ``offset`` (the floor segment) on."""
     inactive = segments[:-1]
+    if not segments or offset >= segments[-1].base_offset:
+        return []  # Kafka: from the active segment on, nothing is inactive
     start = 0
     for i, segment in enumerate(inactive):
         if segment.base_offset <= offset:
