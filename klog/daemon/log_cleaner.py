@@ -67,6 +67,12 @@ TopicPartition = tuple[str, int]
 
 INT_MAX = 2**31 - 1
 
+#: How often the cleaner logs its status line (each compacted partition's dirty ratio and
+#: last clean), at most: Kafka's 5-minute retention check interval.
+STATUS_INTERVAL_MS = 300_000
+#: Partitions named in the status line, dirtiest first; the rest are counted.
+STATUS_PARTITIONS = 5
+
 #: The broker configs Kafka's LogCleaner reconfigures at run time (LogCleaner.scala's
 #: ReconfigurableConfigs): a change to any of them restarts the cleaner threads.
 RECONFIGURABLE_CONFIGS = frozenset({
@@ -277,6 +283,8 @@ class LogCleaner:
         self._last_clean: dict[TopicPartition, LastClean] = {}
         self.dirtiest_ratio = 0.0
         self.time_of_last_run_ms = clock()
+        self.status_interval_ms = STATUS_INTERVAL_MS
+        self._last_status_ms = clock()
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -305,6 +313,12 @@ class LogCleaner:
     def threads(self) -> list[threading.Thread]:
         with self._cond:
             return list(self._threads)
+
+    @property
+    def dead_thread_count(self) -> int:
+        """Threads that ended other than by shutdown (Kafka's DeadThreadCount)."""
+        with self._cond:
+            return sum(1 for t in self._threads if not t.is_alive() or t.failed)
 
     def validate_reconfiguration(self, new: CleanerConfig) -> None:
         validate_reconfiguration(self.config, new)
@@ -532,6 +546,18 @@ class LogCleaner:
             log.warning("\tFound %d invalid messages during compaction.",
                         stats.invalid_messages_read)
 
+    def maybe_log_status(self) -> None:
+        """At most every ``status_interval_ms``: one INFO line with the dirtiest compacted
+        partitions' dirty ratios and last cleans (see ``status_line``)."""
+        now = self.clock()
+        with self._cond:
+            if now - self._last_status_ms < self.status_interval_ms:
+                return
+            self._last_status_ms = now
+        line = status_line(self.status(), now)
+        if line:
+            log.info("%s", line)
+
     def status(self) -> list[PartitionCleaningStatus]:
         """Each compacted partition's dirty ratio (as of the last selection round) and last
         clean. Kafka exposes only broker-wide gauges (max-dirty-percent,
@@ -561,26 +587,39 @@ class _CleanerThread(threading.Thread):
         self.manager = manager
         self.thread_id = thread_id
         self.stopping = threading.Event()
-        config = manager.config
+        self.config = manager.config
+        self.cleaner: LogCleanerWorker | None = None
+        self.last_stats: CleanerStats | None = None
+        self.failed = False
+
+    def run(self) -> None:
+        config = self.config
         if config.dedupe_buffer_size // max(config.threads, 1) > INT_MAX:
             log.warning("Cannot use more than 2G of cleaner buffer space per cleaner thread, "
                         "ignoring excess buffer space...")
-        self.cleaner = manager._factory(thread_id, config, manager.throttler,
-                                        lambda tp: manager.is_aborted(tp, self))
-        self.last_stats: CleanerStats | None = None
-
-    def run(self) -> None:
+        try:
+            # Built here, not in the broker's start-up: an offset map that cannot be had
+            # (memory) costs this thread, not the broker (Kafka's DeadThreadCount).
+            self.cleaner = self.manager._factory(
+                self.thread_id, config, self.manager.throttler,
+                lambda tp: self.manager.is_aborted(tp, self))
+        except Exception:
+            log.exception("Log cleaner thread %d cannot start", self.thread_id)
+            self.failed = True
+            return
         while not self.stopping.is_set():
             try:
                 cleaned = self.clean_filthiest_log()
             except Exception:  # a bug must not end the thread
                 log.exception("Log cleaner thread %d failed", self.thread_id)
                 cleaned = False
+            self.manager.maybe_log_status()
             if not cleaned:
                 self.stopping.wait(self.manager.config.backoff_ms / 1000)
 
     def clean_filthiest_log(self) -> bool:
         manager = self.manager
+        assert self.cleaner is not None
         ltc = manager.grab_filthiest_log()
         if ltc is None:
             return False
@@ -601,6 +640,29 @@ class _CleanerThread(threading.Thread):
         finally:
             manager.done_cleaning(tp, log_dir, end_offset)
         return True
+
+
+def status_line(statuses: list[PartitionCleaningStatus], now_ms: int) -> str:
+    """``Log cleaner status: 3 compacted partitions; t-0 dirty 73.0% (last cleaned 12 s
+    ago), ...``: the dirtiest STATUS_PARTITIONS first; "" without compacted partitions.
+
+    Kafka has no wire API for a partition's dirty ratio (DescribeLogDirs carries sizes
+    only) and logs nothing between cleans; klog logs this line so that an operator can see
+    why a compacted topic is or is not being cleaned."""
+    if not statuses:
+        return ""
+    ranked = sorted(statuses, key=lambda s: -s.dirty_ratio)
+    parts = []
+    for st in ranked[:STATUS_PARTITIONS]:
+        last = ("not cleaned since start" if st.last_clean is None
+                else f"last cleaned {(now_ms - st.last_clean.at_ms) / 1000:.0f} s ago")
+        state = "" if st.state == "idle" else f", {st.state}"
+        parts.append(f"{st.topic}-{st.partition} dirty {100 * st.dirty_ratio:.1f}% "
+                     f"({last}{state})")
+    more = len(ranked) - STATUS_PARTITIONS
+    tail = f", and {more} more" if more > 0 else ""
+    return (f"Log cleaner status: {len(ranked)} compacted partitions; "
+            f"{', '.join(parts)}{tail}")
 
 
 def format_clean_stats(thread_id: int, name: str, start: int, end: int,
@@ -649,6 +711,7 @@ __all__ = [
     "LogCleaner",
     "PartitionCleaningStatus",
     "format_clean_stats",
+    "status_line",
     "storage_cleaner",
     "validate_reconfiguration",
 ]

@@ -426,3 +426,39 @@ def test_cleaner_config_from_the_broker_config() -> None:
                                    io_max_bytes_per_second=1.7976931348623157e308)
     assert config.dedupe_buffer_per_thread == 4_194_304
     assert config.io_buffer_per_thread == 524_288 // 2 // 2
+
+
+def test_a_thread_whose_cleaner_cannot_be_built_dies_alone(manager: LogManager) -> None:
+    def factory(*args: object) -> FakeCleaner:
+        raise MemoryError("no room for the offset map")
+
+    cleaner = LogCleaner(manager, CleanerConfig(backoff_ms=10), cleaner_factory=factory)
+    cleaner.startup()  # does not raise: the broker starts
+    wait_for(lambda: cleaner.dead_thread_count == 1, "the thread to give up")
+    cleaner.abort(("t", 0))  # the hooks still work
+    cleaner.shutdown()
+
+
+def test_the_status_line_names_the_dirtiest_partitions(manager: LogManager,
+                                                       caplog: pytest.LogCaptureFixture) -> None:
+    for i in range(7):
+        fill(manager, f"t{i}", 4)
+    fill(manager, "plain", 2, config=LogConfig(cleanup_policy=("delete",)))
+    clock = [NOW]
+    cleaner = LogCleaner(manager, CleanerConfig(backoff_ms=10), cleaner_factory=Fakes(),
+                         clock=lambda: clock[0])
+    for i in range(7):
+        cleaner.checkpoints.update(manager.log_dirs[0], (f"t{i}", 0), 5 * i if i < 4 else 20)
+    ltc = cleaner.grab_filthiest_log()
+    assert ltc is not None and ltc.topic_partition == ("t0", 0)
+    stats = CleanerStats(first_dirty_offset=0, end_offset=20)
+    cleaner.record_clean(0, ltc, stats)
+    with caplog.at_level(logging.INFO, logger="klog.log_cleaner"):
+        cleaner.maybe_log_status()  # not yet: at most every 5 minutes
+        assert "Log cleaner status" not in caplog.text
+        clock[0] += 300_000
+        cleaner.maybe_log_status()
+    assert ("Log cleaner status: 7 compacted partitions; t0-0 dirty 100.0% (last cleaned "
+            "300 s ago, in progress), t1-0 dirty 75.0% (not cleaned since start), t2-0 dirty "
+            "50.0% (not cleaned since start), t3-0 dirty 25.0% (not cleaned since start), "
+            "t4-0 dirty 0.0% (not cleaned since start), and 2 more") in caplog.text
