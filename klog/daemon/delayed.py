@@ -39,7 +39,7 @@ from typing import Generic, Protocol, TypeVar
 from klog.daemon.partition import FetchIsolation
 from klog.daemon.purgatory import DelayedOperation
 from klog.protocol.errors import ErrorCode, KafkaError
-from klog.storage.segment import LogOffsetMetadata
+from klog.storage.values import LogOffsetMetadata
 
 TopicPartition = tuple[str, int]
 # One partition of a fetch: topic, partition, fetch offset, partition max bytes, and the

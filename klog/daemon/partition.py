@@ -35,7 +35,7 @@ from dataclasses import dataclass, field, replace
 from klog.daemon.metadata_cache import PartitionState
 from klog.protocol.errors import ErrorCode, KafkaError
 from klog.storage.log import LogAppendInfo, PartitionLog
-from klog.storage.segment import FetchDataInfo, LogOffsetMetadata
+from klog.storage.values import FetchDataInfo, LogOffsetMetadata
 
 log = logging.getLogger(__name__)
 

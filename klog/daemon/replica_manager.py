@@ -90,7 +90,7 @@ from klog.protocol.records.validate import native as native_record_check
 from klog.storage.config import LogConfig
 from klog.storage.log import LogAppendInfo
 from klog.storage.log_manager import LogManager
-from klog.storage.segment import FetchDataInfo, LogOffsetMetadata, TimestampAndOffset
+from klog.storage.values import FetchDataInfo, LogOffsetMetadata, TimestampAndOffset
 
 # batchLength (@8), magic (@16), attributes (@21), lastOffsetDelta (@23), recordsCount (@57)
 # of a v2 batch header

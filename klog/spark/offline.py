@@ -47,6 +47,12 @@ from klog.protocol.records.decode import iter_records
 from klog.spark.arrow import DEFAULT_BATCH_ROWS, ColumnBuilder
 from klog.spark.columns import append_v2_batch
 from klog.storage.checkpoints import CheckpointError, read_offset_checkpoint
+from klog.storage.files import (
+    LOG_FILE_SUFFIX,
+    log_file_path,
+    offset_index_file_path,
+    txn_index_file_path,
+)
 from klog.storage.index import TransactionIndex
 from klog.storage.log import parse_partition_dir_name
 from klog.storage.walk import CORRUPT, BatchWalk
@@ -75,7 +81,7 @@ class PartitionFiles:
     segment_bases: tuple[int, ...]
 
     def log_path(self, base_offset: int) -> Path:
-        return Path(self.directory) / f"{base_offset:020d}.log"
+        return log_file_path(Path(self.directory), base_offset)
 
     def segment_index_for(self, offset: int) -> int:
         """Index of the segment holding ``offset`` (the last with base <= offset), or 0."""
@@ -98,7 +104,7 @@ def list_partitions(log_dir: str | Path) -> dict[tuple[str, int], PartitionFiles
         if name.kind:
             continue
         bases = sorted(
-            int(p.stem) for p in entry.iterdir() if p.suffix == ".log" and p.stem.isdigit()
+            int(p.stem) for p in entry.iterdir() if p.suffix == LOG_FILE_SUFFIX and p.stem.isdigit()
         )
         found[(name.topic, name.partition)] = PartitionFiles(
             name.topic, name.partition, str(entry), tuple(bases)
@@ -143,7 +149,7 @@ def iter_entries(
 def _index_position(files: PartitionFiles, base_offset: int, target: int) -> int:
     """A file position to start reading ``target`` from: the last offset-index entry at or
     below it, checked against the log (a stale or foreign index gives 0, a full scan)."""
-    index_path = Path(files.directory) / f"{base_offset:020d}.index"
+    index_path = offset_index_file_path(Path(files.directory), base_offset)
     try:
         data = index_path.read_bytes()
     except OSError:
@@ -243,7 +249,7 @@ class TxnState:
 def transaction_state(files: PartitionFiles, log_end: int) -> TxnState:
     aborted = []
     for base in files.segment_bases:
-        path = Path(files.directory) / f"{base:020d}.txnindex"
+        path = txn_index_file_path(Path(files.directory), base)
         if path.exists():
             for txn in TransactionIndex(path, base).all_aborted_txns():
                 aborted.append((txn.producer_id, txn.first_offset, txn.last_offset))

@@ -119,7 +119,7 @@ static int as_long(PyObject *v, long long *out)
     return 1;
 }
 
-/* A new FetchDataInfo for a region, as segment.py's _region builds it (``pos``: the
+/* A new FetchDataInfo for a region, as values.py's _region builds it (``pos``: the
  * region's position as an int object, shared by the metadata and the region). */
 static PyObject *new_region(PyObject *start_offset, PyObject *segment_base, PyObject *pos,
                             PyObject *path, PyObject *fd, long long size, long long last)

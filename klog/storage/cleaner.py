@@ -46,24 +46,56 @@ place) and takes the log's lock only to swap segments in.
 from __future__ import annotations
 
 import hashlib
+import os
+import struct
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple, Protocol, cast
 
+from klog.protocol.errors import CorruptRecordError
+from klog.protocol.records.batch import (
+    ATTRIBUTES_OFFSET,
+    CONTROL_FLAG_MASK,
+    CRC_OFFSET,
+    DELETE_HORIZON_FLAG_MASK,
+    LOG_OVERHEAD,
+    MAGIC_V2,
+    NO_PRODUCER_ID,
+    RECORD_BATCH_OVERHEAD,
+    TIMESTAMP_TYPE_MASK,
+    TRANSACTIONAL_FLAG_MASK,
+    BatchHeader,
+    crc32c,
+)
+from klog.protocol.records.compression import DEFAULT_MAX_DECOMPRESSED_SIZE, compress, decompress
+from klog.protocol.records.legacy import build_legacy_message, iter_legacy_records
+from klog.storage import cleaner_py as _py
 from klog.storage.checkpoints import (
     CLEANER_OFFSET_CHECKPOINT,
     TopicPartition,
     read_offset_checkpoint,
     write_offset_checkpoint,
 )
+from klog.storage.files import CLEANED_FILE_SUFFIX
 from klog.storage.index import OFFSET_INDEX_ENTRY_SIZE, TIME_INDEX_ENTRY_SIZE
+from klog.storage.log import PartitionLog, SegmentsChangedError
+from klog.storage.segment import LogSegment
+from klog.storage.walk import BatchWalk
 
-if TYPE_CHECKING:
-    from klog.storage.log import PartitionLog
-    from klog.storage.segment import LogSegment
+# The C twin of cleaner_py; absent without a compiler, or skipped with KLOG_PURE_PYTHON=1.
+_c: object | None = None
+if not os.environ.get("KLOG_PURE_PYTHON"):
+    try:
+        from klog.storage import _cleaner as _c_module
+
+        _c = _c_module
+    except ImportError:  # pragma: no cover - depends on the build
+        _c = None
+
+Buffer = bytes | bytearray | memoryview
 
 INT32_MAX = 2**31 - 1
 LONG_MAX = 2**63 - 1
@@ -73,6 +105,9 @@ DEFAULT_DEDUPE_BUFFER_SIZE = 128 * 1024 * 1024  # log.cleaner.dedupe.buffer.size
 DEFAULT_IO_BUFFER_SIZE = 512 * 1024  # log.cleaner.io.buffer.size
 DEFAULT_IO_BUFFER_LOAD_FACTOR = 0.9  # log.cleaner.io.buffer.load.factor
 DEFAULT_MAX_MESSAGE_SIZE = 1024 * 1024 + 12  # message.max.bytes: where buffers stop growing
+
+_V2_HEADER = struct.Struct(">qiibIhiqqqhii")  # the v2 batch header (batch.py's layout)
+_CRC = struct.Struct(">I")
 
 HASH_SIZE = 16  # MD5, as Kafka's SkimpyOffsetMap (log.cleaner.hash.algorithm=MD5)
 BYTES_PER_ENTRY = HASH_SIZE + 8  # Kafka's 24 bytes per offset map entry
@@ -109,43 +144,124 @@ class OffsetMap:
             raise ValueError(f"an offset map needs at least {BYTES_PER_ENTRY} bytes, not {memory}")
         self.memory = memory
         self.slots = memory // BYTES_PER_ENTRY
-        raise NotImplementedError
+        self._ops = _backend(use_c)
+        self._table = bytearray(self.slots * BYTES_PER_ENTRY)
+        self._size = 0
+        self._latest_offset = -1
+        self._dirty = False  # the table holds entries (clear has work to do)
 
     @property
     def size(self) -> int:
         """Entries in the map (distinct key hashes)."""
-        raise NotImplementedError
+        return self._size
 
     @property
     def utilization(self) -> float:
         """size / slots."""
-        return self.size / self.slots
+        return self._size / self.slots
 
     @property
     def latest_offset(self) -> int:
         """The highest offset put (or set by ``update_latest_offset``); -1 when empty."""
-        raise NotImplementedError
+        return self._latest_offset
 
     def update_latest_offset(self, offset: int) -> None:
         """Say that the map covers the log up to ``offset`` (records without keys, gaps)."""
-        raise NotImplementedError
+        self._latest_offset = offset
 
     def put(self, key: bytes | bytearray | memoryview, offset: int) -> None:
         """Map ``key`` to ``offset``; raises ValueError when a new key finds the map full."""
-        raise NotImplementedError
+        added = self._ops.table_put(self._table, self.slots, self._ops.md5(key), offset)
+        if added < 0:
+            raise ValueError("attempt to add a new entry to a full offset map")
+        self._size += added
+        self._latest_offset = offset
+        self._dirty = True
 
     def get(self, key: bytes | bytearray | memoryview) -> int:
         """The offset mapped for ``key``, or -1."""
-        raise NotImplementedError
+        return int(self._ops.table_get(self._table, self.slots, self._ops.md5(key)))
 
     def clear(self) -> None:
         """Empty the map (size 0, latest offset -1) keeping its memory."""
-        raise NotImplementedError
+        if self._dirty:
+            self._ops.table_clear(self._table)
+        self._size = 0
+        self._latest_offset = -1
+        self._dirty = False
 
     @property
     def is_c(self) -> bool:
         """Whether the C extension does this map's work."""
-        raise NotImplementedError
+        return self._ops is not _py
+
+    # -- the cleaner's batch operations (one call per records section) --------------------
+
+    def put_records(
+        self, data: bytes | bytearray | memoryview, count: int, base_offset: int,
+        start_offset: int, max_size: int,
+    ) -> tuple[int, bool]:
+        """Put the keys of a decompressed v2 records section (offsets >= ``start_offset``)
+        while the map holds fewer than ``max_size`` entries: (records read, full)."""
+        try:
+            size, read, last_put, full = self._ops.map_records(
+                self._table, self.slots, self._size, max_size, data, count, base_offset,
+                start_offset,
+            )
+        except ValueError as exc:
+            raise CorruptRecordError(str(exc)) from None
+        if size != self._size or last_put >= 0:
+            self._dirty = True
+        self._size = size
+        if last_put >= 0:
+            self._latest_offset = last_put
+        return read, full
+
+    def filter_records(
+        self, data: bytes | bytearray | memoryview, count: int, base_offset: int,
+        base_timestamp: int, retain_deletes: bool,
+    ) -> _py.FilterResult:
+        """Which records of a decompressed v2 records section a cleaning keeps."""
+        try:
+            result = self._ops.filter_records(
+                self._table, self.slots, self._latest_offset, data, count, base_offset,
+                base_timestamp, retain_deletes,
+            )
+        except ValueError as exc:
+            raise CorruptRecordError(str(exc)) from None
+        return _py.FilterResult(*result)
+
+    def table_bytes(self) -> bytes:
+        """A copy of the table (tests compare the C and Python maps byte for byte)."""
+        return bytes(self._table)
+
+
+class _Ops(Protocol):
+    """The functions ``_cleaner.c`` and ``cleaner_py`` both provide."""
+
+    def md5(self, data: Buffer, /) -> bytes: ...
+    def table_put(self, table: bytearray, slots: int, key_hash: bytes, offset: int, /) -> int: ...
+    def table_get(self, table: bytearray, slots: int, key_hash: bytes, /) -> int: ...
+    def table_clear(self, table: bytearray, /) -> None: ...
+    def map_records(
+        self, table: bytearray, slots: int, size: int, max_size: int, data: Buffer, count: int,
+        base_offset: int, start_offset: int, /,
+    ) -> tuple[int, int, int, bool]: ...
+    def filter_records(
+        self, table: bytearray, slots: int, latest_offset: int, data: Buffer, count: int,
+        base_offset: int, base_timestamp: int, retain_deletes: bool, /,
+    ) -> tuple[bytes | None, int, int, int, int, int, int, int]: ...
+    def rebase_timestamps(self, data: Buffer, count: int, shift: int, /) -> bytes: ...
+
+
+def _backend(use_c: bool | None) -> _Ops:
+    if use_c is False:
+        return cast(_Ops, _py)
+    if _c is None:
+        if use_c:
+            raise RuntimeError("klog.storage._cleaner is not built (python setup.py build_ext)")
+        return cast(_Ops, _py)
+    return cast(_Ops, _c)
 
 
 def key_hash(key: bytes | bytearray | memoryview) -> bytes:
@@ -202,7 +318,31 @@ class CleanerStats:
 
     def as_dict(self) -> dict[str, object]:
         """Plain values for --json and logs."""
-        raise NotImplementedError
+        values: dict[str, object] = {
+            f.name: getattr(self, f.name)
+            for f in fields(self)
+            if f.name not in ("start_ms", "map_done_ms", "end_ms")
+        }
+        values["messages_removed"] = self.messages_removed
+        values["elapsed_secs"] = round(self.elapsed_secs, 6)
+        values["elapsed_index_secs"] = round(self.elapsed_index_secs, 6)
+        return values
+
+    def summary(self, name: str) -> str:
+        """Kafka's log-cleaner.log figures in one line."""
+        mb = 1024 * 1024
+        elapsed = self.elapsed_secs or 1e-9
+        return (
+            f"Cleaned log {name}{' (dry run)' if self.dry_run else ''}: "
+            f"{self.bytes_read / mb:.1f} MB of log processed in {elapsed:.3f} seconds "
+            f"({self.bytes_read / mb / elapsed:.1f} MB/sec); indexed "
+            f"{self.map_bytes_read / mb:.1f} MB in {self.elapsed_index_secs:.3f} s, "
+            f"buffer utilization {100 * self.buffer_utilization:.1f}%; "
+            f"{self.bytes_read} bytes -> {self.bytes_written} bytes, "
+            f"{self.messages_read} messages read, {self.messages_written} kept "
+            f"({self.tombstones_removed} tombstones and {self.invalid_messages_read} "
+            f"messages without a key removed); next dirty offset {self.end_offset}"
+        )
 
 
 class Throttler:
@@ -228,13 +368,29 @@ class Throttler:
         self._lock = threading.Lock()
         self._period_start = clock()
         self._observed = 0.0
+        self.throttled_secs = 0.0  # total time slept (Kafka's cleaner-io throttle figure)
 
     def set_rate(self, desired_rate: float) -> None:
         self.desired_rate = desired_rate
 
     def maybe_throttle(self, observed: int) -> None:
         """Count ``observed`` bytes and sleep if the rate over the last period is too high."""
-        raise NotImplementedError
+        rate = self.desired_rate
+        if rate == float("inf") or rate <= 0:
+            return
+        with self._lock:
+            # Sleeping with the lock held is on purpose (Kafka's too): the cleaner threads
+            # share the budget, so all of them wait while one catches up.
+            self._observed += observed
+            now = self._clock()
+            elapsed = now - self._period_start
+            if elapsed * 1000 > self.check_interval_ms and self._observed > 0:
+                sleep = self._observed / rate - elapsed
+                if sleep > 0:
+                    self.throttled_secs += sleep
+                    self._sleep(sleep)
+                self._period_start = self._clock()
+                self._observed = 0.0
 
 
 # ==============================================================================================
@@ -477,13 +633,14 @@ class Cleaner:
         use_c: bool | None = None,
     ) -> None:
         self.offset_map = OffsetMap(dedupe_buffer_size, use_c=use_c)
-        self.io_buffer_size = io_buffer_size
+        self.io_buffer_size = max(io_buffer_size, RECORD_BATCH_OVERHEAD)
         self.dedupe_buffer_load_factor = dedupe_buffer_load_factor
         self.max_message_size = max_message_size
         self.throttler = throttler or Throttler(max_io_bytes_per_second)
         self.is_aborted = is_aborted
-        self.clock = clock
-        raise NotImplementedError
+        self.clock = clock or _wall_clock_ms
+
+    # -- one cleaning ------------------------------------------------------------------------
 
     def clean(
         self,
@@ -501,7 +658,412 @@ class Cleaner:
         aborted (the log is intact and readable either way). Readers and appenders of the
         log may run meanwhile; the log's lock is held only for each swap.
         """
-        raise NotImplementedError
+        log = to_clean.log
+        now = self.clock() if now_ms is None else now_ms
+        retention = log.config.delete_retention_ms if delete_retention_ms is None else (
+            delete_retention_ms
+        )
+        first_dirty = to_clean.first_dirty_offset
+        first_uncleanable = to_clean.first_uncleanable_offset
+        stats = CleanerStats(first_dirty_offset=first_dirty, end_offset=first_dirty,
+                             dry_run=dry_run)
+        views = _open_views(log, first_uncleanable)
+        try:
+            run = _Run(self, log, stats, now, retention, dry_run)
+            # v0/v1 data only: tombstones go once their segment was last modified more than
+            # delete.retention.ms before the last clean segment (v2 batches carry their own
+            # delete horizon, see _Run.filter_batch).
+            clean = [v for v in views if v.base_offset < first_dirty]
+            run.legacy_delete_horizon = (
+                clean[-1].last_modified_ms - retention if clean else 0
+            )
+            dirty = [
+                v for v in views if v.next_base > first_dirty and v.base_offset < first_uncleanable
+            ]
+            run.build_offset_map(dirty, first_dirty, first_uncleanable)
+            stats.map_done_ms = time.monotonic() * 1000
+            end_offset = max(self.offset_map.latest_offset + 1, first_dirty)
+            stats.end_offset = end_offset
+            stats.map_entries = self.offset_map.size
+            stats.buffer_utilization = self.offset_map.utilization
+            if end_offset > first_dirty:
+                to_rewrite = [v for v in views if v.base_offset < end_offset]
+                with log._lock:
+                    # Index sizes are read under the lock (their mappings are shared).
+                    groups = group_segments_by_size(
+                        [v.segment for v in to_rewrite],
+                        log.config.segment_bytes,
+                        log.config.max_index_size,
+                        first_uncleanable,
+                    )
+                by_segment = {id(v.segment): v for v in to_rewrite}
+                for group in groups:
+                    run.clean_group([by_segment[id(s)] for s in group])
+        finally:
+            for view in views:
+                os.close(view.fd)
+        stats.end_ms = time.monotonic() * 1000
+        return stats
+
+    def check_done(self, topic_partition: TopicPartition) -> None:
+        """Kafka's checkDone: stop here if the manager aborted this log's cleaning."""
+        if self.is_aborted is not None and self.is_aborted(topic_partition):
+            raise LogCleaningAbortedError(
+                f"cleaning of {topic_partition[0]}-{topic_partition[1]} was aborted"
+            )
+
+
+class _View(NamedTuple):
+    """A segment as a cleaning saw it when it started: its own descriptor (a ``dup``, so
+    that retention closing the segment's cannot pull the file from under the cleaner) and
+    the size and modification time of that moment."""
+
+    segment: LogSegment
+    base_offset: int
+    size: int
+    fd: int
+    last_modified_ms: int
+    next_base: int  # the base offset of the segment after it (LONG_MAX for the last one)
+
+
+def _open_views(log: PartitionLog, first_uncleanable: int) -> list[_View]:
+    views: list[_View] = []
+    with log._lock:
+        segments = log.segments
+        try:
+            for i, segment in enumerate(segments):
+                if segment.base_offset >= first_uncleanable or i == len(segments) - 1:
+                    break  # the active segment is never cleaned
+                next_base = segments[i + 1].base_offset
+                views.append(
+                    _View(segment, segment.base_offset, segment.size, os.dup(segment.fd),
+                          segment.last_modified_ms, next_base)
+                )
+        except BaseException:
+            for view in views:
+                os.close(view.fd)
+            raise
+    return views
+
+
+class _Run:
+    """The state of one cleaning: the log, its stats, the clock and the horizons."""
+
+    def __init__(
+        self, cleaner: Cleaner, log: PartitionLog, stats: CleanerStats, now: int,
+        delete_retention_ms: int, dry_run: bool,
+    ) -> None:
+        self.cleaner = cleaner
+        self.map = cleaner.offset_map
+        self.log = log
+        self.tp: TopicPartition = (log.topic, log.partition)
+        self.stats = stats
+        self.now = now
+        self.delete_retention_ms = delete_retention_ms
+        self.dry_run = dry_run
+        self.legacy_delete_horizon = 0
+        self.max_batch_size = max(cleaner.max_message_size, log.config.max_message_bytes)
+        self.max_decompressed = max(DEFAULT_MAX_DECOMPRESSED_SIZE, 4 * self.max_batch_size)
+        with log._lock:
+            # Kafka's lastRecordsOfActiveProducers: the batch holding a live producer's last
+            # sequence (or its last marker) stays, even emptied, so its next produce is
+            # not refused as out of sequence.
+            self.last_of_producer = {
+                pid: (entry.last_data_offset, entry.producer_epoch)
+                for pid, entry in log.producer_state.active_producers().items()
+            }
+
+    def _walk(self, view: _View, start: int) -> BatchWalk:
+        return BatchWalk(
+            view.fd,
+            start,
+            view.size,
+            max_batch_size=self.max_batch_size,
+            chunk_size=self.cleaner.io_buffer_size,
+            reuse_buffer=True,
+            progress=self.cleaner.throttler.maybe_throttle,
+        )
+
+    def _walk_failed(self, walk: BatchWalk, view: _View) -> None:
+        stop = walk.stop
+        if stop is not None:
+            raise CorruptRecordError(
+                f"cannot clean {view.segment.log_path}: {stop.reason} at position "
+                f"{stop.position}"
+            )
+
+    def _records_data(self, header: BatchHeader, buf: memoryview) -> bytes | memoryview:
+        section = header.records_view(buf)
+        codec = header.compression_id
+        if codec:
+            return decompress(codec, section, max_size=self.max_decompressed)
+        return section
+
+    # -- the offset map ---------------------------------------------------------------------
+
+    def build_offset_map(self, dirty: list[_View], start: int, end: int) -> None:
+        """Kafka's buildOffsetMap: map the dirty segments' keys, as many as fit."""
+        offset_map = self.map
+        offset_map.clear()
+        max_size = int(offset_map.slots * self.cleaner.dedupe_buffer_load_factor)
+        for i, view in enumerate(dirty):
+            self.cleaner.check_done(self.tp)
+            next_start = dirty[i + 1].base_offset if i + 1 < len(dirty) else end
+            if self._map_segment(view, start, max_size):
+                return  # full: this segment is mapped in part
+            # Gaps at the end of the segment (removed by an earlier cleaning) are covered.
+            offset_map.update_latest_offset(next_start - 1)
+
+    def _map_segment(self, view: _View, start: int, max_size: int) -> bool:
+        position = 0
+        if view.base_offset < start:
+            with self.log._lock:
+                found = view.segment.translate_offset(start)
+            if found is None:
+                return False
+            position = found.position
+        stats, offset_map = self.stats, self.map
+        walk = self._walk(view, position)
+        for _pos, header, buf in walk:
+            assert buf is not None  # no hold_bound: every entry comes with its bytes
+            if header.magic < MAGIC_V2:
+                if self._map_legacy(header, buf, start, max_size):
+                    return True
+            elif header.is_control:
+                stats.map_messages_read += 1
+            else:
+                count = header.records_count or 0
+                data = self._records_data(header, buf)
+                read, full = offset_map.put_records(
+                    data, count, header.base_offset or 0, start, max_size
+                )
+                stats.map_messages_read += read
+                if full:
+                    return True
+            if header.last_offset >= start:
+                offset_map.update_latest_offset(header.last_offset)
+            stats.map_bytes_read += header.size
+        self._walk_failed(walk, view)
+        return False
+
+    def _map_legacy(self, header: BatchHeader, buf: memoryview, start: int, max_size: int) -> bool:
+        offset_map = self.map
+        for record in iter_legacy_records(buf, header, max_decompressed_size=self.max_decompressed):
+            if record.key is not None and record.offset >= start:
+                if offset_map.size >= max_size:
+                    return True
+                offset_map.put(record.key, record.offset)
+            self.stats.map_messages_read += 1
+        return False
+
+    # -- rewriting ------------------------------------------------------------------------
+
+    def clean_group(self, group: list[_View]) -> None:
+        """Rewrite ``group`` into one ``.cleaned`` segment and swap it in (Kafka's
+        cleanSegments)."""
+        log, stats = self.log, self.stats
+        base = group[0].base_offset
+        cleaned: LogSegment | None = None
+        if not self.dry_run:
+            for stale in log.dir.glob(f"{base:020d}.*{CLEANED_FILE_SUFFIX}"):
+                stale.unlink()
+            cleaned = LogSegment.open(
+                log.dir, base, log.config, file_suffix=CLEANED_FILE_SUFFIX, now_ms=self.now
+            )
+        try:
+            for view in group:
+                self.cleaner.check_done(self.tp)
+                retain_legacy_deletes = view.last_modified_ms > self.legacy_delete_horizon
+                self._clean_into(view, cleaned, retain_legacy_deletes)
+            stats.segments_before += len(group)
+            stats.segments_after += 1
+            if cleaned is None:
+                return
+            cleaned.on_become_inactive_segment()
+            cleaned.flush()
+            # The cleaned segment keeps the age of what it replaces: retention by time and
+            # the legacy tombstone horizon read it.
+            cleaned.set_last_modified(group[-1].last_modified_ms)
+            self.cleaner.check_done(self.tp)
+            try:
+                log.replace_segments(cleaned, [(v.segment, v.size) for v in group])
+            except SegmentsChangedError as exc:
+                raise LogCleaningAbortedError(str(exc)) from exc
+        except BaseException:
+            if cleaned is not None:
+                cleaned.delete_if_exists()
+            raise
+
+    def _clean_into(
+        self, view: _View, dest: LogSegment | None, retain_legacy_deletes: bool
+    ) -> None:
+        stats = self.stats
+        check_done, tp = self.cleaner.check_done, self.tp
+        throttle = self.cleaner.throttler.maybe_throttle
+        walk = self._walk(view, 0)
+        for _pos, header, buf in walk:
+            assert buf is not None
+            check_done(tp)
+            stats.batches_read += 1
+            stats.bytes_read += header.size
+            if header.magic < MAGIC_V2:
+                out = self._filter_legacy(header, buf, retain_legacy_deletes)
+            else:
+                out = self._filter_batch(header, buf)
+            if out is None:
+                continue
+            data, max_timestamp, offset_of_max_timestamp = out
+            stats.batches_written += 1
+            stats.bytes_written += len(data)
+            if dest is not None:
+                dest.append(header.last_offset, max_timestamp, offset_of_max_timestamp, data,
+                            single_batch=True)
+                throttle(len(data))
+        self._walk_failed(walk, view)
+
+    def _filter_batch(
+        self, header: BatchHeader, buf: memoryview
+    ) -> tuple[bytes | memoryview, int, int] | None:
+        """What of one v2 batch is kept: (bytes, max timestamp, its offset), or None."""
+        stats = self.stats
+        count = header.records_count or 0
+        if header.is_control:
+            # Transaction markers stay until transactions exist (issue 21): Kafka removes
+            # a marker once its transaction's data is gone, which needs the txn index.
+            stats.messages_read += count
+            stats.messages_written += count
+            return header.payload(buf), header.max_timestamp, header.last_offset
+        base_offset = header.base_offset or 0
+        horizon_set = header.has_delete_horizon
+        retain_deletes = not horizon_set or self.now < header.base_timestamp
+        data = self._records_data(header, buf)
+        result = self.map.filter_records(
+            data, count, base_offset, header.base_timestamp, retain_deletes
+        )
+        stats.messages_read += count
+        stats.messages_written += result.kept_count
+        stats.invalid_messages_read += result.invalid
+        stats.tombstones_removed += result.tombstones_removed
+        log_append = bool(header.attributes & TIMESTAMP_TYPE_MASK)
+        if result.kept_count == 0:
+            if self._is_last_of_producer(header):
+                return _empty_batch(header), header.max_timestamp, header.last_offset
+            return None
+        need_horizon = result.tombstones_kept > 0 and not horizon_set
+        if result.kept is None and not need_horizon:
+            if log_append:
+                return header.payload(buf), header.max_timestamp, header.last_offset
+            return header.payload(buf), result.max_timestamp, result.offset_of_max_timestamp
+        records: bytes | memoryview = data if result.kept is None else result.kept
+        base_timestamp = header.base_timestamp
+        attributes = header.attributes
+        if need_horizon:
+            # KIP-534: the batch remembers when its tombstones may go; its records'
+            # timestamps move to the new base unchanged.
+            horizon = self.now + self.delete_retention_ms
+            records = self.map._ops.rebase_timestamps(
+                records, result.kept_count, base_timestamp - horizon
+            )
+            base_timestamp = horizon
+            attributes |= DELETE_HORIZON_FLAG_MASK
+        codec = header.compression_id
+        if codec:
+            records = compress(codec, records)
+        if log_append:
+            max_timestamp, offset_of_max = header.max_timestamp, header.last_offset
+        else:
+            max_timestamp, offset_of_max = result.max_timestamp, result.offset_of_max_timestamp
+        batch = _v2_batch(header, attributes, base_timestamp, max_timestamp,
+                          result.kept_count, records)
+        return batch, max_timestamp, offset_of_max
+
+    def _is_last_of_producer(self, header: BatchHeader) -> bool:
+        if header.producer_id == NO_PRODUCER_ID:
+            return False
+        last = self.last_of_producer.get(header.producer_id)
+        if last is None:
+            return False
+        last_data_offset, epoch = last
+        if last_data_offset >= 0:
+            return header.last_offset == last_data_offset
+        return header.is_control and header.producer_epoch == epoch
+
+    def _filter_legacy(
+        self, header: BatchHeader, buf: memoryview, retain_deletes: bool
+    ) -> tuple[bytes | memoryview, int, int] | None:
+        """A v0/v1 entry: a message kept or not, a compressed wrapper rebuilt with the
+        inner messages kept (absolute inner offsets, the wrapper at the last one)."""
+        stats, offset_map = self.stats, self.map
+        records = list(
+            iter_legacy_records(buf, header, max_decompressed_size=self.max_decompressed)
+        )
+        kept = []
+        for record in records:
+            keep = True
+            if record.offset <= offset_map.latest_offset:
+                if record.key is None:
+                    stats.invalid_messages_read += 1
+                    keep = False
+                else:
+                    latest = record.offset >= offset_map.get(record.key)
+                    if latest and record.value is None and not retain_deletes:
+                        stats.tombstones_removed += 1
+                    keep = latest and (record.value is not None or retain_deletes)
+            if keep:
+                kept.append(record)
+        stats.messages_read += len(records)
+        stats.messages_written += len(kept)
+        if not kept:
+            return None
+        max_timestamp = max(r.timestamp for r in kept)
+        offset_of_max = next(r.offset for r in kept if r.timestamp == max_timestamp)
+        if len(kept) == len(records):
+            return header.payload(buf), max_timestamp, offset_of_max
+        codec = header.compression_id
+        inner = b"".join(
+            build_legacy_message(r.offset, header.magic, r.key, r.value, timestamp=r.timestamp)
+            for r in kept
+        )
+        wrapper = build_legacy_message(
+            kept[-1].offset,
+            header.magic,
+            None,
+            compress(codec, inner, magic=header.magic),
+            timestamp=header.max_timestamp,
+            attributes=header.attributes,
+        )
+        return wrapper, max_timestamp, offset_of_max
+
+
+def _v2_batch(
+    header: BatchHeader, attributes: int, base_timestamp: int, max_timestamp: int, count: int,
+    records: bytes | bytearray | memoryview,
+) -> bytes:
+    """A v2 batch with ``header``'s offsets, producer fields and leader epoch (Kafka keeps
+    the last offset delta so the producer's last sequence survives), a correct CRC."""
+    batch = bytearray(RECORD_BATCH_OVERHEAD + len(records))
+    _V2_HEADER.pack_into(
+        batch, 0, header.base_offset or 0, len(batch) - LOG_OVERHEAD,
+        header.partition_leader_epoch, MAGIC_V2, 0, attributes, header.last_offset_delta,
+        base_timestamp, max_timestamp, header.producer_id, header.producer_epoch,
+        header.base_sequence, count,
+    )
+    batch[RECORD_BATCH_OVERHEAD:] = records
+    _CRC.pack_into(batch, CRC_OFFSET, crc32c(memoryview(batch)[ATTRIBUTES_OFFSET:]))
+    return bytes(batch)
+
+
+def _empty_batch(header: BatchHeader) -> bytes:
+    """Kafka's writeEmptyHeader: no records, the batch's offsets and producer fields kept,
+    uncompressed, both timestamps its max timestamp."""
+    attributes = header.attributes & (
+        TIMESTAMP_TYPE_MASK | TRANSACTIONAL_FLAG_MASK | CONTROL_FLAG_MASK
+    )
+    return _v2_batch(header, attributes, header.max_timestamp, header.max_timestamp, 0, b"")
+
+
+def _wall_clock_ms() -> int:
+    return int(time.time() * 1000)
 
 
 # ==============================================================================================
@@ -512,13 +1074,13 @@ class Cleaner:
 class CleanerCheckpoints:
     """The ``cleaner-offset-checkpoint`` file of each log dir (first dirty offset per partition).
 
-    Thread-safe (one lock for all dirs): the cleaner threads update it after each
-    cleaning, the broker removes partitions it deletes or moves. Written atomically
-    (temporary file, fsync, rename) in Kafka's offset checkpoint format.
+    Thread-safe, across instances too (one lock in the process for all of them and all
+    dirs): the cleaner threads update it after each cleaning, LogManager.delete_log removes
+    partitions it deletes. Written atomically (temporary file, fsync, rename) in Kafka's
+    offset checkpoint format.
     """
 
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
+    _lock = threading.Lock()
 
     def read(self, log_dir: Path | str) -> dict[TopicPartition, int]:
         """The dir's checkpoint ({} when missing)."""

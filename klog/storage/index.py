@@ -2,7 +2,7 @@
 
 This module owns the three per-segment index files. They are accelerators, never the
 source of truth: a crash may leave them stale or zero-filled, so every reader treats them
-as rebuildable (see ``LogSegment.recover`` and ``rebuild_indexes`` in ``segment.py``).
+as rebuildable (see ``LogSegment.recover`` and ``scan.rebuild_indexes``).
 
 Formats (big-endian, as Kafka's OffsetIndex / TimeIndex / TransactionIndex write them)::
 
@@ -65,6 +65,7 @@ from socket import ntohl as _be32  # not networking: a C byte swap for the bisec
 from typing import ClassVar, NamedTuple
 
 DEFAULT_MAX_INDEX_SIZE = 10 * 1024 * 1024  # segment.index.bytes
+DEFAULT_INDEX_INTERVAL_BYTES = 4096  # index.interval.bytes: an offset index entry this often
 WARM_SECTION_BYTES = 8192  # Kafka's AbstractIndex warm section
 INT32_MAX = 2**31 - 1
 NO_TIMESTAMP = -1

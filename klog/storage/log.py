@@ -67,32 +67,26 @@ from klog.protocol.records.batch import (
 )
 from klog.storage.checkpoints import fsync_dir
 from klog.storage.config import LogConfig
-from klog.storage.index import AbortedTxn, CorruptIndexError
-from klog.storage.leader_epoch import LEADER_EPOCH_CHECKPOINT_FILENAME, LeaderEpochFileCache
-from klog.storage.producer_state import (
-    PRODUCER_SNAPSHOT_FILE_SUFFIX,
-    BatchMetadata,
-    ProducerStateManager,
-)
-from klog.storage.segment import (
+from klog.storage.files import (
     CLEANED_FILE_SUFFIX,
     DELETED_FILE_SUFFIX,
     INDEX_FILE_SUFFIX,
+    INDEX_FILE_SUFFIXES,
     LOG_FILE_SUFFIX,
+    PRODUCER_SNAPSHOT_FILE_SUFFIX,
     SWAP_FILE_SUFFIX,
     TIME_INDEX_FILE_SUFFIX,
     TMP_FILE_SUFFIX,
     TXN_INDEX_FILE_SUFFIX,
-    FetchDataInfo,
-    LogOffsetMetadata,
-    LogSegment,
-    TimestampAndOffset,
-    _iter_file_batches,
-    _ScanState,
-    fastread,
-    offset_from_filename,
-    scan_segment,
+    filename_prefix_from_offset,
+    offset_from_filename_or_none,
 )
+from klog.storage.index import AbortedTxn, CorruptIndexError
+from klog.storage.leader_epoch import LEADER_EPOCH_CHECKPOINT_FILENAME, LeaderEpochFileCache
+from klog.storage.producer_state import BatchMetadata, ProducerStateManager
+from klog.storage.scan import _iter_file_batches, _ScanState, scan_segment
+from klog.storage.segment import LogSegment, fastread
+from klog.storage.values import FetchDataInfo, LogOffsetMetadata, TimestampAndOffset
 
 DELETE_DIR_SUFFIX = "-delete"
 FUTURE_DIR_SUFFIX = "-future"
@@ -129,6 +123,10 @@ _DIR_RE = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
 _SPECIAL_DIR_RE = re.compile(
     r"^(?P<topic>.+)-(?P<partition>\d+)\.(?P<uid>[0-9a-fA-F]{32})(?P<kind>-delete|-future|-stray)$"
 )
+
+
+class SegmentsChangedError(RuntimeError):
+    """``replace_segments`` found the segments it should replace changed (nothing done)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -338,7 +336,7 @@ class PartitionLog:
             if name.endswith(DELETED_FILE_SUFFIX) or name.endswith(TMP_FILE_SUFFIX):
                 entry.unlink()  # scheduled deletions and half-written temporaries
             elif name.endswith(CLEANED_FILE_SUFFIX):
-                base = _safe_offset(name)
+                base = offset_from_filename_or_none(name)
                 if base is not None:
                     min_cleaned = base if min_cleaned is None else min(min_cleaned, base)
                 entry.unlink()  # an interrupted cleaning: the originals are intact
@@ -348,7 +346,7 @@ class PartitionLog:
                 else:
                     entry.unlink()  # index swap files are rebuilt from the log
         for swap in swap_logs:
-            base = _safe_offset(swap.name)
+            base = offset_from_filename_or_none(swap.name)
             if base is None:
                 continue
             if min_cleaned is not None and base >= min_cleaned:
@@ -359,7 +357,7 @@ class PartitionLog:
             next_offset = base if scan.last_offset is None else scan.last_offset + 1
             # The swap replaces every segment whose base offset it covers.
             for log_file in self.dir.glob(f"*{LOG_FILE_SUFFIX}"):
-                other = _safe_offset(log_file.name)
+                other = offset_from_filename_or_none(log_file.name)
                 if other is not None and base <= other < max(next_offset, base + 1):
                     for suffix in (
                         LOG_FILE_SUFFIX,
@@ -372,10 +370,10 @@ class PartitionLog:
 
     def _load_segment_files(self) -> None:
         # Orphaned index files (no .log) are removed, as Kafka does.
-        logs = {_safe_offset(p.name) for p in self.dir.glob(f"*{LOG_FILE_SUFFIX}")}
-        for suffix in (INDEX_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX, TXN_INDEX_FILE_SUFFIX):
+        logs = {offset_from_filename_or_none(p.name) for p in self.dir.glob(f"*{LOG_FILE_SUFFIX}")}
+        for suffix in INDEX_FILE_SUFFIXES:
             for index_file in self.dir.glob(f"*{suffix}"):
-                if _safe_offset(index_file.name) not in logs:
+                if offset_from_filename_or_none(index_file.name) not in logs:
                     index_file.unlink()
         for base in sorted(b for b in logs if b is not None):
             segment = LogSegment.open(self.dir, base, self.config, file_already_exists=True)
@@ -461,9 +459,9 @@ class PartitionLog:
 
     def _new_segment(self, base_offset: int) -> LogSegment:
         self._dir_needs_fsync = True
-        for stale in self.dir.glob(f"{base_offset:020d}.*"):
+        for stale in self.dir.glob(f"{filename_prefix_from_offset(base_offset)}.*"):
             # An empty leftover at the same base offset (e.g. after truncation) is replaced.
-            if stale.suffix in (INDEX_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX, TXN_INDEX_FILE_SUFFIX):
+            if stale.suffix in INDEX_FILE_SUFFIXES:
                 stale.unlink()
         return LogSegment.open(self.dir, base_offset, self.config, now_ms=self.clock())
 
@@ -1145,6 +1143,37 @@ class PartitionLog:
         return count
 
     @_locked
+    def replace_segments(
+        self, new_segment: LogSegment, old_segments: list[tuple[LogSegment, int]]
+    ) -> None:
+        """Swap a cleaned segment in for ``old_segments`` (segment, size when it was read),
+        crash-safely (Kafka's LocalLog.replaceSegments).
+
+        ``new_segment`` is complete and flushed, its files suffixed ``.cleaned``. Steps,
+        each a rename: ``.cleaned`` -> ``.swap`` (from here a restart completes the swap,
+        see ``_remove_temp_files_and_resolve_swaps``); the old segments leave the log and
+        become ``.deleted`` (removed after file.delete.delay.ms: a fetch may still be
+        sending from them); ``.swap`` -> live. Raises SegmentsChangedError, changing
+        nothing, when an old segment was deleted, truncated or replaced since it was read
+        (retention or truncation ran meanwhile).
+        """
+        for segment, size in old_segments:
+            if self._segments.get(segment.base_offset) is not segment or segment.size != size:
+                raise SegmentsChangedError(
+                    f"segment {segment.base_offset} of {self.dir.name} changed during cleaning"
+                )
+        if old_segments and old_segments[-1][0] is self.active_segment:
+            raise SegmentsChangedError(f"the active segment of {self.dir.name} cannot be replaced")
+        new_segment.change_file_suffixes(CLEANED_FILE_SUFFIX, SWAP_FILE_SUFFIX)
+        fsync_dir(self.dir)
+        for segment, _size in old_segments:
+            self._remove_segment(segment.base_offset)
+            self._schedule_delete(segment)
+        new_segment.change_file_suffixes(SWAP_FILE_SUFFIX, "")
+        self._add_segment(new_segment)
+        fsync_dir(self.dir)
+
+    @_locked
     def delete_pending(self, now_ms: int | None = None) -> int:
         """Delete the ``.deleted`` segments whose file.delete.delay.ms has passed."""
         now = self.clock() if now_ms is None else now_ms
@@ -1276,13 +1305,6 @@ class PartitionLog:
             if entry.is_file():
                 entry.unlink()
         self.dir.rmdir()
-
-
-def _safe_offset(name: str) -> int | None:
-    try:
-        return offset_from_filename(name)
-    except ValueError:
-        return None
 
 
 # PartitionLog.read as written above: the reference, and what the C read (below) calls for

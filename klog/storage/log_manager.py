@@ -6,7 +6,8 @@ every partition directory into a ``PartitionLog`` (recovering from the recovery 
 when ``.kafka_cleanshutdown`` is absent, trusting them when it is present), places new
 partitions in the directory with the fewest partitions, and keeps the broker-level
 checkpoint files (``recovery-point-offset-checkpoint``, ``log-start-offset-checkpoint``;
-``replication-offset-checkpoint`` and ``cleaner-offset-checkpoint`` are read and kept).
+``replication-offset-checkpoint`` is read and kept; ``cleaner-offset-checkpoint`` is read at
+load and written through ``cleaner_checkpoints``, which drops a deleted partition's entry).
 On a clean ``close`` every log is flushed and the clean-shutdown marker written.
 
 No threads are started here: the daemon calls ``flush_dirty_logs``, ``cleanup_logs`` and
@@ -47,6 +48,7 @@ from klog.storage.checkpoints import (
     write_meta_properties,
     write_offset_checkpoint,
 )
+from klog.storage.cleaner import CleanerCheckpoints
 from klog.storage.config import LogConfig
 from klog.storage.log import (
     PartitionLog,
@@ -137,7 +139,10 @@ class LogManager:
         self._log_dir_of: dict[TopicPartition, Path] = {}
         self._logs_to_delete: list[tuple[int, Path]] = []
         self.high_watermarks: dict[TopicPartition, int] = {}
+        # As loaded at startup; the cleaner reads and writes the files through
+        # cleaner_checkpoints (one lock for every writer of them in the process).
         self.cleaner_offsets: dict[Path, dict[TopicPartition, int]] = {}
+        self.cleaner_checkpoints = CleanerCheckpoints()
         self.load_summaries: list[LoadSummary] = []
         # The log cleaner, when the daemon runs one (klog/daemon/log_cleaner.py).
         self.cleaner: CleanerHooks | None = None
@@ -345,6 +350,10 @@ class LogManager:
             due = self.clock() + log.config.file_delete_delay_ms
             self._logs_to_delete.append((due, log.dir))
             self._checkpoint_dir(log_dir)
+            # Kafka's LogManager.asyncDelete: a partition created again starts dirty.
+            self.cleaner_offsets.get(log_dir, {}).pop(tp, None)
+            if tp in self.cleaner_checkpoints.read(log_dir):
+                self.cleaner_checkpoints.remove(log_dir, tp)
             return log.dir
 
     def truncate_to(self, topic: str, partition: int, target_offset: int) -> bool:

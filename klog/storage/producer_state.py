@@ -39,9 +39,9 @@ from klog.protocol.records.batch import (
     read_batch_header,
 )
 from klog.storage.checkpoints import atomic_write_bytes
+from klog.storage.files import PRODUCER_SNAPSHOT_FILE_SUFFIX, producer_snapshot_file_path
 
 PRODUCER_SNAPSHOT_VERSION = 1
-PRODUCER_SNAPSHOT_FILE_SUFFIX = ".snapshot"
 NUM_BATCHES_TO_RETAIN = 5
 DEFAULT_PRODUCER_ID_EXPIRATION_MS = 86_400_000  # producer.id.expiration.ms
 INT32_MAX = 2**31 - 1
@@ -84,10 +84,6 @@ class ProducerSnapshotEntry:
     timestamp: int
     coordinator_epoch: int
     current_txn_first_offset: int
-
-
-def snapshot_file_path(directory: Path, offset: int) -> Path:
-    return Path(directory) / f"{offset:020d}{PRODUCER_SNAPSHOT_FILE_SUFFIX}"
 
 
 def read_snapshot(path: Path | str) -> list[ProducerSnapshotEntry]:
@@ -340,10 +336,10 @@ class ProducerStateManager:
         """Write ``<map_end_offset>.snapshot`` unless one was written at this offset."""
         if (
             self.map_end_offset == self.last_snap_offset
-            and snapshot_file_path(self.log_dir, self.map_end_offset).exists()
+            and producer_snapshot_file_path(self.log_dir, self.map_end_offset).exists()
         ):
             return None
-        path = snapshot_file_path(self.log_dir, self.map_end_offset)
+        path = producer_snapshot_file_path(self.log_dir, self.map_end_offset)
         write_snapshot(path, (p.to_snapshot_entry() for p in self.producers.values()))
         self.last_snap_offset = self.map_end_offset
         return path
@@ -351,7 +347,7 @@ class ProducerStateManager:
     def delete_snapshots_before(self, offset: int) -> None:
         for snap in self.snapshot_offsets():
             if snap < offset:
-                snapshot_file_path(self.log_dir, snap).unlink(missing_ok=True)
+                producer_snapshot_file_path(self.log_dir, snap).unlink(missing_ok=True)
 
     def _clear(self) -> None:
         self.producers.clear()
@@ -365,7 +361,7 @@ class ProducerStateManager:
         """
         for snap in self.snapshot_offsets():
             if snap > log_end_offset or snap <= log_start_offset:
-                snapshot_file_path(self.log_dir, snap).unlink(missing_ok=True)
+                producer_snapshot_file_path(self.log_dir, snap).unlink(missing_ok=True)
         if log_end_offset != self.map_end_offset:
             self._clear()
             self._load_from_snapshot(log_start_offset, now_ms)
@@ -374,7 +370,7 @@ class ProducerStateManager:
 
     def _load_from_snapshot(self, log_start_offset: int, now_ms: int) -> None:
         for snap in reversed(self.snapshot_offsets()):
-            path = snapshot_file_path(self.log_dir, snap)
+            path = producer_snapshot_file_path(self.log_dir, snap)
             try:
                 entries = read_snapshot(path)
             except (CorruptSnapshotError, OSError):
@@ -398,7 +394,7 @@ class ProducerStateManager:
     def truncate_fully_and_start_at(self, offset: int) -> None:
         self._clear()
         for snap in self.snapshot_offsets():
-            snapshot_file_path(self.log_dir, snap).unlink(missing_ok=True)
+            producer_snapshot_file_path(self.log_dir, snap).unlink(missing_ok=True)
         self.map_end_offset = self.last_snap_offset = offset
 
     def on_log_start_offset_incremented(self, log_start_offset: int) -> None:

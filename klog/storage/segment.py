@@ -1,20 +1,12 @@
-"""Log segments in Kafka's on-disk format: one .log file and its three index files.
+"""A log segment in Kafka's on-disk format: one .log file and its three index files.
 
-This module owns a segment's files and the two read-only/offline primitives that every
-consumer of a segment file shares:
-
-- ``scan_segment`` walks a .log file from a position in big chunks and validates each
-  entry exactly as recovery does (length bounds and magic via ``records.batch``, CRC,
-  offsets strictly increasing and within the segment). It reports the first invalid byte
-  and never writes. ``klog verify`` / ``klog recover`` and ``LogSegment.recover`` all use it.
-- ``rebuild_indexes`` writes fresh .index and .timeindex files for the valid prefix of a
-  .log, with Kafka's recovery rules (an entry every ``index.interval.bytes``), through a
-  temporary file renamed over the old one, so a crash never leaves half an index.
-
-``LogSegment`` (Kafka's LogSegment) appends whole batches, reads whole batches as file
-regions (never decoding records: only batch headers are read, with ``os.pread``),
-translates offsets and timestamps through the indexes, truncates and recovers. Its memory
-does not depend on the segment's size.
+This module owns ``LogSegment`` (Kafka's LogSegment): it appends whole batches, reads whole
+batches as file regions (never decoding records: only batch headers are read, with
+``os.pread``), translates offsets and timestamps through the indexes, truncates, recovers
+and renames its files. Its memory does not depend on the segment's size. What it builds on
+lives beside it: the file names in files.py, the offline scan and index rebuild that
+recovery runs in scan.py, the values it returns (``FetchDataInfo``, ``LogOffsetMetadata``...)
+in values.py, the indexes in index.py.
 
 A read finds its first batch through the offset index (or a boundary remembered from the
 previous read: sequential readers ask for the offset after the last region) and its last
@@ -22,8 +14,10 @@ through the index's positions, which are batch starts: only the batches after th
 entry within the budget are read, usually one header. Runs of small batches are walked
 from one buffered pread.
 
+The C read path (klog/storage/_fastread.c) is configured here, and installed in front of
+``FetchDataInfo.readinto`` (values.py) and, by log.py, ``PartitionLog.read``.
+
 Locking: ``LogSegment`` is not thread-safe; the ``PartitionLog`` lock serialises every call.
-The module-level functions hold no state.
 """
 
 from __future__ import annotations
@@ -34,11 +28,10 @@ import struct
 import time
 from bisect import bisect_right
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from socket import ntohl as _be32  # a C byte swap for index column views (see index.py)
 from types import ModuleType
-from typing import TYPE_CHECKING, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, NamedTuple
 
 from klog.protocol.errors import CorruptRecordError
 from klog.protocol.records.batch import (
@@ -58,7 +51,14 @@ from klog.protocol.records.batch import (
     V2_OFFSETS_HEAD,
     BatchHeader,
 )
+from klog.storage.files import (
+    log_file_path,
+    offset_index_file_path,
+    time_index_file_path,
+    txn_index_file_path,
+)
 from klog.storage.index import (
+    DEFAULT_INDEX_INTERVAL_BYTES,
     DEFAULT_MAX_INDEX_SIZE,
     INT32_MAX,
     OFFSET_ENTRY_PAIR,
@@ -71,26 +71,19 @@ from klog.storage.index import (
     TransactionIndex,
     TxnIndexSearchResult,
 )
-from klog.storage.walk import BatchWalk, read_fully
+from klog.storage.scan import _scan, rebuild_indexes
+from klog.storage.values import (
+    FetchDataInfo,
+    LogOffsetMetadata,
+    LogOffsetPosition,
+    RollParams,
+    TimestampAndOffset,
+    _region,
+)
 
 if TYPE_CHECKING:
     from klog.storage.leader_epoch import LeaderEpochFileCache
     from klog.storage.producer_state import CompletedTxn, ProducerStateManager
-
-_T = TypeVar("_T")
-
-LOG_FILE_SUFFIX = ".log"
-INDEX_FILE_SUFFIX = ".index"
-TIME_INDEX_FILE_SUFFIX = ".timeindex"
-TXN_INDEX_FILE_SUFFIX = ".txnindex"
-PRODUCER_SNAPSHOT_FILE_SUFFIX = ".snapshot"
-DELETED_FILE_SUFFIX = ".deleted"
-CLEANED_FILE_SUFFIX = ".cleaned"
-SWAP_FILE_SUFFIX = ".swap"
-TMP_FILE_SUFFIX = ".tmp"
-
-DEFAULT_INDEX_INTERVAL_BYTES = 4096
-SCAN_CHUNK_SIZE = 8 * 1024 * 1024
 
 _LOG_OVERHEAD = struct.Struct(">qi")
 _OFFSET_ENTRY = struct.Struct(">ii")  # an .index entry (index.py's layout)
@@ -108,40 +101,6 @@ _WALK_CHUNK = 8192
 _BOUNDARY_CACHE_SIZE = 32
 # LogSegment._chained_from when no offset index entry is known to be chained.
 _UNCHAINED = 1 << 62
-
-
-# -- file names -----------------------------------------------------------------------------
-
-
-def filename_prefix_from_offset(offset: int) -> str:
-    """Kafka's 20-digit, zero-padded base offset that names a segment's files."""
-    return f"{offset:020d}"
-
-
-def offset_from_filename(name: str) -> int:
-    """The base offset of a segment file name such as ``00000000000000000042.log.deleted``."""
-    prefix = Path(name).name.split(".", 1)[0]
-    if not prefix.isdigit():
-        raise ValueError(f"{name!r} is not named after a base offset")
-    return int(prefix)
-
-
-def log_file_path(directory: Path, base_offset: int, suffix: str = "") -> Path:
-    return directory / f"{filename_prefix_from_offset(base_offset)}{LOG_FILE_SUFFIX}{suffix}"
-
-
-def offset_index_file_path(directory: Path, base_offset: int, suffix: str = "") -> Path:
-    return directory / f"{filename_prefix_from_offset(base_offset)}{INDEX_FILE_SUFFIX}{suffix}"
-
-
-def time_index_file_path(directory: Path, base_offset: int, suffix: str = "") -> Path:
-    name = f"{filename_prefix_from_offset(base_offset)}{TIME_INDEX_FILE_SUFFIX}{suffix}"
-    return directory / name
-
-
-def txn_index_file_path(directory: Path, base_offset: int, suffix: str = "") -> Path:
-    name = f"{filename_prefix_from_offset(base_offset)}{TXN_INDEX_FILE_SUFFIX}{suffix}"
-    return directory / name
 
 
 # -- errors ---------------------------------------------------------------------------------
@@ -162,486 +121,10 @@ class LogSegmentOffsetOverflowError(Exception):
         self.offset = offset
 
 
-# -- scanning -------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class SegmentScan:
-    """What ``scan_segment`` found in one .log file.
-
-    ``valid_bytes`` is the length of the valid prefix (from ``start_position``'s point of
-    view it is an absolute file position). ``records`` sums ``recordsCount`` of v2 batches
-    and counts 1 per uncompressed legacy message; compressed legacy wrappers are counted
-    as batches only (their inner count needs decompression). ``first_offset`` is the base
-    offset of the first entry (None if there is none, or if it is a compressed legacy
-    wrapper). ``max_timestamp`` is -1 when no entry carries a timestamp, and
-    ``offset_of_max_timestamp`` is then -1 too.
-    """
-
-    file_size: int
-    valid_bytes: int
-    batches: int
-    records: int
-    first_offset: int | None
-    last_offset: int | None
-    max_timestamp: int
-    offset_of_max_timestamp: int
-    error: str | None
-    error_position: int | None
-    error_offset: int | None
-
-    @property
-    def truncated_bytes(self) -> int:
-        """Bytes past the valid prefix (what recovery would cut off)."""
-        return self.file_size - self.valid_bytes
-
-    @property
-    def is_clean(self) -> bool:
-        return self.error is None
-
-
-class _OffsetOverflow(Exception):
-    """Internal: the offset-overflow case of a scan (recovery must not truncate it)."""
-
-
-@dataclass(slots=True)
-class _ScanState:
-    position: int
-    error: str | None = None
-    error_position: int | None = None
-    error_offset: int | None = None
-    overflow_offset: int | None = None
-
-
-def _iter_file_batches(
-    fd: int,
-    state: _ScanState,
-    end: int,
-    *,
-    max_batch_size: int,
-    verify_crc: bool,
-    expected_min_offset: int | None,
-    chunk_size: int | None = None,
-    progress: Callable[[int], None] | None = None,
-) -> Iterator[tuple[int, BatchHeader, memoryview]]:
-    """Yield (file position, header, entry bytes) for each valid entry in [position, end).
-
-    The walk is walk.py's ``BatchWalk`` (framing, chunked reads, one reused buffer); this
-    adds recovery's rules. Entry bytes are a view into the reused buffer, valid until the
-    next item. Stops at the first invalid byte and records why in ``state``
-    (``state.position`` is then the end of the valid prefix).
-    """
-    if chunk_size is None:
-        chunk_size = SCAN_CHUNK_SIZE  # read at call time (tests shrink it)
-    walk = BatchWalk(
-        fd,
-        state.position,
-        end,
-        max_batch_size=max_batch_size,
-        chunk_size=chunk_size,
-        reuse_buffer=True,
-        progress=progress,
-    )
-    last_offset: int | None = None
-
-    def fail(message: str, position: int, offset: int | None) -> None:
-        state.error, state.error_position, state.error_offset = message, position, offset
-
-    try:
-        for file_pos, header, buf in walk:
-            assert buf is not None  # no hold_bound: every entry is held
-            if verify_crc:
-                computed = header.compute_crc(buf)
-                if computed != header.crc:
-                    fail(
-                        f"record is corrupt (stored crc = {header.crc}, "
-                        f"computed crc = {computed})",
-                        file_pos,
-                        _offset_field(buf, header.position),
-                    )
-                    return
-            first = header.base_offset
-            if expected_min_offset is not None:
-                low = first if first is not None else header.last_offset
-                if low < expected_min_offset:
-                    fail(
-                        f"offset {low} is below the segment's base offset "
-                        f"{expected_min_offset}",
-                        file_pos,
-                        _offset_field(buf, header.position),
-                    )
-                    return
-                if header.last_offset - expected_min_offset > INT32_MAX:
-                    fail(
-                        f"offset {header.last_offset} overflows the relative offsets of a "
-                        f"segment with base offset {expected_min_offset}",
-                        file_pos,
-                        _offset_field(buf, header.position),
-                    )
-                    state.overflow_offset = header.last_offset
-                    return
-            if last_offset is not None and header.last_offset <= last_offset:
-                fail(
-                    f"out of order offsets: last offset {header.last_offset} is not larger "
-                    f"than the previous batch's last offset {last_offset}",
-                    file_pos,
-                    _offset_field(buf, header.position),
-                )
-                return
-            last_offset = header.last_offset
-            yield file_pos, header, buf[header.position : header.end]
-        stop = walk.stop
-        if stop is not None:
-            fail(stop.reason, stop.position, stop.offset_field)
-    finally:
-        # An entry refused above (or a caller that stopped) leaves the walk at its start.
-        state.position = walk.position
-
-
-def _offset_field(buf: memoryview | bytes | bytearray, position: int) -> int | None:
-    if len(buf) - position >= 8:
-        value: int = _INT64.unpack_from(buf, position)[0]
-        return value
-    return None
-
-
-def scan_segment(
-    log_path: Path,
-    *,
-    max_batch_size: int = DEFAULT_MAX_BATCH_SIZE,
-    verify_crc: bool = True,
-    start_position: int = 0,
-    expected_min_offset: int | None = None,
-    progress: Callable[[int], None] | None = None,
-) -> SegmentScan:
-    """Validate a .log file from ``start_position`` without writing anything.
-
-    Each entry is checked as recovery does: length within [14, max_batch_size], known
-    magic, whole (a torn tail is invalid: "truncated batch: N bytes of M"), CRC (unless
-    ``verify_crc`` is False), last offsets strictly increasing, and with
-    ``expected_min_offset`` (the segment's base offset) no offset below it nor more than
-    Int.MaxValue above it. A zero-filled tail shows up as a too-small record size.
-    ``progress`` is called with the number of bytes just read (increments summing to the
-    bytes examined). Memory is one chunk (8 MiB) plus, at most, one batch bigger than it.
-    """
-    return _scan(
-        log_path,
-        max_batch_size=max_batch_size,
-        verify_crc=verify_crc,
-        start_position=start_position,
-        expected_min_offset=expected_min_offset,
-        progress=progress,
-    )[0]
-
-
-def _scan(
-    log_path: Path,
-    *,
-    max_batch_size: int,
-    verify_crc: bool,
-    start_position: int,
-    expected_min_offset: int | None,
-    progress: Callable[[int], None] | None,
-) -> tuple[SegmentScan, int | None]:
-    """scan_segment, plus the offending offset when the scan stopped at an offset overflow."""
-    log_path = Path(log_path)
-    fd = os.open(log_path, os.O_RDONLY)
-    try:
-        file_size = os.fstat(fd).st_size
-        start = min(max(start_position, 0), file_size)
-        state = _ScanState(position=start)
-        batches = records = 0
-        first_offset: int | None = None
-        last_offset: int | None = None
-        max_timestamp = NO_TIMESTAMP
-        offset_of_max = -1
-        for _pos, header, _entry in _iter_file_batches(
-            fd,
-            state,
-            file_size,
-            max_batch_size=max_batch_size,
-            verify_crc=verify_crc,
-            expected_min_offset=expected_min_offset,
-            progress=progress,
-        ):
-            if batches == 0:
-                first_offset = header.base_offset
-            batches += 1
-            records += header.records_count or 0
-            last_offset = header.last_offset
-            if header.max_timestamp > max_timestamp:
-                max_timestamp, offset_of_max = header.max_timestamp, header.last_offset
-    finally:
-        os.close(fd)
-    scan = SegmentScan(
-        file_size=file_size,
-        valid_bytes=state.position,
-        batches=batches,
-        records=records,
-        first_offset=first_offset,
-        last_offset=last_offset,
-        max_timestamp=max_timestamp,
-        offset_of_max_timestamp=offset_of_max,
-        error=state.error,
-        error_position=state.error_position,
-        error_offset=state.error_offset,
-    )
-    return scan, state.overflow_offset
-
-
-# -- index rebuilding -----------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class IndexRebuild:
-    """What ``rebuild_indexes`` wrote."""
-
-    offset_index_entries: int
-    time_index_entries: int
-    valid_bytes: int
-    batches: int
-    max_timestamp: int
-    offset_of_max_timestamp: int
-    last_offset: int | None
-    # The first offset index entry from which every batch has its own entry, in order
-    # (see LogSegment._chained_from).
-    chained_from: int = 0
-
-
-BatchCallback = Callable[[int, BatchHeader, memoryview], None]
-
-
-def rebuild_indexes(
-    log_path: Path,
-    base_offset: int,
-    *,
-    valid_bytes: int | None = None,
-    index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES,
-    max_index_size: int = DEFAULT_MAX_INDEX_SIZE,
-    max_batch_size: int = DEFAULT_MAX_BATCH_SIZE,
-    on_batch: BatchCallback | None = None,
-) -> IndexRebuild:
-    """Write fresh .index and .timeindex files for the first ``valid_bytes`` of a .log.
-
-    Kafka's recovery rules: an offset index entry (the batch's last offset -> the batch's
-    position) whenever more than ``index_interval_bytes`` were walked since the previous
-    entry, a time index entry there when the max timestamp grew, and a final time index
-    entry for the segment's max timestamp. The files are trimmed to their entries (the
-    segment grows them back when it becomes active). An index that would exceed
-    ``max_index_size`` simply stops gaining entries: it stays correct, only sparser.
-
-    With ``valid_bytes=None`` the log is scanned first (CRCs included) to find its valid
-    prefix. Entries are otherwise not re-validated: callers pass what ``scan_segment``
-    reported. ``on_batch(position, header, entry_bytes)`` sees every batch (recovery
-    uses it to rebuild producer state and leader epochs in the same pass).
-    """
-    log_path = Path(log_path)
-    if valid_bytes is None:
-        valid_bytes = scan_segment(
-            log_path, max_batch_size=max_batch_size, expected_min_offset=base_offset
-        ).valid_bytes
-    directory = log_path.parent
-    index_path = offset_index_file_path(directory, base_offset)
-    time_path = time_index_file_path(directory, base_offset)
-    index_tmp = index_path.with_name(index_path.name + TMP_FILE_SUFFIX)
-    time_tmp = time_path.with_name(time_path.name + TMP_FILE_SUFFIX)
-    for stale in (index_tmp, time_tmp):
-        stale.unlink(missing_ok=True)
-
-    offset_index = OffsetIndex(index_tmp, base_offset, max_index_size)
-    time_index = TimeIndex(time_tmp, base_offset, max_index_size)
-    batches = 0
-    max_timestamp, offset_of_max = NO_TIMESTAMP, -1
-    last_offset: int | None = None
-    state = _ScanState(position=0)
-    try:
-        fd = os.open(log_path, os.O_RDONLY)
-        try:
-            end = min(valid_bytes, os.fstat(fd).st_size)
-            last_index_entry = 0
-            chained_from = 0
-            for position, header, entry in _iter_file_batches(
-                fd,
-                state,
-                end,
-                max_batch_size=max_batch_size,
-                verify_crc=False,
-                expected_min_offset=None,
-            ):
-                if header.max_timestamp > max_timestamp:
-                    max_timestamp, offset_of_max = header.max_timestamp, header.last_offset
-                indexed = False
-                if position - last_index_entry > index_interval_bytes:
-                    if not offset_index.is_full:
-                        offset_index.append(header.last_offset, position)
-                        indexed = True
-                    if not time_index.is_full:
-                        time_index.maybe_append(max_timestamp, offset_of_max)
-                    last_index_entry = position
-                if not indexed:
-                    chained_from = offset_index.entries
-                if on_batch is not None:
-                    on_batch(position, header, entry)
-                batches += 1
-                last_offset = header.last_offset
-        finally:
-            os.close(fd)
-        if state.error is not None:
-            raise CorruptRecordError(
-                f"{log_path}: invalid bytes at position {state.error_position} inside the "
-                f"{valid_bytes} bytes said to be valid: {state.error}"
-            )
-        time_index.maybe_append(max_timestamp, offset_of_max, skip_full_check=True)
-        offset_entries, time_entries = offset_index.entries, time_index.entries
-        offset_index.close()  # trims and flushes
-        time_index.close()
-        os.replace(index_tmp, index_path)
-        os.replace(time_tmp, time_path)
-    except BaseException:
-        offset_index.close_handler()
-        time_index.close_handler()
-        index_tmp.unlink(missing_ok=True)
-        time_tmp.unlink(missing_ok=True)
-        raise
-    return IndexRebuild(
-        offset_index_entries=offset_entries,
-        time_index_entries=time_entries,
-        valid_bytes=state.position,
-        batches=batches,
-        max_timestamp=max_timestamp,
-        offset_of_max_timestamp=offset_of_max,
-        last_offset=last_offset,
-        chained_from=chained_from,
-    )
-
-
 # -- the segment ----------------------------------------------------------------------------
 
-
-class LogOffsetMetadata(NamedTuple):
-    """An offset and where it sits (Kafka's LogOffsetMetadata)."""
-
-    message_offset: int
-    segment_base_offset: int = -1
-    relative_position_in_segment: int = -1
-
-
-class LogOffsetPosition(NamedTuple):
-    """The batch holding an offset: its last offset, file position and size."""
-
-    offset: int
-    position: int
-    size: int
-
-
-@dataclass(frozen=True, slots=True)
-class TimestampAndOffset:
-    """A ListOffsets answer: a timestamp, an offset and the leader epoch of its batch."""
-
-    timestamp: int
-    offset: int
-    leader_epoch: int | None = None
-
-
-@dataclass(slots=True)
-class FetchDataInfo:
-    """Whole batches of a segment as a file region (Kafka's FetchDataInfo).
-
-    ``fd`` is the segment's open descriptor for ``sendfile``; it stays valid while the
-    segment is open, and a deleted segment stays open for ``file.delete.delay.ms`` after
-    its deletion was scheduled, which is what makes serving a region read just before a
-    deletion safe. ``size`` is 0 when nothing fits (then ``first_entry_incomplete`` says
-    whether the first batch was bigger than the allowed size).
-    """
-
-    fetch_offset_metadata: LogOffsetMetadata
-    path: Path | None = None
-    fd: int | None = None
-    position: int = 0
-    size: int = 0
-    first_entry_incomplete: bool = False
-    aborted_transactions: list[AbortedTxn] | None = None
-    # The last offset of the last batch in the region (-1 when empty): a sequential
-    # reader's next fetch offset is last_offset + 1, without parsing the region.
-    last_offset: int = -1
-
-    def read_bytes(self) -> bytes:
-        """The region's bytes (one copy: for tests, tools and non-sendfile transports)."""
-        if self.size == 0:
-            return b""
-        return self._with_fd(lambda fd: _pread_fully(fd, self.size, self.position))
-
-    def readinto(self, buf: bytearray | memoryview) -> int:
-        """Read the region into the start of ``buf`` (at least ``size`` bytes); the number of
-        bytes read, as io's readinto (fewer than ``size`` only if the file was cut short)."""
-        size = self.size
-        region = memoryview(buf)[:size]
-        if len(region) < size:
-            raise ValueError(f"buffer of {len(region)} bytes for a region of {size}")
-        fd = self.fd
-        if fd is not None and size:
-            # The usual case in one system call; _with_fd covers the rest.
-            try:
-                got = os.preadv(fd, [region], self.position)
-            except OSError:
-                pass
-            else:
-                if got == size or not got:
-                    return got
-                return got + read_fully(fd, region[got:], self.position + got)
-        if size == 0:
-            return 0
-        return self._with_fd(lambda fd: read_fully(fd, region, self.position))
-
-    def _with_fd(self, read: Callable[[int], _T]) -> _T:
-        if self.fd is not None:
-            try:
-                return read(self.fd)
-            except OSError:
-                if self.path is None:
-                    raise
-        assert self.path is not None
-        fd = os.open(self.path, os.O_RDONLY)
-        try:
-            return read(fd)
-        finally:
-            os.close(fd)
-
-
+# Builds a FetchDataInfo without its dataclass __init__ frame (the read path, inline).
 _new_object = object.__new__
-
-
-def _region(
-    metadata: LogOffsetMetadata, path: Path, fd: int | None, position: int, size: int, last: int
-) -> FetchDataInfo:
-    """A FetchDataInfo of ``size`` bytes: the read path's constructor, without the
-    dataclass __init__ frame (one per fetch). Sets every field (tests check)."""
-    info = _new_object(FetchDataInfo)
-    info.fetch_offset_metadata = metadata
-    info.path = path
-    info.fd = fd
-    info.position = position
-    info.size = size
-    info.first_entry_incomplete = False
-    info.aborted_transactions = None
-    info.last_offset = last
-    return info
-
-
-def _pread_fully(fd: int, size: int, position: int) -> bytes:
-    # os.pread allocates the result and reads into it: one copy, kernel to user.
-    data = os.pread(fd, size, position)
-    if len(data) == size or not data:
-        return data
-    parts = [data]
-    got = len(data)
-    while got < size:
-        more = os.pread(fd, size - got, position + got)
-        if not more:
-            break
-        parts.append(more)
-        got += len(more)
-    return b"".join(parts)
 
 
 class _Peek(NamedTuple):
@@ -658,17 +141,6 @@ class _Peek(NamedTuple):
     @property
     def end(self) -> int:
         return self.position + self.size
-
-
-class RollParams(NamedTuple):
-    """What ``LogSegment.should_roll`` weighs (Kafka's RollParams)."""
-
-    max_segment_ms: int
-    max_segment_bytes: int
-    max_timestamp_in_messages: int
-    max_offset_in_messages: int
-    messages_size: int
-    now_ms: int
 
 
 class LogSegment:

@@ -2,7 +2,7 @@
 
 ``BatchWalk`` reads a ``.log`` file (or a KRaft ``.checkpoint``) from a position in big
 chunks and yields every whole entry -- a v2 batch or a v0/v1 message -- with its header.
-Everything that reads a log file front to back uses it: ``segment.scan_segment`` and
+Everything that reads a log file front to back uses it: ``scan.scan_segment`` and
 ``rebuild_indexes`` (recovery, ``klog verify`` / ``klog recover``), the producer-state
 rebuild in ``log.py``, ``dump.py`` (``klog dump-segment``) and ``spark/offline.py``.
 

@@ -37,7 +37,6 @@ from __future__ import annotations
 import base64
 import json
 import os
-import re
 import struct
 from bisect import bisect_right
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -57,6 +56,18 @@ from klog.protocol.records.batch import (
     read_batch_header,
 )
 from klog.protocol.records.v2 import record_columns
+from klog.storage.files import (
+    INDEX_FILE_SUFFIX,
+    KRAFT_BOOTSTRAP_FILENAME,
+    KRAFT_SNAPSHOT_FILE_NAME_RE,
+    KRAFT_SNAPSHOT_FILE_SUFFIX,
+    LOG_FILE_SUFFIX,
+    PRODUCER_SNAPSHOT_FILE_SUFFIX,
+    TIME_INDEX_FILE_SUFFIX,
+    TXN_INDEX_FILE_SUFFIX,
+    is_segment_file_name,
+    offset_from_filename_or_none,
+)
 from klog.storage.index import ABORTED_TXN_SIZE, OFFSET_INDEX_ENTRY_SIZE, TIME_INDEX_ENTRY_SIZE
 from klog.storage.walk import SHORT, TORN, BatchWalk
 
@@ -68,14 +79,6 @@ CHUNK_SIZE = 1 << 20
 IN_MEMORY_BATCH_BOUND = 64 * 1024 * 1024
 # Bound on one batch's decompressed records (a decompression bomb is refused, not expanded).
 MAX_DECOMPRESSED_SIZE = 256 * 1024 * 1024
-
-LOG_SUFFIX = ".log"
-INDEX_SUFFIX = ".index"
-TIME_INDEX_SUFFIX = ".timeindex"
-TXN_INDEX_SUFFIX = ".txnindex"
-PRODUCER_SNAPSHOT_SUFFIX = ".snapshot"
-KRAFT_SNAPSHOT_SUFFIX = ".checkpoint"
-KRAFT_BOOTSTRAP_FILENAME = "bootstrap.checkpoint"
 
 OUT = "out"
 ERR = "err"
@@ -1200,21 +1203,13 @@ def txn_index_shape(entries: Sequence[Any], base: int | None, size: int) -> Inde
 # The run
 
 
-def _base_offset(name: str) -> int | None:
-    # Kafka: file.getName.split("\\.")(0).toLong
-    stem = name.split(".", 1)[0]
-    return int(stem) if stem.isdigit() else None
-
-
-_KRAFT_SNAPSHOT_NAME = re.compile(r"^(\d{20})-(\d{10})\.checkpoint$")
-_SEGMENT_FILE_NAME = re.compile(r"^[0-9]{20}\.(?:log|index|timeindex|txnindex|snapshot)$")
 _KNOWN_SUFFIXES = (
-    LOG_SUFFIX,
-    INDEX_SUFFIX,
-    TIME_INDEX_SUFFIX,
-    TXN_INDEX_SUFFIX,
-    PRODUCER_SNAPSHOT_SUFFIX,
-    KRAFT_SNAPSHOT_SUFFIX,
+    LOG_FILE_SUFFIX,
+    INDEX_FILE_SUFFIX,
+    TIME_INDEX_FILE_SUFFIX,
+    TXN_INDEX_FILE_SUFFIX,
+    PRODUCER_SNAPSHOT_FILE_SUFFIX,
+    KRAFT_SNAPSHOT_FILE_SUFFIX,
 )
 
 
@@ -1225,15 +1220,18 @@ def _kafka_file_name(name: str, suffix: str) -> bool:
     """
     if suffix not in _KNOWN_SUFFIXES:
         return True
-    if suffix == KRAFT_SNAPSHOT_SUFFIX:
-        return name == KRAFT_BOOTSTRAP_FILENAME or _KRAFT_SNAPSHOT_NAME.match(name) is not None
-    return _SEGMENT_FILE_NAME.match(name) is not None
+    if suffix == KRAFT_SNAPSHOT_FILE_SUFFIX:
+        return (
+            name == KRAFT_BOOTSTRAP_FILENAME
+            or KRAFT_SNAPSHOT_FILE_NAME_RE.match(name) is not None
+        )
+    return is_segment_file_name(name)
 
 
 def _not_a_segment_message(arg: str, suffix: str) -> str:
     expected = (
         "<20-digit offset>-<10-digit epoch>.checkpoint"
-        if suffix == KRAFT_SNAPSHOT_SUFFIX
+        if suffix == KRAFT_SNAPSHOT_FILE_SUFFIX
         else f"<20-digit base offset>{suffix}"
     )
     return f"{arg}: not a Kafka segment file (expected {expected}); --force dumps it anyway"
@@ -1291,15 +1289,15 @@ class DumpRun:
             return
         yield FileEvent(arg)
         try:
-            if suffix in (LOG_SUFFIX, KRAFT_SNAPSHOT_SUFFIX):
+            if suffix in (LOG_FILE_SUFFIX, KRAFT_SNAPSHOT_FILE_SUFFIX):
                 yield from self._dump_log(arg, path)
-            elif suffix == INDEX_SUFFIX:
+            elif suffix == INDEX_FILE_SUFFIX:
                 yield from self._dump_index(arg, path)
-            elif suffix == TIME_INDEX_SUFFIX:
+            elif suffix == TIME_INDEX_FILE_SUFFIX:
                 yield from self._dump_time_index(arg, path)
-            elif suffix == PRODUCER_SNAPSHOT_SUFFIX:
+            elif suffix == PRODUCER_SNAPSHOT_FILE_SUFFIX:
                 yield from self._dump_producer_snapshot(arg, path)
-            elif suffix == TXN_INDEX_SUFFIX:
+            elif suffix == TXN_INDEX_FILE_SUFFIX:
                 yield from self._dump_txn_index(arg, path)
             else:
                 self.ignored += 1
@@ -1316,8 +1314,8 @@ class DumpRun:
     def _dump_log(self, arg: str, path: Path) -> Iterator[DumpEvent]:
         opts = self.options
         name = path.name
-        if name.endswith(LOG_SUFFIX):
-            base = _base_offset(name)
+        if name.endswith(LOG_FILE_SUFFIX):
+            base = offset_from_filename_or_none(name)
             if base is None:
                 yield ProblemEvent(arg, "the file name does not start with a base offset")
             else:
@@ -1325,7 +1323,7 @@ class DumpRun:
         elif name == KRAFT_BOOTSTRAP_FILENAME:
             yield SnapshotHeaderEvent(None, None)
         else:
-            match = _KRAFT_SNAPSHOT_NAME.match(name)
+            match = KRAFT_SNAPSHOT_FILE_NAME_RE.match(name)
             if match is None:
                 yield ProblemEvent(arg, "not a KRaft snapshot name (<offset>-<epoch>.checkpoint)")
             else:
@@ -1417,7 +1415,7 @@ class DumpRun:
         from klog.storage.index import OffsetIndex, read_offset_index_entries
 
         opts = self.options
-        base = _base_offset(path.name)
+        base = offset_from_filename_or_none(path.name)
         if base is None:
             yield ProblemEvent(arg, "the file name does not start with a base offset")
             return
@@ -1434,7 +1432,7 @@ class DumpRun:
             return
         total = len(entries)
         del entries[shape.usable :]
-        log_path = path.with_name(path.name.split(".", 1)[0] + LOG_SUFFIX)
+        log_path = path.with_name(path.name.split(".", 1)[0] + LOG_FILE_SUFFIX)
         log = open(log_path, "rb") if log_path.is_file() else None  # noqa: SIM115
         if log is None:
             yield ProblemEvent(arg, f"no log file {log_path.name} beside it; entries not verified")
@@ -1517,7 +1515,7 @@ class DumpRun:
         from klog.storage.index import TimeIndex, read_time_index_entries
 
         opts = self.options
-        base = _base_offset(path.name)
+        base = offset_from_filename_or_none(path.name)
         if base is None:
             yield ProblemEvent(arg, "the file name does not start with a base offset")
             return
@@ -1528,8 +1526,8 @@ class DumpRun:
             return
         del entries[shape.usable :]
         stem = path.name.split(".", 1)[0]
-        log_path = path.with_name(stem + LOG_SUFFIX)
-        index_path = path.with_name(stem + INDEX_SUFFIX)
+        log_path = path.with_name(stem + LOG_FILE_SUFFIX)
+        index_path = path.with_name(stem + INDEX_FILE_SUFFIX)
         log = open(log_path, "rb") if log_path.is_file() else None  # noqa: SIM115
         if log is None and entries:
             yield ProblemEvent(arg, f"no log file {log_path.name} beside it; entries not verified")
@@ -1644,7 +1642,8 @@ class DumpRun:
         from klog.storage.index import read_txn_index_entries
 
         entries = read_txn_index_entries(path)
-        shape = txn_index_shape(entries, _base_offset(path.name), path.stat().st_size)
+        base = offset_from_filename_or_none(path.name)
+        shape = txn_index_shape(entries, base, path.stat().st_size)
         for txn in entries[: shape.usable]:
             yield TxnIndexEntryEvent(
                 txn.version,

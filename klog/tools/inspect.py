@@ -15,7 +15,7 @@ Anything else is refused (InspectError) unless the caller forces it: ``recover``
 and rewrites what it takes for a segment, so an application's ``app.log`` or a directory
 that merely holds a ``.log`` must never be taken for one by accident.
 
-Scanning is the storage core's (``segment.scan_segment`` / ``segment.rebuild_indexes``);
+Scanning is the storage core's (``scan.scan_segment`` / ``scan.rebuild_indexes``);
 index files are read through ``index.py``; checkpoints through ``checkpoints.py``. Memory
 does not grow with segment size: segments are scanned by the core in bounded chunks, and an
 index entry is checked by reading the one batch it points at.
@@ -77,6 +77,17 @@ from klog.protocol.records.batch import (
 from klog.protocol.records.validate import check_batch
 from klog.storage import checkpoints as cp
 from klog.storage.checkpoints import CheckpointError, MetaProperties
+from klog.storage.files import (
+    INDEX_FILE_SUFFIX,
+    INDEX_FILE_SUFFIXES,
+    LEFTOVER_FILE_SUFFIXES,
+    LOG_FILE_NAME_RE,
+    LOG_FILE_SUFFIX,
+    SEGMENT_COMPANION_FILE_NAME_RE,
+    TIME_INDEX_FILE_SUFFIX,
+    TXN_INDEX_FILE_SUFFIX,
+    filename_prefix_from_offset,
+)
 from klog.storage.index import (
     ABORTED_TXN_SIZE,
     OFFSET_INDEX_ENTRY_SIZE,
@@ -98,18 +109,12 @@ KIND_SEGMENT = "segment"
 KIND_PARTITION = "partition"
 KIND_LOG_DIR = "log_dir"
 
-# Kafka names segment files by their base offset, zero-padded to 20 digits.
-_SEGMENT_RE = re.compile(r"^([0-9]{20})\.log$")
 # <topic>-<partition>, optionally with the suffix Kafka gives dirs awaiting deletion, future
 # replicas (alter-log-dirs) and strays: "<topic>-<p>.<32 hex>-delete". A topic name is
 # Kafka's legal characters only, at most 249 of them (Topic.validate).
 _PARTITION_RE = re.compile(
     r"^([a-zA-Z0-9._-]{1,249})-([0-9]+)(?:\.([0-9a-f]{32})-(delete|future|stray))?$"
 )
-# The other per-segment files, named after the same base offset.
-_SEGMENT_FILE_RE = re.compile(r"^[0-9]{20}\.(index|timeindex|txnindex|snapshot)$")
-_LEFTOVER_SUFFIXES = (".swap", ".cleaned", ".deleted")
-_INDEX_SUFFIXES = (".index", ".timeindex", ".txnindex")
 _LOG_OVERHEAD = struct.Struct(">qi")
 
 Progress = Callable[[int], None]
@@ -326,7 +331,7 @@ def _is_log_dir(path: Path) -> bool:
 
 def _has_segments(path: Path) -> bool:
     try:
-        return any(_SEGMENT_RE.match(e.name) and e.is_file() for e in os.scandir(path))
+        return any(LOG_FILE_NAME_RE.match(e.name) and e.is_file() for e in os.scandir(path))
     except OSError:
         return False
 
@@ -335,7 +340,7 @@ def list_segments(partition_path: Path) -> list[tuple[int, Path]]:
     """(base offset, path) of every ``<20 digits>.log`` in a partition dir, in order."""
     found = []
     for entry in os.scandir(partition_path):
-        m = _SEGMENT_RE.match(entry.name)
+        m = LOG_FILE_NAME_RE.match(entry.name)
         if m and entry.is_file():
             found.append((int(m.group(1)), Path(entry.path)))
     found.sort()
@@ -372,7 +377,7 @@ def resolve_target(path: Path | str, *, force: bool = False) -> Target:
     except OSError as exc:
         raise InspectError(f"{path}: cannot list directory ({exc.strerror})") from None
     subdirs = [Path(e.path) for e in children if e.is_dir() and _PARTITION_RE.match(e.name)]
-    has_segments = any(_SEGMENT_RE.match(e.name) for e in children if e.is_file())
+    has_segments = any(LOG_FILE_NAME_RE.match(e.name) for e in children if e.is_file())
     if _is_log_dir(path) or (
         # Without broker files, partition dirs make a log dir only when they hold
         # segments: a dir with some "<name>-<digits>" subdir (python-3) is not one.
@@ -399,15 +404,15 @@ def _segment_target(path: Path, force: bool) -> Target:
     pdir = _partition_dir(path.parent)
     log_dir = path.parent.parent if _is_log_dir(path.parent.parent) else None
     target = Target(path, KIND_SEGMENT, (pdir,), log_dir, path)
-    if force and path.name.endswith(".log"):
+    if force and path.name.endswith(LOG_FILE_SUFFIX):
         return target
-    if _SEGMENT_FILE_RE.match(path.name):
+    if SEGMENT_COMPANION_FILE_NAME_RE.match(path.name):
         raise InspectError(
             f"{path}: an index or snapshot file; give its segment "
-            f"({path.name.split('.', 1)[0]}.log) or the partition dir"
+            f"({path.name.split('.', 1)[0]}{LOG_FILE_SUFFIX}) or the partition dir"
         )
-    if not _SEGMENT_RE.match(path.name):
-        hint = "" if not path.name.endswith(".log") else f"; {_FORCE_HINT}"
+    if not LOG_FILE_NAME_RE.match(path.name):
+        hint = "" if not path.name.endswith(LOG_FILE_SUFFIX) else f"; {_FORCE_HINT}"
         raise InspectError(f"{path}: not a Kafka segment file ({_EXPECTED}){hint}")
     if pdir.topic is None:
         raise InspectError(
@@ -603,8 +608,8 @@ def _truncated_name(log: Path, position: int) -> Path:
 
 def index_file(log: Path, base_offset: int, suffix: str) -> Path:
     """The index file of a segment: named after its base offset, as Kafka (and
-    ``segment.rebuild_indexes``) name it, whatever the .log is called."""
-    return log.with_name(f"{base_offset:020d}{suffix}")
+    ``scan.rebuild_indexes``) name it, whatever the .log is called."""
+    return log.with_name(filename_prefix_from_offset(base_offset) + suffix)
 
 
 # --------------------------------------------------------------------------- index checks
@@ -643,7 +648,7 @@ def check_offset_index(
     and offset is that batch's last offset (or, after a multi-batch append, a later one
     of the same append); entries strictly increase. A lookup is then correct.
     """
-    path = index_file(log, base_offset, ".index")
+    path = index_file(log, base_offset, INDEX_FILE_SUFFIX)
     if not path.exists():
         return _Problem(REBUILDABLE, "offset index is missing")
     size = path.stat().st_size
@@ -709,7 +714,7 @@ def check_time_index(
     log: Path, base_offset: int, last_offset: int | None, max_timestamp: int | None
 ) -> _Problem | None:
     """The first problem of ``<segment>.timeindex``: order, offsets outside the segment."""
-    path = index_file(log, base_offset, ".timeindex")
+    path = index_file(log, base_offset, TIME_INDEX_FILE_SUFFIX)
     if not path.exists():
         return _Problem(REBUILDABLE, "time index is missing")
     size = path.stat().st_size
@@ -765,7 +770,7 @@ def check_time_index(
 
 def check_txn_index(log: Path, base_offset: int, last_offset: int | None) -> _Problem | None:
     """Sanity of ``<segment>.txnindex`` (absent is normal: no aborted transactions)."""
-    path = index_file(log, base_offset, ".txnindex")
+    path = index_file(log, base_offset, TXN_INDEX_FILE_SUFFIX)
     if not path.exists():
         return None
     size = path.stat().st_size
@@ -798,10 +803,10 @@ def _index_problems(
     found = []
     problem = check_offset_index(log, base, valid_bytes, last_offset, max_batch_size)
     if problem is not None:
-        found.append((index_file(log, base, ".index"), problem))
+        found.append((index_file(log, base, INDEX_FILE_SUFFIX), problem))
     problem = check_time_index(log, base, last_offset, max_timestamp)
     if problem is not None:
-        found.append((index_file(log, base, ".timeindex"), problem))
+        found.append((index_file(log, base, TIME_INDEX_FILE_SUFFIX), problem))
     return found
 
 
@@ -847,7 +852,7 @@ class _Verifier:
         )
 
     def _scan(self, log: Path, expected_min_offset: int | None) -> Any:
-        from klog.storage.segment import scan_segment
+        from klog.storage.scan import scan_segment
 
         return scan_segment(
             log,
@@ -918,7 +923,7 @@ class _Verifier:
         name = pdir.name
         report = PartitionReport(name, str(pdir.path), pdir.topic, pdir.partition)
         if target.segment is not None:
-            m = _SEGMENT_RE.match(target.segment.name)
+            m = LOG_FILE_NAME_RE.match(target.segment.name)
             segments = [(int(m.group(1)) if m else 0, target.segment)]
             if not m:
                 self.add(WARNING, "segment file name is not a 20-digit base offset; assuming 0",
@@ -992,25 +997,25 @@ class _Verifier:
         )
         if problem:
             self.add(problem.severity, problem.message, partition=name,
-                     file=index_file(log, base, ".index"), offset=problem.offset,
+                     file=index_file(log, base, INDEX_FILE_SUFFIX), offset=problem.offset,
                      position=problem.position)
         problem = check_time_index(log, base, scan.last_offset, scan.max_timestamp)
         if problem:
             self.add(problem.severity, problem.message, partition=name,
-                     file=index_file(log, base, ".timeindex"), offset=problem.offset,
+                     file=index_file(log, base, TIME_INDEX_FILE_SUFFIX), offset=problem.offset,
                      position=problem.position)
         problem = check_txn_index(log, base, scan.last_offset)
         if problem:
             self.add(problem.severity, problem.message, partition=name,
-                     file=index_file(log, base, ".txnindex"), offset=problem.offset)
+                     file=index_file(log, base, TXN_INDEX_FILE_SUFFIX), offset=problem.offset)
 
     def _check_partition_files(self, pdir: PartitionDir) -> None:
         logs = {b for b, _ in list_segments(pdir.path)}
         for entry in sorted(os.scandir(pdir.path), key=lambda e: e.name):
-            if entry.name.endswith(_LEFTOVER_SUFFIXES):
+            if entry.name.endswith(LEFTOVER_FILE_SUFFIXES):
                 self.add(WARNING, "leftover file of an interrupted operation (Kafka finishes "
                          "or removes it at startup)", partition=pdir.name, file=entry.path)
-            elif entry.name.endswith(_INDEX_SUFFIXES):
+            elif entry.name.endswith(INDEX_FILE_SUFFIXES):
                 stem = entry.name.split(".", 1)[0]
                 if stem.isdigit() and len(stem) == 20 and int(stem) not in logs:
                     self.add(WARNING, "index file without its .log segment (Kafka deletes it)",
@@ -1166,7 +1171,7 @@ class _Recoverer:
     # -- segments ------------------------------------------------------------------------
 
     def _scan(self, log: Path, expected_min_offset: int | None) -> Any:
-        from klog.storage.segment import scan_segment
+        from klog.storage.scan import scan_segment
 
         return scan_segment(
             log,
@@ -1179,7 +1184,7 @@ class _Recoverer:
     def _partition(self, pdir: PartitionDir, recovery_point: int) -> int | None:
         name = pdir.name
         if self.target.segment is not None:
-            m = _SEGMENT_RE.match(self.target.segment.name)
+            m = LOG_FILE_NAME_RE.match(self.target.segment.name)
             segments = [(int(m.group(1)) if m else 0, self.target.segment)]
         else:
             segments = list_segments(pdir.path)
@@ -1238,13 +1243,13 @@ class _Recoverer:
         self._check_txn_index(name, log, base, next_base - 1)
 
     def _check_txn_index(self, name: str, log: Path, base: int, last_offset: int | None) -> None:
-        # Not rebuilt here (segment.rebuild_indexes does not write one, and a broker
+        # Not rebuilt here (scan.rebuild_indexes does not write one, and a broker
         # rebuilds it from the log): a damaged one is left as it is and said, exit 1.
         problem = check_txn_index(log, base, last_offset)
         if problem is not None:
             self.report.unresolved.append(
                 Finding(problem.severity, f"transaction index left as it is: {problem.message}",
-                        name, str(index_file(log, base, ".txnindex")), problem.offset)
+                        name, str(index_file(log, base, TXN_INDEX_FILE_SUFFIX)), problem.offset)
             )
 
     def _truncate(self, name: str, log: Path, scan: Any) -> None:
@@ -1264,7 +1269,7 @@ class _Recoverer:
         moved: list[str] = []
         size = _size(log)
         saved = _aside_name(log, ".orphaned")
-        companions = [log.with_suffix(s) for s in _INDEX_SUFFIXES]
+        companions = [log.with_suffix(s) for s in INDEX_FILE_SUFFIXES]
         if not self.dry_run:
             os.rename(log, saved)
             for extra in companions:
@@ -1291,7 +1296,7 @@ class _Recoverer:
         why: str,
         problems: list[tuple[Path, _Problem]],
     ) -> None:
-        from klog.storage.segment import rebuild_indexes
+        from klog.storage.scan import rebuild_indexes
 
         # A damaged index may hold what nothing else does (entries for bytes now cut, or
         # bytes we cannot read): it is kept aside, never overwritten. A missing one, or
@@ -1313,8 +1318,8 @@ class _Recoverer:
             rebuild_indexes(log, base, valid_bytes=valid_bytes)
         self.act(
             "rebuild-index",
-            f"rebuilt {index_file(log, base, '.index').name} and "
-            f"{index_file(log, base, '.timeindex').name} ({why})",
+            f"rebuilt {index_file(log, base, INDEX_FILE_SUFFIX).name} and "
+            f"{index_file(log, base, TIME_INDEX_FILE_SUFFIX).name} ({why})",
             partition=name, file=log,
         )
 

@@ -176,7 +176,7 @@ def test_an_application_log_is_refused_unless_forced(tmp_path: Path) -> None:
 
 
 def _segment_with_index(tmp_path: Path) -> tuple[Path, Path, bytes]:
-    from klog.storage.segment import rebuild_indexes
+    from klog.storage.scan import rebuild_indexes
     from tests.storage.inspect_batches import write_segment
 
     log, _layout = write_segment(tmp_path / "orders-0", 0, [2] * 40)

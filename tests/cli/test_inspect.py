@@ -239,7 +239,7 @@ def test_dirs_not_laid_out_as_kafka_are_refused(tmp_path: Path) -> None:
 def test_recover_keeps_a_damaged_index_aside(tmp_path: Path) -> None:
     pdir = tmp_path / "orders-0"
     log, _layout = write_segment(pdir, 0, [2] * 40)
-    from klog.storage.segment import rebuild_indexes
+    from klog.storage.scan import rebuild_indexes
 
     rebuild_indexes(log, 0, index_interval_bytes=200)
     index = pdir / segment_name(0, ".index")

@@ -23,7 +23,6 @@ import random
 import select
 import socket
 import struct
-import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -36,7 +35,6 @@ from kio.schema.types import TopicName
 from kio.static.primitive import Records, i8, i16, i32, i64
 
 from klog.protocol import apis, framing
-from klog.protocol.entities import as_millis
 from klog.protocol.records.batch import (
     ATTRIBUTES_OFFSET,
     CRC_OFFSET,
@@ -49,7 +47,23 @@ from klog.protocol.records.legacy import build_legacy_message_set
 from klog.protocol.records.v2 import build_batch, encode_record
 from klog.protocol.records.varint import write_unsigned_varlong, write_varint
 from klog.testing import KlogBroker
-from tests.daemon.wire import WireClient, batch, fetch_values, produce_values, rss_bytes
+from tests.daemon.hostile import (
+    BackgroundClient,
+    module_broker,
+    requested_wait,
+    unexpected_log_lines,
+)
+from tests.daemon.wire import (
+    WireClient,
+    batch,
+    closed_without_answer,
+    drain_until_closed,
+    fetch_values,
+    proc_status_bytes,
+    produce_values,
+    reset_on_close,
+    rss_bytes,
+)
 
 MESSAGE_MAX_BYTES = 64 * 1024
 REQUEST_MAX_BYTES = 4 * 1024 * 1024
@@ -77,62 +91,10 @@ st.register_type_strategy(Records, st.one_of(
 # The module's broker and its healthy client
 
 
-class HealthyClient(threading.Thread):
-    """Produces one record and fetches it back, over and over, on its own connection;
-    remembers any failure. ``check()`` asserts none happened and progress was made."""
-
-    def __init__(self, address: tuple[str, int], topic: str) -> None:
-        super().__init__(name="healthy-client", daemon=True)
-        self.address = address
-        self.topic = topic
-        self.produced = 0
-        self.failures: list[str] = []
-        self._halt = threading.Event()
-        self._checked = 0
-
-    def run(self) -> None:
-        try:
-            with WireClient(self.address, timeout=10) as client:
-                while not self._halt.is_set():
-                    started = time.monotonic()
-                    value = b"healthy-%d" % self.produced
-                    part = client.produce(self.topic, 0, batch(1, value)) \
-                        .responses[0].partition_responses[0]
-                    if part.error_code != 0 or part.base_offset != self.produced:
-                        self.failures.append(f"produce: {part}")
-                        return
-                    fetched = client.fetch(self.topic, 0, self.produced) \
-                        .responses[0].partitions[0]
-                    if fetched.error_code != 0 or value not in (fetched.records or b""):
-                        self.failures.append(f"fetch at {self.produced}: {fetched}")
-                        return
-                    self.produced += 1
-                    if time.monotonic() - started > 5:
-                        self.failures.append("a produce+fetch took more than 5 s")
-                        return
-                    time.sleep(0.01)
-        except Exception as exc:  # any failure is the finding
-            self.failures.append(f"{type(exc).__name__}: {exc}")
-
-    def check(self) -> None:
-        deadline = time.monotonic() + 5
-        while self.produced <= self._checked and time.monotonic() < deadline \
-                and not self.failures:
-            time.sleep(0.01)
-        assert not self.failures, self.failures
-        assert self.is_alive()
-        assert self.produced > self._checked, "the healthy client made no progress"
-        self._checked = self.produced
-
-    def stop(self) -> None:
-        self._halt.set()
-        self.join(15)
-
-
 class Live:
     """The module's broker, its healthy client, and helpers to talk to it."""
 
-    def __init__(self, broker: KlogBroker, healthy: HealthyClient) -> None:
+    def __init__(self, broker: KlogBroker, healthy: BackgroundClient) -> None:
         self.broker = broker
         self.healthy = healthy
         self.address = ("127.0.0.1", broker.port)
@@ -161,15 +123,10 @@ class Live:
         return part.offset
 
     def peak_rss(self) -> int:
-        with open(f"/proc/{self.pid}/status") as f:
-            for line in f:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) * 1024
-        raise AssertionError("no VmHWM")
+        return proc_status_bytes(self.pid, "VmHWM")
 
     def unexpected_errors(self) -> list[str]:
-        return [line for line in self.broker.log_file.read_text(errors="replace").splitlines()
-                if "unexpected error" in line or "Traceback" in line]
+        return unexpected_log_lines(self.broker)
 
 
 # Topics with configs of their own (made by ``live``; see "Records that do not decode").
@@ -179,36 +136,20 @@ CONFIGURED_TOPICS = {
 }
 
 
-def _create_topic(client: WireClient, name: str, configs: dict[str, str]) -> None:
-    response = client.call(19, 5, {"topics": [{
-        "name": name, "num_partitions": 2, "replication_factor": 1, "assignments": [],
-        "configs": [{"name": k, "value": v} for k, v in configs.items()]}],
-        "timeout": 10_000, "validate_only": False})
-    assert response.topics[0].error_code == 0, response
-    client.create_topic(name)
-
-
 @pytest.fixture(scope="module")
 def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
-    broker = KlogBroker(tmp_path_factory.mktemp("bad-input"), overrides={
-        "message.max.bytes": MESSAGE_MAX_BYTES,
-        "socket.request.max.bytes": REQUEST_MAX_BYTES,
-        "num.partitions": 2,
-    })
-    broker.start()
-    try:
-        with WireClient(("127.0.0.1", broker.port)) as setup:
-            for topic in ("healthy", "target", "other", "scratch"):
-                setup.create_topic(topic)
-            for topic, configs in CONFIGURED_TOPICS.items():
-                _create_topic(setup, topic, configs)
-        healthy = HealthyClient(("127.0.0.1", broker.port), "healthy")
+    with module_broker(tmp_path_factory.mktemp("bad-input"),
+                       message_max_bytes=MESSAGE_MAX_BYTES,
+                       request_max_bytes=REQUEST_MAX_BYTES,
+                       topics=("healthy", "target", "other", "scratch"),
+                       configured_topics=CONFIGURED_TOPICS) as broker:
+        healthy = BackgroundClient(broker.port, "healthy", name="healthy-client",
+                                   value_prefix=b"healthy", timeout=10, pause=0.01,
+                                   round_limit=5)
         healthy.start()
         yield Live(broker, healthy)
-        healthy.stop()
+        healthy.stop(15)
         assert not healthy.failures, healthy.failures
-    finally:
-        broker.close()
 
 
 @pytest.fixture
@@ -222,18 +163,6 @@ def target(live: Live) -> Iterator[Live]:
     assert live.unexpected_errors() == []
 
 
-def _closed_without_answer(client: WireClient, timeout: float = 5.0) -> bool:
-    """The broker closed the connection and sent nothing first."""
-    client.sock.settimeout(timeout)
-    try:
-        data = client.sock.recv(65536)
-    except ConnectionResetError:
-        return True
-    except TimeoutError:
-        return False
-    return data == b""
-
-
 def _send_expect_close(live: Live, payload: bytes, *, raw: bool = False,
                        timeout: float = 5.0) -> float:
     """Send one frame (``payload`` with its size prefix, or ``raw`` bytes as they are);
@@ -241,7 +170,7 @@ def _send_expect_close(live: Live, payload: bytes, *, raw: bool = False,
     with live.connect() as client:
         start = time.monotonic()
         client.send_raw(payload if raw else framing.encode_frame(payload))
-        assert _closed_without_answer(client, timeout), payload[:64]
+        assert closed_without_answer(client.sock, timeout), payload[:64]
         return time.monotonic() - start
 
 
@@ -559,7 +488,7 @@ def test_corrupt_batch_with_acks_0_closes_the_connection(target: Live) -> None:
     leo = target.log_end_offset("target")
     with target.connect() as client:
         client.send(0, 9, produce_values("target", 0, _corrupt_records_byte(), acks=0))
-        assert _closed_without_answer(client)
+        assert closed_without_answer(client.sock)
     assert target.log_end_offset("target") == leo
 
 
@@ -582,7 +511,7 @@ def test_request_larger_than_socket_request_max_bytes_is_refused(target: Live) -
     frame = framing.encode_request(0, 9, 1, "bad", b"\x00" * (REQUEST_MAX_BYTES + 1))
     with target.connect() as client:
         client.send_raw(frame[:64])  # the size alone decides
-        assert _closed_without_answer(client)
+        assert closed_without_answer(client.sock)
 
 
 @pytest.mark.parametrize("topic, partition", [("target", 7), ("target", -1),
@@ -727,34 +656,11 @@ def _allowed_wait(stream: bytes) -> float:
         return 0.0
     total = 0.0
     for frame in frames:
-        try:
-            header, offset = framing.parse_request_header(frame, apis.STANDALONE_ADVERTISED)
-            request = apis.decode_request(header.api_key, header.api_version,
-                                          bytes(frame[offset:]))
-        except Exception:  # not a request the broker would process: closes at once
+        wait = requested_wait(frame, ("max_wait", "timeout"), 60_000)
+        if wait is None:  # not a request the broker would process: closes at once
             break
-        for name in ("max_wait", "timeout"):
-            value = getattr(request, name, None)
-            if value is not None:
-                total += min(max(as_millis(value), 0), 60_000) / 1000
+        total += wait
     return total
-
-
-def _drain_until_closed(client: WireClient, deadline: float) -> int | None:
-    """Read what the broker sends until it closes the connection: the bytes read, or
-    None if it had not closed by ``deadline``."""
-    total = 0
-    while True:
-        client.sock.settimeout(max(0.01, deadline - time.monotonic()))
-        try:
-            chunk = client.sock.recv(1 << 16)
-        except ConnectionResetError:
-            return total
-        except TimeoutError:
-            return None
-        if not chunk:
-            return total
-        total += len(chunk)
 
 
 def test_random_fuzz_loop(target: Live) -> None:
@@ -775,14 +681,13 @@ def test_random_fuzz_loop(target: Live) -> None:
             client.send_raw(stream)
             with contextlib.suppress(OSError):  # already reset by the broker
                 client.sock.shutdown(socket.SHUT_WR)
-            if _drain_until_closed(client, time.monotonic() + 3) is None:
+            if drain_until_closed(client.sock, time.monotonic() + 3) is None:
                 # still open: only acceptable if the requests asked the broker to wait
                 # (a mutated fetch may long-poll for up to 24 days: cut it short here)
                 waits = _allowed_wait(stream)
                 assert waits > 1.0, f"no answer and no close in 3 s for {stream[:200]!r}"
                 long_polls += 1
-                client.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
-                                       struct.pack("ii", 1, 0))
+                reset_on_close(client.sock)
         frames += len(batch_frames)
         connections += 1
         if connections % 100 == 0:
@@ -810,7 +715,7 @@ def test_random_fuzz_loop(target: Live) -> None:
                     assert h.base_offset == offset
                     offset = h.last_offset + 1
     # every produce the healthy client made is there, in order
-    assert target.log_end_offset("healthy") >= target.healthy.produced
+    assert target.log_end_offset("healthy") >= target.healthy.rounds
 
 
 # --------------------------------------------------------------------------------------------

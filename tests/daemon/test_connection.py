@@ -27,6 +27,7 @@ from tests.daemon.wire import (
     batch,
     fetch_values,
     produce_values,
+    reset_on_close,
     running_broker,
 )
 
@@ -591,8 +592,7 @@ def test_client_disconnecting_mid_sendfile_leaves_the_broker_serving(
         victim.sock.recv(1024 if round_ % 2 else 1)  # the response has started
         if round_ % 2:
             # RST: the next sendfile call fails with ECONNRESET / EPIPE
-            victim.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
-                                   struct.pack("ii", 1, 0))
+            reset_on_close(victim.sock)
         victim.close()
         _healthy(broker)
     assert _wait_until(lambda: _connections(broker) == 0)

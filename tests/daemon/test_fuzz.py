@@ -31,7 +31,6 @@ import os
 import random
 import socket
 import struct
-import threading
 import time
 import typing
 import uuid
@@ -44,12 +43,17 @@ import pytest
 import zstandard
 
 from klog.protocol import apis, framing
-from klog.protocol.entities import as_millis
 from klog.protocol.records.batch import ATTRIBUTES_OFFSET, CRC_OFFSET, LENGTH_OFFSET, crc32c
 from klog.protocol.records.v2 import build_batch
 from klog.protocol.records.varint import write_varint
 from klog.testing import KlogBroker
-from tests.daemon.wire import WireClient, batch
+from tests.daemon.hostile import (
+    BackgroundClient,
+    module_broker,
+    requested_wait,
+    unexpected_log_lines,
+)
+from tests.daemon.wire import WireClient, proc_status_bytes, reset_on_close
 
 SEED = int(os.environ.get("KLOG_FUZZ_SEED", "18"))
 MUTATIONS = int(os.environ.get("KLOG_FUZZ_MUTATIONS", "3000"))
@@ -431,78 +435,12 @@ def _header_size(payload: bytes) -> int:
 # The broker, the witness, and the outcome of one mutation
 
 
-class Witness(threading.Thread):
-    """Produces, fetches and asks for metadata on its own connection, round after
-    round; remembers any failure."""
-
-    def __init__(self, port: int) -> None:
-        super().__init__(name="fuzz-witness", daemon=True)
-        self.port = port
-        self.rounds = 0
-        self.failures: list[str] = []
-        self._halt = threading.Event()
-
-    def run(self) -> None:
-        try:
-            with WireClient(("127.0.0.1", self.port), timeout=20) as client:
-                while not self._halt.is_set():
-                    value = b"witness-%d" % self.rounds
-                    part = client.produce(WITNESS_TOPIC, 0, batch(1, value)) \
-                        .responses[0].partition_responses[0]
-                    if part.error_code != 0 or part.base_offset != self.rounds:
-                        self.failures.append(f"produce {self.rounds}: {part}")
-                        return
-                    fetched = client.fetch(WITNESS_TOPIC, 0, self.rounds) \
-                        .responses[0].partitions[0]
-                    if fetched.error_code != 0 or value not in (fetched.records or b""):
-                        self.failures.append(f"fetch {self.rounds}: {fetched}")
-                        return
-                    topics = client.metadata([WITNESS_TOPIC], auto_create=False).topics
-                    if topics[0].error_code != 0:
-                        self.failures.append(f"metadata: {topics[0]}")
-                        return
-                    self.rounds += 1
-                    time.sleep(0.005)
-        except Exception as exc:  # any failure is the finding
-            self.failures.append(f"{type(exc).__name__}: {exc}")
-
-    def made_progress_since(self, rounds: int) -> bool:
-        """Waits (up to 20 s) for a round after ``rounds``; False if none came."""
-        deadline = time.monotonic() + 20
-        while self.rounds <= rounds and time.monotonic() < deadline and not self.failures \
-                and self.is_alive():
-            time.sleep(0.01)
-        return self.rounds > rounds
-
-    def stop(self) -> None:
-        self._halt.set()
-        self.join(20)
-
-
-def _status(pid: int, field: str) -> int:
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith(field + ":"):
-                return int(line.split()[1]) * 1024
-    raise AssertionError(f"no {field} for {pid}")
-
-
 def _allowed_wait(payload: bytes) -> float:
     """Seconds the broker may take on a request because it asks to wait: its decoded
     max_wait or timeout (0 if it does not decode: the broker then closes at once)."""
-    try:
-        header, offset = framing.parse_request_header(memoryview(payload), BROKER_APIS)
-        request = apis.decode_request(header.api_key, header.api_version,
-                                      memoryview(payload)[offset:])
-    except Exception:
-        return 0.0
-    total = 0.0
-    for name in ("max_wait", "timeout", "timeout_ms", "rebalance_timeout",
-                 "session_timeout"):
-        value = getattr(request, name, None)
-        if value is not None:
-            total += min(max(as_millis(value), 0), 3_600_000) / 1000
-    return total
+    wait = requested_wait(payload, ("max_wait", "timeout", "timeout_ms", "rebalance_timeout",
+                                    "session_timeout"), 3_600_000)
+    return 0.0 if wait is None else wait
 
 
 _PROBE = framing.encode_request(18, 0, PROBE_CID, "probe", b"")
@@ -606,8 +544,7 @@ class Sender:
         finally:
             if not reuse or outcome != "answered":
                 with contextlib.suppress(OSError):
-                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
-                                    struct.pack("ii", 1, 0))
+                    reset_on_close(sock)
                 sock.close()
                 if reuse:
                     self.reused = None
@@ -619,26 +556,11 @@ class Sender:
 
 @pytest.fixture(scope="module")
 def fuzz_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KlogBroker]:
-    broker = KlogBroker(tmp_path_factory.mktemp("fuzz"), overrides={
-        "message.max.bytes": MESSAGE_MAX_BYTES,
-        "socket.request.max.bytes": REQUEST_MAX_BYTES,
-        "num.partitions": 2,
-    })
-    broker.start()
-    try:
-        with WireClient(("127.0.0.1", broker.port)) as setup:
-            for topic in (WITNESS_TOPIC, TOPIC):
-                setup.create_topic(topic)
-            created = setup.call(19, 7, {
-                "topics": [{"name": RECOMPRESSED_TOPIC, "num_partitions": 1,
-                            "replication_factor": 1, "assignments": [],
-                            "configs": [{"name": "compression.type", "value": "gzip"}]}],
-                "timeout": 10_000, "validate_only": False})
-            assert created.topics[0].error_code == 0, created
-            setup.create_topic(RECOMPRESSED_TOPIC)
+    with module_broker(tmp_path_factory.mktemp("fuzz"), message_max_bytes=MESSAGE_MAX_BYTES,
+                       request_max_bytes=REQUEST_MAX_BYTES, topics=(WITNESS_TOPIC, TOPIC),
+                       configured_topics={RECOMPRESSED_TOPIC: {"compression.type": "gzip"}},
+                       configured_partitions=1) as broker:
         yield broker
-    finally:
-        broker.close()
 
 
 def test_fuzz_the_request_path(fuzz_broker: KlogBroker) -> None:
@@ -655,8 +577,10 @@ def test_fuzz_the_request_path(fuzz_broker: KlogBroker) -> None:
         outcome = sender.send(Mutation(api_key, version, "valid", payload))
         expected = "answered" if api_key in BROKER_APIS else "closed"
         assert outcome == expected, (apis.spec_for(api_key).name, version, outcome)
-    rss_start = _status(pid, "VmRSS")
-    witness = Witness(fuzz_broker.port)
+    rss_start = proc_status_bytes(pid, "VmRSS")
+    witness = BackgroundClient(fuzz_broker.port, WITNESS_TOPIC, name="fuzz-witness",
+                               value_prefix=b"witness", timeout=20, pause=0.005,
+                               metadata=True)
     witness.start()
     outcomes: dict[str, int] = {}
     kinds: dict[str, int] = {}
@@ -677,14 +601,14 @@ def test_fuzz_the_request_path(fuzz_broker: KlogBroker) -> None:
             if sent % 200 == 0:
                 assert fuzz_broker.process.poll() is None, fuzz_broker.log_tail()
                 assert not witness.failures, witness.failures
-                assert witness.made_progress_since(checked_rounds), \
+                assert witness.made_progress_since(checked_rounds, 20), \
                     f"the witness got no answer after mutation {sent}"
                 checked_rounds = witness.rounds
     finally:
         sender.close()
-        witness.stop()
+        witness.stop(20)
     elapsed = time.monotonic() - started
-    rss_end, rss_peak = _status(pid, "VmRSS"), _status(pid, "VmHWM")
+    rss_end, rss_peak = proc_status_bytes(pid, "VmRSS"), proc_status_bytes(pid, "VmHWM")
     print(f"fuzz: {sent} mutations of {len(valid)} valid requests in {elapsed:.1f} s; "
           f"outcomes {outcomes}; kinds {kinds}; witness rounds {witness.rounds}; "
           f"RSS {rss_start >> 20} -> {rss_end >> 20} MiB (peak {rss_peak >> 20} MiB)")
@@ -693,7 +617,4 @@ def test_fuzz_the_request_path(fuzz_broker: KlogBroker) -> None:
     assert witness.rounds > 0
     assert sent >= min(MUTATIONS, 1000)
     assert rss_end - rss_start < RSS_BOUND
-    log = fuzz_broker.log_file.read_text(errors="replace")
-    unexpected = [line for line in log.splitlines()
-                  if "Traceback" in line or "unexpected error" in line]
-    assert unexpected == [], "\n".join(log.splitlines()[-60:])
+    assert unexpected_log_lines(fuzz_broker) == [], fuzz_broker.log_tail(60)

@@ -29,6 +29,7 @@ from tests.daemon.wire import (
     batch,
     fetch_values,
     produce_values,
+    reset_on_close,
     rss_bytes,
     running_broker,
 )
@@ -231,7 +232,7 @@ def _flood_behind_a_long_poll(address: tuple[str, int], wait_ms: int, offset: in
 
 def _reset(client: WireClient) -> None:
     """Close with a TCP reset (nothing left for the broker to flush)."""
-    client.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    reset_on_close(client.sock)
     client.close()
 
 

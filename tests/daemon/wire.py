@@ -4,7 +4,9 @@
 listening on a free port of 127.0.0.1, so a test can talk to it over real sockets and
 still look at its insides (``call`` runs a function on the broker's loop). ``WireClient``
 speaks the protocol by hand over a blocking socket: it can pipeline, send garbage, and
-read answers frame by frame.
+read answers frame by frame. The raw-socket helpers below say how the broker ended a
+connection (``closed_without_answer``, ``drain_until_closed``) and end one abruptly
+(``reset_on_close``).
 """
 
 from __future__ import annotations
@@ -244,6 +246,47 @@ class WireClient:
                                                   max_wait_ms))
 
 
+# -- how a connection ends ---------------------------------------------------------------
+
+
+def reset_on_close(sock: socket.socket) -> None:
+    """Make ``sock.close()`` reset the connection (SO_LINGER 0: a TCP RST, nothing left to
+    flush), as a client that crashed or gave up would."""
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+
+
+def closed_without_answer(sock: socket.socket, timeout: float = 5.0) -> bool:
+    """The broker closed the connection and sent nothing first."""
+    sock.settimeout(timeout)
+    try:
+        data = sock.recv(65536)
+    except ConnectionResetError:
+        return True
+    except TimeoutError:
+        return False
+    return data == b""
+
+
+def drain_until_closed(sock: socket.socket, deadline: float) -> int | None:
+    """Read what the broker sends until it closes the connection: the bytes read, or
+    None if it had not closed by ``deadline`` (a ``time.monotonic()`` value)."""
+    total = 0
+    while True:
+        sock.settimeout(max(0.01, deadline - time.monotonic()))
+        try:
+            chunk = sock.recv(1 << 16)
+        except ConnectionResetError:
+            return total
+        except TimeoutError:
+            return None
+        if not chunk:
+            return total
+        total += len(chunk)
+
+
+# -- common request values ----------------------------------------------------------------
+
+
 def produce_values(topic: str, partition: int, records: bytes | None, acks: int = 1) -> dict:
     return {
         "transactional_id": None, "acks": acks, "timeout": 5000,
@@ -275,3 +318,13 @@ def rss_bytes(pid: int | str = "self") -> int:
     """Resident set size of a process (default: this one, where an InProcessBroker runs)."""
     with open(f"/proc/{pid}/statm") as f:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def proc_status_bytes(pid: int, field: str) -> int:
+    """A size field of /proc/<pid>/status in bytes: "VmRSS" (resident now), "VmHWM" (the
+    peak resident set)."""
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) * 1024
+    raise AssertionError(f"no {field} for {pid}")

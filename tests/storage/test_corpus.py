@@ -11,7 +11,7 @@ from klog.protocol.records.batch import iter_batch_headers
 from klog.storage.checkpoints import read_offset_checkpoint
 from klog.storage.log_manager import CLEAN_SHUTDOWN_FILE, LogManager
 from klog.storage.producer_state import read_snapshot
-from klog.storage.segment import scan_segment
+from klog.storage.scan import scan_segment
 
 pytestmark = pytest.mark.corpus
 

@@ -16,7 +16,8 @@ import pytest
 from klog.protocol.records.batch import iter_batch_headers
 from klog.storage.config import LogConfig
 from klog.storage.log import PartitionLog, python_read
-from klog.storage.segment import FetchDataInfo, LogSegment, fastread, python_readinto
+from klog.storage.segment import LogSegment, fastread, python_readinto
+from klog.storage.values import FetchDataInfo
 
 from .batches import build_batch
 

@@ -18,7 +18,7 @@ from klog.storage.log import (
     parse_partition_dir_name,
 )
 from klog.storage.producer_state import OutOfOrderSequenceError
-from klog.storage.segment import scan_segment
+from klog.storage.scan import scan_segment
 
 from .batches import build_batch, build_control_batch
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from klog.protocol.records.batch import read_batch_header
+from klog.storage.files import producer_snapshot_file_path
 from klog.storage.producer_state import (
     CorruptSnapshotError,
     InvalidProducerEpochError,
@@ -16,7 +17,6 @@ from klog.storage.producer_state import (
     ProducerStateManager,
     encode_snapshot,
     read_snapshot,
-    snapshot_file_path,
     write_snapshot,
 )
 
@@ -33,7 +33,7 @@ def header(data: bytes):
 
 
 def test_snapshot_round_trip(tmp_path: Path) -> None:
-    path = snapshot_file_path(tmp_path, 42)
+    path = producer_snapshot_file_path(tmp_path, 42)
     assert path.name == "00000000000000000042.snapshot"
     write_snapshot(path, ENTRIES)
     assert read_snapshot(path) == ENTRIES
@@ -139,8 +139,8 @@ def test_transactions_and_snapshot_reload(tmp_path: Path) -> None:
 
 
 def test_corrupt_snapshot_falls_back_to_older(tmp_path: Path) -> None:
-    write_snapshot(snapshot_file_path(tmp_path, 5), ENTRIES[:1])
-    snapshot_file_path(tmp_path, 9).write_bytes(b"garbage!!!!!")
+    write_snapshot(producer_snapshot_file_path(tmp_path, 5), ENTRIES[:1])
+    producer_snapshot_file_path(tmp_path, 9).write_bytes(b"garbage!!!!!")
     state = ProducerStateManager(tmp_path)
     state.truncate_and_reload(0, 10, now_ms=1_600_000_000_000)
     assert state.map_end_offset == 5 and 1 in state.producers

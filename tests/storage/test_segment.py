@@ -1,4 +1,4 @@
-"""Tests for klog.storage.segment: scan_segment, rebuild_indexes and LogSegment."""
+"""Tests for klog.storage.segment: LogSegment (and the values its reads return)."""
 
 from __future__ import annotations
 
@@ -9,255 +9,12 @@ from pathlib import Path
 
 import pytest
 
+from klog.protocol.errors import CorruptRecordError
 from klog.protocol.records.batch import read_batch_header
+from klog.storage import files, values
 from klog.storage import segment as seg
-from klog.storage.index import (
-    OffsetIndex,
-    TimeIndex,
-    read_offset_index_entries,
-    read_time_index_entries,
-)
-from klog.storage.segment import rebuild_indexes, scan_segment
 
 from .batches import build_batch, sequential_batches
-
-
-def write_log(tmp_path: Path, data: bytes, base_offset: int = 0) -> Path:
-    path = seg.log_file_path(tmp_path, base_offset)
-    path.write_bytes(data)
-    return path
-
-
-# -- file names ---------------------------------------------------------------------------
-
-
-def test_filename_prefix_round_trip() -> None:
-    assert seg.filename_prefix_from_offset(42) == "00000000000000000042"
-    assert seg.offset_from_filename("00000000000000000042.log") == 42
-    assert seg.offset_from_filename("00000000000000000042.index.deleted") == 42
-    with pytest.raises(ValueError):
-        seg.offset_from_filename("leader-epoch-checkpoint")
-
-
-# -- scan_segment -------------------------------------------------------------------------
-
-
-def test_scan_clean_segment(tmp_path: Path) -> None:
-    batches = sequential_batches(10, records_per_batch=3)
-    path = write_log(tmp_path, b"".join(batches))
-    seen: list[int] = []
-    scan = scan_segment(path, expected_min_offset=0, progress=seen.append)
-    assert scan.error is None and scan.is_clean
-    assert scan.file_size == scan.valid_bytes == sum(map(len, batches))
-    assert scan.truncated_bytes == 0
-    assert (scan.batches, scan.records) == (10, 30)
-    assert (scan.first_offset, scan.last_offset) == (0, 29)
-    assert scan.max_timestamp == 1_600_000_000_000 + 9000 + 2
-    assert scan.offset_of_max_timestamp == 29
-    assert sum(seen) == scan.file_size
-
-
-def test_scan_empty_file(tmp_path: Path) -> None:
-    path = write_log(tmp_path, b"")
-    scan = scan_segment(path)
-    assert (scan.file_size, scan.valid_bytes, scan.batches, scan.error) == (0, 0, 0, None)
-    assert scan.first_offset is None and scan.last_offset is None
-    assert scan.max_timestamp == -1
-
-
-@pytest.mark.parametrize("cut", [1, 5, 11, 12, 30, 60])
-def test_scan_torn_tail(tmp_path: Path, cut: int) -> None:
-    batches = sequential_batches(3)
-    data = b"".join(batches)
-    last = len(batches[-1])
-    path = write_log(tmp_path, data[: len(data) - last + cut])
-    scan = scan_segment(path)
-    assert scan.valid_bytes == len(data) - last
-    assert scan.truncated_bytes == cut
-    assert scan.batches == 2
-    assert scan.error is not None and scan.error.startswith("truncated batch")
-    if cut >= 12:
-        assert scan.error == f"truncated batch: {cut} bytes of {last}"
-        assert scan.error_offset == 6
-    assert scan.error_position == len(data) - last
-
-
-def test_scan_flipped_byte(tmp_path: Path) -> None:
-    batches = sequential_batches(4)
-    data = bytearray(b"".join(batches))
-    bad = len(batches[0]) + len(batches[1])
-    data[bad + 70] ^= 0xFF  # inside the records of the third batch
-    path = write_log(tmp_path, bytes(data))
-    scan = scan_segment(path)
-    assert scan.valid_bytes == bad
-    assert scan.error is not None and scan.error.startswith("record is corrupt (stored crc")
-    assert scan.error_position == bad and scan.error_offset == 6
-    assert scan.batches == 2
-    # Without CRC checks the flipped byte goes unnoticed.
-    assert scan_segment(path, verify_crc=False).valid_bytes == len(data)
-
-
-def test_scan_zero_filled_tail(tmp_path: Path) -> None:
-    batches = sequential_batches(3)
-    data = b"".join(batches)
-    path = write_log(tmp_path, data + bytes(4096))
-    scan = scan_segment(path)
-    assert scan.valid_bytes == len(data)
-    assert scan.truncated_bytes == 4096
-    assert "less than the minimum record overhead" in (scan.error or "")
-    assert scan.error_position == len(data) and scan.error_offset == 0
-
-
-def test_scan_huge_length_field(tmp_path: Path) -> None:
-    batch = bytearray(build_batch(0, count=2))
-    struct.pack_into(">i", batch, 8, 2**31 - 1)
-    path = write_log(tmp_path, bytes(batch))
-    scan = scan_segment(path, max_batch_size=1_000_000)
-    assert scan.valid_bytes == 0
-    assert "exceeds the largest allowable message size" in (scan.error or "")
-    # With the default bound the length is "allowed" but runs past the end of the file.
-    scan = scan_segment(path)
-    assert scan.valid_bytes == 0
-    assert "exceeds the largest allowable message size" in (scan.error or "")
-    # A length within the bound but past the end of the file is a torn batch (and is not
-    # allocated).
-    struct.pack_into(">i", batch, 8, 2**30)
-    path.write_bytes(bytes(batch))
-    scan = scan_segment(path)
-    assert scan.error == f"truncated batch: {len(batch)} bytes of {2**30 + 12}"
-
-
-def test_scan_garbage(tmp_path: Path) -> None:
-    path = write_log(tmp_path, os.urandom(3000))
-    scan = scan_segment(path)
-    assert scan.valid_bytes == 0 and scan.error is not None
-    assert scan.error_position == 0
-
-
-def test_scan_offsets_must_increase(tmp_path: Path) -> None:
-    data = build_batch(0, count=3) + build_batch(10, count=2) + build_batch(5, count=2)
-    path = write_log(tmp_path, data)
-    scan = scan_segment(path)
-    assert scan.batches == 2 and scan.last_offset == 11
-    assert "out of order offsets" in (scan.error or "")
-    assert scan.error_offset == 5
-
-
-def test_scan_expected_min_offset_and_overflow(tmp_path: Path) -> None:
-    data = build_batch(100, count=2)
-    path = write_log(tmp_path, data, base_offset=100)
-    assert scan_segment(path, expected_min_offset=100).is_clean
-    below = scan_segment(path, expected_min_offset=101)
-    assert below.valid_bytes == 0 and "below the segment's base offset" in (below.error or "")
-    far = write_log(tmp_path, build_batch(2**31 + 5, count=1), base_offset=1)
-    over = scan_segment(far, expected_min_offset=1)
-    assert "overflows" in (over.error or "")
-
-
-def test_scan_batches_straddling_small_chunks(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # Tiny chunks force every refill path: straddling headers, and batches bigger than
-    # the chunk read whole.
-    monkeypatch.setattr(seg, "SCAN_CHUNK_SIZE", 100)
-    batches = sequential_batches(20, records_per_batch=4, value_size=17)
-    batches.append(build_batch(80, count=1, value_size=5000))
-    batches.append(build_batch(81, count=1))
-    data = b"".join(batches)
-    path = write_log(tmp_path, data)
-    scan = scan_segment(path)
-    assert scan.is_clean and scan.valid_bytes == len(data)
-    assert scan.batches == 22 and scan.last_offset == 81
-    # A torn big batch is detected without reading past the file.
-    path.write_bytes(data[: -len(batches[-1]) - 100])
-    scan = scan_segment(path)
-    assert scan.batches == 20
-    assert scan.error == f"truncated batch: {len(batches[-2]) - 100} bytes of {len(batches[-2])}"
-
-
-def test_scan_start_position(tmp_path: Path) -> None:
-    batches = sequential_batches(5)
-    path = write_log(tmp_path, b"".join(batches))
-    scan = scan_segment(path, start_position=len(batches[0]) + len(batches[1]))
-    assert scan.batches == 3 and scan.first_offset == 6
-    assert scan.valid_bytes == scan.file_size
-
-
-# -- rebuild_indexes ----------------------------------------------------------------------
-
-
-def test_rebuild_indexes_matches_kafka_rule(tmp_path: Path) -> None:
-    batches = sequential_batches(100, records_per_batch=5, value_size=100)
-    data = b"".join(batches)
-    path = write_log(tmp_path, data, base_offset=0)
-    result = rebuild_indexes(path, 0, valid_bytes=len(data), index_interval_bytes=4096)
-    # Recompute Kafka's rule by hand.
-    expected = []
-    position = last_entry = 0
-    for i, batch in enumerate(batches):
-        if position - last_entry > 4096:
-            expected.append((i * 5 + 4, position))
-            last_entry = position
-        position += len(batch)
-    entries = read_offset_index_entries(seg.offset_index_file_path(tmp_path, 0), 0)
-    assert entries == expected
-    assert result.offset_index_entries == len(expected) > 0
-    times = read_time_index_entries(seg.time_index_file_path(tmp_path, 0), 0)
-    assert result.time_index_entries == len(times) == len(expected) + 1
-    assert times[-1] == (1_600_000_000_000 + 99_000 + 4, 499)
-    assert result.valid_bytes == len(data) and result.batches == 100
-    assert not list(tmp_path.glob("*.tmp"))
-    # The files are trimmed and pass the sanity checks.
-    assert seg.offset_index_file_path(tmp_path, 0).stat().st_size == 8 * len(expected)
-    idx = OffsetIndex(seg.offset_index_file_path(tmp_path, 0), 0)
-    idx.sanity_check(log_size=len(data))
-    tidx = TimeIndex(seg.time_index_file_path(tmp_path, 0), 0)
-    tidx.sanity_check()
-    idx.close_handler()
-    tidx.close_handler()
-
-
-def test_rebuild_indexes_scans_when_valid_bytes_unknown(tmp_path: Path) -> None:
-    batches = sequential_batches(30, value_size=200)
-    data = b"".join(batches)
-    path = write_log(tmp_path, data + b"\x00" * 50, base_offset=0)
-    result = rebuild_indexes(path, 0)
-    assert result.valid_bytes == len(data)
-    assert result.last_offset == 89
-    assert path.stat().st_size == len(data) + 50  # never truncates
-
-
-def test_rebuild_indexes_rejects_invalid_prefix(tmp_path: Path) -> None:
-    batches = sequential_batches(3)
-    data = bytearray(b"".join(batches))
-    first = len(batches[0])
-    data[first : first + 20] = bytes(20)  # the second batch's header
-    path = write_log(tmp_path, bytes(data))
-    from klog.protocol.errors import CorruptRecordError
-
-    with pytest.raises(CorruptRecordError):
-        rebuild_indexes(path, 0, valid_bytes=len(data))
-    assert not list(tmp_path.glob("*.tmp"))
-
-
-def test_scan_result_does_not_depend_on_chunk_size(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    batches = sequential_batches(15, records_per_batch=2, value_size=40)
-    batches.insert(7, build_batch(14, count=1, value_size=700))
-    # keep offsets increasing after the inserted batch
-    batches = batches[:8] + sequential_batches(
-        7, records_per_batch=2, value_size=40, start_offset=15
-    )
-    data = b"".join(batches)
-    for cut in (0, 7, 33, 400):
-        path = write_log(tmp_path, data[: len(data) - cut])
-        reference = scan_segment(path)
-        for chunk in (61, 62, 64, 97, 128, 333, 1000):
-            monkeypatch.setattr(seg, "SCAN_CHUNK_SIZE", chunk)
-            assert scan_segment(path) == reference, (cut, chunk)
-        monkeypatch.setattr(seg, "SCAN_CHUNK_SIZE", 8 * 1024 * 1024)
-
 
 # -- LogSegment ---------------------------------------------------------------------------
 
@@ -304,12 +61,12 @@ def test_segment_read_translate_and_timestamps(tmp_path: Path) -> None:
     fill(segment, batches)
     size = len(batches[0])
     found = segment.translate_offset(104)
-    assert found == seg.LogOffsetPosition(105, size, size)
+    assert found == values.LogOffsetPosition(105, size, size)
     assert segment.translate_offset(130) is None
     info = segment.read(104, size * 3 - 1)
     assert info is not None and info.size == size * 2
     assert info.read_bytes() == batches[1] + batches[2]
-    assert info.fetch_offset_metadata == seg.LogOffsetMetadata(104, 100, size)
+    assert info.fetch_offset_metadata == values.LogOffsetMetadata(104, 100, size)
     assert segment.read(104, 1).size == size  # at least one batch
     assert segment.read(104, size * 5, max_position=size * 3).size == size * 2
     assert segment.read(200, 100) is None
@@ -364,7 +121,7 @@ def test_segment_recover_truncates_only_at_the_first_invalid_byte(
         bad = tail[:8] + struct.pack(">i", 2**31 - 20) + tail[12:]
     else:
         bad = os.urandom(500)
-    path = seg.log_file_path(tmp_path, 0)
+    path = files.log_file_path(tmp_path, 0)
     path.write_bytes(good + bad)
     segment = make_segment(tmp_path)
     assert segment.recover() == len(bad)
@@ -374,21 +131,21 @@ def test_segment_recover_truncates_only_at_the_first_invalid_byte(
 
 
 def test_segment_recover_empty_file(tmp_path: Path) -> None:
-    seg.log_file_path(tmp_path, 7).write_bytes(b"")
+    files.log_file_path(tmp_path, 7).write_bytes(b"")
     segment = make_segment(tmp_path, base=7)
     assert segment.recover() == 0
     assert segment.read_next_offset() == 7
-    assert seg.log_file_path(tmp_path, 7).exists()
+    assert files.log_file_path(tmp_path, 7).exists()
     segment.close()
 
 
 def test_segment_recover_refuses_offset_overflow(tmp_path: Path) -> None:
     data = build_batch(0, count=1) + build_batch(2**31 + 1, count=1)
-    seg.log_file_path(tmp_path, 0).write_bytes(data)
+    files.log_file_path(tmp_path, 0).write_bytes(data)
     segment = make_segment(tmp_path)
     with pytest.raises(seg.LogSegmentOffsetOverflowError):
         segment.recover()
-    assert seg.log_file_path(tmp_path, 0).read_bytes() == data  # nothing truncated
+    assert files.log_file_path(tmp_path, 0).read_bytes() == data  # nothing truncated
     segment.close()
 
 
@@ -396,7 +153,7 @@ def test_segment_roll_conditions(tmp_path: Path) -> None:
     segment = make_segment(tmp_path, base=10)
     fill(segment, sequential_batches(2, start_offset=10))
 
-    def params(**kw: int) -> seg.RollParams:
+    def params(**kw: int) -> values.RollParams:
         base = dict(
             max_segment_ms=10**9,
             max_segment_bytes=10**9,
@@ -406,7 +163,7 @@ def test_segment_roll_conditions(tmp_path: Path) -> None:
             now_ms=0,
         )
         base.update(kw)
-        return seg.RollParams(**base)
+        return values.RollParams(**base)
 
     assert not segment.should_roll(params())
     assert segment.should_roll(params(max_segment_bytes=segment.size + 5))
@@ -476,7 +233,7 @@ def _check_read(
     max_size: int,
     max_position: int | None = None,
     min_one: bool = True,
-) -> seg.FetchDataInfo | None:
+) -> values.FetchDataInfo | None:
     info = segment.read(start_offset, max_size, max_position, min_one)
     want = _expected_read(model, segment.size, start_offset, max_size, max_position, min_one)
     if want is None:
@@ -485,7 +242,7 @@ def _check_read(
     assert info is not None
     got = (info.position, info.size, info.last_offset, info.first_entry_incomplete)
     assert got == want, (start_offset, max_size, max_position, min_one)
-    assert info.fetch_offset_metadata == seg.LogOffsetMetadata(
+    assert info.fetch_offset_metadata == values.LogOffsetMetadata(
         start_offset, segment.base_offset, want[0]
     )
     assert info.aborted_transactions is None and info.fd == segment.fd
@@ -555,7 +312,7 @@ def test_reads_match_a_model_of_the_file(
         if entry is None:
             assert found is None
         else:
-            assert found == seg.LogOffsetPosition(entry[2], entry[0], entry[1])
+            assert found == values.LogOffsetPosition(entry[2], entry[0], entry[1])
     segment.close()
 
 
@@ -621,10 +378,10 @@ def test_remembered_boundaries_are_forgotten_on_truncation_and_recovery(
 def test_fast_region_construction_sets_every_field() -> None:
     import dataclasses
 
-    metadata = seg.LogOffsetMetadata(5, 0, 10)
-    fast = seg._region(metadata, Path("x.log"), 7, 10, 20, 9)
-    slow = seg.FetchDataInfo(metadata, Path("x.log"), 7, 10, 20, False, None, 9)
-    for field in dataclasses.fields(seg.FetchDataInfo):
+    metadata = values.LogOffsetMetadata(5, 0, 10)
+    fast = values._region(metadata, Path("x.log"), 7, 10, 20, 9)
+    slow = values.FetchDataInfo(metadata, Path("x.log"), 7, 10, 20, False, None, 9)
+    for field in dataclasses.fields(values.FetchDataInfo):
         assert getattr(fast, field.name) == getattr(slow, field.name), field.name
     assert fast == slow
 
@@ -643,11 +400,11 @@ def test_readinto_checks_the_buffer_and_falls_back_to_the_path(tmp_path: Path) -
     stale = dataclasses_replace_fd(info, 987654)  # a closed descriptor: the path is used
     buf = bytearray(info.size)
     assert stale.readinto(buf) == len(data) and buf == data
-    assert seg.FetchDataInfo(info.fetch_offset_metadata).readinto(bytearray(3)) == 0
+    assert values.FetchDataInfo(info.fetch_offset_metadata).readinto(bytearray(3)) == 0
     segment.close()
 
 
-def dataclasses_replace_fd(info: seg.FetchDataInfo, fd: int) -> seg.FetchDataInfo:
+def dataclasses_replace_fd(info: values.FetchDataInfo, fd: int) -> values.FetchDataInfo:
     import dataclasses
 
     return dataclasses.replace(info, fd=fd)
@@ -685,9 +442,9 @@ def test_reading_over_damaged_headers_raises_instead_of_hanging(
         os.pwrite(segment.fd, struct.pack(">i", 3), position + 8)
     else:
         os.pwrite(segment.fd, b"\x07", position + 16)
-    with pytest.raises(seg.CorruptRecordError):
+    with pytest.raises(CorruptRecordError):
         segment.read(0, 10**6)
-    with pytest.raises(seg.CorruptRecordError):
+    with pytest.raises(CorruptRecordError):
         segment.translate_offset(25)
     segment.close()
 

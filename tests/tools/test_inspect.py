@@ -14,7 +14,7 @@ import pytest
 
 from klog.protocol.records.batch import crc32c
 from klog.storage import checkpoints as cp
-from klog.storage.segment import rebuild_indexes
+from klog.storage.scan import rebuild_indexes
 from klog.tools import inspect as ins
 from tests.storage.inspect_batches import (
     build_batch,
