@@ -50,7 +50,6 @@ from typing import Any, Protocol
 
 from klog.storage.cleaner import (
     Cleaner,
-    CleanerCheckpoints,
     CleanerStats,
     LogCleaningAbortedError,
     LogToClean,
@@ -264,7 +263,6 @@ class LogCleaner:
         *,
         last_stable_offset: Callable[[TopicPartition, PartitionLog], int] | None = None,
         cleaner_factory: CleanerFactory | None = None,
-        checkpoints: CleanerCheckpoints | None = None,
         clock: Callable[[], int] = _wall_clock_ms,
     ) -> None:
         self.log_manager = log_manager
@@ -273,7 +271,8 @@ class LogCleaner:
         self._factory = cleaner_factory or storage_cleaner
         # One throttle for all threads, as Kafka's: the configured rate is the broker's.
         self.throttler = Throttler(config.io_max_bytes_per_second)
-        self.checkpoints = checkpoints or CleanerCheckpoints()
+        # The LogManager's: one writer of the files, which it also updates on deletion.
+        self.checkpoints = log_manager.cleaner_checkpoints
         self.clock = clock
         self._cond = threading.Condition(threading.RLock())
         self._states: dict[TopicPartition, _State] = {}
@@ -433,13 +432,13 @@ class LogCleaner:
         except (OSError, ValueError) as exc:
             log.error("Failed to access checkpoint file in dir %s: %s", log_dir, exc)
 
-    def remove_checkpoint(self, tp: TopicPartition, log_dir: Path) -> None:
-        """The log of ``tp`` left ``log_dir`` (deleted): forget it."""
+    def forget(self, tp: TopicPartition) -> None:
+        """The log of ``tp`` was deleted: forget its figures (LogManager.delete_log drops
+        its checkpoint entry)."""
         with self._cond:
             self._dirty_ratios.pop(tp, None)
             self._last_clean.pop(tp, None)
             self._uncleanable.discard(tp)
-            self._update_checkpoint(Path(log_dir), tp, None)
 
     def truncate_checkpoint(self, tp: TopicPartition, log_dir: Path, offset: int) -> None:
         """After a truncation: no checkpoint above ``offset``, the new active segment's

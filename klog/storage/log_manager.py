@@ -104,7 +104,7 @@ class CleanerHooks(Protocol):
 
     def try_pause(self, tp: TopicPartition) -> bool: ...
 
-    def remove_checkpoint(self, tp: TopicPartition, log_dir: Path) -> None: ...
+    def forget(self, tp: TopicPartition) -> None: ...
 
     def truncate_checkpoint(self, tp: TopicPartition, log_dir: Path, offset: int) -> None: ...
 
@@ -343,7 +343,7 @@ class LogManager:
         cleaner = self.cleaner
         if cleaner is not None:
             cleaner.abort(tp)
-            cleaner.remove_checkpoint(tp, log_dir)
+            cleaner.forget(tp)
         with self._lock:
             log.rename_dir(log_delete_dir_name(topic, partition))
             log.close()
