@@ -592,21 +592,7 @@ class _CleanerThread(threading.Thread):
         self.failed = False
 
     def run(self) -> None:
-        config = self.config
-        if config.dedupe_buffer_size // max(config.threads, 1) > INT_MAX:
-            log.warning("Cannot use more than 2G of cleaner buffer space per cleaner thread, "
-                        "ignoring excess buffer space...")
-        try:
-            # Built here, not in the broker's start-up: an offset map that cannot be had
-            # (memory) costs this thread, not the broker (Kafka's DeadThreadCount).
-            self.cleaner = self.manager._factory(
-                self.thread_id, config, self.manager.throttler,
-                lambda tp: self.manager.is_aborted(tp, self))
-        except Exception:
-            log.exception("Log cleaner thread %d cannot start", self.thread_id)
-            self.failed = True
-            return
-        while not self.stopping.is_set():
+        while not self.stopping.is_set() and not self.failed:
             try:
                 cleaned = self.clean_filthiest_log()
             except Exception:  # a bug must not end the thread
@@ -616,9 +602,27 @@ class _CleanerThread(threading.Thread):
             if not cleaned:
                 self.stopping.wait(self.manager.config.backoff_ms / 1000)
 
+    def _build_cleaner(self) -> LogCleanerWorker | None:
+        """This thread's storage cleaner, built when it first has work: its offset map is
+        the thread's share of log.cleaner.dedupe.buffer.size (128 MiB by default), which
+        a broker without compacted data never needs (Kafka allocates it at start). A
+        failure costs this thread, not the broker (Kafka's DeadThreadCount)."""
+        if self.cleaner is None:
+            config = self.config
+            if config.dedupe_buffer_size // max(config.threads, 1) > INT_MAX:
+                log.warning("Cannot use more than 2G of cleaner buffer space per cleaner "
+                            "thread, ignoring excess buffer space...")
+            try:
+                self.cleaner = self.manager._factory(
+                    self.thread_id, config, self.manager.throttler,
+                    lambda tp: self.manager.is_aborted(tp, self))
+            except Exception:
+                log.exception("Log cleaner thread %d cannot start", self.thread_id)
+                self.failed = True
+        return self.cleaner
+
     def clean_filthiest_log(self) -> bool:
         manager = self.manager
-        assert self.cleaner is not None
         ltc = manager.grab_filthiest_log()
         if ltc is None:
             return False
@@ -626,7 +630,10 @@ class _CleanerThread(threading.Thread):
         log_dir = manager.log_manager.log_dir_of(*tp)
         end_offset: int | None = None
         try:
-            stats = self.cleaner.clean(ltc)
+            cleaner = self._build_cleaner()
+            if cleaner is None:
+                return False
+            stats = cleaner.clean(ltc)
             end_offset = stats.end_offset
             self.last_stats = stats
             manager.record_clean(self.thread_id, ltc, stats)

@@ -253,6 +253,7 @@ def test_abort_blocks_until_the_clean_in_progress_stops(manager: LogManager) -> 
     fakes = Fakes(hold=True, linger=0.2)
     cleaner = make_cleaner(manager, fakes)
     cleaner.startup()
+    wait_for(lambda: bool(fakes.made), "the thread's cleaner")
     fake = fakes.made[0]
     assert fake.started.wait(WAIT)
     cleaner.abort(("t", 0))
@@ -271,7 +272,8 @@ def test_shutdown_stops_every_thread_even_mid_clean(manager: LogManager) -> None
     cleaner.startup()
     threads = cleaner.threads
     assert len(threads) == 2
-    wait_for(lambda: all(f.started.is_set() for f in fakes.made), "both cleans")
+    wait_for(lambda: len(fakes.made) == 2 and all(f.started.is_set() for f in fakes.made),
+             "both cleans")
     cleaner.shutdown()
     assert not any(t.is_alive() for t in threads)
     assert sorted(tp for f in fakes.made for tp in f.finished) == [("a", 0), ("b", 0)]
@@ -339,6 +341,7 @@ def test_deleting_a_log_aborts_its_clean_and_drops_its_checkpoint(manager: LogMa
     manager.get_log("kept", 0).update_config(  # type: ignore[union-attr]
         LogConfig(cleanup_policy=("delete",)))
     cleaner.startup()
+    wait_for(lambda: bool(fakes.made), "the thread's cleaner")
     fake = fakes.made[0]
     assert fake.started.wait(WAIT)
     manager.delete_log("gone", 0)
@@ -434,7 +437,11 @@ def test_a_thread_whose_cleaner_cannot_be_built_dies_alone(manager: LogManager) 
 
     cleaner = LogCleaner(manager, CleanerConfig(backoff_ms=10), cleaner_factory=factory)
     cleaner.startup()  # does not raise: the broker starts
+    time.sleep(0.05)
+    assert cleaner.dead_thread_count == 0  # no work yet: no offset map built
+    fill(manager, "t", 2)
     wait_for(lambda: cleaner.dead_thread_count == 1, "the thread to give up")
+    assert cleaner.cleaning_state(("t", 0)) is None  # the log it had picked is free
     cleaner.abort(("t", 0))  # the hooks still work
     cleaner.shutdown()
 
