@@ -371,6 +371,10 @@ class LogCleaner:
         Blocks until the cleaning thread has stopped (Kafka's abortAndPauseCleaning);
         nested calls count."""
         with self._cond:
+            # Another caller's abort of the same clean: wait for it, then pause once more
+            # (Kafka throws IllegalStateException here).
+            while self._states.get(tp, _PAUSED_ONCE).kind is CleaningState.ABORTED:
+                self._cond.wait(0.1)
             self._transition(tp, "abort_and_pause")
             while not self._is_paused(tp):
                 self._cond.wait(0.1)

@@ -469,3 +469,18 @@ def test_the_status_line_names_the_dirtiest_partitions(manager: LogManager,
             "300 s ago, in progress), t1-0 dirty 75.0% (not cleaned since start), t2-0 dirty "
             "50.0% (not cleaned since start), t3-0 dirty 25.0% (not cleaned since start), "
             "t4-0 dirty 0.0% (not cleaned since start), and 2 more") in caplog.text
+
+
+def test_two_aborts_of_one_clean_both_wait_and_both_pause(manager: LogManager) -> None:
+    fill(manager, "t", 2)
+    cleaner = make_cleaner(manager)
+    tp = ("t", 0)
+    assert cleaner.grab_filthiest_log() is not None
+    workers = [threading.Thread(target=cleaner.abort_and_pause, args=(tp,)) for _ in range(2)]
+    for worker in workers:
+        worker.start()
+    wait_for(lambda: cleaner.cleaning_state(tp) == (CleaningState.ABORTED, 0), "the abort")
+    cleaner.done_cleaning(tp, manager.log_dirs[0], None)
+    for worker in workers:
+        worker.join(WAIT)
+    assert cleaner.cleaning_state(tp) == (CleaningState.PAUSED, 2)
