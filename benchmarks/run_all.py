@@ -17,6 +17,7 @@ def main() -> int:
     quick = "--quick" in sys.argv[1:]
     runs = [
         [sys.executable, "-m", "benchmarks.bench_storage", *(["--quick"] if quick else [])],
+        [sys.executable, "-m", "benchmarks.bench_cleaner", *(["--quick"] if quick else [])],
         [
             sys.executable,
             "-m",

@@ -209,3 +209,70 @@ def test_assembly_reaches_the_daemon_through_its_entry_points(tmp_path: Path) ->
     assert _check(source, "klog.cli.x", tmp_path) == [
         "klog.daemon.broker is not one of the daemon's entry points",
         "klog.daemon.config.parse_properties is not one of the daemon's entry points"]
+
+
+# -- no hub below the assembly ------------------------------------------------------------
+
+#: The daemon modules that may import the Broker (klog/daemon/broker.py): the assembly.
+BROKER_IMPORTERS = frozenset({"klog.daemon.runner"})
+
+
+def test_only_the_assembly_imports_the_broker() -> None:
+    """Every component gets its collaborators in its constructor: none reaches through the
+    Broker, not even for a type hint (TYPE_CHECKING imports count)."""
+    found = sorted(f"{imp.module}:{imp.line}" for imp in all_imports()
+                   if imp.target == "klog.daemon.broker" and imp.module not in BROKER_IMPORTERS)
+    assert not found, "modules importing klog.daemon.broker: " + ", ".join(found)
+
+
+def _module_cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    out: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in edges.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                out.append(sorted(component))
+
+    for v in sorted(edges):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_the_daemon_has_no_import_cycle_through_the_broker() -> None:
+    """The circle the Broker hub drew (broker -> component -> broker) is gone: no cycle of
+    daemon modules contains klog.daemon.broker."""
+    modules = {module_name(p) for p in KLOG.rglob("*.py")}
+    edges: dict[str, set[str]] = {}
+    for imp in all_imports():
+        if imp.module.startswith("klog.daemon") and imp.target in modules \
+                and imp.target.startswith("klog.daemon"):
+            edges.setdefault(imp.module, set()).add(imp.target)
+    through_broker = [c for c in _module_cycles(edges) if "klog.daemon.broker" in c]
+    assert not through_broker, f"import cycles through the broker: {through_broker}"
+
+
+def test_the_cycle_finder_finds_cycles() -> None:
+    assert _module_cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert _module_cycles({"a": {"b"}, "b": set()}) == []

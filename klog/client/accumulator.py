@@ -31,7 +31,7 @@ import struct
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from klog.client.errors import KafkaClientError, KafkaTimeoutError
 from klog.protocol.errors import ErrorCode
@@ -66,7 +66,8 @@ _log = logging.getLogger(__name__)
 #: offset deltas, key/value lengths, header count (varints at their widest).
 _RECORD_OVERHEAD = 5 + 1 + 10 + 5 + 5 + 5 + 5
 
-DeliveryCallback = Callable[["RecordMetadata | None", "BaseException | None"], Any]
+#: Its return value is ignored (``object``: any callable fits).
+DeliveryCallback = Callable[["RecordMetadata | None", "BaseException | None"], object]
 
 
 _V2_HEADER = struct.Struct(">qiibIhiqqqhii")
@@ -746,7 +747,7 @@ class RecordAccumulator:
         for batch in list(self.incomplete):
             self.fail(batch, exc)
 
-    def incomplete_futures(self) -> Iterable[asyncio.Future[Any]]:
+    def incomplete_futures(self) -> Iterable[asyncio.Future[None]]:
         """One future per incomplete batch (its completion): a batch's records are all
         resolved together, and waiting on each would add a callback to every record."""
         for batch in list(self.incomplete):

@@ -12,6 +12,10 @@ Results are plain dataclasses; per-item failures come back as ``KafkaClientError
 where Kafka reports them per item (create/delete/alter), and are raised where a caller
 cannot go on without the answer (describe, list offsets). Used on one event loop; not
 thread-safe.
+
+``Any`` below is a Kafka message: a response is a kio entity whose class is chosen by api
+key and version at runtime (protocol/apis.py says why), and request values are the nested
+mappings build_request turns into one, each field its own type.
 """
 
 from __future__ import annotations
@@ -19,9 +23,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
 from klog.client.errors import (
     INVALID_METADATA,
@@ -31,6 +35,12 @@ from klog.client.errors import (
 from klog.client.network import KafkaClient
 from klog.protocol.errors import ErrorCode
 from klog.protocol.internal_topics import InternalTopicError
+
+if TYPE_CHECKING:
+    from klog.client.group_coordinator import OffsetAndMetadata
+
+#: What a per-partition request to the leaders gives for one partition when it succeeds.
+_R = TypeVar("_R")
 
 LIST_OFFSETS, CREATE_TOPICS, DELETE_TOPICS, DELETE_RECORDS = 2, 19, 20, 21
 DESCRIBE_CONFIGS, DESCRIBE_LOG_DIRS, CREATE_PARTITIONS = 32, 35, 37
@@ -289,7 +299,7 @@ def _offset_timestamp(spec: str | int) -> int:
     return int(spec)
 
 
-def _error(code: Any, message: str | None, subject: str) -> KafkaClientError | None:
+def _error(code: int, message: str | None, subject: str) -> KafkaClientError | None:
     code = int(code)
     if code == 0:
         return None
@@ -320,7 +330,7 @@ class AdminClient:
         return self.client.request_timeout_ms
 
     async def _to_controller(self, api_key: int, values: Mapping[str, Any],
-                             errors_of: Any) -> Any:
+                             errors_of: Callable[[Any], Collection[int]]) -> Any:
         """Send to the controller; once more after a refresh if it answers NOT_CONTROLLER."""
         response = None
         for attempt in range(3):
@@ -445,9 +455,19 @@ class AdminClient:
 
     # -- offsets and records
 
+    @overload
+    async def list_offsets(self, specs: Mapping[TopicPartition, str | int], *,
+                           isolation_level: int = 0, raise_errors: Literal[True] = True
+                           ) -> dict[TopicPartition, ListedOffset]: ...
+
+    @overload
+    async def list_offsets(self, specs: Mapping[TopicPartition, str | int], *,
+                           isolation_level: int = 0, raise_errors: bool
+                           ) -> dict[TopicPartition, ListedOffset | KafkaClientError]: ...
+
     async def list_offsets(self, specs: Mapping[TopicPartition, str | int], *,
                            isolation_level: int = 0, raise_errors: bool = True
-                           ) -> dict[TopicPartition, Any]:
+                           ) -> Mapping[TopicPartition, ListedOffset | KafkaClientError]:
         """Offsets by spec: "earliest", "latest", "max_timestamp" or a timestamp (ms,
         the first offset whose timestamp is >= it; offset -1 when there is none).
 
@@ -466,7 +486,7 @@ class AdminClient:
             return {"replica_id": -1, "isolation_level": isolation_level,
                     "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]}
 
-        def parse(response: Any) -> Iterable[tuple[TopicPartition, int, Any]]:
+        def parse(response: Any) -> Iterable[tuple[TopicPartition, int, ListedOffset]]:
             for topic in response.topics:
                 for p in topic.partitions:
                     offset = getattr(p, "offset", None)
@@ -479,9 +499,19 @@ class AdminClient:
 
         return await self._to_leaders(LIST_OFFSETS, list(wanted), request, parse, raise_errors)
 
+    @overload
+    async def delete_records(self, before: Mapping[TopicPartition, int], *,
+                             timeout_ms: int | None = None, raise_errors: Literal[True] = True
+                             ) -> dict[TopicPartition, int]: ...
+
+    @overload
+    async def delete_records(self, before: Mapping[TopicPartition, int], *,
+                             timeout_ms: int | None = None, raise_errors: bool
+                             ) -> dict[TopicPartition, int | KafkaClientError]: ...
+
     async def delete_records(self, before: Mapping[TopicPartition, int], *,
                              timeout_ms: int | None = None, raise_errors: bool = True
-                             ) -> dict[TopicPartition, Any]:
+                             ) -> Mapping[TopicPartition, int | KafkaClientError]:
         """Move each partition's log start offset up to ``before[tp]`` (-1 = the high
         watermark); returns the new low watermarks."""
         timeout = self._timeout_ms if timeout_ms is None else timeout_ms
@@ -494,7 +524,7 @@ class AdminClient:
             return {"topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()],
                     "timeout": timeout}
 
-        def parse(response: Any) -> Iterable[tuple[TopicPartition, int, Any]]:
+        def parse(response: Any) -> Iterable[tuple[TopicPartition, int, int]]:
             for topic in response.topics:
                 for p in topic.partitions:
                     yield ((topic.name, int(p.partition_index)), int(p.error_code),
@@ -503,12 +533,15 @@ class AdminClient:
         return await self._to_leaders(DELETE_RECORDS, list(before), request, parse,
                                       raise_errors)
 
-    async def _to_leaders(self, api_key: int, partitions: list[TopicPartition],
-                          request: Any, parse: Any, raise_errors: bool,
-                          attempts: int = 3) -> dict[TopicPartition, Any]:
+    async def _to_leaders(
+        self, api_key: int, partitions: list[TopicPartition],
+        request: Callable[[int, list[TopicPartition]], dict[str, Any]],
+        parse: Callable[[Any], Iterable[tuple[TopicPartition, int, _R]]], raise_errors: bool,
+        attempts: int = 3,
+    ) -> dict[TopicPartition, _R | KafkaClientError]:
         """Group ``partitions`` by leader, send one request per leader concurrently, and
         retry what failed with stale-metadata errors after a refresh."""
-        results: dict[TopicPartition, Any] = {}
+        results: dict[TopicPartition, _R | KafkaClientError] = {}
         todo = list(dict.fromkeys(partitions))
         for attempt in range(attempts):
             topics = sorted({t for t, _ in todo})
@@ -803,7 +836,8 @@ class AdminClient:
         return node_id
 
     async def _to_group_coordinator(self, group_id: str, api_key: int,
-                                    values: Mapping[str, Any], error_of: Any) -> Any:
+                                    values: Mapping[str, Any],
+                                    error_of: Callable[[Any], int]) -> Any:
         """Send to the group's coordinator; find it again while the answer says it moved
         or is loading (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS / NOT_AVAILABLE)."""
         from klog.client.group_coordinator import COORDINATOR_ERRORS, MAX_VERSIONS
@@ -904,7 +938,7 @@ class AdminClient:
 
     async def list_group_offsets(self, group_id: str,
                                  partitions: Sequence[TopicPartition] | None = None
-                                 ) -> dict[TopicPartition, Any]:
+                                 ) -> dict[TopicPartition, OffsetAndMetadata]:
         """The group's committed offsets (``partitions`` None: all it has), as
         klog.client.group_coordinator.OffsetAndMetadata; partitions without a committed
         offset are left out."""

@@ -23,11 +23,13 @@ assignment after subscribe()). One event loop; not thread-safe.
 from __future__ import annotations
 
 import contextlib
+import re
 import time
 from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from klog.client.assignors import PartitionAssignor
 from klog.client.errors import KafkaClientError
 from klog.client.fetcher import (
     EARLIEST,
@@ -95,7 +97,8 @@ class Consumer:
         session_timeout_ms: int = 45000,
         heartbeat_interval_ms: int = 3000,
         max_poll_interval_ms: int = 300000,
-        partition_assignment_strategy: Sequence[Any] = ("range", "cooperative-sticky"),
+        partition_assignment_strategy: Sequence[str | PartitionAssignor] = (
+            "range", "cooperative-sticky"),
         client_rack: str | None = None,
     ) -> None:
         if isolation_level not in _ISOLATION:
@@ -113,6 +116,7 @@ class Consumer:
         self._client = client if client is not None else KafkaClient(
             bootstrap_servers, client_id=client_id, request_timeout_ms=request_timeout_ms,
             metadata_max_age_ms=metadata_max_age_ms)
+        # Any: Fetcher's and ConsumerCoordinator's keyword arguments, each its own type.
         self._fetcher_args: dict[str, Any] = dict(
             fetch_min_bytes=fetch_min_bytes,
             fetch_max_wait_ms=fetch_max_wait_ms,
@@ -216,7 +220,8 @@ class Consumer:
                                                     **self._group_args)
         return self._coordinator
 
-    def subscribe(self, topics: Iterable[str] = (), *, pattern: Any = None,
+    def subscribe(self, topics: Iterable[str] = (), *,
+                  pattern: str | re.Pattern[str] | None = None,
                   listener: ConsumerRebalanceListener | None = None) -> None:
         """Join the group and consume what it assigns from these topics (or every topic
         matching ``pattern``, a regular expression); replaces any earlier subscription.
@@ -542,7 +547,7 @@ async def measure_consume(
     *,
     partitions: Sequence[int] | None = None,
     idle_timeout: float = 10.0,
-    **consumer_options: Any,
+    **consumer_options: Any,  # Any: Consumer's keyword arguments, passed through
 ) -> dict[str, float]:
     """Read ``messages`` records of ``topic`` from the beginning as fast as possible
     (kafka-consumer-perf-test): records, bytes (keys + values), seconds, MB/s, records/s.

@@ -12,6 +12,9 @@ refreshes metadata after NOT_LEADER_OR_FOLLOWER / UNKNOWN_TOPIC_OR_PARTITION and
 Everything runs on one event loop; nothing is thread-safe. A fetch answer is used only if
 the partition's position is still the offset it was fetched at (a seek in between makes it
 stale).
+
+``Any`` below is a Kafka message: a kio entity chosen by api key and version at runtime, or
+the nested mapping of values a request is built from.
 """
 
 from __future__ import annotations

@@ -25,6 +25,9 @@ functions) run on the background task. One event loop; not thread-safe.
 
 The request builders and parsers at the bottom (``offset_commit_values``,
 ``offset_fetch_values``, ``parse_offset_fetch``, ...) are shared with klog.client.admin.
+
+``Any`` below is a Kafka message (a kio entity chosen by api key and version at runtime, or
+the nested mapping of values a request is built from), or a keyword argument passed through.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ import inspect
 import logging
 import re
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -106,13 +109,15 @@ class ConsumerRebalanceListener:
     removed from the group); by default the same as revoked.
     """
 
-    def on_partitions_revoked(self, revoked: set[TopicPartition]) -> Any:
+    # Each may be a plain or an async method: what it returns is awaited when awaitable.
+
+    def on_partitions_revoked(self, revoked: set[TopicPartition]) -> Awaitable[None] | None:
         return None
 
-    def on_partitions_assigned(self, assigned: set[TopicPartition]) -> Any:
+    def on_partitions_assigned(self, assigned: set[TopicPartition]) -> Awaitable[None] | None:
         return None
 
-    def on_partitions_lost(self, lost: set[TopicPartition]) -> Any:
+    def on_partitions_lost(self, lost: set[TopicPartition]) -> Awaitable[None] | None:
         return self.on_partitions_revoked(lost)
 
 

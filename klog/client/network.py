@@ -13,6 +13,10 @@ until metadata names them), reconnects with exponential backoff and jitter, keep
 cluster metadata (refreshed every ``metadata_max_age_ms``, on request, and when a caller
 asks about something it does not know), and picks the highest version of each API both
 sides speak. Everything runs on one event loop; nothing here is thread-safe.
+
+``Any`` below is a Kafka message: requests and responses are kio entities whose classes are
+chosen by api key and version at runtime (protocol/apis.py says why), and request values
+are the nested mappings ``build_request`` turns into one, each field its own type.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ import random
 import struct
 import time
 import typing
+import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -88,7 +93,7 @@ class ClusterMetadata:
     topics: dict[str, dict[int, PartitionMeta]] = field(default_factory=dict)
     topic_errors: dict[str, int] = field(default_factory=dict)
     internal_topics: set[str] = field(default_factory=set)
-    topic_ids: dict[str, Any] = field(default_factory=dict)
+    topic_ids: dict[str, uuid.UUID] = field(default_factory=dict)
     controller_id: int = -1
     cluster_id: str | None = None
 
@@ -528,7 +533,7 @@ class BrokerConnection:
             task.cancel()
 
 
-def _current_task() -> asyncio.Task[Any] | None:
+def _current_task() -> asyncio.Task[Any] | None:  # Any: whatever task is running
     try:
         return asyncio.current_task()
     except RuntimeError:

@@ -18,6 +18,10 @@ batch retried after a lost response is written once.
 
 ``Producer`` belongs to the event loop it was started on. ``SyncProducer`` runs one on a
 private event loop in a background thread; its methods may be called from any thread.
+
+``Any`` below: a record's key and value are whatever the application's serializers take
+(bytes or str without one), and ``**kwargs``/``**config`` are Producer's or send()'s
+keyword arguments passed through, each its own type.
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ import contextlib
 import threading
 import time
 from collections.abc import Callable, Coroutine, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from klog.client.accumulator import (
     _RECORD_OVERHEAD,
@@ -44,6 +48,9 @@ from klog.client.sender import Sender
 from klog.protocol.errors import ErrorCode
 from klog.protocol.records.batch import CompressionType
 
+if TYPE_CHECKING:
+    from klog.client.network import KafkaClient
+
 __all__ = ["COMPRESSION_TYPES", "Producer", "RecordMetadata", "SyncProducer"]
 
 #: compression.type names -> the batch attribute codec.
@@ -56,6 +63,7 @@ COMPRESSION_TYPES: dict[str | None, CompressionType] = {
     "zstd": CompressionType.ZSTD,
 }
 
+#: Any: a serializer takes whatever the application gives send() for it.
 Serializer = Callable[[Any], "bytes | None"]
 HeadersArg = Mapping[str, "bytes | str | None"] | Sequence[tuple[str, "bytes | str | None"]]
 
@@ -64,7 +72,7 @@ _T = TypeVar("_T")
 _NO_HEADERS: list[tuple[str, bytes | None]] = []
 
 
-def _to_bytes(value: Any, what: str) -> bytes | None:
+def _to_bytes(value: object, what: str) -> bytes | None:
     if value is None or isinstance(value, bytes):
         return value
     if isinstance(value, (bytearray, memoryview)):
@@ -168,7 +176,7 @@ class Producer:
         #: without the general path's steps, while it is open and has room.
         self._sticky_batches: dict[str, ProducerBatch] = {}
         self._plain = key_serializer is None and value_serializer is None
-        self._client: Any = None
+        self._client: KafkaClient | None = None  # from start() on
         self._sender: Sender | None = None
         self._started = False
         self._closed = False
@@ -212,8 +220,8 @@ class Producer:
         await self.close()
 
     @property
-    def client(self) -> Any:
-        """The underlying ``KafkaClient`` (metadata, connections)."""
+    def client(self) -> KafkaClient | None:
+        """The underlying ``KafkaClient`` (metadata, connections); None before ``start``."""
         return self._client
 
     @property
@@ -296,12 +304,14 @@ class Producer:
             assert sender is not None
         if sender.fatal_error is not None:
             raise KafkaClientError(f"the producer failed: {sender.fatal_error}")
-        known = self._client.cluster.topics.get(topic)
+        client = self._client
+        assert client is not None  # started: the sender exists
+        known = client.cluster.topics.get(topic)
         deadline = 0.0
         if not known or (partition is not None and partition not in known):
             deadline = time.monotonic() + self.max_block_ms / 1000
             await self._wait_on_metadata(topic, partition, deadline)
-            known = self._client.cluster.topics[topic]
+            known = client.cluster.topics[topic]
         key, value, header_list, size = self._serialize(key, value, headers)
         acc = self.accumulator
         if not acc.pool.try_allocate(size):
@@ -360,7 +370,9 @@ class Producer:
             raise WouldBlockError("the producer is not started")
         if sender.fatal_error is not None:
             raise KafkaClientError(f"the producer failed: {sender.fatal_error}")
-        known = self._client.cluster.topics.get(topic)
+        client = self._client
+        assert client is not None  # started: the sender exists
+        known = client.cluster.topics.get(topic)
         if not known or (partition is not None and partition not in known):
             raise WouldBlockError(f"no metadata yet for {topic!r}")
         key, value, header_list, size = self._serialize(key, value, headers)
@@ -473,7 +485,9 @@ class Producer:
                 self._sticky_batches[topic] = acc.batches[(topic, current)][-1]
                 return appended
         # The sticky partition's batch is full or already sent: move on (KIP-480).
-        cluster = self._client.cluster
+        client = self._client
+        assert client is not None  # records are appended only once started
+        cluster = client.cluster
         partitions = cluster.partitions_for(topic) or []
         available = [p for p in partitions if cluster.leader_for(topic, p) is not None]
         chosen = self._sticky.next_partition(topic, partitions, available, current)
@@ -507,6 +521,7 @@ class Producer:
     async def _wait_on_metadata(self, topic: str, partition: int | None,
                                 deadline: float) -> list[int]:
         client = self._client
+        assert client is not None  # called once started
         partitions: list[int] | None = client.cluster.partitions_for(topic)
         if partitions and (partition is None or partition in partitions):
             return partitions
@@ -554,7 +569,7 @@ class SyncProducer:
     """
 
     def __init__(self, bootstrap_servers: str | Sequence[str] = "127.0.0.1:9092",
-                 **config: Any) -> None:
+                 **config: Any) -> None:  # Any: Producer's keyword arguments
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever,
                                         name="klog-producer", daemon=True)
@@ -577,6 +592,7 @@ class SyncProducer:
             raise
         return producer
 
+    # Any: a coroutine's send and yield types, which only the event loop sees.
     def _call(self, coro: Coroutine[Any, Any, _T], timeout: float | None = None) -> _T:
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout)
 
@@ -647,6 +663,7 @@ def _copy_outcome(source: asyncio.Future[RecordMetadata],
 # Kafka-style properties (for the CLI's --producer-prop) and the perf measurement
 
 #: Kafka producer property -> (Producer keyword, converter).
+#: Any: each converter gives its keyword's type (int, float, bool, str...).
 PRODUCER_PROPERTIES: dict[str, tuple[str, Callable[[str], Any]]] = {
     "acks": ("acks", lambda v: _acks(v.strip().lower())),
     "linger.ms": ("linger_ms", float),

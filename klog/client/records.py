@@ -28,6 +28,7 @@ from klog.protocol.records.compression import DEFAULT_MAX_DECOMPRESSED_SIZE
 from klog.protocol.records.control import ControlRecordType, parse_control_key
 from klog.protocol.records.decode import iter_records
 
+#: Any: a deserializer makes whatever the application wants of the bytes.
 Deserializer = Callable[[bytes | None], Any]
 
 _LENGTH_END = LOG_OVERHEAD  # offset(8) + length(4)
@@ -49,8 +50,8 @@ class ConsumerRecord:
     offset: int
     timestamp: int
     timestamp_type: int
-    key: Any
-    value: Any
+    key: Any  # Any: what the key deserializer made (bytes without one)
+    value: Any  # Any: what the value deserializer made (bytes without one)
     headers: list[tuple[str, bytes | None]] = field(default_factory=list)
     leader_epoch: int | None = None
     serialized_key_size: int = -1

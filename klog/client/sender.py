@@ -285,7 +285,7 @@ class Sender:
         future.add_done_callback(functools.partial(self._on_response, node, batches))
 
     def _on_response(self, node: int, batches: list[ProducerBatch],
-                     future: asyncio.Future[Any]) -> None:
+                     future: asyncio.Future[Any]) -> None:  # Any: a kio ProduceResponse
         try:
             if future.cancelled():
                 self._failed_request(batches, KafkaClientError(

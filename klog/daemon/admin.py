@@ -75,7 +75,14 @@ from klog.protocol.errors import ErrorCode, KafkaError
 from klog.storage.config import LogConfig
 
 if TYPE_CHECKING:
-    from klog.daemon.broker import Broker
+    from klog.daemon.config.broker import BrokerConfig
+    from klog.daemon.config.dynamic import DynamicBrokerConfig
+    from klog.daemon.controller import Controller
+    from klog.daemon.metadata_cache import MetadataCache
+    from klog.daemon.metastore.base import MetadataStore
+    from klog.daemon.replica_manager import ReplicaManager
+    from klog.daemon.topic_configs import TopicConfigs
+    from klog.storage.log_manager import LogManager
 
 log = logging.getLogger(__name__)
 
@@ -393,9 +400,23 @@ AUTO_CREATE_WAIT_MS = 2000
 
 
 class AdminManager:
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
-        self.config_changes = ConfigChangeManager(broker)
+    """Topic, partition, config and record administration for the admin APIs, and the
+    config-change manager that keeps this broker's dynamic configs current."""
+
+    def __init__(self, broker_id: int, config: DynamicBrokerConfig, metastore: MetadataStore,
+                 metadata_cache: MetadataCache, replica_manager: ReplicaManager,
+                 log_manager: LogManager, topic_configs: TopicConfigs,
+                 controller: Controller) -> None:
+        self.broker_id = broker_id
+        self._config = config
+        self.store = metastore
+        self.metadata_cache = metadata_cache
+        self.replica_manager = replica_manager
+        self.controller = controller
+        self.config_changes = ConfigChangeManager(
+            broker_id, config, metastore, topic_configs, replica_manager, log_manager,
+            controller)
+        metadata_cache.add_listener(self.metadata_updated)
         self._metadata_changed = asyncio.Event()
         # Descriptors promised to creations whose logs may not exist yet (descriptors.py).
         self._reserved_descriptors = 0
@@ -413,9 +434,13 @@ class AdminManager:
         self._metadata_changed.set()
 
     @property
+    def config(self) -> BrokerConfig:
+        """The broker's config as it is now (dynamic changes included)."""
+        return self._config.current
+
+    @property
     def is_controller(self) -> bool:
-        controller = self.broker.controller
-        return controller is not None and controller.active
+        return self.controller.active
 
     async def _wait_until(self, done: Callable[[], bool], deadline: float) -> bool:
         """Wait for a metadata update making ``done()`` true, or the deadline."""
@@ -484,7 +509,7 @@ class AdminManager:
 
     def _local_partitions(self, replica_lists: Iterable[Sequence[int]]) -> int:
         """How many of these partitions (given by their replicas) would be hosted here."""
-        me = self.broker.broker_id
+        me = self.broker_id
         return sum(1 for replicas in replica_lists if me in replicas)
 
     def _check_descriptors(self, new_partitions: int) -> None:
@@ -496,18 +521,18 @@ class AdminManager:
 
     def _log_creation_failure(self, topic: str) -> str | None:
         """Why the log of one of ``topic``'s partitions could not be made here, or None."""
-        manager = self.broker.replica_manager
-        failures = manager.log_creation_failures if manager is not None else {}
+        manager = self.replica_manager
+        failures = manager.log_creation_failures
         for (name, partition), reason in sorted(failures.items()):
             if name == topic:
                 return (f"the log of partition {name}-{partition} could not be created on "
-                        f"broker {self.broker.broker_id}: {reason}")
+                        f"broker {self.broker_id}: {reason}")
         return None
 
     async def _validate(self, spec: TopicSpec) -> tuple[TopicResult, dict[int, list[int]],
                                                         dict[str, str]]:
         validate_topic_name(spec.name)
-        cache = self.broker.metadata_cache
+        cache = self.metadata_cache
         if cache.contains_topic(spec.name):
             raise AdminError(ErrorCode.TOPIC_ALREADY_EXISTS,
                              f"Topic '{spec.name}' already exists.")
@@ -515,7 +540,7 @@ class AdminManager:
         if nulls:
             raise AdminError(ErrorCode.INVALID_REQUEST,
                              f"Null value not supported for topic configs : {','.join(nulls)}")
-        config = self.broker.config
+        config = self.config
         brokers = cache.alive_broker_ids()
         if spec.assignments:
             if spec.num_partitions != -1 or spec.replication_factor != -1:
@@ -556,7 +581,7 @@ class AdminManager:
 
     def _topic_znodes(self, name: str) -> tuple[bool, bool]:
         """(marked for deletion, exists) from the metastore."""
-        store = self.broker.metastore
+        store = self.store
         if store is None:
             return False, False
         return (store.exists(paths.delete_topic_path(name)) is not None,
@@ -564,8 +589,7 @@ class AdminManager:
 
     def _write_topic(self, name: str, assignment: dict[int, list[int]], configs: dict[str, str],
                      result: TopicResult) -> None:
-        store = self.broker.metastore
-        assert store is not None
+        store = self.store
         config_path = paths.topic_config_path(name)
         config_data = paths.EntityConfig(config=configs).encode()
         try:
@@ -597,7 +621,7 @@ class AdminManager:
         return {n for n in names if self._ready(n, want.get(n, 0))}
 
     def _ready(self, name: str, at_least: int = 0) -> bool:
-        parts = self.broker.metadata_cache.partitions(name)
+        parts = self.metadata_cache.partitions(name)
         return (bool(parts) and len(parts) >= at_least
                 and all(s.leader >= 0 for s in parts.values()))
 
@@ -642,7 +666,7 @@ class AdminManager:
                             ) -> dict[str, ApiError]:
         """Mark each existing topic for deletion and wait until it is gone (from this
         broker's metadata and from the metastore, so it can be created again at once)."""
-        cache = self.broker.metadata_cache
+        cache = self.metadata_cache
         results: dict[str, ApiError] = {}
         marked: list[str] = []
         for name in dict.fromkeys(names):
@@ -669,14 +693,13 @@ class AdminManager:
         return results
 
     def _mark_for_deletion(self, name: str) -> None:
-        store = self.broker.metastore
-        assert store is not None
+        store = self.store
         # Already marked: still a success that waits for the deletion, as in Kafka.
         with contextlib.suppress(NodeExistsError):
             store.create(paths.delete_topic_path(name), b"", make_parents=True)
 
     async def _wait_deleted(self, name: str, deadline: float) -> bool:
-        cache = self.broker.metadata_cache
+        cache = self.metadata_cache
         if not await self._wait_until(lambda: not cache.contains_topic(name), deadline):
             return False
         # The controller forgets the topic before it removes the znodes; a create right
@@ -735,8 +758,7 @@ class AdminManager:
     def _add_partitions(self, spec: PartitionsSpec, validate_only: bool) -> int:
         """Read-modify-write of /brokers/topics/<t> (worker thread); returns how many of
         the new partitions this broker hosts."""
-        store = self.broker.metastore
-        assert store is not None
+        store = self.store
         try:
             validate_topic_name(spec.name)
         except AdminError:  # no such znode can exist
@@ -759,7 +781,7 @@ class AdminManager:
                                  f"'{spec.name}'.")
             existing = {p: list(ra.replicas) for p, ra in current.partitions.items()}
             added = new_partitions_assignment(existing,
-                                              self.broker.metadata_cache.alive_broker_ids(),
+                                              self.metadata_cache.alive_broker_ids(),
                                               spec.count, spec.assignments)
             local = self._local_partitions(added.values())
             self._check_descriptors(local)
@@ -786,11 +808,11 @@ class AdminManager:
         """Move each partition's log start offset up to the requested offset (-1: the high
         watermark). Segments wholly below it go with the next retention pass, as in Kafka.
         The low watermark answered is the leader's new log start offset."""
-        rm = self.broker.replica_manager
-        cache = self.broker.metadata_cache
+        rm = self.replica_manager
+        cache = self.metadata_cache
         results: dict[tuple[str, int], DeleteRecordsResult] = {}
         for tp, offset in offsets.items():
-            if cache.partition_state(*tp) is None or rm is None:
+            if cache.partition_state(*tp) is None:
                 results[tp] = DeleteRecordsResult(-1, int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
                 continue
             try:
@@ -837,10 +859,10 @@ class AdminManager:
 
     async def _describe(self, resource_type: int, name: str, keys: set[str] | None
                         ) -> list[ConfigEntry]:
-        config = self.broker.config
+        config = self.config
         if resource_type == ResourceType.TOPIC:
             validate_topic_name(name)
-            if not self.broker.metadata_cache.contains_topic(name):
+            if not self.metadata_cache.contains_topic(name):
                 raise AdminError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                                  "This server does not host this topic-partition.")
             overrides = await asyncio.to_thread(self._read_config, paths.CONFIG_TYPE_TOPIC,
@@ -859,8 +881,7 @@ class AdminManager:
                          f"Unsupported resource type: {self._type_name(resource_type)}")
 
     def _read_config(self, entity_type: str, name: str) -> dict[str, str]:
-        store = self.broker.metastore
-        assert store is not None
+        store = self.store
         return read_entity_config(store, entity_type, name)
 
     def _resource_broker_id(self, name: str, alternative: str = "") -> int | None:
@@ -872,8 +893,8 @@ class AdminManager:
         except ValueError:
             raise AdminError(ErrorCode.INVALID_REQUEST,
                              f"Broker id must be an integer, but it is: {name}") from None
-        if broker_id != self.broker.broker_id:
-            expected = f"{self.broker.broker_id}" + (f" or {alternative}" if alternative else "")
+        if broker_id != self.broker_id:
+            expected = f"{self.broker_id}" + (f" or {alternative}" if alternative else "")
             raise AdminError(ErrorCode.INVALID_REQUEST,
                              f"Unexpected broker id, expected {expected}, but received {name}")
         return broker_id
@@ -952,7 +973,7 @@ class AdminManager:
 
     async def _alter_topic(self, name: str, props: dict[str, str], validate_only: bool) -> None:
         validate_topic_name(name)
-        if not self.broker.metadata_cache.contains_topic(name):
+        if not self.metadata_cache.contains_topic(name):
             raise AdminError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                              f"The topic '{name}' does not exist.")
         for key in props:
@@ -961,7 +982,7 @@ class AdminManager:
             except ConfigError as exc:
                 raise AdminError(ErrorCode.INVALID_CONFIG, str(exc)) from None
         try:
-            self.broker.config.log_config(validate_topic_configs(props))
+            self.config.log_config(validate_topic_configs(props))
         except ConfigError as exc:
             raise AdminError(ErrorCode.INVALID_REQUEST,
                              f"Invalid config value for resource "
@@ -975,21 +996,14 @@ class AdminManager:
     async def _alter_broker(self, name: str, props: dict[str, str], validate_only: bool) -> None:
         broker_id = self._resource_broker_id(name)
         per_broker = broker_id is not None
-        current = self.broker.config
+        current = self.config
         try:
             validate_broker_dynamic_configs(props, per_broker=per_broker)
             if per_broker:
                 new = current.with_dynamic(props, current.dynamic_default_configs)
             else:
                 new = current.with_dynamic(current.dynamic_broker_configs, props)
-            cleaner = getattr(self.broker, "log_cleaner", None)
-            if cleaner is not None:  # Kafka's LogCleaner.validateReconfiguration
-                from klog.daemon.log_cleaner import CleanerConfig
-
-                try:
-                    cleaner.validate_reconfiguration(CleanerConfig.from_broker_config(new))
-                except ValueError as exc:
-                    raise ConfigError(str(exc)) from None
+            self._config.validate(new)  # e.g. the log cleaner's bounds on its threads
         except ConfigError as exc:
             raise AdminError(ErrorCode.INVALID_REQUEST,
                              f"Invalid config value for resource "
@@ -1005,9 +1019,8 @@ class AdminManager:
             self.config_changes.apply_broker_configs(current.dynamic_broker_configs, props)
 
     def _write_config(self, entity_type: str, name: str, props: Mapping[str, str]) -> None:
-        store = self.broker.metastore
-        assert store is not None
+        store = self.store
         write_entity_config(store, entity_type, name, props)
-        if self.broker.config.standalone:
+        if self.config.standalone:
             # No listener runs in standalone mode; keep the notifications bounded here.
             purge_obsolete_notifications(store)

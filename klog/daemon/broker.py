@@ -21,21 +21,22 @@ import contextlib
 import logging
 import signal
 import time
-import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from klog.daemon import descriptors
 from klog.daemon.admin import AdminManager
 from klog.daemon.config import BrokerConfig
+from klog.daemon.config.dynamic import DynamicBrokerConfig
 from klog.daemon.controller import Controller
 from klog.daemon.controller.identity import ControllerIdentity
+from klog.daemon.controller.receiver import ControlRequestReceiver
 from klog.daemon.group.coordinator import GroupCoordinator
 from klog.daemon.group.metadata_manager import GroupMetadataManager
-from klog.daemon.handlers import load_handlers
+from klog.daemon.handlers import BrokerServices, load_handlers
 from klog.daemon.log_cleaner import CleanerConfig, LogCleaner
-from klog.daemon.metadata_cache import BrokerEndpoint, BrokerInfo, MetadataCache, PartitionState
+from klog.daemon.metadata_cache import BrokerEndpoint, BrokerInfo, MetadataCache
 from klog.daemon.metastore import paths
 from klog.daemon.metastore.base import MetadataStore, MetastoreError, NodeExistsError, NoNodeError
 from klog.daemon.producer_ids import ProducerIdManager
@@ -43,7 +44,8 @@ from klog.daemon.replica_fetcher import ReplicaFetcherManager
 from klog.daemon.replica_manager import MetastoreIsrStore, ReplicaManager
 from klog.daemon.replication_quota import ReplicationQuotas
 from klog.daemon.server import Server, check_listeners
-from klog.storage.config import LogConfig
+from klog.daemon.topic_configs import TopicConfigs
+from klog.protocol import apis
 from klog.storage.log_manager import LogManager
 
 log = logging.getLogger(__name__)
@@ -54,53 +56,106 @@ _NEVER_MS = 2**40  # ~35 years: anything longer is "never"
 
 
 class Broker:
+    """The assembly: builds every component with the collaborators it uses (the only module
+    that knows them all), starts them in order and stops them in reverse."""
+
     def __init__(self, config: BrokerConfig) -> None:
-        self.config = config
-        self.broker_id = config.broker_id
-        self.log_manager: LogManager | None = None
-        self.metastore: MetadataStore | None = None
-        self.metadata_cache = MetadataCache(self.broker_id)
-        self.topic_overrides: dict[str, dict[str, str]] = {}
-        self.replica_manager: ReplicaManager | None = None
+        # Components are built here, none started: constructors touch no file, socket or
+        # metastore (start() does, in order).
+        self.dynamic_config = dynamic = DynamicBrokerConfig(config)
+        self.broker_id = broker_id = config.broker_id
+        self.metadata_cache = MetadataCache(broker_id)
+        self.metastore = self._open_metastore()
+        # Replication throttles (klog/daemon/replication_quota.py), kept current by
+        # dynamic broker configs and the topics' throttled-replica lists.
+        self.replication_quotas = quotas = ReplicationQuotas.from_config(broker_id, config)
+        dynamic.add_reconfigurable(lambda _old, new: quotas.apply_broker_config(new))
+        self.topic_configs = TopicConfigs(dynamic, self.metastore)
+        self.topic_configs.add_listener(quotas.apply_topic_config, quotas.remove_topic)
+        self.log_manager = LogManager(
+            config.log_dirs, config.log_config(), topic_config=self.topic_configs.log_config,
+            producer_id_expiration_ms=config.get("producer.id.expiration.ms"),
+        )
+        # The replica manager owns produce and fetch, with their purgatories and timer.
+        self.replica_manager = ReplicaManager(
+            broker_id, self.log_manager, self.topic_configs.log_config,
+            isr_store=MetastoreIsrStore(self.metastore),
+            replica_lag_time_max_ms=config.get("replica.lag.time.max.ms"),
+            leader_quota=quotas.leader,
+            fetch_purge_interval=config.get("fetch.purgatory.purge.interval.requests"),
+            produce_purge_interval=config.get("producer.purgatory.purge.interval.requests"),
+        )
+        self.fetcher_manager = ReplicaFetcherManager.from_config(
+            broker_id, self.replica_manager, self._replication_endpoint, config,
+            quota=quotas.follower)
+        self.replica_manager.fetcher_manager = self.fetcher_manager
+        # Producer ids for InitProducerId (klog/daemon/producer_ids.py), claimed in blocks
+        # from /latest_producer_id_block.
+        self.producer_ids = ProducerIdManager(broker_id, self.metastore)
+        # The log cleaner (klog/daemon/log_cleaner.py): compaction, told by the LogManager
+        # of deletions, truncations and retention; its log.cleaner.* configs are dynamic.
         self.log_cleaner: LogCleaner | None = None
-        self.server: Server | None = None
-        self.controller: Controller | None = None
-        # Controller fencing (klog/daemon/controller/receiver.py): the newest controller
-        # epoch obeyed, and this broker's epoch (czxid of its /brokers/ids registration).
-        self.controller_epoch = -1
-        self.broker_epoch = -1
+        if config.log_cleaner_enable:
+            self.log_cleaner = cleaner = LogCleaner(
+                self.log_manager, CleanerConfig.from_broker_config(config))
+            self.log_manager.cleaner = cleaner
+            dynamic.add_validator(lambda _old, new: cleaner.validate_reconfiguration(
+                CleanerConfig.from_broker_config(new)))
+            dynamic.add_reconfigurable(lambda _old, new: cleaner.reconfigure(
+                CleanerConfig.from_broker_config(new)))
         # Who may send this broker control requests over the wire: the controller that
         # ZooKeeper names, nobody when standalone (klog/daemon/controller/identity.py).
+        metastore = self.metastore
         self.controller_identity = ControllerIdentity(
-            self.broker_id, bool(config.zookeeper_connect), lambda: self.metastore)
-        self.admin = AdminManager(self)
-        # Replication (klog/daemon/replica_fetcher.py).
-        self.fetcher_manager: ReplicaFetcherManager | None = None
-        # Replication throttles (klog/daemon/replication_quota.py); config_changes.py keeps
-        # the rates and the topics' throttled-replica lists current.
-        self.replication_quotas = ReplicationQuotas.from_config(self.broker_id, self.config)
-        # Producer ids for InitProducerId (klog/daemon/producer_ids.py); set in start().
-        self.producer_ids: ProducerIdManager | None = None
-        # Consumer groups (klog/daemon/group/): offsets store and the group coordinator.
-        self.group_manager = GroupMetadataManager(self)
-        # Sets its hooks on the manager here, before any partition can load.
-        self.group_coordinator = GroupCoordinator(self, self.group_manager)
+            broker_id, bool(config.zookeeper_connect), lambda: metastore)
+        # LeaderAndIsr / UpdateMetadata / StopReplica, from the wire or the controller here.
+        self.control_requests = ControlRequestReceiver(
+            broker_id, self.replica_manager, self.metadata_cache, self.topic_configs)
+        self.controller = Controller(
+            broker_id, dynamic, self.metastore, self.metadata_cache, self.controller_identity,
+            self.control_requests, self.log_manager)
+        self.admin = AdminManager(
+            broker_id, dynamic, self.metastore, self.metadata_cache, self.replica_manager,
+            self.log_manager, self.topic_configs, self.controller)
+        # Consumer groups (klog/daemon/group/): offsets store and the group coordinator,
+        # which sets its hooks on the manager before any partition can load.
+        self.group_manager = GroupMetadataManager(
+            broker_id, dynamic, self.metadata_cache, self.replica_manager, self.admin)
+        self.group_coordinator = GroupCoordinator(dynamic, self.group_manager)
+        self.control_requests.add_leadership_listener(self.group_manager)
+        self.services = BrokerServices(
+            broker_id=broker_id, config=dynamic, metadata_cache=self.metadata_cache,
+            replica_manager=self.replica_manager, admin=self.admin,
+            group_coordinator=self.group_coordinator, group_manager=self.group_manager,
+            producer_ids=self.producer_ids, controller=self.controller,
+            controller_identity=self.controller_identity,
+            control_requests=self.control_requests,
+            # A standalone broker has no peer that could send it the inter-broker control
+            # APIs (its controller calls it in-process): it neither announces nor accepts
+            # them. In cluster mode they are served, to the controller only
+            # (klog/daemon/controller/identity.py).
+            api_versions=(apis.ADVERTISED if config.zookeeper_connect
+                          else apis.STANDALONE_ADVERTISED))
+        self.server = Server(dynamic, load_handlers(), self.services)
         self.started_at = 0.0
         self._tasks: list[asyncio.Task[None]] = []
         self._stopped = asyncio.Event()
         self._shutting_down = False
         self._session_lost = False
+        # What start() reached, so that shutdown after a failed start closes only that.
+        self._started: set[str] = set()
         self.loop: asyncio.AbstractEventLoop | None = None
 
-    # -- configuration helpers -------------------------------------------------------------
+    @property
+    def config(self) -> BrokerConfig:
+        """The broker's config now (its dynamic layers included)."""
+        return self.dynamic_config.current
 
-    def topic_log_config(self, topic: str) -> LogConfig:
-        return self.config.log_config(self.topic_overrides.get(topic))
+    # -- configuration helpers -------------------------------------------------------------
 
     @property
     def bound_port(self) -> int:
         """The port of the first listener (useful when it was configured as 0)."""
-        assert self.server is not None
         return next(iter(self.server.bound.values()))[1]
 
     @property
@@ -109,7 +164,6 @@ class Broker:
         return f"{host}:{self.bound_port}"
 
     def advertised_endpoints(self) -> list[BrokerEndpoint]:
-        assert self.server is not None
         out = []
         for ep in self.config.advertised_listeners:
             port = ep.port
@@ -128,59 +182,37 @@ class Broker:
         check_listeners(config.listeners)  # refuse SSL/SASL before any work is done
         # Refuse now, clearly, what would fail half way through loading the logs.
         await asyncio.to_thread(descriptors.check_log_dirs, config.log_dirs)
-        self.log_manager = LogManager(
-            config.log_dirs, config.log_config(), topic_config=self.topic_log_config,
-            producer_id_expiration_ms=config.get("producer.id.expiration.ms"),
-        )
+        self._started.add("logs")
         await asyncio.to_thread(self.log_manager.startup)
         for summary in self.log_manager.load_summaries:
             for skipped in summary.skipped:
                 log.warning("ignored in %s: %s", summary.log_dir, skipped)
-        self.metastore = self._open_metastore()
+        self._started.add("metastore")
         await asyncio.to_thread(self.metastore.start)
         cluster_id = await asyncio.to_thread(self._settle_cluster_id)
         self.metadata_cache.cluster_id = cluster_id
         await asyncio.to_thread(self.log_manager.ensure_meta_properties, self.broker_id,
                                 cluster_id)
-        # Producer id blocks come from /latest_producer_id_block (created with the
-        # persistent paths above); the first block is claimed in the background.
-        self.producer_ids = ProducerIdManager(self.broker_id, self.metastore)
+        # The first producer id block is claimed in the background (the persistent paths
+        # it lives under were created above).
         self.producer_ids.start()
-        # The replica manager owns produce and fetch, with their purgatories and timer.
-        self.replica_manager = ReplicaManager(
-            self.broker_id, self.log_manager, self.topic_log_config,
-            isr_store=MetastoreIsrStore(self.metastore),
-            replica_lag_time_max_ms=config.get("replica.lag.time.max.ms"),
-            leader_quota=self.replication_quotas.leader,
-            fetch_purge_interval=config.get("fetch.purgatory.purge.interval.requests"),
-            produce_purge_interval=config.get("producer.purgatory.purge.interval.requests"),
-        )
-        self.fetcher_manager = ReplicaFetcherManager.from_config(
-            self.broker_id, self.replica_manager, self._replication_endpoint, config,
-            quota=self.replication_quotas.follower)
-        self.replica_manager.fetcher_manager = self.fetcher_manager
         self.replica_manager.startup()
         # -- admin (klog/daemon/admin.py): dynamic broker configs from the metastore, and in
         # cluster mode the /config/changes listener; before clients can connect.
         await self.admin.startup()
-        # The log cleaner (klog/daemon/log_cleaner.py): after admin.startup, which gives the
-        # logs found on disk their topics' configs, so that no log is compacted by the
-        # broker's default cleanup.policy instead of its own.
-        if config.log_cleaner_enable:
-            self.log_cleaner = LogCleaner(self.log_manager,
-                                          CleanerConfig.from_broker_config(config))
-            self.log_manager.cleaner = self.log_cleaner
+        # After admin.startup, which gives the logs found on disk their topics' configs: no
+        # log is compacted by the broker's default cleanup.policy instead of its own.
+        if self.log_cleaner is not None:
             self.log_cleaner.startup()
         # Groups: before the controller, whose LeaderAndIsr starts loading the offsets
         # partitions led here.
         self.group_manager.startup()
         self.group_coordinator.startup()
-        self.server = Server(self, load_handlers())
         await self.server.start()
         await asyncio.to_thread(self._register_broker)
         # A new ZooKeeper session (after an expiry) has lost the ephemeral registration.
         self.metastore.add_session_listener(self._on_session_state)
-        self.controller = Controller(self)
+        self._started.add("controller")
         await self.controller.startup()
         await self.server.serve()
         periodic = [
@@ -212,7 +244,6 @@ class Broker:
         """The cluster id in the metastore, created on first start: the one stored in
         meta.properties if the log dirs have one (so a Kafka log dir keeps its id)."""
         store = self.metastore
-        assert store is not None and self.log_manager is not None
         paths.create_persistent_paths(store)
         stored = [m.cluster_id for m in self.log_manager.read_meta_properties().values()
                   if m is not None and m.cluster_id]
@@ -227,7 +258,6 @@ class Broker:
 
     def _register_broker(self) -> None:
         store = self.metastore
-        assert store is not None
         endpoints = self.advertised_endpoints()
         payload = paths.BrokerRegistration(
             broker_id=self.broker_id,
@@ -249,7 +279,7 @@ class Broker:
         )
         stat = store.exists(path)
         if stat is not None:
-            self.broker_epoch = stat.czxid
+            self.control_requests.broker_epoch = stat.czxid
 
     def _on_session_state(self, state: str) -> None:
         # Called on the metastore's connection thread, where no metastore call may block:
@@ -265,13 +295,11 @@ class Broker:
 
     async def _reregister(self) -> None:
         store = self.metastore
-        assert store is not None
         path = paths.broker_path(self.broker_id)
         try:
             await asyncio.to_thread(self._register_broker)
             log.info("registered again at %s after the ZooKeeper session expired", path)
-            if self.controller is not None:
-                self.controller.session_renewed()
+            self.controller.session_renewed()
         except RuntimeError:
             stat = await asyncio.to_thread(store.exists, path)
             if stat is None or stat.ephemeral_owner != store.session_id:
@@ -279,62 +307,6 @@ class Broker:
                           path, self.broker_id)
         except Exception:
             log.exception("registering again at %s failed", path)
-
-    # -- controller requests (in-process in standalone mode) --------------------------------
-
-    async def prepare_logs(self, states: Iterable[PartitionState]) -> None:
-        """Before a LeaderAndIsr is applied: create the logs it will need here, off the
-        event loop (klog/daemon/replica_manager.py ``create_logs``)."""
-        assert self.replica_manager is not None
-        mine = [s for s in states if self.broker_id in s.replicas]
-        for topic in {s.topic for s in mine}:
-            if topic not in self.topic_overrides:
-                self.load_topic_overrides(topic)  # the log is made with the topic's configs
-        await self.replica_manager.create_logs(mine)
-
-    def apply_leader_and_isr(self, states: list[PartitionState],
-                             topic_ids: dict[str, uuid.UUID]) -> dict[tuple[str, int], int]:
-        """LeaderAndIsr: take the roles the controller decided (creating logs as needed)."""
-        assert self.replica_manager is not None
-        for topic in {s.topic for s in states}:
-            if topic not in self.topic_overrides:
-                self.load_topic_overrides(topic)
-        errors = self.replica_manager.become_leader_or_follower(states)
-        self.metadata_cache.topic_ids.update(topic_ids)
-        self.group_manager.on_leader_and_isr(states, errors)
-        return errors
-
-    def apply_update_metadata(self, brokers: list[BrokerInfo], controller_id: int,
-                              states: list[PartitionState],
-                              topic_ids: dict[str, uuid.UUID]) -> None:
-        self.metadata_cache.update_brokers(brokers, controller_id)
-        self.metadata_cache.update_partitions(states, topic_ids)
-        self.admin.metadata_updated()
-
-    def apply_stop_replica(self, tps: list[tuple[str, int]], delete: bool) -> None:
-        assert self.replica_manager is not None
-        self.group_manager.on_stop_replica(tps)
-        self.replica_manager.stop_replicas(tps, delete)
-
-    def apply_topic_deletion(self, topic: str) -> None:
-        self.metadata_cache.remove_topic(topic)
-        self.topic_overrides.pop(topic, None)
-        self.replication_quotas.remove_topic(topic)
-        self.admin.metadata_updated()
-
-    def load_topic_overrides(self, topic: str) -> dict[str, str]:
-        """Read /config/topics/<topic> (empty when absent) into the overrides map."""
-        store = self.metastore
-        overrides: dict[str, str] = {}
-        if store is not None:
-            try:
-                data, _ = store.get(paths.topic_config_path(topic))
-                overrides = dict(paths.EntityConfig.decode(data).config)
-            except NoNodeError:
-                pass
-        self.topic_overrides[topic] = overrides
-        self.replication_quotas.apply_topic_config(topic, overrides)
-        return overrides
 
     async def _replication_endpoint(self, broker_id: int) -> tuple[str, int] | None:
         """(host, port) of ``broker_id`` on the inter-broker listener: from UpdateMetadata's
@@ -346,8 +318,6 @@ class Broker:
             if ep is not None:
                 return ep.host or "127.0.0.1", ep.port
         store = self.metastore
-        if store is None:
-            return None
         try:
             data, _ = await asyncio.to_thread(store.get, paths.broker_path(broker_id))
         except (NoNodeError, MetastoreError):
@@ -374,7 +344,6 @@ class Broker:
         # thread, where appends run, so producer state is never touched concurrently.
         while True:
             await asyncio.sleep(PRODUCER_EXPIRATION_CHECK_MS / 1000)
-            assert self.log_manager is not None
             now = int(time.time() * 1000)
             for plog in self.log_manager.all_logs().values():
                 try:
@@ -383,15 +352,12 @@ class Broker:
                     log.exception("expiring producers of %s failed", plog.dir.name)
 
     def _flush(self) -> None:
-        assert self.log_manager is not None
         self.log_manager.flush_dirty_logs()
 
     def _retention(self) -> None:
-        assert self.log_manager is not None
         self.log_manager.cleanup_logs()
 
     def _checkpoint(self) -> None:
-        assert self.log_manager is not None
         self.log_manager.checkpoint_recovery_points_and_log_start_offsets()
         self.log_manager.checkpoint_high_watermarks()
 
@@ -416,34 +382,26 @@ class Broker:
             task.cancel()
         # Cluster mode: hand leaderships over before the listeners close (Kafka's
         # controlled.shutdown.*); klog/daemon/controller/shutdown.py.
-        if self.config.zookeeper_connect and self.controller is not None:
+        if self.config.zookeeper_connect and "controller" in self._started:
             from klog.daemon.controller.shutdown import controlled_shutdown
 
-            await controlled_shutdown(self)
-        if self.server is not None:
-            await self.server.close()
-        if self.controller is not None:
-            await self.controller.shutdown()
+            await controlled_shutdown(self.config, self.broker_id,
+                                      self.control_requests.broker_epoch, self.controller,
+                                      self.metadata_cache)
+        await self.server.close()
+        await self.controller.shutdown()
         self.admin.shutdown()  # admin: stop applying config change notifications
         self.group_coordinator.shutdown()
         await self.group_manager.shutdown()
-        if self.producer_ids is not None:  # no block claim may outlive the metastore
-            await self.producer_ids.close()
-        if self.fetcher_manager is not None:
-            await self.fetcher_manager.shutdown()
-        if self.replica_manager is not None:
-            self.replica_manager.shutdown()  # its purgatories and timer too
+        await self.producer_ids.close()  # no block claim may outlive the metastore
+        await self.fetcher_manager.shutdown()
+        self.replica_manager.shutdown()  # its purgatories and timer too
         if self.log_cleaner is not None:  # stops at its next check; before the logs close
             await asyncio.to_thread(self.log_cleaner.shutdown)
-        if self.log_manager is not None:
-            await asyncio.to_thread(self._close_logs)
-        if self.metastore is not None:
+        if "logs" in self._started:
+            await asyncio.to_thread(self.log_manager.close)
+        if "metastore" in self._started:
             with contextlib.suppress(Exception):
                 await asyncio.to_thread(self.metastore.close)
         self._stopped.set()
         log.info("klog broker %d stopped", self.broker_id)
-
-    def _close_logs(self) -> None:
-        assert self.log_manager is not None
-        self.log_manager.close()
-

@@ -16,11 +16,12 @@ configs (``/config/brokers/<id>`` and ``/config/brokers/<default>``) into a new
 BrokerConfig; in cluster mode it then listens for notifications. Standalone mode has no
 other writer, so the AdminManager applies its own changes directly (``apply_topic`` /
 ``reload_broker_configs``) and no watch is kept. Applying a topic change re-reads
-``/config/topics/<t>`` into ``Broker.topic_overrides`` and pushes the new LogConfig to the
-partition logs this broker hosts; applying a broker change rebuilds ``Broker.config`` and
-pushes the new log defaults to every hosted log. Both also update the broker's replication
-throttles (``Broker.replication_quotas``: the *.replication.throttled.rate configs and the
-topics' *.replication.throttled.replicas lists).
+``/config/topics/<t>`` into the broker's TopicConfigs (klog/daemon/topic_configs.py) and
+pushes the new LogConfig to the partition logs this broker hosts; applying a broker change
+makes a new current config (``DynamicBrokerConfig.update``) and pushes the new log defaults
+to every hosted log. The replication throttles (klog/daemon/replication_quota.py: the
+*.replication.throttled.rate configs and the topics' *.replication.throttled.replicas
+lists) hear of both as listeners of those two.
 
 Runs on the event loop; metastore calls go to worker threads; watch callbacks (the store's
 thread) only schedule work on the loop.
@@ -32,15 +33,18 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Protocol
 
 from klog.daemon.config import ConfigError
 from klog.daemon.metastore import paths
 from klog.daemon.metastore.base import MetadataStore, MetastoreError, NodeExistsError, NoNodeError
 
 if TYPE_CHECKING:
-    from klog.daemon.broker import Broker
+    from klog.daemon.config.dynamic import DynamicBrokerConfig
+    from klog.daemon.replica_manager import ReplicaManager
+    from klog.daemon.topic_configs import TopicConfigs
+    from klog.storage.log_manager import LogManager
 
 log = logging.getLogger(__name__)
 
@@ -120,11 +124,26 @@ def _sequence(child: str) -> int | None:
 # -- the broker side -------------------------------------------------------------------------
 
 
+class UncleanElectionSwitch(Protocol):
+    """Told when unclean.leader.election.enable may have been turned on for ``topics``
+    (the controller, klog/daemon/controller/controller.py)."""
+
+    def unclean_enabled_changed(self, topics: Iterable[str] | None) -> None: ...
+
+
 class ConfigChangeManager:
     """Loads and applies dynamic configs for one broker (see the module docstring)."""
 
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
+    def __init__(self, broker_id: int, config: DynamicBrokerConfig, metastore: MetadataStore,
+                 topic_configs: TopicConfigs, replica_manager: ReplicaManager,
+                 log_manager: LogManager, controller: UncleanElectionSwitch) -> None:
+        self.broker_id = broker_id
+        self.config = config
+        self.store = metastore
+        self.topic_configs = topic_configs
+        self.replica_manager = replica_manager
+        self.log_manager = log_manager
+        self.controller = controller
         self.last_executed_change = -1
         self._loop: asyncio.AbstractEventLoop | None = None
         self._listening = False
@@ -132,17 +151,11 @@ class ConfigChangeManager:
         self._pending = False
         self._task: asyncio.Task[None] | None = None
 
-    @property
-    def store(self) -> MetadataStore:
-        store = self.broker.metastore
-        assert store is not None, "the metastore is opened before dynamic configs"
-        return store
-
     async def startup(self) -> None:
         """Load this broker's dynamic configs; in cluster mode, start listening first so a
         change written while loading is not missed."""
         self._loop = asyncio.get_running_loop()
-        if not self.broker.config.standalone:
+        if not self.config.current.standalone:
             self._listening = True
             children = await asyncio.to_thread(self.store.get_children, paths.CONFIG_CHANGES,
                                                self._on_children)
@@ -157,21 +170,16 @@ class ConfigChangeManager:
         """The logs found on disk were opened with the broker's static defaults (the
         metastore was not open yet): give them their topics' overrides and the dynamic
         broker defaults now, as Kafka's LogManager reads topic configs before loading."""
-        broker = self.broker
-        lm = broker.log_manager
-        if lm is None:
-            return
-        logs = lm.all_logs()
+        logs = self.log_manager.all_logs()
         topics = sorted({t for t, _p in logs})
         store = self.store
         overrides = await asyncio.to_thread(lambda: {
             t: read_entity_config(store, paths.CONFIG_TYPE_TOPIC, t) for t in topics})
         for topic, config in overrides.items():
-            broker.topic_overrides[topic] = config
-            broker.replication_quotas.apply_topic_config(topic, config)
+            self.topic_configs.set(topic, config)
         for (topic, _p), plog in logs.items():
             try:
-                plog.update_config(broker.topic_log_config(topic))
+                plog.update_config(self.topic_configs.log_config(topic))
             except ConfigError as exc:
                 log.warning("cannot apply the config of topic %s: %s", topic, exc)
 
@@ -189,17 +197,11 @@ class ConfigChangeManager:
         self.apply_topic_overrides(topic, overrides)
 
     def apply_topic_overrides(self, topic: str, overrides: Mapping[str, str]) -> None:
-        broker = self.broker
-        broker.topic_overrides[topic] = dict(overrides)
-        controller = getattr(broker, "controller", None)
-        if controller is not None and _is_true(overrides.get(UNCLEAN_ELECTION)):
-            controller.unclean_enabled_changed([topic])
-        broker.replication_quotas.apply_topic_config(topic, overrides)
-        rm = broker.replica_manager
-        if rm is None:
-            return
+        self.topic_configs.set(topic, overrides)
+        if _is_true(overrides.get(UNCLEAN_ELECTION)):
+            self.controller.unclean_enabled_changed([topic])
         try:
-            rm.update_topic_config(topic)
+            self.replica_manager.update_topic_config(topic)
         except ConfigError as exc:  # written by a tool that skipped validation
             log.warning("cannot apply the config of topic %s: %s", topic, exc)
 
@@ -207,7 +209,7 @@ class ConfigChangeManager:
         """Rebuild the broker's config from its dynamic layers in the metastore and push the
         new log defaults to every hosted log."""
         store = self.store
-        broker_id = str(self.broker.broker_id)
+        broker_id = str(self.broker_id)
         per_broker, default = await asyncio.to_thread(lambda: (
             read_entity_config(store, paths.CONFIG_TYPE_BROKER, broker_id),
             read_entity_config(store, paths.CONFIG_TYPE_BROKER, paths.DEFAULT_ENTITY),
@@ -216,8 +218,7 @@ class ConfigChangeManager:
 
     def apply_broker_configs(self, per_broker: Mapping[str, str],
                              default: Mapping[str, str]) -> None:
-        broker = self.broker
-        current = broker.config
+        current = self.config.current
         if (per_broker == current.dynamic_broker_configs
                 and default == current.dynamic_default_configs):
             return
@@ -228,20 +229,10 @@ class ConfigChangeManager:
             return
         for key, reason in new.ignored_dynamic.items():
             log.warning("ignored dynamic broker config %s: %s", key, reason)
-        broker.config = new
-        broker.replication_quotas.apply_broker_config(new)
-        cleaner = getattr(broker, "log_cleaner", None)
-        if cleaner is not None:  # Kafka's LogCleaner.reconfigure: new rate, new threads
-            from klog.daemon.log_cleaner import CleanerConfig
-
-            cleaner.reconfigure(CleanerConfig.from_broker_config(new))
-        controller = getattr(broker, "controller", None)
-        if (controller is not None and new.unclean_leader_election_enable
-                and not current.unclean_leader_election_enable):
-            controller.unclean_enabled_changed(None)
-        rm = broker.replica_manager
-        if rm is None:
-            return
+        # The reconfigurables (replication quotas, the controller's unclean switch, ...)
+        # hear of it from the DynamicBrokerConfig.
+        self.config.update(new)
+        rm = self.replica_manager
         for topic in sorted({t for t, _p in rm.partitions}):
             try:
                 rm.update_topic_config(topic)
@@ -307,10 +298,9 @@ class ConfigChangeManager:
         kind, name = note.entity_type, note.entity_name
         if kind == paths.CONFIG_TYPE_TOPIC:
             # Hosted or known topics only; others read their overrides when they arrive.
-            rm = self.broker.replica_manager
-            hosted = rm is not None and any(t == name for t, _p in rm.partitions)
-            if hosted or name in self.broker.topic_overrides:
+            hosted = any(t == name for t, _p in self.replica_manager.partitions)
+            if hosted or name in self.topic_configs:
                 await self.apply_topic(name)
         elif kind == paths.CONFIG_TYPE_BROKER and name in (paths.DEFAULT_ENTITY,
-                                                           str(self.broker.broker_id)):
+                                                           str(self.broker_id)):
             await self.reload_broker_configs()

@@ -51,7 +51,7 @@ import types
 from collections.abc import Awaitable, Coroutine, Generator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from klog.daemon.handlers import Deferred, RequestContext
+from klog.daemon.handlers import Deferred, RequestContext, Response
 from klog.protocol import apis
 from klog.protocol.errors import InvalidRequestError, KafkaError
 from klog.protocol.framing import (
@@ -68,6 +68,11 @@ if TYPE_CHECKING:
     from klog.daemon.server import Server
 
 log = logging.getLogger(__name__)
+
+#: A piece of an answer: bytes, or a file region sent with sendfile (a FetchDataInfo from
+#: klog/storage/values.py or a FileRegion; what they share -- size, fd, position -- is read
+#: by duck typing, as the fetch path hands either).
+Chunk = Any
 
 # Answers to pipelined requests are gathered and handed to the socket together: one send
 # for all the responses ready before the connection's task yields (up to this many bytes).
@@ -120,7 +125,7 @@ class _FdFile:
         self._pos = pos
         return pos
 
-    def readinto(self, buf: Any) -> int:  # asyncio's fallback path (non-sendfile transports)
+    def readinto(self, buf: bytearray | memoryview) -> int:  # asyncio's fallback path
         data = os.pread(self._fd, len(buf), self._pos)
         buf[: len(data)] = data
         self._pos += len(data)
@@ -135,7 +140,7 @@ class Connection(asyncio.Protocol):
     def __init__(self, server: Server, listener_name: str, address: str | None = None
                  ) -> None:
         self.server = server
-        self.broker = server.broker
+        self.services = server.services
         self.listener_name = listener_name
         # The peer's address as the connection limits count it; None: not counted.
         self.address = address
@@ -158,7 +163,7 @@ class Connection(asyncio.Protocol):
         # A request begun in the read callback whose handler waits: the task finishes it
         # before anything in ``queue``.
         self._started: Coroutine[Any, Any, None] | None = None
-        self._out: list[Any] = []  # response bytes not yet handed to the transport
+        self._out: list[Chunk] = []  # response bytes not yet handed to the transport
         self._out_size = 0
         self._out_since = 0.0  # perf_counter() when the oldest unsent answer was gathered
         self._flush_scheduled = False
@@ -416,7 +421,7 @@ class Connection(asyncio.Protocol):
             log.error("no handler for api key %d", header.api_key)
             self.close()
             return None
-        handling = handler(RequestContext(header, self.broker, self), request)
+        handling = handler(RequestContext(header, self.services, self), request)
         try:
             waits_on = handling.send(None)
         except StopIteration as done:
@@ -429,7 +434,8 @@ class Connection(asyncio.Protocol):
         if started is not None:
             await started
 
-    def _answer(self, header: RequestHeader, response: Any) -> Coroutine[Any, Any, None] | None:
+    def _answer(self, header: RequestHeader, response: Response
+                ) -> Coroutine[Any, Any, None] | None:
         if self.closed:
             if isinstance(response, Deferred) and asyncio.iscoroutine(response.response):
                 response.response.close()  # nobody to answer: do not leave it unawaited
@@ -476,11 +482,11 @@ class Connection(asyncio.Protocol):
                 self.deferred.clear()
                 self._deferred_space.set()
 
-    async def send_response(self, header: RequestHeader, response: Any) -> None:
+    async def send_response(self, header: RequestHeader, response: Response) -> None:
         await self._write(self._response_chunks(header, response))
 
     @staticmethod
-    def _response_chunks(header: RequestHeader, response: Any) -> list[Any]:
+    def _response_chunks(header: RequestHeader, response: Response) -> list[Chunk]:
         header_version = apis.response_header_version(header.api_key, header.api_version)
         if isinstance(response, list):
             if len(response) == 1 and isinstance(response[0], bytes):  # most answers
@@ -492,7 +498,7 @@ class Connection(asyncio.Protocol):
         body = apis.encode_response(response)
         return [response_prefix(header_version, header.correlation_id, len(body)) + body]
 
-    def _gather(self, chunks: Sequence[Any]) -> None:
+    def _gather(self, chunks: Sequence[Chunk]) -> None:
         """Add an answer's bytes to the next send; send now if the answers gathered are
         big enough or the oldest has waited long enough. Whoever gathers makes sure a
         send follows (the read callback at its end, the task through ``_schedule_flush``)."""
@@ -513,7 +519,7 @@ class Connection(asyncio.Protocol):
         self._flush_scheduled = True
         asyncio.get_running_loop().call_soon(self._flush_out)
 
-    async def _write(self, chunks: Sequence[Any]) -> None:
+    async def _write(self, chunks: Sequence[Chunk]) -> None:
         transport = self.transport
         if transport is None or self.closed:
             return
@@ -540,7 +546,7 @@ class Connection(asyncio.Protocol):
         if not self._can_write.is_set():
             await self._can_write.wait()
 
-    async def _write_regions(self, transport: asyncio.Transport, chunks: Sequence[Any],
+    async def _write_regions(self, transport: asyncio.Transport, chunks: Sequence[Chunk],
                              pinned: list[int]) -> None:
         loop = asyncio.get_running_loop()
         fds = iter(pinned)
@@ -586,7 +592,7 @@ class Connection(asyncio.Protocol):
             self.transport.write(out[0] if len(out) == 1 else b"".join(out))
 
 
-def _all_bytes(chunks: Sequence[Any]) -> bool:
+def _all_bytes(chunks: Sequence[Chunk]) -> bool:
     if len(chunks) == 1:  # most answers: one piece
         return isinstance(chunks[0], (bytes, bytearray, memoryview))
     return all(isinstance(c, (bytes, bytearray, memoryview)) for c in chunks)
@@ -651,7 +657,7 @@ def _sendfile_now(transport: asyncio.Transport, fd: int, position: int, size: in
     return sent
 
 
-def _pin(region: Any) -> int:
+def _pin(region: Chunk) -> int:
     """A descriptor of its own for a region's file, valid whatever happens to the log's.
 
     A FetchDataInfo carries the segment's descriptor (and its path, tried when the

@@ -29,6 +29,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from klog.storage.files import LOG_FILE_SUFFIX
+
 log = logging.getLogger(__name__)
 
 #: Descriptors a new partition holds at rest: the active segment's .log file.
@@ -142,7 +144,7 @@ def count_segments(log_dirs: Iterable[Path | str]) -> int:
             continue
         for entry in partitions:
             with os.scandir(entry.path) as files:
-                count += sum(1 for f in files if f.name.endswith(".log"))
+                count += sum(1 for f in files if f.name.endswith(LOG_FILE_SUFFIX))
     return count
 
 

@@ -2,7 +2,8 @@
 
 Filled only by UpdateMetadata from the controller (in standalone mode the in-process
 controller calls ``update`` directly with the same content), read by Metadata, Produce,
-Fetch and the admin handlers. Owned by the event loop thread: no locking. Readers get
+Fetch and the admin handlers; listeners hear of each update once it is whole. Owned by
+the event loop thread: no locking. Readers get
 immutable values (PartitionState, BrokerInfo), replaced wholesale on each update, so a
 handler never sees half an update.
 """
@@ -10,7 +11,7 @@ handler never sees half an update.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 
@@ -61,8 +62,18 @@ class MetadataCache:
     # topic -> partition -> state
     topics: dict[str, dict[int, PartitionState]] = field(default_factory=dict)
     topic_ids: dict[str, uuid.UUID] = field(default_factory=dict)
+    # Called after each whole update (the admin manager wakes requests waiting for topics).
+    _listeners: list[Callable[[], None]] = field(default_factory=list)
 
     # -- updates (controller / UpdateMetadata) ---------------------------------------------
+
+    def add_listener(self, on_changed: Callable[[], None]) -> None:
+        self._listeners.append(on_changed)
+
+    def changed(self) -> None:
+        """An update is complete: tell the listeners."""
+        for listener in self._listeners:
+            listener()
 
     def update_brokers(self, brokers: Iterable[BrokerInfo], controller_id: int) -> None:
         self.brokers = {b.broker_id: b for b in brokers}

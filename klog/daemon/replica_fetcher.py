@@ -42,15 +42,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from klog.client.frames import FrameReader
 from klog.daemon.replication_quota import ReplicationQuotaManager
 from klog.daemon.tasks import stop_task
 from klog.protocol import apis, entities, framing
 from klog.protocol.errors import ErrorCode, KafkaError
+
+if TYPE_CHECKING:
+    from klog.daemon.config.broker import BrokerConfig
+    from klog.daemon.replica_manager import ReplicaManager
 
 log = logging.getLogger(__name__)
 
@@ -424,13 +428,14 @@ class ReplicaFetcher:
         self._delay(tp)
 
 
-EndpointLookup = Callable[[int], Any]  # broker id -> awaitable (host, port) | None
+EndpointLookup = Callable[[int], Awaitable[tuple[str, int] | None]]  # broker id -> (host, port)
 
 
 class ReplicaFetcherManager:
     """The fetchers of one broker (Kafka's ReplicaFetcherManager)."""
 
-    def __init__(self, broker_id: int, replica_manager: Any, endpoint_for: EndpointLookup, *,
+    def __init__(self, broker_id: int, replica_manager: ReplicaManager,
+                 endpoint_for: EndpointLookup, *,
                  num_fetchers: int = 1, fetch_max_bytes: int = 1_048_576,
                  fetch_response_max_bytes: int = 10_485_760, fetch_wait_max_ms: int = 500,
                  fetch_min_bytes: int = 1, backoff_ms: int = 1000,
@@ -452,8 +457,9 @@ class ReplicaFetcherManager:
         self._stopped: list[ReplicaFetcher] = []
 
     @classmethod
-    def from_config(cls, broker_id: int, replica_manager: Any, endpoint_for: EndpointLookup,
-                    config: Any, quota: ReplicationQuotaManager | None = None
+    def from_config(cls, broker_id: int, replica_manager: ReplicaManager,
+                    endpoint_for: EndpointLookup, config: BrokerConfig,
+                    quota: ReplicationQuotaManager | None = None
                     ) -> ReplicaFetcherManager:
         get = config.get
         return cls(broker_id, replica_manager, endpoint_for,

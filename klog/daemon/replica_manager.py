@@ -45,12 +45,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+import os
 import struct
 import time
 from collections.abc import Awaitable, Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 from klog.daemon.delayed import DelayedFetch, DelayedProduce, FetchKey, FetchParams
 from klog.daemon.metadata_cache import PartitionState
@@ -139,6 +140,14 @@ class UnknownTopicOrPartitionError(KafkaError):
     error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
 
+class FetcherManager(Protocol):
+    """The follower side's fetchers (klog.daemon.replica_fetcher.ReplicaFetcherManager)."""
+
+    def add_partitions(self, partitions: dict[TopicPartition, tuple[int, int]]) -> None: ...
+
+    def remove_partitions(self, tps: list[TopicPartition]) -> None: ...
+
+
 class IsrStore(Protocol):
     """Where a leader writes ISR changes (blocking calls: run off the event loop)."""
 
@@ -184,6 +193,10 @@ class MetastoreIsrStore:
         self.store.create(paths.isr_change_path(), data, sequential=True, make_parents=True)
 
 
+#: A partition's record batches as a produce request or a follower fetch carries them.
+RecordsBuffer = bytes | bytearray | memoryview
+
+
 @dataclass(slots=True)
 class ProduceResult:
     error_code: int = 0
@@ -209,6 +222,24 @@ class FetchResult:
 
 
 ProduceResults = dict[TopicPartition, ProduceResult]
+
+
+@dataclass(slots=True)
+class ReplicaInfo:
+    """One partition's log in a log dir, as DescribeLogDirs reports it."""
+
+    partition: int
+    size: int
+    offset_lag: int  # log end behind the high watermark; -1 for a log no replica serves
+
+
+@dataclass(slots=True)
+class LogDirInfo:
+    log_dir: str
+    error_code: int = 0
+    total_bytes: int = -1
+    usable_bytes: int = -1
+    topics: dict[str, list[ReplicaInfo]] | None = None
 
 
 class ReplicaManager:
@@ -247,8 +278,8 @@ class ReplicaManager:
         self.log_creation_failures: dict[TopicPartition, str] = {}
         self.clock: Callable[[], int] = lambda: int(time.time() * 1000)
         # The replica fetchers (klog.daemon.replica_fetcher.ReplicaFetcherManager); the
-        # broker sets it. Any object with add_partitions / remove_partitions will do.
-        self.fetcher_manager: Any = None
+        # broker sets it (the fetchers need the replica manager first).
+        self.fetcher_manager: FetcherManager | None = None
         self.isr_changes: set[TopicPartition] = set()
         self.last_isr_change_ms = 0
         self.last_isr_propagation_ms = 0
@@ -396,11 +427,44 @@ class ReplicaManager:
             raise NotLeaderOrFollowerError(f"not the leader of {topic}-{partition}")
         return p
 
+    # -- log dirs ---------------------------------------------------------------------------
+
+    def describe_log_dirs(self, wanted: set[TopicPartition] | None) -> list[LogDirInfo]:
+        """Per log dir, the partitions it holds (those in ``wanted``, or all) with their
+        sizes, and the file system's total and usable bytes. As Kafka: a requested topic
+        listed in a dir without any of the requested partitions still appears, with none.
+        Blocking (statvfs, directory sizes): a worker thread."""
+        hosted = set(self.partitions)
+        lm = self.log_manager
+        by_dir: dict[str, dict[str, list[ReplicaInfo]]] = {}
+        for tp, plog in sorted(lm.all_logs().items()):
+            held_in = lm.log_dir_of(*tp)
+            if held_in is None:
+                continue
+            parts = by_dir.setdefault(os.path.abspath(held_in), {}).setdefault(tp[0], [])
+            if wanted is not None and tp not in wanted:
+                continue
+            lag = max(plog.high_watermark - plog.log_end_offset, 0) if tp in hosted else -1
+            parts.append(ReplicaInfo(tp[1], plog.size, lag))
+        results = []
+        for log_dir in dict.fromkeys(os.path.abspath(d) for d in lm.log_dirs):
+            try:
+                st = os.statvfs(log_dir)
+            except OSError:
+                results.append(LogDirInfo(log_dir, int(ErrorCode.KAFKA_STORAGE_ERROR)))
+                continue
+            topics = by_dir.get(log_dir, {})
+            if wanted is not None:
+                topics = {t: p for t, p in topics.items() if any(w[0] == t for w in wanted)}
+            results.append(LogDirInfo(log_dir, 0, st.f_blocks * st.f_frsize,
+                                      st.f_bavail * st.f_frsize, topics))
+        return results
+
     # -- produce ----------------------------------------------------------------------------
 
     def append_records(
         self,
-        entries: dict[TopicPartition, Any],
+        entries: dict[TopicPartition, RecordsBuffer | None],
         required_acks: int,
         origin: str = "client",
     ) -> dict[TopicPartition, ProduceResult]:
@@ -422,7 +486,7 @@ class ReplicaManager:
 
     async def append_records_from_client(
         self,
-        entries: dict[TopicPartition, Any],
+        entries: dict[TopicPartition, RecordsBuffer | None],
         required_acks: int,
     ) -> dict[TopicPartition, ProduceResult]:
         """The produce handler's append: as ``append_records``, but a partition whose
@@ -435,7 +499,7 @@ class ReplicaManager:
         appends to one partition happen in the order the requests arrived -- a request
         behind a partition's pending append waits for it (its check may run meanwhile).
         Most requests (one uncompressed batch per partition) never wait."""
-        inline: dict[TopicPartition, Any] = {}
+        inline: dict[TopicPartition, RecordsBuffer | None] = {}
         later: dict[TopicPartition, asyncio.Task[ProduceResult]] = {}
         budget = INLINE_CHECK_BYTES
         for tp, records in entries.items():
@@ -458,7 +522,7 @@ class ReplicaManager:
                 results[tp] = task.result()
         return results
 
-    async def produce(self, entries: dict[TopicPartition, Any], required_acks: int,
+    async def produce(self, entries: dict[TopicPartition, RecordsBuffer | None], required_acks: int,
                       timeout_ms: int) -> ProduceResults | Awaitable[ProduceResults]:
         """A client's Produce (Kafka's appendRecords): ``append_records_from_client``, then
         for acks=-1 the wait for the ISR. The results when they are final; else (acks=-1,
@@ -516,7 +580,7 @@ class ReplicaManager:
         self.produce_purgatory.check_and_complete(tp)
         self.fetch_purgatory.check_and_complete(tp)
 
-    def _append_in_order(self, tp: TopicPartition, records: Any,
+    def _append_in_order(self, tp: TopicPartition, records: RecordsBuffer,
                          required_acks: int) -> asyncio.Task[ProduceResult]:
         loop = asyncio.get_running_loop()
         config = self.partitions[tp].log.config
@@ -533,7 +597,8 @@ class ReplicaManager:
         task.add_done_callback(done)
         return task
 
-    async def _append_checked(self, tp: TopicPartition, checking: asyncio.Future[Any],
+    async def _append_checked(self, tp: TopicPartition,
+                              checking: asyncio.Future[RecordsBuffer | KafkaError],
                               before: asyncio.Task[ProduceResult] | None,
                               required_acks: int) -> ProduceResult:
         checked = await checking
@@ -547,7 +612,8 @@ class ReplicaManager:
             return ProduceResult(int(exc.error_code), error_message=str(exc))
         return self._append_validated(tp, checked, required_acks, "client")
 
-    def _validate_in_worker(self, records: Any, config: LogConfig) -> Any:
+    def _validate_in_worker(self, records: RecordsBuffer, config: LogConfig
+                            ) -> RecordsBuffer | KafkaError:
         """``_validate`` for the worker thread: the checked records or the KafkaError."""
         try:
             return self._validate(records, config, "client")
@@ -568,7 +634,7 @@ class ReplicaManager:
                                                   thread_name_prefix="klog-record-check")
         return self._check_pool
 
-    def _append_validated(self, tp: TopicPartition, records: Any, required_acks: int,
+    def _append_validated(self, tp: TopicPartition, records: RecordsBuffer, required_acks: int,
                           origin: str) -> ProduceResult:
         try:
             partition = self.leader_partition(*tp)
@@ -594,7 +660,7 @@ class ReplicaManager:
         return ProduceResult(0, info.first_offset, append_time, info.log_start_offset,
                              info=info)
 
-    def _validate(self, records: Any, config: LogConfig, origin: str) -> Any:
+    def _validate(self, records: RecordsBuffer, config: LogConfig, origin: str) -> RecordsBuffer:
         """LogValidator: the batch headers, every record (validate.check_batch), the
         records' timestamps, and recompression to the topic's codec. Returns the records
         to append (``records`` itself unless recompressed). Thread-safe: it reads only
@@ -665,7 +731,7 @@ class ReplicaManager:
                 else:
                     out += self._recompress(view, batch, target)
                     recompress = True
-        return out if recompress else records
+        return out if recompress and out is not None else records
 
     @staticmethod
     def _recompress(view: memoryview, batch: CheckedBatch, target: CompressionType) -> bytes:
@@ -886,8 +952,9 @@ class ReplicaManager:
 
     # -- replication: follower side ---------------------------------------------------------
 
-    def append_as_follower(self, tp: TopicPartition, records: Any, leader_high_watermark: int,
-                           leader_log_start_offset: int) -> LogAppendInfo | None:
+    def append_as_follower(self, tp: TopicPartition, records: RecordsBuffer,
+                           leader_high_watermark: int, leader_log_start_offset: int
+                           ) -> LogAppendInfo | None:
         p = self.partitions.get(tp)
         if p is None or p.is_leader:
             raise NotLeaderOrFollowerError(f"{tp[0]}-{tp[1]} is not a follower here")
@@ -1082,7 +1149,7 @@ def _apply_isr_errors(results: ProduceResults, errors: dict[TopicPartition, int]
                                         error_message=ErrorCode(error).name, info=r.info)
 
 
-def _check_weight(records: Any, config: LogConfig) -> int | None:
+def _check_weight(records: RecordsBuffer, config: LogConfig) -> int | None:
     """Bytes the record check of ``records`` walks on the event loop, or None when the
     check belongs in a worker thread: a compressed batch (inflating costs what the
     producer's ratio says, up to the decompression bound) or one to recompress. Reads the

@@ -32,7 +32,10 @@ from __future__ import annotations
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from klog.daemon.config.broker import BrokerConfig
 
 #: Kafka's "no quota" (Long.MAX_VALUE, the rate configs' default).
 UNLIMITED = 2**63 - 1
@@ -192,12 +195,12 @@ class ReplicationQuotas:
                                                 clock=clock)
 
     @classmethod
-    def from_config(cls, broker_id: int, config: Any) -> ReplicationQuotas:
+    def from_config(cls, broker_id: int, config: BrokerConfig) -> ReplicationQuotas:
         quotas = cls(broker_id)
         quotas.apply_broker_config(config)
         return quotas
 
-    def apply_broker_config(self, config: Any) -> None:
+    def apply_broker_config(self, config: BrokerConfig) -> None:
         """Take the rates from a BrokerConfig (its dynamic layers included)."""
         self.leader.update_quota(int(config.get(LEADER_RATE)))
         self.follower.update_quota(int(config.get(FOLLOWER_RATE)))

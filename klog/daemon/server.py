@@ -41,11 +41,11 @@ from typing import TYPE_CHECKING, Any
 from klog.daemon.config import ConfigSource
 from klog.daemon.connection import Connection
 from klog.daemon.connection_quotas import ConnectionQuotas, normalize_address
-from klog.protocol import apis
 
 if TYPE_CHECKING:
-    from klog.daemon.broker import Broker
     from klog.daemon.config import Endpoint
+    from klog.daemon.config.dynamic import DynamicBrokerConfig
+    from klog.daemon.handlers import BrokerServices, Handler
 
 log = logging.getLogger(__name__)
 
@@ -71,16 +71,18 @@ _OUT_OF_RESOURCES = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.
 
 
 class Server:
-    def __init__(self, broker: Broker, handlers: Mapping[int, Any]) -> None:
-        config = broker.config
-        self.broker = broker
+    """The listeners and their connections; each request goes to its handler in
+    ``handlers`` with ``services``, the broker's components."""
+
+    def __init__(self, dynamic_config: DynamicBrokerConfig, handlers: Mapping[int, Handler],
+                 services: BrokerServices) -> None:
+        config = dynamic_config.current
+        self.config = dynamic_config
         self.handlers = handlers
-        # A standalone broker has no peer that could send it the inter-broker control
-        # APIs (its controller calls it in-process): it neither announces nor accepts them,
-        # so such a request closes the connection before it is decoded. In cluster mode
-        # they are served, to the controller only (klog/daemon/controller/identity.py).
-        self.advertised = (apis.ADVERTISED if config.zookeeper_connect
-                           else apis.STANDALONE_ADVERTISED)
+        self.services = services
+        # What ApiVersions announces is all that is accepted: a request for any other API
+        # closes the connection before it is decoded (services.api_versions).
+        self.advertised = services.api_versions
         self.max_request_bytes = config.socket_request_max_bytes
         self.queued_max_requests = max(1, config.queued_max_requests)
         self.connections_max_idle_ms = config.connections_max_idle_ms
@@ -113,8 +115,8 @@ class Server:
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
-        check_listeners(self.broker.config.listeners)
-        for endpoint in self.broker.config.listeners:
+        check_listeners(self.config.current.listeners)
+        for endpoint in self.config.current.listeners:
             name = endpoint.listener_name
             sock = await listen_socket(endpoint.host, endpoint.port, self.receive_buffer)
             # Bound now (the port is known and registered), listening and accepting only
@@ -140,7 +142,7 @@ class Server:
         if self._out_of_descriptors:
             acceptor.pause()
             return False
-        self.quotas.configure(self.broker.config)  # dynamic changes apply at once
+        self.quotas.configure(self.config.current)  # dynamic changes apply at once
         wait = self.quotas.slot_wait(acceptor.name)
         if wait <= 0:
             return True
@@ -149,6 +151,8 @@ class Server:
         acceptor.pause(retry_after=1.0 if wait == math.inf else wait)
         return False
 
+    # peer, address: Any as the socket module has them (a tuple for IPv4 and IPv6, whose
+    # length differs; a str for a Unix socket).
     def accepted(self, acceptor: Acceptor, sock: socket.socket, peer: Any) -> None:
         """A socket ``acceptor`` has just accepted: count it, then serve it or close it."""
         address = normalize_address(str(peer[0])) if isinstance(peer, tuple) else str(peer)

@@ -3,8 +3,9 @@
  *
  * What it owns: decode_v2(), the C twin of klog/protocol/records/v2.py's
  * decode_record_fields (spark/columns.py's Python path) for the common case of
- * spark-export (no headers wanted). It walks the records section of a v2
- * batch (already decompressed) with the same grammar and the same checks, and returns the
+ * spark-export (no headers wanted). It walks the records section of a v2 batch (already
+ * decompressed) with v2.py's grammar as klog/_v2records.h writes it in C (the same checks,
+ * the same messages), and returns the
  * key, value, offset and timestamp columns as the buffers pyarrow.Array.from_buffers takes
  * (validity bitmap, int32 offsets, data; int64 values), so no Python object is made per
  * record. The Python loop stays the reference and the fallback (headers wanted, or no C
@@ -22,102 +23,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#define MAX_VARINT_BYTES 5
-#define MAX_VARLONG_BYTES 10
-#define MIN_BODY_SIZE 6 /* attributes + four one-byte varints + header count */
-
-typedef struct {
-    const uint8_t *data;
-    Py_ssize_t n;
-    long long base_offset;
-    Py_ssize_t index; /* the record being read, for messages */
-} reader;
-
-/* An unsigned LEB128 varint of at most max_bytes at *pos (advanced), masked as the Python
- * reader masks it (32 or 64 bits). -1 on error, with the exception set. */
-static int read_unsigned(const reader *r, Py_ssize_t *pos, int max_bytes, uint64_t *out)
-{
-    uint64_t value = 0;
-    int shift = 0;
-    Py_ssize_t p = *pos;
-    for (int i = 0; i < max_bytes; i++) {
-        if (p >= r->n) {
-            PyErr_Format(PyExc_ValueError,
-                         "record %zd of batch at offset %lld is truncated",
-                         r->index, r->base_offset);
-            return -1;
-        }
-        uint8_t b = r->data[p++];
-        value |= (uint64_t)(b & 0x7F) << shift;
-        if (b < 0x80) {
-            *pos = p;
-            *out = max_bytes == MAX_VARINT_BYTES ? (value & 0xFFFFFFFFu) : value;
-            return 0;
-        }
-        shift += 7;
-    }
-    PyErr_Format(PyExc_ValueError, "%s at position %zd is longer than %d bytes",
-                 max_bytes == MAX_VARINT_BYTES ? "varint" : "varlong", *pos, max_bytes);
-    return -1;
-}
-
-static int read_varint(const reader *r, Py_ssize_t *pos, int64_t *out)
-{
-    uint64_t raw;
-    if (read_unsigned(r, pos, MAX_VARINT_BYTES, &raw) < 0)
-        return -1;
-    *out = (int64_t)(raw >> 1) ^ -(int64_t)(raw & 1);
-    return 0;
-}
-
-static int read_varlong(const reader *r, Py_ssize_t *pos, int64_t *out)
-{
-    uint64_t raw;
-    if (read_unsigned(r, pos, MAX_VARLONG_BYTES, &raw) < 0)
-        return -1;
-    *out = (int64_t)(raw >> 1) ^ -(int64_t)(raw & 1);
-    return 0;
-}
-
-/* Skip a record's headers (the count and every key and value), checked as
- * klog.protocol.records.v2._read_headers checks them. */
-static int skip_headers(const reader *r, Py_ssize_t *pos, Py_ssize_t stop)
-{
-    int64_t count;
-    if (read_varint(r, pos, &count) < 0)
-        return -1;
-    if (count < 0 || count * 2 > stop - *pos) {
-        PyErr_Format(PyExc_ValueError,
-                     "invalid header count %lld in record %zd of batch at offset %lld",
-                     (long long)count, r->index, r->base_offset);
-        return -1;
-    }
-    for (int64_t i = 0; i < count; i++) {
-        int64_t key_length, value_length;
-        if (read_varint(r, pos, &key_length) < 0)
-            return -1;
-        if (key_length < 0 || *pos + key_length > stop) {
-            PyErr_Format(PyExc_ValueError,
-                         "invalid header key length %lld in record %zd of batch at offset %lld",
-                         (long long)key_length, r->index, r->base_offset);
-            return -1;
-        }
-        *pos += key_length;
-        if (read_varint(r, pos, &value_length) < 0)
-            return -1;
-        if (value_length >= 0) {
-            if (*pos + value_length > stop) {
-                PyErr_Format(PyExc_ValueError,
-                             "header value of %lld bytes overruns record %zd of batch at "
-                             "offset %lld",
-                             (long long)value_length, r->index, r->base_offset);
-                return -1;
-            }
-            *pos += value_length;
-        }
-    }
-    return 0;
-}
+#include "_v2records.h"
 
 /* One binary column being built: validity bitmap (made at the first null), int32 offsets,
  * data. */
@@ -180,35 +86,6 @@ static PyObject *column_result(binary_column *c)
     return Py_BuildValue("(OnOO)", validity, c->nulls, c->offsets, c->data);
 }
 
-/* A key or value: its length varint, then that many bytes (a negative length is null).
- * *from is NULL for null. */
-static int read_bytes_field(const reader *r, Py_ssize_t *pos, Py_ssize_t stop,
-                            const char *what, const uint8_t **from, Py_ssize_t *size)
-{
-    int64_t length;
-    if (*pos >= r->n) {
-        PyErr_Format(PyExc_ValueError, "record %zd of batch at offset %lld is truncated",
-                     r->index, r->base_offset);
-        return -1;
-    }
-    if (read_varint(r, pos, &length) < 0)
-        return -1;
-    if (length < 0) {
-        *from = NULL;
-        *size = 0;
-        return 0;
-    }
-    if (*pos + length > stop) {
-        PyErr_Format(PyExc_ValueError, "record %zd of batch at offset %lld: %s overruns",
-                     r->index, r->base_offset, what);
-        return -1;
-    }
-    *from = r->data + *pos;
-    *size = (Py_ssize_t)length;
-    *pos += length;
-    return 0;
-}
-
 PyDoc_STRVAR(decode_v2_doc,
 "decode_v2(data, count, base_offset, base_timestamp, log_append_time, start, end)\n"
 "    -> (rows, past_end, key, value, offsets, timestamps)\n\n"
@@ -243,7 +120,8 @@ static PyObject *decode_v2(PyObject *module, PyObject *const *args, Py_ssize_t n
                      base_offset, count, view.len);
         return NULL;
     }
-    reader r = {(const uint8_t *)view.buf, view.len, base_offset, 0};
+    v2_walk w;
+    v2_walk_init(&w, view.buf, view.len);
     binary_column keys = {0}, values = {0};
     PyObject *offsets_bytes = NULL, *timestamps_bytes = NULL, *result = NULL;
     if (column_init(&keys, count, view.len) < 0 || column_init(&values, count, view.len) < 0)
@@ -255,69 +133,33 @@ static PyObject *decode_v2(PyObject *module, PyObject *const *args, Py_ssize_t n
     int64_t *offsets = (int64_t *)PyBytes_AS_STRING(offsets_bytes);
     int64_t *timestamps = (int64_t *)PyBytes_AS_STRING(timestamps_bytes);
 
-    Py_ssize_t pos = 0, rows = 0;
+    Py_ssize_t rows = 0;
     int past_end = 0;
+    v2_record r;
     for (Py_ssize_t index = 0; index < count; index++) {
-        r.index = index;
-        int64_t length, ts_delta, offset_delta;
-        if (pos >= r.n) {
-            PyErr_Format(PyExc_ValueError, "record %zd of batch at offset %lld is truncated",
-                         index, base_offset);
-            goto done;
-        }
-        if (read_varint(&r, &pos, &length) < 0)
-            goto done;
-        Py_ssize_t stop = pos + length;
-        if (stop > r.n || length < MIN_BODY_SIZE) {
-            PyErr_Format(PyExc_ValueError, "record %zd of batch at offset %lld has a bad length",
-                         index, base_offset);
-            goto done;
-        }
-        pos += 1; /* attributes: unused in v2 records */
-        if (read_varlong(&r, &pos, &ts_delta) < 0 || read_varint(&r, &pos, &offset_delta) < 0)
-            goto done;
-        const uint8_t *key, *value;
-        Py_ssize_t key_size, value_size;
-        if (read_bytes_field(&r, &pos, stop, "key", &key, &key_size) < 0 ||
-            read_bytes_field(&r, &pos, stop, "value", &value, &value_size) < 0)
-            goto done;
-        if (pos >= stop) {
-            PyErr_Format(PyExc_ValueError,
-                         "record %zd of batch at offset %lld overruns its length",
-                         index, base_offset);
-            goto done;
-        }
-        if (r.data[pos] == 0)
-            pos += 1;
-        else if (skip_headers(&r, &pos, stop) < 0)
-            goto done;
-        if (pos != stop) {
-            PyErr_Format(PyExc_ValueError,
-                         "record %zd of batch at offset %lld does not fill its length",
-                         index, base_offset);
-            goto done;
-        }
-        long long offset = base_offset + offset_delta;
+        w.index = index;
+        if (v2_next_record(&w, &r) < 0)
+            goto corrupt;
+        long long offset = base_offset + r.offset_delta;
         if (offset < start)
             continue;
         if (offset >= end) {
             past_end = 1;
             break;
         }
-        if (column_add(&keys, rows, count, key, key_size) < 0 ||
-            column_add(&values, rows, count, value, value_size) < 0)
+        if (column_add(&keys, rows, count, r.key_size < 0 ? NULL : w.d + r.key_pos,
+                       (Py_ssize_t)r.key_size) < 0 ||
+            column_add(&values, rows, count, r.value_size < 0 ? NULL : w.d + r.value_pos,
+                       (Py_ssize_t)r.value_size) < 0)
             goto done;
         offsets[rows] = offset;
         /* Wrapping, never undefined: a corrupt delta gives a wrong time, not a crash. */
-        timestamps[rows] = log_append ? base_ts
-                                      : (int64_t)((uint64_t)base_ts + (uint64_t)ts_delta);
+        timestamps[rows] =
+            log_append ? base_ts : (int64_t)((uint64_t)base_ts + (uint64_t)r.timestamp_delta);
         rows++;
     }
-    if (!past_end && pos != r.n) {
-        PyErr_Format(PyExc_ValueError, "batch at offset %lld has %zd bytes after its %zd records",
-                     base_offset, r.n - pos, count);
-        goto done;
-    }
+    if (!past_end && v2_end(&w) < 0)
+        goto corrupt;
     if (_PyBytes_Resize(&offsets_bytes, rows * (Py_ssize_t)sizeof(int64_t)) < 0 ||
         _PyBytes_Resize(&timestamps_bytes, rows * (Py_ssize_t)sizeof(int64_t)) < 0)
         goto done;
@@ -328,6 +170,15 @@ static PyObject *decode_v2(PyObject *module, PyObject *const *args, Py_ssize_t n
                                value_column, offsets_bytes, timestamps_bytes);
     Py_XDECREF(key_column);
     Py_XDECREF(value_column);
+    goto done;
+corrupt: {
+    /* v2.walk_records' message, the batch named by its offset (as decode_record_fields) */
+    PyObject *text = v2_message(&w, count, "offset", base_offset);
+    if (text != NULL) {
+        PyErr_SetObject(PyExc_ValueError, text);
+        Py_DECREF(text);
+    }
+}
 done:
     column_clear(&keys);
     column_clear(&values);

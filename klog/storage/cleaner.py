@@ -455,17 +455,11 @@ def _last_stable_offset(log: PartitionLog) -> int:
 
 def _non_active_from(segments: Sequence[LogSegment], offset: int) -> list[LogSegment]:
     """Kafka's nonActiveLogSegmentsFrom: the inactive segments from the one holding
-    ``offset`` (the floor segment) on."""
-    inactive = segments[:-1]
-    if not segments or offset >= segments[-1].base_offset:
-        return []  # Kafka: from the active segment on, nothing is inactive
-    start = 0
-    for i, segment in enumerate(inactive):
-        if segment.base_offset <= offset:
-            start = i
-        else:
-            break
-    return list(inactive[start:])
+    ``offset`` (the floor segment) on; none when ``offset`` is in the active segment."""
+    active_base = segments[-1].base_offset
+    if offset > active_base:
+        return []
+    return _segments_between(segments, offset, active_base)
 
 
 def _segments_between(segments: Sequence[LogSegment], start: int, end: int) -> list[LogSegment]:
@@ -885,14 +879,17 @@ class _Run:
             # the legacy tombstone horizon read it.
             cleaned.set_last_modified(group[-1].last_modified_ms)
             self.cleaner.check_done(self.tp)
-            try:
-                log.replace_segments(cleaned, [(v.segment, v.size) for v in group])
-            except SegmentsChangedError as exc:
-                raise LogCleaningAbortedError(str(exc)) from exc
-        except BaseException:
+        except Exception:
+            # (Not BaseException: a process going down leaves .cleaned files, which the
+            # next load removes.)
             if cleaned is not None:
                 cleaned.delete_if_exists()
             raise
+        assert cleaned is not None
+        try:
+            log.replace_segments(cleaned, [(v.segment, v.size) for v in group])
+        except SegmentsChangedError as exc:
+            raise LogCleaningAbortedError(str(exc)) from exc
 
     def _clean_into(
         self, view: _View, dest: LogSegment | None, retain_legacy_deletes: bool

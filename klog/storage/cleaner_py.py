@@ -27,6 +27,7 @@ caller turns it into CorruptRecordError with the batch's position.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterator
 
 from klog.protocol.errors import CorruptRecordError
 from klog.protocol.records.varint import read_varint, read_varlong, write_varint, write_varlong
@@ -116,8 +117,9 @@ class _Rec:
     value_len: int
 
 
-def _records(data: Buffer, count: int) -> list[_Rec]:
-    out = []
+def _records(data: Buffer, count: int) -> Iterator[_Rec]:
+    """The records one by one: a walk that stops early (a full map) reads no further, as
+    the C twin's does."""
     pos, end = 0, len(data)
     for index in range(count):
         try:
@@ -142,9 +144,8 @@ def _records(data: Buffer, count: int) -> list[_Rec]:
                 raise ValueError(f"record {index} overruns its length")
         except (IndexError, CorruptRecordError) as exc:
             raise ValueError(f"record {index} is truncated: {exc}") from None
-        out.append(rec)
+        yield rec
         pos = stop
-    return out
 
 
 def map_records(

@@ -1153,25 +1153,48 @@ class PartitionLog:
         each a rename: ``.cleaned`` -> ``.swap`` (from here a restart completes the swap,
         see ``_remove_temp_files_and_resolve_swaps``); the old segments leave the log and
         become ``.deleted`` (removed after file.delete.delay.ms: a fetch may still be
-        sending from them); ``.swap`` -> live. Raises SegmentsChangedError, changing
-        nothing, when an old segment was deleted, truncated or replaced since it was read
-        (retention or truncation ran meanwhile).
+        sending from them); ``.swap`` -> live. The log takes ``new_segment`` over: on a
+        failure before the swap point its files are deleted and nothing changed (e.g.
+        SegmentsChangedError: an old segment was deleted, truncated or replaced since it
+        was read, by retention or truncation); after it, KafkaStorageError, the files are
+        left for the next load to complete the swap and the log keeps serving the old
+        segments until then.
         """
-        for segment, size in old_segments:
-            if self._segments.get(segment.base_offset) is not segment or segment.size != size:
-                raise SegmentsChangedError(
-                    f"segment {segment.base_offset} of {self.dir.name} changed during cleaning"
-                )
-        if old_segments and old_segments[-1][0] is self.active_segment:
-            raise SegmentsChangedError(f"the active segment of {self.dir.name} cannot be replaced")
-        new_segment.change_file_suffixes(CLEANED_FILE_SUFFIX, SWAP_FILE_SUFFIX)
-        fsync_dir(self.dir)
+        try:
+            for segment, size in old_segments:
+                if self._segments.get(segment.base_offset) is not segment or segment.size != size:
+                    raise SegmentsChangedError(
+                        f"segment {segment.base_offset} of {self.dir.name} changed during "
+                        f"cleaning"
+                    )
+                if segment is self.active_segment:
+                    raise SegmentsChangedError(
+                        f"the active segment of {self.dir.name} cannot be replaced"
+                    )
+            new_segment.change_file_suffixes(CLEANED_FILE_SUFFIX, SWAP_FILE_SUFFIX)
+            fsync_dir(self.dir)
+        except Exception:
+            # Before the swap point nothing changed: the new segment goes.
+            new_segment.delete_if_exists()
+            raise
+        try:
+            # Renames first, the segment table after: a rename failing here leaves the
+            # table (and the open descriptors readers use) as it was, and the .swap on
+            # disk for the next load to complete.
+            for segment, _size in old_segments:
+                segment.change_file_suffixes("", DELETED_FILE_SUFFIX)
+            new_segment.change_file_suffixes(SWAP_FILE_SUFFIX, "")
+            fsync_dir(self.dir)
+        except OSError as exc:
+            raise KafkaStorageError(
+                f"swapping a cleaned segment into {self.dir.name} failed ({exc}); the swap "
+                f"completes when the log is loaded again"
+            ) from exc
+        due = self.clock() + self.config.file_delete_delay_ms
         for segment, _size in old_segments:
             self._remove_segment(segment.base_offset)
-            self._schedule_delete(segment)
-        new_segment.change_file_suffixes(SWAP_FILE_SUFFIX, "")
+            self._pending_deletes.append((due, segment))
         self._add_segment(new_segment)
-        fsync_dir(self.dir)
 
     @_locked
     def delete_pending(self, now_ms: int | None = None) -> int:

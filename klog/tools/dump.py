@@ -30,6 +30,10 @@ Where Kafka's tool would die with a stack trace on bad bytes (a length field bel
 minimum, an index entry pointing past the log, an undecodable internal-topic record), this
 module reports the problem as an event and carries on. Stdout lines stay Kafka's; the
 explanations are extra lines on stderr.
+
+``Any`` below: the events' ``to_json`` give JSON documents (``--json``), and a parser's key
+and payload are what --print-data-log shows (decoded text, a JSON object of an internal
+topic's record, or None).
 """
 
 from __future__ import annotations
@@ -43,7 +47,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from itertools import chain, repeat
 from pathlib import Path
-from typing import Any, BinaryIO, ClassVar
+from typing import TYPE_CHECKING, Any, BinaryIO, ClassVar
 
 from klog.protocol import internal_topics as it
 from klog.protocol.errors import KafkaError
@@ -70,6 +74,11 @@ from klog.storage.files import (
 )
 from klog.storage.index import ABORTED_TXN_SIZE, OFFSET_INDEX_ENTRY_SIZE, TIME_INDEX_ENTRY_SIZE
 from klog.storage.walk import SHORT, TORN, BatchWalk
+
+if TYPE_CHECKING:
+    from klog.protocol.records.record import Record
+    from klog.storage.index import AbortedTxn, OffsetIndex, TimeIndex
+    from klog.storage.producer_state import ProducerSnapshotEntry
 
 DEFAULT_MAX_MESSAGE_SIZE = 5 * 1024 * 1024  # Kafka's --max-message-size default
 DEFAULT_MAX_BYTES = 2**31 - 1  # Kafka's --max-bytes default (Integer.MAX_VALUE)
@@ -361,7 +370,7 @@ class BatchEvent(DumpEvent):
         return out
 
 
-def _text(value: Any) -> str:
+def _text(value: object) -> str:
     # Kafka's JSON (Jackson ObjectNode.toString): compact, non-ASCII kept as is.
     if isinstance(value, str):
         return value
@@ -378,7 +387,8 @@ class _BatchContext:
     __slots__ = ("is_control", "magic", "parse", "plain", "show_metadata", "ts_type")
 
     def __init__(
-        self, ts_type: str, magic: int, show_metadata: bool, is_control: bool, parse: Any
+        self, ts_type: str, magic: int, show_metadata: bool, is_control: bool,
+        parse: Parser | None,
     ) -> None:
         self.ts_type = ts_type
         self.magic = magic
@@ -388,7 +398,7 @@ class _BatchContext:
         self.plain = show_metadata and magic >= MAGIC_V2 and not is_control and parse is None
 
 
-def _fmt_general(r: Any, ctx: _BatchContext) -> str:
+def _fmt_general(r: Record, ctx: _BatchContext) -> str:
     prefix = "| "
     line = ""
     if ctx.show_metadata:
@@ -430,7 +440,7 @@ class RecordEvent(DumpEvent):
     __slots__ = ("ctx", "record")
     kind: ClassVar[str] = "record"
 
-    def __init__(self, record: Any, ctx: _BatchContext) -> None:
+    def __init__(self, record: Record, ctx: _BatchContext) -> None:
         self.record = record
         self.ctx = ctx
 
@@ -484,7 +494,7 @@ class RecordEvent(DumpEvent):
         return out
 
 
-def _fmt_plain(r: Any, ts_type: str) -> str:
+def _fmt_plain(r: Record, ts_type: str) -> str:
     # The --deep-iteration hot path: one f-string per record.
     k = r.key
     v = r.value
@@ -815,14 +825,14 @@ class ReportEvent(DumpEvent):
 # --------------------------------------------------------------------------------------------
 # Message parsers (Kafka's MessageParser): record -> (key, payload), each None or printable
 
-Parser = Callable[[Any], tuple[Any, Any]]
+Parser = Callable[["Record"], tuple[Any, Any]]
 
 
 def _decoder_parser(key_decoder: str | None, value_decoder: str | None) -> Parser:
     decode_key = make_decoder(key_decoder or DEFAULT_DECODER)
     decode_value = make_decoder(value_decoder or DEFAULT_DECODER)
 
-    def parse(record: Any) -> tuple[Any, Any]:
+    def parse(record: Record) -> tuple[Any, Any]:
         k = record.key
         v = record.value
         return (
@@ -833,7 +843,7 @@ def _decoder_parser(key_decoder: str | None, value_decoder: str | None) -> Parse
     return parse
 
 
-def parse_offsets_record(record: Any) -> tuple[Any, Any]:
+def parse_offsets_record(record: Record) -> tuple[Any, Any]:
     """Kafka 3.x's OffsetsMessageParser: key/value of ``__consumer_offsets`` as JSON objects.
 
     Key ``{"type": "<key version>", "data": {...}}``, payload ``{"version": "<value
@@ -862,7 +872,7 @@ def parse_offsets_record(record: Any) -> tuple[Any, Any]:
     return key_json, {"version": str(value.version), "data": value.to_kafka_json()}
 
 
-def parse_transaction_log_record(record: Any) -> tuple[Any, Any]:
+def parse_transaction_log_record(record: Record) -> tuple[Any, Any]:
     """Kafka 3.x's TransactionLogMessageParser (``TransactionLog.formatRecordKeyAndValue``)."""
     offset = record.offset
     if record.key is None:
@@ -927,7 +937,7 @@ _FILE_ENDED = "the file ended while reading it (was it truncated?)"
 
 def _decode_records(
     buf: bytes | bytearray | memoryview, header: BatchHeader, bound: int
-) -> tuple[list[Any], KafkaError | None]:
+) -> tuple[list[Record], KafkaError | None]:
     """The records of one batch, and the error that stopped decoding them (if any)."""
     from klog.protocol.records.decode import iter_records
 
@@ -937,7 +947,7 @@ def _decode_records(
         pass
     # Decoding failed part way: decode again one by one to keep what came before the error,
     # as Kafka's tool prints those records before it stops.
-    records: list[Any] = []
+    records: list[Record] = []
     try:
         for record in iter_records(buf, header, max_decompressed_size=bound):
             records.append(record)
@@ -1166,7 +1176,9 @@ def time_index_shape(entries: Sequence[tuple[int, int]], base: int, size: int) -
     )
 
 
-def txn_index_shape(entries: Sequence[Any], base: int | None, size: int) -> IndexShape:
+def txn_index_shape(
+    entries: Sequence[AbortedTxn], base: int | None, size: int
+) -> IndexShape:
     """Check the AbortedTxn entries of a .txnindex file of ``size`` bytes.
 
     Version 0, a producer id, first offset <= last offset, last offsets not decreasing and
@@ -1485,7 +1497,7 @@ class DumpRun:
         yield CorruptIndexEvent(arg, message, shape.entry, shape.byte)
 
     def _sanity_check(
-        self, arg: str, shape: IndexShape, open_index: Callable[[], Any]
+        self, arg: str, shape: IndexShape, open_index: Callable[[], OffsetIndex | TimeIndex]
     ) -> Iterator[DumpEvent]:
         """Kafka's --index-sanity-check: the shape first (it names the bad entry), then
         the index class's own check (which also refuses a zero-filled tail)."""
@@ -1678,7 +1690,7 @@ def dump_files(
     return iter(DumpRun(paths, options or DumpOptions()))
 
 
-def _control_of(record: Any) -> tuple[str, int]:
+def _control_of(record: Record) -> tuple[str, int]:
     from klog.protocol.records.control import ControlRecordType, EndTransactionMarker
 
     key = record.key
@@ -1695,7 +1707,7 @@ def _control_of(record: Any) -> tuple[str, int]:
     return (control_type.name, type_id)
 
 
-def _snapshot_event(entry: Any) -> SnapshotEntryEvent:
+def _snapshot_event(entry: ProducerSnapshotEntry) -> SnapshotEntryEvent:
     """Kafka's view of a snapshot entry (ProducerStateManager.readSnapshot)."""
     batch = None
     if entry.offset_delta >= 0:

@@ -50,10 +50,14 @@ To let consumers past it, delete the records up to its last offset (DeleteRecord
 Not thread-safe and not meant to run beside a broker: ``recover`` holds the log dir's
 ``.lock`` (flock and POSIX lock, as Kafka's FileChannel.tryLock takes the latter) for its
 whole run and refuses to start if a broker holds it.
+
+``Any`` below: the reports' ``to_dict`` give JSON documents (``--json``), whose values are
+of every JSON type; ``**where``/``**fields`` are a Finding's or an Action's keyword fields.
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import functools
@@ -64,7 +68,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, BinaryIO, TypeVar
 
 from klog.protocol.errors import CorruptRecordError, KafkaError, RecordTooLargeError
 from klog.protocol.records.batch import (
@@ -96,6 +100,9 @@ from klog.storage.index import (
     TimeIndex,
     read_txn_index_entries,
 )
+
+if TYPE_CHECKING:
+    from klog.storage.scan import SegmentScan
 
 DAMAGE = "damage"
 REBUILDABLE = "rebuildable"
@@ -472,6 +479,12 @@ def _held_lock(log_dir: Path | None) -> Iterator[None]:
         os.close(fd)  # releases both locks
 
 
+def held_lock(log_dir: Path | None) -> contextlib.AbstractContextManager[None]:
+    """Hold ``log_dir``'s ``.lock`` as a broker would for a block, or raise
+    LogDirLockedError: the check every offline tool that writes makes (recover, compact)."""
+    return _held_lock(log_dir)
+
+
 def log_dir_is_locked(path: Path | str) -> bool:
     """True when a broker holds the ``.lock`` of the log dir that ``path`` belongs to."""
     try:
@@ -485,7 +498,7 @@ def log_dir_is_locked(path: Path | str) -> bool:
 
 
 def _read_batch_at(
-    fh: Any, position: int, limit: int, max_batch_size: int
+    fh: BinaryIO, position: int, limit: int, max_batch_size: int
 ) -> BatchHeader | None:
     """The valid (CRC-checked) batch starting exactly at ``position``, else None.
 
@@ -623,7 +636,10 @@ class _Problem:
     position: int | None = None
 
 
-def _zero_tail(entries: Iterator[Any], first_zero: bool, is_zero: Callable[[Any], bool]) -> int:
+_E = TypeVar("_E")
+
+
+def _zero_tail(entries: Iterator[_E], first_zero: bool, is_zero: Callable[[_E], bool]) -> int:
     """Count the rest of ``entries`` if all are zero (first included), else -1."""
     count = 1 if first_zero else 0
     if not first_zero:
@@ -851,7 +867,7 @@ class _Verifier:
             Finding(severity, message, file=None if file is None else str(file), **where)
         )
 
-    def _scan(self, log: Path, expected_min_offset: int | None) -> Any:
+    def _scan(self, log: Path, expected_min_offset: int | None) -> SegmentScan:
         from klog.storage.scan import scan_segment
 
         return scan_segment(
@@ -932,7 +948,7 @@ class _Verifier:
             segments = list_segments(pdir.path)
             self._check_partition_files(pdir)
         prev_last: int | None = None
-        damaged_at: tuple[Path, int] | None = None
+        damaged_at: tuple[Path, int | None] | None = None
         leo: int | None = None
         for i, (base, log) in enumerate(segments):
             if damaged_at is not None:
@@ -991,7 +1007,9 @@ class _Verifier:
             self.add(problem.severity, problem.message, partition=name, file=log,
                      offset=problem.offset, position=problem.position)
 
-    def _check_indexes(self, name: str, log: Path, base: int, scan: Any, active: bool) -> None:
+    def _check_indexes(
+        self, name: str, log: Path, base: int, scan: SegmentScan, active: bool
+    ) -> None:
         problem = check_offset_index(
             log, base, scan.valid_bytes, scan.last_offset, self.max_batch_size
         )
@@ -1170,7 +1188,7 @@ class _Recoverer:
 
     # -- segments ------------------------------------------------------------------------
 
-    def _scan(self, log: Path, expected_min_offset: int | None) -> Any:
+    def _scan(self, log: Path, expected_min_offset: int | None) -> SegmentScan:
         from klog.storage.scan import scan_segment
 
         return scan_segment(
@@ -1252,7 +1270,7 @@ class _Recoverer:
                         name, str(index_file(log, base, TXN_INDEX_FILE_SUFFIX)), problem.offset)
             )
 
-    def _truncate(self, name: str, log: Path, scan: Any) -> None:
+    def _truncate(self, name: str, log: Path, scan: SegmentScan) -> None:
         position = scan.valid_bytes
         removed = scan.file_size - position
         saved = _truncated_name(log, position)

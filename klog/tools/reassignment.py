@@ -18,12 +18,18 @@ import asyncio
 import json
 import random
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from klog import placement
-from klog.client.admin import AdminClient, AlterConfigOp, ConfigResource, TopicPartition
+from klog.client.admin import (
+    AdminClient,
+    AlterConfigOp,
+    ConfigResource,
+    PartitionReassignment,
+    TopicPartition,
+)
 from klog.client.errors import KafkaClientError
 
 # The configs a throttled reassignment writes, by Kafka's names.
@@ -63,9 +69,12 @@ def sorted_tps(tps: Iterable[TopicPartition]) -> list[TopicPartition]:
     return sorted(tps)
 
 
-def _duplicates(values: Iterable[Any]) -> list[Any]:
-    seen: set[Any] = set()
-    dups: list[Any] = []
+_H = TypeVar("_H", bound=Hashable)
+
+
+def _duplicates(values: Iterable[_H]) -> list[_H]:
+    seen: set[_H] = set()
+    dups: list[_H] = []
     for v in values:
         if v in seen and v not in dups:
             dups.append(v)
@@ -73,7 +82,7 @@ def _duplicates(values: Iterable[Any]) -> list[Any]:
     return dups
 
 
-def _load(text: str, what: str) -> dict[str, Any]:
+def _load(text: str, what: str) -> dict[str, Any]:  # Any: a JSON document's values
     try:
         doc = json.loads(text)
     except ValueError as exc:
@@ -86,7 +95,7 @@ def _load(text: str, what: str) -> dict[str, Any]:
     return doc
 
 
-def _int(value: Any, what: str) -> int:
+def _int(value: object, what: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise ReassignmentError(f"{what} must be an integer, not {value!r}")
     return value
@@ -189,6 +198,7 @@ def format_reassignment(assignment: Mapping[TopicPartition, Sequence[int]]) -> s
 
 
 def assignment_json(assignment: Mapping[TopicPartition, Sequence[int]]) -> dict[str, Any]:
+    # Any: a JSON document's values.
     doc: dict[str, Any] = json.loads(format_reassignment(assignment))
     return doc
 
@@ -239,8 +249,9 @@ class PartitionMove:
 MoveMap = dict[str, dict[int, PartitionMove]]
 
 
-def move_map(ongoing: Mapping[TopicPartition, Any], proposed: Mapping[TopicPartition,
-             Sequence[int]], current: Mapping[TopicPartition, Sequence[int]]) -> MoveMap:
+def move_map(ongoing: Mapping[TopicPartition, PartitionReassignment],
+             proposed: Mapping[TopicPartition, Sequence[int]],
+             current: Mapping[TopicPartition, Sequence[int]]) -> MoveMap:
     """Kafka's calculateProposedMoveMap: ongoing reassignments (replicas minus adding =
     where they came from) plus the proposed ones (sources = the ongoing move's sources or
     the current replicas)."""
@@ -338,7 +349,7 @@ def status_line(s: PartitionStatus) -> str:
             f"{','.join(map(str, s.target_replicas))}.")
 
 
-def ongoing_line(tp: TopicPartition, r: Any) -> str:
+def ongoing_line(tp: TopicPartition, r: PartitionReassignment) -> str:
     """Kafka's line of ``--list``: ``t-0: replicas: 1,2,3. adding: 3. removing: 1.``"""
     line = f"{tp_name(tp)}: replicas: {','.join(map(str, r.replicas))}."
     if r.adding_replicas:
@@ -474,7 +485,7 @@ class ReplicaProgress:
         return min(100.0, 100.0 * self.moved / self.leader_bytes)
 
 
-async def progress(admin: AdminClient, ongoing: Mapping[TopicPartition, Any]
+async def progress(admin: AdminClient, ongoing: Mapping[TopicPartition, PartitionReassignment]
                    ) -> list[ReplicaProgress]:
     """Per replica being added: its size on its broker vs the leader's (DescribeLogDirs
     of the brokers involved only, for the moving topics only)."""

@@ -130,7 +130,7 @@ def test_acks_all_produces_waiting_for_the_isr_do_not_hold_back_the_next_appends
 
         def two_replicas() -> None:
             p = broker.broker.replica_manager.get_partition("isr", 0)
-            broker.broker.apply_leader_and_isr([PartitionState(
+            broker.broker.control_requests.become_leader_or_follower([PartitionState(
                 "isr", 0, me, p.leader_epoch + 1, (me, 2), (me, 2), p.controller_epoch,
                 p.zk_version)], {})
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -21,6 +22,12 @@ from klog.protocol.errors import ErrorCode
 from klog.protocol.records.batch import iter_batch_headers
 from klog.protocol.records.v2 import build_batch, iter_records
 from tests.daemon.wire import running_broker
+
+
+def _become(broker: Broker, states: list[PartitionState], topic_ids: dict[str, uuid.UUID]
+            ) -> dict[tuple[str, int], int]:
+    """Apply a LeaderAndIsr decision past fencing, as the controller's would be."""
+    return broker.control_requests.become_leader_or_follower(states, topic_ids)
 
 
 def _config(log_dir: Path, **extra: str) -> BrokerConfig:
@@ -63,8 +70,8 @@ async def _replicate(leader: Broker, follower: Broker, topic: str,
     st = paths.LeaderIsrAndControllerEpoch.decode(data)
     state = PartitionState(topic, 0, 1, st.leader_epoch + 1, (1, 2), isr, st.controller_epoch,
                            stat.version)
-    assert leader.apply_leader_and_isr([state], {})[(topic, 0)] == 0
-    assert follower.apply_leader_and_isr([state], {})[(topic, 0)] == 0
+    assert _become(leader, [state], {})[(topic, 0)] == 0
+    assert _become(follower, [state], {})[(topic, 0)] == 0
     return state
 
 
@@ -193,17 +200,17 @@ def test_divergent_follower_tail_is_truncated_by_leader_epoch(tmp_path: Path) ->
             await _until(lambda: follower.log_end_offset == 3)  # type: ignore[attr-defined]
             # Broker 2 is (wrongly, isolated) made leader at e+1 and takes writes that never
             # reach broker 1.
-            b2.apply_leader_and_isr([PartitionState("t", 0, 2, e + 1, (1, 2), (2,))], {})
+            _become(b2, [PartitionState("t", 0, 2, e + 1, (1, 2), (2,))], {})
             for i in range(4):
                 assert (await _produce(b2, "t", 1, b"lost%d" % i))[0] == 0
             # Broker 1 leads again at e+2 and takes different writes at the same offsets.
-            b1.apply_leader_and_isr([PartitionState("t", 0, 1, e + 2, (1, 2), (1,),
+            _become(b1, [PartitionState("t", 0, 1, e + 2, (1, 2), (1,),
                                                     state.controller_epoch,
                                                     _partition(b1, "t").zk_version)], {})
             await _produce(b1, "t", 1, b"kept0", b"kept1")
             assert follower.log_end_offset == 7  # type: ignore[attr-defined]
             # Broker 2 follows at e+2: OffsetForLeaderEpoch(e+1) -> (e, 3): truncate to 3.
-            b2.apply_leader_and_isr([PartitionState("t", 0, 1, e + 2, (1, 2), (1,))], {})
+            _become(b2, [PartitionState("t", 0, 1, e + 2, (1, 2), (1,))], {})
             await _until(lambda: _log_bytes(b1, "t") == _log_bytes(b2, "t"))
             assert _values(_log_bytes(b2, "t")) == [b"common0", b"common1", b"common2",
                                                      b"kept0", b"kept1"]
@@ -218,7 +225,7 @@ def test_an_older_leader_and_isr_is_ignored(tmp_path: Path) -> None:
         async with two_brokers(tmp_path) as (b1, b2):
             state = await _replicate(b1, b2, "t")
             stale = PartitionState("t", 0, 2, state.leader_epoch - 1, (1, 2), (2,))
-            assert b1.apply_leader_and_isr([stale], {})[("t", 0)] == \
+            assert _become(b1, [stale], {})[("t", 0)] == \
                 ErrorCode.FENCED_LEADER_EPOCH
             assert _partition(b1, "t").is_leader  # type: ignore[attr-defined]
 
@@ -236,7 +243,7 @@ def test_offset_for_leader_epoch_and_follower_fetch_over_a_socket(tmp_path: Path
             epoch = p.leader_epoch
             rm.append_records({("t", 0): _batch(b"a", b"b")}, 1)
             # A new leadership (epoch + 3) with a follower 2, which has not fetched yet.
-            node.broker.apply_leader_and_isr([PartitionState(
+            _become(node.broker, [PartitionState(
                 "t", 0, node.broker.broker_id, epoch + 3, (node.broker.broker_id, 2),
                 (node.broker.broker_id, 2), p.controller_epoch, p.zk_version)], {})
             rm.append_records({("t", 0): _batch(b"c")}, 1)
@@ -315,8 +322,8 @@ def test_a_stale_zk_version_of_the_same_leadership_is_adopted(tmp_path: Path) ->
             # The znode holds this leadership's state, at a version LeaderAndIsr did not say.
             b1.metastore.set(path, paths.LeaderIsrAndControllerEpoch(
                 1, state.leader_epoch, (1,), st.controller_epoch).encode())
-            b1.apply_leader_and_isr([state], {})
-            b2.apply_leader_and_isr([state], {})
+            _become(b1, [state], {})
+            _become(b2, [state], {})
             await _produce(b1, "t", 1, b"a")
             leader = _partition(b1, "t")
             await _until(lambda: leader.isr == (1, 2))  # type: ignore[attr-defined]
@@ -344,18 +351,18 @@ def test_waiting_acks_all_produce_answers_when_leadership_goes(tmp_path: Path) -
             await asyncio.sleep(0.2)
             assert not waiting.done()
             # Broker 1 becomes a follower: the request is answered at once.
-            b1.apply_leader_and_isr([PartitionState("t", 0, 2, state.leader_epoch + 1, (1, 2),
+            _become(b1, [PartitionState("t", 0, 2, state.leader_epoch + 1, (1, 2),
                                                     (2,))], {})
             assert (await asyncio.wait_for(waiting, 2))[0] == ErrorCode.NOT_LEADER_OR_FOLLOWER
             # Same for StopReplica.
-            b2.apply_leader_and_isr([PartitionState("t", 0, 2, state.leader_epoch + 1, (1, 2),
+            _become(b2, [PartitionState("t", 0, 2, state.leader_epoch + 1, (1, 2),
                                                     (1, 2))], {})
             assert b1.fetcher_manager is not None
             b1.fetcher_manager.remove_partitions([("t", 0)])
             waiting = asyncio.ensure_future(_produce(b2, "t", -1, b"b", timeout_ms=30_000))
             await asyncio.sleep(0.2)
             assert not waiting.done()
-            b2.apply_stop_replica([("t", 0)], False)
+            b2.control_requests.stop_replicas([("t", 0)], False)
             assert (await asyncio.wait_for(waiting, 2))[0] == ErrorCode.NOT_LEADER_OR_FOLLOWER
 
     run(go)
@@ -373,8 +380,8 @@ def test_a_follower_behind_the_leaders_log_start_starts_over_there(tmp_path: Pat
             _data, stat = b1.metastore.get(paths.partition_state_path("t", 0))
             state = PartitionState("t", 0, 1, leader.leader_epoch + 1, (1, 2), (1,),  # type: ignore
                                    1, stat.version)
-            b1.apply_leader_and_isr([state], {})
-            b2.apply_leader_and_isr([state], {})
+            _become(b1, [state], {})
+            _become(b2, [state], {})
             follower = _partition(b2, "t")
             await _until(lambda: follower.log_end_offset == 10)  # type: ignore[attr-defined]
             assert follower.log_start_offset == 6  # type: ignore[attr-defined]

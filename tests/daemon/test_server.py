@@ -440,12 +440,12 @@ def test_forged_stop_replica_deletes_nothing_and_does_not_fence_the_controller(
         part = client.produce("precious", 0, batch(100), acks=-1) \
             .responses[0].partition_responses[0]
         assert part.error_code == 0
-        epoch = broker.call(lambda: broker.broker.controller_epoch)
+        epoch = broker.call(lambda: broker.broker.control_requests.controller_epoch)
         with broker.connect() as attacker:
             closed = _closed_unanswered(attacker, _stop_replica_v0_delete("precious", 0,
                                                                           _HUGE_EPOCH))
         # What was done to the broker first (the damage the issue saw), then how.
-        assert broker.call(lambda: broker.broker.controller_epoch) == epoch
+        assert broker.call(lambda: broker.broker.control_requests.controller_epoch) == epoch
         assert (Path(broker.config.log_dirs[0]) / "precious-0").is_dir()
         assert broker.log_end_offset("precious") == 100
         assert closed
@@ -486,7 +486,7 @@ def test_forged_leader_and_isr_and_update_metadata_change_nothing(tmp_path: Path
         client.create_topic("kept")
         assert client.produce("kept", 0, batch(3)).responses[0] \
             .partition_responses[0].error_code == 0
-        epoch = broker.call(lambda: broker.broker.controller_epoch)
+        epoch = broker.call(lambda: broker.broker.control_requests.controller_epoch)
         nine = BrokerInfo(9, (BrokerEndpoint("PLAINTEXT", "127.0.0.1", free_port()),))
         usurped = PartitionState("kept", 0, 9, 1000, (0, 9), (9,), _HUGE_EPOCH)
         forged = [
@@ -499,7 +499,7 @@ def test_forged_leader_and_isr_and_update_metadata_change_nothing(tmp_path: Path
             with broker.connect() as attacker:
                 _, frame = attacker.request_frame(api_key, version, values)
                 closed.append(_closed_unanswered(attacker, frame))
-        assert broker.call(lambda: broker.broker.controller_epoch) == epoch
+        assert broker.call(lambda: broker.broker.control_requests.controller_epoch) == epoch
         leader = client.metadata(["kept"]).topics[0].partitions[0].leader_id
         assert leader == 0 and 9 not in broker.call(
             lambda: broker.broker.metadata_cache.alive_broker_ids())
@@ -522,12 +522,12 @@ def test_every_version_of_the_control_apis_closes_the_connection(tmp_path: Path,
     }[api_key]
     spec = apis.spec_for(api_key)
     with running_broker(tmp_path) as broker:
-        epoch = broker.call(lambda: broker.broker.controller_epoch)
+        epoch = broker.call(lambda: broker.broker.control_requests.controller_epoch)
         for version in range(spec.min_version, spec.max_version + 1):
             with broker.connect() as attacker:
                 _, frame = attacker.request_frame(api_key, version, values)
                 assert _closed_unanswered(attacker, frame), (api_key, version)
-        assert broker.call(lambda: broker.broker.controller_epoch) == epoch
+        assert broker.call(lambda: broker.broker.control_requests.controller_epoch) == epoch
         with broker.connect() as client:
             assert client.call(18, 3, API_VERSIONS_BODY).error_code == 0
 

@@ -21,8 +21,9 @@ import asyncio
 import contextlib
 import logging
 import time
+import uuid
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from klog.daemon.config_changes import read_entity_config
 from klog.daemon.controller import channel, identity, leader_balance, reassignment, receiver
@@ -38,14 +39,23 @@ from klog.daemon.metastore.base import (
     SessionExpiredError,
     SetOp,
     WatchedEvent,
+    Watcher,
+    ZnodeStat,
 )
 from klog.daemon.tasks import answer, returning, stop_task
 from klog.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
-    from klog.daemon.broker import Broker
+    from klog.daemon.config.broker import BrokerConfig
+    from klog.daemon.config.dynamic import DynamicBrokerConfig
+    from klog.daemon.metadata_cache import MetadataCache
+    from klog.daemon.metastore.base import MetadataStore
+    from klog.storage.log_manager import LogManager
 
 log = logging.getLogger(__name__)
+
+_P = ParamSpec("_P")
+_T = TypeVar("_T")
 
 LEADER_AND_ISR, STOP_REPLICA, UPDATE_METADATA = 4, 5, 6
 #: New partitions announced per LeaderAndIsr/UpdateMetadata step (see _send_new_partitions).
@@ -56,9 +66,23 @@ TopicPartition = tuple[str, int]
 
 
 class Controller:
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
-        self.broker_id = broker.broker_id
+    """The controller of a cluster (standalone: of the one broker). Each broker runs one; the
+    one that wins the election in the metastore is active. Decisions reach this broker
+    in-process through its ``ControlRequestReceiver``, other brokers over the channel."""
+
+    def __init__(self, broker_id: int, config: DynamicBrokerConfig, metastore: MetadataStore,
+                 metadata_cache: MetadataCache, controller_identity: identity.ControllerIdentity,
+                 control_requests: receiver.ControlRequestReceiver,
+                 log_manager: LogManager) -> None:
+        self.broker_id = broker_id
+        self.config = config
+        self.store = metastore
+        self.metadata_cache = metadata_cache
+        self.controller_identity = controller_identity
+        self.control_requests = control_requests
+        self.log_manager = log_manager
+        # A dynamic switch of unclean.leader.election.enable to true elects at once.
+        config.add_reconfigurable(self._reconfigure)
         self.active = False
         self.epoch = 0
         self.topics: dict[str, paths.TopicAssignment] = {}
@@ -82,9 +106,9 @@ class Controller:
         # Partition reassignments (KIP-455) and /admin/reassign_partitions (R).
         self.reassignments = reassignment.ReassignmentManager(self)
 
-    @property
-    def store(self) -> Any:
-        return self.broker.metastore
+    def _reconfigure(self, old: BrokerConfig, new: BrokerConfig) -> None:
+        if new.unclean_leader_election_enable and not old.unclean_leader_election_enable:
+            self.unclean_enabled_changed(None)
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -150,7 +174,7 @@ class Controller:
         self._queue.put_nowait(("controlled_shutdown", (broker_id, broker_epoch, future)))
         return await future
 
-    def _watcher(self, kind: str, arg: Any = None) -> Any:
+    def _watcher(self, kind: str, arg: object = None) -> Watcher:
         loop = self._loop
         assert loop is not None
 
@@ -217,7 +241,8 @@ class Controller:
         elif kind == "reassign_isr":
             await self.reassignments.on_isr_watch(arg)
 
-    async def _call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+    async def _call(self, fn: Callable[_P, _T], *args: _P.args, **kwargs: _P.kwargs) -> _T:
+        """A blocking metastore call, made in a worker thread."""
         return await asyncio.to_thread(fn, *args, **kwargs)
 
     # -- election ---------------------------------------------------------------------------
@@ -231,13 +256,13 @@ class Controller:
                 data, _ = await self._call(self.store.get, paths.CONTROLLER,
                                            self._watcher("controller_change"))
                 registration = paths.ControllerRegistration.decode(data)
-                self.broker.metadata_cache.controller_id = registration.broker_id
+                self.metadata_cache.controller_id = registration.broker_id
                 if self.active and registration.broker_id != self.broker_id:
                     log.info("broker %d is no longer the controller", self.broker_id)
                     await self._resign()
                 # Whose control requests this broker obeys from now on (with the epoch
                 # of that election, read as a consistent pair).
-                self.broker.controller_identity.learned(
+                self.controller_identity.learned(
                     *await self._call(identity.read_active_controller, self.store))
             except NoNodeError:
                 self._queue.put_nowait(("controller_change", None))
@@ -245,16 +270,16 @@ class Controller:
         await self._call(self.store.exists, paths.CONTROLLER,
                          self._watcher("controller_change"))
         self.active = True
-        self.broker.controller_epoch = max(self.broker.controller_epoch, self.epoch)
-        self.broker.controller_identity.learned(self.broker_id, self.epoch)
-        config = self.broker.config
+        self.control_requests.controller_elected(self.epoch)
+        self.controller_identity.learned(self.broker_id, self.epoch)
+        config = self.config.current
         self.channel = channel.ControllerChannelManager(
             self.broker_id, config.inter_broker_listener_name,
             config.controller_socket_timeout_ms)
         self.live_brokers = {}
         self.broker_epochs = {}
         self.shutting_down = set()
-        self.broker.metadata_cache.controller_id = self.broker_id
+        self.metadata_cache.controller_id = self.broker_id
         log.info("broker %d is the controller (epoch %d)", self.broker_id, self.epoch)
         await self._on_failover()
 
@@ -277,7 +302,7 @@ class Controller:
 
     async def _on_failover(self) -> None:
         await self._read_brokers()
-        if not self.broker.config.zookeeper_connect:
+        if not self.config.current.zookeeper_connect:
             await self._call(self._adopt_orphan_logs)
         names = await self._call(self.store.get_children, paths.BROKER_TOPICS,
                                  self._watcher("topics"))
@@ -311,9 +336,8 @@ class Controller:
         """Standalone: partitions found in the log dirs that the metastore does not know
         (a log dir written by Apache Kafka, or by a klog whose metastore was lost) become
         topics again, each partition on this broker."""
-        assert self.broker.log_manager is not None
         found: dict[str, set[int]] = {}
-        for topic, partition in self.broker.log_manager.all_logs():
+        for topic, partition in self.log_manager.all_logs():
             found.setdefault(topic, set()).add(partition)
         for topic, parts in found.items():
             if self.store.exists(paths.topic_path(topic)) is not None:
@@ -468,7 +492,7 @@ class Controller:
         """unclean.leader.election.enable for ``topic``: its override in /config/topics,
         else the broker's setting -- read when needed, as Kafka's controller does, so an
         override written a moment ago counts. Blocking (metastore): off the loop."""
-        default = bool(self.broker.config.unclean_leader_election_enable)
+        default = bool(self.config.current.unclean_leader_election_enable)
         try:
             overrides = read_entity_config(self.store, paths.CONFIG_TYPE_TOPIC, topic)
         except Exception as exc:  # the metastore is unreachable: the broker's setting
@@ -565,7 +589,7 @@ class Controller:
                 stat = self._write_state(path, s)
             self.states[(s.topic, s.partition)] = _replace(s, zk_version=stat.version)
 
-    def _write_state(self, path: str, s: PartitionState) -> Any:
+    def _write_state(self, path: str, s: PartitionState) -> ZnodeStat:
         return self.store.set(path, paths.LeaderIsrAndControllerEpoch(
             leader=s.leader, leader_epoch=s.leader_epoch, isr=tuple(s.isr),
             controller_epoch=s.controller_epoch).encode(), version=s.zk_version)
@@ -609,7 +633,7 @@ class Controller:
             names = await self._call(self.store.get_children, paths.DELETE_TOPICS,
                                      self._watcher("delete_topics"))
         for name in names:
-            if not self.broker.config.delete_topic_enable:
+            if not self.config.current.delete_topic_enable:
                 await self._call(self._delete_quietly, paths.delete_topic_path(name))
                 continue
             if name in self.topics:
@@ -648,7 +672,7 @@ class Controller:
         self.topics.pop(name, None)
         for tp in [tp for tp in self.states if tp[0] == name]:
             del self.states[tp]
-        self.broker.apply_topic_deletion(name)
+        self.control_requests.topic_deleted(name)
 
     async def _remove_from_isr(self, gone: set[int],
                                skip: set[TopicPartition]) -> list[PartitionState]:
@@ -830,17 +854,17 @@ class Controller:
         thousands of files to create, which must not stall every client for seconds."""
         for start in range(0, len(states), NEW_PARTITIONS_STEP):
             step = states[start:start + NEW_PARTITIONS_STEP]
-            await self.broker.prepare_logs(step)
+            await self.control_requests.prepare_logs(step)
             self._send(step)
 
-    def _topic_ids(self) -> dict[str, Any]:
+    def _topic_ids(self) -> dict[str, uuid.UUID]:
         return {t: a.topic_id for t, a in self.topics.items() if a.topic_id is not None}
 
     def _send_leader_and_isr(self, broker_id: int, states: list[PartitionState]) -> None:
         if broker_id == self.broker_id:
-            receiver.leader_and_isr(self.broker, self.broker_id, self.epoch,
-                                    self.broker_epochs.get(broker_id, -1), states,
-                                    self._topic_ids())
+            self.control_requests.leader_and_isr(
+                self.broker_id, self.epoch, self.broker_epochs.get(broker_id, -1), states,
+                self._topic_ids())
             return
         if self.channel is None:
             return
@@ -862,8 +886,8 @@ class Controller:
         for broker_id in targets:
             epoch = self.broker_epochs.get(broker_id, -1)
             if broker_id == self.broker_id:
-                receiver.update_metadata(self.broker, self.broker_id, self.epoch, epoch,
-                                         brokers, states, topic_ids)
+                self.control_requests.update_metadata(self.broker_id, self.epoch, epoch,
+                                                      brokers, states, topic_ids)
             elif self.channel is not None:
                 values = channel.update_metadata_values(self.broker_id, self.epoch, epoch,
                                                         brokers, states, topic_ids)
@@ -876,8 +900,8 @@ class Controller:
         broker_epoch = self.broker_epochs.get(broker_id, -1)
         pairs = [(tp, epochs.get(tp, -1)) for tp in tps]
         if broker_id == self.broker_id:
-            receiver.stop_replica(self.broker, self.epoch, broker_epoch,
-                                  [(tp, e, delete) for tp, e in pairs])
+            self.control_requests.stop_replica(self.epoch, broker_epoch,
+                                               [(tp, e, delete) for tp, e in pairs])
         elif self.channel is not None:
             values = channel.stop_replica_values(self.broker_id, self.epoch, broker_epoch,
                                                  pairs, delete)

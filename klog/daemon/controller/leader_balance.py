@@ -49,6 +49,7 @@ from klog.daemon.metastore.base import (
     NoNodeError,
     SessionExpiredError,
     SetOp,
+    Watcher,
 )
 from klog.daemon.tasks import answer, returning
 from klog.protocol.errors import ErrorCode
@@ -175,7 +176,7 @@ class LeaderBalancer:
             await self._on_znode()
         elif kind == AUTO_LEADER_REBALANCE:
             try:
-                if c.broker.config.auto_leader_rebalance_enable:
+                if c.config.current.auto_leader_rebalance_enable:
                     await self.check_and_trigger_auto_rebalance()
             finally:
                 self._schedule(self._interval())
@@ -184,7 +185,7 @@ class LeaderBalancer:
         """Just became controller: run an election left pending in the znode, start the
         automatic checks."""
         await self._on_znode()
-        if self.controller.broker.config.auto_leader_rebalance_enable:
+        if self.controller.config.current.auto_leader_rebalance_enable:
             self._schedule(min(FIRST_CHECK_DELAY_S, self._interval()))
 
     def on_resign(self) -> None:
@@ -193,7 +194,7 @@ class LeaderBalancer:
             self._timer = None
 
     def _interval(self) -> float:
-        return float(max(1, self.controller.broker.config.leader_imbalance_check_interval_seconds))
+        return float(max(1, self.controller.config.current.leader_imbalance_check_interval_seconds))
 
     def _schedule(self, delay: float) -> None:
         self.on_resign()
@@ -205,7 +206,7 @@ class LeaderBalancer:
 
     # -- /admin/preferred_replica_election
 
-    def _watch(self) -> Any:
+    def _watch(self) -> Watcher:
         return self.controller._watcher(PREFERRED_REPLICA_ELECTION)
 
     async def _on_znode(self) -> None:
@@ -242,7 +243,7 @@ class LeaderBalancer:
         leaders = {tp: s.leader for tp, s in c.states.items()}
         reassigning = getattr(c, "is_reassigning", None)
         results: dict[TopicPartition, Result] = {}
-        percentage = c.broker.config.leader_imbalance_per_broker_percentage
+        percentage = c.config.current.leader_imbalance_per_broker_percentage
         for broker, tps in sorted(imbalanced_brokers(assignments, leaders, percentage).items()):
             candidates = [tp for tp in tps
                           if not (reassigning is not None and reassigning(tp))

@@ -29,8 +29,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, ParamSpec, TypeVar
 
 from klog.daemon.metadata_cache import PartitionState
 from klog.daemon.metastore import paths
@@ -41,6 +41,9 @@ if TYPE_CHECKING:
     from klog.daemon.controller.controller import Controller
 
 log = logging.getLogger(__name__)
+
+_P = ParamSpec("_P")
+_T = TypeVar("_T")
 
 TopicPartition = tuple[str, int]
 Result = tuple[int, str | None]
@@ -357,8 +360,8 @@ class ReassignmentManager:
 
     # -- metastore helpers ------------------------------------------------------------------
 
-    async def _call(self, fn: Any, *args: Any) -> Any:
-        return await self.controller._call(fn, *args)
+    async def _call(self, fn: Callable[_P, _T], *args: _P.args, **kwargs: _P.kwargs) -> _T:
+        return await self.controller._call(fn, *args, **kwargs)
 
     async def _write_assignment(self, tp: TopicPartition, new: paths.ReplicaAssignment) -> None:
         """Compare-and-set the partition's entry in /brokers/topics/<t>."""

@@ -20,7 +20,7 @@ controller ZooKeeper names (standalone: never); then:
 - StopReplica v3+: a leader epoch older than the partition's is FENCED_LEADER_EPOCH.
 
 Everything runs on the event loop thread (handlers and the controller's task), which is
-what serialises it; ``Broker.controller_epoch`` is only touched here.
+what serialises it; the controller epoch is only touched here.
 """
 
 from __future__ import annotations
@@ -28,13 +28,14 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-from klog.daemon.metadata_cache import BrokerInfo, PartitionState
+from klog.daemon.metadata_cache import BrokerInfo, MetadataCache, PartitionState
 from klog.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
-    from klog.daemon.broker import Broker
+    from klog.daemon.replica_manager import ReplicaManager
+    from klog.daemon.topic_configs import TopicConfigs
 
 log = logging.getLogger(__name__)
 
@@ -48,93 +49,172 @@ EPOCH_DURING_DELETE = -2
 UNKNOWN_BROKER_EPOCH = -1
 
 
-def fence(broker: Broker, controller_epoch: int, broker_epoch: int) -> int:
-    """The error that refuses this control request, or 0 (NONE) to obey it."""
-    if broker_epoch != UNKNOWN_BROKER_EPOCH and broker_epoch < broker.broker_epoch:
-        log.warning("ignoring a controller request for broker epoch %d (current %d)",
-                    broker_epoch, broker.broker_epoch)
-        return int(ErrorCode.STALE_BROKER_EPOCH)
-    if controller_epoch < broker.controller_epoch:
-        log.warning("ignoring a request from controller epoch %d: the latest known is %d",
-                    controller_epoch, broker.controller_epoch)
-        return int(ErrorCode.STALE_CONTROLLER_EPOCH)
-    return 0
+class LeadershipListener(Protocol):
+    """Told of leadership changes after they are applied (the group metadata manager loads
+    and unloads the offsets partitions it leads: Kafka's onLeadershipChange)."""
+
+    def on_leader_and_isr(self, states: list[PartitionState],
+                          errors: dict[TopicPartition, int]) -> None: ...
+
+    def on_stop_replica(self, tps: list[TopicPartition]) -> None: ...
 
 
-def leader_and_isr(broker: Broker, controller_id: int, controller_epoch: int,
-                   broker_epoch: int, states: list[PartitionState],
-                   topic_ids: dict[str, uuid.UUID]) -> tuple[int, dict[TopicPartition, int]]:
-    """Apply a LeaderAndIsr request: (top-level error, error per partition)."""
-    error = fence(broker, controller_epoch, broker_epoch)
-    if error:
-        return error, {(s.topic, s.partition): error for s in states}
-    broker.controller_epoch = controller_epoch
-    rm = broker.replica_manager
-    assert rm is not None
-    errors: dict[TopicPartition, int] = {}
-    accepted: list[PartitionState] = []
-    for s in states:
-        tp = (s.topic, s.partition)
-        if broker.broker_id not in s.replicas:
-            errors[tp] = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-            continue
-        current = rm.get_partition(s.topic, s.partition)
-        if current is not None and s.leader_epoch <= current.leader_epoch:
-            # Already applied (e.g. a new controller re-sending every state) or older.
-            log.debug("ignoring LeaderAndIsr for %s-%d from controller %d: leader epoch %d "
-                      "is not newer than %d", s.topic, s.partition, controller_id,
-                      s.leader_epoch, current.leader_epoch)
-            errors[tp] = int(ErrorCode.STALE_CONTROLLER_EPOCH)
-            continue
-        accepted.append(s)
-    if accepted:
-        errors.update(broker.apply_leader_and_isr(accepted, topic_ids))
-    return 0, errors
+class ControlRequestReceiver:
+    """This broker's side of LeaderAndIsr, UpdateMetadata and StopReplica (module docstring):
+    the controller and broker epochs it fences with, and the components a decision reaches."""
 
+    def __init__(self, broker_id: int, replica_manager: ReplicaManager,
+                 metadata_cache: MetadataCache, topic_configs: TopicConfigs) -> None:
+        self.broker_id = broker_id
+        self.replica_manager = replica_manager
+        self.metadata_cache = metadata_cache
+        self.topic_configs = topic_configs
+        #: The newest controller epoch obeyed.
+        self.controller_epoch = -1
+        #: This broker's epoch: the czxid of its /brokers/ids registration (set by the
+        #: broker when it registers).
+        self.broker_epoch = -1
+        self._listeners: list[LeadershipListener] = []
 
-def update_metadata(broker: Broker, controller_id: int, controller_epoch: int,
-                    broker_epoch: int, brokers: list[BrokerInfo],
-                    states: list[PartitionState], topic_ids: dict[str, uuid.UUID]) -> int:
-    """Apply an UpdateMetadata request; returns its error code."""
-    error = fence(broker, controller_epoch, broker_epoch)
-    if error:
-        return error
-    broker.controller_epoch = controller_epoch
-    deleted = {s.topic for s in states if s.leader == LEADER_DURING_DELETE}
-    live = [s for s in states if s.leader != LEADER_DURING_DELETE]
-    broker.apply_update_metadata(brokers, controller_id, live, topic_ids)
-    for topic in deleted:
-        broker.apply_topic_deletion(topic)
-    return 0
+    def add_leadership_listener(self, listener: LeadershipListener) -> None:
+        self._listeners.append(listener)
 
+    def fence(self, controller_epoch: int, broker_epoch: int) -> int:
+        """The error that refuses this control request, or 0 (NONE) to obey it."""
+        if broker_epoch != UNKNOWN_BROKER_EPOCH and broker_epoch < self.broker_epoch:
+            log.warning("ignoring a controller request for broker epoch %d (current %d)",
+                        broker_epoch, self.broker_epoch)
+            return int(ErrorCode.STALE_BROKER_EPOCH)
+        if controller_epoch < self.controller_epoch:
+            log.warning("ignoring a request from controller epoch %d: the latest known is %d",
+                        controller_epoch, self.controller_epoch)
+            return int(ErrorCode.STALE_CONTROLLER_EPOCH)
+        return 0
 
-def stop_replica(broker: Broker, controller_epoch: int, broker_epoch: int,
-                 partitions: Iterable[tuple[TopicPartition, int, bool]]
-                 ) -> tuple[int, dict[TopicPartition, int]]:
-    """Apply a StopReplica request: ``partitions`` are (tp, leader epoch, delete)."""
-    partitions = list(partitions)
-    error = fence(broker, controller_epoch, broker_epoch)
-    if error:
-        return error, {tp: error for tp, _, _ in partitions}
-    broker.controller_epoch = controller_epoch
-    rm = broker.replica_manager
-    assert rm is not None
-    errors: dict[TopicPartition, int] = {}
-    keep: list[TopicPartition] = []
-    delete: list[TopicPartition] = []
-    for tp, leader_epoch, remove in partitions:
-        current = rm.get_partition(*tp)
-        if (current is not None and leader_epoch not in (-1, EPOCH_DURING_DELETE)
-                and leader_epoch < current.leader_epoch):
-            errors[tp] = int(ErrorCode.FENCED_LEADER_EPOCH)
-            continue
-        (delete if remove else keep).append(tp)
-        errors[tp] = 0
-    if keep:
-        broker.apply_stop_replica(keep, False)
-    if delete:
-        broker.apply_stop_replica(delete, True)
-    return 0, errors
+    def controller_elected(self, epoch: int) -> None:
+        """This broker won the controller election at ``epoch``."""
+        self.controller_epoch = max(self.controller_epoch, epoch)
+
+    # -- LeaderAndIsr ------------------------------------------------------------------------
+
+    async def prepare_logs(self, states: Iterable[PartitionState]) -> None:
+        """Before a LeaderAndIsr is applied: create the logs it will need here, off the
+        event loop (klog/daemon/replica_manager.py ``create_logs``)."""
+        mine = [s for s in states if self.broker_id in s.replicas]
+        # The logs are made with their topics' configs.
+        self.topic_configs.load_missing({s.topic for s in mine})
+        await self.replica_manager.create_logs(mine)
+
+    async def handle_leader_and_isr(self, controller_id: int, controller_epoch: int,
+                                    broker_epoch: int, states: list[PartitionState],
+                                    topic_ids: dict[str, uuid.UUID]
+                                    ) -> tuple[int, dict[TopicPartition, int]]:
+        """A LeaderAndIsr from the wire: fence, make the new logs off the event loop
+        (thousands of files), then apply."""
+        if self.fence(controller_epoch, broker_epoch) == 0:
+            await self.prepare_logs(states)
+        return self.leader_and_isr(controller_id, controller_epoch, broker_epoch, states,
+                                   topic_ids)
+
+    def leader_and_isr(self, controller_id: int, controller_epoch: int, broker_epoch: int,
+                       states: list[PartitionState], topic_ids: dict[str, uuid.UUID]
+                       ) -> tuple[int, dict[TopicPartition, int]]:
+        """Apply a LeaderAndIsr request: (top-level error, error per partition)."""
+        error = self.fence(controller_epoch, broker_epoch)
+        if error:
+            return error, {(s.topic, s.partition): error for s in states}
+        self.controller_epoch = controller_epoch
+        rm = self.replica_manager
+        errors: dict[TopicPartition, int] = {}
+        accepted: list[PartitionState] = []
+        for s in states:
+            tp = (s.topic, s.partition)
+            if self.broker_id not in s.replicas:
+                errors[tp] = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                continue
+            current = rm.get_partition(s.topic, s.partition)
+            if current is not None and s.leader_epoch <= current.leader_epoch:
+                # Already applied (e.g. a new controller re-sending every state) or older.
+                log.debug("ignoring LeaderAndIsr for %s-%d from controller %d: leader epoch "
+                          "%d is not newer than %d", s.topic, s.partition, controller_id,
+                          s.leader_epoch, current.leader_epoch)
+                errors[tp] = int(ErrorCode.STALE_CONTROLLER_EPOCH)
+                continue
+            accepted.append(s)
+        if accepted:
+            errors.update(self.become_leader_or_follower(accepted, topic_ids))
+        return 0, errors
+
+    def become_leader_or_follower(self, states: list[PartitionState],
+                                  topic_ids: dict[str, uuid.UUID]) -> dict[TopicPartition, int]:
+        """Take the roles the controller decided (creating logs as needed), past fencing."""
+        self.topic_configs.load_missing({s.topic for s in states})
+        errors = self.replica_manager.become_leader_or_follower(states)
+        self.metadata_cache.topic_ids.update(topic_ids)
+        for listener in self._listeners:
+            listener.on_leader_and_isr(states, errors)
+        return errors
+
+    # -- UpdateMetadata ----------------------------------------------------------------------
+
+    def update_metadata(self, controller_id: int, controller_epoch: int, broker_epoch: int,
+                        brokers: list[BrokerInfo], states: list[PartitionState],
+                        topic_ids: dict[str, uuid.UUID]) -> int:
+        """Apply an UpdateMetadata request; returns its error code."""
+        error = self.fence(controller_epoch, broker_epoch)
+        if error:
+            return error
+        self.controller_epoch = controller_epoch
+        deleted = {s.topic for s in states if s.leader == LEADER_DURING_DELETE}
+        live = [s for s in states if s.leader != LEADER_DURING_DELETE]
+        cache = self.metadata_cache
+        cache.update_brokers(brokers, controller_id)
+        cache.update_partitions(live, topic_ids)
+        for topic in deleted:
+            self.topic_deleted(topic)
+        cache.changed()
+        return 0
+
+    def topic_deleted(self, topic: str) -> None:
+        """The topic is gone from the cluster: forget its metadata and configs."""
+        self.metadata_cache.remove_topic(topic)
+        self.topic_configs.remove(topic)
+        self.metadata_cache.changed()
+
+    # -- StopReplica -------------------------------------------------------------------------
+
+    def stop_replica(self, controller_epoch: int, broker_epoch: int,
+                     partitions: Iterable[tuple[TopicPartition, int, bool]]
+                     ) -> tuple[int, dict[TopicPartition, int]]:
+        """Apply a StopReplica request: ``partitions`` are (tp, leader epoch, delete)."""
+        partitions = list(partitions)
+        error = self.fence(controller_epoch, broker_epoch)
+        if error:
+            return error, {tp: error for tp, _, _ in partitions}
+        self.controller_epoch = controller_epoch
+        rm = self.replica_manager
+        errors: dict[TopicPartition, int] = {}
+        keep: list[TopicPartition] = []
+        delete: list[TopicPartition] = []
+        for tp, leader_epoch, remove in partitions:
+            current = rm.get_partition(*tp)
+            if (current is not None and leader_epoch not in (-1, EPOCH_DURING_DELETE)
+                    and leader_epoch < current.leader_epoch):
+                errors[tp] = int(ErrorCode.FENCED_LEADER_EPOCH)
+                continue
+            (delete if remove else keep).append(tp)
+            errors[tp] = 0
+        if keep:
+            self.stop_replicas(keep, False)
+        if delete:
+            self.stop_replicas(delete, True)
+        return 0, errors
+
+    def stop_replicas(self, tps: list[TopicPartition], delete: bool) -> None:
+        """Stop hosting (and with ``delete``, delete) these replicas, past fencing."""
+        for listener in self._listeners:
+            listener.on_stop_replica(tps)
+        self.replica_manager.stop_replicas(tps, delete)
 
 
 # -- wire entities -> values ----------------------------------------------------------------

@@ -23,28 +23,32 @@ from klog.protocol import apis, inter_broker
 from klog.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
-    from klog.daemon.broker import Broker
+    from klog.daemon.config.broker import BrokerConfig
+    from klog.daemon.controller.controller import Controller
+    from klog.daemon.metadata_cache import MetadataCache
 
 log = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
 
 
-async def controlled_shutdown(broker: Broker) -> bool:
-    """Ask the controller to move this broker's leaderships; True when none remain."""
-    config = broker.config
+async def controlled_shutdown(config: BrokerConfig, broker_id: int, broker_epoch: int,
+                              controller: Controller, metadata_cache: MetadataCache) -> bool:
+    """Ask the controller to move this broker's leaderships (``controller`` when it is this
+    broker's, else the one ``metadata_cache`` names); True when none remain."""
     if not config.controlled_shutdown_enable:
         return False
     retries = max(config.controlled_shutdown_max_retries, 1)
     backoff = max(config.controlled_shutdown_retry_backoff_ms, 0) / 1000
     for attempt in range(1, retries + 1):
         try:
-            error, remaining = await _attempt(broker)
+            error, remaining = await _attempt(config, broker_id, broker_epoch, controller,
+                                             metadata_cache)
         except (KafkaClientError, OSError) as exc:
             error, remaining = -1, []
             log.warning("controlled shutdown attempt %d: %s", attempt, exc)
         if error == 0 and not remaining:
-            log.info("controlled shutdown of broker %d succeeded", broker.broker_id)
+            log.info("controlled shutdown of broker %d succeeded", broker_id)
             return True
         if error > 0:
             log.warning("controlled shutdown attempt %d: the controller answered %s",
@@ -56,25 +60,26 @@ async def controlled_shutdown(broker: Broker) -> bool:
         if attempt < retries:
             await asyncio.sleep(backoff)
     log.warning("controlled shutdown of broker %d did not complete; shutting down anyway",
-                broker.broker_id)
+                broker_id)
     return False
 
 
-async def _attempt(broker: Broker) -> tuple[int, list[TopicPartition]]:
-    controller = broker.controller
-    if controller is not None and controller.active:
-        return await controller.controlled_shutdown(broker.broker_id, broker.broker_epoch)
-    controller_id = broker.metadata_cache.controller_id
-    info = broker.metadata_cache.broker(controller_id)
+async def _attempt(config: BrokerConfig, broker_id: int, broker_epoch: int,
+                   controller: Controller, metadata_cache: MetadataCache
+                   ) -> tuple[int, list[TopicPartition]]:
+    if controller.active:
+        return await controller.controlled_shutdown(broker_id, broker_epoch)
+    controller_id = metadata_cache.controller_id
+    info = metadata_cache.broker(controller_id)
     if info is None:
         return int(ErrorCode.NOT_CONTROLLER), []
-    listener = broker.config.inter_broker_listener_name
+    listener = config.inter_broker_listener_name
     endpoint = info.endpoint(listener) or (info.endpoints[0] if info.endpoints else None)
     if endpoint is None:
         return int(ErrorCode.BROKER_NOT_AVAILABLE), []
-    timeout = max(broker.config.controller_socket_timeout_ms, 100) / 1000
+    timeout = max(config.controller_socket_timeout_ms, 100) / 1000
     conn = BrokerConnection(controller_id, endpoint.host or "127.0.0.1", endpoint.port,
-                            client_id=f"broker-{broker.broker_id}-controlled-shutdown")
+                            client_id=f"broker-{broker_id}-controlled-shutdown")
     try:
         await conn.connect(timeout)
         theirs = conn.api_versions.get(inter_broker.CONTROLLED_SHUTDOWN)
@@ -86,7 +91,7 @@ async def _attempt(broker: Broker) -> tuple[int, list[TopicPartition]]:
         if version < max(1, theirs[0]):
             return int(ErrorCode.UNSUPPORTED_VERSION), []
         entity = build_request(spec.request_entity(version), {
-            "broker_id": broker.broker_id, "broker_epoch": broker.broker_epoch})
+            "broker_id": broker_id, "broker_epoch": broker_epoch})
         response = await conn.request(inter_broker.CONTROLLED_SHUTDOWN, version, entity,
                                       timeout=timeout)
     finally:

@@ -54,7 +54,8 @@ from klog.protocol.errors import ErrorCode
 from klog.protocol.internal_topics import GroupMetadataValue
 
 if TYPE_CHECKING:
-    from klog.daemon.broker import Broker
+    from klog.daemon.config.broker import BrokerConfig
+    from klog.daemon.config.dynamic import DynamicBrokerConfig
     from klog.daemon.group.metadata_manager import GroupMetadataManager
 
 log = logging.getLogger(__name__)
@@ -196,8 +197,8 @@ def _sync_key(group_id: str) -> tuple[str, str]:
 class GroupCoordinator:
     """See the module docstring. ``groups`` maps group id -> GroupMetadata (this broker's)."""
 
-    def __init__(self, broker: Broker, manager: GroupMetadataManager) -> None:
-        self.broker = broker
+    def __init__(self, config: DynamicBrokerConfig, manager: GroupMetadataManager) -> None:
+        self.config = config
         self.manager = manager
         self.groups: dict[str, GroupMetadata] = {}
         self._active = False
@@ -209,6 +210,7 @@ class GroupCoordinator:
         manager.on_group_loaded = self.on_group_loaded
         manager.on_partition_unloaded = self.on_partition_unloaded
         manager.on_group_removed = self.on_group_removed
+        manager.group_state_of = self.group_state
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -232,10 +234,10 @@ class GroupCoordinator:
     def _ensure_purgatories(self) -> None:
         if self._heartbeat_purgatory is not None:
             return
-        timer = getattr(self.broker, "timer", None)
-        if timer is None:
-            timer = Timer()
-            self._owns_timer = True
+        # Its own timer: the group delays' expirations never queue behind produce's and
+        # fetch's on the replica manager's.
+        timer = Timer()
+        self._owns_timer = True
         self._timer = timer
         self._heartbeat_purgatory = DelayedOperationPurgatory("Heartbeat", timer)
         self._rebalance_purgatory = DelayedOperationPurgatory("Rebalance", timer)
@@ -265,8 +267,8 @@ class GroupCoordinator:
     # -- config ---------------------------------------------------------------------------
 
     @property
-    def _config(self) -> Any:
-        return self.broker.config
+    def _config(self) -> BrokerConfig:
+        return self.config.current
 
     # -- validation -----------------------------------------------------------------------
 

@@ -25,8 +25,8 @@ Owns, for the partitions of ``__consumer_offsets`` this broker leads:
   explicit v1 expire timestamp wins. Expired offsets get tombstones; an Empty group left
   without offsets becomes Dead: its metadata gets a tombstone too (``on_group_removed``).
 
-Group state comes from the coordinator when it is there (``broker.group_coordinator
-.group_state``), else from the last stored metadata value (no members = Empty).
+Group state comes from the coordinator when it holds the group (the ``group_state_of``
+hook it sets), else from the last stored metadata value (no members = Empty).
 
 Runs on the broker's event loop thread (all state is touched there only; the loader thread
 builds its own result and hands it back). Appends to one partition are grouped: the records
@@ -67,8 +67,11 @@ from klog.protocol.records.decode import iter_records
 from klog.protocol.records.v2 import BatchBuilder
 
 if TYPE_CHECKING:
-    from klog.daemon.broker import Broker
-    from klog.daemon.metadata_cache import PartitionState
+    from klog.daemon.admin import AdminManager
+    from klog.daemon.config.broker import BrokerConfig
+    from klog.daemon.config.dynamic import DynamicBrokerConfig
+    from klog.daemon.metadata_cache import MetadataCache, PartitionState
+    from klog.daemon.replica_manager import ReplicaManager
     from klog.storage.log import PartitionLog
 
 log = logging.getLogger(__name__)
@@ -344,9 +347,15 @@ def read_offsets_partition(plog: PartitionLog, buffer_size: int,
 class GroupMetadataManager:
     """See the module docstring. Lives on the broker's event loop thread."""
 
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
-        self.config = broker.config
+    def __init__(self, broker_id: int, config: DynamicBrokerConfig,
+                 metadata_cache: MetadataCache, replica_manager: ReplicaManager,
+                 admin: AdminManager) -> None:
+        self.broker_id = broker_id
+        self._config = config
+        self.metadata_cache = metadata_cache
+        self.replica_manager = replica_manager
+        # Creates __consumer_offsets when a group first needs it.
+        self.admin = admin
         self.clock: Callable[[], int] = lambda: int(time.time() * 1000)
         # group -> (topic, partition) -> committed offset; groups of owned partitions only.
         self._offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]] = {}
@@ -372,6 +381,12 @@ class GroupMetadataManager:
         self.on_partition_unloaded: Callable[[int], None] = lambda p: None
         # An Empty group whose last offsets expired: Kafka makes it Dead and forgets it.
         self.on_group_removed: Callable[[str], None] = lambda g: None
+        # The state of a group the coordinator holds (None: it holds no such group).
+        self.group_state_of: Callable[[str], str | None] = lambda g: None
+
+    @property
+    def config(self) -> BrokerConfig:
+        return self._config.current
 
     # -- where groups live -----------------------------------------------------------------
 
@@ -379,7 +394,7 @@ class GroupMetadataManager:
     def num_partitions(self) -> int:
         if self._partition_count is not None:
             return self._partition_count
-        existing = len(self.broker.metadata_cache.partitions(OFFSETS_TOPIC))
+        existing = len(self.metadata_cache.partitions(OFFSETS_TOPIC))
         if existing:
             # Fixed once the topic exists (as Kafka reads it once from ZooKeeper).
             self._partition_count = existing
@@ -428,7 +443,7 @@ class GroupMetadataManager:
     async def ensure_offsets_topic(self) -> None:
         """Create ``__consumer_offsets`` if it does not exist (once, however many ask) and
         wait a little for its leaders; failures are logged (callers see no coordinator)."""
-        if self.broker.metadata_cache.contains_topic(OFFSETS_TOPIC):
+        if self.metadata_cache.contains_topic(OFFSETS_TOPIC):
             return
         if self._creating is None or self._creating.done():
             self._creating = asyncio.get_running_loop().create_task(self._create_topic())
@@ -442,7 +457,7 @@ class GroupMetadataManager:
             replication_factor=self.config.offsets_topic_replication_factor,
             configs=self.offsets_topic_configs(),
         )
-        results = await self.broker.admin.create_topics([spec], timeout_ms=_CREATE_WAIT_MS)
+        results = await self.admin.create_topics([spec], timeout_ms=_CREATE_WAIT_MS)
         result = results[OFFSETS_TOPIC]
         if result.error_code not in (0, int(ErrorCode.TOPIC_ALREADY_EXISTS)):
             log.warning("cannot create %s: %s (%s)", OFFSETS_TOPIC,
@@ -456,7 +471,7 @@ class GroupMetadataManager:
     def on_leader_and_isr(self, states: Iterable[PartitionState],
                           errors: Mapping[TopicPartition, int]) -> None:
         """After LeaderAndIsr: load the offsets partitions led here, unload the others."""
-        broker_id = self.broker.broker_id
+        broker_id = self.broker_id
         for state in states:
             if state.topic != OFFSETS_TOPIC or broker_id not in state.replicas:
                 continue
@@ -478,7 +493,7 @@ class GroupMetadataManager:
         generation = self._generation.get(partition, 0) + 1
         self._generation[partition] = generation
         self._loading[partition] = generation
-        loop = self.broker.loop or asyncio.get_running_loop()
+        loop = asyncio.get_running_loop()
         task = loop.create_task(self._load(partition, generation))
         self._load_tasks.add(task)
         task.add_done_callback(self._load_tasks.discard)
@@ -499,8 +514,7 @@ class GroupMetadataManager:
 
     async def _load(self, partition: int, generation: int) -> None:
         started = time.monotonic()
-        rm = self.broker.replica_manager
-        replica = None if rm is None else rm.get_partition(OFFSETS_TOPIC, partition)
+        replica = self.replica_manager.get_partition(OFFSETS_TOPIC, partition)
         if replica is None:
             self._loading.pop(partition, None)
             return
@@ -582,9 +596,7 @@ class GroupMetadataManager:
 
     async def _append_now(self, partition: int, records: list[tuple[bytes, bytes | None]],
                           timestamp: int) -> ErrorCode:
-        rm = self.broker.replica_manager
-        if rm is None:
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        rm = self.replica_manager
         builder = BatchBuilder(compression=self._codec())
         for key, value in records:
             builder.append(timestamp, key, value)
@@ -741,12 +753,9 @@ class GroupMetadataManager:
 
     def _group_state(self, group_id: str) -> tuple[str | None, bool]:
         """(state, known to the coordinator) -- state None for a group nobody knows."""
-        coordinator = getattr(self.broker, "group_coordinator", None)
-        group_state = getattr(coordinator, "group_state", None)
-        if callable(group_state):
-            state = group_state(group_id)
-            if state is not None:
-                return state, True
+        state = self.group_state_of(group_id)
+        if state is not None:
+            return state, True
         # Not a group the coordinator holds: the last stored metadata tells.
         value = self._group_values.get(group_id)
         if value is None:

@@ -1,38 +1,86 @@
 """Request handlers: one module per API family; ``HANDLERS`` maps api_key -> handler.
 
 A handler is ``async def handle(ctx, request) -> response`` where ``request`` is the
-decoded kio entity and the response is one of: a kio entity (usually made with
-``ctx.respond({...})`` from version-independent values), a list of chunks (bytes and
-file regions; the fetch response), None for no response at all (acks=0 produce), or a
-``Deferred`` whose awaitable gives one of those later (acks=-1 produce waiting for the ISR).
-Handlers stay thin: they translate between the wire entities and the broker's managers
-(ReplicaManager, AdminManager, ...), which hold the logic.
+decoded kio entity, ``ctx.services`` the broker's components it may call
+(``BrokerServices``, built by the broker's assembly; a test builds one of fakes), and the
+response is one of: a kio entity (usually made with ``ctx.respond({...})`` from
+version-independent values), a list of chunks (bytes and file regions; the fetch response),
+None for no response at all (acks=0 produce), or a ``Deferred`` whose awaitable gives one
+of those later (acks=-1 produce waiting for the ISR). Handlers stay thin: decode, one call
+to a component (ReplicaManager, AdminManager, GroupCoordinator, ...), which holds the
+logic, encode.
 """
 
 from __future__ import annotations
 
 import importlib
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from klog.protocol import apis
 from klog.protocol.entities import build
 from klog.protocol.framing import RequestHeader
 
 if TYPE_CHECKING:
-    from klog.daemon.broker import Broker
-    from klog.daemon.connection import Connection
+    from klog.daemon.admin import AdminManager
+    from klog.daemon.config.dynamic import DynamicBrokerConfig
+    from klog.daemon.controller import Controller
+    from klog.daemon.controller.identity import ControllerIdentity
+    from klog.daemon.controller.receiver import ControlRequestReceiver
+    from klog.daemon.group.coordinator import GroupCoordinator
+    from klog.daemon.group.metadata_manager import GroupMetadataManager
+    from klog.daemon.metadata_cache import MetadataCache
+    from klog.daemon.producer_ids import ProducerIdManager
+    from klog.daemon.replica_manager import ReplicaManager
 
 log = logging.getLogger(__name__)
+
+
+#: A decoded request: the kio entity of its api and version. kio makes one class per
+#: version, so no single type names them all; a handler reads the fields of its versions.
+Request = Any
+#: What a handler returns (module docstring): a kio response entity, a list of chunks,
+#: None, or a Deferred.
+Response = Any
+
+
+class ClientConnection(Protocol):
+    """The connection a request came on, as a handler sees it (klog/daemon/connection.py)."""
+
+    listener_name: str
+    peer: str
+
+    def close(self) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerServices:
+    """The broker's components as the handlers see them: each handler calls one of these.
+    Later capabilities (transaction coordinator, authorizer, quota manager) join here."""
+
+    broker_id: int
+    config: DynamicBrokerConfig
+    metadata_cache: MetadataCache
+    replica_manager: ReplicaManager
+    admin: AdminManager
+    group_coordinator: GroupCoordinator
+    group_manager: GroupMetadataManager
+    producer_ids: ProducerIdManager
+    controller: Controller
+    controller_identity: ControllerIdentity
+    control_requests: ControlRequestReceiver
+    #: The APIs and versions this broker announces and serves (Kafka's ApiVersionManager):
+    #: a standalone broker leaves out the inter-broker control APIs.
+    api_versions: Mapping[int, apis.VersionRange]
 
 
 @dataclass(slots=True)
 class RequestContext:
     header: RequestHeader
-    broker: Broker
-    connection: Connection | None
+    services: BrokerServices
+    connection: ClientConnection | None
 
     @property
     def api_version(self) -> int:
@@ -41,7 +89,7 @@ class RequestContext:
     @property
     def listener_name(self) -> str:
         if self.connection is None:
-            return self.broker.config.listeners[0].listener_name
+            return self.services.config.current.listeners[0].listener_name
         return self.connection.listener_name
 
     def close_connection(self, reason: str) -> None:
@@ -68,7 +116,8 @@ class Deferred:
     response: Awaitable[Any]
 
 
-Handler = Callable[[RequestContext, Any], Awaitable[Any]]
+# A coroutine function: the connection starts it with send(None) outside any task.
+Handler = Callable[[RequestContext, Request], Coroutine[Any, Any, Response]]
 
 # api_key -> module defining ``handle``; imported when the broker starts.
 _MODULES: dict[int, str] = {

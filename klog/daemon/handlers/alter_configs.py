@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from klog.daemon.handlers import RequestContext
+from klog.daemon.handlers import Request, RequestContext, Response
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: Request) -> Response:
     resources = [(r.resource_type, r.resource_name, {c.name: c.value for c in r.configs})
                  for r in request.resources]
-    results = await ctx.broker.admin.alter_configs(resources,
+    results = await ctx.services.admin.alter_configs(resources,
                                                    validate_only=request.validate_only)
     return ctx.respond({
         "throttle_time": 0,

@@ -6,15 +6,13 @@ refuses targets of another length (INVALID_REPLICATION_FACTOR)."""
 
 from __future__ import annotations
 
-from typing import Any
-
-from klog.daemon.handlers import RequestContext
+from klog.daemon.handlers import Request, RequestContext, Response
 from klog.protocol.errors import ErrorCode
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
-    controller = ctx.broker.controller
-    if controller is None or not controller.active:
+async def handle(ctx: RequestContext, request: Request) -> Response:
+    controller = ctx.services.controller
+    if not controller.active:
         return ctx.respond({"throttle_time": 0, "error_code": int(ErrorCode.NOT_CONTROLLER),
                             "error_message": None, "responses": []})
     targets: dict[tuple[str, int], list[int] | None] = {}

@@ -6,16 +6,11 @@ speak never reaches here (the connection answers it in v0 with UNSUPPORTED_VERSI
 
 from __future__ import annotations
 
-from typing import Any
-
-from klog.daemon.handlers import RequestContext
+from klog.daemon.handlers import Request, RequestContext, Response
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
-    if ctx.connection:
-        advertised = ctx.connection.server.advertised
-    else:
-        from klog.protocol.apis import ADVERTISED as advertised
+async def handle(ctx: RequestContext, request: Request) -> Response:
+    advertised = ctx.services.api_versions
     return ctx.respond({
         "error_code": 0,
         "api_keys": [

@@ -7,18 +7,16 @@ that check are the controller's, Controller.controlled_shutdown)."""
 
 from __future__ import annotations
 
-from typing import Any
-
-from klog.daemon.handlers import RequestContext
+from klog.daemon.handlers import Request, RequestContext, Response
 from klog.protocol.errors import ErrorCode
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
-    if not ctx.broker.controller_identity.cluster_action_allowed():
+async def handle(ctx: RequestContext, request: Request) -> Response:
+    if not ctx.services.controller_identity.cluster_action_allowed():
         return ctx.respond({"error_code": int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED),
                             "remaining_partitions": []})
-    controller = ctx.broker.controller
-    if controller is None or not controller.active:
+    controller = ctx.services.controller
+    if not controller.active:
         return ctx.respond({"error_code": int(ErrorCode.NOT_CONTROLLER),
                             "remaining_partitions": []})
     error, remaining = await controller.controlled_shutdown(

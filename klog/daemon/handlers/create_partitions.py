@@ -3,16 +3,14 @@ replicas of each new partition; validate_only checks without changing anything."
 
 from __future__ import annotations
 
-from typing import Any
-
 from klog.daemon.admin import ApiError, PartitionsSpec
-from klog.daemon.handlers import RequestContext
+from klog.daemon.handlers import Request, RequestContext, Response
 from klog.protocol.entities import as_millis
 from klog.protocol.errors import ErrorCode
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
-    admin = ctx.broker.admin
+async def handle(ctx: RequestContext, request: Request) -> Response:
+    admin = ctx.services.admin
     names = list(dict.fromkeys(t.name for t in request.topics))
     if not admin.is_controller:
         results = {n: ApiError.of(ErrorCode.NOT_CONTROLLER) for n in names}

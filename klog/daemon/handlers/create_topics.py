@@ -10,13 +10,13 @@ from __future__ import annotations
 from typing import Any
 
 from klog.daemon.admin import ZERO_UUID, TopicResult, TopicSpec
-from klog.daemon.handlers import RequestContext
+from klog.daemon.handlers import Request, RequestContext, Response
 from klog.protocol.entities import as_millis
 from klog.protocol.errors import ErrorCode
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
-    admin = ctx.broker.admin
+async def handle(ctx: RequestContext, request: Request) -> Response:
+    admin = ctx.services.admin
     names = list(dict.fromkeys(t.name for t in request.topics))
     if not admin.is_controller:
         results = {n: TopicResult(int(ErrorCode.NOT_CONTROLLER)) for n in names}

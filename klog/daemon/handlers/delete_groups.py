@@ -5,19 +5,12 @@ A group with members is NON_EMPTY_GROUP; one nobody knows is GROUP_ID_NOT_FOUND.
 
 from __future__ import annotations
 
-from typing import Any
-
-from klog.daemon.handlers import RequestContext
-from klog.protocol.errors import ErrorCode
+from klog.daemon.handlers import Request, RequestContext, Response
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
-    coordinator = ctx.broker.group_coordinator
+async def handle(ctx: RequestContext, request: Request) -> Response:
     names = list(request.groups_names)
-    if coordinator is None:
-        results = dict.fromkeys(names, ErrorCode.COORDINATOR_NOT_AVAILABLE)
-    else:
-        results = await coordinator.delete_groups(names)
+    results = await ctx.services.group_coordinator.delete_groups(names)
     return ctx.respond({
         "throttle_time": 0,
         "results": [{"group_id": g, "error_code": int(results[g])}

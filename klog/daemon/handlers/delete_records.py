@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from klog.daemon.handlers import RequestContext
+from klog.daemon.handlers import Request, RequestContext, Response
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: Request) -> Response:
     offsets = {(t.name, p.partition_index): p.offset
                for t in request.topics for p in t.partitions}
-    results = await ctx.broker.admin.delete_records(offsets)
+    results = await ctx.services.admin.delete_records(offsets)
     topics: dict[str, list[dict[str, Any]]] = {}
     for (topic, partition), result in results.items():
         topics.setdefault(topic, []).append({

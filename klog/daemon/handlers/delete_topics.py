@@ -12,13 +12,13 @@ import uuid
 from typing import Any
 
 from klog.daemon.admin import ZERO_UUID, ApiError
-from klog.daemon.handlers import RequestContext
+from klog.daemon.handlers import Request, RequestContext, Response
 from klog.protocol.entities import as_millis
 from klog.protocol.errors import ErrorCode
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
-    broker = ctx.broker
+async def handle(ctx: RequestContext, request: Request) -> Response:
+    services = ctx.services
     version = ctx.api_version
     # (name or None, topic id or None, error or None), in request order
     entries: list[list[Any]] = []
@@ -27,13 +27,13 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     else:
         entries = _resolve(ctx, request.topics)
     error: ApiError | None = None
-    if not broker.admin.is_controller:
+    if not services.admin.is_controller:
         error = ApiError.of(ErrorCode.NOT_CONTROLLER)
-    elif not broker.config.delete_topic_enable:
+    elif not services.config.current.delete_topic_enable:
         error = ApiError.of(ErrorCode.TOPIC_DELETION_DISABLED if version >= 3
                             else ErrorCode.INVALID_REQUEST,
                             "Topic deletion is disabled.")
-    cache = broker.metadata_cache
+    cache = services.metadata_cache
     for e in entries:  # answered with the id the topic had, known only before it goes
         if e[1] is None and e[0] is not None:
             e[1] = cache.topic_id(e[0])
@@ -43,7 +43,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             if e[2] is None:
                 e[2] = error
     elif to_delete:
-        results = await broker.admin.delete_topics(to_delete, as_millis(request.timeout))
+        results = await services.admin.delete_topics(to_delete, as_millis(request.timeout))
         for e in entries:
             if e[2] is None:
                 e[2] = results[e[0]]
@@ -59,7 +59,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
 
 
 def _resolve(ctx: RequestContext, topics: Any) -> list[list[Any]]:
-    cache = ctx.broker.metadata_cache
+    cache = ctx.services.metadata_cache
     entries: list[list[Any]] = []
     names_seen: dict[str, list[Any]] = {}
     ids_seen: dict[uuid.UUID, list[Any]] = {}

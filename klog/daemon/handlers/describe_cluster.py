@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from klog.daemon.handlers import RequestContext
+from klog.daemon.handlers import Request, RequestContext, Response
 from klog.protocol.errors import ErrorCode
 
 ENDPOINT_BROKER = 1
@@ -22,8 +22,8 @@ CLUSTER_OPERATIONS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))
 _UNSET = -2**31
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
-    cache = ctx.broker.metadata_cache
+async def handle(ctx: RequestContext, request: Request) -> Response:
+    cache = ctx.services.metadata_cache
     endpoint_type = getattr(request, "endpoint_type", ENDPOINT_BROKER)
     base: dict[str, Any] = {
         "throttle_time": 0,

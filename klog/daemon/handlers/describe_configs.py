@@ -7,13 +7,13 @@ from __future__ import annotations
 from typing import Any
 
 from klog.daemon.config import ConfigEntry
-from klog.daemon.handlers import RequestContext
+from klog.daemon.handlers import Request, RequestContext, Response
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: Request) -> Response:
     synonyms = bool(getattr(request, "include_synonyms", False))
     documentation = bool(getattr(request, "include_documentation", False))
-    results = await ctx.broker.admin.describe_configs(
+    results = await ctx.services.admin.describe_configs(
         [(r.resource_type, r.resource_name, r.configuration_keys) for r in request.resources]
     )
     return ctx.respond({

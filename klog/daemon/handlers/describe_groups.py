@@ -3,38 +3,29 @@
 A group nobody knows is answered as Kafka does: error NONE, state "Dead". Member metadata
 and assignments are shown only for a Stable group. authorized_operations (v3+) is
 INT32_MIN unless asked for; asked for, it is what Kafka reports without an authorizer
-(READ, DELETE, DESCRIBE).
+(READ, DELETE, DESCRIBE), and, as Kafka's KafkaApis, only for a group described without
+error (a NOT_COORDINATOR group keeps INT32_MIN).
 """
 
 from __future__ import annotations
-
-from typing import Any
 
 from klog.daemon.group.coordinator import (
     AUTHORIZED_OPERATIONS_OMITTED,
     GROUP_AUTHORIZED_OPERATIONS,
 )
-from klog.daemon.handlers import RequestContext
+from klog.daemon.handlers import Request, RequestContext, Response
 from klog.protocol.errors import ErrorCode
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
-    coordinator = ctx.broker.group_coordinator
+async def handle(ctx: RequestContext, request: Request) -> Response:
     operations = (GROUP_AUTHORIZED_OPERATIONS
                   if getattr(request, "include_authorized_operations", False)
                   else AUTHORIZED_OPERATIONS_OMITTED)
-    groups = []
-    if coordinator is None:
-        for group_id in request.groups:
-            groups.append({"error_code": int(ErrorCode.COORDINATOR_NOT_AVAILABLE),
-                           "group_id": group_id, "group_state": "", "protocol_type": "",
-                           "protocol_data": "", "members": [],
-                           "authorized_operations": operations})
-    else:
-        for d in coordinator.describe_groups(request.groups):
-            groups.append({
-                "error_code": int(d.error), "group_id": d.group_id, "group_state": d.state,
-                "protocol_type": d.protocol_type, "protocol_data": d.protocol_data,
-                "members": list(d.members), "authorized_operations": operations,
-            })
+    groups = [{
+        "error_code": int(d.error), "group_id": d.group_id, "group_state": d.state,
+        "protocol_type": d.protocol_type, "protocol_data": d.protocol_data,
+        "members": list(d.members),
+        "authorized_operations": (operations if d.error == ErrorCode.NONE
+                                  else AUTHORIZED_OPERATIONS_OMITTED),
+    } for d in ctx.services.group_coordinator.describe_groups(request.groups)]
     return ctx.respond({"throttle_time": 0, "groups": groups})

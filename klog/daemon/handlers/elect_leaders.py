@@ -19,21 +19,21 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from klog.daemon.handlers import RequestContext
+from klog.daemon.handlers import Request, RequestContext, Response
 from klog.protocol.entities import as_millis
 from klog.protocol.errors import ErrorCode
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: Request) -> Response:
     election_type = int(getattr(request, "election_type", 0))
     tps: list[tuple[str, int]] | None = None
     if request.topic_partitions is not None:
         tps = list(dict.fromkeys((t.topic, int(p)) for t in request.topic_partitions
                                  for p in t.partitions))
-    controller = ctx.broker.controller
+    controller = ctx.services.controller
     top = 0
     results: dict[tuple[str, int], tuple[int, str | None]]
-    if controller is None or not controller.active:
+    if not controller.active:
         top = int(ErrorCode.NOT_CONTROLLER) if tps is None else 0
         results = {tp: (int(ErrorCode.NOT_CONTROLLER), None) for tp in tps or []}
     elif election_type not in (0, 1):

@@ -21,7 +21,7 @@ from __future__ import annotations
 from typing import Any
 
 from klog.daemon.delayed import FetchKey, FetchParams
-from klog.daemon.handlers import RequestContext
+from klog.daemon.handlers import Request, RequestContext, Response
 from klog.daemon.partition import FetchIsolation
 from klog.daemon.replica_manager import FetchResult
 from klog.protocol.entities import as_millis
@@ -34,7 +34,7 @@ _HW = FetchIsolation.HIGH_WATERMARK
 _TXN_COMMITTED = FetchIsolation.TXN_COMMITTED
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: Request) -> Response:
     version = ctx.api_version
     session_id = getattr(request, "session_id", 0)
     if session_id != 0:
@@ -45,7 +45,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         for p in topic.partitions:
             wanted.append((topic.topic, p.partition, p.fetch_offset, p.partition_max_bytes,
                            getattr(p, "current_leader_epoch", -1)))
-    broker = ctx.broker
+    services = ctx.services
     replica_id = request.replica_id
     if replica_id >= 0:
         isolation = _LOG_END
@@ -56,11 +56,10 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         replica_id,
         as_millis(request.max_wait),
         request.min_bytes,
-        min(getattr(request, "max_bytes", 2**31 - 1), broker.config.fetch_max_bytes),
+        min(getattr(request, "max_bytes", 2**31 - 1), services.config.current.fetch_max_bytes),
         isolation,
     )
-    rm = broker.replica_manager
-    assert rm is not None  # set before the listeners open
+    rm = services.replica_manager
     results = await rm.fetch_messages(params, wanted)
     return _encode(version, wanted, results)
 

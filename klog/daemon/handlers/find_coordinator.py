@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from klog.daemon.group.metadata_manager import OFFSETS_TOPIC
-from klog.daemon.handlers import RequestContext
+from klog.daemon.handlers import Request, RequestContext, Response
 from klog.protocol.errors import ErrorCode
 
 GROUP = 0
@@ -40,9 +40,9 @@ async def _find(ctx: RequestContext, key_type: int, key: str) -> dict[str, Any]:
         return _answer(key, ErrorCode.COORDINATOR_NOT_AVAILABLE)
     if key_type != GROUP:
         return _answer(key, ErrorCode.INVALID_REQUEST, f"Unknown coordinator type: {key_type}")
-    broker = ctx.broker
-    manager = broker.group_manager
-    cache = broker.metadata_cache
+    services = ctx.services
+    manager = services.group_manager
+    cache = services.metadata_cache
     if not cache.contains_topic(OFFSETS_TOPIC):
         await manager.ensure_offsets_topic()
     state = cache.partition_state(OFFSETS_TOPIC, manager.partition_for(key))
@@ -55,7 +55,7 @@ async def _find(ctx: RequestContext, key_type: int, key: str) -> dict[str, Any]:
     return _answer(key, ErrorCode.NONE, node=(state.leader, endpoint.host, endpoint.port))
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: Request) -> Response:
     if ctx.api_version >= 4:
         key_type = request.key_type
         coordinators = [await _find(ctx, key_type, key) for key in request.coordinator_keys]

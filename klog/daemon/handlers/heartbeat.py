@@ -2,18 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from klog.daemon.handlers import RequestContext
-from klog.protocol.errors import ErrorCode
+from klog.daemon.handlers import Request, RequestContext, Response
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
-    coordinator = ctx.broker.group_coordinator
-    if coordinator is None:
-        error = ErrorCode.COORDINATOR_NOT_AVAILABLE
-    else:
-        error = coordinator.heartbeat(request.group_id, request.member_id,
-                                      getattr(request, "group_instance_id", None),
-                                      request.generation_id)
+async def handle(ctx: RequestContext, request: Request) -> Response:
+    error = ctx.services.group_coordinator.heartbeat(
+        request.group_id, request.member_id, getattr(request, "group_instance_id", None),
+        request.generation_id)
     return ctx.respond({"throttle_time": 0, "error_code": int(error)})

@@ -3,16 +3,14 @@ broker's dynamic config overrides."""
 
 from __future__ import annotations
 
-from typing import Any
-
-from klog.daemon.handlers import RequestContext
+from klog.daemon.handlers import Request, RequestContext, Response
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: Request) -> Response:
     resources = [(r.resource_type, r.resource_name,
                   [(c.name, c.config_operation, c.value) for c in r.configs])
                  for r in request.resources]
-    results = await ctx.broker.admin.incremental_alter_configs(
+    results = await ctx.services.admin.incremental_alter_configs(
         resources, validate_only=request.validate_only)
     return ctx.respond({
         "throttle_time": 0,

@@ -31,7 +31,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from klog.daemon.handlers import RequestContext
+from klog.daemon.handlers import Request, RequestContext, Response
 from klog.protocol.errors import ErrorCode, KafkaError
 
 log = logging.getLogger(__name__)
@@ -40,7 +40,7 @@ NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: Request) -> Response:
     producer_id = getattr(request, "producer_id", NO_PRODUCER_ID)  # v3+
     producer_epoch = getattr(request, "producer_epoch", NO_PRODUCER_EPOCH)
     if (producer_id == NO_PRODUCER_ID) != (producer_epoch == NO_PRODUCER_EPOCH):
@@ -50,11 +50,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         if transactional_id == "":
             return _error(ctx, ErrorCode.INVALID_REQUEST)
         return _error(ctx, ErrorCode.COORDINATOR_NOT_AVAILABLE)
-    manager = getattr(ctx.broker, "producer_ids", None)
-    if manager is None:  # not started yet (or shutting down)
-        return _error(ctx, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
     try:
-        new_id = await manager.generate_producer_id()
+        new_id = await ctx.services.producer_ids.generate_producer_id()
     except KafkaError as exc:
         log.warning("InitProducerId from %s: %s", ctx.header.client_id, exc)
         return _error(ctx, exc.error_code)

@@ -9,11 +9,8 @@ host is the peer address as Kafka prints it ("/127.0.0.1").
 
 from __future__ import annotations
 
-from typing import Any
-
-from klog.daemon.handlers import RequestContext
+from klog.daemon.handlers import Request, RequestContext, Response
 from klog.protocol.entities import as_millis
-from klog.protocol.errors import ErrorCode
 
 
 def client_host(ctx: RequestContext) -> str:
@@ -22,14 +19,12 @@ def client_host(ctx: RequestContext) -> str:
     return "/" + host
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: Request) -> Response:
     version = ctx.api_version
-    coordinator = ctx.broker.group_coordinator
+    coordinator = ctx.services.group_coordinator
     session_timeout_ms = as_millis(request.session_timeout)
     rebalance = getattr(request, "rebalance_timeout", None)
     rebalance_timeout_ms = session_timeout_ms if rebalance is None else as_millis(rebalance)
-    if coordinator is None:
-        return _respond(ctx, ErrorCode.COORDINATOR_NOT_AVAILABLE, request.member_id)
     result = await coordinator.join_group(
         request.group_id,
         request.member_id,
@@ -60,12 +55,4 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             {"member_id": m, "group_instance_id": i, "metadata": md}
             for m, i, md in result.members
         ],
-    })
-
-
-def _respond(ctx: RequestContext, error: ErrorCode, member_id: str) -> Any:
-    return ctx.respond({
-        "throttle_time": 0, "error_code": int(error), "generation_id": -1,
-        "protocol_type": None, "protocol_name": None if ctx.api_version >= 7 else "",
-        "leader": "", "skip_assignment": False, "member_id": member_id, "members": [],
     })

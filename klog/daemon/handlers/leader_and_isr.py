@@ -10,28 +10,23 @@ from typing import Any
 
 from klog.daemon.controller import receiver
 from klog.daemon.controller.identity import UnverifiableRequest
-from klog.daemon.handlers import RequestContext
+from klog.daemon.handlers import Request, RequestContext, Response
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
-    broker = ctx.broker
+async def handle(ctx: RequestContext, request: Request) -> Response:
+    services = ctx.services
     states, topic_ids = receiver.request_partition_states(request)
     try:
-        refused = await broker.controller_identity.check(int(request.controller_id),
+        refused = await services.controller_identity.check(int(request.controller_id),
                                                          int(request.controller_epoch))
     except UnverifiableRequest as exc:
         return ctx.close_connection(f"LeaderAndIsr: {exc}")
     if refused:
         error, errors = refused, {(s.topic, s.partition): refused for s in states}
     else:
-        controller_epoch = int(request.controller_epoch)
-        broker_epoch = int(getattr(request, "broker_epoch", -1))
-        if receiver.fence(broker, controller_epoch, broker_epoch) == 0:
-            # The new logs are made off the event loop first (thousands of files).
-            await broker.prepare_logs(states)
-        error, errors = receiver.leader_and_isr(
-            broker, int(request.controller_id), controller_epoch, broker_epoch, states,
-            topic_ids)
+        error, errors = await services.control_requests.handle_leader_and_isr(
+            int(request.controller_id), int(request.controller_epoch),
+            int(getattr(request, "broker_epoch", -1)), states, topic_ids)
     if ctx.api_version < 5:
         return ctx.respond({"error_code": error, "partition_errors": [
             {"topic_name": t, "partition_index": p, "error_code": code}
@@ -39,6 +34,6 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     by_topic: dict[str, list[dict[str, Any]]] = {}
     for (t, p), code in errors.items():
         by_topic.setdefault(t, []).append({"partition_index": p, "error_code": code})
-    ids = {**broker.metadata_cache.topic_ids, **topic_ids}
+    ids = {**services.metadata_cache.topic_ids, **topic_ids}
     return ctx.respond({"error_code": error, "topics": [
         {"topic_id": ids.get(t), "partition_errors": parts} for t, parts in by_topic.items()]})

@@ -7,22 +7,16 @@ when the request as a whole succeeded.
 
 from __future__ import annotations
 
-from typing import Any
-
-from klog.daemon.handlers import RequestContext
+from klog.daemon.handlers import Request, RequestContext, Response
 from klog.protocol.errors import ErrorCode
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
-    coordinator = ctx.broker.group_coordinator
+async def handle(ctx: RequestContext, request: Request) -> Response:
     if ctx.api_version >= 3:
         members = [(m.member_id, m.group_instance_id) for m in request.members]
     else:
         members = [(request.member_id, None)]
-    if coordinator is None:
-        top, errors = ErrorCode.COORDINATOR_NOT_AVAILABLE, []
-    else:
-        top, errors = coordinator.leave_group(request.group_id, members)
+    top, errors = ctx.services.group_coordinator.leave_group(request.group_id, members)
     if ctx.api_version < 3 and top == ErrorCode.NONE:
         top = next((e for e in errors if e != ErrorCode.NONE), ErrorCode.NONE)
     return ctx.respond({

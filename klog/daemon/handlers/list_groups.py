@@ -3,18 +3,12 @@ case-insensitively; the state is in the answer)."""
 
 from __future__ import annotations
 
-from typing import Any
-
-from klog.daemon.handlers import RequestContext
-from klog.protocol.errors import ErrorCode
+from klog.daemon.handlers import Request, RequestContext, Response
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
-    coordinator = ctx.broker.group_coordinator
-    if coordinator is None:
-        error, groups = ErrorCode.COORDINATOR_NOT_AVAILABLE, []
-    else:
-        error, groups = coordinator.list_groups(getattr(request, "states_filter", ()) or ())
+async def handle(ctx: RequestContext, request: Request) -> Response:
+    error, groups = ctx.services.group_coordinator.list_groups(
+        getattr(request, "states_filter", ()) or ())
     return ctx.respond({
         "throttle_time": 0,
         "error_code": int(error),

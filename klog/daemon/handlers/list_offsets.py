@@ -7,9 +7,7 @@ answered with the exact record (``ReplicaManager.offset_for_timestamp``).
 
 from __future__ import annotations
 
-from typing import Any
-
-from klog.daemon.handlers import RequestContext
+from klog.daemon.handlers import Request, RequestContext, Response
 from klog.daemon.partition import NotLeaderOrFollowerError
 from klog.protocol.errors import ErrorCode, KafkaError
 
@@ -18,9 +16,8 @@ LATEST = -1
 MAX_TIMESTAMP = -3
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
-    rm = ctx.broker.replica_manager
-    assert rm is not None  # set in Broker.start(), before any listener accepts
+async def handle(ctx: RequestContext, request: Request) -> Response:
+    rm = ctx.services.replica_manager
     committed = getattr(request, "isolation_level", 0) == 1
     from_follower = request.replica_id >= 0
     topics = []

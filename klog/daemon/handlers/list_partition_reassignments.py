@@ -7,13 +7,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from klog.daemon.handlers import RequestContext
+from klog.daemon.handlers import Request, RequestContext, Response
 from klog.protocol.errors import ErrorCode
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
-    controller = ctx.broker.controller
-    if controller is None or not controller.active:
+async def handle(ctx: RequestContext, request: Request) -> Response:
+    controller = ctx.services.controller
+    if not controller.active:
         return ctx.respond({"throttle_time": 0, "error_code": int(ErrorCode.NOT_CONTROLLER),
                             "error_message": None, "topics": []})
     tps = None

@@ -4,22 +4,29 @@ Unknown topics are created when auto.create.topics.enable is on and the request 
 (v4+; always for older versions), as Kafka does. Kafka answers a topic it just created
 with LEADER_NOT_AVAILABLE and lets the client retry; klog waits briefly for the in-process
 controller to elect the leaders, so most clients get a usable answer at once.
+
+A partition whose leader is not alive answers LEADER_NOT_AVAILABLE (leader -1); one whose
+leader is alive but has no endpoint on the request's listener answers, as Kafka,
+LEADER_NOT_AVAILABLE before v6 and LISTENER_NOT_FOUND from v6 (to make the listener
+misconfiguration visible). v0 lists only the replicas and ISR members reachable on the
+listener and, with a leader, flags any it left out as REPLICA_NOT_AVAILABLE; v1+ list them
+all (dead ones in offline_replicas from v5).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from klog.daemon.handlers import RequestContext
+from klog.daemon.handlers import Request, RequestContext, Response
 from klog.daemon.metadata_cache import MetadataCache
 from klog.protocol.errors import ErrorCode
 
 _INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
-    broker = ctx.broker
-    cache = broker.metadata_cache
+async def handle(ctx: RequestContext, request: Request) -> Response:
+    services = ctx.services
+    cache = services.metadata_cache
     version = ctx.api_version
     topics_req = request.topics
     if topics_req is None or (version == 0 and not topics_req):
@@ -33,10 +40,10 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     if requested:
         missing = [n for n in dict.fromkeys(names) if not cache.contains_topic(n)]
         if missing:
-            errors = await broker.admin.auto_create_topics(
-                missing, allowed=allow_auto and broker.config.auto_create_topics_enable
+            errors = await services.admin.auto_create_topics(
+                missing, allowed=allow_auto and services.config.current.auto_create_topics_enable
             )
-    topics = [_topic(cache, name, errors.get(name, 0), ctx.listener_name)
+    topics = [_topic(cache, name, errors.get(name, 0), ctx.listener_name, version)
               for name in dict.fromkeys(names)]
     return ctx.respond({
         "throttle_time": 0,
@@ -59,7 +66,8 @@ def _brokers(cache: MetadataCache, listener: str) -> list[dict[str, Any]]:
     return out
 
 
-def _topic(cache: MetadataCache, name: str, error: int, listener: str) -> dict[str, Any]:
+def _topic(cache: MetadataCache, name: str, error: int, listener: str,
+           version: int) -> dict[str, Any]:
     topic_id = cache.topic_id(name)
     base: dict[str, Any] = {
         "name": name,
@@ -77,19 +85,31 @@ def _topic(cache: MetadataCache, name: str, error: int, listener: str) -> dict[s
     for index in sorted(partitions):
         state = partitions[index]
         alive = [r for r in state.replicas if cache.broker(r) is not None]
-        leader_ok = state.leader >= 0 and cache.broker(state.leader) is not None
+        replicas, isr = list(state.replicas), list(state.isr)
+        if version == 0:
+            replicas = [r for r in replicas if _reachable(cache, r, listener)]
+            isr = [r for r in isr if _reachable(cache, r, listener)]
+        leader_ok = _reachable(cache, state.leader, listener)
+        # Kafka 3.x reports dead replicas in offline_replicas, not as an error code (v1+).
         if leader_ok:
-            leader_info = cache.broker(state.leader)
-            leader_ok = leader_info is not None and leader_info.endpoint(listener) is not None
-        # Kafka 3.x reports dead replicas in offline_replicas, not as an error code.
-        error_code = ErrorCode.NONE if leader_ok else ErrorCode.LEADER_NOT_AVAILABLE
+            left_out = len(replicas) < len(state.replicas) or len(isr) < len(state.isr)
+            error_code = ErrorCode.REPLICA_NOT_AVAILABLE if left_out else ErrorCode.NONE
+        elif cache.broker(state.leader) is not None and version >= 6:
+            error_code = ErrorCode.LISTENER_NOT_FOUND
+        else:
+            error_code = ErrorCode.LEADER_NOT_AVAILABLE
         parts.append({
             "error_code": int(error_code),
             "partition_index": index,
             "leader_id": state.leader if leader_ok else -1,
             "leader_epoch": state.leader_epoch,
-            "replica_nodes": list(state.replicas),
-            "isr_nodes": list(state.isr),
+            "replica_nodes": replicas,
+            "isr_nodes": isr,
             "offline_replicas": [r for r in state.replicas if r not in alive],
         })
     return {**base, "error_code": 0, "partitions": parts}
+
+
+def _reachable(cache: MetadataCache, broker_id: int, listener: str) -> bool:
+    info = cache.broker(broker_id)
+    return info is not None and info.endpoint(listener) is not None

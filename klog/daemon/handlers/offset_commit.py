@@ -12,10 +12,9 @@ one-partition commit kio's schema walk cost more than the commit.
 from __future__ import annotations
 
 import time
-from typing import Any
 
 from klog.daemon.group.metadata_manager import OffsetAndMetadata
-from klog.daemon.handlers import RequestContext
+from klog.daemon.handlers import Request, RequestContext, Response
 from klog.protocol.entities import as_millis
 from klog.protocol.errors import ErrorCode
 from klog.protocol.offset_commit import encode_offset_commit_response
@@ -23,9 +22,9 @@ from klog.protocol.offset_commit import encode_offset_commit_response
 DEFAULT_RETENTION_TIME = -1
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
-    coordinator = ctx.broker.group_coordinator
-    cache = ctx.broker.metadata_cache
+async def handle(ctx: RequestContext, request: Request) -> Response:
+    coordinator = ctx.services.group_coordinator
+    cache = ctx.services.metadata_cache
     now = int(time.time() * 1000)
     retention = getattr(request, "retention_time", None)
     retention_ms = DEFAULT_RETENTION_TIME if retention is None else as_millis(retention)
@@ -48,16 +47,13 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 expire_timestamp=expire,
             )
     if offsets:
-        if coordinator is None:
-            errors.update(dict.fromkeys(offsets, ErrorCode.COORDINATOR_NOT_AVAILABLE))
-        else:
-            errors.update(await coordinator.commit_offsets(
-                request.group_id,
-                request.generation_id_or_member_epoch,
-                request.member_id,
-                getattr(request, "group_instance_id", None),
-                offsets,
-            ))
+        errors.update(await coordinator.commit_offsets(
+            request.group_id,
+            request.generation_id_or_member_epoch,
+            request.member_id,
+            getattr(request, "group_instance_id", None),
+            offsets,
+        ))
     topics: dict[str, list[tuple[int, int]]] = {}
     for tp in dict.fromkeys(order):
         topics.setdefault(tp[0], []).append((tp[1], int(errors[tp])))

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from klog.daemon.handlers import RequestContext
+from klog.daemon.handlers import Request, RequestContext, Response
 from klog.protocol.errors import ErrorCode
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
-    coordinator = ctx.broker.group_coordinator
-    cache = ctx.broker.metadata_cache
+async def handle(ctx: RequestContext, request: Request) -> Response:
+    coordinator = ctx.services.group_coordinator
+    cache = ctx.services.metadata_cache
     errors: dict[tuple[str, int], ErrorCode] = {}
     wanted: list[tuple[str, int]] = []
     order: list[tuple[str, int]] = []
@@ -27,11 +27,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             else:
                 wanted.append(tp)
-    if coordinator is None:
-        group_error = ErrorCode.COORDINATOR_NOT_AVAILABLE
-    else:
-        group_error, deleted = await coordinator.delete_offsets(request.group_id, wanted)
-        errors.update(deleted)
+    group_error, deleted = await coordinator.delete_offsets(request.group_id, wanted)
+    errors.update(deleted)
     if group_error != ErrorCode.NONE:
         return ctx.respond({"error_code": int(group_error), "throttle_time": 0, "topics": []})
     topics: dict[str, list[dict[str, Any]]] = {}

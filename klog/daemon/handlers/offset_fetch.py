@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from klog.daemon.group.metadata_manager import GroupMetadataManager
-from klog.daemon.handlers import RequestContext
+from klog.daemon.handlers import Request, RequestContext, Response
 from klog.protocol.errors import ErrorCode
 
 
@@ -61,8 +61,8 @@ def _fetch_group(manager: GroupMetadataManager, group_id: str, topics: Any,
     return ErrorCode.NONE, out
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
-    manager = ctx.broker.group_manager
+async def handle(ctx: RequestContext, request: Request) -> Response:
+    manager = ctx.services.group_manager
     version = ctx.api_version
     if version >= 8:
         groups = []

@@ -12,14 +12,11 @@ is UNKNOWN_TOPIC_OR_PARTITION.
 
 from __future__ import annotations
 
-from typing import Any
-
-from klog.daemon.handlers import RequestContext
+from klog.daemon.handlers import Request, RequestContext, Response
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
-    rm = ctx.broker.replica_manager
-    assert rm is not None  # set in Broker.start(), before any listener accepts
+async def handle(ctx: RequestContext, request: Request) -> Response:
+    rm = ctx.services.replica_manager
     topics = []
     for topic in request.topics:
         parts = []

@@ -14,14 +14,14 @@ from __future__ import annotations
 from collections.abc import Awaitable
 from typing import Any
 
-from klog.daemon.handlers import Deferred, RequestContext
+from klog.daemon.handlers import Deferred, Request, RequestContext, Response
 from klog.protocol import produce
 from klog.protocol.entities import as_millis
 from klog.protocol.errors import ErrorCode
 from klog.protocol.produce import PartitionResponse
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: Request) -> Response:
     acks = request.acks
     entries: dict[tuple[str, int], Any] = {}
     order: list[tuple[str, list[int]]] = []
@@ -40,8 +40,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         results = {tp: (int(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED), None)
                    for tp in entries}
         return _response(ctx, order, results)
-    rm = ctx.broker.replica_manager
-    assert rm is not None  # set before the listeners open
+    rm = ctx.services.replica_manager
     # The timeout matters to acks=-1 only (converting it costs as much as a small append).
     timeout_ms = as_millis(request.timeout) if acks == -1 else 0
     appended = await rm.produce(entries, acks, timeout_ms)

@@ -4,14 +4,11 @@ request deletes and stops nothing). Fencing lives in klog/daemon/controller/rece
 
 from __future__ import annotations
 
-from typing import Any
-
-from klog.daemon.controller import receiver
 from klog.daemon.controller.identity import UnverifiableRequest
-from klog.daemon.handlers import RequestContext
+from klog.daemon.handlers import Request, RequestContext, Response
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: Request) -> Response:
     partitions: list[tuple[tuple[str, int], int, bool]] = []
     delete = bool(getattr(request, "delete_partitions", False))
     for p in getattr(request, "ungrouped_partitions", ()):
@@ -24,15 +21,15 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             partitions.append(((t.topic_name, int(s.partition_index)), int(s.leader_epoch),
                                bool(s.delete_partition)))
     try:
-        refused = await ctx.broker.controller_identity.check(int(request.controller_id),
+        refused = await ctx.services.controller_identity.check(int(request.controller_id),
                                                              int(request.controller_epoch))
     except UnverifiableRequest as exc:
         return ctx.close_connection(f"StopReplica: {exc}")
     if refused:
         error, errors = refused, {tp: refused for tp, _, _ in partitions}
     else:
-        error, errors = receiver.stop_replica(
-            ctx.broker, int(request.controller_epoch),
+        error, errors = ctx.services.control_requests.stop_replica(
+            int(request.controller_epoch),
             int(getattr(request, "broker_epoch", -1)), partitions)
     return ctx.respond({"error_code": error, "partition_errors": [
         {"topic_name": t, "partition_index": p, "error_code": code}

@@ -8,16 +8,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from klog.daemon.handlers import RequestContext
+from klog.daemon.handlers import Request, RequestContext, Response
 from klog.protocol.errors import ErrorCode
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
-    coordinator = ctx.broker.group_coordinator
+async def handle(ctx: RequestContext, request: Request) -> Response:
+    coordinator = ctx.services.group_coordinator
     protocol_type = getattr(request, "protocol_type", None)
     protocol_name = getattr(request, "protocol_name", None)
-    if coordinator is None:
-        return _respond(ctx, ErrorCode.COORDINATOR_NOT_AVAILABLE)
     if ctx.api_version >= 5 and (protocol_type is None or protocol_name is None):
         return _respond(ctx, ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
     result = await coordinator.sync_group(

@@ -8,20 +8,20 @@ from typing import Any
 
 from klog.daemon.controller import receiver
 from klog.daemon.controller.identity import UnverifiableRequest
-from klog.daemon.handlers import RequestContext
+from klog.daemon.handlers import Request, RequestContext, Response
 from klog.daemon.metadata_cache import BrokerEndpoint, BrokerInfo
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: Request) -> Response:
     try:
-        error = await ctx.broker.controller_identity.check(int(request.controller_id),
-                                                           int(request.controller_epoch))
+        error = await ctx.services.controller_identity.check(int(request.controller_id),
+                                                             int(request.controller_epoch))
     except UnverifiableRequest as exc:
         return ctx.close_connection(f"UpdateMetadata: {exc}")
     if not error:
         states, topic_ids = receiver.request_partition_states(request)
-        error = receiver.update_metadata(
-            ctx.broker, int(request.controller_id), int(request.controller_epoch),
+        error = ctx.services.control_requests.update_metadata(
+            int(request.controller_id), int(request.controller_epoch),
             int(getattr(request, "broker_epoch", -1)), live_brokers(request), states,
             topic_ids)
     return ctx.respond({"error_code": error})

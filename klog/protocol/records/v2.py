@@ -17,12 +17,15 @@ attributes name a codec::
       Header => headerKeyLength: varint, headerKey: utf-8 string,
                 headerValueLength: varint (-1 null), headerValue: byte[]
 
-Decoding is for the places that must look inside a batch (dump --deep-iteration,
-compaction, down-conversion, internal topics); the hot path never calls it. It still has
-to be fast: ``_decode`` is one tight loop with the common one- and two-byte varints inlined
-and everything in locals. Every length is checked against the end of the record before
-use and slicing never reads past the data, so a hostile length cannot allocate more than
-the batch holds.
+The grammar is written once, in ``walk_records``: one tight loop with the common one- and
+two-byte varints inlined and everything in locals, which checks each record whole and
+gives its fields as positions and sizes. Every reader is built on it: ``iter_records``
+(Records, for dump --deep-iteration, compaction, down-conversion, internal topics),
+``record_columns`` (metadata only), ``decode_record_fields`` (Spark's export) and
+validate.py's check of produced batches (where the C twin _records.c is absent). The C
+twins follow it through one header, klog/_v2records.h. Every length is checked against the
+end of the record before use and slicing never reads past the data, so a hostile length
+cannot allocate more than the batch holds.
 """
 
 from __future__ import annotations
@@ -140,155 +143,44 @@ def _decode(
     timestamp_type: TimestampType,
     batch_position: int,
 ) -> Iterator[Record]:
-    # Hot loop: locals only, varints inlined for one and two bytes (the common case:
-    # lengths, offset deltas and timestamp deltas below 8192), full readers as fallback.
-    end = len(data)
-    pos = 0
+    # The walk first (a malformation is raised after the records before it are yielded, as
+    # Kafka's dump prints them), then Record construction in locals: this loop is the cost
+    # of every decoded record.
+    rows: list[RecordFieldsRow] = []
+    error: CorruptRecordError | None = None
+    try:
+        walk_records(data, count, batch_position, rows)
+    except CorruptRecordError as exc:
+        error = exc
     new = object.__new__
     mutable = _MutableRecord
     record_class = Record
-    read_uvarint = read_unsigned_varint
-    read_uvarlong = read_unsigned_varlong
     has_sequence = base_sequence >= 0
     seq_mod = _SEQUENCE_MODULUS
-    no_headers: tuple[Header, ...] = ()
-    index = 0
-    try:
-        for index in range(count):
-            record_start = pos
-            # length
-            b = data[pos]
-            if b < 0x80:
-                raw = b
-                pos += 1
-            else:
-                b2 = data[pos + 1]
-                if b2 < 0x80:
-                    raw = (b & 0x7F) | (b2 << 7)
-                    pos += 2
-                else:
-                    raw, pos = read_uvarint(data, pos)
-            length = (raw >> 1) ^ -(raw & 1)
-            body_start = pos
-            stop = pos + length
-            if length < _MIN_BODY_SIZE or stop > end:
-                raise CorruptRecordError(
-                    f"record {index} of batch at position {batch_position} has length "
-                    f"{length} but {end - body_start} bytes remain"
-                )
-            attributes = data[pos]
-            # timestampDelta (varlong)
-            b = data[pos + 1]
-            if b < 0x80:
-                raw = b
-                pos += 2
-            else:
-                b2 = data[pos + 2]
-                if b2 < 0x80:
-                    raw = (b & 0x7F) | (b2 << 7)
-                    pos += 3
-                else:
-                    raw, pos = read_uvarlong(data, pos + 1)
-            timestamp_delta = (raw >> 1) ^ -(raw & 1)
-            # offsetDelta
-            b = data[pos]
-            if b < 0x80:
-                raw = b
-                pos += 1
-            else:
-                b2 = data[pos + 1]
-                if b2 < 0x80:
-                    raw = (b & 0x7F) | (b2 << 7)
-                    pos += 2
-                else:
-                    raw, pos = read_uvarint(data, pos)
-            offset_delta = (raw >> 1) ^ -(raw & 1)
-            # key
-            b = data[pos]
-            if b < 0x80:
-                raw = b
-                pos += 1
-            else:
-                b2 = data[pos + 1]
-                if b2 < 0x80:
-                    raw = (b & 0x7F) | (b2 << 7)
-                    pos += 2
-                else:
-                    raw, pos = read_uvarint(data, pos)
-            key_length = (raw >> 1) ^ -(raw & 1)
-            if key_length >= 0:
-                key = data[pos : pos + key_length]
-                pos += key_length
-                if pos > stop:
-                    raise CorruptRecordError(
-                        f"key of {key_length} bytes overruns record {index} of batch at "
-                        f"position {batch_position}"
-                    )
-            else:
-                key = None
-            # value
-            b = data[pos]
-            if b < 0x80:
-                raw = b
-                pos += 1
-            else:
-                b2 = data[pos + 1]
-                if b2 < 0x80:
-                    raw = (b & 0x7F) | (b2 << 7)
-                    pos += 2
-                else:
-                    raw, pos = read_uvarint(data, pos)
-            value_length = (raw >> 1) ^ -(raw & 1)
-            if value_length >= 0:
-                value = data[pos : pos + value_length]
-                pos += value_length
-                if pos > stop:
-                    raise CorruptRecordError(
-                        f"value of {value_length} bytes overruns record {index} of batch "
-                        f"at position {batch_position}"
-                    )
-            else:
-                value = None
-            # headers
-            b = data[pos]
-            if b == 0:
-                headers = no_headers
-                pos += 1
-            else:
-                headers, pos = _read_headers(data, pos, stop, index, batch_position)
-            if pos != stop:
-                raise CorruptRecordError(
-                    f"invalid record size: expected to read {length} bytes in record "
-                    f"{index} of batch at position {batch_position}, but read "
-                    f"{pos - body_start}"
-                )
-            r = new(mutable)
-            r.offset = base_offset + offset_delta
-            r.timestamp = (
-                base_timestamp + timestamp_delta if log_append_time is None else log_append_time
-            )
-            r.key = key
-            r.value = value
-            r.headers = headers
-            r.sequence = (base_sequence + offset_delta) % seq_mod if has_sequence else -1
-            r.attributes = attributes
-            r.size_in_bytes = pos - record_start
-            r.magic = 2
-            r.crc = None
-            r.is_valid = True
-            r.timestamp_type = timestamp_type
-            # Retyped to Record (record.py's make_record says why); mypy cannot follow it.
-            r.__class__ = record_class  # type: ignore[assignment]
-            yield r  # type: ignore[misc]
-    except IndexError:
-        raise CorruptRecordError(
-            f"record {index} of batch at position {batch_position} is truncated"
-        ) from None
-    if pos != end:
-        raise CorruptRecordError(
-            f"batch at position {batch_position} has {end - pos} bytes after its "
-            f"{count} records (incorrect declared batch size)"
+    record_start = 0
+    for (timestamp_delta, offset_delta, key_pos, key_size, value_pos, value_size, headers,
+         body, stop) in rows:
+        r = new(mutable)
+        r.offset = base_offset + offset_delta
+        r.timestamp = (
+            base_timestamp + timestamp_delta if log_append_time is None else log_append_time
         )
+        r.key = data[key_pos : key_pos + key_size] if key_size >= 0 else None
+        r.value = data[value_pos : value_pos + value_size] if value_size >= 0 else None
+        r.headers = headers
+        r.sequence = (base_sequence + offset_delta) % seq_mod if has_sequence else -1
+        r.attributes = data[body]
+        r.size_in_bytes = stop - record_start
+        record_start = stop
+        r.magic = 2
+        r.crc = None
+        r.is_valid = True
+        r.timestamp_type = timestamp_type
+        # Retyped to Record (record.py's make_record says why); mypy cannot follow it.
+        r.__class__ = record_class  # type: ignore[assignment]
+        yield r  # type: ignore[misc]
+    if error is not None:
+        raise error
 
 
 class RecordColumns(NamedTuple):
@@ -306,61 +198,46 @@ class RecordColumns(NamedTuple):
 # zigzag decoding of every one- and two-byte varint, so the hot loop does a tuple lookup.
 _ZIGZAG = tuple((raw >> 1) ^ -(raw & 1) for raw in range(1 << 14))
 
+#: What ``walk_records`` yields for each record: (timestampDelta, offsetDelta, key position,
+#: key size, value position, value size, headers, position of the attributes byte, end of
+#: the record). Sizes are -1 for null (any negative length is null, as in Java), positions
+#: are in the records section. A plain tuple: a NamedTuple would cost a Python-level
+#: ``__new__`` per record on the produce path's Python fallback.
+RecordFieldsRow = tuple[int, int, int, int, int, int, tuple[Header, ...], int, int]
 
-def record_columns(
-    buf: bytes | bytearray | memoryview,
-    header: BatchHeader,
-    *,
-    max_decompressed_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE,
-) -> RecordColumns:
-    """The metadata of every record of the v2 batch ``header`` describes, without Records.
 
-    The same walk as ``iter_records`` with the same checks (a batch it rejects, this
-    rejects with CorruptRecordError or RecordTooLargeError), but keys and values are
-    skipped rather than copied, no Record is built, and the per-batch arithmetic (base
-    offset, base timestamp, sequence) is done column-wise in C. All or nothing: on a
-    corrupt record nothing is returned; ``iter_records`` yields the records before it.
+def walk_records(
+    data: bytes,
+    count: int,
+    batch_position: int,
+    rows: list[RecordFieldsRow],
+    batch_unit: str = "position",
+) -> None:
+    """The v2 record grammar: append the fields of each of the ``count`` records of the
+    (decompressed) records section ``data`` to ``rows``, a record once it is wholly checked.
+
+    Every decoder of v2 records is built on this walk -- ``iter_records``,
+    ``record_columns``, ``decode_record_fields`` and validate.py's check (the produce
+    path's Python fallback) -- and the C twins (klog/_v2records.h, included by
+    protocol/records/_records.c and spark/_columns.c) follow it read for read, message for
+    message. The first malformation raises CorruptRecordError, naming the batch as "batch
+    at {batch_unit} {batch_position}"; ``rows`` then holds the records before it (which
+    ``iter_records`` yields before raising, as Kafka's dump prints them). Rows go to a list
+    the caller owns rather than out of a generator: a resumption per record would cost the
+    produce path's Python fallback a tenth of its time.
     """
-    data = records_data(buf, header, max_decompressed_size)
-    count = header.records_count or 0
-    rows = _walk_records(data, count, header.position)
-    if not rows:
-        return RecordColumns([], [], [], [], [], [])
-    timestamp_deltas, offset_deltas, key_sizes, value_sizes, header_keys = zip(*rows, strict=True)
-    base_offset = header.base_offset or 0
-    offsets = list(map(add, offset_deltas, repeat(base_offset, count)))
-    if header.timestamp_type is TimestampType.LOG_APPEND_TIME:
-        timestamps: Sequence[int] = [header.max_timestamp] * count
-    else:
-        timestamps = list(map(add, timestamp_deltas, repeat(header.base_timestamp, count)))
-    base_sequence = header.base_sequence
-    if base_sequence >= 0:
-        sequences: Sequence[int] = list(
-            map(
-                mod,
-                map(add, offset_deltas, repeat(base_sequence, count)),
-                repeat(_SEQUENCE_MODULUS, count),
-            )
-        )
-    else:
-        sequences = [-1] * count
-    return RecordColumns(offsets, timestamps, key_sizes, value_sizes, sequences, header_keys)
-
-
-def _walk_records(
-    data: bytes, count: int, batch_position: int
-) -> list[tuple[int, int, int, int, tuple[str, ...]]]:
-    # Hot loop, as _decode but leaner: nothing sliced, one tuple per record, zigzag by
-    # table. Within a record the field checks are folded into one: positions only grow,
-    # so a key or value that overruns the record leaves ``pos`` past ``stop`` and fails
-    # the final check (as iter_records fails on it, only with another message).
+    # Hot loop: locals only, zigzag by table, the one- and two-byte varints inlined (the
+    # common case: lengths, offset deltas and timestamp deltas below 8192) with the full
+    # readers as fallback, nothing sliced. Within a record the field checks are folded into
+    # one: positions only grow, so a key or value that overruns the record leaves ``pos``
+    # past ``stop`` and fails the check before the headers (or indexes past the section:
+    # truncated). A record is yielded only after all its checks, so its slices are in it.
     end = len(data)
     pos = 0
     zz = _ZIGZAG
     read_uvarint = read_unsigned_varint
     read_uvarlong = read_unsigned_varlong
-    no_headers: tuple[str, ...] = ()
-    rows: list[tuple[int, int, int, int, tuple[str, ...]]] = []
+    no_headers: tuple[Header, ...] = ()
     append = rows.append
     index = 0
     try:
@@ -380,9 +257,10 @@ def _walk_records(
                     stop = pos + ((b >> 1) ^ -(b & 1))
             if stop > end or stop - pos < _MIN_BODY_SIZE:
                 raise CorruptRecordError(
-                    f"record {index} of batch at position {batch_position} has a bad length"
+                    f"record {index} of batch at {batch_unit} {batch_position} has a bad length"
                 )
-            # attributes (skipped), timestampDelta (varlong)
+            body = pos
+            # attributes (read by the caller that wants it), timestampDelta (varlong)
             b = data[pos + 1]
             if b < 0x80:
                 pos += 2
@@ -412,6 +290,7 @@ def _walk_records(
             b = data[pos]
             if b == 1:
                 pos += 1
+                key_pos = pos
                 key_size = -1
             else:
                 if b < 0x80:
@@ -425,6 +304,7 @@ def _walk_records(
                     else:
                         b, pos = read_uvarint(data, pos)
                         key_size = (b >> 1) ^ -(b & 1)
+                key_pos = pos
                 if key_size < 0:
                     key_size = -1
                 else:
@@ -442,6 +322,7 @@ def _walk_records(
                 else:
                     b, pos = read_uvarint(data, pos)
                     value_size = (b >> 1) ^ -(b & 1)
+            value_pos = pos
             if value_size < 0:
                 value_size = -1
             else:
@@ -449,30 +330,78 @@ def _walk_records(
             # headers
             if pos >= stop:
                 raise CorruptRecordError(
-                    f"record {index} of batch at position {batch_position} overruns its length"
+                    f"record {index} of batch at {batch_unit} {batch_position} overruns its "
+                    "length"
                 )
             if data[pos] == 0:
                 pos += 1
-                header_keys = no_headers
+                headers = no_headers
             else:
-                headers, pos = _read_headers(data, pos, stop, index, batch_position)
-                header_keys = tuple([h[0] for h in headers])
+                headers, pos = _read_headers(data, pos, stop, index, batch_position, batch_unit)
             if pos != stop:
                 raise CorruptRecordError(
-                    f"record {index} of batch at position {batch_position} does not fill "
+                    f"record {index} of batch at {batch_unit} {batch_position} does not fill "
                     "its length"
                 )
-            append((timestamp_delta, offset_delta, key_size, value_size, header_keys))
+            append((timestamp_delta, offset_delta, key_pos, key_size, value_pos, value_size,
+                    headers, body, stop))
     except IndexError:
         raise CorruptRecordError(
-            f"record {index} of batch at position {batch_position} is truncated"
+            f"record {index} of batch at {batch_unit} {batch_position} is truncated"
         ) from None
     if pos != end:
         raise CorruptRecordError(
-            f"batch at position {batch_position} has {end - pos} bytes after its "
+            f"batch at {batch_unit} {batch_position} has {end - pos} bytes after its "
             f"{count} records (incorrect declared batch size)"
         )
-    return rows
+
+
+def record_columns(
+    buf: bytes | bytearray | memoryview,
+    header: BatchHeader,
+    *,
+    max_decompressed_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE,
+) -> RecordColumns:
+    """The metadata of every record of the v2 batch ``header`` describes, without Records.
+
+    The same walk as ``iter_records`` with the same checks (a batch it rejects, this
+    rejects with CorruptRecordError or RecordTooLargeError), but keys and values are
+    skipped rather than copied, no Record is built, and the per-batch arithmetic (base
+    offset, base timestamp, sequence) is done column-wise in C. All or nothing: on a
+    corrupt record nothing is returned; ``iter_records`` yields the records before it.
+    """
+    data = records_data(buf, header, max_decompressed_size)
+    count = header.records_count or 0
+    rows: list[RecordFieldsRow] = []
+    walk_records(data, count, header.position, rows)
+    if not rows:
+        return RecordColumns([], [], [], [], [], [])
+    timestamp_deltas, offset_deltas, _, key_sizes, _, value_sizes, headers, _, _ = zip(
+        *rows, strict=True
+    )
+    # Records without headers share one empty tuple, which is also their keys.
+    header_keys = (
+        tuple([tuple([h[0] for h in hs]) if hs else () for hs in headers])
+        if any(headers) else headers
+    )
+    base_offset = header.base_offset or 0
+    offsets = list(map(add, offset_deltas, repeat(base_offset, count)))
+    if header.timestamp_type is TimestampType.LOG_APPEND_TIME:
+        timestamps: Sequence[int] = [header.max_timestamp] * count
+    else:
+        timestamps = list(map(add, timestamp_deltas, repeat(header.base_timestamp, count)))
+    base_sequence = header.base_sequence
+    if base_sequence >= 0:
+        sequences: Sequence[int] = list(
+            map(
+                mod,
+                map(add, offset_deltas, repeat(base_sequence, count)),
+                repeat(_SEQUENCE_MODULUS, count),
+            )
+        )
+    else:
+        sequences = [-1] * count
+    return RecordColumns(offsets, timestamps, key_sizes, value_sizes, sequences, header_keys)
 
 
 class RecordFields(NamedTuple):
@@ -497,11 +426,20 @@ def decode_record_fields(
 
     ``base_ts`` is the batch's base timestamp, or with ``log_append`` (LogAppendTime) its
     max timestamp, which every record then takes. Decoding stops at the first record whose
-    offset reaches ``end`` (that record is checked, those after it are not read). The same
-    checks as ``iter_records``; CorruptRecordError names the batch by ``base_offset``.
+    offset reaches ``end`` (that record is checked, those after it are not read). The
+    checks are ``walk_records``'; CorruptRecordError names the batch by ``base_offset``.
     The Python reference of klog/spark/_columns.c's ``decode_v2`` (Spark's export).
     """
-    # Hot loop, as _decode's, but columns: keys and values are sliced straight onto lists.
+    whole = base_offset >= start and last_offset < end
+    rows: list[RecordFieldsRow] = []
+    try:
+        walk_records(data, count, base_offset, rows, "offset")
+    except CorruptRecordError:
+        # Reading stops at the first record at or past ``end`` (and ``start``): a
+        # malformation after it (or bytes after the last record) is not met.
+        limit = max(start, end) - base_offset
+        if whole or all(row[1] < limit for row in rows):
+            raise
     keys: list[bytes | None] = []
     values: list[bytes | None] = []
     offsets: list[int] = []
@@ -509,150 +447,35 @@ def decode_record_fields(
     headers: list[tuple[Header, ...]] = []
     k_append, v_append, o_append, t_append = (
         keys.append, values.append, offsets.append, timestamps.append)
-    whole = base_offset >= start and last_offset < end
-    zz = _ZIGZAG
-    read_uvarint = read_unsigned_varint
-    read_uvarlong = read_unsigned_varlong
-    n = len(data)
-    pos = 0
     past_end = False
-    index = 0
-    try:
-        for index in range(count):
-            b = data[pos]
-            if b < 0x80:
-                pos += 1
-                stop = pos + zz[b]
-            else:
-                b2 = data[pos + 1]
-                if b2 < 0x80:
-                    pos += 2
-                    stop = pos + zz[(b & 0x7F) | (b2 << 7)]
-                else:
-                    b, pos = read_uvarint(data, pos)
-                    stop = pos + ((b >> 1) ^ -(b & 1))
-            if stop > n or stop - pos < _MIN_BODY_SIZE:
-                raise CorruptRecordError(
-                    f"record {index} of batch at offset {base_offset} has a bad length")
-            # attributes (skipped), timestampDelta
-            b = data[pos + 1]
-            if b < 0x80:
-                pos += 2
-                ts_delta = zz[b]
-            else:
-                b2 = data[pos + 2]
-                if b2 < 0x80:
-                    pos += 3
-                    ts_delta = zz[(b & 0x7F) | (b2 << 7)]
-                else:
-                    b, pos = read_uvarlong(data, pos + 1)
-                    ts_delta = (b >> 1) ^ -(b & 1)
-            # offsetDelta
-            b = data[pos]
-            if b < 0x80:
-                pos += 1
-                offset_delta = zz[b]
-            else:
-                b2 = data[pos + 1]
-                if b2 < 0x80:
-                    pos += 2
-                    offset_delta = zz[(b & 0x7F) | (b2 << 7)]
-                else:
-                    b, pos = read_uvarint(data, pos)
-                    offset_delta = (b >> 1) ^ -(b & 1)
-            # key
-            b = data[pos]
-            if b == 1:  # zigzag(-1): null
-                pos += 1
-                key = None
-            else:
-                if b < 0x80:
-                    pos += 1
-                    size = zz[b]
-                else:
-                    b2 = data[pos + 1]
-                    if b2 < 0x80:
-                        pos += 2
-                        size = zz[(b & 0x7F) | (b2 << 7)]
-                    else:
-                        b, pos = read_uvarint(data, pos)
-                        size = (b >> 1) ^ -(b & 1)
-                if size < 0:
-                    key = None
-                else:
-                    if pos + size > stop:
-                        raise CorruptRecordError(
-                            f"record {index} of batch at offset {base_offset}: key overruns")
-                    key = data[pos : pos + size]
-                    pos += size
-            # value
-            b = data[pos]
-            if b == 1:
-                pos += 1
-                value = None
-            else:
-                if b < 0x80:
-                    pos += 1
-                    size = zz[b]
-                else:
-                    b2 = data[pos + 1]
-                    if b2 < 0x80:
-                        pos += 2
-                        size = zz[(b & 0x7F) | (b2 << 7)]
-                    else:
-                        b, pos = read_uvarint(data, pos)
-                        size = (b >> 1) ^ -(b & 1)
-                if size < 0:
-                    value = None
-                else:
-                    if pos + size > stop:
-                        raise CorruptRecordError(
-                            f"record {index} of batch at offset {base_offset}: value overruns")
-                    value = data[pos : pos + size]
-                    pos += size
-            # headers
-            if pos >= stop:
-                raise CorruptRecordError(
-                    f"record {index} of batch at offset {base_offset} overruns its length")
-            if data[pos] == 0:
-                pos += 1
-                record_headers: tuple[Header, ...] = ()
-            else:
-                record_headers, pos = _read_headers(data, pos, stop, index, base_offset)
-            if pos != stop:
-                raise CorruptRecordError(
-                    f"record {index} of batch at offset {base_offset} does not fill its length")
-            offset = base_offset + offset_delta
-            if not whole:
-                if offset < start:
-                    continue
-                if offset >= end:
-                    past_end = True
-                    break
-            k_append(key)
-            v_append(value)
-            o_append(offset)
-            t_append(base_ts if log_append else base_ts + ts_delta)
-            if include_headers:
-                headers.append(record_headers)
-    except IndexError:
-        raise CorruptRecordError(
-            f"record {index} of batch at offset {base_offset} is truncated") from None
-    if not past_end and pos != n:
-        raise CorruptRecordError(
-            f"batch at offset {base_offset} has {n - pos} bytes after its {count} records")
+    # One loop appending to four lists (measured faster than columns by zip here).
+    for (ts_delta, offset_delta, key_pos, key_size, value_pos, value_size, record_headers,
+         _, _) in rows:
+        offset = base_offset + offset_delta
+        if not whole:
+            if offset < start:
+                continue
+            if offset >= end:
+                past_end = True
+                break
+        k_append(data[key_pos : key_pos + key_size] if key_size >= 0 else None)
+        v_append(data[value_pos : value_pos + value_size] if value_size >= 0 else None)
+        o_append(offset)
+        t_append(base_ts if log_append else base_ts + ts_delta)
+        if include_headers:
+            headers.append(record_headers)
     return RecordFields(keys, values, offsets, timestamps, headers, past_end)
 
 
 def _read_headers(
-    data: bytes, pos: int, stop: int, index: int, batch_position: int
+    data: bytes, pos: int, stop: int, index: int, batch_position: int, batch_unit: str
 ) -> tuple[tuple[Header, ...], int]:
     raw, pos = read_unsigned_varint(data, pos)
     count = (raw >> 1) ^ -(raw & 1)
     # Each header takes at least two bytes (two lengths), which bounds the loop.
     if count < 0 or count * 2 > stop - pos:
         raise CorruptRecordError(
-            f"invalid header count {count} in record {index} of batch at position "
+            f"invalid header count {count} in record {index} of batch at {batch_unit} "
             f"{batch_position}"
         )
     headers = []
@@ -662,7 +485,7 @@ def _read_headers(
         if key_length < 0 or pos + key_length > stop:
             raise CorruptRecordError(
                 f"invalid header key length {key_length} in record {index} of batch at "
-                f"position {batch_position}"
+                f"{batch_unit} {batch_position}"
             )
         # Java decodes header keys leniently (malformed UTF-8 becomes U+FFFD); so do we,
         # so that a dump shows what Kafka would show instead of failing.
@@ -674,7 +497,7 @@ def _read_headers(
             if pos + value_length > stop:
                 raise CorruptRecordError(
                     f"header value of {value_length} bytes overruns record {index} of "
-                    f"batch at position {batch_position}"
+                    f"batch at {batch_unit} {batch_position}"
                 )
             header_value: bytes | None = data[pos : pos + value_length]
             pos += value_length

@@ -6,7 +6,7 @@ another codec (broker-side recompression). A batch header and CRC say nothing ab
 records: a record length of 2^40, an unknown codec or gzip garbage all pass them, and a
 consumer then stalls on the batch forever. So every record is walked:
 
-- the records section decodes in v2.py's grammar (``_walk_records``): every length is
+- the records section decodes in v2.py's grammar (``walk_records``): every length is
   consistent with the batch, every varint well formed, the header structure sound (a
   header key is never null), and nothing is left over -- else CorruptRecordError
   (CORRUPT_MESSAGE);
@@ -35,6 +35,7 @@ import os
 import struct
 import types
 from dataclasses import dataclass
+from operator import itemgetter
 
 from klog.protocol.errors import CorruptRecordError, InvalidRecordError, KafkaError
 from klog.protocol.records.batch import (
@@ -51,7 +52,7 @@ from klog.protocol.records.batch import (
     crc32c,
 )
 from klog.protocol.records.compression import DEFAULT_MAX_DECOMPRESSED_SIZE, compress, decompress
-from klog.protocol.records.v2 import MIN_RECORD_SIZE, _walk_records
+from klog.protocol.records.v2 import MIN_RECORD_SIZE, RecordFieldsRow, walk_records
 
 # The C twin of check_records; None without a C compiler at build time or with
 # KLOG_PURE_PYTHON=1 in the environment (for comparisons).
@@ -59,6 +60,9 @@ native: types.ModuleType | None = None
 if not os.environ.get("KLOG_PURE_PYTHON"):
     with contextlib.suppress(ImportError):
         from klog.protocol.records import _records as native
+
+# Columns of walk_records' rows, read in C by map() (faster than a comprehension).
+_TIMESTAMP_DELTA, _OFFSET_DELTA, _KEY_SIZE = itemgetter(0), itemgetter(1), itemgetter(3)
 
 _INT32 = struct.Struct(">i")
 _INT16 = struct.Struct(">h")
@@ -112,24 +116,29 @@ def check_records_reference(
     require_keys: bool = False,
     batch_position: int = 0,
 ) -> tuple[int, int]:
-    """``check_records`` in Python: v2.py's walk, then the rules on its rows."""
-    rows = _walk_records(bytes(data), count, batch_position)
-    for index, (_ts, offset_delta, key_size, _value_size, _headers) in enumerate(rows):
-        if offset_delta != index:
-            raise InvalidRecordError(
-                f"record {index} of batch at position {batch_position} has offset delta "
-                f"{offset_delta}: the records of a batch must have offset deltas 0, 1, 2, "
-                "... in order"
-            )
-        if require_keys and key_size < 0:
-            raise InvalidRecordError(
-                f"record {index} of batch at position {batch_position} has no key: a "
-                "compacted topic cannot accept a record without a key"
-            )
+    """``check_records`` in Python: v2.py's ``walk_records``, then the rules on its rows."""
+    rows: list[RecordFieldsRow] = []
+    walk_records(bytes(data), count, batch_position, rows)  # decodes whole, or raises
     if not rows:
         return 0, 0
-    deltas = [row[0] for row in rows]
-    return min(deltas), max(deltas)
+    # The rules column-wise (two C-level comparisons for a valid batch), then, only when one
+    # is broken, the record-by-record search for the first offender, which is what is told.
+    if list(map(_OFFSET_DELTA, rows)) != list(range(len(rows))) or (
+        require_keys and min(map(_KEY_SIZE, rows)) < 0
+    ):
+        for index, row in enumerate(rows):
+            if row[1] != index:
+                raise InvalidRecordError(
+                    f"record {index} of batch at position {batch_position} has offset delta "
+                    f"{row[1]}: the records of a batch must have offset deltas 0, 1, 2, "
+                    "... in order"
+                )
+            if require_keys and row[3] < 0:
+                raise InvalidRecordError(
+                    f"record {index} of batch at position {batch_position} has no key: a "
+                    "compacted topic cannot accept a record without a key"
+                )
+    return min(map(_TIMESTAMP_DELTA, rows)), max(map(_TIMESTAMP_DELTA, rows))
 
 
 def check_batch(

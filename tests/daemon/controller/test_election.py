@@ -21,12 +21,13 @@ from klog.daemon.metadata_cache import PartitionState
 from klog.daemon.metastore import paths
 from klog.daemon.metastore.base import BadVersionError, NodeExistsError
 from klog.daemon.metastore.local import LocalMetadataStore
+from tests.daemon.controller.fakes import controller_for
 
 
 def controller(store: LocalMetadataStore, live: set[int], unclean: bool = False) -> Controller:
     broker = SimpleNamespace(broker_id=1, metastore=store,
                              config=SimpleNamespace(unclean_leader_election_enable=unclean))
-    c = Controller(broker)  # type: ignore[arg-type]
+    c = controller_for(broker)
     c.epoch = 3
     c.topics["t"] = paths.TopicAssignment({0: paths.ReplicaAssignment((1, 2, 3))})
     c.live_brokers = {b: None for b in live}  # type: ignore[misc]
@@ -201,7 +202,7 @@ def test_a_new_controller_takes_unregistered_brokers_out_of_the_isrs(store) -> N
     # broker id 9 hosts no replica: nothing is applied in-process; no channel: none sent.
     broker = SimpleNamespace(broker_id=9, metastore=store, config=config,
                              metadata_cache=SimpleNamespace(controller_id=-1))
-    c = Controller(broker)  # type: ignore[arg-type]
+    c = controller_for(broker)
 
     async def failover() -> None:
         c._loop = asyncio.get_running_loop()

@@ -15,6 +15,7 @@ from klog.daemon.metastore import paths
 from klog.daemon.metastore.base import NodeExistsError
 from klog.daemon.metastore.local import LocalMetadataStore
 from klog.protocol.errors import ErrorCode
+from tests.daemon.controller.fakes import controller_for
 
 NOT_NEEDED = int(ErrorCode.ELECTION_NOT_NEEDED)
 PREF_NA = int(ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE)
@@ -49,7 +50,7 @@ def make_controller(store: LocalMetadataStore, live: set[int],
                              leader_imbalance_per_broker_percentage=percentage,
                              leader_imbalance_check_interval_seconds=300)
     # broker id 9 is not a replica anywhere: no LeaderAndIsr goes to an in-process broker.
-    c = Controller(SimpleNamespace(broker_id=9, metastore=store, config=config))  # type: ignore[arg-type]
+    c = controller_for(SimpleNamespace(broker_id=9, metastore=store, config=config))
     c.epoch = 4
     c.active = True
     c.live_brokers = {b: SimpleNamespace(broker_id=b) for b in live}  # type: ignore[misc]

@@ -24,6 +24,7 @@ from klog.daemon.metadata_cache import PartitionState
 from klog.daemon.metastore import paths
 from klog.daemon.metastore.local import LocalMetadataStore
 from klog.protocol.errors import ErrorCode
+from tests.daemon.controller.fakes import controller_for
 
 TP = ("t", 0)
 
@@ -43,7 +44,7 @@ def make_controller(store: LocalMetadataStore, replicas: tuple[int, ...] = (1, 2
     """A controller (epoch 3) of topic t (one partition) whose znodes exist."""
     broker = SimpleNamespace(broker_id=1, metastore=store,
                              config=SimpleNamespace(unclean_leader_election_enable=False))
-    c = Controller(broker)  # type: ignore[arg-type]
+    c = controller_for(broker)
     c.epoch = 3
     c.active = True
     c.live_brokers = {b: None for b in live}  # type: ignore[misc]

@@ -25,44 +25,48 @@ class FakePartition:
 
 @dataclass
 class FakeReplicaManager:
+    """What the receiver calls on the replica manager, recording the calls."""
+
     partitions: dict[tuple[str, int], FakePartition] = field(default_factory=dict)
+    applied: list[PartitionState] = field(default_factory=list)
+    stopped: list[tuple[list[tuple[str, int]], bool]] = field(default_factory=list)
 
     def get_partition(self, topic: str, partition: int) -> FakePartition | None:
         return self.partitions.get((topic, partition))
 
-
-class FakeBroker:
-    """What receiver touches on a Broker, recording the calls."""
-
-    def __init__(self, broker_id: int = 1) -> None:
-        self.broker_id = broker_id
-        self.controller_epoch = -1
-        self.broker_epoch = 500
-        self.replica_manager = FakeReplicaManager()
-        self.metadata_cache = MetadataCache(broker_id)
-        self.applied: list[PartitionState] = []
-        self.stopped: list[tuple[list[tuple[str, int]], bool]] = []
-        self.deleted: list[str] = []
-
-    def apply_leader_and_isr(self, states: list[PartitionState],
-                             topic_ids: dict[str, uuid.UUID]) -> dict[tuple[str, int], int]:
+    def become_leader_or_follower(self, states: list[PartitionState]
+                                  ) -> dict[tuple[str, int], int]:
         self.applied += states
         for s in states:
-            self.replica_manager.partitions[(s.topic, s.partition)] = FakePartition(
-                s.leader_epoch)
+            self.partitions[(s.topic, s.partition)] = FakePartition(s.leader_epoch)
         return {(s.topic, s.partition): 0 for s in states}
 
-    def apply_update_metadata(self, brokers: list[BrokerInfo], controller_id: int,
-                              states: list[PartitionState], topic_ids: Any) -> None:
-        self.metadata_cache.update_brokers(brokers, controller_id)
-        self.metadata_cache.update_partitions(states, topic_ids)
-
-    def apply_topic_deletion(self, topic: str) -> None:
-        self.deleted.append(topic)
-        self.metadata_cache.remove_topic(topic)
-
-    def apply_stop_replica(self, tps: list[tuple[str, int]], delete: bool) -> None:
+    def stop_replicas(self, tps: list[tuple[str, int]], delete: bool) -> None:
         self.stopped.append((tps, delete))
+
+
+@dataclass
+class FakeTopicConfigs:
+    loaded: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+
+    def load_missing(self, topics: Any) -> None:
+        self.loaded += sorted(set(topics) - set(self.loaded))
+
+    def remove(self, topic: str) -> None:
+        self.removed.append(topic)
+
+
+class Fixture:
+    """A real ControlRequestReceiver over fakes; this broker is 1, at broker epoch 500."""
+
+    def __init__(self) -> None:
+        self.rm = FakeReplicaManager()
+        self.cache = MetadataCache(1)
+        self.topic_configs = FakeTopicConfigs()
+        self.receiver = receiver.ControlRequestReceiver(
+            1, self.rm, self.cache, self.topic_configs)  # type: ignore[arg-type]
+        self.receiver.broker_epoch = 500
 
 
 def state(topic: str = "t", partition: int = 0, leader: int = 1, epoch: int = 0,
@@ -70,77 +74,77 @@ def state(topic: str = "t", partition: int = 0, leader: int = 1, epoch: int = 0,
     return PartitionState(topic, partition, leader, epoch, replicas, replicas, controller_epoch)
 
 
-def fake() -> Any:
-    return FakeBroker()
+def fake() -> Fixture:
+    return Fixture()
 
 
 def test_newer_controller_epoch_is_obeyed_and_remembered() -> None:
     b = fake()
-    error, errors = receiver.leader_and_isr(b, 2, 3, -1, [state()], {})
+    error, errors = b.receiver.leader_and_isr(2, 3, -1, [state()], {})
     assert (error, errors) == (0, {("t", 0): 0})
-    assert b.controller_epoch == 3
-    assert [s.leader for s in b.applied] == [1]
+    assert b.receiver.controller_epoch == 3
+    assert [s.leader for s in b.rm.applied] == [1]
 
 
 def test_older_controller_epoch_is_refused_everywhere() -> None:
     b = fake()
-    b.controller_epoch = 5
+    b.receiver.controller_epoch = 5
     stale = int(ErrorCode.STALE_CONTROLLER_EPOCH)
-    assert receiver.leader_and_isr(b, 2, 4, -1, [state()], {}) == (stale, {("t", 0): stale})
-    assert receiver.update_metadata(b, 2, 4, -1, [], [state()], {}) == stale
-    assert receiver.stop_replica(b, 4, -1, [(("t", 0), 0, True)]) == (stale, {("t", 0): stale})
-    assert b.applied == [] and b.stopped == [] and b.metadata_cache.topics == {}
-    assert b.controller_epoch == 5
+    assert b.receiver.leader_and_isr(2, 4, -1, [state()], {}) == (stale, {("t", 0): stale})
+    assert b.receiver.update_metadata(2, 4, -1, [], [state()], {}) == stale
+    assert b.receiver.stop_replica(4, -1, [(("t", 0), 0, True)]) == (stale, {("t", 0): stale})
+    assert b.rm.applied == [] and b.rm.stopped == [] and b.cache.topics == {}
+    assert b.receiver.controller_epoch == 5
 
 
 def test_older_broker_epoch_is_refused_unknown_is_not() -> None:
     b = fake()
     code = int(ErrorCode.STALE_BROKER_EPOCH)
-    assert receiver.leader_and_isr(b, 2, 3, 499, [state()], {})[0] == code
-    assert receiver.update_metadata(b, 2, 3, 499, [], [], {}) == code
-    assert receiver.leader_and_isr(b, 2, 3, -1, [state()], {})[0] == 0
-    assert receiver.leader_and_isr(b, 2, 3, 501, [state(epoch=1)], {})[0] == 0
+    assert b.receiver.leader_and_isr(2, 3, 499, [state()], {})[0] == code
+    assert b.receiver.update_metadata(2, 3, 499, [], [], {}) == code
+    assert b.receiver.leader_and_isr(2, 3, -1, [state()], {})[0] == 0
+    assert b.receiver.leader_and_isr(2, 3, 501, [state(epoch=1)], {})[0] == 0
 
 
 def test_only_newer_leader_epochs_apply() -> None:
     b = fake()
-    receiver.leader_and_isr(b, 2, 3, -1, [state(epoch=4)], {})
-    error, errors = receiver.leader_and_isr(
-        b, 2, 3, -1, [state(epoch=4), state(epoch=3, partition=0), state(partition=1)], {})
+    b.receiver.leader_and_isr(2, 3, -1, [state(epoch=4)], {})
+    error, errors = b.receiver.leader_and_isr(
+        2, 3, -1, [state(epoch=4), state(epoch=3, partition=0), state(partition=1)], {})
     assert error == 0
     assert errors[("t", 0)] == ErrorCode.STALE_CONTROLLER_EPOCH
     assert errors[("t", 1)] == 0
-    assert [(s.partition, s.leader_epoch) for s in b.applied] == [(0, 4), (1, 0)]
+    assert [(s.partition, s.leader_epoch) for s in b.rm.applied] == [(0, 4), (1, 0)]
 
 
 def test_state_without_this_broker_is_unknown_partition() -> None:
     b = fake()
-    _, errors = receiver.leader_and_isr(b, 2, 3, -1, [state(replicas=(2, 3), leader=2)], {})
+    _, errors = b.receiver.leader_and_isr(2, 3, -1, [state(replicas=(2, 3), leader=2)], {})
     assert errors == {("t", 0): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
-    assert b.applied == []
+    assert b.rm.applied == []
 
 
 def test_update_metadata_removes_topics_being_deleted() -> None:
     b = fake()
     brokers = [BrokerInfo(1, (BrokerEndpoint("PLAINTEXT", "h", 1),))]
-    assert receiver.update_metadata(b, 2, 3, -1, brokers, [state("a"), state("b")], {}) == 0
-    assert b.metadata_cache.topic_names() == ["a", "b"]
-    assert b.metadata_cache.controller_id == 2
+    assert b.receiver.update_metadata(2, 3, -1, brokers, [state("a"), state("b")], {}) == 0
+    assert b.cache.topic_names() == ["a", "b"]
+    assert b.cache.controller_id == 2
     gone = state("a", leader=receiver.LEADER_DURING_DELETE)
-    assert receiver.update_metadata(b, 2, 3, -1, brokers, [gone], {}) == 0
-    assert b.metadata_cache.topic_names() == ["b"]
-    assert b.deleted == ["a"]
+    assert b.receiver.update_metadata(2, 3, -1, brokers, [gone], {}) == 0
+    assert b.cache.topic_names() == ["b"]
+    assert b.topic_configs.removed == ["a"]
 
 
 def test_stop_replica_fences_older_leader_epochs() -> None:
     b = fake()
-    receiver.leader_and_isr(b, 2, 3, -1, [state(epoch=5), state(partition=1, epoch=5)], {})
-    error, errors = receiver.stop_replica(b, 3, -1, [
+    b.receiver.leader_and_isr(2, 3, -1, [state(epoch=5), state(partition=1, epoch=5)], {})
+    error, errors = b.receiver.stop_replica(3, -1, [
         (("t", 0), 4, False), (("t", 1), 5, False), (("t", 2), receiver.EPOCH_DURING_DELETE,
                                                      True)])
     assert error == 0
     assert errors == {("t", 0): ErrorCode.FENCED_LEADER_EPOCH, ("t", 1): 0, ("t", 2): 0}
-    assert b.stopped == [([("t", 1)], False), ([("t", 2)], True)]
+    assert b.rm.stopped == [([("t", 1)], False), ([("t", 2)], True)]
 
 
 STATES = [PartitionState("t", 0, 1, 3, (1, 2, 3), (1, 2), 5, 7),

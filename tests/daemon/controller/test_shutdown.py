@@ -12,6 +12,7 @@ from klog.daemon.controller.controller import Controller
 from klog.daemon.metastore import paths
 from klog.daemon.metastore.local import LocalMetadataStore
 from klog.protocol.errors import ErrorCode
+from tests.daemon.controller.fakes import controller_for
 
 STALE = int(ErrorCode.STALE_BROKER_EPOCH)
 
@@ -36,7 +37,7 @@ def controller(store: LocalMetadataStore) -> Controller:
     broker = SimpleNamespace(broker_id=1, metastore=store,
                              config=SimpleNamespace(zookeeper_connect="zk",
                                                     unclean_leader_election_enable=False))
-    c = Controller(broker)  # type: ignore[arg-type]
+    c = controller_for(broker)
     c.active = True
     c.epoch = 3
     return c

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import asyncio
-from types import SimpleNamespace
 from typing import Any
 
 from klog.daemon.config import BrokerConfig
+from klog.daemon.config.dynamic import DynamicBrokerConfig
 from klog.daemon.group.coordinator import GroupCoordinator
 from klog.protocol.errors import ErrorCode
 from klog.protocol.internal_topics import ConsumerProtocolSubscription, GroupMetadataValue
@@ -80,9 +80,9 @@ def make_coordinator(**overrides: str) -> tuple[GroupCoordinator, FakeManager]:
         "group.initial.rebalance.delay.ms": "0",
     }
     props.update({k.replace("_", "."): v for k, v in overrides.items()})
-    broker = SimpleNamespace(config=BrokerConfig(props), timer=None)
     manager = FakeManager()
-    coordinator = GroupCoordinator(broker, manager)  # type: ignore[arg-type]
+    coordinator = GroupCoordinator(DynamicBrokerConfig(BrokerConfig(props)),
+                                   manager)  # type: ignore[arg-type]
     coordinator.startup()
     return coordinator, manager
 

@@ -68,31 +68,29 @@ def test_known_java_hash_values() -> None:
     assert kafka_abs(-5) == 5
 
 
-class _FakeBroker:
-    """Just enough of a Broker for placement: config and an empty metadata cache."""
+def _placement_only(partitions: int) -> GroupMetadataManager:
+    """A manager with just what placement reads: the config and an empty metadata cache."""
+    from klog.daemon.config import BrokerConfig
+    from klog.daemon.config.dynamic import DynamicBrokerConfig
+    from klog.daemon.metadata_cache import MetadataCache
 
-    def __init__(self, partitions: int) -> None:
-        from klog.daemon.config import BrokerConfig
-        from klog.daemon.metadata_cache import MetadataCache
-
-        self.config = BrokerConfig.from_dict({"offsets.topic.num.partitions": str(partitions),
-                                              "log.dirs": "/nonexistent"})
-        self.metadata_cache = MetadataCache(0)
-        self.broker_id = 0
-        self.loop = None
+    config = DynamicBrokerConfig(BrokerConfig.from_dict({
+        "offsets.topic.num.partitions": str(partitions), "log.dirs": "/nonexistent"}))
+    unused: Any = None
+    return GroupMetadataManager(0, config, MetadataCache(0), unused, unused)
 
 
 @pytest.mark.parametrize("group,partitions", [("my-second-application", 50), ("abc", 50),
                                               ("hello", 7), ("polygenelubricants", 50),
                                               ("emoji-\U0001f600", 50)])
 def test_partition_for(group: str, partitions: int) -> None:
-    manager = GroupMetadataManager(_FakeBroker(partitions))  # type: ignore[arg-type]
+    manager = _placement_only(partitions)
     assert manager.partition_for(group) == abs(_reference_hash(group)) % 2**31 % partitions
 
 
 def test_partition_for_corpus_group() -> None:
     # Kafka 2.x wrote this group's records to __consumer_offsets-12 (see the corpus).
-    manager = GroupMetadataManager(_FakeBroker(50))  # type: ignore[arg-type]
+    manager = _placement_only(50)
     assert manager.partition_for("my-second-application") == 12
     assert manager.coordinator_error("my-second-application") is ErrorCode.NOT_COORDINATOR
 
@@ -159,7 +157,7 @@ def test_topic_created_on_first_use(tmp_path: Path) -> None:
         _wait_coordinator(broker, "g")
         cache = broker.broker.metadata_cache
         assert len(broker.call(lambda: cache.partitions(OFFSETS_TOPIC))) == 5
-        overrides = broker.call(lambda: broker.broker.load_topic_overrides(OFFSETS_TOPIC))
+        overrides = broker.call(lambda: broker.broker.topic_configs.load(OFFSETS_TOPIC))
         assert overrides["cleanup.policy"] == "compact"
         assert overrides["segment.bytes"] == str(1 << 20)
         assert broker.call(lambda: broker.broker.group_manager.owned_partitions()) \
@@ -459,10 +457,12 @@ def test_leader_and_isr_moves_the_coordinator(tmp_path: Path) -> None:
         def state(leader: int, epoch: int) -> PartitionState:
             return PartitionState(OFFSETS_TOPIC, p, leader, epoch, (me, me + 1), (me, me + 1))
 
-        broker.call(lambda: broker.broker.apply_leader_and_isr([state(me + 1, 5)], {}))
+        broker.call(lambda: broker.broker.control_requests.become_leader_or_follower(
+            [state(me + 1, 5)], {}))
         assert broker.call(lambda: mgr.coordinator_error("moving")) is ErrorCode.NOT_COORDINATOR
         assert broker.call(lambda: mgr.fetch_offsets("moving", None)) == {}
-        broker.call(lambda: broker.broker.apply_leader_and_isr([state(me, 6)], {}))
+        broker.call(lambda: broker.broker.control_requests.become_leader_or_follower(
+            [state(me, 6)], {}))
         _wait_coordinator(broker, "moving")
         assert broker.call(lambda: mgr.fetch_offsets("moving", None)) == {
             ("t", 0): OffsetAndMetadata(3, -1, "", 1)}

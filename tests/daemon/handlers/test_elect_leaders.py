@@ -5,14 +5,14 @@ NOT_CONTROLLER off the controller, v0 (no election type) is PREFERRED."""
 from __future__ import annotations
 
 import asyncio
-from types import SimpleNamespace
 from typing import Any
 
-from klog.daemon.handlers import RequestContext, elect_leaders
+from klog.daemon.handlers import elect_leaders
 from klog.protocol import apis
 from klog.protocol.entities import build
 from klog.protocol.errors import ErrorCode
 from klog.protocol.framing import RequestHeader
+from tests.daemon.handlers.fakes import context
 
 NOT_NEEDED = int(ErrorCode.ELECTION_NOT_NEEDED)
 
@@ -30,8 +30,8 @@ class FakeController:
 
 def call(controller: FakeController, version: int, values: dict[str, Any]) -> Any:
     request = build(apis.spec_for(43).request_entity(version), values)
-    ctx = RequestContext(RequestHeader(43, version, 1, "t", 2 if version >= 2 else 1),
-                         SimpleNamespace(controller=controller), None)  # type: ignore[arg-type]
+    ctx = context(RequestHeader(43, version, 1, "t", 2 if version >= 2 else 1),
+                  controller=controller)
     return asyncio.run(elect_leaders.handle(ctx, request))
 
 
@@ -100,8 +100,8 @@ def _call_busy(version: int, values: dict[str, Any]) -> tuple[Any, BusyControlle
 
     async def run() -> Any:
         request = build(apis.spec_for(43).request_entity(version), values)
-        ctx = RequestContext(RequestHeader(43, version, 1, "t", 2 if version >= 2 else 1),
-                             SimpleNamespace(controller=c), None)  # type: ignore[arg-type]
+        ctx = context(RequestHeader(43, version, 1, "t", 2 if version >= 2 else 1),
+                      controller=c)
         response = await elect_leaders.handle(ctx, request)
         # The election goes on after the timed-out answer, as Kafka's does.
         c.release.set()

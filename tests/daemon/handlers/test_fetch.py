@@ -5,7 +5,6 @@ the replica manager's regions, errors and offsets per partition); sessions are d
 from __future__ import annotations
 
 import asyncio
-from types import SimpleNamespace
 from typing import Any
 
 from klog.daemon.delayed import FetchParams
@@ -17,6 +16,7 @@ from klog.protocol import apis
 from klog.protocol.entities import build
 from klog.protocol.errors import ErrorCode
 from klog.protocol.framing import RequestHeader
+from tests.daemon.handlers.fakes import context
 from tests.daemon.wire import batch
 
 VERSION = 11
@@ -50,9 +50,8 @@ class FakeReplicaManager:
 
 
 def _ctx(rm: FakeReplicaManager) -> RequestContext:
-    broker: Any = SimpleNamespace(replica_manager=rm,
-                                  config=SimpleNamespace(fetch_max_bytes=50_000))
-    return RequestContext(RequestHeader(FETCH, VERSION, 3, "test", 1), broker, None)
+    return context(RequestHeader(FETCH, VERSION, 3, "test", 1), replica_manager=rm,
+                   config={"fetch_max_bytes": 50_000})
 
 
 def _request(replica_id: int = -1, isolation_level: int = 1, session_id: int = 0) -> Any:

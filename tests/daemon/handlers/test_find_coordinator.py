@@ -36,7 +36,7 @@ def test_single_key(broker: InProcessBroker, version: int) -> None:
     # Created on first use: compacted, offsets.topic.num.partitions partitions.
     cache = broker.broker.metadata_cache
     assert len(broker.call(lambda: cache.partitions(OFFSETS_TOPIC))) == 7
-    overrides = broker.call(lambda: broker.broker.load_topic_overrides(OFFSETS_TOPIC))
+    overrides = broker.call(lambda: broker.broker.topic_configs.load(OFFSETS_TOPIC))
     assert overrides["cleanup.policy"] == "compact"
 
 

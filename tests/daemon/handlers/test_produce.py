@@ -6,7 +6,6 @@ the connection on an error), bad acks and transactional produces never reach it.
 from __future__ import annotations
 
 import asyncio
-from types import SimpleNamespace
 from typing import Any
 
 from klog.daemon.handlers import Deferred, RequestContext
@@ -15,6 +14,7 @@ from klog.daemon.replica_manager import ProduceResult
 from klog.protocol import produce
 from klog.protocol.errors import ErrorCode
 from klog.protocol.framing import RequestHeader
+from tests.daemon.handlers.fakes import context
 from tests.daemon.wire import batch
 
 VERSION = 9
@@ -49,8 +49,7 @@ def _request(acks: int, transactional_id: str | None = None) -> Any:
 
 
 def _ctx(rm: FakeReplicaManager, connection: Any = None) -> RequestContext:
-    broker: Any = SimpleNamespace(replica_manager=rm)
-    return RequestContext(RequestHeader(0, VERSION, 7, "test", 2), broker, connection)
+    return context(RequestHeader(0, VERSION, 7, "test", 2), connection, replica_manager=rm)
 
 
 def _decoded(response: Any) -> dict[tuple[str, int], tuple[int, int]]:

@@ -22,12 +22,14 @@ from klog.protocol.records.record import Record
 from klog.protocol.records.v2 import (
     BatchBuilder,
     RecordColumns,
+    RecordFieldsRow,
     build_batch,
     decode_record_fields,
     encode_record,
     iter_records,
     record_columns,
     records_data,
+    walk_records,
 )
 from klog.protocol.records.varint import write_varint
 
@@ -535,3 +537,39 @@ def test_decode_record_fields_refuses_what_iter_records_refuses() -> None:
     with pytest.raises(CorruptRecordError):
         decode_record_fields(bytes(section), 3, 0, False, 0, start=0, end=1 << 62,
                              last_offset=2)
+
+
+# --- one grammar: every reader is walk_records, and keeps its own way of stopping ----------
+
+
+def test_iter_records_yields_the_records_before_a_malformed_one() -> None:
+    # dump --deep-iteration prints what precedes the damage, as Kafka's tool does.
+    good = [encode_record(i, 0, b"k%d" % i, b"v") for i in range(3)]
+    section = b"".join(good) + write_varint(-5) + b"\x00" * 10
+    header = read_batch_header(raw_batch(section, 4))
+    records = iter_records(raw_batch(section, 4), header)
+    assert [next(records).key for _ in range(3)] == [b"k0", b"k1", b"k2"]
+    with pytest.raises(CorruptRecordError, match="record 3 of batch at position 0 has a bad"):
+        next(records)
+
+
+def test_decode_record_fields_does_not_read_past_the_end_of_its_range() -> None:
+    # Records 0-2 are sound, record 3 is not: a range that ends at offset 2 stops at the
+    # record of offset 2 and never meets it; a range that takes record 3 does.
+    section = b"".join(encode_record(i, 0, None, b"v%d" % i) for i in range(3))
+    section += write_varint(7) + b"\x00" * 3
+    fields = decode_record_fields(section, 4, 0, False, 0, start=0, end=2, last_offset=3)
+    assert (fields.values, fields.past_end) == ([b"v0", b"v1"], True)
+    with pytest.raises(CorruptRecordError, match="record 3 of batch at offset 0"):
+        decode_record_fields(section, 4, 0, False, 0, start=0, end=4, last_offset=3)
+
+
+def test_walk_records_gives_fields_as_positions_and_sizes() -> None:
+    section = encode_record(0, -3, None, b"val", [("h", None)]) + encode_record(1, 9, b"k", None)
+    rows: list[RecordFieldsRow] = []
+    walk_records(section, 2, 0, rows)
+    (ts0, delta0, _, key0, value_pos, value0, headers0, body0, end0), second = rows
+    assert (ts0, delta0, key0, value0, headers0) == (-3, 0, -1, 3, (("h", None),))
+    assert section[value_pos : value_pos + value0] == b"val" and section[body0] == 0
+    assert (second[0], second[1], second[3], second[5], second[8]) == (9, 1, 1, -1, len(section))
+    assert section[second[2] : second[2] + 1] == b"k" and end0 == second[7] - 1
