@@ -14,11 +14,12 @@ crash-safe swap) is klog/storage/cleaner.py's ``Cleaner``. It owns:
   the cleanable section runs from the cleaner checkpoint (the first dirty offset) to the
   first uncleanable offset (the active segment, the last stable offset, segments newer
   than min.compaction.lag.ms); a log is eligible when its cleanable ratio (dirty bytes /
-  bytes past the log start) exceeds min.cleanable.dirty.ratio, or when it holds records
+  clean + dirty bytes) exceeds min.cleanable.dirty.ratio, or when it holds records
   older than max.compaction.lag.ms. Those overdue logs go first (issue 20; Kafka only
   makes them eligible), then the highest ratio.
-- ``cleaner-offset-checkpoint`` in each log dir: written after every clean (Kafka's
-  ``doneCleaning``), an entry dropped when its log is deleted, lowered after truncation.
+- when ``cleaner-offset-checkpoint`` (each log dir's first dirty offsets, written through
+  the LogManager's ``CleanerCheckpoints``) moves: after every clean (Kafka's
+  ``doneCleaning``), reset when outside its log, lowered after truncation.
 - ``log.cleaner.threads`` real threads (the storage cleaner's heavy loop is C that
   releases the GIL), sleeping ``log.cleaner.backoff.ms`` when no log is eligible, sharing
   ``log.cleaner.dedupe.buffer.size`` and one throttle of
@@ -28,10 +29,12 @@ crash-safe swap) is klog/storage/cleaner.py's ``Cleaner``. It owns:
   (klog/storage/log_manager.py): ``abort_and_pause`` / ``resume`` around truncation,
   ``abort`` before a log is deleted, ``try_pause`` around retention.
 - one INFO record per clean on the ``klog.log_cleaner`` logger, with the figures of
-  Kafka's log-cleaner.log, and ``status()``: each compacted partition's dirty ratio and
-  last clean (Kafka has no wire API for these; see ``status``).
+  Kafka's log-cleaner.log; ``status()`` (each compacted partition's dirty ratio and last
+  clean) and, at most every 5 minutes, a status line of the dirtiest: Kafka's protocol
+  carries neither, so no client can show them (see ``status_line``).
 
-Locking: one condition variable guards the state table, the checkpoints and the figures.
+Locking: one condition variable guards the state table, the checkpoint updates and the
+figures.
 It is never held while calling into a log's cleaning, and the LogManager calls the hooks
 without holding its own lock, so the two never wait on each other.
 """
