@@ -181,31 +181,33 @@ def _size(n: int) -> str:
 def _print(report: Any) -> None:
     if report.dry_run:
         console.line("dry run: nothing was changed; figures are what one pass would do")
+    shown = [p for p in report.partitions if p.error or not p.skipped]
+    widest = max((len(p.partition) for p in shown), default=9)
     table = Table(show_edge=False, pad_edge=False)
+    # Few, narrow columns (80 terminal columns hold them with a 40-character partition
+    # name); the rest is in --json. An error's words go below the table.
     for name, justify in (("partition", "left"), ("before", "right"), ("after", "right"),
-                          ("records", "right"), ("kept", "right"), ("removed", "right"),
-                          ("tombstones", "right"), ("status", "left")):
-        table.add_column(name, justify=justify, no_wrap=True)  # type: ignore[arg-type]
-    done = 0
-    for p in report.partitions:
-        if p.skipped == "not a compacted topic":
-            continue
-        status = p.error or p.skipped or ("would compact" if report.dry_run else "compacted")
-        style = "bold red" if p.error else ("" if p.skipped else "green")
-        if not p.error and not p.skipped:
-            done += 1
+                          ("records", "right"), ("removed", "right"), ("status", "left")):
+        table.add_column(name, justify=justify, no_wrap=True,  # type: ignore[arg-type]
+                         min_width=widest if name == "partition" else None)
+    for p in shown:
         table.add_row(
             Text(p.partition), _size(p.bytes_before), _size(p.bytes_after),
-            str(p.records_read), str(p.records_kept), str(p.records_removed),
-            str(p.tombstones_removed), Text(status, style=style),
+            str(p.records_read), str(p.records_removed),
+            Text("error", style="bold red") if p.error else Text("ok", style="green"),
         )
-    if table.row_count:
+    if shown:
         console.out.print(table)
     summary = report.to_dict()
+    done = sum(1 for p in shown if not p.error)
+    clean = sum(1 for p in report.partitions if p.skipped == "nothing dirty to clean")
+    other = sum(1 for p in report.partitions if p.skipped == "not a compacted topic")
     console.line(
         f"{done} partitions {'would be ' if report.dry_run else ''}compacted: "
         f"{_size(summary['bytes_before'])} -> {_size(summary['bytes_after'])}, "
-        f"{summary['records_removed']} records removed"
+        f"{summary['records_removed']} records removed "
+        f"({sum(p.tombstones_removed for p in shown)} tombstones); {clean} with nothing dirty, "
+        f"{other} of topics not compacted"
     )
 
 

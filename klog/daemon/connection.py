@@ -52,6 +52,7 @@ from collections.abc import Awaitable, Coroutine, Generator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from klog.daemon.handlers import Deferred, RequestContext, Response
+from klog.daemon.security.principal import ANONYMOUS, KafkaPrincipal
 from klog.protocol import apis
 from klog.protocol.errors import InvalidRequestError, KafkaError
 from klog.protocol.framing import (
@@ -150,6 +151,8 @@ class Connection(asyncio.Protocol):
         self.queued_bytes = 0  # sum of the sizes of the frames in ``queue``
         self.transport: asyncio.Transport | None = None
         self.peer: str = "?"
+        # Who this connection is: ANONYMOUS until an authentication says otherwise.
+        self.principal: KafkaPrincipal = ANONYMOUS
         self.closed = False
         self.reading_paused = False
         self.busy = False

@@ -7,8 +7,11 @@
  * which records a cleaning keeps and copying them (filter_records), and moving record
  * timestamps to a new base (rebase_timestamps). Same arguments, same results, same table
  * bytes as the Python reference (cleaner_py.py documents the layout and the probe order);
- * tests run both on the same inputs and compare. Malformed records raise ValueError (the
- * caller turns it into CorruptRecordError).
+ * tests run both on the same inputs and compare. Records are read with the v2 grammar of
+ * klog/_v2records.h (the twin of records/v2.py's walk_records), so a malformed section is
+ * refused as every other reader refuses it, with the same words: ValueError (the caller
+ * turns it into CorruptRecordError). Every record of a section is checked, also after the
+ * map filled up.
  *
  * Why C: compaction decodes every record of the log, twice (the map, then the filter), and
  * hashes every key: in Python that is ~2 us per record, so a cleaner thread would hold the
@@ -27,12 +30,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "_v2records.h"
+
 #define ENTRY_SIZE 24
 #define HASH_SIZE 16
 #define RANDOM_PROBES 16
-#define MAX_VARINT_BYTES 5
-#define MAX_VARLONG_BYTES 10
-#define MIN_BODY_SIZE 6
 /* Below this many bytes the GIL is kept: releasing it costs more than the walk. */
 #define RELEASE_GIL_FROM 16384
 
@@ -188,98 +190,15 @@ static int64_t table_get_hash(const uint8_t *table, uint64_t slots, const uint8_
 /* ---------------------------------------------------------------------------------------
  * records */
 
-typedef struct {
-    const uint8_t *d;
-    int64_t n;
-    int failed;
-} walk;
-
-typedef struct {
-    int64_t start, end, ts_start, ts_end, ts_delta, key_start, key_len, value_len;
-    int32_t offset_delta;
-} rec;
-
-static int read_unsigned(walk *w, int64_t *pos, int max_bytes, uint64_t *out)
+/* Raise walk_records' ValueError for w's failure; NULL. */
+static PyObject *walk_failed(const v2_walk *w, long long count, long long batch_position)
 {
-    uint64_t value = 0;
-    int shift = 0;
-    int64_t p = *pos;
-    for (int i = 0; i < max_bytes; i++) {
-        if (p >= w->n || p < 0) {
-            w->failed = 1;
-            return -1;
-        }
-        uint8_t byte = w->d[p++];
-        value |= (uint64_t)(byte & 0x7F) << shift;
-        if (byte < 0x80) {
-            *pos = p;
-            *out = max_bytes == MAX_VARINT_BYTES ? (value & 0xFFFFFFFFu) : value;
-            return 0;
-        }
-        shift += 7;
+    PyObject *message = v2_message(w, count, "position", batch_position);
+    if (message != NULL) {
+        PyErr_SetObject(PyExc_ValueError, message);
+        Py_DECREF(message);
     }
-    w->failed = 1;
-    return -1;
-}
-
-static int read_varint(walk *w, int64_t *pos, int64_t *out)
-{
-    uint64_t raw;
-    if (read_unsigned(w, pos, MAX_VARINT_BYTES, &raw) < 0)
-        return -1;
-    uint32_t r = (uint32_t)raw;
-    *out = (int64_t)(int32_t)((r >> 1) ^ (uint32_t)(-(int32_t)(r & 1)));
-    return 0;
-}
-
-static int read_varlong(walk *w, int64_t *pos, int64_t *out)
-{
-    uint64_t raw;
-    if (read_unsigned(w, pos, MAX_VARLONG_BYTES, &raw) < 0)
-        return -1;
-    *out = (int64_t)((raw >> 1) ^ (uint64_t)(-(int64_t)(raw & 1)));
-    return 0;
-}
-
-/* Parse the record at *pos (advanced past it); -1 when it is malformed. */
-static int next_record(walk *w, int64_t *pos, rec *r)
-{
-    int64_t length, p = *pos, v;
-    r->start = p;
-    if (read_varint(w, &p, &length) < 0)
-        return -1;
-    int64_t stop = p + length;
-    if (length < MIN_BODY_SIZE || stop > w->n) {
-        w->failed = 1;
-        return -1;
-    }
-    r->end = stop;
-    r->ts_start = p + 1;
-    p = r->ts_start;
-    if (read_varlong(w, &p, &r->ts_delta) < 0)
-        return -1;
-    r->ts_end = p;
-    if (read_varint(w, &p, &v) < 0)
-        return -1;
-    r->offset_delta = (int32_t)v;
-    if (read_varint(w, &p, &r->key_len) < 0)
-        return -1;
-    r->key_start = p;
-    if (r->key_len >= 0) {
-        if (p + r->key_len > stop) {
-            w->failed = 1;
-            return -1;
-        }
-        p += r->key_len;
-    }
-    if (read_varint(w, &p, &r->value_len) < 0)
-        return -1;
-    if (p > stop || (r->value_len > 0 && p + r->value_len > stop)) {
-        w->failed = 1;
-        return -1;
-    }
-    *pos = stop;
-    return 0;
+    return NULL;
 }
 
 static inline int64_t wrap_add(int64_t a, int64_t b) { return (int64_t)((uint64_t)a + (uint64_t)b); }
@@ -373,6 +292,15 @@ static PyObject *py_table_clear(PyObject *self, PyObject *arg)
     Py_RETURN_NONE;
 }
 
+/* The record number i at w->pos: its fields in *r, where it starts in *start, its end at
+ * w->pos after. 0, or -1 with w->failure set. */
+static inline int next_record(v2_walk *w, int64_t i, v2_record *r, int64_t *start)
+{
+    w->index = i;
+    *start = w->pos;
+    return v2_next_record(w, r);
+}
+
 typedef struct {
     uint8_t *table;
     uint64_t slots;
@@ -382,46 +310,46 @@ typedef struct {
     int full;
 } map_job;
 
-static void run_map(walk *w, map_job *j)
+static int run_map(v2_walk *w, map_job *j)
 {
-    int64_t pos = 0;
     uint8_t hash[HASH_SIZE];
-    j->read = 0;
+    j->read = j->count;
     j->last_put = -1;
     j->full = 0;
     for (int64_t i = 0; i < j->count; i++) {
-        rec r;
-        if (next_record(w, &pos, &r) < 0)
-            return;
+        v2_record r;
+        int64_t start;
+        if (next_record(w, i, &r, &start) < 0)
+            return -1;
+        if (j->full)
+            continue; /* full: the rest is only checked, as walk_records checks it */
         int64_t offset = wrap_add(j->base_offset, r.offset_delta);
-        if (r.key_len >= 0 && offset >= j->start_offset) {
-            if (j->size >= j->max_size) {
-                j->read = i;
-                j->full = 1;
-                return;
+        if (r.key_size >= 0 && offset >= j->start_offset) {
+            int added = -1;
+            if (j->size < j->max_size) {
+                md5(w->d + r.key_pos, (size_t)r.key_size, hash);
+                added = table_put_hash(j->table, j->slots, hash, offset);
             }
-            md5(w->d + r.key_start, (size_t)r.key_len, hash);
-            int added = table_put_hash(j->table, j->slots, hash, offset);
             if (added < 0) {
                 j->read = i;
                 j->full = 1;
-                return;
+                continue;
             }
             j->size += added;
             j->last_put = offset;
         }
     }
-    j->read = j->count;
+    return v2_end(w);
 }
 
 static PyObject *py_map_records(PyObject *self, PyObject *args)
 {
     PyObject *table_obj, *data_obj;
     Py_ssize_t slots;
-    long long size, max_size, count, base_offset, start_offset;
+    long long size, max_size, count, base_offset, start_offset, batch_position;
     Py_buffer table, data;
-    if (!PyArg_ParseTuple(args, "OnLLOLLL", &table_obj, &slots, &size, &max_size, &data_obj,
-                          &count, &base_offset, &start_offset))
+    if (!PyArg_ParseTuple(args, "OnLLOLLLL", &table_obj, &slots, &size, &max_size, &data_obj,
+                          &count, &base_offset, &start_offset, &batch_position))
         return NULL;
     if (get_table(table_obj, &table, slots) < 0)
         return NULL;
@@ -429,22 +357,22 @@ static PyObject *py_map_records(PyObject *self, PyObject *args)
         PyBuffer_Release(&table);
         return NULL;
     }
-    walk w = {(const uint8_t *)data.buf, data.len, 0};
+    v2_walk w;
+    v2_walk_init(&w, data.buf, data.len);
     map_job j = {(uint8_t *)table.buf, (uint64_t)slots, size, max_size, count, base_offset,
                  start_offset, 0, -1, 0};
+    int status;
     if (data.len >= RELEASE_GIL_FROM) {
         Py_BEGIN_ALLOW_THREADS
-        run_map(&w, &j);
+        status = run_map(&w, &j);
         Py_END_ALLOW_THREADS
     } else {
-        run_map(&w, &j);
+        status = run_map(&w, &j);
     }
     PyBuffer_Release(&data);
     PyBuffer_Release(&table);
-    if (w.failed) {
-        PyErr_SetString(PyExc_ValueError, "malformed record in records section");
-        return NULL;
-    }
+    if (status < 0)
+        return walk_failed(&w, count, batch_position);
     return Py_BuildValue("(LLLO)", (long long)j.size, (long long)j.read, (long long)j.last_put,
                          j.full ? Py_True : Py_False);
 }
@@ -459,39 +387,39 @@ typedef struct {
     int64_t out_len, kept, max_ts, offset_of_max, max_offset, tomb_kept, tomb_removed, invalid;
 } filter_job;
 
-static void run_filter(walk *w, filter_job *j)
+static int run_filter(v2_walk *w, filter_job *j)
 {
-    int64_t pos = 0;
     uint8_t hash[HASH_SIZE];
     int first_ts = 1;
     j->out_len = j->kept = j->tomb_kept = j->tomb_removed = j->invalid = 0;
     j->max_ts = j->offset_of_max = j->max_offset = -1;
     for (int64_t i = 0; i < j->count; i++) {
-        rec r;
-        if (next_record(w, &pos, &r) < 0)
-            return;
+        v2_record r;
+        int64_t start;
+        if (next_record(w, i, &r, &start) < 0)
+            return -1;
         int64_t offset = wrap_add(j->base_offset, r.offset_delta);
         int keep = 1;
         if (offset <= j->latest_offset) {
-            if (r.key_len < 0) {
+            if (r.key_size < 0) {
                 j->invalid++;
                 keep = 0;
             } else {
-                md5(w->d + r.key_start, (size_t)r.key_len, hash);
+                md5(w->d + r.key_pos, (size_t)r.key_size, hash);
                 int latest = offset >= table_get_hash(j->table, j->slots, hash);
-                if (latest && r.value_len < 0 && !j->retain_deletes)
+                if (latest && r.value_size < 0 && !j->retain_deletes)
                     j->tomb_removed++;
-                keep = latest && (r.value_len >= 0 || j->retain_deletes);
+                keep = latest && (r.value_size >= 0 || j->retain_deletes);
             }
         }
         if (!keep)
             continue;
-        memcpy(j->out + j->out_len, w->d + r.start, (size_t)(r.end - r.start));
-        j->out_len += r.end - r.start;
+        memcpy(j->out + j->out_len, w->d + start, (size_t)(w->pos - start));
+        j->out_len += w->pos - start;
         j->kept++;
-        if (r.value_len < 0)
+        if (r.value_size < 0)
             j->tomb_kept++;
-        int64_t ts = wrap_add(j->base_timestamp, r.ts_delta);
+        int64_t ts = wrap_add(j->base_timestamp, r.timestamp_delta);
         if (first_ts || ts > j->max_ts) {
             j->max_ts = ts;
             j->offset_of_max = offset;
@@ -500,17 +428,19 @@ static void run_filter(walk *w, filter_job *j)
         if (offset > j->max_offset)
             j->max_offset = offset;
     }
+    return v2_end(w);
 }
 
 static PyObject *py_filter_records(PyObject *self, PyObject *args)
 {
     PyObject *table_obj, *data_obj;
     Py_ssize_t slots;
-    long long latest_offset, count, base_offset, base_timestamp;
+    long long latest_offset, count, base_offset, base_timestamp, batch_position;
     int retain_deletes;
     Py_buffer table, data;
-    if (!PyArg_ParseTuple(args, "OnLOLLLp", &table_obj, &slots, &latest_offset, &data_obj,
-                          &count, &base_offset, &base_timestamp, &retain_deletes))
+    if (!PyArg_ParseTuple(args, "OnLOLLLpL", &table_obj, &slots, &latest_offset, &data_obj,
+                          &count, &base_offset, &base_timestamp, &retain_deletes,
+                          &batch_position))
         return NULL;
     if (get_table(table_obj, &table, slots) < 0)
         return NULL;
@@ -524,23 +454,24 @@ static PyObject *py_filter_records(PyObject *self, PyObject *args)
         PyBuffer_Release(&table);
         return PyErr_NoMemory();
     }
-    walk w = {(const uint8_t *)data.buf, data.len, 0};
+    v2_walk w;
+    v2_walk_init(&w, data.buf, data.len);
     filter_job j = {(const uint8_t *)table.buf, (uint64_t)slots, latest_offset, count,
                     base_offset, base_timestamp, retain_deletes, out,
                     0, 0, 0, 0, 0, 0, 0, 0};
+    int status;
     if (data.len >= RELEASE_GIL_FROM) {
         Py_BEGIN_ALLOW_THREADS
-        run_filter(&w, &j);
+        status = run_filter(&w, &j);
         Py_END_ALLOW_THREADS
     } else {
-        run_filter(&w, &j);
+        status = run_filter(&w, &j);
     }
     PyBuffer_Release(&data);
     PyBuffer_Release(&table);
-    if (w.failed) {
+    if (status < 0) {
         free(out);
-        PyErr_SetString(PyExc_ValueError, "malformed record in records section");
-        return NULL;
+        return walk_failed(&w, count, batch_position);
     }
     PyObject *kept;
     if (j.kept == count) {
@@ -572,64 +503,75 @@ static int put_varint_zigzag(uint8_t *out, uint64_t zz)
 typedef struct {
     int64_t count, shift;
     uint8_t *out;
+    size_t cap;
     int64_t out_len;
 } rebase_job;
 
-static void run_rebase(walk *w, rebase_job *j)
+static int run_rebase(v2_walk *w, rebase_job *j)
 {
-    int64_t pos = 0;
     j->out_len = 0;
     for (int64_t i = 0; i < j->count; i++) {
-        rec r;
-        if (next_record(w, &pos, &r) < 0)
-            return;
-        int64_t delta = wrap_add(r.ts_delta, j->shift);
-        uint8_t ts[MAX_VARLONG_BYTES];
+        v2_record r;
+        int64_t start;
+        if (next_record(w, i, &r, &start) < 0)
+            return -1;
+        /* The record checked, its length and timestamp varints are read again for where
+         * they end (v2_record does not keep it). */
+        int64_t p = start;
+        uint64_t raw;
+        v2_read_unsigned(w, &p, V2_MAX_VARINT_BYTES, &raw);
+        int64_t attributes_pos = p;
+        p += 1;
+        v2_read_unsigned(w, &p, V2_MAX_VARLONG_BYTES, &raw);
+        int64_t delta = wrap_add(r.timestamp_delta, j->shift);
+        uint8_t ts[V2_MAX_VARLONG_BYTES];
         int ts_len = put_varint_zigzag(ts, ((uint64_t)delta << 1) ^ (uint64_t)(delta >> 63));
-        int64_t rest = r.end - r.ts_end;
+        int64_t rest = w->pos - p;
         int64_t body = 1 + ts_len + rest;
+        if ((size_t)j->out_len + (size_t)body + V2_MAX_VARINT_BYTES > j->cap)
+            return -1; /* cannot happen: cap allows 16 bytes of growth per record */
         /* The body length is an int32 varint: zigzag of a non-negative value. */
         uint8_t *o = j->out + j->out_len;
         int n = put_varint_zigzag(o, (uint64_t)body << 1);
-        o[n] = w->d[r.ts_start - 1];
+        o[n] = w->d[attributes_pos];
         memcpy(o + n + 1, ts, (size_t)ts_len);
-        memcpy(o + n + 1 + ts_len, w->d + r.ts_end, (size_t)rest);
+        memcpy(o + n + 1 + ts_len, w->d + p, (size_t)rest);
         j->out_len += n + body;
     }
+    return v2_end(w);
 }
 
 static PyObject *py_rebase_timestamps(PyObject *self, PyObject *args)
 {
     PyObject *data_obj;
-    long long count, shift;
+    long long count, shift, batch_position;
     Py_buffer data;
-    if (!PyArg_ParseTuple(args, "OLL", &data_obj, &count, &shift))
+    if (!PyArg_ParseTuple(args, "OLLL", &data_obj, &count, &shift, &batch_position))
         return NULL;
-    if (count < 0) {
-        PyErr_SetString(PyExc_ValueError, "negative record count");
-        return NULL;
-    }
     if (PyObject_GetBuffer(data_obj, &data, PyBUF_SIMPLE) < 0)
         return NULL;
     /* Each record grows by at most 9 bytes of timestamp and 4 of length, and no more
      * records than len / 7 can parse (a walk fails at the first that does not). */
-    size_t records = (size_t)count < (size_t)data.len / 7 + 1 ? (size_t)count
-                                                               : (size_t)data.len / 7 + 1;
+    size_t most = (size_t)data.len / 7 + 1;
+    size_t records = count < 0 ? 0 : ((size_t)count < most ? (size_t)count : most);
     size_t cap = (size_t)data.len + records * 16 + 16;
     uint8_t *out = malloc(cap);
     if (out == NULL) {
         PyBuffer_Release(&data);
         return PyErr_NoMemory();
     }
-    walk w = {(const uint8_t *)data.buf, data.len, 0};
-    /* A count beyond what the bytes can hold fails in the walk before writing past cap. */
-    rebase_job j = {count, shift, out, 0};
-    run_rebase(&w, &j);
+    v2_walk w;
+    v2_walk_init(&w, data.buf, data.len);
+    rebase_job j = {count, shift, out, cap, 0};
+    int status = run_rebase(&w, &j);
     PyBuffer_Release(&data);
-    if (w.failed) {
+    if (status < 0) {
         free(out);
-        PyErr_SetString(PyExc_ValueError, "malformed record in records section");
-        return NULL;
+        if (w.failure == V2_OK) {
+            PyErr_SetString(PyExc_ValueError, "rebased records outgrew their buffer");
+            return NULL;
+        }
+        return walk_failed(&w, count, batch_position);
     }
     PyObject *result = PyBytes_FromStringAndSize((const char *)out, (Py_ssize_t)j.out_len);
     free(out);

@@ -199,19 +199,20 @@ class OffsetMap:
 
     def put_records(
         self, data: bytes | bytearray | memoryview, count: int, base_offset: int,
-        start_offset: int, max_size: int,
+        start_offset: int, max_size: int, batch_position: int = 0,
     ) -> tuple[int, bool]:
         """Put the keys of a decompressed v2 records section (offsets >= ``start_offset``)
-        while the map holds fewer than ``max_size`` entries: (records read, full)."""
+        while the map holds fewer than ``max_size`` entries: (records read, full).
+        CorruptRecordError (naming the batch at ``batch_position``) for a malformed
+        section; the map must then be cleared before it is used again."""
+        self._dirty = True
         try:
             size, read, last_put, full = self._ops.map_records(
                 self._table, self.slots, self._size, max_size, data, count, base_offset,
-                start_offset,
+                start_offset, batch_position,
             )
         except ValueError as exc:
             raise CorruptRecordError(str(exc)) from None
-        if size != self._size or last_put >= 0:
-            self._dirty = True
         self._size = size
         if last_put >= 0:
             self._latest_offset = last_put
@@ -219,13 +220,13 @@ class OffsetMap:
 
     def filter_records(
         self, data: bytes | bytearray | memoryview, count: int, base_offset: int,
-        base_timestamp: int, retain_deletes: bool,
+        base_timestamp: int, retain_deletes: bool, batch_position: int = 0,
     ) -> _py.FilterResult:
         """Which records of a decompressed v2 records section a cleaning keeps."""
         try:
             result = self._ops.filter_records(
                 self._table, self.slots, self._latest_offset, data, count, base_offset,
-                base_timestamp, retain_deletes,
+                base_timestamp, retain_deletes, batch_position,
             )
         except ValueError as exc:
             raise CorruptRecordError(str(exc)) from None
@@ -245,13 +246,15 @@ class _Ops(Protocol):
     def table_clear(self, table: bytearray, /) -> None: ...
     def map_records(
         self, table: bytearray, slots: int, size: int, max_size: int, data: Buffer, count: int,
-        base_offset: int, start_offset: int, /,
+        base_offset: int, start_offset: int, batch_position: int, /,
     ) -> tuple[int, int, int, bool]: ...
     def filter_records(
         self, table: bytearray, slots: int, latest_offset: int, data: Buffer, count: int,
-        base_offset: int, base_timestamp: int, retain_deletes: bool, /,
+        base_offset: int, base_timestamp: int, retain_deletes: bool, batch_position: int, /,
     ) -> tuple[bytes | None, int, int, int, int, int, int, int]: ...
-    def rebase_timestamps(self, data: Buffer, count: int, shift: int, /) -> bytes: ...
+    def rebase_timestamps(
+        self, data: Buffer, count: int, shift: int, batch_position: int, /
+    ) -> bytes: ...
 
 
 def _backend(use_c: bool | None) -> _Ops:
@@ -425,7 +428,16 @@ def cleanable_offsets(
     stable offset (``last_stable_offset``, the partition's high watermark / LSO; None takes
     the log's high watermark); the first dirty segment holding a record newer than
     ``now_ms - min.compaction.lag.ms`` (the log's config).
+
+    Holds the log's lock while it reads segments (their indexes are mapped lazily).
     """
+    with log._lock:
+        return _cleanable_offsets(log, checkpoint_offset, now_ms, last_stable_offset)
+
+
+def _cleanable_offsets(
+    log: PartitionLog, checkpoint_offset: int | None, now_ms: int, last_stable_offset: int | None
+) -> OffsetsToClean:
     segments = log.segments
     log_start = log.log_start_offset
     first_dirty = log_start if checkpoint_offset is None else checkpoint_offset
@@ -479,8 +491,9 @@ def max_compaction_delay(log: PartitionLog, first_dirty_offset: int, now_ms: int
     dirty inactive segments against ``now_ms - max.compaction.lag.ms``. A positive delay
     makes the log due now, whatever its dirty ratio.
     """
-    dirty = _non_active_from(log.segments, first_dirty_offset)
-    timestamps = [ts for ts in (s.first_batch_timestamp() for s in dirty) if ts and ts > 0]
+    with log._lock:
+        dirty = _non_active_from(log.segments, first_dirty_offset)
+        timestamps = [ts for ts in (s.first_batch_timestamp() for s in dirty) if ts and ts > 0]
     earliest = min(timestamps) if timestamps else LONG_MAX
     clean_until = now_ms - max(log.config.max_compaction_lag_ms, 0)
     return clean_until - earliest if earliest < clean_until else 0
@@ -508,6 +521,10 @@ class LogToClean:
         self.first_dirty_offset = first_dirty_offset
         self.uncleanable_offset = uncleanable_offset
         self.needs_compaction_now = needs_compaction_now
+        with log._lock:
+            self._measure(log, first_dirty_offset, uncleanable_offset)
+
+    def _measure(self, log: PartitionLog, first_dirty_offset: int, uncleanable_offset: int) -> None:
         segments = log.segments
         self.clean_bytes = sum(s.size for s in _segments_between(segments, -1, first_dirty_offset))
         uncleanable = _non_active_from(segments, uncleanable_offset)
@@ -818,7 +835,7 @@ class _Run:
             position = found.position
         stats, offset_map = self.stats, self.map
         walk = self._walk(view, position)
-        for _pos, header, buf in walk:
+        for pos, header, buf in walk:
             assert buf is not None  # no hold_bound: every entry comes with its bytes
             if header.magic < MAGIC_V2:
                 if self._map_legacy(header, buf, start, max_size):
@@ -828,9 +845,12 @@ class _Run:
             else:
                 count = header.records_count or 0
                 data = self._records_data(header, buf)
-                read, full = offset_map.put_records(
-                    data, count, header.base_offset or 0, start, max_size
-                )
+                try:
+                    read, full = offset_map.put_records(
+                        data, count, header.base_offset or 0, start, max_size, pos
+                    )
+                except CorruptRecordError as exc:
+                    raise CorruptRecordError(f"{view.segment.log_path}: {exc}") from None
                 stats.map_messages_read += read
                 if full:
                     return True
@@ -898,15 +918,18 @@ class _Run:
         check_done, tp = self.cleaner.check_done, self.tp
         throttle = self.cleaner.throttler.maybe_throttle
         walk = self._walk(view, 0)
-        for _pos, header, buf in walk:
+        for pos, header, buf in walk:
             assert buf is not None
             check_done(tp)
             stats.batches_read += 1
             stats.bytes_read += header.size
-            if header.magic < MAGIC_V2:
-                out = self._filter_legacy(header, buf, retain_legacy_deletes)
-            else:
-                out = self._filter_batch(header, buf)
+            try:
+                if header.magic < MAGIC_V2:
+                    out = self._filter_legacy(header, buf, retain_legacy_deletes)
+                else:
+                    out = self._filter_batch(header, buf, pos)
+            except CorruptRecordError as exc:
+                raise CorruptRecordError(f"{view.segment.log_path}: {exc}") from None
             if out is None:
                 continue
             data, max_timestamp, offset_of_max_timestamp = out
@@ -919,7 +942,7 @@ class _Run:
         self._walk_failed(walk, view)
 
     def _filter_batch(
-        self, header: BatchHeader, buf: memoryview
+        self, header: BatchHeader, buf: memoryview, position: int
     ) -> tuple[bytes | memoryview, int, int] | None:
         """What of one v2 batch is kept: (bytes, max timestamp, its offset), or None."""
         stats = self.stats
@@ -935,7 +958,7 @@ class _Run:
         retain_deletes = not horizon_set or self.now < header.base_timestamp
         data = self._records_data(header, buf)
         result = self.map.filter_records(
-            data, count, base_offset, header.base_timestamp, retain_deletes
+            data, count, base_offset, header.base_timestamp, retain_deletes, position
         )
         stats.messages_read += count
         stats.messages_written += result.kept_count
@@ -959,7 +982,7 @@ class _Run:
             # timestamps move to the new base unchanged.
             horizon = self.now + self.delete_retention_ms
             records = self.map._ops.rebase_timestamps(
-                records, result.kept_count, base_timestamp - horizon
+                records, result.kept_count, base_timestamp - horizon, position
             )
             base_timestamp = horizon
             attributes |= DELETE_HORIZON_FLAG_MASK

@@ -14,23 +14,19 @@ last of those, so a probe sequence meets every slot. Kafka's SkimpyOffsetMap kee
 entry (hash, offset) in the same 24 bytes; its probe order differs, which nothing outside
 the map can see.
 
-A v2 record (Kafka's DefaultRecord)::
-
-    length: varint, attributes: int8, timestampDelta: varlong, offsetDelta: varint,
-    keyLength: varint (-1: null), key, valueLength: varint (-1: null), value,
-    headerCount: varint, headers
-
-Errors: a record that does not parse raises ValueError with the record's index; the
-caller turns it into CorruptRecordError with the batch's position.
+Records are read with the one v2 grammar, records/v2.py's ``walk_records`` (C:
+klog/_v2records.h): every record of a section is checked before any is used, and a
+malformed section raises ValueError with walk_records' message naming the batch at
+``batch_position``; the caller turns it into CorruptRecordError.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator
 
 from klog.protocol.errors import CorruptRecordError
-from klog.protocol.records.varint import read_varint, read_varlong, write_varint, write_varlong
+from klog.protocol.records.v2 import RecordFieldsRow, walk_records
+from klog.protocol.records.varint import read_unsigned_varlong, write_varint, write_varlong
 
 ENTRY_SIZE = 24
 HASH_SIZE = 16
@@ -100,52 +96,15 @@ def table_clear(table: bytearray) -> None:
     table[:] = bytes(len(table))
 
 
-class _Rec:
-    """One parsed record: where it lies in the section and the fields cleaning needs."""
-
-    __slots__ = ("end", "key_len", "key_start", "offset_delta", "start", "ts_delta",
-                 "ts_end", "ts_start", "value_len")
-
-    start: int
-    end: int
-    ts_start: int
-    ts_end: int
-    ts_delta: int
-    offset_delta: int
-    key_start: int
-    key_len: int
-    value_len: int
-
-
-def _records(data: Buffer, count: int) -> Iterator[_Rec]:
-    """The records one by one: a walk that stops early (a full map) reads no further, as
-    the C twin's does."""
-    pos, end = 0, len(data)
-    for index in range(count):
-        try:
-            length, body = read_varint(data, pos)
-            stop = body + length
-            if length < 6 or stop > end:
-                raise ValueError(f"record {index} has length {length} with {end - body} left")
-            rec = _Rec()
-            rec.start, rec.end = pos, stop
-            rec.ts_start = body + 1
-            rec.ts_delta, p = read_varlong(data, rec.ts_start)
-            rec.ts_end = p
-            rec.offset_delta, p = read_varint(data, p)
-            rec.key_len, p = read_varint(data, p)
-            rec.key_start = p
-            if rec.key_len >= 0:
-                if p + rec.key_len > stop:
-                    raise ValueError(f"record {index}: key of {rec.key_len} bytes overruns it")
-                p += rec.key_len
-            rec.value_len, p = read_varint(data, p)
-            if p > stop or (rec.value_len > 0 and p + rec.value_len > stop):
-                raise ValueError(f"record {index} overruns its length")
-        except (IndexError, CorruptRecordError) as exc:
-            raise ValueError(f"record {index} is truncated: {exc}") from None
-        yield rec
-        pos = stop
+def _rows(data: Buffer, count: int, batch_position: int) -> list[RecordFieldsRow]:
+    """Every record of the section, checked by the one v2 grammar (``walk_records``);
+    ValueError with its message at the first malformation."""
+    rows: list[RecordFieldsRow] = []
+    try:
+        walk_records(bytes(data), count, batch_position, rows)
+    except CorruptRecordError as exc:
+        raise ValueError(str(exc)) from None
+    return rows
 
 
 def map_records(
@@ -157,20 +116,22 @@ def map_records(
     count: int,
     base_offset: int,
     start_offset: int,
+    batch_position: int,
 ) -> tuple[int, int, int, bool]:
     """Put the keys of a records section into the table (Kafka's buildOffsetMapForSegment's
     inner loop): records with a key and an offset >= ``start_offset``, while the table holds
     fewer than ``max_size`` entries. Returns (size, records read, offset of the last record
     put or -1, full): full when a record needing a put found ``size >= max_size``; records
-    read then counts the records before it."""
+    read then counts the records before it. Every record is checked first, as the C twin
+    checks them all."""
     last_put = -1
-    for read, rec in enumerate(_records(data, count)):
-        offset = _wrap(base_offset + rec.offset_delta)
-        if rec.key_len >= 0 and offset >= start_offset:
-            if size >= max_size:
-                return size, read, last_put, True
-            key = data[rec.key_start : rec.key_start + rec.key_len]
-            added = table_put(table, slots, md5(key), offset)
+    for read, row in enumerate(_rows(data, count, batch_position)):
+        offset = _wrap(base_offset + row[1])
+        key_pos, key_size = row[2], row[3]
+        if key_size >= 0 and offset >= start_offset:
+            added = -1
+            if size < max_size:
+                added = table_put(table, slots, md5(data[key_pos : key_pos + key_size]), offset)
             if added < 0:
                 return size, read, last_put, True
             size += added
@@ -218,6 +179,7 @@ def filter_records(
     base_offset: int,
     base_timestamp: int,
     retain_deletes: bool,
+    batch_position: int,
 ) -> tuple[bytes | None, int, int, int, int, int, int, int]:
     """Which records of a section a cleaning keeps (Kafka's shouldRetainRecord).
 
@@ -232,26 +194,29 @@ def filter_records(
     max_ts, offset_of_max, max_offset = -1, -1, -1
     tomb_kept = tomb_removed = invalid = 0
     first_ts = True
-    for rec in _records(data, count):
-        offset = _wrap(base_offset + rec.offset_delta)
+    start = 0
+    for ts_delta, offset_delta, key_pos, key_size, _vp, value_size, _h, _body, stop in _rows(
+        data, count, batch_position
+    ):
+        record_start, start = start, stop
+        offset = _wrap(base_offset + offset_delta)
         keep = True
         if offset <= latest_offset:
-            if rec.key_len < 0:
+            if key_size < 0:
                 invalid += 1
                 keep = False
             else:
-                key = data[rec.key_start : rec.key_start + rec.key_len]
-                latest = offset >= table_get(table, slots, md5(key))
-                if latest and rec.value_len < 0 and not retain_deletes:
+                latest = offset >= table_get(table, slots, md5(data[key_pos : key_pos + key_size]))
+                if latest and value_size < 0 and not retain_deletes:
                     tomb_removed += 1
-                keep = latest and (rec.value_len >= 0 or retain_deletes)
+                keep = latest and (value_size >= 0 or retain_deletes)
         if not keep:
             continue
-        kept += data[rec.start : rec.end]
+        kept += data[record_start:stop]
         kept_count += 1
-        if rec.value_len < 0:
+        if value_size < 0:
             tomb_kept += 1
-        timestamp = _wrap(base_timestamp + rec.ts_delta)
+        timestamp = _wrap(base_timestamp + ts_delta)
         if first_ts or timestamp > max_ts:
             max_ts, offset_of_max = timestamp, offset
             first_ts = False
@@ -261,17 +226,21 @@ def filter_records(
             invalid)
 
 
-def rebase_timestamps(data: Buffer, count: int, shift: int) -> bytes:
+def rebase_timestamps(data: Buffer, count: int, shift: int, batch_position: int) -> bytes:
     """The section with ``shift`` added to every record's timestampDelta (a new base
     timestamp ``old - shift`` keeps every record's timestamp); lengths re-encoded."""
     out = bytearray()
-    for rec in _records(data, count):
-        rest_start = rec.ts_end
-        body = (
-            bytes(data[rec.ts_start - 1 : rec.ts_start])
-            + write_varlong(_wrap(rec.ts_delta + shift))
-            + bytes(data[rest_start : rec.end])
+    start = 0
+    for ts_delta, *_fields, body, stop in _rows(data, count, batch_position):
+        # The timestampDelta follows the attributes byte at ``body``.
+        _raw, ts_end = read_unsigned_varlong(data, body + 1)
+        record = (
+            bytes(data[body : body + 1])
+            + write_varlong(_wrap(ts_delta + shift))
+            + bytes(data[ts_end:stop])
         )
-        out += write_varint(len(body))
-        out += body
+        out += write_varint(len(record))
+        out += record
+        start = stop
+    del start
     return bytes(out)

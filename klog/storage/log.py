@@ -13,7 +13,10 @@ their sanity check are rebuilt (never trusted), and after an unclean shutdown ev
 from the recovery point on is recovered (validated, cut at the first invalid byte).
 
 No scheduler lives here: the broker calls ``maybe_flush``, ``delete_old_segments`` and
-``delete_pending`` periodically. Time comes from ``clock`` (milliseconds), injectable.
+``delete_pending`` periodically. The log cleaner (cleaner.py) rewrites segments outside the
+lock and swaps each in with ``replace_segments`` (Kafka's replaceSegments), the one place
+where segments other than the active one change. Time comes from ``clock``
+(milliseconds), injectable.
 
 Locking: every public method takes the log's own re-entrant lock, so a PartitionLog may be
 used from several threads (the request path and the flusher/retention threads).
@@ -1095,11 +1098,14 @@ class PartitionLog:
     def delete_old_segments(self, now_ms: int | None = None) -> int:
         """Apply retention: segments wholly below the log start offset always; with
         cleanup.policy=delete also by retention.bytes and retention.ms (a segment's age is
-        its largest record timestamp). Never the active segment, never past the high
-        watermark. Deleted segments are renamed ``.deleted`` and removed later by
+        its largest record timestamp). As Kafka's deletableSegments: never past the high
+        watermark, and the active segment too once all of it qualifies (it is rolled first,
+        so the log keeps an empty active segment at its end offset), never an empty active
+        segment. Deleted segments are renamed ``.deleted`` and removed later by
         ``delete_pending``. Returns the number of segments deleted."""
         now = self.clock() if now_ms is None else now_ms
-        deleted = self._delete_while(lambda seg, nxt: nxt.base_offset <= self._log_start_offset)
+        deleted = self._delete_while(
+            lambda seg, nxt: nxt is not None and nxt.base_offset <= self._log_start_offset)
         if self.config.delete:
             deleted += self._delete_retention_bytes()
             if self.config.retention_ms >= 0:
@@ -1115,7 +1121,7 @@ class PartitionLog:
             return 0
         diff = self.size - limit
 
-        def predicate(seg: LogSegment, nxt: LogSegment) -> bool:
+        def predicate(seg: LogSegment, nxt: LogSegment | None) -> bool:
             nonlocal diff
             if diff - seg.size >= 0:
                 diff -= seg.size
@@ -1124,23 +1130,34 @@ class PartitionLog:
 
         return self._delete_while(predicate)
 
-    def _delete_while(self, predicate: Callable[[LogSegment, LogSegment], bool]) -> int:
-        count = 0
-        while len(self._base_offsets) > 1:
-            segment = self._segments[self._base_offsets[0]]
-            nxt = self._segments[self._base_offsets[1]]
-            if nxt.base_offset > self._high_watermark or not predicate(segment, nxt):
+    def _delete_while(self, predicate: Callable[[LogSegment, LogSegment | None], bool]) -> int:
+        """Delete segments from the oldest while ``predicate(segment, next or None)`` holds
+        and the segment lies wholly below the high watermark."""
+        bases = self._base_offsets
+        deletable = 0
+        for i, base in enumerate(bases):
+            segment = self._segments[base]
+            nxt = self._segments[bases[i + 1]] if i + 1 < len(bases) else None
+            upper = nxt.base_offset if nxt is not None else self._log_end_offset
+            if upper > self._high_watermark or (nxt is None and segment.size == 0):
                 break
-            self._schedule_delete(self._remove_segment(segment.base_offset))
-            count += 1
-        if count:
-            new_start = self._base_offsets[0]
-            if new_start > self._log_start_offset:
-                self._log_start_offset = new_start
-                self.leader_epoch_cache.truncate_from_start(new_start)
-                self.producer_state.on_log_start_offset_incremented(new_start)
-            self.producer_state.delete_snapshots_before(self._base_offsets[0])
-        return count
+            if not predicate(segment, nxt):
+                break
+            deletable += 1
+        if deletable == 0:
+            return 0
+        if deletable == len(bases):
+            # Every segment goes, the active one too: a new, empty active segment first.
+            self._roll()
+        for _ in range(deletable):
+            self._schedule_delete(self._remove_segment(self._base_offsets[0]))
+        new_start = self._base_offsets[0]
+        if new_start > self._log_start_offset:
+            self._log_start_offset = new_start
+            self.leader_epoch_cache.truncate_from_start(new_start)
+            self.producer_state.on_log_start_offset_incremented(new_start)
+        self.producer_state.delete_snapshots_before(self._base_offsets[0])
+        return deletable
 
     @_locked
     def replace_segments(

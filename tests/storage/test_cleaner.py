@@ -4,16 +4,19 @@ from __future__ import annotations
 
 import os
 import shutil
+import struct
+import threading
 from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from klog.protocol.errors import KafkaStorageError
+from klog.protocol.errors import CorruptRecordError, KafkaStorageError
 from klog.protocol.records.batch import (
     DELETE_HORIZON_FLAG_MASK,
     CompressionType,
+    crc32c,
     iter_batch_headers,
 )
 from klog.protocol.records.control import (
@@ -494,6 +497,33 @@ def test_abort_leaves_the_log_as_it_was(tmp_path: Path) -> None:
     assert latest(read_all(log)) == latest(before)
 
 
+@pytest.mark.parametrize("use_c", BACKENDS)
+def test_a_batch_whose_records_do_not_parse_stops_the_cleaning(
+    tmp_path: Path, use_c: bool
+) -> None:
+    """CRC intact, records malformed (what a broker without record checks may have stored):
+    CorruptRecordError naming the segment and batch, the log left as it was."""
+    log = make_log(tmp_path)
+    produce(log, [(b"a", b"1")])
+    bad = bytearray(build_batch([(T0, b"b", b"1"), (T0, b"c", b"2")]))
+    bad[-1] = 0x7F  # the last record's header count: more headers than bytes
+    struct.pack_into(">I", bad, 17, crc32c(memoryview(bad)[21:]))
+    log.append_as_follower(bytes(patch_offset(bad, log.log_end_offset)))
+    log.roll()
+    produce(log, [(b"a", b"2")])
+    log.update_high_watermark(log.log_end_offset)
+    files = {p.name: p.read_bytes() for p in log.dir.glob("*.log")}
+    with pytest.raises(CorruptRecordError, match=r"00000000000000000000\.log: .*batch at position"):
+        clean(log, use_c=use_c)
+    assert {p.name: p.read_bytes() for p in log.dir.glob("*.log")} == files
+    assert not list(log.dir.glob("*.cleaned"))
+
+
+def patch_offset(batch: bytearray, base_offset: int) -> bytearray:
+    struct.pack_into(">q", batch, 0, base_offset)
+    return batch
+
+
 def test_retention_during_cleaning_aborts_the_swap(tmp_path: Path) -> None:
     log = make_log(tmp_path, segment_bytes=600, cleanup_policy=("compact", "delete"))
     fill(log, 40, keys=5)
@@ -523,6 +553,59 @@ def test_a_fetch_started_before_the_swap_still_reads(tmp_path: Path) -> None:
     assert info.read_bytes() == expected
     log.delete_pending(T0 + 10**9)
     assert not list(log.dir.glob("*.deleted"))
+
+
+def test_appends_and_reads_go_on_while_cleaning(tmp_path: Path) -> None:
+    """A cleaner thread cleaning again and again while this thread appends, rolls and reads
+    the whole log: every read gives valid batches in offset order, and at the end every
+    key's latest value is there (bounded: 150 appends)."""
+    log = make_log(tmp_path, segment_bytes=500)
+    fill(log, 10, keys=6)
+    model = latest(read_all(log))
+    stop = threading.Event()
+    errors: list[BaseException] = []
+    cleanings = 0
+
+    def cleaning() -> None:
+        nonlocal cleanings
+        cleaner = Cleaner(1 << 16)
+        checkpoint = None
+        try:
+            while not stop.is_set():
+                offsets = cleanable_offsets(log, checkpoint, T0)
+                if offsets.first_dirty_offset < offsets.first_uncleanable_dirty_offset:
+                    checkpoint = cleaner.clean(
+                        LogToClean(log, *offsets[:2]), now_ms=T0
+                    ).end_offset
+                    cleanings += 1
+                log.delete_pending(T0 + 10**9)
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    thread = threading.Thread(target=cleaning)
+    thread.start()
+    try:
+        for n in range(150):
+            key, value = b"k%d" % (n % 6), b"n%d" % n
+            produce(log, [(key, value)], ts=T0 + n)
+            model[key] = value
+            offset, offsets = 0, []
+            while offset < log.log_end_offset:
+                data = log.read(offset, 1 << 20).read_bytes()
+                headers = list(iter_batch_headers(data))
+                assert headers, offset
+                for h in headers:
+                    assert h.is_valid(data)
+                    offsets.extend(r.offset for r in iter_records(data, h))
+                offset = headers[-1].last_offset + 1
+            assert offsets == sorted(set(offsets))
+    finally:
+        stop.set()
+        thread.join()
+    assert not errors
+    assert cleanings >= 1  # the log had dirty segments when the thread started
+    assert latest(read_all(log)) == model
+    no_damage(log)
 
 
 class Crash(BaseException):

@@ -92,7 +92,8 @@ def test_map_records_agrees(
     size = 0
     for key in prefill:
         size += max(py.table_put(table, slots, py.md5(key), 7), 0)
-    _both("map_records", table, slots, size, max_size, data, count, base_offset, start_offset)
+    _both("map_records", table, slots, size, max_size, data, count, base_offset, start_offset,
+          0)
 
 
 @settings(max_examples=200, deadline=None)
@@ -114,14 +115,16 @@ def test_filter_records_agrees(
     for key, offset in prefill:
         py.table_put(table, slots, py.md5(key), offset)
     _both("filter_records", table, slots, latest, data, count, base_offset, base_timestamp,
-          retain)
+          retain, 0)
 
 
 @settings(max_examples=200, deadline=None)
 @given(section=sections(), shift=INT64)
 def test_rebase_timestamps_agrees(section: tuple[bytes, int], shift: int) -> None:
     data, count = section
-    assert py.rebase_timestamps(data, count, shift) == c.rebase_timestamps(data, count, shift)
+    assert py.rebase_timestamps(data, count, shift, 0) == c.rebase_timestamps(
+        data, count, shift, 0
+    )
 
 
 @settings(max_examples=300, deadline=None)
@@ -132,14 +135,15 @@ def test_rebase_timestamps_agrees(section: tuple[bytes, int], shift: int) -> Non
 def test_malformed_sections_fail_alike(
     section: tuple[bytes, int], cut: int, extra: int, junk: bytes
 ) -> None:
-    """Truncated sections, junk bytes, counts beyond the records: both raise or both agree."""
+    """Truncated sections, junk bytes, counts beyond or below the records: both refuse
+    them with the same message (walk_records'), or both agree."""
     data, count = section
     data = data[: max(len(data) - cut, 0)] + junk
-    count += extra
+    count += extra - 1
     calls = [
-        ("map_records", lambda t: (t, 4, 0, 4, data, count, 0, 0)),
-        ("filter_records", lambda t: (t, 4, 2**40, data, count, 0, 0, False)),
-        ("rebase_timestamps", lambda t: (data, count, 5)),
+        ("map_records", lambda t: (t, 4, 0, 4, data, count, 0, 0, 77)),
+        ("filter_records", lambda t: (t, 4, 2**40, data, count, 0, 0, False, 77)),
+        ("rebase_timestamps", lambda t: (data, count, 5, 77)),
     ]
     for name, args in calls:
         results = []
@@ -147,9 +151,13 @@ def test_malformed_sections_fail_alike(
             table = bytearray(4 * py.ENTRY_SIZE)  # each its own
             try:
                 results.append(("ok", getattr(impl, name)(*args(table))))
-            except ValueError:
-                results.append(("ValueError", None))
+            except ValueError as exc:
+                results.append(("ValueError", str(exc)))
         assert results[0] == results[1], name
+        if results[0][0] == "ValueError":
+            assert "batch at position 77" in str(results[0][1]) or "position" in str(
+                results[0][1]
+            )
 
 
 def test_full_table_refuses_new_keys_alike() -> None:

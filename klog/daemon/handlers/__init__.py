@@ -19,6 +19,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+from klog.daemon.security.principal import ANONYMOUS, KafkaPrincipal
 from klog.protocol import apis
 from klog.protocol.entities import build
 from klog.protocol.framing import RequestHeader
@@ -51,6 +52,8 @@ class ClientConnection(Protocol):
 
     listener_name: str
     peer: str
+    #: Who the connection authenticated as (ANONYMOUS until, or without, authentication).
+    principal: KafkaPrincipal
 
     def close(self) -> None: ...
 
@@ -85,6 +88,11 @@ class RequestContext:
     @property
     def api_version(self) -> int:
         return self.header.api_version
+
+    @property
+    def principal(self) -> KafkaPrincipal:
+        """Who sent this request (in-process requests: ANONYMOUS)."""
+        return ANONYMOUS if self.connection is None else self.connection.principal
 
     @property
     def listener_name(self) -> str:

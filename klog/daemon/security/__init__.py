@@ -1,0 +1,1 @@
+"""Security: who a connection is (principal.py); authentication and authorization build on it."""
