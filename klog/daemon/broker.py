@@ -35,6 +35,7 @@ from klog.daemon.controller.receiver import ControlRequestReceiver
 from klog.daemon.group.coordinator import GroupCoordinator
 from klog.daemon.group.metadata_manager import GroupMetadataManager
 from klog.daemon.handlers import BrokerServices, load_handlers
+from klog.daemon.log_cleaner import CleanerConfig, LogCleaner
 from klog.daemon.metadata_cache import BrokerEndpoint, BrokerInfo, MetadataCache
 from klog.daemon.metastore import paths
 from klog.daemon.metastore.base import MetadataStore, MetastoreError, NodeExistsError, NoNodeError
@@ -91,6 +92,17 @@ class Broker:
         # Producer ids for InitProducerId (klog/daemon/producer_ids.py), claimed in blocks
         # from /latest_producer_id_block.
         self.producer_ids = ProducerIdManager(broker_id, self.metastore)
+        # The log cleaner (klog/daemon/log_cleaner.py): compaction, told by the LogManager
+        # of deletions, truncations and retention; its log.cleaner.* configs are dynamic.
+        self.log_cleaner: LogCleaner | None = None
+        if config.log_cleaner_enable:
+            self.log_cleaner = cleaner = LogCleaner(
+                self.log_manager, CleanerConfig.from_broker_config(config))
+            self.log_manager.cleaner = cleaner
+            dynamic.add_validator(lambda _old, new: cleaner.validate_reconfiguration(
+                CleanerConfig.from_broker_config(new)))
+            dynamic.add_reconfigurable(lambda _old, new: cleaner.reconfigure(
+                CleanerConfig.from_broker_config(new)))
         # Who may send this broker control requests over the wire: the controller that
         # ZooKeeper names, nobody when standalone (klog/daemon/controller/identity.py).
         metastore = self.metastore
@@ -188,6 +200,10 @@ class Broker:
         # -- admin (klog/daemon/admin.py): dynamic broker configs from the metastore, and in
         # cluster mode the /config/changes listener; before clients can connect.
         await self.admin.startup()
+        # After admin.startup, which gives the logs found on disk their topics' configs: no
+        # log is compacted by the broker's default cleanup.policy instead of its own.
+        if self.log_cleaner is not None:
+            self.log_cleaner.startup()
         # Groups: before the controller, whose LeaderAndIsr starts loading the offsets
         # partitions led here.
         self.group_manager.startup()
@@ -380,6 +396,8 @@ class Broker:
         await self.producer_ids.close()  # no block claim may outlive the metastore
         await self.fetcher_manager.shutdown()
         self.replica_manager.shutdown()  # its purgatories and timer too
+        if self.log_cleaner is not None:  # stops at its next check; before the logs close
+            await asyncio.to_thread(self.log_cleaner.shutdown)
         if "logs" in self._started:
             await asyncio.to_thread(self.log_manager.close)
         if "metastore" in self._started:

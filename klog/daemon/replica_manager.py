@@ -965,7 +965,8 @@ class ReplicaManager:
         p = self.partitions.get(tp)
         if p is None or p.is_leader:
             raise NotLeaderOrFollowerError(f"{tp[0]}-{tp[1]} is not a follower here")
-        if p.log.truncate_to(offset):
+        # Through the LogManager, which keeps the log cleaner off the log meanwhile.
+        if self.log_manager.truncate_to(tp[0], tp[1], offset):
             log.info("truncated %s-%d to offset %d", tp[0], tp[1], offset)
 
     def truncate_fully_and_start_at(self, tp: TopicPartition, offset: int) -> None:
@@ -973,7 +974,7 @@ class ReplicaManager:
         if p is None or p.is_leader:
             raise NotLeaderOrFollowerError(f"{tp[0]}-{tp[1]} is not a follower here")
         log.info("truncating %s-%d fully, starting at offset %d", tp[0], tp[1], offset)
-        p.log.truncate_fully_and_start_at(offset)
+        self.log_manager.truncate_fully_and_start_at(tp[0], tp[1], offset)
 
     # -- replication: leader side -----------------------------------------------------------
 

@@ -678,7 +678,7 @@ class PartitionLog:
             buf,
             self.clock,
             config.segment_bytes,
-            config.segment_ms,
+            config.max_segment_ms,
             True,
         ):
             segment = self._maybe_roll(n, max_ts, last, first, self.clock())
@@ -883,7 +883,7 @@ class PartitionLog:
         segment = self.active_segment
         config = self.config
         if segment.should_roll_for(
-            size, max_ts, max_offset, now, config.segment_bytes, config.segment_ms
+            size, max_ts, max_offset, now, config.segment_bytes, config.max_segment_ms
         ):
             # Kafka rolls at the first offset of the append (or where it must, to keep
             # relative offsets in int32 when the append itself spans too much).
