@@ -37,3 +37,17 @@ def test_help(path: tuple[str, ...]) -> None:
     assert result.exit_code == 0, result.output + repr(result.exception)
     assert "Usage" in result.output
     assert result.exception is None
+
+
+def _leaf(path: tuple[str, ...]) -> Any:
+    command: Any = typer.main.get_command(app)
+    for name in path:
+        command = command.commands[name]
+    return command
+
+
+@pytest.mark.parametrize("path", [p for p in COMMANDS if p and p[-1] in (
+    "list", "describe", "status", "verify", "api-versions")], ids=" ".join)
+def test_every_listing_has_json(path: tuple[str, ...]) -> None:
+    options = {opt for param in _leaf(path).params for opt in param.opts}
+    assert "--json" in options
