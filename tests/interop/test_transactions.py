@@ -143,3 +143,44 @@ def test_abandoned_transaction_is_aborted_after_its_timeout(broker: KlogBroker,
     other.flush(10)
     assert consume_all(broker, topic, "read_committed", 1, timeout=TXN_TIMEOUT_MS / 1000 + 10) \
         == [b"plain"]
+
+
+@pytest.mark.parametrize("crash", [False, True], ids=["clean-restart", "kill-9"])
+def test_transaction_open_across_a_broker_restart_is_aborted_after_its_timeout(
+        tmp_path, crash: bool) -> None:
+    """The coordinator reloads the Ongoing transaction from __transaction_state and the
+    partition its open transaction from producer state (a snapshot, or the log replayed
+    after a crash); the timeout aborts it and the last stable offset moves on. The
+    transactional id is usable again afterwards."""
+    overrides = {"transaction.abort.timed.out.transaction.cleanup.interval.ms": "200",
+                 "transaction.state.log.num.partitions": "3"}
+    with KlogBroker(tmp_path / "data", overrides=overrides) as broker:
+        wait_until_serving(broker)
+        topic = "restarted"
+        create_topic(broker, topic)
+        p = producer(broker, "txn-restart")
+        p.init_transactions(20)
+        p.begin_transaction()
+        for i in range(5):
+            p.produce(topic, f"open-{i}".encode())
+        p.flush(10)
+        if crash:
+            broker.kill()
+        else:
+            assert broker.stop() == 0
+        del p
+        broker.start()
+        wait_until_serving(broker, [topic])
+        plain = Producer({"bootstrap.servers": broker.bootstrap_servers})
+        plain.produce(topic, b"after-restart")
+        plain.flush(10)
+        assert consume_all(broker, topic, "read_committed", 1,
+                           timeout=TXN_TIMEOUT_MS / 1000 + 15) == [b"after-restart"]
+        assert len(consume_all(broker, topic, "read_uncommitted", 6)) == 6
+        again = producer(broker, "txn-restart")
+        again.init_transactions(30)
+        again.begin_transaction()
+        again.produce(topic, b"committed")
+        again.commit_transaction(20)
+        assert consume_all(broker, topic, "read_committed", 2) == [b"after-restart",
+                                                                  b"committed"]
