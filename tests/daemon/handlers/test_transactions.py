@@ -11,8 +11,13 @@ from typing import Any
 
 import pytest
 
-from klog.daemon.handlers import add_offsets_to_txn, add_partitions_to_txn, end_txn
-from klog.daemon.handlers import init_producer_id, write_txn_markers
+from klog.daemon.handlers import (
+    add_offsets_to_txn,
+    add_partitions_to_txn,
+    end_txn,
+    init_producer_id,
+    write_txn_markers,
+)
 from klog.daemon.transaction.coordinator import InitProducerIdResult
 from klog.protocol import apis
 from klog.protocol.entities import build
@@ -127,7 +132,8 @@ def test_end_txn(version: int, fenced: ErrorCode) -> None:
 
 def test_write_txn_markers() -> None:
     class Writer:
-        calls: list[tuple[Any, ...]] = []
+        def __init__(self) -> None:
+            self.calls: list[tuple[Any, ...]] = []
 
         async def write(self, pid: int, epoch: int, coordinator_epoch: int, committed: bool,
                         partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
