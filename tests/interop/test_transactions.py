@@ -184,3 +184,53 @@ def test_transaction_open_across_a_broker_restart_is_aborted_after_its_timeout(
         again.commit_transaction(20)
         assert consume_all(broker, topic, "read_committed", 2) == [b"after-restart",
                                                                   b"committed"]
+
+
+def test_aiokafka_transactional_producer(broker: KlogBroker, topic: str) -> None:
+    import asyncio
+
+    from aiokafka import AIOKafkaProducer
+
+    create_topic(broker, topic)
+
+    async def go() -> None:
+        p = AIOKafkaProducer(bootstrap_servers=broker.bootstrap_servers,
+                             transactional_id="aio-txn", transaction_timeout_ms=TXN_TIMEOUT_MS)
+        await p.start()
+        try:
+            async with p.transaction():
+                await p.send_and_wait(topic, b"aio-committed")
+            await p.begin_transaction()
+            await p.send_and_wait(topic, b"aio-aborted")
+            await p.abort_transaction()
+        finally:
+            await p.stop()
+
+    asyncio.run(go())
+    assert consume_all(broker, topic, "read_committed", 1) == [b"aio-committed"]
+    assert sorted(consume_all(broker, topic, "read_uncommitted", 2)) == [b"aio-aborted",
+                                                                         b"aio-committed"]
+
+
+def test_kafka_python_transactional_producer(broker: KlogBroker, topic: str) -> None:
+    from kafka import KafkaProducer
+
+    if not hasattr(KafkaProducer, "init_transactions"):
+        pytest.skip("this kafka-python has no transactional producer")
+    create_topic(broker, topic)
+    p = KafkaProducer(bootstrap_servers=broker.bootstrap_servers,
+                      transactional_id="kp-txn", transaction_timeout_ms=TXN_TIMEOUT_MS)
+    try:
+        p.init_transactions()
+        p.begin_transaction()
+        p.send(topic, b"kp-committed")
+        p.commit_transaction()
+        p.begin_transaction()
+        p.send(topic, b"kp-aborted")
+        p.flush()
+        p.abort_transaction()
+    finally:
+        p.close()
+    assert consume_all(broker, topic, "read_committed", 1) == [b"kp-committed"]
+    assert sorted(consume_all(broker, topic, "read_uncommitted", 2)) == [b"kp-aborted",
+                                                                         b"kp-committed"]
