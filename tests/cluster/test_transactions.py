@@ -142,3 +142,37 @@ def test_transactions_while_a_broker_is_bounced(cluster: Callable[..., Cluster])
     got = consume(c.bootstrap_of([coordinator]), "bounced", 4, "read_committed",
                   len(expected), timeout=60)
     assert len(got) == len(expected) and sorted(got) == sorted(expected)
+
+
+def test_a_prepared_commit_is_completed_after_the_coordinator_is_killed(
+        cluster: Callable[..., Cluster]) -> None:
+    """EndTxn(commit) is answered once PrepareCommit is written; its marker cannot reach
+    the data partition (its only replica's broker is stopped), and the coordinator is
+    killed -9 meanwhile. Restarted, it loads PrepareCommit from __transaction_state and
+    sends the marker once the partition is back: the commit becomes visible."""
+    from klog.daemon.group.metadata_manager import java_string_hash, kafka_abs
+
+    c = cluster(brokers=2, overrides=OVERRIDES)
+    c.create_topic("pc", partitions=2, replication_factor=1)
+    txn_id = "prepared-txn"
+    state_partition = kafka_abs(java_string_hash(txn_id)) % 3
+    p = Producer({"bootstrap.servers": c.bootstrap_servers, "transactional.id": txn_id,
+                  "transaction.timeout.ms": 60000})
+    p.init_transactions(30)
+    coordinator = c.leader("__transaction_state", state_partition)
+    other = next(b for b in c.ids if b != coordinator)
+    data = next(i for i in range(2) if c.leader("pc", i) == other)
+    p.begin_transaction()
+    p.produce("pc", b"prepared", partition=data)
+    p.flush(10)
+    assert c.stop(other) == 0
+    p.commit_transaction(30)  # answered after PrepareCommit; the marker is pending
+    c.kill(coordinator)
+    del p
+    c.start(other)
+    # The killed broker's registration lives until its ZooKeeper session expires.
+    c.wait(lambda: coordinator not in c.registered(), 30, "the killed broker's session ends")
+    c.start(coordinator)
+    c.wait_for_leader("pc", data)
+    assert consume(c.bootstrap_servers, "pc", 2, "read_committed", 1, timeout=60) == [
+        b"prepared"]
