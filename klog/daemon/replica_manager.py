@@ -48,7 +48,7 @@ import math
 import os
 import struct
 import time
-from collections.abc import Awaitable, Callable, Iterable, Iterator
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Protocol
@@ -464,7 +464,7 @@ class ReplicaManager:
 
     def append_records(
         self,
-        entries: dict[TopicPartition, RecordsBuffer | None],
+        entries: Mapping[TopicPartition, RecordsBuffer | None],
         required_acks: int,
         origin: str = "client",
     ) -> dict[TopicPartition, ProduceResult]:
@@ -486,7 +486,7 @@ class ReplicaManager:
 
     async def append_records_from_client(
         self,
-        entries: dict[TopicPartition, RecordsBuffer | None],
+        entries: Mapping[TopicPartition, RecordsBuffer | None],
         required_acks: int,
     ) -> dict[TopicPartition, ProduceResult]:
         """The produce handler's append: as ``append_records``, but a partition whose
@@ -522,7 +522,8 @@ class ReplicaManager:
                 results[tp] = task.result()
         return results
 
-    async def produce(self, entries: dict[TopicPartition, RecordsBuffer | None], required_acks: int,
+    async def produce(self, entries: Mapping[TopicPartition, RecordsBuffer | None],
+                      required_acks: int,
                       timeout_ms: int) -> ProduceResults | Awaitable[ProduceResults]:
         """A client's Produce (Kafka's appendRecords): ``append_records_from_client``, then
         for acks=-1 the wait for the ISR. The results when they are final; else (acks=-1,
