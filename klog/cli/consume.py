@@ -62,6 +62,10 @@ def consume(
         False, "--read-committed",
         help="Read only committed transactional records (isolation level read_committed).",
     ),
+    isolation_level: str | None = typer.Option(
+        None, "--isolation-level",
+        help="read_committed or read_uncommitted (kafka-console-consumer's spelling of "
+             "--read-committed)."),
     group: str | None = typer.Option(
         None, "--group", "-g",
         help="Consume as a member of this group: assigned partitions, committed offsets."),
@@ -83,6 +87,11 @@ def consume(
     bootstrap = bootstrap_server or os.environ.get("KLOG_BOOTSTRAP_SERVER") or DEFAULT_BOOTSTRAP
     if from_beginning:
         offset = "beginning"
+    if isolation_level is not None:
+        if isolation_level not in ("read_committed", "read_uncommitted"):
+            console.fail(f"--isolation-level must be read_committed or read_uncommitted, "
+                         f"not {isolation_level!r}", console.EXIT_USAGE)
+        read_committed = read_committed or isolation_level == "read_committed"
     try:
         spec = parse_offset_spec(offset)
     except ValueError as exc:

@@ -520,6 +520,15 @@ async def read_records(
         if not batch:
             if idle_timeout is not None and now - last_record >= idle_timeout:
                 return
+            if exit_at_end:
+                # The last records before the end may be control batches (transaction
+                # markers) or aborted data, which hand out nothing but move the position.
+                for tp in [tp for tp, end in ends.items()
+                           if await consumer.position(tp) >= end]:
+                    del ends[tp]
+                    consumer.pause(tp)
+                if not ends:
+                    return
             continue
         last_record = now
         for tp, records in batch.items():

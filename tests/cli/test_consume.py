@@ -238,3 +238,28 @@ def test_consumer_properties_and_group_usage_errors(broker: KlogBroker,
     code, out, err = _consume(broker, "--consumer.config", str(config), "-e", "-n", "3")
     assert code == 0, err
     assert len(out.split(b"\n")[:-1]) == 3
+
+
+def test_isolation_level_hides_aborted_records(broker: KlogBroker) -> None:
+    """--exit ends at the partition's end even when the log ends with transaction markers
+    (they hand out no record but move the position)."""
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": broker.bootstrap_servers,
+                         "transactional.id": "cli-consume-txn"})
+    producer.init_transactions(30)
+    for value, commit in ((b"kept", True), (b"aborted", False)):
+        producer.begin_transaction()
+        producer.produce("txn-cli", value=value, partition=0)
+        assert producer.flush(30) == 0  # sent before the end, abort included
+        (producer.commit_transaction if commit else producer.abort_transaction)(30)
+    result = runner.invoke(app, ["consume", "txn-cli", "-b", broker.bootstrap_servers,
+                                 "-o", "beginning", "-e", "--isolation-level",
+                                 "read_committed"])
+    assert result.exit_code == 0 and result.stdout_bytes == b"kept\n"
+    result = runner.invoke(app, ["consume", "txn-cli", "-b", broker.bootstrap_servers,
+                                 "-o", "beginning", "-e"])
+    assert result.exit_code == 0 and result.stdout_bytes == b"kept\naborted\n"
+    result = runner.invoke(app, ["consume", "txn-cli", "-b", broker.bootstrap_servers,
+                                 "--isolation-level", "serializable", "-e"])
+    assert result.exit_code == 2
