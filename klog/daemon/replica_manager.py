@@ -212,6 +212,18 @@ class FetchResult:
 ProduceResults = dict[TopicPartition, ProduceResult]
 
 
+@dataclass(frozen=True, slots=True)
+class ProducerStateInfo:
+    """One producer's state in a partition, as DescribeProducers answers it."""
+
+    producer_id: int
+    producer_epoch: int
+    last_sequence: int
+    last_timestamp: int
+    coordinator_epoch: int
+    current_txn_start_offset: int  # -1: no open transaction
+
+
 @dataclass(slots=True)
 class ReplicaInfo:
     """One partition's log in a log dir, as DescribeLogDirs reports it."""
@@ -414,6 +426,24 @@ class ReplicaManager:
         if not p.is_leader:
             raise NotLeaderOrFollowerError(f"not the leader of {topic}-{partition}")
         return p
+
+    def active_producers(self, topic: str, partition: int
+                         ) -> tuple[ErrorCode, list[ProducerStateInfo]]:
+        """The producer state of a partition led here (Kafka's activeProducerState):
+        UNKNOWN_TOPIC_OR_PARTITION when not hosted, NOT_LEADER_OR_FOLLOWER on a
+        follower."""
+        try:
+            p = self.leader_partition(topic, partition)
+        except KafkaError as exc:
+            return exc.error_code, []
+        producers = p.log.producer_state.active_producers()
+        return ErrorCode.NONE, [
+            ProducerStateInfo(
+                pid, entry.producer_epoch, entry.last_seq, entry.last_timestamp,
+                entry.coordinator_epoch,
+                -1 if entry.current_txn_first_offset is None
+                else entry.current_txn_first_offset)
+            for pid, entry in sorted(producers.items())]
 
     # -- log dirs ---------------------------------------------------------------------------
 

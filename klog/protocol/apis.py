@@ -135,6 +135,7 @@ _TABLE: tuple[ApiSpec, ...] = (
     _kio(21, "DeleteRecords", "delete_records", 0, 2, 2, advertised=(0, 2)),
     _kio(22, "InitProducerId", "init_producer_id", 0, 6, 2, advertised=(0, 5)),
     _kio(23, "OffsetForLeaderEpoch", "offset_for_leader_epoch", 2, 4, 4, advertised=(2, 4)),
+    _kio(28, "TxnOffsetCommit", "txn_offset_commit", 0, 5, 3, advertised=(0, 3)),
     _kio(32, "DescribeConfigs", "describe_configs", 1, 4, 4, advertised=(1, 4)),
     _kio(33, "AlterConfigs", "alter_configs", 0, 2, 2, advertised=(0, 2)),
     _kio(35, "DescribeLogDirs", "describe_log_dirs", 1, 5, 2, advertised=(1, 4)),
@@ -149,6 +150,7 @@ _TABLE: tuple[ApiSpec, ...] = (
          advertised=(0, 0)),
     _kio(47, "OffsetDelete", "offset_delete", 0, 0, None, advertised=(0, 0)),
     _kio(60, "DescribeCluster", "describe_cluster", 0, 2, 0, advertised=(0, 1)),
+    _kio(61, "DescribeProducers", "describe_producers", 0, 0, 0, advertised=(0, 0)),
 )
 
 API_TABLE: Mapping[int, ApiSpec] = MappingProxyType({spec.api_key: spec for spec in _TABLE})

@@ -135,6 +135,7 @@ _MODULES: dict[int, str] = {
     21: "delete_records",
     22: "init_producer_id",
     23: "offset_for_leader_epoch",
+    28: "txn_offset_commit",
     32: "describe_configs",
     33: "alter_configs",
     35: "describe_log_dirs",
@@ -146,6 +147,7 @@ _MODULES: dict[int, str] = {
     46: "list_partition_reassignments",
     47: "offset_delete",
     60: "describe_cluster",
+    61: "describe_producers",
 }
 
 

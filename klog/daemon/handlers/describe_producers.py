@@ -1,0 +1,37 @@
+"""DescribeProducers (v0): the producer state of partitions led here (KIP-664).
+
+One call per partition to ``ReplicaManager.active_producers``: each producer's id, epoch,
+last sequence, last timestamp, coordinator epoch and the first offset of its open
+transaction (-1: none). A partition not hosted here answers UNKNOWN_TOPIC_OR_PARTITION, one
+this broker follows NOT_LEADER_OR_FOLLOWER (the admin client asks the leader).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from klog.daemon.handlers import RequestContext
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    rm = ctx.services.replica_manager
+    topics = []
+    for topic in request.topics:
+        partitions = []
+        for index in topic.partition_indexes:
+            error, producers = rm.active_producers(topic.name, index)
+            partitions.append({
+                "partition_index": index,
+                "error_code": int(error),
+                "error_message": None,
+                "active_producers": [{
+                    "producer_id": p.producer_id,
+                    "producer_epoch": p.producer_epoch,
+                    "last_sequence": p.last_sequence,
+                    "last_timestamp": p.last_timestamp,
+                    "coordinator_epoch": p.coordinator_epoch,
+                    "current_txn_start_offset": p.current_txn_start_offset,
+                } for p in producers],
+            })
+        topics.append({"name": topic.name, "partitions": partitions})
+    return ctx.respond({"throttle_time": 0, "topics": topics})
