@@ -716,6 +716,10 @@ class PartitionLog:
                     if duplicate is not None:
                         return self._duplicate_info(duplicate, h)
                     self.producer_state.check_append(h)
+        else:
+            for h in headers:
+                if h.is_control and h.has_producer_id:
+                    self.producer_state.check_marker(h, h.payload(records))
         for h in headers:
             if h.magic < MAGIC_V2 and h.attributes & COMPRESSION_CODEC_MASK:
                 raise UnsupportedForMessageFormatError(

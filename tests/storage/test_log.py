@@ -689,3 +689,44 @@ def test_crash_recovery_rebuilds_lazily_opened_indexes(tmp_path: Path) -> None:
     recovered.close()
     for path, data in reference.items():
         assert path.read_bytes() == data
+
+
+def test_transaction_markers_are_checked_and_complete_transactions(tmp_path: Path) -> None:
+    """Kafka's appendEndTxnMarker: stale producer or coordinator epochs are refused; a
+    marker ends the producer's transaction (LSO, .txnindex for an abort); a marker for a
+    producer with no data here completes nothing; data without the transactional bit in
+    the middle of a transaction is INVALID_TXN_STATE."""
+    from klog.storage.producer_state import (
+        InvalidProducerEpochError,
+        InvalidTxnStateError,
+        TransactionCoordinatorFencedError,
+    )
+
+    log = make_log(tmp_path)
+    txn = build_batch(0, count=2, producer_id=5, producer_epoch=3, base_sequence=0,
+                      attributes=0x10)
+    log.append_as_leader(txn, 0)
+    with pytest.raises(InvalidTxnStateError):
+        log.append_as_leader(build_batch(0, count=1, producer_id=5, producer_epoch=3,
+                                         base_sequence=2), 0)
+    assert log.producer_state.first_unstable_offset == 0
+    with pytest.raises(InvalidProducerEpochError):
+        log.append_as_leader(build_control_batch(0, commit=False, producer_id=5,
+                                                 producer_epoch=2), 0, origin="coordinator")
+    abort = build_control_batch(0, commit=False, producer_id=5, producer_epoch=3,
+                                coordinator_epoch=4)
+    log.append_as_leader(abort, 0, origin="coordinator")
+    # Completed, but unstable until the high watermark passes the marker.
+    assert log.producer_state.first_unstable_offset == 0
+    log.update_high_watermark(3)
+    assert log.producer_state.first_unstable_offset is None
+    info = log.read(0, 10_000, None, True, include_aborted_txns=True)
+    assert [(a.producer_id, a.first_offset) for a in info.aborted_transactions] == [(5, 0)]
+    with pytest.raises(TransactionCoordinatorFencedError):
+        log.append_as_leader(build_control_batch(0, commit=True, producer_id=5,
+                                                 producer_epoch=3, coordinator_epoch=3), 0,
+                             origin="coordinator")
+    # An empty transaction's marker: no CompletedTxn, so nothing unstable is left behind.
+    log.append_as_leader(build_control_batch(0, commit=True, producer_id=9, producer_epoch=0),
+                         0, origin="coordinator")
+    assert log.producer_state.first_unstable_offset is None
