@@ -47,7 +47,7 @@ from kio.serial import entity_reader, entity_writer
 from kio.static.constants import EntityType
 from kio.static.protocol import Entity
 
-from klog.protocol import inter_broker, produce
+from klog.protocol import inter_broker, produce, transactions
 from klog.protocol.errors import (
     InvalidRequestError,
     UnsupportedVersionError,
@@ -151,6 +151,8 @@ _TABLE: tuple[ApiSpec, ...] = (
     _kio(47, "OffsetDelete", "offset_delete", 0, 0, None, advertised=(0, 0)),
     _kio(60, "DescribeCluster", "describe_cluster", 0, 2, 0, advertised=(0, 1)),
     _kio(61, "DescribeProducers", "describe_producers", 0, 0, 0, advertised=(0, 0)),
+    _kio(65, "DescribeTransactions", "describe_transactions", 0, 0, 0, advertised=(0, 0)),
+    _kio(66, "ListTransactions", "list_transactions", 0, 2, 0, advertised=(0, 0)),
 )
 
 API_TABLE: Mapping[int, ApiSpec] = MappingProxyType({spec.api_key: spec for spec in _TABLE})
@@ -265,6 +267,9 @@ def decode_request(api_key: int, api_version: int, body: Any) -> Any:
 
 def decode_response(api_key: int, api_version: int, body: Any) -> Any:
     """Decode a response body (client side); same errors as ``decode_request``."""
+    if api_key == transactions.DESCRIBE_TRANSACTIONS and api_version == 0:
+        # kio refuses the -1 start time Kafka sends when no transaction runs.
+        return transactions.decode_describe_transactions_response(body)
     entity_type = spec_for(api_key).response_entity(api_version)
     return _decode(entity_type, body)
 

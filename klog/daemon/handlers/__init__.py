@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from klog.daemon.metadata_cache import MetadataCache
     from klog.daemon.producer_ids import ProducerIdManager
     from klog.daemon.replica_manager import ReplicaManager
+    from klog.daemon.transaction.coordinator import TransactionCoordinator
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +67,9 @@ class BrokerServices:
     #: The APIs and versions this broker announces and serves (Kafka's ApiVersionManager):
     #: a standalone broker leaves out the inter-broker control APIs.
     api_versions: Mapping[int, apis.VersionRange]
+    #: Kafka's TransactionCoordinator (klog/daemon/transaction/); None until the broker's
+    #: assembly builds one: its APIs answer COORDINATOR_NOT_AVAILABLE meanwhile.
+    transaction_coordinator: TransactionCoordinator | None = None
 
 
 @dataclass(slots=True)
@@ -148,6 +152,8 @@ _MODULES: dict[int, str] = {
     47: "offset_delete",
     60: "describe_cluster",
     61: "describe_producers",
+    65: "describe_transactions",
+    66: "list_transactions",
 }
 
 

@@ -1,0 +1,40 @@
+"""DescribeTransactions (v0): transactional ids' state, from the transaction coordinator.
+
+One call, ``TransactionCoordinator.describe``, which answers each id in order with its
+state, timeout, start time, producer id and epoch and partitions, or its error
+(NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, TRANSACTIONAL_ID_NOT_FOUND, ...). A broker
+without a running coordinator answers COORDINATOR_NOT_AVAILABLE for every id.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from klog.daemon.handlers import RequestContext
+from klog.daemon.transaction.coordinator import TransactionDescription
+from klog.protocol.errors import ErrorCode
+
+
+def _state(d: TransactionDescription) -> dict[str, Any]:
+    return {
+        "error_code": d.error_code,
+        "transactional_id": d.transactional_id,
+        "transaction_state": d.state,
+        "transaction_timeout": d.timeout_ms,
+        "transaction_start_time": d.start_time_ms,
+        "producer_id": d.producer_id,
+        "producer_epoch": d.producer_epoch,
+        "topics": [{"topic": topic, "partitions": partitions}
+                   for topic, partitions in (d.topics or {}).items()],
+    }
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    coordinator = ctx.services.transaction_coordinator
+    ids = list(request.transactional_ids)
+    if coordinator is None:
+        found = [TransactionDescription(i, int(ErrorCode.COORDINATOR_NOT_AVAILABLE))
+                 for i in ids]
+    else:
+        found = coordinator.describe(ids)
+    return ctx.respond({"throttle_time": 0, "transaction_states": [_state(d) for d in found]})

@@ -1,0 +1,33 @@
+"""ListTransactions (v0): the transactional ids this broker coordinates, filtered.
+
+One call, ``TransactionCoordinator.list_transactions(states_filter, producer_ids_filter)``
+(empty filters match everything; state names Kafka does not know come back in
+``unknown_state_filters``). A broker without a running coordinator answers
+COORDINATOR_NOT_AVAILABLE.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from klog.daemon.handlers import RequestContext
+from klog.protocol.errors import ErrorCode
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    coordinator = ctx.services.transaction_coordinator
+    if coordinator is None:
+        return ctx.respond({"throttle_time": 0,
+                            "error_code": int(ErrorCode.COORDINATOR_NOT_AVAILABLE),
+                            "unknown_state_filters": [], "transaction_states": []})
+    found = coordinator.list_transactions(list(request.state_filters),
+                                          list(request.producer_id_filters))
+    return ctx.respond({
+        "throttle_time": 0,
+        "error_code": found.error_code,
+        "unknown_state_filters": found.unknown_state_filters,
+        "transaction_states": [{"transactional_id": t.transactional_id,
+                                "producer_id": t.producer_id,
+                                "transaction_state": t.state}
+                               for t in found.transactions],
+    })
