@@ -429,13 +429,12 @@ class ReplicaManager:
 
     def active_producers(self, topic: str, partition: int
                          ) -> tuple[ErrorCode, list[ProducerStateInfo]]:
-        """The producer state of a partition led here (Kafka's activeProducerState):
-        UNKNOWN_TOPIC_OR_PARTITION when not hosted, NOT_LEADER_OR_FOLLOWER on a
-        follower."""
-        try:
-            p = self.leader_partition(topic, partition)
-        except KafkaError as exc:
-            return exc.error_code, []
+        """The producer state of a partition hosted here, leader or follower (Kafka's
+        activeProducerState reads the local log); UNKNOWN_TOPIC_OR_PARTITION when it is
+        not hosted."""
+        p = self.partitions.get((topic, partition))
+        if p is None:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, []
         producers = p.log.producer_state.active_producers()
         return ErrorCode.NONE, [
             ProducerStateInfo(

@@ -135,6 +135,9 @@ _TABLE: tuple[ApiSpec, ...] = (
     _kio(21, "DeleteRecords", "delete_records", 0, 2, 2, advertised=(0, 2)),
     _kio(22, "InitProducerId", "init_producer_id", 0, 6, 2, advertised=(0, 5)),
     _kio(23, "OffsetForLeaderEpoch", "offset_for_leader_epoch", 2, 4, 4, advertised=(2, 4)),
+    # WriteTxnMarkers: the row klog's admin client encodes abort_transaction with; the
+    # broker's handler and its advertised range come with the transaction coordinator.
+    _kio(27, "WriteTxnMarkers", "write_txn_markers", 1, 2, 1),
     _kio(28, "TxnOffsetCommit", "txn_offset_commit", 0, 5, 3, advertised=(0, 3)),
     _kio(32, "DescribeConfigs", "describe_configs", 1, 4, 4, advertised=(1, 4)),
     _kio(33, "AlterConfigs", "alter_configs", 0, 2, 2, advertised=(0, 2)),

@@ -2,8 +2,10 @@
 
 One call per partition to ``ReplicaManager.active_producers``: each producer's id, epoch,
 last sequence, last timestamp, coordinator epoch and the first offset of its open
-transaction (-1: none). A partition not hosted here answers UNKNOWN_TOPIC_OR_PARTITION, one
-this broker follows NOT_LEADER_OR_FOLLOWER (the admin client asks the leader).
+transaction (-1: none). As Kafka, any replica answers from its local log (the admin client
+asks the leader unless told a broker); a partition not hosted here is
+NOT_LEADER_OR_FOLLOWER when the metadata knows it (the client looks elsewhere), else
+UNKNOWN_TOPIC_OR_PARTITION.
 """
 
 from __future__ import annotations
@@ -11,15 +13,20 @@ from __future__ import annotations
 from typing import Any
 
 from klog.daemon.handlers import RequestContext
+from klog.protocol.errors import ErrorCode
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     rm = ctx.services.replica_manager
+    cache = ctx.services.metadata_cache
     topics = []
     for topic in request.topics:
         partitions = []
         for index in topic.partition_indexes:
             error, producers = rm.active_producers(topic.name, index)
+            if error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION \
+                    and cache.partition_state(topic.name, index) is not None:
+                error = ErrorCode.NOT_LEADER_OR_FOLLOWER
             partitions.append({
                 "partition_index": index,
                 "error_code": int(error),
