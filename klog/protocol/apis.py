@@ -135,8 +135,11 @@ _TABLE: tuple[ApiSpec, ...] = (
     _kio(21, "DeleteRecords", "delete_records", 0, 2, 2, advertised=(0, 2)),
     _kio(22, "InitProducerId", "init_producer_id", 0, 6, 2, advertised=(0, 5)),
     _kio(23, "OffsetForLeaderEpoch", "offset_for_leader_epoch", 2, 4, 4, advertised=(2, 4)),
-    # WriteTxnMarkers: the row klog's admin client encodes abort_transaction with; the
-    # broker's handler and its advertised range come with the transaction coordinator.
+    # The transaction coordinator's APIs as klog's client sends them (its transactional
+    # producer, the admin client's abort_transaction); the broker's handlers and their
+    # advertised ranges come with the transaction coordinator.
+    _kio(24, "AddPartitionsToTxn", "add_partitions_to_txn", 0, 5, 3),
+    _kio(26, "EndTxn", "end_txn", 0, 5, 3),
     _kio(27, "WriteTxnMarkers", "write_txn_markers", 1, 2, 1),
     _kio(28, "TxnOffsetCommit", "txn_offset_commit", 0, 5, 3, advertised=(0, 3)),
     _kio(32, "DescribeConfigs", "describe_configs", 1, 4, 4, advertised=(1, 4)),
@@ -159,6 +162,12 @@ _TABLE: tuple[ApiSpec, ...] = (
 )
 
 API_TABLE: Mapping[int, ApiSpec] = MappingProxyType({spec.api_key: spec for spec in _TABLE})
+# A key listed twice (two changes adding the same API) would let the later row silently
+# replace the other's advertised range: refuse to start instead.
+if len(API_TABLE) != len(_TABLE):
+    _seen = sorted(spec.api_key for spec in _TABLE)
+    raise RuntimeError("api keys listed twice in the API table: "
+                       f"{sorted({k for k in _seen if _seen.count(k) > 1})}")
 
 #: api_key -> advertised (min, max): what ApiVersions announces and the wire accepts.
 ADVERTISED: Mapping[int, VersionRange] = MappingProxyType(
