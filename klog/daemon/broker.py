@@ -44,6 +44,9 @@ from klog.daemon.replica_manager import MetastoreIsrStore, ReplicaManager
 from klog.daemon.replication_quota import ReplicationQuotas
 from klog.daemon.server import Server, check_listeners
 from klog.daemon.topic_configs import TopicConfigs
+from klog.daemon.transaction.coordinator import TransactionCoordinator
+from klog.daemon.transaction.markers import MarkerWriter, TransactionMarkerChannelManager
+from klog.daemon.transaction.state_manager import TransactionStateManager
 from klog.protocol import apis
 from klog.storage.log_manager import LogManager
 
@@ -111,6 +114,21 @@ class Broker:
             broker_id, dynamic, self.metadata_cache, self.replica_manager, self.admin)
         self.group_coordinator = GroupCoordinator(dynamic, self.group_manager)
         self.control_requests.add_leadership_listener(self.group_manager)
+        # Transactions (klog/daemon/transaction/): __transaction_state, the coordinator,
+        # and the markers -- written in-process on partitions led here, with
+        # WriteTxnMarkers to the other leaders.
+        self.txn_state_manager = TransactionStateManager(
+            broker_id, dynamic, self.metadata_cache, self.replica_manager, self.admin)
+        self.txn_marker_writer = MarkerWriter(dynamic, self.replica_manager)
+        # Transactional offset commits become visible (or are dropped) with the marker
+        # written to their __consumer_offsets partition.
+        self.txn_marker_writer.add_listener(self.group_manager.complete_transaction)
+        self.txn_coordinator = TransactionCoordinator(
+            broker_id, dynamic, self.txn_state_manager, self.producer_ids,
+            TransactionMarkerChannelManager(broker_id, dynamic, self.metadata_cache,
+                                            self.txn_marker_writer,
+                                            self._replication_endpoint))
+        self.control_requests.add_leadership_listener(self.txn_state_manager)
         self.services = BrokerServices(
             broker_id=broker_id, config=dynamic, metadata_cache=self.metadata_cache,
             replica_manager=self.replica_manager, admin=self.admin,
@@ -118,6 +136,8 @@ class Broker:
             producer_ids=self.producer_ids, controller=self.controller,
             controller_identity=self.controller_identity,
             control_requests=self.control_requests,
+            transaction_coordinator=self.txn_coordinator,
+            txn_marker_writer=self.txn_marker_writer,
             # A standalone broker has no peer that could send it the inter-broker control
             # APIs (its controller calls it in-process): it neither announces nor accepts
             # them. In cluster mode they are served, to the controller only
@@ -192,6 +212,10 @@ class Broker:
         # partitions led here.
         self.group_manager.startup()
         self.group_coordinator.startup()
+        # Transactions: after the groups (markers complete transactional offset commits),
+        # before the controller loads the __transaction_state partitions led here.
+        self.txn_state_manager.startup()
+        self.txn_coordinator.startup()
         await self.server.start()
         await asyncio.to_thread(self._register_broker)
         # A new ZooKeeper session (after an expiry) has lost the ephemeral registration.
@@ -377,6 +401,8 @@ class Broker:
         self.admin.shutdown()  # admin: stop applying config change notifications
         self.group_coordinator.shutdown()
         await self.group_manager.shutdown()
+        await self.txn_coordinator.shutdown()
+        await self.txn_state_manager.shutdown()
         await self.producer_ids.close()  # no block claim may outlive the metastore
         await self.fetcher_manager.shutdown()
         self.replica_manager.shutdown()  # its purgatories and timer too

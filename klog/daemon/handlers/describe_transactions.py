@@ -2,8 +2,7 @@
 
 One call, ``TransactionCoordinator.describe``, which answers each id in order with its
 state, timeout, start time, producer id and epoch and partitions, or its error
-(NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, TRANSACTIONAL_ID_NOT_FOUND, ...). A broker
-without a running coordinator answers COORDINATOR_NOT_AVAILABLE for every id.
+(NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, TRANSACTIONAL_ID_NOT_FOUND, ...).
 """
 
 from __future__ import annotations
@@ -12,7 +11,6 @@ from typing import Any
 
 from klog.daemon.handlers import RequestContext
 from klog.daemon.transaction.coordinator import TransactionDescription
-from klog.protocol.errors import ErrorCode
 
 
 def _state(d: TransactionDescription) -> dict[str, Any]:
@@ -30,11 +28,5 @@ def _state(d: TransactionDescription) -> dict[str, Any]:
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    coordinator = ctx.services.transaction_coordinator
-    ids = list(request.transactional_ids)
-    if coordinator is None:
-        found = [TransactionDescription(i, int(ErrorCode.COORDINATOR_NOT_AVAILABLE))
-                 for i in ids]
-    else:
-        found = coordinator.describe(ids)
+    found = ctx.services.transaction_coordinator.describe(list(request.transactional_ids))
     return ctx.respond({"throttle_time": 0, "transaction_states": [_state(d) for d in found]})

@@ -2,8 +2,8 @@
 
 One call, ``TransactionCoordinator.list_transactions(states_filter, producer_ids_filter)``
 (empty filters match everything; state names Kafka does not know come back in
-``unknown_state_filters``). A broker without a running coordinator answers
-COORDINATOR_NOT_AVAILABLE.
+``unknown_state_filters``); COORDINATOR_LOAD_IN_PROGRESS while a partition of
+``__transaction_state`` loads.
 """
 
 from __future__ import annotations
@@ -11,17 +11,11 @@ from __future__ import annotations
 from typing import Any
 
 from klog.daemon.handlers import RequestContext
-from klog.protocol.errors import ErrorCode
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    coordinator = ctx.services.transaction_coordinator
-    if coordinator is None:
-        return ctx.respond({"throttle_time": 0,
-                            "error_code": int(ErrorCode.COORDINATOR_NOT_AVAILABLE),
-                            "unknown_state_filters": [], "transaction_states": []})
-    found = coordinator.list_transactions(list(request.state_filters),
-                                          list(request.producer_id_filters))
+    found = ctx.services.transaction_coordinator.list_transactions(
+        list(request.state_filters), list(request.producer_id_filters))
     return ctx.respond({
         "throttle_time": 0,
         "error_code": found.error_code,

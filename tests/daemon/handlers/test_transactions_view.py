@@ -1,5 +1,5 @@
 """The DescribeTransactions and ListTransactions handlers over a fake transaction
-coordinator (its read-only view: ``describe``, ``list_transactions``), and without one."""
+coordinator (its read-only view: ``describe``, ``list_transactions``)."""
 
 from __future__ import annotations
 
@@ -77,12 +77,3 @@ def test_list_transactions_passes_the_filters() -> None:
     assert [(t.transactional_id, t.producer_id, t.transaction_state)
             for t in response.transaction_states] == [("tx-1", 42, "Ongoing")]
 
-
-def test_without_a_coordinator() -> None:
-    response = _call(list_transactions, LIST,
-                     {"state_filters": [], "producer_id_filters": []}, None)
-    assert response.error_code == ErrorCode.COORDINATOR_NOT_AVAILABLE
-    response = _call(describe_transactions, DESCRIBE, {"transactional_ids": ["a"]}, None)
-    (state,) = response.transaction_states
-    assert (state.transactional_id, state.error_code) \
-        == ("a", ErrorCode.COORDINATOR_NOT_AVAILABLE)
