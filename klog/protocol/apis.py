@@ -189,13 +189,14 @@ INTER_BROKER_CONTROL_APIS: frozenset[int] = frozenset({
 #: in-process, so any such request on the wire comes from a client, and an api key not
 #: advertised closes the connection before its body is decoded (as Kafka's KRaft brokers,
 #: which do not expose these APIs either).
-#: WriteTxnMarkers (a transaction coordinator -> the partition leaders): a standalone
-#: broker writes its markers in-process, so it neither announces nor accepts it either.
+#: WriteTxnMarkers stays: a standalone broker's coordinator writes its markers
+#: in-process, but the admin tools send it too (``klog transactions abort``, Kafka's
+#: kafka-transactions.sh abort: an ABORT marker for a hanging transaction, to the
+#: partition's leader), and Kafka's KRaft brokers expose it on their client listeners.
 WRITE_TXN_MARKERS = 27
 
 STANDALONE_ADVERTISED: Mapping[int, VersionRange] = MappingProxyType(
-    {k: v for k, v in ADVERTISED.items()
-     if k not in INTER_BROKER_CONTROL_APIS and k != WRITE_TXN_MARKERS}
+    {k: v for k, v in ADVERTISED.items() if k not in INTER_BROKER_CONTROL_APIS}
 )
 
 

@@ -1,8 +1,8 @@
-"""`klog transactions` against a real in-process klog broker: the producer state of
-partitions written by klog's idempotent producer and by a transactional batch left open
-(as a producer that died mid-transaction leaves it), and the one-line refusals. What needs
-the transaction coordinator (list, describe, an abort that writes its marker) is tested
-in tests/tools/test_transactions.py over a fake admin client."""
+"""`klog transactions` and `klog perf produce --transactional-id` against a real in-process
+klog broker: the producer state of partitions written by klog's idempotent producer, by
+klog's transactional producer, and by a transactional batch no coordinator knows (as a
+producer that died mid-transaction and whose id expired leaves it: a hanging transaction),
+found and aborted; and the one-line refusals."""
 
 from __future__ import annotations
 
@@ -51,7 +51,7 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcessBroker
 
     try:
         asyncio.run(setup())
-        # Partition 1: two plain records, then a transaction that never ends (offset 2).
+        # Partition 1 of "t": two plain records, then a transaction that never ends (offset 2).
         builder = BatchBuilder()
         builder.append(OLD_TS, None, b"a")
         builder.append(OLD_TS, None, b"b")
@@ -128,3 +128,120 @@ def test_find_hanging_limits_and_scope(broker: InProcessBroker) -> None:
     assert code == 0, err
     assert out.split() == ["Topic", "Partition", "ProducerId", "ProducerEpoch",
                            "CoordinatorEpoch", "StartOffset", "LastTimestamp", "Duration(min)"]
+
+
+def _offsets(broker: InProcessBroker, tp: tuple[str, int]) -> tuple[int, int]:
+    """(last stable offset, high watermark) of ``tp``."""
+    from klog.client.admin import AdminClient
+
+    async def main() -> tuple[int, int]:
+        async with AdminClient(f"127.0.0.1:{broker.port}") as admin:
+            lso = await admin.list_offsets({tp: "latest"}, isolation_level=1)
+            hw = await admin.list_offsets({tp: "latest"})
+            return lso[tp].offset, hw[tp].offset
+
+    return asyncio.run(main())
+
+
+def test_list_describe_find_hanging_and_abort(broker: InProcessBroker) -> None:
+    from klog.client.admin import AdminClient, NewTopic
+    from klog.client.producer import Producer
+
+    bs = f"127.0.0.1:{broker.port}"
+
+    async def open_transaction() -> Producer:
+        async with AdminClient(bs) as admin:
+            await admin.create_topics([NewTopic("tx", 1, 1)])
+        producer = Producer(bs, transactional_id="cli-tx", transaction_timeout_ms=600_000)
+        await producer.init_transactions()
+        producer.begin_transaction()
+        for i in range(3):
+            await producer.send("tx", b"r%d" % i, partition=0)
+        await producer.flush()
+        return producer
+
+    loop = asyncio.new_event_loop()
+    try:
+        producer = loop.run_until_complete(open_transaction())
+        code, out, err = klog(broker, "transactions", "list", "--json")
+        assert code == 0, err
+        (listed,) = [t for t in json.loads(out) if t["transactional_id"] == "cli-tx"]
+        assert listed["coordinator"] == 0 and listed["state"] == "Ongoing"
+        pid = listed["producer_id"]
+        code, out, err = klog(broker, "transactions", "list")
+        assert out.splitlines()[0].split() == ["TransactionalId", "Coordinator", "ProducerId",
+                                               "TransactionState"]
+        assert ["cli-tx", "0", str(pid), "Ongoing"] in [r.split() for r in out.splitlines()]
+
+        code, out, err = klog(broker, "transactions", "describe", "--transactional-id", "cli-tx")
+        assert code == 0, err
+        header, row = [line.split() for line in out.splitlines()]
+        assert header == ["CoordinatorId", "TransactionalId", "ProducerId", "ProducerEpoch",
+                          "TransactionState", "TransactionTimeoutMs",
+                          "CurrentTransactionStartTimeMs", "TransactionDurationMs",
+                          "TopicPartitions"]
+        assert row[:6] == ["0", "cli-tx", str(pid), "0", "Ongoing", "600000"]
+        assert int(row[6]) > 0 and int(row[7]) >= 0 and row[8] == "tx-0"
+        code, _, err = klog(broker, "transactions", "describe", "--transactional-id", "nope")
+        assert code == 1 and "TRANSACTIONAL_ID_NOT_FOUND" in err
+        assert len(err.strip().splitlines()) == 1
+
+        code, out, _ = klog(broker, "transactions", "describe-producers", "--topic", "tx",
+                            "--partition", "0", "--json")
+        assert [(p["producer_id"], p["current_transaction_start_offset"])
+                for p in json.loads(out)] == [(pid, 0)]
+
+        # Every open transaction is older than 0 minutes; only t-1's has no coordinator
+        # (the coordinator still holds tx-0 in cli-tx's transaction).
+        code, out, err = klog(broker, "transactions", "find-hanging", "--broker-id", "0",
+                              "--max-transaction-timeout", "0", "--json")
+        assert code == 0, err
+        (hanging,) = json.loads(out)
+        assert {k: hanging[k] for k in ("topic", "partition", "producer_id", "producer_epoch",
+                                        "coordinator_epoch", "start_offset",
+                                        "last_timestamp")} \
+            == {"topic": "t", "partition": 1, "producer_id": OPEN_PID,
+                "producer_epoch": OPEN_EPOCH, "coordinator_epoch": -1, "start_offset": 2,
+                "last_timestamp": OLD_TS}
+        assert hanging["duration_min"] > 0
+
+        # The hanging transaction holds t-1's last stable offset back until it is aborted.
+        assert _offsets(broker, ("t", 1)) == (2, 3)
+        code, out, err = klog(broker, "transactions", "abort", "--topic", "t", "--partition",
+                              "1", "--start-offset", "2")
+        assert code == 0, err
+        assert f"producer {OPEN_PID}" in err
+        assert _offsets(broker, ("t", 1)) == (4, 4)  # the ABORT marker at offset 3
+        code, out, _ = klog(broker, "transactions", "find-hanging", "--broker-id", "0",
+                            "--max-transaction-timeout", "0", "--json")
+        assert json.loads(out) == []
+
+        loop.run_until_complete(producer.commit_transaction())
+        code, out, _ = klog(broker, "transactions", "describe", "--transactional-id",
+                            "cli-tx", "--json")
+        described = json.loads(out)
+        assert described["state"] == "CompleteCommit"
+        assert described["topic_partitions"] == []  # markers written: nothing pending
+        assert _offsets(broker, ("tx", 0)) == (4, 4)  # 3 records and the COMMIT marker
+        loop.run_until_complete(producer.close())
+    finally:
+        loop.close()
+
+
+def test_perf_produce_in_transactions(broker: InProcessBroker) -> None:
+    code, out, err = klog(broker, "perf", "produce", "--topic", "perf-tx", "--num-records",
+                          "3000", "--record-size", "100", "--transactional-id", "perf-tx",
+                          "--transaction-duration-ms", "20", "--json", "-X",
+                          "linger.ms=1")
+    assert code == 0, err
+    result = json.loads(out)
+    assert result["errors"] == 0 and result["records"] == 3000
+    commits = result["transactions"]
+    assert commits >= 1 and result["commit_max_ms"] >= result["commit_p50_ms"] > 0
+    # Every record committed: one COMMIT marker per transaction after them, and nothing
+    # left open (the last stable offset is the high watermark).
+    assert _offsets(broker, ("perf-tx", 0)) == (3000 + commits, 3000 + commits)
+    code, out, _ = klog(broker, "perf", "produce", "--topic", "perf-tx", "--num-records",
+                        "10", "--record-size", "10", "--transactional-id", "perf-tx")
+    assert code == 0
+    assert "transactions committed, commit latency" in out.splitlines()[-1]
