@@ -193,7 +193,6 @@ INTER_BROKER_CONTROL_APIS: frozenset[int] = frozenset({
 #: in-process, but the admin tools send it too (``klog transactions abort``, Kafka's
 #: kafka-transactions.sh abort: an ABORT marker for a hanging transaction, to the
 #: partition's leader), and Kafka's KRaft brokers expose it on their client listeners.
-WRITE_TXN_MARKERS = 27
 
 STANDALONE_ADVERTISED: Mapping[int, VersionRange] = MappingProxyType(
     {k: v for k, v in ADVERTISED.items() if k not in INTER_BROKER_CONTROL_APIS}

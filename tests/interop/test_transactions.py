@@ -143,3 +143,94 @@ def test_abandoned_transaction_is_aborted_after_its_timeout(broker: KlogBroker,
     other.flush(10)
     assert consume_all(broker, topic, "read_committed", 1, timeout=TXN_TIMEOUT_MS / 1000 + 10) \
         == [b"plain"]
+
+
+@pytest.mark.parametrize("crash", [False, True], ids=["clean-restart", "kill-9"])
+def test_transaction_open_across_a_broker_restart_is_aborted_after_its_timeout(
+        tmp_path, crash: bool) -> None:
+    """The coordinator reloads the Ongoing transaction from __transaction_state and the
+    partition its open transaction from producer state (a snapshot, or the log replayed
+    after a crash); the timeout aborts it and the last stable offset moves on. The
+    transactional id is usable again afterwards."""
+    overrides = {"transaction.abort.timed.out.transaction.cleanup.interval.ms": "200",
+                 "transaction.state.log.num.partitions": "3"}
+    with KlogBroker(tmp_path / "data", overrides=overrides) as broker:
+        wait_until_serving(broker)
+        topic = "restarted"
+        create_topic(broker, topic)
+        p = producer(broker, "txn-restart")
+        p.init_transactions(20)
+        p.begin_transaction()
+        for i in range(5):
+            p.produce(topic, f"open-{i}".encode())
+        p.flush(10)
+        if crash:
+            broker.kill()
+        else:
+            assert broker.stop() == 0
+        del p
+        broker.start()
+        wait_until_serving(broker, [topic])
+        plain = Producer({"bootstrap.servers": broker.bootstrap_servers})
+        plain.produce(topic, b"after-restart")
+        plain.flush(10)
+        assert consume_all(broker, topic, "read_committed", 1,
+                           timeout=TXN_TIMEOUT_MS / 1000 + 15) == [b"after-restart"]
+        assert len(consume_all(broker, topic, "read_uncommitted", 6)) == 6
+        again = producer(broker, "txn-restart")
+        again.init_transactions(30)
+        again.begin_transaction()
+        again.produce(topic, b"committed")
+        again.commit_transaction(20)
+        assert consume_all(broker, topic, "read_committed", 2) == [b"after-restart",
+                                                                  b"committed"]
+
+
+def test_aiokafka_transactional_producer(broker: KlogBroker, topic: str) -> None:
+    import asyncio
+
+    from aiokafka import AIOKafkaProducer
+
+    create_topic(broker, topic)
+
+    async def go() -> None:
+        p = AIOKafkaProducer(bootstrap_servers=broker.bootstrap_servers,
+                             transactional_id="aio-txn", transaction_timeout_ms=TXN_TIMEOUT_MS)
+        await p.start()
+        try:
+            async with p.transaction():
+                await p.send_and_wait(topic, b"aio-committed")
+            await p.begin_transaction()
+            await p.send_and_wait(topic, b"aio-aborted")
+            await p.abort_transaction()
+        finally:
+            await p.stop()
+
+    asyncio.run(go())
+    assert consume_all(broker, topic, "read_committed", 1) == [b"aio-committed"]
+    assert sorted(consume_all(broker, topic, "read_uncommitted", 2)) == [b"aio-aborted",
+                                                                         b"aio-committed"]
+
+
+def test_kafka_python_transactional_producer(broker: KlogBroker, topic: str) -> None:
+    from kafka import KafkaProducer
+
+    if not hasattr(KafkaProducer, "init_transactions"):
+        pytest.skip("this kafka-python has no transactional producer")
+    create_topic(broker, topic)
+    p = KafkaProducer(bootstrap_servers=broker.bootstrap_servers,
+                      transactional_id="kp-txn", transaction_timeout_ms=TXN_TIMEOUT_MS)
+    try:
+        p.init_transactions()
+        p.begin_transaction()
+        p.send(topic, b"kp-committed")
+        p.commit_transaction()
+        p.begin_transaction()
+        p.send(topic, b"kp-aborted")
+        p.flush()
+        p.abort_transaction()
+    finally:
+        p.close()
+    assert consume_all(broker, topic, "read_committed", 1) == [b"kp-committed"]
+    assert sorted(consume_all(broker, topic, "read_uncommitted", 2)) == [b"kp-aborted",
+                                                                         b"kp-committed"]

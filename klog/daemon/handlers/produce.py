@@ -21,7 +21,7 @@ from typing import Any
 from klog.daemon.handlers import Deferred, RequestContext
 from klog.protocol import produce
 from klog.protocol.entities import as_millis
-from klog.protocol.errors import ErrorCode
+from klog.protocol.errors import CorruptRecordError, ErrorCode
 from klog.protocol.produce import PartitionResponse
 from klog.protocol.records.batch import RECORD_BATCH_OVERHEAD, read_batch_header
 
@@ -83,8 +83,11 @@ def _producer(entries: dict[tuple[str, int], Any]) -> tuple[int, int] | None:
     for records in entries.values():
         if records is None or len(records) < RECORD_BATCH_OVERHEAD:
             continue
-        header = read_batch_header(records, 0)
-        if header.is_transactional and not header.is_control:
+        try:
+            header = read_batch_header(records, 0)
+        except CorruptRecordError:
+            continue  # the append refuses it, with its own answer
+        if header.magic >= 2 and header.is_transactional and not header.is_control:
             return header.producer_id, header.producer_epoch
     return None
 

@@ -182,7 +182,12 @@ class TransactionCoordinator:
                 metadata = sm.put_if_absent(TransactionMetadata(
                     transactional_id, producer_id, txn_timeout_ms=timeout_ms,
                     txn_last_update_timestamp=self.clock()))
-        result = await self._prepare_init_transit(metadata, timeout_ms, expected)
+        try:
+            result = await self._prepare_init_transit(metadata, timeout_ms, expected)
+        except IllegalTransitionError as exc:
+            # The state moved while a new producer id was fetched: the client retries.
+            log.info("InitProducerId for %s: %s", transactional_id, exc)
+            return InitProducerIdResult(ErrorCode.CONCURRENT_TRANSACTIONS)
         if isinstance(result, ErrorCode):
             return InitProducerIdResult(result)
         transit = result

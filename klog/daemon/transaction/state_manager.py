@@ -68,6 +68,7 @@ TRANSACTION_STATE_TOPIC = "__transaction_state"
 TopicPartition = tuple[str, int]
 
 _CREATE_WAIT_MS = 3000
+_PARTITION_CACHE_SIZE = 100_000
 
 # Append errors -> what the coordinator answers (Kafka's appendTransactionToLog).
 _APPEND_ERRORS = {
@@ -156,6 +157,8 @@ class TransactionStateManager:
         self._generation: dict[int, int] = {}
         self._load_tasks: set[asyncio.Task[None]] = set()
         self._partition_count: int | None = None
+        self._partition_cache: dict[str, int] = {}
+        self._partition_cache_count = 0
         self._creating: asyncio.Task[None] | None = None
         self._shutting_down = False
         # Hooks the coordinator sets: a partition loaded (its epoch and ids), unloaded.
@@ -180,7 +183,19 @@ class TransactionStateManager:
         return self.config.transaction_state_log_num_partitions
 
     def partition_for(self, transactional_id: str) -> int:
-        return kafka_abs(java_string_hash(transactional_id)) % self.num_partitions
+        count = self.num_partitions
+        cache = self._partition_cache
+        if self._partition_cache_count != count:
+            cache.clear()
+            self._partition_cache_count = count
+        partition = cache.get(transactional_id)
+        if partition is None:
+            # Asked on every transactional produce (KIP-890's check): remembered.
+            if len(cache) >= _PARTITION_CACHE_SIZE:
+                cache.clear()
+            partition = kafka_abs(java_string_hash(transactional_id)) % count
+            cache[transactional_id] = partition
+        return partition
 
     def coordinator_error(self, transactional_id: str) -> ErrorCode | None:
         if self._shutting_down:
