@@ -378,6 +378,10 @@ class GroupMetadataManager:
         # transaction committed, pending until its marker (complete_transaction).
         self._txn_offsets: dict[int, dict[int, dict[str, dict[TopicPartition,
                                                                OffsetAndMetadata]]]] = {}
+        # offsets partition -> markers announced while it was loading: (producer id,
+        # committed), applied once the load is installed (the load may have read the log
+        # before the marker was appended).
+        self._deferred_markers: dict[int, list[tuple[int, bool]]] = {}
         # partition -> the load generation under way; a resignation bumps the generation
         # so that a load finishing afterwards is dropped.
         self._loading: dict[int, int] = {}
@@ -525,6 +529,7 @@ class GroupMetadataManager:
         for group in [g for g in self._group_values if self.partition_for(g) == partition]:
             del self._group_values[group]
         self._txn_offsets.pop(partition, None)
+        self._deferred_markers.pop(partition, None)
         if was_owned or was_loading:
             log.info("unloaded %s-%d", OFFSETS_TOPIC, partition)
             self.on_partition_unloaded(partition)
@@ -571,6 +576,8 @@ class GroupMetadataManager:
                 log.exception("the coordinator failed to take group %s", group)
         del self._loading[partition]
         self._owned.add(partition)
+        for producer_id, committed in self._deferred_markers.pop(partition, ()):
+            self.complete_transaction(partition, producer_id, committed)
         # An empty partition (most of the 50, usually) is not worth a line at INFO.
         log.log(logging.INFO if result.records else logging.DEBUG,
                 "loaded %s-%d in %.3f s: %d record(s), %d group(s) with offsets, "
@@ -769,6 +776,10 @@ class GroupMetadataManager:
         offset commits become committed (COMMIT) or are dropped (ABORT). Called by the
         transaction coordinator after the marker's append; a producer with nothing pending
         here is a no-op."""
+        if offsets_partition in self._loading:
+            self._deferred_markers.setdefault(offsets_partition, []).append(
+                (producer_id, committed))
+            return
         txns = self._txn_offsets.get(offsets_partition)
         if txns is None:
             return
@@ -867,6 +878,7 @@ class GroupMetadataManager:
         self._owned.clear()
         self._offsets.clear()
         self._txn_offsets.clear()
+        self._deferred_markers.clear()
         self._group_values.clear()
 
     async def _expire_loop(self) -> None:

@@ -668,3 +668,29 @@ def test_loading_applies_markers_and_keeps_open_transactions_pending(tmp_path: P
         assert broker.call(lambda: mgr.pending_txn_producers(p)) == set()
     finally:
         broker.stop()
+
+
+def test_a_marker_announced_while_the_partition_loads_is_applied_after(tmp_path: Path
+                                                                       ) -> None:
+    """The load may read the log before the marker lands: the completion waits for it."""
+    group = "eos-race"
+    offsets = {("in", 0): OffsetAndMetadata(7, -1, "", 2)}
+    broker = _start(tmp_path)
+    try:
+        _wait_coordinator(broker, group)
+        mgr = _manager(broker)
+        p = mgr.partition_for(group)
+        assert _run(broker, lambda: mgr.store_txn_offsets(group, 11, 0, offsets)) \
+            == dict.fromkeys(offsets, ErrorCode.NONE)
+
+        def reload_and_complete() -> None:
+            mgr.resign(p)
+            mgr.become_leader(p)  # the load task has not run yet
+            mgr.complete_transaction(p, 11, True)
+
+        broker.call(reload_and_complete)
+        _wait_coordinator(broker, group)
+        assert broker.call(lambda: mgr.fetch_offsets(group, None)) == offsets
+        assert broker.call(lambda: mgr.pending_txn_producers(p)) == set()
+    finally:
+        broker.stop()
