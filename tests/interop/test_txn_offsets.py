@@ -1,4 +1,4 @@
-"""Offsets in transactions with confluent-kafka against a klog broker: a
+"""Offsets in transactions with confluent-kafka, aiokafka and kafka-python against klog: a
 consume-transform-produce loop commits its input offsets with
 ``send_offsets_to_transaction`` (AddOffsetsToTxn, TxnOffsetCommit); the group's committed
 offsets change only when the transaction commits (an abort leaves them), and the
@@ -100,3 +100,57 @@ def test_consume_transform_produce_offsets(broker: KlogBroker) -> None:
         consumer.close()
     broker.restart()
     assert _committed(broker, group, source, "read_committed") == 10
+
+
+def test_aiokafka_send_offsets_to_transaction(broker: KlogBroker) -> None:
+    """aiokafka commits offsets in a transaction with TxnOffsetCommit v0."""
+    import asyncio
+
+    from aiokafka import AIOKafkaProducer
+    from aiokafka.structs import TopicPartition as AioTopicPartition
+
+    suffix = uuid.uuid4().hex[:8]
+    source, sink, group = f"ai-in-{suffix}", f"ai-out-{suffix}", f"ai-g-{suffix}"
+    _create(broker, source, sink)
+
+    async def main() -> None:
+        producer = AIOKafkaProducer(bootstrap_servers=broker.bootstrap_servers,
+                                    transactional_id=f"ai-{suffix}")
+        await producer.start()
+        try:
+            async with producer.transaction():
+                await producer.send_and_wait(sink, b"x", partition=0)
+                await producer.send_offsets_to_transaction(
+                    {AioTopicPartition(source, 0): 5}, group)
+            assert _committed(broker, group, source) == 5
+            await producer.begin_transaction()
+            await producer.send_and_wait(sink, b"y", partition=0)
+            await producer.send_offsets_to_transaction({AioTopicPartition(source, 0): 9}, group)
+            await producer.abort_transaction()
+            assert _committed(broker, group, source) == 5
+        finally:
+            await producer.stop()
+
+    asyncio.run(main())
+
+
+def test_kafka_python_send_offsets_to_transaction(broker: KlogBroker) -> None:
+    from kafka import KafkaProducer
+    from kafka.structs import OffsetAndMetadata
+    from kafka.structs import TopicPartition as KpTopicPartition
+
+    suffix = uuid.uuid4().hex[:8]
+    source, sink, group = f"kp-in-{suffix}", f"kp-out-{suffix}", f"kp-g-{suffix}"
+    _create(broker, source, sink)
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap_servers,
+                             transactional_id=f"kp-{suffix}")
+    try:
+        producer.init_transactions()
+        producer.begin_transaction()
+        producer.send(sink, b"x", partition=0)
+        producer.send_offsets_to_transaction(
+            {KpTopicPartition(source, 0): OffsetAndMetadata(12, "", -1)}, group)
+        producer.commit_transaction()
+        assert _committed(broker, group, source) == 12
+    finally:
+        producer.close(5)
