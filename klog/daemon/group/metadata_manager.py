@@ -23,9 +23,8 @@ Owns, for the partitions of ``__consumer_offsets`` this broker leads:
   stores: a batch has one producer), kept pending per offsets partition and producer id,
   invisible to OffsetFetch until ``complete_transaction`` (called by the transaction
   coordinator once its marker is in the partition) makes them committed (COMMIT) or drops
-  them (ABORT). Unlike Kafka, a plain commit appended between a transactional commit and
-  its COMMIT marker is overwritten by the transactional one (Kafka compares the append
-  offsets of both; klog's cache does not keep them);
+  them (ABORT). A plain commit stored after a transactional one (before its marker) stays:
+  Kafka compares the append offsets of both, klog the commit times (``_newer_than``);
 - offsets expiration every ``offsets.retention.check.interval.ms`` with Kafka 3.x's rules
   (KIP-211): offsets of a group without a protocol (simple commits) expire
   ``offsets.retention.minutes`` after their commit; of an Empty group that long after it
@@ -337,7 +336,9 @@ def read_offsets_partition(plog: PartitionLog, buffer_size: int,
                             _version, kind = _CONTROL_KEY.unpack_from(record.key)
                             if kind == _CONTROL_COMMIT:
                                 for (group, tp), om in txn.items():
-                                    result.put_offset(group, tp, om)
+                                    current = result.offsets.get(group, {}).get(tp)
+                                    if not _newer_than(current, om):
+                                        result.put_offset(group, tp, om)
                     continue
                 txn_offsets = pending.setdefault(h.producer_id, {}) \
                     if h.is_transactional else None
@@ -789,7 +790,10 @@ class GroupMetadataManager:
         if txn is None or not committed or offsets_partition not in self._owned:
             return
         for group, offsets in txn.items():
-            self._offsets.setdefault(group, {}).update(offsets)
+            cached = self._offsets.setdefault(group, {})
+            for tp, om in offsets.items():
+                if not _newer_than(cached.get(tp), om):
+                    cached[tp] = om
 
     def has_pending_txn_offset(self, group_id: str, tp: TopicPartition) -> bool:
         """Whether an open transaction has committed an offset for the group's ``tp``
@@ -960,6 +964,16 @@ class GroupMetadataManager:
                     except Exception:
                         log.exception("the coordinator failed to drop group %s", group)
         return removed
+
+
+def _newer_than(current: OffsetAndMetadata | None, pending: OffsetAndMetadata | None) -> bool:
+    """Whether the committed offset ``current`` was stored after the transaction's
+    ``pending`` one, so the transaction's COMMIT must not replace it. Kafka compares the
+    two records' append offsets; klog's cache keeps the commit time instead (the broker's
+    clock at each commit, so log order but for commits in the same millisecond, which
+    the transaction wins)."""
+    return current is not None and pending is not None \
+        and current.commit_timestamp > pending.commit_timestamp
 
 
 def _subscribed_topics(value: GroupMetadataValue) -> set[str] | None:

@@ -694,3 +694,32 @@ def test_a_marker_announced_while_the_partition_loads_is_applied_after(tmp_path:
         assert broker.call(lambda: mgr.pending_txn_producers(p)) == set()
     finally:
         broker.stop()
+
+
+def test_a_plain_commit_after_a_transactional_one_wins(tmp_path: Path) -> None:
+    """As Kafka: the COMMIT marker does not replace an offset committed after the
+    transaction's (log order), neither live nor when the partition is loaded."""
+    group = "eos-mixed"
+    txn = {("in", 0): OffsetAndMetadata(10, -1, "", 1_000), ("in", 1): OffsetAndMetadata(
+        11, -1, "", 1_000)}
+    later = {("in", 0): OffsetAndMetadata(50, -1, "", 2_000)}
+    broker = _start(tmp_path)
+    try:
+        _wait_coordinator(broker, group)
+        mgr = _manager(broker)
+        p = mgr.partition_for(group)
+        assert _run(broker, lambda: mgr.store_txn_offsets(group, 21, 0, txn)) \
+            == dict.fromkeys(txn, ErrorCode.NONE)
+        assert _run(broker, lambda: mgr.store_offsets(group, later)) \
+            == {("in", 0): ErrorCode.NONE}
+        _marker(broker, p, 21, 0, commit=True)
+        expected = {("in", 0): later[("in", 0)], ("in", 1): txn[("in", 1)]}
+        assert broker.call(lambda: mgr.fetch_offsets(group, None)) == expected
+    finally:
+        broker.stop()
+    broker = _start(tmp_path)
+    try:
+        _wait_coordinator(broker, group)
+        assert broker.call(lambda: _manager(broker).fetch_offsets(group, None)) == expected
+    finally:
+        broker.stop()
