@@ -110,3 +110,69 @@ def test_coordinator_killed_mid_transaction(cluster: Callable[..., Cluster]) -> 
     again.produce("fo", b"done")
     again.commit_transaction(30)
     assert consume(bootstrap, "fo", 1, "read_committed", 2) == [b"plain", b"done"]
+
+
+def test_transactions_while_a_broker_is_bounced(cluster: Callable[..., Cluster]) -> None:
+    """Kafka's transactions_test shape without the consumer side: transactions of 50
+    records over 4 partitions (replication factor 2) while the broker that does not
+    coordinate them is stopped and started again. Markers are retried across the leader
+    moves; read_committed sees every committed record exactly once."""
+    from klog.daemon.group.metadata_manager import java_string_hash, kafka_abs
+
+    c = cluster(brokers=2, overrides=OVERRIDES)
+    c.create_topic("bounced", partitions=4, replication_factor=2)
+    txn_id = "bounce-txn"
+    p = Producer({"bootstrap.servers": c.bootstrap_servers, "transactional.id": txn_id,
+                  "transaction.timeout.ms": 20000, "linger.ms": 5})
+    p.init_transactions(30)
+    coordinator = c.leader("__transaction_state", kafka_abs(java_string_hash(txn_id)) % 3)
+    other = next(b for b in c.ids if b != coordinator)
+    expected = []
+    for t in range(30):
+        if t == 10:
+            assert c.stop(other) == 0
+        if t == 20:
+            c.start(other)
+        p.begin_transaction()
+        for i in range(50):
+            value = f"{t}-{i}".encode()
+            p.produce("bounced", value, partition=i % 4)
+            expected.append(value)
+        p.commit_transaction(60)
+    got = consume(c.bootstrap_of([coordinator]), "bounced", 4, "read_committed",
+                  len(expected), timeout=60)
+    assert len(got) == len(expected) and sorted(got) == sorted(expected)
+
+
+def test_a_prepared_commit_is_completed_after_the_coordinator_is_killed(
+        cluster: Callable[..., Cluster]) -> None:
+    """EndTxn(commit) is answered once PrepareCommit is written; its marker cannot reach
+    the data partition (its only replica's broker is stopped), and the coordinator is
+    killed -9 meanwhile. Restarted, it loads PrepareCommit from __transaction_state and
+    sends the marker once the partition is back: the commit becomes visible."""
+    from klog.daemon.group.metadata_manager import java_string_hash, kafka_abs
+
+    c = cluster(brokers=2, overrides=OVERRIDES)
+    c.create_topic("pc", partitions=2, replication_factor=1)
+    txn_id = "prepared-txn"
+    state_partition = kafka_abs(java_string_hash(txn_id)) % 3
+    p = Producer({"bootstrap.servers": c.bootstrap_servers, "transactional.id": txn_id,
+                  "transaction.timeout.ms": 60000})
+    p.init_transactions(30)
+    coordinator = c.leader("__transaction_state", state_partition)
+    other = next(b for b in c.ids if b != coordinator)
+    data = next(i for i in range(2) if c.leader("pc", i) == other)
+    p.begin_transaction()
+    p.produce("pc", b"prepared", partition=data)
+    p.flush(10)
+    assert c.stop(other) == 0
+    p.commit_transaction(30)  # answered after PrepareCommit; the marker is pending
+    c.kill(coordinator)
+    del p
+    c.start(other)
+    # The killed broker's registration lives until its ZooKeeper session expires.
+    c.wait(lambda: coordinator not in c.registered(), 30, "the killed broker's session ends")
+    c.start(coordinator)
+    c.wait_for_leader("pc", data)
+    assert consume(c.bootstrap_servers, "pc", 2, "read_committed", 1, timeout=60) == [
+        b"prepared"]
