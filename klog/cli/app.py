@@ -78,6 +78,9 @@ def _register_commands() -> None:
     from klog.cli import compact
 
     compact.register(app)
+    from klog.cli import transactions
+
+    transactions.register(app)
 
 
 _register_commands()

@@ -132,10 +132,9 @@ class Broker:
         self.txn_state_manager = TransactionStateManager(
             broker_id, dynamic, self.metadata_cache, self.replica_manager, self.admin)
         self.txn_marker_writer = MarkerWriter(dynamic, self.replica_manager)
-        if hasattr(self.group_manager, "complete_transaction"):
-            # Transactional offset commits become visible (or are dropped) with the marker
-            # written to their __consumer_offsets partition.
-            self.txn_marker_writer.add_listener(self.group_manager.complete_transaction)
+        # Transactional offset commits become visible (or are dropped) with the marker
+        # written to their __consumer_offsets partition.
+        self.txn_marker_writer.add_listener(self.group_manager.complete_transaction)
         self.txn_coordinator = TransactionCoordinator(
             broker_id, dynamic, self.txn_state_manager, self.producer_ids,
             TransactionMarkerChannelManager(broker_id, dynamic, self.metadata_cache,

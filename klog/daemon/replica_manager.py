@@ -224,6 +224,18 @@ class FetchResult:
 ProduceResults = dict[TopicPartition, ProduceResult]
 
 
+@dataclass(frozen=True, slots=True)
+class ProducerStateInfo:
+    """One producer's state in a partition, as DescribeProducers answers it."""
+
+    producer_id: int
+    producer_epoch: int
+    last_sequence: int
+    last_timestamp: int
+    coordinator_epoch: int
+    current_txn_start_offset: int  # -1: no open transaction
+
+
 @dataclass(slots=True)
 class ReplicaInfo:
     """One partition's log in a log dir, as DescribeLogDirs reports it."""
@@ -426,6 +438,23 @@ class ReplicaManager:
         if not p.is_leader:
             raise NotLeaderOrFollowerError(f"not the leader of {topic}-{partition}")
         return p
+
+    def active_producers(self, topic: str, partition: int
+                         ) -> tuple[ErrorCode, list[ProducerStateInfo]]:
+        """The producer state of a partition hosted here, leader or follower (Kafka's
+        activeProducerState reads the local log); UNKNOWN_TOPIC_OR_PARTITION when it is
+        not hosted."""
+        p = self.partitions.get((topic, partition))
+        if p is None:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, []
+        producers = p.log.producer_state.active_producers()
+        return ErrorCode.NONE, [
+            ProducerStateInfo(
+                pid, entry.producer_epoch, entry.last_seq, entry.last_timestamp,
+                entry.coordinator_epoch,
+                -1 if entry.current_txn_first_offset is None
+                else entry.current_txn_first_offset)
+            for pid, entry in sorted(producers.items())]
 
     # -- log dirs ---------------------------------------------------------------------------
 

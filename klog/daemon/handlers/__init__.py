@@ -163,6 +163,7 @@ _MODULES: dict[int, str] = {
     25: "add_offsets_to_txn",
     26: "end_txn",
     27: "write_txn_markers",
+    28: "txn_offset_commit",
     32: "describe_configs",
     33: "alter_configs",
     35: "describe_log_dirs",
@@ -174,6 +175,9 @@ _MODULES: dict[int, str] = {
     46: "list_partition_reassignments",
     47: "offset_delete",
     60: "describe_cluster",
+    61: "describe_producers",
+    65: "describe_transactions",
+    66: "list_transactions",
 }
 
 

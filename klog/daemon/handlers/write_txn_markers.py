@@ -1,6 +1,6 @@
 """WriteTxnMarkers (v1): a transaction coordinator's COMMIT/ABORT markers for partitions
-this broker leads (cluster mode only; a standalone broker writes its markers in-process
-and does not announce this API).
+this broker leads (a standalone broker's coordinator writes its markers in-process; the
+admin tools' abort of a hanging transaction sends this in both modes).
 
 Per marker one call, ``MarkerWriter.write`` (control batches appended with acks=all;
 markers for ``__consumer_offsets`` complete the transactional offset commits); a partition
