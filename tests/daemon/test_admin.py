@@ -954,7 +954,10 @@ def test_concurrent_auto_creations_of_one_topic_both_wait_for_its_leaders(
     # worker threads, long enough for the other request to arrive meanwhile).
     import threading
 
-    partitions = 200
+    # Enough partitions that the creation spans the second request's arrival, few enough
+    # that it completes within the auto-creation wait (2 s) on a loaded 2-core machine
+    # (200 did not, at times, with other brokers' tests running beside it).
+    partitions = 60
     with running_broker(tmp_path, num_partitions=str(partitions)) as node:
         for attempt in range(3):
             name = f"raced-{attempt}"
