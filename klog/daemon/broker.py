@@ -42,6 +42,7 @@ from klog.daemon.producer_ids import ProducerIdManager
 from klog.daemon.replica_fetcher import ReplicaFetcherManager
 from klog.daemon.replica_manager import MetastoreIsrStore, ReplicaManager
 from klog.daemon.replication_quota import ReplicationQuotas
+from klog.daemon.security.authorizer import AclAuthorizer
 from klog.daemon.server import Server, check_listeners
 from klog.daemon.topic_configs import TopicConfigs
 from klog.protocol import apis
@@ -111,6 +112,8 @@ class Broker:
             broker_id, dynamic, self.metadata_cache, self.replica_manager, self.admin)
         self.group_coordinator = GroupCoordinator(dynamic, self.group_manager)
         self.control_requests.add_leadership_listener(self.group_manager)
+        # ACLs (klog/daemon/security/authorizer.py) when authorizer.class.name asks for them.
+        self.authorizer = AclAuthorizer.from_config(config, self.metastore)
         self.services = BrokerServices(
             broker_id=broker_id, config=dynamic, metadata_cache=self.metadata_cache,
             replica_manager=self.replica_manager, admin=self.admin,
@@ -118,6 +121,7 @@ class Broker:
             producer_ids=self.producer_ids, controller=self.controller,
             controller_identity=self.controller_identity,
             control_requests=self.control_requests,
+            authorizer=self.authorizer,
             # A standalone broker has no peer that could send it the inter-broker control
             # APIs (its controller calls it in-process): it neither announces nor accepts
             # them. In cluster mode they are served, to the controller only
@@ -188,6 +192,9 @@ class Broker:
         # -- admin (klog/daemon/admin.py): dynamic broker configs from the metastore, and in
         # cluster mode the /config/changes listener; before clients can connect.
         await self.admin.startup()
+        # ACLs loaded (and, in cluster mode, watched) before any client can connect.
+        if self.authorizer is not None:
+            await self.authorizer.startup()
         # Groups: before the controller, whose LeaderAndIsr starts loading the offsets
         # partitions led here.
         self.group_manager.startup()
@@ -375,6 +382,8 @@ class Broker:
         await self.server.close()
         await self.controller.shutdown()
         self.admin.shutdown()  # admin: stop applying config change notifications
+        if self.authorizer is not None:
+            self.authorizer.shutdown()  # and ACL change notifications
         self.group_coordinator.shutdown()
         await self.group_manager.shutdown()
         await self.producer_ids.close()  # no block claim may outlive the metastore
