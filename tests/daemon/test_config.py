@@ -1027,11 +1027,11 @@ def test_kafkas_acl_authorizer_names_turn_on_klogs(name: str) -> None:
 
 
 def test_an_authorizer_klog_lacks_refuses_start_up() -> None:
-    with pytest.raises(ConfigError, match="authorizer.class.name=com.example.Custom is not an "
-                                          "authorizer klog has"):
+    with pytest.raises(ConfigError, match=r"authorizer\.class\.name=com\.example\.Custom is "
+                                          r"not an authorizer klog has"):
         BrokerConfig.load(None, ["authorizer.class.name=com.example.Custom"])
 
 
 def test_super_users_must_be_principals() -> None:
-    with pytest.raises(ConfigError, match="super.users"):
+    with pytest.raises(ConfigError, match=r"super\.users"):
         BrokerConfig.load(None, ["super.users=admin"])

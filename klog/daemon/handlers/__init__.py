@@ -141,6 +141,14 @@ class RequestContext:
         return {n for n in set(names) if n is not None
                 and not self.authorize(operation, resource_type, n)}
 
+    def authorize_any(self, operation: AclOperation, resource_type: ResourceType) -> bool:
+        """May the principal do ``operation`` on some resource of the type? (Kafka's
+        authorizeByResourceType: InitProducerId's Write-on-any-topic.)"""
+        authorizer = self.services.authorizer
+        return authorizer is None or self.connection is None or \
+            authorizer.authorize_by_resource_type(self.principal, self.client_host,
+                                                  operation, resource_type)
+
     def authorized_operations(self, resource_type: ResourceType, name: str) -> int:
         """KIP-430's bit field for the resource: what the principal may do there; every
         supported operation without an authorizer, as Kafka answers then."""

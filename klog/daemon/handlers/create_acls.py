@@ -39,6 +39,7 @@ def _binding(c: Any) -> AclBinding:
 async def handle(ctx: RequestContext, request: Request) -> Response:
     authorizer = ctx.services.authorizer
     creations = list(request.creations)
+    results: list[tuple[int, str | None]]
     if authorizer is None:
         results = [(int(ErrorCode.SECURITY_DISABLED),
                     "No Authorizer is configured on the broker")] * len(creations)

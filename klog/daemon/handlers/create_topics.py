@@ -11,6 +11,7 @@ from typing import Any
 
 from klog.daemon.admin import ZERO_UUID, TopicResult, TopicSpec
 from klog.daemon.handlers import Request, RequestContext, Response
+from klog.protocol.acls import CLUSTER_NAME, AclOperation, ResourceType
 from klog.protocol.entities import as_millis
 from klog.protocol.errors import ErrorCode
 
@@ -22,9 +23,16 @@ async def handle(ctx: RequestContext, request: Request) -> Response:
         results = {n: TopicResult(int(ErrorCode.NOT_CONTROLLER)) for n in names}
     else:
         specs = []
-        bad: dict[str, TopicResult] = {}
+        # Create on the cluster, else on each topic (Kafka's order: after NOT_CONTROLLER).
+        bad: dict[str, TopicResult] = {
+            n: TopicResult(int(ErrorCode.TOPIC_AUTHORIZATION_FAILED), "Authorization failed.")
+            for n in (set() if ctx.authorize(AclOperation.CREATE, ResourceType.CLUSTER,
+                                             CLUSTER_NAME)
+                      else ctx.denied(AclOperation.CREATE, ResourceType.TOPIC, names))}
         for topic in request.topics:
             assignments = {a.partition_index: list(a.broker_ids) for a in topic.assignments}
+            if topic.name in bad:
+                continue
             if len(assignments) != len(topic.assignments):
                 bad[topic.name] = TopicResult(int(ErrorCode.INVALID_REPLICA_ASSIGNMENT),
                                               "partitions should be a consecutive 0-based "

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 from klog.daemon.handlers import Request, RequestContext, Response
 from klog.daemon.handlers.describe_acls import binding_filter
-from klog.protocol.acls import CLUSTER_NAME, AclOperation, ResourceType
+from klog.protocol.acls import CLUSTER_NAME, AclBinding, AclOperation, ResourceType
 from klog.protocol.errors import ErrorCode
 
 
 async def handle(ctx: RequestContext, request: Request) -> Response:
     authorizer = ctx.services.authorizer
     filters = [binding_filter(f) for f in request.filters]
+    results: list[tuple[int, str | None, list[AclBinding]]]
     if authorizer is None:
         results = [(int(ErrorCode.SECURITY_DISABLED),
                     "No Authorizer is configured on the broker", [])] * len(filters)

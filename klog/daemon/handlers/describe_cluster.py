@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from klog.daemon.handlers import Request, RequestContext, Response
+from klog.protocol.acls import CLUSTER_NAME, AclOperation, ResourceType
 from klog.protocol.errors import ErrorCode
 
 ENDPOINT_BROKER = 1
@@ -20,6 +21,13 @@ UNSUPPORTED_ENDPOINT_TYPE = 115
 # DESCRIBE_CONFIGS 10, ALTER_CONFIGS 11, IDEMPOTENT_WRITE 12, as a bit field.
 CLUSTER_OPERATIONS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))
 _UNSET = -2**31
+
+
+def _cluster_operations(ctx: RequestContext) -> int:
+    """KIP-430: what the caller may do on the cluster; 0 without Describe on it."""
+    if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):
+        return 0
+    return ctx.authorized_operations(ResourceType.CLUSTER, CLUSTER_NAME)
 
 
 async def handle(ctx: RequestContext, request: Request) -> Response:
@@ -60,6 +68,6 @@ async def handle(ctx: RequestContext, request: Request) -> Response:
         **base,
         "controller_id": controller_id,
         "brokers": brokers,
-        "cluster_authorized_operations": CLUSTER_OPERATIONS
+        "cluster_authorized_operations": _cluster_operations(ctx)
         if request.include_cluster_authorized_operations else _UNSET,
     })

@@ -15,10 +15,15 @@ from collections.abc import Awaitable
 from typing import Any
 
 from klog.daemon.handlers import Deferred, Request, RequestContext, Response
+from klog.daemon.replica_manager import ProduceResult
 from klog.protocol import produce
+from klog.protocol.acls import AclOperation, ResourceType
 from klog.protocol.entities import as_millis
 from klog.protocol.errors import ErrorCode
 from klog.protocol.produce import PartitionResponse
+
+_TOPIC_AUTHORIZATION_FAILED = int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+_NONE_REFUSED: dict[tuple[str, int], ProduceResult] = {}
 
 
 async def handle(ctx: RequestContext, request: Request) -> Response:
@@ -34,12 +39,21 @@ async def handle(ctx: RequestContext, request: Request) -> Response:
     if acks not in (0, 1, -1):
         results = {tp: (int(ErrorCode.INVALID_REQUIRED_ACKS), None) for tp in entries}
         return _response(ctx, order, results)
+    if request.transactional_id is not None and not ctx.authorize(
+            AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id):
+        results = {tp: (int(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED), None)
+                   for tp in entries}
+        return _response(ctx, order, results)
     if request.transactional_id is not None:
         # Transactions arrive with the transaction coordinator; until then a transactional
         # produce is refused rather than half-honoured.
         results = {tp: (int(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED), None)
                    for tp in entries}
         return _response(ctx, order, results)
+    # Write on each topic (one dict probe per request without an authorizer).
+    refused = _refused(ctx, entries, order)
+    if refused:
+        entries = {tp: r for tp, r in entries.items() if tp not in refused}
     rm = ctx.services.replica_manager
     # The timeout matters to acks=-1 only (converting it costs as much as a small append).
     timeout_ms = as_millis(request.timeout) if acks == -1 else 0
@@ -47,7 +61,9 @@ async def handle(ctx: RequestContext, request: Request) -> Response:
     if not isinstance(appended, dict):
         # acks=-1: answered once the ISR has it; meanwhile the connection reads the
         # producer's next request (responses still go out in request order).
-        return Deferred(_after(ctx, order, appended))
+        return Deferred(_after(ctx, order, appended, refused))
+    if refused:
+        appended = {**appended, **refused}
     if acks == 0:
         # Kafka closes the connection so that an acks=0 producer notices failures.
         if any(r.error_code for r in appended.values()) and ctx.connection is not None:
@@ -56,9 +72,20 @@ async def handle(ctx: RequestContext, request: Request) -> Response:
     return _response(ctx, order, {tp: (r.error_code, r) for tp, r in appended.items()})
 
 
+def _refused(ctx: RequestContext, entries: dict[tuple[str, int], Any],
+             order: list[tuple[str, list[int]]]) -> dict[tuple[str, int], ProduceResult]:
+    """The partitions of topics the caller may not Write: TOPIC_AUTHORIZATION_FAILED."""
+    if ctx.services.authorizer is None:  # the hot path builds nothing
+        return _NONE_REFUSED
+    denied = ctx.denied(AclOperation.WRITE, ResourceType.TOPIC, [name for name, _ in order])
+    return {tp: ProduceResult(_TOPIC_AUTHORIZATION_FAILED) for tp in entries
+            if tp[0] in denied} if denied else {}
+
+
 async def _after(ctx: RequestContext, order: list[tuple[str, list[int]]],
-                 waiting: Awaitable[dict[tuple[str, int], Any]]) -> Any:
-    appended = await waiting
+                 waiting: Awaitable[dict[tuple[str, int], Any]],
+                 refused: dict[tuple[str, int], ProduceResult]) -> Any:
+    appended = {**await waiting, **refused}
     return _response(ctx, order, {tp: (r.error_code, r) for tp, r in appended.items()})
 
 
