@@ -70,6 +70,9 @@ def _register_commands() -> None:
     from klog.cli import elect_leaders
 
     elect_leaders.register(app)
+    from klog.cli import acls
+
+    acls.register(app)
 
 
 _register_commands()
