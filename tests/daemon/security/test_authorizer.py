@@ -4,7 +4,9 @@ and its create/delete/describe over a local metastore."""
 from __future__ import annotations
 
 import asyncio
+import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -270,3 +272,43 @@ def test_a_kafka_written_document_is_read(tmp_path: Path) -> None:
                            CLUSTER, "kafka-cluster")
     finally:
         store.close()
+
+
+def test_a_change_on_one_broker_reaches_the_others_through_zookeeper(
+        zk_server: Any) -> None:
+    from klog.daemon.metastore.zookeeper import ZooKeeperMetadataStore
+
+    connect = f"{zk_server.connect}/acls-{uuid.uuid4().hex[:12]}"
+    stores = [ZooKeeperMetadataStore(connect, session_timeout_ms=4000,
+                                     connection_timeout_ms=10000) for _ in range(2)]
+    for s in stores:
+        s.start()
+
+    async def scenario() -> None:
+        one, two = (AclAuthorizer(s, watch_changes=True) for s in stores)
+        await one.startup()
+        await two.startup()
+
+        async def until(check: Any) -> bool:
+            for _ in range(200):  # bounded: 10 s
+                if check():
+                    return True
+                await asyncio.sleep(0.05)
+            return False
+
+        await one.create_acls([acl(TOPIC, "t", "User:alice", OP.READ),
+                               acl(GROUP, "g", "User:alice", OP.READ,
+                                   pattern=PatternType.PREFIXED)])
+        assert await until(lambda: two.authorize(ALICE, HOST, OP.READ, TOPIC, "t")
+                           and two.authorize(ALICE, HOST, OP.READ, GROUP, "g-1"))
+        await two.delete_acls([AclBindingFilter(resource_type=TOPIC)])
+        assert await until(lambda: not one.authorize(ALICE, HOST, OP.READ, TOPIC, "t"))
+        assert one.authorize(ALICE, HOST, OP.READ, GROUP, "g-1")
+        one.shutdown()
+        two.shutdown()
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        for s in stores:
+            s.close()
