@@ -46,6 +46,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+#: "ip:port" -> "ip" for ACL hosts, remembered (a produce checks once per request).
+_HOSTS: dict[str, str] = {}
+
 #: ``ctx.authorize(*CLUSTER_ACTION)``: the inter-broker APIs' check (ClusterAction on the
 #: cluster), and the cluster resource's other checks spelled the same way.
 CLUSTER_ACTION = (AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME)
@@ -120,7 +123,13 @@ class RequestContext:
         """The client's address as ACL hosts name it (no port); "" in-process."""
         if self.connection is None:
             return ""
-        return self.connection.peer.rpartition(":")[0].strip("[]")
+        peer = self.connection.peer
+        host = _HOSTS.get(peer)
+        if host is None:
+            if len(_HOSTS) >= 10_000:  # bounded: peers come and go
+                _HOSTS.clear()
+            host = _HOSTS[peer] = peer.rpartition(":")[0].strip("[]")
+        return host
 
     # -- authorization: one call per check; without an authorizer each passes at once --
 
@@ -136,10 +145,11 @@ class RequestContext:
                names: Iterable[str | None]) -> set[str]:
         """The names among ``names`` this request may not do ``operation`` on (Kafka's
         filterByAuthorized, inverted); empty without an authorizer."""
-        if self.services.authorizer is None or self.connection is None:
+        authorizer = self.services.authorizer
+        if authorizer is None or self.connection is None:
             return set()
-        return {n for n in set(names) if n is not None
-                and not self.authorize(operation, resource_type, n)}
+        return authorizer.denied(self.connection.principal, self.client_host, operation,
+                                 resource_type, names)
 
     def authorize_any(self, operation: AclOperation, resource_type: ResourceType) -> bool:
         """May the principal do ``operation`` on some resource of the type? (Kafka's

@@ -24,6 +24,8 @@ from klog.protocol.produce import PartitionResponse
 
 _TOPIC_AUTHORIZATION_FAILED = int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
 _NONE_REFUSED: dict[tuple[str, int], ProduceResult] = {}
+# Module constants: an enum member read through its class costs more, once per request.
+_WRITE, _TOPIC = AclOperation.WRITE, ResourceType.TOPIC
 
 
 async def handle(ctx: RequestContext, request: Request) -> Response:
@@ -77,7 +79,7 @@ def _refused(ctx: RequestContext, entries: dict[tuple[str, int], Any],
     """The partitions of topics the caller may not Write: TOPIC_AUTHORIZATION_FAILED."""
     if ctx.services.authorizer is None:  # the hot path builds nothing
         return _NONE_REFUSED
-    denied = ctx.denied(AclOperation.WRITE, ResourceType.TOPIC, [name for name, _ in order])
+    denied = ctx.denied(_WRITE, _TOPIC, [name for name, _ in order])
     return {tp: ProduceResult(_TOPIC_AUTHORIZATION_FAILED) for tp in entries
             if tp[0] in denied} if denied else {}
 

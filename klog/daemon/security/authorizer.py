@@ -159,7 +159,7 @@ class AclAuthorizer:
 
     def authorize(self, principal: KafkaPrincipal, host: str, operation: AclOperation,
                   resource_type: ResourceType, name: str) -> bool:
-        key = (principal, host, operation, resource_type, name)
+        key = (principal.principal_type, principal.name, host, operation, resource_type, name)
         decision = self._cache.get(key)
         if decision is None:
             decision = self._decide(str(principal), host, operation, resource_type, name)
@@ -170,6 +170,24 @@ class AclAuthorizer:
                 log.debug("principal %s from %s denied %s on %s:%s", principal, host,
                           operation.name, resource_type.name, name)
         return decision
+
+    def denied(self, principal: KafkaPrincipal, host: str, operation: AclOperation,
+               resource_type: ResourceType, names: Iterable[str | None]) -> set[str]:
+        """The names the principal may not do ``operation`` on (the per-request check of
+        Produce, Fetch, Metadata...: one cache probe per name once decided)."""
+        cache = self._cache
+        out: set[str] = set()
+        # The key hashes in C: the principal's two strings, not the dataclass.
+        kind, who = principal.principal_type, principal.name
+        for name in names:
+            if name is None:
+                continue
+            decision = cache.get((kind, who, host, operation, resource_type, name))
+            if decision is None:
+                decision = self.authorize(principal, host, operation, resource_type, name)
+            if not decision:
+                out.add(name)
+        return out
 
     def _decide(self, principal: str, host: str, operation: AclOperation,
                 resource_type: ResourceType, name: str) -> bool:
