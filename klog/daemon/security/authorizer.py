@@ -307,7 +307,17 @@ class AclAuthorizer:
                 for i in indexes:
                     results[i] = (int(ErrorCode.UNKNOWN_SERVER_ERROR),
                                   f"Failed to create ACL: {exc}")
+        await self._purge_own_notifications()
         return results
+
+    async def _purge_own_notifications(self) -> None:
+        """Standalone, no listener purges the notifications this broker writes (Kafka
+        format kept for tools that read the tree): expire them here."""
+        if self.store is None or self.watch_changes:
+            return
+        for path in acl_store.CHANGE_PATHS:
+            with contextlib.suppress(MetastoreError):
+                await asyncio.to_thread(acl_store.purge_obsolete_changes, self.store, path)
 
     async def delete_acls(self, filters: Sequence[AclBindingFilter]
                           ) -> list[tuple[int, str | None, list[AclBinding]]]:
@@ -339,6 +349,7 @@ class AclAuthorizer:
                 binding = AclBinding(pattern, entry)
                 first = next(i for i in valid if filters[i].matches(binding))
                 results[first][2].append(binding)
+        await self._purge_own_notifications()
         return results
 
     async def _update(self, pattern: ResourcePattern, change: Any) -> tuple[Entries, Entries]:
