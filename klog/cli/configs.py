@@ -34,8 +34,18 @@ configs_app = typer.Typer(
 )
 
 
-def _resource(kind: str, name: str) -> ConfigResource:
+def _resource(kind: str, name: str | None, entity_default: bool = False) -> ConfigResource:
+    """The resource named on the command line; ``--entity-default`` names the brokers'
+    cluster-wide default (the empty broker name, as kafka-configs sends it)."""
     from klog.client.admin import ConfigResource
+
+    if entity_default:
+        if kind != "broker" or name not in (None, ""):
+            fail("--entity-default goes with the broker type and no broker id",
+                 console.EXIT_USAGE)
+        name = ""
+    elif name is None:
+        fail(f"name the {kind} (or, for brokers, give --entity-default)", console.EXIT_USAGE)
 
     if kind not in ("topic", "broker"):
         fail(f"unknown resource type {kind!r}: topic or broker", console.EXIT_USAGE)
@@ -47,7 +57,10 @@ def _resource(kind: str, name: str) -> ConfigResource:
 @configs_app.command("describe")
 def describe(
     kind: str = typer.Argument(..., help="topic or broker."),
-    name: str = typer.Argument(..., help="The topic name or the broker id."),
+    name: str | None = typer.Argument(None, help="The topic name or the broker id."),
+    entity_default: bool = typer.Option(
+        False, "--entity-default",
+        help="The brokers' cluster-wide default configs (kafka-configs --entity-default)."),
     all_: bool = typer.Option(
         False, "--all", "-a",
         help="Every config, defaults and static ones included (default: dynamic only)."),
@@ -57,7 +70,8 @@ def describe(
     bootstrap_server: str | None = bootstrap_option(),
 ) -> None:
     """Print a topic's or a broker's configs with their sources."""
-    resource = _resource(kind, name)
+    resource = _resource(kind, name, entity_default)
+    name = resource.name
     result = with_admin(bootstrap_server, lambda admin: admin.describe_configs(
         [resource], keys=key or None))
     entries = result.get(resource, [])
@@ -69,7 +83,8 @@ def describe(
                            "configs": [config_json(e) for e in entries]})
         return
     if not entries:
-        console.info(f"{kind} {name} has no dynamic configs (--all prints every config)")
+        console.info(f"{kind} {name or '<default>'} has no dynamic configs (--all prints "
+                     "every config)")
         return
     print_configs(entries)
 
@@ -77,7 +92,11 @@ def describe(
 @configs_app.command("alter")
 def alter(
     kind: str = typer.Argument(..., help="topic or broker."),
-    name: str = typer.Argument(..., help="The topic name or the broker id."),
+    name: str | None = typer.Argument(None, help="The topic name or the broker id."),
+    entity_default: bool = typer.Option(
+        False, "--entity-default",
+        help="Alter the brokers' cluster-wide default configs (kafka-configs "
+             "--entity-default)."),
     set_: list[str] = typer.Option(
         [], "--set", "-s", help="Set key=value; may be repeated."),
     delete: list[str] = typer.Option(
@@ -93,7 +112,8 @@ def alter(
     """Change configs incrementally (IncrementalAlterConfigs)."""
     from klog.client.admin import AlterConfigOp
 
-    resource = _resource(kind, name)
+    resource = _resource(kind, name, entity_default)
+    name = resource.name or "<default>"
     ops = [AlterConfigOp(k, v, "set") for k, v in parse_pairs(set_, "--set").items()]
     ops += [AlterConfigOp(k, None, "delete") for k in delete]
     ops += [AlterConfigOp(k, v, "append") for k, v in parse_pairs(append, "--append").items()]

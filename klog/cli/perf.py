@@ -34,9 +34,11 @@ def perf_produce(
         -1, "--throughput",
         help="Cap on records per second; -1 sends as fast as possible."),
     producer_prop: list[str] = typer.Option(
-        [], "--producer-prop", "-X",
+        [], "--producer-props", "--producer-prop", "-X",
         help="A producer property k=v with Kafka's name (acks=1, linger.ms=10, "
-             "batch.size=...); may be repeated."),
+             "batch.size=...); repeat the flag for each."),
+    producer_config_file: str | None = typer.Option(
+        None, "--producer.config", help="A file of producer properties (Kafka's names)."),
     bootstrap_server: str = typer.Option(
         None, "--bootstrap-server", "-b",
         help="host:port[,host:port...]; default $KLOG_BOOTSTRAP_SERVER or 127.0.0.1:9092.",
@@ -46,14 +48,15 @@ def perf_produce(
     """Send records as fast as allowed and report throughput and latency."""
     import asyncio
 
-    from klog.cli.produce import bootstrap_from, parse_assignments
+    from klog.cli.produce import bootstrap_from, producer_properties
     from klog.client.errors import KafkaClientError
     from klog.client.producer import measure_produce, producer_config
 
     if throughput == 0:
         console.fail("--throughput must be positive, or -1 for no limit", console.EXIT_USAGE)
     try:
-        config = producer_config(dict(parse_assignments(producer_prop, "--producer-prop")))
+        config = producer_config(producer_properties(producer_config_file, producer_prop,
+                                                     "--producer-props"))
     except ValueError as exc:
         console.fail(str(exc), console.EXIT_USAGE)
 

@@ -48,7 +48,7 @@ import math
 import os
 import struct
 import time
-from collections.abc import Awaitable, Callable, Iterable, Iterator
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Protocol
@@ -464,7 +464,7 @@ class ReplicaManager:
 
     def append_records(
         self,
-        entries: dict[TopicPartition, RecordsBuffer | None],
+        entries: Mapping[TopicPartition, RecordsBuffer | None],
         required_acks: int,
         origin: str = "client",
     ) -> dict[TopicPartition, ProduceResult]:
@@ -486,7 +486,7 @@ class ReplicaManager:
 
     async def append_records_from_client(
         self,
-        entries: dict[TopicPartition, RecordsBuffer | None],
+        entries: Mapping[TopicPartition, RecordsBuffer | None],
         required_acks: int,
     ) -> dict[TopicPartition, ProduceResult]:
         """The produce handler's append: as ``append_records``, but a partition whose
@@ -522,7 +522,8 @@ class ReplicaManager:
                 results[tp] = task.result()
         return results
 
-    async def produce(self, entries: dict[TopicPartition, RecordsBuffer | None], required_acks: int,
+    async def produce(self, entries: Mapping[TopicPartition, RecordsBuffer | None],
+                      required_acks: int,
                       timeout_ms: int) -> ProduceResults | Awaitable[ProduceResults]:
         """A client's Produce (Kafka's appendRecords): ``append_records_from_client``, then
         for acks=-1 the wait for the ISR. The results when they are final; else (acks=-1,
@@ -965,7 +966,8 @@ class ReplicaManager:
         p = self.partitions.get(tp)
         if p is None or p.is_leader:
             raise NotLeaderOrFollowerError(f"{tp[0]}-{tp[1]} is not a follower here")
-        if p.log.truncate_to(offset):
+        # Through the LogManager, which keeps the log cleaner off the log meanwhile.
+        if self.log_manager.truncate_to(tp[0], tp[1], offset):
             log.info("truncated %s-%d to offset %d", tp[0], tp[1], offset)
 
     def truncate_fully_and_start_at(self, tp: TopicPartition, offset: int) -> None:
@@ -973,7 +975,7 @@ class ReplicaManager:
         if p is None or p.is_leader:
             raise NotLeaderOrFollowerError(f"{tp[0]}-{tp[1]} is not a follower here")
         log.info("truncating %s-%d fully, starting at offset %d", tp[0], tp[1], offset)
-        p.log.truncate_fully_and_start_at(offset)
+        self.log_manager.truncate_fully_and_start_at(tp[0], tp[1], offset)
 
     # -- replication: leader side -----------------------------------------------------------
 

@@ -135,6 +135,13 @@ _TABLE: tuple[ApiSpec, ...] = (
     _kio(21, "DeleteRecords", "delete_records", 0, 2, 2, advertised=(0, 2)),
     _kio(22, "InitProducerId", "init_producer_id", 0, 6, 2, advertised=(0, 5)),
     _kio(23, "OffsetForLeaderEpoch", "offset_for_leader_epoch", 2, 4, 4, advertised=(2, 4)),
+    # Transactions: Kafka 3.x's client-facing ranges (v4+ are KIP-890's, broker-to-broker
+    # verification and TRANSACTION_ABORTABLE, not implemented); WriteTxnMarkers v1 is the
+    # oldest kio has (Kafka 3.x: v0-v1).
+    _kio(24, "AddPartitionsToTxn", "add_partitions_to_txn", 0, 5, 3, advertised=(0, 3)),
+    _kio(25, "AddOffsetsToTxn", "add_offsets_to_txn", 0, 4, 3, advertised=(0, 3)),
+    _kio(26, "EndTxn", "end_txn", 0, 5, 3, advertised=(0, 3)),
+    _kio(27, "WriteTxnMarkers", "write_txn_markers", 1, 2, 1, advertised=(1, 1)),
     # The ACL APIs (KIP-140): kio has v1-3 (v0, before PREFIXED patterns, went in Kafka 4).
     _kio(29, "DescribeAcls", "describe_acls", 1, 3, 2, advertised=(1, 3)),
     _kio(30, "CreateAcls", "create_acls", 1, 3, 2, advertised=(1, 3)),
@@ -176,8 +183,13 @@ INTER_BROKER_CONTROL_APIS: frozenset[int] = frozenset({
 #: in-process, so any such request on the wire comes from a client, and an api key not
 #: advertised closes the connection before its body is decoded (as Kafka's KRaft brokers,
 #: which do not expose these APIs either).
+#: WriteTxnMarkers (a transaction coordinator -> the partition leaders): a standalone
+#: broker writes its markers in-process, so it neither announces nor accepts it either.
+WRITE_TXN_MARKERS = 27
+
 STANDALONE_ADVERTISED: Mapping[int, VersionRange] = MappingProxyType(
-    {k: v for k, v in ADVERTISED.items() if k not in INTER_BROKER_CONTROL_APIS}
+    {k: v for k, v in ADVERTISED.items()
+     if k not in INTER_BROKER_CONTROL_APIS and k != WRITE_TXN_MARKERS}
 )
 
 

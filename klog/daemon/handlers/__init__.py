@@ -43,6 +43,8 @@ if TYPE_CHECKING:
     from klog.daemon.producer_ids import ProducerIdManager
     from klog.daemon.replica_manager import ReplicaManager
     from klog.daemon.security.authorizer import AclAuthorizer
+    from klog.daemon.transaction.coordinator import TransactionCoordinator
+    from klog.daemon.transaction.markers import MarkerWriter
 
 log = logging.getLogger(__name__)
 
@@ -89,6 +91,11 @@ class BrokerServices:
     controller: Controller
     controller_identity: ControllerIdentity
     control_requests: ControlRequestReceiver
+    #: Transactions (klog/daemon/transaction/): the coordinator (InitProducerId with a
+    #: transactional id, AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, FindCoordinator key
+    #: type 1) and the partition side of WriteTxnMarkers.
+    transaction_coordinator: TransactionCoordinator
+    txn_marker_writer: MarkerWriter
     #: The APIs and versions this broker announces and serves (Kafka's ApiVersionManager):
     #: a standalone broker leaves out the inter-broker control APIs.
     api_versions: Mapping[int, apis.VersionRange]
@@ -220,6 +227,10 @@ _MODULES: dict[int, str] = {
     21: "delete_records",
     22: "init_producer_id",
     23: "offset_for_leader_epoch",
+    24: "add_partitions_to_txn",
+    25: "add_offsets_to_txn",
+    26: "end_txn",
+    27: "write_txn_markers",
     29: "describe_acls",
     30: "create_acls",
     31: "delete_acls",

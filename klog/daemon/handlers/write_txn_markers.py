@@ -1,0 +1,38 @@
+"""WriteTxnMarkers (v1): a transaction coordinator's COMMIT/ABORT markers for partitions
+this broker leads (cluster mode only; a standalone broker writes its markers in-process
+and does not announce this API).
+
+Per marker one call, ``MarkerWriter.write`` (control batches appended with acks=all;
+markers for ``__consumer_offsets`` complete the transactional offset commits); a partition
+not hosted here is UNKNOWN_TOPIC_OR_PARTITION, as Kafka's handleWriteTxnMarkersRequest.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from klog.daemon.handlers import CLUSTER_ACTION, Request, RequestContext, Response
+from klog.protocol.errors import ErrorCode
+
+
+async def handle(ctx: RequestContext, request: Request) -> Response:
+    writer = ctx.services.txn_marker_writer
+    results = []
+    # Only brokers (ClusterAction) write markers, as Kafka's KafkaApis asks.
+    allowed = ctx.authorize(*CLUSTER_ACTION)
+    for marker in request.markers:
+        partitions = [(topic.name, int(p)) for topic in marker.topics
+                      for p in topic.partition_indexes]
+        errors = await writer.write(marker.producer_id, marker.producer_epoch,
+                                    marker.coordinator_epoch, bool(marker.transaction_result),
+                                    partitions) if allowed else dict.fromkeys(
+            partitions, int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED))
+        by_topic: dict[str, list[dict[str, Any]]] = {}
+        for (topic, partition), code in errors.items():
+            by_topic.setdefault(topic, []).append(
+                {"partition_index": partition, "error_code": code})
+        results.append({
+            "producer_id": marker.producer_id,
+            "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()],
+        })
+    return ctx.respond({"markers": results})
