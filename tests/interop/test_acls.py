@@ -227,3 +227,13 @@ def test_an_unknown_authorizer_refuses_start_up(tmp_path: Path) -> None:
     assert result.returncode != 0
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and "com.example.MyAuthorizer" in lines[0], result.stderr
+
+
+def test_klog_acls_against_a_broker_without_an_authorizer(tmp_path: Path) -> None:
+    with KlogBroker(tmp_path / "plain") as plain:
+        result = CliRunner().invoke(app, ["acls", "list"],
+                                    env={"KLOG_BOOTSTRAP_SERVER": plain.bootstrap_servers})
+    assert result.exit_code == 1
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "SECURITY_DISABLED" in lines[0], \
+        result.stderr

@@ -12,10 +12,12 @@ from typing import Any
 
 from klog.daemon.handlers import (
     RequestContext,
+    add_partitions_to_txn,
     create_acls,
     delete_acls,
     describe_acls,
     describe_cluster,
+    end_txn,
     fetch,
     leader_and_isr,
     metadata,
@@ -282,3 +284,61 @@ def test_create_describe_delete_acls_round_trip() -> None:
     deleted = asyncio.run(delete_acls.handle(_ctx(31, 3, a, admin), request))
     assert [m.resource_name for m in deleted.filter_results[0].matching_acls] == ["t"]
     assert a.acls() == []
+
+
+# -- transactions -------------------------------------------------------------------------
+
+
+class FakeTxnCoordinator:
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    async def end_transaction(self, *args: Any) -> ErrorCode:
+        self.calls.append("end")
+        return ErrorCode.NONE
+
+    async def add_partitions(self, *args: Any) -> ErrorCode:
+        self.calls.append("add")
+        return ErrorCode.NONE
+
+
+def test_transaction_apis_need_write_on_the_transactional_id() -> None:
+    coordinator = FakeTxnCoordinator()
+    a = _authorizer((ResourceType.TOPIC, "t", OP.WRITE))
+    end = _request(26, 3, {"transactional_id": "tx", "producer_id": 1, "producer_epoch": 0,
+                           "committed": True})
+    response = asyncio.run(end_txn.handle(
+        _ctx(26, 3, a, transaction_coordinator=coordinator), end))
+    assert response.error_code == ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    add = _request(24, 3, {"v3_and_below_transactional_id": "tx",
+                           "v3_and_below_producer_id": 1, "v3_and_below_producer_epoch": 0,
+                           "v3_and_below_topics": [{"name": "t", "partitions": [0]}],
+                           "transactions": []})
+    cache = MetadataCache(0)
+    cache.update_partitions([PartitionState("t", 0, 0, 0, (0,), (0,))], {"t": uuid.UUID(int=1)})
+    response = asyncio.run(add_partitions_to_txn.handle(
+        _ctx(24, 3, a, transaction_coordinator=coordinator, metadata_cache=cache), add))
+    codes = [p.partition_error_code for t in response.results_by_topic_v3_and_below
+             for p in t.results_by_partition]
+    assert codes == [ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED]
+    assert coordinator.calls == []
+    # Write on the id but not on the topic: the topic is refused, nothing is attempted.
+    asyncio.run(a.create_acls([AclBinding(
+        ResourcePattern(ResourceType.TRANSACTIONAL_ID, "tx", PatternType.LITERAL),
+        AccessControlEntry("User:ANONYMOUS", "*", OP.WRITE, AclPermissionType.ALLOW))]))
+    other = _request(24, 3, {"v3_and_below_transactional_id": "tx",
+                             "v3_and_below_producer_id": 1, "v3_and_below_producer_epoch": 0,
+                             "v3_and_below_topics": [{"name": "t", "partitions": [0]},
+                                                     {"name": "u", "partitions": [0]}],
+                             "transactions": []})
+    cache.update_partitions([PartitionState("u", 0, 0, 0, (0,), (0,))], {"u": uuid.UUID(int=2)})
+    response = asyncio.run(add_partitions_to_txn.handle(
+        _ctx(24, 3, a, transaction_coordinator=coordinator, metadata_cache=cache), other))
+    codes = {t.name: t.results_by_partition[0].partition_error_code
+             for t in response.results_by_topic_v3_and_below}
+    assert codes == {"t": ErrorCode.OPERATION_NOT_ATTEMPTED,
+                     "u": ErrorCode.TOPIC_AUTHORIZATION_FAILED}
+    assert coordinator.calls == []
+    response = asyncio.run(end_txn.handle(
+        _ctx(26, 3, a, transaction_coordinator=coordinator), end))
+    assert response.error_code == 0 and coordinator.calls == ["end"]
