@@ -45,12 +45,20 @@ async def handle(ctx: RequestContext, request: Request) -> Response:
         results.update(bad)
     return ctx.respond({
         "throttle_time": 0,
-        "topics": [_topic(name, results[name]) for name in names],
+        "topics": [_topic(name, results[name], ctx.authorize(
+            AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, name)) for name in names],
     })
 
 
-def _topic(name: str, result: TopicResult) -> dict[str, Any]:
+def _topic(name: str, result: TopicResult, configs_allowed: bool = True) -> dict[str, Any]:
+    """``configs_allowed``: DescribeConfigs on the topic; without it, as Kafka, the created
+    topic's configs are not told (topic_config_error_code TOPIC_AUTHORIZATION_FAILED)."""
     ok = result.error_code == 0
+    if ok and not configs_allowed:
+        return {"name": name, "topic_id": result.topic_id or ZERO_UUID, "error_code": 0,
+                "error_message": None, "num_partitions": -1, "replication_factor": -1,
+                "configs": [], "topic_config_error_code": int(
+                    ErrorCode.TOPIC_AUTHORIZATION_FAILED)}
     return {
         "name": name,
         "topic_id": result.topic_id if ok and result.topic_id is not None else ZERO_UUID,

@@ -10,10 +10,12 @@ from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any
 
+from klog.daemon.admin import TopicResult
 from klog.daemon.handlers import (
     RequestContext,
     add_partitions_to_txn,
     create_acls,
+    create_topics,
     delete_acls,
     describe_acls,
     describe_cluster,
@@ -342,3 +344,28 @@ def test_transaction_apis_need_write_on_the_transactional_id() -> None:
     response = asyncio.run(end_txn.handle(
         _ctx(26, 3, a, transaction_coordinator=coordinator), end))
     assert response.error_code == 0 and coordinator.calls == ["end"]
+
+
+def test_create_topics_needs_create_and_describe_configs_to_tell_the_configs() -> None:
+    created: list[str] = []
+
+    class Admin:
+        is_controller = True
+
+        async def create_topics(self, specs: list[Any], **kw: Any) -> dict[str, Any]:
+            created.extend(s.name for s in specs)
+            return {s.name: TopicResult(0, None, 1, 1, uuid.UUID(int=9)) for s in specs}
+
+    a = _authorizer((ResourceType.TOPIC, "mine", OP.CREATE),
+                    (ResourceType.TOPIC, "seen", OP.CREATE),
+                    (ResourceType.TOPIC, "seen", OP.DESCRIBE_CONFIGS))
+    request = _request(19, 7, {"timeout": 1000, "validate_only": False, "topics": [
+        {"name": n, "num_partitions": 1, "replication_factor": 1, "assignments": [],
+         "configs": []} for n in ("mine", "seen", "theirs")]})
+    response = asyncio.run(create_topics.handle(_ctx(19, 7, a, admin=Admin()), request))
+    by_name = {t.name: t for t in response.topics}
+    assert created == ["mine", "seen"]
+    assert by_name["theirs"].error_code == TOPIC_AUTH
+    assert by_name["mine"].error_code == 0 and by_name["mine"].num_partitions == -1
+    assert by_name["mine"].topic_config_error_code == TOPIC_AUTH
+    assert by_name["seen"].num_partitions == 1 and by_name["seen"].topic_config_error_code == 0
