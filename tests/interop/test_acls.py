@@ -237,3 +237,37 @@ def test_klog_acls_against_a_broker_without_an_authorizer(tmp_path: Path) -> Non
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and "SECURITY_DISABLED" in lines[0], \
         result.stderr
+
+
+def test_kafka_python_admin_client(bootstrap: str) -> None:
+    from kafka.admin import (
+        ACL,
+        ACLFilter,
+        ACLOperation,
+        ACLPermissionType,
+        ACLResourcePatternType,
+        KafkaAdminClient,
+        ResourcePattern,
+        ResourcePatternFilter,
+    )
+    from kafka.admin import ResourceType as KpResourceType
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        acl = ACL("User:bob", "*", ACLOperation.READ, ACLPermissionType.ALLOW,
+                  ResourcePattern(KpResourceType.TOPIC, "kp-topic",
+                                  ACLResourcePatternType.LITERAL))
+        created = admin.create_acls([acl])
+        assert created["failed"] == [] and len(created["succeeded"]) == 1
+        flt = ACLFilter("User:bob", None, ACLOperation.ANY, ACLPermissionType.ANY,
+                        ResourcePatternFilter(KpResourceType.TOPIC, None,
+                                              ACLResourcePatternType.ANY))
+        found, _error = admin.describe_acls(flt)
+        assert [(a.principal, a.resource_pattern.resource_name) for a in found] == [
+            ("User:bob", "kp-topic")]
+        (result,) = admin.delete_acls([flt])
+        deleted = [entry[0] if isinstance(entry, tuple) else entry for entry in result[1]]
+        assert [a.resource_pattern.resource_name for a in deleted] == ["kp-topic"]
+        assert admin.describe_acls(flt)[0] == []
+    finally:
+        admin.close()
