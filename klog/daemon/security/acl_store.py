@@ -71,11 +71,11 @@ def resource_path(pattern: ResourcePattern) -> str:
 def encode_entries(entries: Iterable[AccessControlEntry]) -> bytes:
     acls = [{"principal": e.principal, "permissionType": PERMISSION_NAMES[e.permission_type],
              "operation": OPERATION_NAMES[e.operation], "host": e.host}
-            for e in sorted(entries, key=_entry_order)]
+            for e in sorted(entries, key=entry_order)]
     return json.dumps({"version": 1, "acls": acls}, separators=(",", ":")).encode()
 
 
-def _entry_order(e: AccessControlEntry) -> tuple[str, str, int, int]:
+def entry_order(e: AccessControlEntry) -> tuple[str, str, int, int]:
     return (e.principal, e.host, int(e.operation), int(e.permission_type))
 
 
@@ -125,14 +125,9 @@ def read_resource(store: MetadataStore, pattern: ResourcePattern) -> tuple[Entri
     return decode_entries(data), stat.version
 
 
-def read_all(store: MetadataStore) -> dict[ResourcePattern, Entries]:
-    """Every stored pattern with its entries; unreadable znodes are skipped (returned in
-    the second value of ``read_all_with_errors``)."""
-    return read_all_with_errors(store)[0]
-
-
 def read_all_with_errors(store: MetadataStore
                          ) -> tuple[dict[ResourcePattern, Entries], list[str]]:
+    """Every stored pattern with its entries, and what could not be read (skipped)."""
     out: dict[ResourcePattern, Entries] = {}
     errors: list[str] = []
     for pattern_type, base in _STORES:

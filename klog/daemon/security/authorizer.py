@@ -345,7 +345,7 @@ class AclAuthorizer:
                         results[i] = (int(ErrorCode.UNKNOWN_SERVER_ERROR),
                                       f"Failed to delete ACLs: {exc}", results[i][2])
                 continue
-            for entry in sorted(before - after, key=acl_store._entry_order):
+            for entry in sorted(before - after, key=acl_store.entry_order):
                 binding = AclBinding(pattern, entry)
                 first = next(i for i in valid if filters[i].matches(binding))
                 results[first][2].append(binding)
