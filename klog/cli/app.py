@@ -81,6 +81,9 @@ def _register_commands() -> None:
     from klog.cli import transactions
 
     transactions.register(app)
+    from klog.cli import acls
+
+    acls.register(app)
 
 
 _register_commands()

@@ -37,6 +37,17 @@ from klog.client.errors import (
     error_for,
 )
 from klog.client.network import KafkaClient
+from klog.protocol.acls import (
+    AccessControlEntry,
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourcePattern,
+    ResourceType,
+    coerce_enum,
+)
 from klog.protocol.errors import ErrorCode
 from klog.protocol.internal_topics import InternalTopicError
 
@@ -54,6 +65,7 @@ DELETE_GROUPS, OFFSET_DELETE = 42, 47
 ALTER_PARTITION_REASSIGNMENTS, LIST_PARTITION_REASSIGNMENTS = 45, 46
 ELECT_LEADERS = 43
 WRITE_TXN_MARKERS, DESCRIBE_PRODUCERS, DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS = 27, 61, 65, 66
+DESCRIBE_ACLS, CREATE_ACLS, DELETE_ACLS = 29, 30, 31
 #: ElectLeaders' election types (org.apache.kafka.common.ElectionType).
 ELECTION_TYPES = {"preferred": 0, "unclean": 1}
 
@@ -342,6 +354,24 @@ def _error(code: int, message: str | None, subject: str) -> KafkaClientError | N
     if code == 0:
         return None
     return error_for(code, f"{subject}: {message}" if message else subject)
+
+
+def _filter_values(f: AclBindingFilter) -> dict[str, Any]:
+    return {"resource_type_filter": int(f.resource_type),
+            "resource_name_filter": f.name, "pattern_type_filter": int(f.pattern_type),
+            "principal_filter": f.principal, "host_filter": f.host,
+            "operation": int(f.operation), "permission_type": int(f.permission_type)}
+
+
+def _pattern(resource_type: int, name: str, pattern_type: int) -> ResourcePattern:
+    return ResourcePattern(ResourceType(coerce_enum(ResourceType, resource_type)), name,
+                           PatternType(coerce_enum(PatternType, pattern_type)))
+
+
+def _entry(principal: str, host: str, operation: int, permission: int) -> AccessControlEntry:
+    return AccessControlEntry(principal, host,
+                              AclOperation(coerce_enum(AclOperation, operation)),
+                              AclPermissionType(coerce_enum(AclPermissionType, permission)))
 
 
 class AdminClient:
@@ -718,6 +748,45 @@ class AdminClient:
         return ClusterDescription(response.cluster_id, int(response.controller_id), tuple(
             BrokerDescription(int(b.broker_id), b.host, int(b.port), b.rack)
             for b in sorted(response.brokers, key=lambda b: int(b.broker_id))))
+
+    # -- ACLs (to any broker: each holds every ACL)
+
+    async def create_acls(self, bindings: Sequence[AclBinding]
+                          ) -> list[KafkaClientError | None]:
+        """Store each binding; per binding None or its error, in order."""
+        response = await self.client.send(None, CREATE_ACLS, {"creations": [
+            {"resource_type": int(b.pattern.resource_type), "resource_name": b.pattern.name,
+             "resource_pattern_type": int(b.pattern.pattern_type),
+             "principal": b.entry.principal, "host": b.entry.host,
+             "operation": int(b.entry.operation),
+             "permission_type": int(b.entry.permission_type)} for b in bindings]})
+        return [_error(r.error_code, r.error_message, f"create ACL {b.pattern} {b.entry}")
+                for b, r in zip(bindings, response.results, strict=True)]
+
+    async def describe_acls(self, acl_filter: AclBindingFilter = AclBindingFilter()
+                            ) -> list[AclBinding]:
+        """The ACLs the filter selects (raised: the broker's refusal)."""
+        response = await self.client.send(None, DESCRIBE_ACLS, _filter_values(acl_filter))
+        error = _error(response.error_code, response.error_message, "describe ACLs")
+        if error is not None:
+            raise error
+        return [AclBinding(_pattern(r.resource_type, r.resource_name, r.pattern_type),
+                           _entry(a.principal, a.host, a.operation, a.permission_type))
+                for r in response.resources for a in r.acls]
+
+    async def delete_acls(self, filters: Sequence[AclBindingFilter]
+                          ) -> list[list[AclBinding] | KafkaClientError]:
+        """Delete what each filter selects; per filter the deleted bindings or its error."""
+        response = await self.client.send(None, DELETE_ACLS, {
+            "filters": [_filter_values(f) for f in filters]})
+        out: list[list[AclBinding] | KafkaClientError] = []
+        for result in response.filter_results:
+            error = _error(result.error_code, result.error_message, "delete ACLs")
+            out.append(error if error is not None else [
+                AclBinding(_pattern(m.resource_type, m.resource_name, m.pattern_type),
+                           _entry(m.principal, m.host, m.operation, m.permission_type))
+                for m in result.matching_acls])
+        return out
 
     async def describe_log_dirs(self, brokers: Sequence[int] | None = None,
                                 topics: Mapping[str, Sequence[int]] | None = None

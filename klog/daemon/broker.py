@@ -43,6 +43,7 @@ from klog.daemon.producer_ids import ProducerIdManager
 from klog.daemon.replica_fetcher import ReplicaFetcherManager
 from klog.daemon.replica_manager import MetastoreIsrStore, ReplicaManager
 from klog.daemon.replication_quota import ReplicationQuotas
+from klog.daemon.security.authorizer import AclAuthorizer
 from klog.daemon.server import Server, check_listeners
 from klog.daemon.topic_configs import TopicConfigs
 from klog.daemon.transaction.coordinator import TransactionCoordinator
@@ -141,6 +142,8 @@ class Broker:
                                             self.txn_marker_writer,
                                             self._replication_endpoint))
         self.control_requests.add_leadership_listener(self.txn_state_manager)
+        # ACLs (klog/daemon/security/authorizer.py) when authorizer.class.name asks for them.
+        self.authorizer = AclAuthorizer.from_config(config, self.metastore)
         self.services = BrokerServices(
             broker_id=broker_id, config=dynamic, metadata_cache=self.metadata_cache,
             replica_manager=self.replica_manager, admin=self.admin,
@@ -150,6 +153,7 @@ class Broker:
             control_requests=self.control_requests,
             transaction_coordinator=self.txn_coordinator,
             txn_marker_writer=self.txn_marker_writer,
+            authorizer=self.authorizer,
             # A standalone broker has no peer that could send it the inter-broker control
             # APIs (its controller calls it in-process): it neither announces nor accepts
             # them. In cluster mode they are served, to the controller only
@@ -224,6 +228,9 @@ class Broker:
         # log is compacted by the broker's default cleanup.policy instead of its own.
         if self.log_cleaner is not None:
             self.log_cleaner.startup()
+        # ACLs loaded (and, in cluster mode, watched) before any client can connect.
+        if self.authorizer is not None:
+            await self.authorizer.startup()
         # Groups: before the controller, whose LeaderAndIsr starts loading the offsets
         # partitions led here.
         self.group_manager.startup()
@@ -415,6 +422,8 @@ class Broker:
         await self.server.close()
         await self.controller.shutdown()
         self.admin.shutdown()  # admin: stop applying config change notifications
+        if self.authorizer is not None:
+            self.authorizer.shutdown()  # and ACL change notifications
         self.group_coordinator.shutdown()
         await self.group_manager.shutdown()
         await self.txn_coordinator.shutdown()

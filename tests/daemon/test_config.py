@@ -1033,3 +1033,25 @@ def test_dynamic_config_validators_refuse_a_change_before_it_is_applied() -> Non
     dynamic.validate(ok)
     dynamic.update(ok)
     assert heard == [4]
+
+
+@pytest.mark.parametrize("name", ["kafka.security.authorizer.AclAuthorizer",
+                                  "org.apache.kafka.metadata.authorizer.StandardAuthorizer"])
+def test_kafkas_acl_authorizer_names_turn_on_klogs(name: str) -> None:
+    config = BrokerConfig.load(None, [f"authorizer.class.name={name}",
+                                      "super.users=User:admin;User:broker",
+                                      "allow.everyone.if.no.acl.found=true"])
+    assert config.get("authorizer.class.name") == name
+    assert config.get("allow.everyone.if.no.acl.found") is True
+    assert config.unknown_keys == []  # super.users and allow.everyone are known now
+
+
+def test_an_authorizer_klog_lacks_refuses_start_up() -> None:
+    with pytest.raises(ConfigError, match=r"authorizer\.class\.name=com\.example\.Custom is "
+                                          r"not an authorizer klog has"):
+        BrokerConfig.load(None, ["authorizer.class.name=com.example.Custom"])
+
+
+def test_super_users_must_be_principals() -> None:
+    with pytest.raises(ConfigError, match=r"super\.users"):
+        BrokerConfig.load(None, ["super.users=admin"])

@@ -30,7 +30,7 @@ from klog.protocol.errors import InvalidRequestError
 # The client APIs the broker milestone lists, plus the inter-broker four.
 BROKER_APIS = {
     0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 18, 19, 20, 21, 22, 23, 24, 25,
-    26, 27, 32, 33, 35, 37, 42, 43, 44, 45, 46, 47, 60,
+    26, 27, 29, 30, 31, 32, 33, 35, 37, 42, 43, 44, 45, 46, 47, 60,
 }
 # Issue 21's tools side: TxnOffsetCommit, DescribeProducers, DescribeTransactions,
 # ListTransactions.

@@ -25,6 +25,7 @@ from klog.daemon.config.specs import (
     _LOG_CONFIG_NAMES,
     _STANDALONE_DEFAULTS,
     _TOPIC_SPEC_LIST,
+    ACL_AUTHORIZER_CLASSES,
     BROKER_CONFIGS,
     LISTENER_OVERRIDABLE_CONFIGS,
     TOPIC_CONFIGS,
@@ -311,6 +312,17 @@ class BrokerConfig:
             if not ok:
                 raise ConfigError(f"invalid configuration: {message}")
 
+        authorizer = v["authorizer.class.name"]
+        # Never ignored: a broker asked for an authorizer klog lacks would let everyone in.
+        require(not authorizer or authorizer in ACL_AUTHORIZER_CLASSES,
+                f"authorizer.class.name={authorizer} is not an authorizer klog has; use "
+                f"{' or '.join(ACL_AUTHORIZER_CLASSES)} (klog's ACL authorizer), or leave it "
+                "empty for none")
+        for principal in filter(None, (p.strip() for p in (v["super.users"] or "").split(";"))):
+            kind, _sep, name = principal.partition(":")
+            if not kind or not name:
+                raise _bad("super.users", v["super.users"],
+                           f"{principal} is not a principal (Type:name, e.g. User:admin)")
         threads = v["log.cleaner.threads"]
         require(threads == 0 or v["log.cleaner.dedupe.buffer.size"] / threads > 1024 * 1024,
                 f"log.cleaner.dedupe.buffer.size ({v['log.cleaner.dedupe.buffer.size']}) "

@@ -66,6 +66,13 @@ def _spec(name: str, type_: ConfigType, default: str | None, doc: str, **kw: Any
     return ConfigSpec(name, type_, default, doc, **kw)
 
 
+#: The authorizer.class.name values that turn on klog's ACL authorizer
+#: (klog/daemon/security/authorizer.py): Kafka's ZooKeeper-mode class and its KRaft-era one.
+ACL_AUTHORIZER_CLASSES = (
+    "kafka.security.authorizer.AclAuthorizer",
+    "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+)
+
 _BROKER_SPEC_LIST: tuple[ConfigSpec, ...] = (
     # ZooKeeper
     _spec("zookeeper.connect", _S, None,
@@ -128,7 +135,14 @@ _BROKER_SPEC_LIST: tuple[ConfigSpec, ...] = (
           "Largest response a fetch request may ask for.", minimum=1024),
     _spec("max.incremental.fetch.session.cache.slots", _I, "1000",
           "Incremental fetch sessions the broker keeps.", minimum=0),
-    _spec("authorizer.class.name", _S, "", "Authorizer (klog has none; must stay empty)."),
+    _spec("authorizer.class.name", _S, "",
+          "Authorizer: kafka.security.authorizer.AclAuthorizer (or its synonym "
+          "org.apache.kafka.metadata.authorizer.StandardAuthorizer) turns on klog's ACL "
+          "authorizer; empty: none. Any other class is refused."),
+    _spec("super.users", _S, "",
+          "Principals (User:name, separated by ';') the authorizer allows everything."),
+    _spec("allow.everyone.if.no.acl.found", _B, "false",
+          "With an authorizer: allow a resource that has no ACL at all to everyone."),
     _spec("create.topic.policy.class.name", _C, None, "CreateTopics policy class."),
     _spec("alter.config.policy.class.name", _C, None, "AlterConfigs policy class."),
     # Socket server

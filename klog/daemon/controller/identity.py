@@ -110,19 +110,20 @@ class ControllerIdentity:
         if epoch >= self.known[1]:
             self.known = (controller_id, epoch)
 
-    def cluster_action_allowed(self) -> bool:
+    def cluster_action_allowed(self, authorized: bool = True) -> bool:
         """May this connection send inter-broker control requests at all?
 
-        The place for Kafka's ClusterAction check (``authorize(request.context,
-        CLUSTER_ACTION, CLUSTER, CLUSTER_NAME)``) once klog authenticates principals: it
-        will take the connection's principal and ask the authorizer. Until then it can
-        only say whether this broker has peers: standalone, nobody may."""
-        return self.cluster_mode
+        ``authorized``: Kafka's ClusterAction check on the connection's principal
+        (``RequestContext.authorize(CLUSTER_ACTION, CLUSTER, CLUSTER_NAME)``, True without
+        an authorizer). Standalone nobody may: this broker has no peers."""
+        return self.cluster_mode and authorized
 
-    async def check(self, controller_id: int, controller_epoch: int) -> int:
-        """0 (NONE) if the request comes from the controller ZooKeeper names, else the
-        error that refuses it. UnverifiableRequest when ZooKeeper cannot be read."""
-        if not self.cluster_action_allowed() or controller_id == self.broker_id:
+    async def check(self, controller_id: int, controller_epoch: int,
+                    authorized: bool = True) -> int:
+        """0 (NONE) if the request comes from the controller ZooKeeper names (and its
+        principal has ClusterAction: ``authorized``), else the error that refuses it.
+        UnverifiableRequest when ZooKeeper cannot be read."""
+        if not self.cluster_action_allowed(authorized) or controller_id == self.broker_id:
             return self._refuse(controller_id, controller_epoch, _CLUSTER_AUTHORIZATION_FAILED)
         verdict = self._judge(controller_id, controller_epoch)
         if verdict is None:

@@ -15,12 +15,19 @@ from __future__ import annotations
 
 import importlib
 import logging
-from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from klog.daemon.security.principal import ANONYMOUS, KafkaPrincipal
 from klog.protocol import apis
+from klog.protocol.acls import (
+    CLUSTER_NAME,
+    SUPPORTED_OPERATIONS,
+    AclOperation,
+    ResourceType,
+    operations_bitfield,
+)
 from klog.protocol.entities import build
 from klog.protocol.framing import RequestHeader
 
@@ -35,10 +42,18 @@ if TYPE_CHECKING:
     from klog.daemon.metadata_cache import MetadataCache
     from klog.daemon.producer_ids import ProducerIdManager
     from klog.daemon.replica_manager import ReplicaManager
+    from klog.daemon.security.authorizer import AclAuthorizer
     from klog.daemon.transaction.coordinator import TransactionCoordinator
     from klog.daemon.transaction.markers import MarkerWriter
 
 log = logging.getLogger(__name__)
+
+#: "ip:port" -> "ip" for ACL hosts, remembered (a produce checks once per request).
+_HOSTS: dict[str, str] = {}
+
+#: ``ctx.authorize(*CLUSTER_ACTION)``: the inter-broker APIs' check (ClusterAction on the
+#: cluster), and the cluster resource's other checks spelled the same way.
+CLUSTER_ACTION = (AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME)
 
 
 #: A decoded request: the kio entity of its api and version. kio makes one class per
@@ -84,6 +99,9 @@ class BrokerServices:
     #: The APIs and versions this broker announces and serves (Kafka's ApiVersionManager):
     #: a standalone broker leaves out the inter-broker control APIs.
     api_versions: Mapping[int, apis.VersionRange]
+    #: The ACL authorizer (klog/daemon/security/authorizer.py); None when
+    #: authorizer.class.name is empty: every ``RequestContext.authorize`` passes.
+    authorizer: AclAuthorizer | None = None
 
 
 @dataclass(slots=True)
@@ -106,6 +124,56 @@ class RequestContext:
         if self.connection is None:
             return self.services.config.current.listeners[0].listener_name
         return self.connection.listener_name
+
+    @property
+    def client_host(self) -> str:
+        """The client's address as ACL hosts name it (no port); "" in-process."""
+        if self.connection is None:
+            return ""
+        peer = self.connection.peer
+        host = _HOSTS.get(peer)
+        if host is None:
+            if len(_HOSTS) >= 10_000:  # bounded: peers come and go
+                _HOSTS.clear()
+            host = _HOSTS[peer] = peer.rpartition(":")[0].strip("[]")
+        return host
+
+    # -- authorization: one call per check; without an authorizer each passes at once --
+
+    def authorize(self, operation: AclOperation, resource_type: ResourceType,
+                  name: str) -> bool:
+        """May this request's principal do ``operation`` on the resource? (Kafka's
+        AuthHelper.authorize.) In-process requests (no connection) are the broker's own."""
+        authorizer = self.services.authorizer
+        return authorizer is None or self.connection is None or authorizer.authorize(
+            self.principal, self.client_host, operation, resource_type, name)
+
+    def denied(self, operation: AclOperation, resource_type: ResourceType,
+               names: Iterable[str | None]) -> set[str]:
+        """The names among ``names`` this request may not do ``operation`` on (Kafka's
+        filterByAuthorized, inverted); empty without an authorizer."""
+        authorizer = self.services.authorizer
+        if authorizer is None or self.connection is None:
+            return set()
+        return authorizer.denied(self.connection.principal, self.client_host, operation,
+                                 resource_type, names)
+
+    def authorize_any(self, operation: AclOperation, resource_type: ResourceType) -> bool:
+        """May the principal do ``operation`` on some resource of the type? (Kafka's
+        authorizeByResourceType: InitProducerId's Write-on-any-topic.)"""
+        authorizer = self.services.authorizer
+        return authorizer is None or self.connection is None or \
+            authorizer.authorize_by_resource_type(self.principal, self.client_host,
+                                                  operation, resource_type)
+
+    def authorized_operations(self, resource_type: ResourceType, name: str) -> int:
+        """KIP-430's bit field for the resource: what the principal may do there; every
+        supported operation without an authorizer, as Kafka answers then."""
+        authorizer = self.services.authorizer
+        if authorizer is None or self.connection is None:
+            return operations_bitfield(SUPPORTED_OPERATIONS[resource_type])
+        return authorizer.authorized_operations(self.principal, self.client_host,
+                                                resource_type, name)
 
     def close_connection(self, reason: str) -> None:
         """Answer nothing and close the connection (the handler returns this None): for a
@@ -164,6 +232,9 @@ _MODULES: dict[int, str] = {
     26: "end_txn",
     27: "write_txn_markers",
     28: "txn_offset_commit",
+    29: "describe_acls",
+    30: "create_acls",
+    31: "delete_acls",
     32: "describe_configs",
     33: "alter_configs",
     35: "describe_log_dirs",

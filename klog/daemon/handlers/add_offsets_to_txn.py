@@ -10,11 +10,19 @@ from __future__ import annotations
 
 from klog.daemon.group.metadata_manager import OFFSETS_TOPIC
 from klog.daemon.handlers import Request, RequestContext, Response
+from klog.protocol.acls import AclOperation, ResourceType
 from klog.protocol.errors import ErrorCode
 
 
 async def handle(ctx: RequestContext, request: Request) -> Response:
     services = ctx.services
+    if not ctx.authorize(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID,
+                         request.transactional_id):
+        return ctx.respond({"throttle_time": 0, "error_code": int(
+            ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)})
+    if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, request.group_id):
+        return ctx.respond({"throttle_time": 0,
+                            "error_code": int(ErrorCode.GROUP_AUTHORIZATION_FAILED)})
     partition = services.group_manager.partition_for(request.group_id)
     error = await services.transaction_coordinator.add_partitions(
         request.transactional_id, request.producer_id, request.producer_epoch,

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from klog.daemon.handlers import Request, RequestContext, Response
+from klog.protocol.acls import AclOperation, ResourceType
 from klog.protocol.errors import ErrorCode
 
 
@@ -22,9 +23,14 @@ async def handle(ctx: RequestContext, request: Request) -> Response:
         for partition in topic.partitions:
             wanted[(topic.name, int(partition))] = None
     cache = ctx.services.metadata_cache
+    # As Kafka's KafkaApis: Write on the transactional id, then on each topic.
+    denied = ctx.denied(AclOperation.WRITE, ResourceType.TOPIC, {t for t, _ in wanted})
     unknown = {tp for tp in wanted if cache.partition_state(*tp) is None}
-    if unknown:
-        errors = {tp: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown
+    if not ctx.authorize(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, txn_id):
+        errors = dict.fromkeys(wanted, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    elif denied or unknown:
+        errors = {tp: ErrorCode.TOPIC_AUTHORIZATION_FAILED if tp[0] in denied
+                  else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown
                   else ErrorCode.OPERATION_NOT_ATTEMPTED for tp in wanted}
     else:
         error = await ctx.services.transaction_coordinator.add_partitions(

@@ -7,12 +7,13 @@ that check are the controller's, Controller.controlled_shutdown)."""
 
 from __future__ import annotations
 
-from klog.daemon.handlers import Request, RequestContext, Response
+from klog.daemon.handlers import CLUSTER_ACTION, Request, RequestContext, Response
 from klog.protocol.errors import ErrorCode
 
 
 async def handle(ctx: RequestContext, request: Request) -> Response:
-    if not ctx.services.controller_identity.cluster_action_allowed():
+    if not ctx.services.controller_identity.cluster_action_allowed(
+            ctx.authorize(*CLUSTER_ACTION)):
         return ctx.respond({"error_code": int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED),
                             "remaining_partitions": []})
     controller = ctx.services.controller

@@ -11,6 +11,7 @@ from typing import Any
 
 from klog.daemon.admin import ZERO_UUID, TopicResult, TopicSpec
 from klog.daemon.handlers import Request, RequestContext, Response
+from klog.protocol.acls import CLUSTER_NAME, AclOperation, ResourceType
 from klog.protocol.entities import as_millis
 from klog.protocol.errors import ErrorCode
 
@@ -22,9 +23,16 @@ async def handle(ctx: RequestContext, request: Request) -> Response:
         results = {n: TopicResult(int(ErrorCode.NOT_CONTROLLER)) for n in names}
     else:
         specs = []
-        bad: dict[str, TopicResult] = {}
+        # Create on the cluster, else on each topic (Kafka's order: after NOT_CONTROLLER).
+        bad: dict[str, TopicResult] = {
+            n: TopicResult(int(ErrorCode.TOPIC_AUTHORIZATION_FAILED), "Authorization failed.")
+            for n in (set() if ctx.authorize(AclOperation.CREATE, ResourceType.CLUSTER,
+                                             CLUSTER_NAME)
+                      else ctx.denied(AclOperation.CREATE, ResourceType.TOPIC, names))}
         for topic in request.topics:
             assignments = {a.partition_index: list(a.broker_ids) for a in topic.assignments}
+            if topic.name in bad:
+                continue
             if len(assignments) != len(topic.assignments):
                 bad[topic.name] = TopicResult(int(ErrorCode.INVALID_REPLICA_ASSIGNMENT),
                                               "partitions should be a consecutive 0-based "
@@ -37,12 +45,20 @@ async def handle(ctx: RequestContext, request: Request) -> Response:
         results.update(bad)
     return ctx.respond({
         "throttle_time": 0,
-        "topics": [_topic(name, results[name]) for name in names],
+        "topics": [_topic(name, results[name], ctx.authorize(
+            AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, name)) for name in names],
     })
 
 
-def _topic(name: str, result: TopicResult) -> dict[str, Any]:
+def _topic(name: str, result: TopicResult, configs_allowed: bool = True) -> dict[str, Any]:
+    """``configs_allowed``: DescribeConfigs on the topic; without it, as Kafka, the created
+    topic's configs are not told (topic_config_error_code TOPIC_AUTHORIZATION_FAILED)."""
     ok = result.error_code == 0
+    if ok and not configs_allowed:
+        return {"name": name, "topic_id": result.topic_id or ZERO_UUID, "error_code": 0,
+                "error_message": None, "num_partitions": -1, "replication_factor": -1,
+                "configs": [], "topic_config_error_code": int(
+                    ErrorCode.TOPIC_AUTHORIZATION_FAILED)}
     return {
         "name": name,
         "topic_id": result.topic_id if ok and result.topic_id is not None else ZERO_UUID,

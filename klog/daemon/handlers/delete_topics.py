@@ -13,6 +13,7 @@ from typing import Any
 
 from klog.daemon.admin import ZERO_UUID, ApiError
 from klog.daemon.handlers import Request, RequestContext, Response
+from klog.protocol.acls import AclOperation, ResourceType
 from klog.protocol.entities import as_millis
 from klog.protocol.errors import ErrorCode
 
@@ -37,6 +38,12 @@ async def handle(ctx: RequestContext, request: Request) -> Response:
     for e in entries:  # answered with the id the topic had, known only before it goes
         if e[1] is None and e[0] is not None:
             e[1] = cache.topic_id(e[0])
+    if error is None:
+        denied = ctx.denied(AclOperation.DELETE, ResourceType.TOPIC,
+                            [e[0] for e in entries if e[2] is None])
+        for e in entries:
+            if e[2] is None and e[0] in denied:
+                e[2] = ApiError.of(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
     to_delete = [e[0] for e in entries if e[2] is None]
     if error is not None:
         for e in entries:

@@ -1,12 +1,15 @@
 """DescribeCluster (v0-1): cluster id, controller, and the live brokers' endpoints on the
 listener the request came in on. A broker serves endpoint type BROKER (1) only: v1
-requests asking for another get UNSUPPORTED_ENDPOINT_TYPE / MISMATCHED_ENDPOINT_TYPE."""
+requests asking for another get UNSUPPORTED_ENDPOINT_TYPE / MISMATCHED_ENDPOINT_TYPE.
+cluster_authorized_operations (KIP-430), when asked: what the caller may do on the cluster
+(all 7 of its operations without an authorizer, as Kafka; 0 without Describe on it)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from klog.daemon.handlers import Request, RequestContext, Response
+from klog.protocol.acls import CLUSTER_NAME, AclOperation, ResourceType
 from klog.protocol.errors import ErrorCode
 
 ENDPOINT_BROKER = 1
@@ -15,11 +18,14 @@ ENDPOINT_CONTROLLER = 2
 MISMATCHED_ENDPOINT_TYPE = 114
 UNSUPPORTED_ENDPOINT_TYPE = 115
 
-# What a broker without an authorizer allows on the cluster resource (Kafka's
-# AclEntry.supportedOperations(CLUSTER)): CREATE 5, ALTER 7, DESCRIBE 8, CLUSTER_ACTION 9,
-# DESCRIBE_CONFIGS 10, ALTER_CONFIGS 11, IDEMPOTENT_WRITE 12, as a bit field.
-CLUSTER_OPERATIONS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))
 _UNSET = -2**31
+
+
+def _cluster_operations(ctx: RequestContext) -> int:
+    """KIP-430: what the caller may do on the cluster; 0 without Describe on it."""
+    if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):
+        return 0
+    return ctx.authorized_operations(ResourceType.CLUSTER, CLUSTER_NAME)
 
 
 async def handle(ctx: RequestContext, request: Request) -> Response:
@@ -60,6 +66,6 @@ async def handle(ctx: RequestContext, request: Request) -> Response:
         **base,
         "controller_id": controller_id,
         "brokers": brokers,
-        "cluster_authorized_operations": CLUSTER_OPERATIONS
+        "cluster_authorized_operations": _cluster_operations(ctx)
         if request.include_cluster_authorized_operations else _UNSET,
     })

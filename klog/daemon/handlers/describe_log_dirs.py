@@ -12,9 +12,15 @@ from __future__ import annotations
 import asyncio
 
 from klog.daemon.handlers import Request, RequestContext, Response
+from klog.protocol.acls import CLUSTER_NAME, AclOperation, ResourceType
+from klog.protocol.errors import ErrorCode
 
 
 async def handle(ctx: RequestContext, request: Request) -> Response:
+    if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):
+        # As Kafka: no log dirs (and, from v3, the error that says why).
+        return ctx.respond({"throttle_time": 0, "results": [],
+                            "error_code": int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)})
     wanted: set[tuple[str, int]] | None = None
     if request.topics is not None:
         wanted = {(t.topic, p) for t in request.topics for p in t.partitions}

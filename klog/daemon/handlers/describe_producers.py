@@ -11,6 +11,8 @@ UNKNOWN_TOPIC_OR_PARTITION.
 from __future__ import annotations
 
 from klog.daemon.handlers import Request, RequestContext, Response
+from klog.daemon.replica_manager import ProducerStateInfo
+from klog.protocol.acls import AclOperation, ResourceType
 from klog.protocol.errors import ErrorCode
 
 
@@ -18,10 +20,16 @@ async def handle(ctx: RequestContext, request: Request) -> Response:
     rm = ctx.services.replica_manager
     cache = ctx.services.metadata_cache
     topics = []
+    # As Kafka: Read on each topic, else TOPIC_AUTHORIZATION_FAILED for its partitions.
+    denied = ctx.denied(AclOperation.READ, ResourceType.TOPIC, [t.name for t in request.topics])
     for topic in request.topics:
         partitions = []
         for index in topic.partition_indexes:
-            error, producers = rm.active_producers(topic.name, index)
+            producers: list[ProducerStateInfo] = []
+            if topic.name in denied:
+                error = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            else:
+                error, producers = rm.active_producers(topic.name, index)
             if error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION \
                     and cache.partition_state(topic.name, index) is not None:
                 error = ErrorCode.NOT_LEADER_OR_FOLLOWER

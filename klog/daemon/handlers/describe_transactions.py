@@ -7,10 +7,13 @@ state, timeout, start time, producer id and epoch and partitions, or its error
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from klog.daemon.handlers import Request, RequestContext, Response
 from klog.daemon.transaction.coordinator import TransactionDescription
+from klog.protocol.acls import AclOperation, ResourceType
+from klog.protocol.errors import ErrorCode
 
 
 def _state(d: TransactionDescription) -> dict[str, Any]:
@@ -28,5 +31,23 @@ def _state(d: TransactionDescription) -> dict[str, Any]:
 
 
 async def handle(ctx: RequestContext, request: Request) -> Response:
-    found = ctx.services.transaction_coordinator.describe(list(request.transactional_ids))
-    return ctx.respond({"throttle_time": 0, "transaction_states": [_state(d) for d in found]})
+    # As Kafka: Describe on each TransactionalId (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    # for it), and a transaction's topics the caller may not Describe are left out.
+    ids = list(request.transactional_ids)
+    refused = ctx.denied(AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, ids)
+    found = {d.transactional_id: d for d in ctx.services.transaction_coordinator.describe(
+        [i for i in ids if i not in refused])}
+    states = []
+    for i in ids:
+        if i in refused:
+            states.append(_state(TransactionDescription(
+                i, int(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED))))
+            continue
+        d = found[i]
+        if d.topics:
+            hidden = ctx.denied(AclOperation.DESCRIBE, ResourceType.TOPIC, list(d.topics))
+            if hidden:
+                d = dataclasses.replace(d, topics={t: ps for t, ps in d.topics.items()
+                                                   if t not in hidden})
+        states.append(_state(d))
+    return ctx.respond({"throttle_time": 0, "transaction_states": states})

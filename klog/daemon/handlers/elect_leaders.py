@@ -20,6 +20,7 @@ import asyncio
 from typing import Any
 
 from klog.daemon.handlers import Request, RequestContext, Response
+from klog.protocol.acls import CLUSTER_NAME, AclOperation, ResourceType
 from klog.protocol.entities import as_millis
 from klog.protocol.errors import ErrorCode
 
@@ -33,7 +34,10 @@ async def handle(ctx: RequestContext, request: Request) -> Response:
     controller = ctx.services.controller
     top = 0
     results: dict[tuple[str, int], tuple[int, str | None]]
-    if not controller.active:
+    if not ctx.authorize(AclOperation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME):
+        top = int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+        results = {tp: (top, None) for tp in tps or []}
+    elif not controller.active:
         top = int(ErrorCode.NOT_CONTROLLER) if tps is None else 0
         results = {tp: (int(ErrorCode.NOT_CONTROLLER), None) for tp in tps or []}
     elif election_type not in (0, 1):

@@ -8,10 +8,15 @@ INVALID_PRODUCER_EPOCH before v2 (Kafka's KafkaApis).
 from __future__ import annotations
 
 from klog.daemon.handlers import Request, RequestContext, Response
+from klog.protocol.acls import AclOperation, ResourceType
 from klog.protocol.errors import ErrorCode
 
 
 async def handle(ctx: RequestContext, request: Request) -> Response:
+    if not ctx.authorize(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID,
+                         request.transactional_id):
+        return ctx.respond({"throttle_time": 0, "error_code": int(
+            ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)})
     error = await ctx.services.transaction_coordinator.end_transaction(
         request.transactional_id, request.producer_id, request.producer_epoch,
         bool(request.committed))

@@ -21,9 +21,10 @@ from __future__ import annotations
 from typing import Any
 
 from klog.daemon.delayed import FetchKey, FetchParams
-from klog.daemon.handlers import Request, RequestContext, Response
+from klog.daemon.handlers import CLUSTER_ACTION, Request, RequestContext, Response
 from klog.daemon.partition import FetchIsolation
 from klog.daemon.replica_manager import FetchResult
+from klog.protocol.acls import AclOperation, ResourceType
 from klog.protocol.entities import as_millis
 from klog.protocol.errors import ErrorCode
 from klog.protocol.fetch import FetchPartitionData, FetchTopicData, encode_fetch_response
@@ -32,6 +33,8 @@ from klog.protocol.fetch import FetchPartitionData, FetchTopicData, encode_fetch
 _LOG_END = FetchIsolation.LOG_END
 _HW = FetchIsolation.HIGH_WATERMARK
 _TXN_COMMITTED = FetchIsolation.TXN_COMMITTED
+_TOPIC_AUTHORIZATION_FAILED = int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+_NONE_DENIED: frozenset[str] = frozenset()
 
 
 async def handle(ctx: RequestContext, request: Request) -> Response:
@@ -60,8 +63,27 @@ async def handle(ctx: RequestContext, request: Request) -> Response:
         isolation,
     )
     rm = services.replica_manager
+    denied = _denied(ctx, request)
+    if denied:
+        allowed = [key for key in wanted if key[0] not in denied]
+        got = dict(zip(allowed, await rm.fetch_messages(params, allowed), strict=True)
+                   ) if allowed else {}
+        return _encode(version, wanted, [got.get(key) or FetchResult(_TOPIC_AUTHORIZATION_FAILED)
+                                         for key in wanted])
     results = await rm.fetch_messages(params, wanted)
     return _encode(version, wanted, results)
+
+
+def _denied(ctx: RequestContext, request: Request) -> set[str] | frozenset[str]:
+    """The topics this fetch may not read, as Kafka's KafkaApis: a follower's fetch (a
+    replica id) needs ClusterAction, or every partition is TOPIC_AUTHORIZATION_FAILED --
+    a client forging a replica id reads nothing and moves no follower position; a
+    consumer needs Read on each topic."""
+    if ctx.services.authorizer is None:  # the common case: nothing to build
+        return _NONE_DENIED
+    if request.replica_id >= 0:
+        return set() if ctx.authorize(*CLUSTER_ACTION) else {t.topic for t in request.topics}
+    return ctx.denied(AclOperation.READ, ResourceType.TOPIC, [t.topic for t in request.topics])
 
 
 def _encode(version: int, wanted: list[FetchKey], results: list[FetchResult]) -> list[Any]:

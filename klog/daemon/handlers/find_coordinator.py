@@ -17,6 +17,7 @@ from typing import Any
 from klog.daemon.group.metadata_manager import OFFSETS_TOPIC
 from klog.daemon.handlers import Request, RequestContext, Response
 from klog.daemon.transaction.state_manager import TRANSACTION_STATE_TOPIC
+from klog.protocol.acls import AclOperation, ResourceType
 from klog.protocol.errors import ErrorCode
 
 GROUP = 0
@@ -36,7 +37,15 @@ def _answer(key: str, error: ErrorCode, message: str | None = None,
             "error_message": message if message is not None else _MESSAGES.get(error)}
 
 
+#: key type -> (the resource it names, the error when Describe on it is denied).
+_DENIED = {0: (ResourceType.GROUP, ErrorCode.GROUP_AUTHORIZATION_FAILED),
+           1: (ResourceType.TRANSACTIONAL_ID, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)}
+
+
 async def _find(ctx: RequestContext, key_type: int, key: str) -> dict[str, Any]:
+    denied = _DENIED.get(key_type)
+    if denied is not None and not ctx.authorize(AclOperation.DESCRIBE, denied[0], key):
+        return _answer(key, denied[1])
     services = ctx.services
     cache = services.metadata_cache
     if key_type == GROUP:

@@ -29,6 +29,7 @@ import logging
 from typing import Any
 
 from klog.daemon.handlers import Request, RequestContext, Response
+from klog.protocol.acls import CLUSTER_NAME, AclOperation, ResourceType
 from klog.protocol.entities import as_millis
 from klog.protocol.errors import ErrorCode, KafkaError
 
@@ -44,6 +45,9 @@ async def handle(ctx: RequestContext, request: Request) -> Response:
     if (producer_id == NO_PRODUCER_ID) != (producer_epoch == NO_PRODUCER_EPOCH):
         return _error(ctx, ErrorCode.INVALID_REQUEST)
     transactional_id = request.transactional_id
+    refused = _refused(ctx, transactional_id)
+    if refused:
+        return _error(ctx, refused)
     if transactional_id is not None:
         if transactional_id == "":
             return _error(ctx, ErrorCode.INVALID_REQUEST)
@@ -72,6 +76,19 @@ async def handle(ctx: RequestContext, request: Request) -> Response:
         "producer_id": new_id,
         "producer_epoch": 0,
     })
+
+
+def _refused(ctx: RequestContext, transactional_id: str | None) -> ErrorCode | None:
+    """As Kafka's KafkaApis: Write on the transactional id; an idempotent producer needs
+    IdempotentWrite on the cluster or, since KIP-679, Write on some topic."""
+    if transactional_id is not None:
+        return None if ctx.authorize(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID,
+                                     transactional_id) \
+            else ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    if ctx.authorize(AclOperation.IDEMPOTENT_WRITE, ResourceType.CLUSTER, CLUSTER_NAME) or \
+            ctx.authorize_any(AclOperation.WRITE, ResourceType.TOPIC):
+        return None
+    return ErrorCode.CLUSTER_AUTHORIZATION_FAILED
 
 
 def _error(ctx: RequestContext, code: ErrorCode) -> Any:

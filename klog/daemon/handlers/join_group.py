@@ -10,7 +10,9 @@ host is the peer address as Kafka prints it ("/127.0.0.1").
 from __future__ import annotations
 
 from klog.daemon.handlers import Request, RequestContext, Response
+from klog.protocol.acls import AclOperation, ResourceType
 from klog.protocol.entities import as_millis
+from klog.protocol.errors import ErrorCode
 
 
 def client_host(ctx: RequestContext) -> str:
@@ -25,6 +27,11 @@ async def handle(ctx: RequestContext, request: Request) -> Response:
     session_timeout_ms = as_millis(request.session_timeout)
     rebalance = getattr(request, "rebalance_timeout", None)
     rebalance_timeout_ms = session_timeout_ms if rebalance is None else as_millis(rebalance)
+    if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, request.group_id):
+        return ctx.respond({"throttle_time": 0, "error_code": int(
+            ErrorCode.GROUP_AUTHORIZATION_FAILED), "generation_id": -1, "protocol_type": None,
+            "protocol_name": None if version >= 7 else "", "leader": "",
+            "skip_assignment": False, "member_id": "", "members": []})
     result = await coordinator.join_group(
         request.group_id,
         request.member_id,

@@ -10,7 +10,7 @@ from typing import Any
 
 from klog.daemon.controller import receiver
 from klog.daemon.controller.identity import UnverifiableRequest
-from klog.daemon.handlers import Request, RequestContext, Response
+from klog.daemon.handlers import CLUSTER_ACTION, Request, RequestContext, Response
 
 
 async def handle(ctx: RequestContext, request: Request) -> Response:
@@ -18,7 +18,8 @@ async def handle(ctx: RequestContext, request: Request) -> Response:
     states, topic_ids = receiver.request_partition_states(request)
     try:
         refused = await services.controller_identity.check(int(request.controller_id),
-                                                         int(request.controller_epoch))
+                                                         int(request.controller_epoch),
+                                                         ctx.authorize(*CLUSTER_ACTION))
     except UnverifiableRequest as exc:
         return ctx.close_connection(f"LeaderAndIsr: {exc}")
     if refused:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from klog.daemon.handlers import Request, RequestContext, Response
 from klog.daemon.partition import NotLeaderOrFollowerError
+from klog.protocol.acls import AclOperation, ResourceType
 from klog.protocol.errors import ErrorCode, KafkaError
 
 EARLIEST = -2
@@ -20,12 +21,17 @@ async def handle(ctx: RequestContext, request: Request) -> Response:
     rm = ctx.services.replica_manager
     committed = getattr(request, "isolation_level", 0) == 1
     from_follower = request.replica_id >= 0
+    denied = ctx.denied(AclOperation.DESCRIBE, ResourceType.TOPIC,
+                        [t.name for t in request.topics])
     topics = []
     for topic in request.topics:
         parts = []
         for p in topic.partitions:
             out = {"partition_index": p.partition_index, "error_code": 0,
                    "timestamp": -1, "offset": -1, "leader_epoch": -1}
+            if topic.name in denied:
+                parts.append({**out, "error_code": int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)})
+                continue
             try:
                 partition = rm.leader_partition(topic.name, p.partition_index)
                 partition.check_leader_epoch(getattr(p, "current_leader_epoch", -1))

@@ -8,11 +8,15 @@ from __future__ import annotations
 from typing import Any
 
 from klog.daemon.handlers import Request, RequestContext, Response
+from klog.protocol.acls import CLUSTER_NAME, AclOperation, ResourceType
 from klog.protocol.errors import ErrorCode
 
 
 async def handle(ctx: RequestContext, request: Request) -> Response:
     controller = ctx.services.controller
+    if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):
+        return ctx.respond({"throttle_time": 0, "topics": [], "error_message": None,
+                            "error_code": int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)})
     if not controller.active:
         return ctx.respond({"throttle_time": 0, "error_code": int(ErrorCode.NOT_CONTROLLER),
                             "error_message": None, "topics": []})

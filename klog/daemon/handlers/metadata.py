@@ -11,6 +11,12 @@ LEADER_NOT_AVAILABLE before v6 and LISTENER_NOT_FOUND from v6 (to make the liste
 misconfiguration visible). v0 lists only the replicas and ISR members reachable on the
 listener and, with a leader, flags any it left out as REPLICA_NOT_AVAILABLE; v1+ list them
 all (dead ones in offline_replicas from v5).
+
+Authorization, as Kafka's KafkaApis: topics the caller may not Describe are left out of an
+all-topics answer and answered TOPIC_AUTHORIZATION_FAILED when named; auto-creation needs
+Create on the cluster or on the topic. v8+ answer the topic and cluster authorized
+operations (KIP-430) when asked: every supported operation without an authorizer, as
+Kafka does; the cluster's is 0 for a caller without Describe on it.
 """
 
 from __future__ import annotations
@@ -19,9 +25,13 @@ from typing import Any
 
 from klog.daemon.handlers import Request, RequestContext, Response
 from klog.daemon.metadata_cache import MetadataCache
+from klog.protocol.acls import CLUSTER_NAME, AclOperation, ResourceType
 from klog.protocol.errors import ErrorCode
 
 _INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+_TOPIC_AUTHORIZATION_FAILED = int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+#: KIP-430's "not asked for" (INT32_MIN).
+_OMITTED = -2147483648
 
 
 async def handle(ctx: RequestContext, request: Request) -> Response:
@@ -37,21 +47,46 @@ async def handle(ctx: RequestContext, request: Request) -> Response:
         requested = True
     allow_auto = getattr(request, "allow_auto_topic_creation", True)
     errors: dict[str, int] = {}
+    # Topics the caller may not Describe: hidden from "all topics", refused when named
+    # (their existence is not told: not even auto-creation is tried).
+    denied = ctx.denied(AclOperation.DESCRIBE, ResourceType.TOPIC, names)
+    if denied and not requested:
+        names = [n for n in names if n not in denied]
+    errors = dict.fromkeys(denied, _TOPIC_AUTHORIZATION_FAILED)
     if requested:
-        missing = [n for n in dict.fromkeys(names) if not cache.contains_topic(n)]
+        missing = [n for n in dict.fromkeys(names)
+                   if n not in denied and not cache.contains_topic(n)]
+        auto = allow_auto and services.config.current.auto_create_topics_enable
+        if missing and auto and not ctx.authorize(AclOperation.CREATE, ResourceType.CLUSTER,
+                                                  CLUSTER_NAME):
+            # Create on the cluster, or on each topic, as Kafka asks for auto-creation.
+            no_create = ctx.denied(AclOperation.CREATE, ResourceType.TOPIC, missing)
+            errors.update(dict.fromkeys(no_create, _TOPIC_AUTHORIZATION_FAILED))
+            missing = [n for n in missing if n not in no_create]
         if missing:
-            errors = await services.admin.auto_create_topics(
-                missing, allowed=allow_auto and services.config.current.auto_create_topics_enable
-            )
+            errors.update(await services.admin.auto_create_topics(missing, allowed=auto))
+    with_operations = version >= 8 and getattr(
+        request, "include_topic_authorized_operations", False)
     topics = [_topic(cache, name, errors.get(name, 0), ctx.listener_name, version)
               for name in dict.fromkeys(names)]
+    for topic in topics:
+        if topic["error_code"] == _TOPIC_AUTHORIZATION_FAILED:
+            topic["topic_id"] = None  # told nothing
+        elif with_operations:
+            topic["topic_authorized_operations"] = ctx.authorized_operations(
+                ResourceType.TOPIC, topic["name"])
+    cluster_operations = _OMITTED
+    if version >= 8 and getattr(request, "include_cluster_authorized_operations", False):
+        cluster_operations = (
+            ctx.authorized_operations(ResourceType.CLUSTER, CLUSTER_NAME)
+            if ctx.authorize(AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME) else 0)
     return ctx.respond({
         "throttle_time": 0,
         "brokers": _brokers(cache, ctx.listener_name),
         "cluster_id": cache.cluster_id,
         "controller_id": cache.controller_id,
         "topics": topics,
-        "cluster_authorized_operations": -2147483648,
+        "cluster_authorized_operations": cluster_operations,
     })
 
 
@@ -73,7 +108,7 @@ def _topic(cache: MetadataCache, name: str, error: int, listener: str,
         "name": name,
         "topic_id": topic_id,
         "is_internal": name in _INTERNAL_TOPICS,
-        "topic_authorized_operations": -2147483648,
+        "topic_authorized_operations": _OMITTED,
         "partitions": [],
     }
     if error:

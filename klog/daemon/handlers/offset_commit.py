@@ -15,6 +15,7 @@ import time
 
 from klog.daemon.group.metadata_manager import OffsetAndMetadata
 from klog.daemon.handlers import Request, RequestContext, Response
+from klog.protocol.acls import AclOperation, ResourceType
 from klog.protocol.entities import as_millis
 from klog.protocol.errors import ErrorCode
 from klog.protocol.offset_commit import encode_offset_commit_response
@@ -32,10 +33,18 @@ async def handle(ctx: RequestContext, request: Request) -> Response:
     errors: dict[tuple[str, int], ErrorCode] = {}
     offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
     order: list[tuple[str, int]] = []
+    group_denied = not ctx.authorize(AclOperation.READ, ResourceType.GROUP, request.group_id)
+    denied = ctx.denied(AclOperation.READ, ResourceType.TOPIC, [t.name for t in request.topics])
     for topic in request.topics:
         for p in topic.partitions:
             tp = (topic.name, p.partition_index)
             order.append(tp)
+            if group_denied:
+                errors[tp] = ErrorCode.GROUP_AUTHORIZATION_FAILED
+                continue
+            if topic.name in denied:
+                errors[tp] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                continue
             if cache.partition_state(topic.name, p.partition_index) is None:
                 errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 continue

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from klog.daemon.handlers import Request, RequestContext, Response
+from klog.protocol.acls import AclOperation, ResourceType
 from klog.protocol.errors import ErrorCode
 
 
@@ -19,11 +20,17 @@ async def handle(ctx: RequestContext, request: Request) -> Response:
     errors: dict[tuple[str, int], ErrorCode] = {}
     wanted: list[tuple[str, int]] = []
     order: list[tuple[str, int]] = []
+    if not ctx.authorize(AclOperation.DELETE, ResourceType.GROUP, request.group_id):
+        return ctx.respond({"error_code": int(ErrorCode.GROUP_AUTHORIZATION_FAILED),
+                            "throttle_time": 0, "topics": []})
+    denied = ctx.denied(AclOperation.READ, ResourceType.TOPIC, [t.name for t in request.topics])
     for topic in request.topics:
         for p in topic.partitions:
             tp = (topic.name, p.partition_index)
             order.append(tp)
-            if cache.partition_state(topic.name, p.partition_index) is None:
+            if topic.name in denied:
+                errors[tp] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            elif cache.partition_state(topic.name, p.partition_index) is None:
                 errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             else:
                 wanted.append(tp)

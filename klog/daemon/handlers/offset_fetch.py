@@ -20,6 +20,7 @@ from typing import Any
 
 from klog.daemon.group.metadata_manager import GroupMetadataManager
 from klog.daemon.handlers import Request, RequestContext, Response
+from klog.protocol.acls import AclOperation, ResourceType
 from klog.protocol.errors import ErrorCode
 
 
@@ -30,11 +31,13 @@ def _partition(index: int, offset: int = -1, leader_epoch: int = -1, metadata: s
             "error_code": int(error)}
 
 
-def _fetch_group(manager: GroupMetadataManager, group_id: str, topics: Any,
-                 version: int, require_stable: bool = False
+def _fetch_group(ctx: RequestContext, manager: GroupMetadataManager, group_id: str,
+                 topics: Any, version: int, require_stable: bool = False
                  ) -> tuple[ErrorCode, list[dict[str, Any]]]:
     """(group error, response topics) for one group."""
-    error = manager.coordinator_error(group_id)
+    error = (manager.coordinator_error(group_id)
+             if ctx.authorize(AclOperation.DESCRIBE, ResourceType.GROUP, group_id)
+             else ErrorCode.GROUP_AUTHORIZATION_FAILED)
     if error is not None:
         if version >= 2 or topics is None:
             return error, []
@@ -44,18 +47,27 @@ def _fetch_group(manager: GroupMetadataManager, group_id: str, topics: Any,
                        for t in topics]
     if topics is None:
         committed = manager.fetch_offsets(group_id, None)
+        # All topics: those the caller may not Describe are left out, as Kafka does.
+        hidden = ctx.denied(AclOperation.DESCRIBE, ResourceType.TOPIC,
+                            {t for t, _ in committed})
         by_topic: dict[str, list[dict[str, Any]]] = {}
         for (topic, index), om in sorted(committed.items()):
+            if topic in hidden:
+                continue
             by_topic.setdefault(topic, []).append(
                 _partition(index, om.offset, om.leader_epoch, om.metadata))
         return ErrorCode.NONE, [{"name": t, "partitions": parts}
                                 for t, parts in by_topic.items()]
-    wanted = [(t.name, p) for t in topics for p in t.partition_indexes]
+    denied = ctx.denied(AclOperation.DESCRIBE, ResourceType.TOPIC, [t.name for t in topics])
+    wanted = [(t.name, p) for t in topics if t.name not in denied for p in t.partition_indexes]
     committed = manager.fetch_offsets(group_id, wanted)
     out = []
     for t in topics:
         parts = []
         for p in t.partition_indexes:
+            if t.name in denied:
+                parts.append(_partition(p, error=ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+                continue
             if require_stable and manager.has_pending_txn_offset(group_id, (t.name, p)):
                 parts.append(_partition(p, error=ErrorCode.UNSTABLE_OFFSET_COMMIT))
                 continue
@@ -72,11 +84,11 @@ async def handle(ctx: RequestContext, request: Request) -> Response:
     if version >= 8:
         groups = []
         for group in request.groups:
-            error, topics = _fetch_group(manager, group.group_id, group.topics, version,
-                                         request.require_stable)
+            error, topics = _fetch_group(ctx, manager, group.group_id, group.topics,
+                                         version, request.require_stable)
             groups.append({"group_id": group.group_id, "topics": topics,
                            "error_code": int(error)})
         return ctx.respond({"throttle_time": 0, "groups": groups})
-    error, topics = _fetch_group(manager, request.group_id, request.topics, version,
+    error, topics = _fetch_group(ctx, manager, request.group_id, request.topics, version,
                                  getattr(request, "require_stable", False))
     return ctx.respond({"throttle_time": 0, "topics": topics, "error_code": int(error)})

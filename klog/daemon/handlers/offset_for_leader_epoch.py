@@ -12,17 +12,25 @@ is UNKNOWN_TOPIC_OR_PARTITION.
 
 from __future__ import annotations
 
-from klog.daemon.handlers import Request, RequestContext, Response
+from klog.daemon.handlers import CLUSTER_ACTION, Request, RequestContext, Response
+from klog.protocol.acls import AclOperation, ResourceType
+from klog.protocol.errors import ErrorCode
 
 
 async def handle(ctx: RequestContext, request: Request) -> Response:
     rm = ctx.services.replica_manager
+    # Followers have ClusterAction; consumers (KIP-320) need Describe on the topic.
+    denied = set() if ctx.authorize(*CLUSTER_ACTION) else ctx.denied(
+        AclOperation.DESCRIBE, ResourceType.TOPIC, [t.topic for t in request.topics])
     topics = []
     for topic in request.topics:
         parts = []
         for p in topic.partitions:
-            error, epoch, end = rm.last_offset_for_leader_epoch(
-                topic.topic, p.partition, p.current_leader_epoch, p.leader_epoch)
+            if topic.topic in denied:
+                error, epoch, end = int(ErrorCode.TOPIC_AUTHORIZATION_FAILED), -1, -1
+            else:
+                error, epoch, end = rm.last_offset_for_leader_epoch(
+                    topic.topic, p.partition, p.current_leader_epoch, p.leader_epoch)
             parts.append({"error_code": error, "partition": p.partition,
                           "leader_epoch": epoch, "end_offset": end})
         topics.append({"topic": topic.topic, "partitions": parts})

@@ -19,11 +19,18 @@ from collections.abc import Awaitable
 from typing import Any
 
 from klog.daemon.handlers import Deferred, Request, RequestContext, Response
+from klog.daemon.replica_manager import ProduceResult
 from klog.protocol import produce
+from klog.protocol.acls import AclOperation, ResourceType
 from klog.protocol.entities import as_millis
 from klog.protocol.errors import CorruptRecordError, ErrorCode
 from klog.protocol.produce import PartitionResponse
 from klog.protocol.records.batch import RECORD_BATCH_OVERHEAD, read_batch_header
+
+_TOPIC_AUTHORIZATION_FAILED = int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+_NONE_REFUSED: dict[tuple[str, int], ProduceResult] = {}
+# Module constants: an enum member read through its class costs more, once per request.
+_WRITE, _TOPIC = AclOperation.WRITE, ResourceType.TOPIC
 
 
 async def handle(ctx: RequestContext, request: Request) -> Response:
@@ -39,14 +46,25 @@ async def handle(ctx: RequestContext, request: Request) -> Response:
     if acks not in (0, 1, -1):
         results = {tp: (int(ErrorCode.INVALID_REQUIRED_ACKS), None) for tp in entries}
         return _response(ctx, order, results)
+    if request.transactional_id is not None and not ctx.authorize(
+            AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id):
+        results = {tp: (int(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED), None)
+                   for tp in entries}
+        return _response(ctx, order, results)
+    # Write on each topic (one dict probe per request without an authorizer).
+    refused = _refused(ctx, entries, order)
+    if refused:
+        entries = {tp: r for tp, r in entries.items() if tp not in refused}
     if request.transactional_id is not None:
-        refused = _not_in_transaction(ctx, request.transactional_id, entries)
-        if refused:
-            results = {tp: (int(ErrorCode.INVALID_TXN_STATE), None) for tp in refused}
-            entries = {tp: r for tp, r in entries.items() if tp not in refused}
+        outside = _not_in_transaction(ctx, request.transactional_id, entries)
+        if outside:
+            answered: dict[tuple[str, int], tuple[int, Any]] = {
+                tp: (int(ErrorCode.INVALID_TXN_STATE), None) for tp in outside}
+            answered.update({tp: (r.error_code, r) for tp, r in refused.items()})
+            entries = {tp: r for tp, r in entries.items() if tp not in outside}
             if not entries:
-                return _response(ctx, order, results)
-            return await _produce_rest(ctx, request, order, entries, results)
+                return _response(ctx, order, answered)
+            return await _produce_rest(ctx, request, order, entries, answered)
     rm = ctx.services.replica_manager
     # The timeout matters to acks=-1 only (converting it costs as much as a small append).
     timeout_ms = as_millis(request.timeout) if acks == -1 else 0
@@ -54,13 +72,25 @@ async def handle(ctx: RequestContext, request: Request) -> Response:
     if not isinstance(appended, dict):
         # acks=-1: answered once the ISR has it; meanwhile the connection reads the
         # producer's next request (responses still go out in request order).
-        return Deferred(_after(ctx, order, appended))
+        return Deferred(_after(ctx, order, appended, refused))
+    if refused:
+        appended = {**appended, **refused}
     if acks == 0:
         # Kafka closes the connection so that an acks=0 producer notices failures.
         if any(r.error_code for r in appended.values()) and ctx.connection is not None:
             ctx.connection.close()
         return None
     return _response(ctx, order, {tp: (r.error_code, r) for tp, r in appended.items()})
+
+
+def _refused(ctx: RequestContext, entries: dict[tuple[str, int], Any],
+             order: list[tuple[str, list[int]]]) -> dict[tuple[str, int], ProduceResult]:
+    """The partitions of topics the caller may not Write: TOPIC_AUTHORIZATION_FAILED."""
+    if ctx.services.authorizer is None:  # the hot path builds nothing
+        return _NONE_REFUSED
+    denied = ctx.denied(_WRITE, _TOPIC, [name for name, _ in order])
+    return {tp: ProduceResult(_TOPIC_AUTHORIZATION_FAILED) for tp in entries
+            if tp[0] in denied} if denied else {}
 
 
 def _not_in_transaction(ctx: RequestContext, transactional_id: str,
@@ -110,8 +140,9 @@ async def _produce_rest(ctx: RequestContext, request: Any, order: list[tuple[str
 
 
 async def _after(ctx: RequestContext, order: list[tuple[str, list[int]]],
-                 waiting: Awaitable[dict[tuple[str, int], Any]]) -> Any:
-    appended = await waiting
+                 waiting: Awaitable[dict[tuple[str, int], Any]],
+                 refused: dict[tuple[str, int], ProduceResult]) -> Any:
+    appended = {**await waiting, **refused}
     return _response(ctx, order, {tp: (r.error_code, r) for tp, r in appended.items()})
 
 

@@ -5,7 +5,7 @@ request deletes and stops nothing). Fencing lives in klog/daemon/controller/rece
 from __future__ import annotations
 
 from klog.daemon.controller.identity import UnverifiableRequest
-from klog.daemon.handlers import Request, RequestContext, Response
+from klog.daemon.handlers import CLUSTER_ACTION, Request, RequestContext, Response
 
 
 async def handle(ctx: RequestContext, request: Request) -> Response:
@@ -22,7 +22,8 @@ async def handle(ctx: RequestContext, request: Request) -> Response:
                                bool(s.delete_partition)))
     try:
         refused = await ctx.services.controller_identity.check(int(request.controller_id),
-                                                             int(request.controller_epoch))
+                                                             int(request.controller_epoch),
+                                                             ctx.authorize(*CLUSTER_ACTION))
     except UnverifiableRequest as exc:
         return ctx.close_connection(f"StopReplica: {exc}")
     if refused:

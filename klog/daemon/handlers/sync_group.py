@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from klog.daemon.handlers import Request, RequestContext, Response
+from klog.protocol.acls import AclOperation, ResourceType
 from klog.protocol.errors import ErrorCode
 
 
@@ -18,6 +19,8 @@ async def handle(ctx: RequestContext, request: Request) -> Response:
     protocol_name = getattr(request, "protocol_name", None)
     if ctx.api_version >= 5 and (protocol_type is None or protocol_name is None):
         return _respond(ctx, ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
+    if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, request.group_id):
+        return _respond(ctx, ErrorCode.GROUP_AUTHORIZATION_FAILED)
     result = await coordinator.sync_group(
         request.group_id,
         request.generation_id,

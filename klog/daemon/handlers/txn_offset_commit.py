@@ -6,6 +6,11 @@ UNKNOWN_TOPIC_OR_PARTITION; the rest go to the group coordinator
 marker reaches the group's ``__consumer_offsets`` partition. The commit timestamp is now;
 v2+ carry the leader epoch, v3+ the member id, generation and group instance id (KIP-447:
 checked when given). A null metadata string is stored as "".
+
+Authorization, as Kafka: Write on the TransactionalId (else every partition answers
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED), then Read on the group (else
+GROUP_AUTHORIZATION_FAILED), then Read on each topic (TOPIC_AUTHORIZATION_FAILED for its
+partitions).
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from typing import Any
 
 from klog.daemon.group.metadata_manager import OffsetAndMetadata
 from klog.daemon.handlers import Request, RequestContext, Response
+from klog.protocol.acls import AclOperation, ResourceType
 from klog.protocol.errors import ErrorCode
 
 
@@ -24,10 +30,23 @@ async def handle(ctx: RequestContext, request: Request) -> Response:
     errors: dict[tuple[str, int], ErrorCode] = {}
     offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
     order: list[tuple[str, int]] = []
+    refusal: ErrorCode | None = None
+    if not ctx.authorize(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID,
+                         request.transactional_id):
+        refusal = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    elif not ctx.authorize(AclOperation.READ, ResourceType.GROUP, request.group_id):
+        refusal = ErrorCode.GROUP_AUTHORIZATION_FAILED
+    denied = ctx.denied(AclOperation.READ, ResourceType.TOPIC, [t.name for t in request.topics])
     for topic in request.topics:
         for p in topic.partitions:
             tp = (topic.name, p.partition_index)
             order.append(tp)
+            if refusal is not None:
+                errors[tp] = refusal
+                continue
+            if topic.name in denied:
+                errors[tp] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                continue
             if cache.partition_state(topic.name, p.partition_index) is None:
                 errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 continue

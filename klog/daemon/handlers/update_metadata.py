@@ -8,14 +8,15 @@ from typing import Any
 
 from klog.daemon.controller import receiver
 from klog.daemon.controller.identity import UnverifiableRequest
-from klog.daemon.handlers import Request, RequestContext, Response
+from klog.daemon.handlers import CLUSTER_ACTION, Request, RequestContext, Response
 from klog.daemon.metadata_cache import BrokerEndpoint, BrokerInfo
 
 
 async def handle(ctx: RequestContext, request: Request) -> Response:
     try:
         error = await ctx.services.controller_identity.check(int(request.controller_id),
-                                                             int(request.controller_epoch))
+                                                             int(request.controller_epoch),
+                                                             ctx.authorize(*CLUSTER_ACTION))
     except UnverifiableRequest as exc:
         return ctx.close_connection(f"UpdateMetadata: {exc}")
     if not error:

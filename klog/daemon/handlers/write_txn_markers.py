@@ -11,18 +11,22 @@ from __future__ import annotations
 
 from typing import Any
 
-from klog.daemon.handlers import Request, RequestContext, Response
+from klog.daemon.handlers import CLUSTER_ACTION, Request, RequestContext, Response
+from klog.protocol.errors import ErrorCode
 
 
 async def handle(ctx: RequestContext, request: Request) -> Response:
     writer = ctx.services.txn_marker_writer
     results = []
+    # Only brokers (ClusterAction) write markers, as Kafka's KafkaApis asks.
+    allowed = ctx.authorize(*CLUSTER_ACTION)
     for marker in request.markers:
         partitions = [(topic.name, int(p)) for topic in marker.topics
                       for p in topic.partition_indexes]
         errors = await writer.write(marker.producer_id, marker.producer_epoch,
                                     marker.coordinator_epoch, bool(marker.transaction_result),
-                                    partitions)
+                                    partitions) if allowed else dict.fromkeys(
+            partitions, int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED))
         by_topic: dict[str, list[dict[str, Any]]] = {}
         for (topic, partition), code in errors.items():
             by_topic.setdefault(topic, []).append(
