@@ -42,6 +42,7 @@ from klog.daemon.producer_ids import ProducerIdManager
 from klog.daemon.replica_fetcher import ReplicaFetcherManager
 from klog.daemon.replica_manager import MetastoreIsrStore, ReplicaManager
 from klog.daemon.replication_quota import ReplicationQuotas
+from klog.daemon.security.credentials import ScramCredentialCache, ScramCredentialManager
 from klog.daemon.server import Server, check_listeners
 from klog.daemon.topic_configs import TopicConfigs
 from klog.protocol import apis
@@ -111,6 +112,11 @@ class Broker:
             broker_id, dynamic, self.metadata_cache, self.replica_manager, self.admin)
         self.group_coordinator = GroupCoordinator(dynamic, self.group_manager)
         self.control_requests.add_leadership_listener(self.group_manager)
+        # SCRAM users: credentials cached for the SASL listeners, kept current by the
+        # users/<name> config change notifications (klog/daemon/security/credentials.py).
+        self.scram_cache = ScramCredentialCache(self.metastore)
+        self.scram_credentials = ScramCredentialManager(self.metastore, self.scram_cache)
+        self.admin.config_changes.add_user_listener(self.scram_cache.reload_user)
         self.services = BrokerServices(
             broker_id=broker_id, config=dynamic, metadata_cache=self.metadata_cache,
             replica_manager=self.replica_manager, admin=self.admin,
@@ -123,8 +129,9 @@ class Broker:
             # them. In cluster mode they are served, to the controller only
             # (klog/daemon/controller/identity.py).
             api_versions=(apis.ADVERTISED if config.zookeeper_connect
-                          else apis.STANDALONE_ADVERTISED))
-        self.server = Server(dynamic, load_handlers(), self.services)
+                          else apis.STANDALONE_ADVERTISED),
+            scram_credentials=self.scram_credentials)
+        self.server = Server(dynamic, load_handlers(), self.services, self.scram_cache)
         self.started_at = 0.0
         self._tasks: list[asyncio.Task[None]] = []
         self._stopped = asyncio.Event()
@@ -167,7 +174,9 @@ class Broker:
         self.loop = asyncio.get_running_loop()
         self.started_at = time.monotonic()
         config = self.config
-        check_listeners(config.listeners)  # refuse SSL/SASL before any work is done
+        # Refuse listeners klog cannot serve (key stores, SASL mechanisms, JAAS) before any
+        # work is done.
+        check_listeners(config, self.scram_cache)
         # Refuse now, clearly, what would fail half way through loading the logs.
         await asyncio.to_thread(descriptors.check_log_dirs, config.log_dirs)
         self._started.add("logs")
@@ -188,6 +197,7 @@ class Broker:
         # -- admin (klog/daemon/admin.py): dynamic broker configs from the metastore, and in
         # cluster mode the /config/changes listener; before clients can connect.
         await self.admin.startup()
+        await self.scram_cache.load()
         # Groups: before the controller, whose LeaderAndIsr starts loading the offsets
         # partitions led here.
         self.group_manager.startup()

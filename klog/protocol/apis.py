@@ -128,6 +128,7 @@ _TABLE: tuple[ApiSpec, ...] = (
     _kio(14, "SyncGroup", "sync_group", 0, 5, 4, advertised=(0, 5)),
     _kio(15, "DescribeGroups", "describe_groups", 0, 6, 5, advertised=(0, 5)),
     _kio(16, "ListGroups", "list_groups", 0, 5, 3, advertised=(0, 4)),
+    _kio(17, "SaslHandshake", "sasl_handshake", 0, 1, None, advertised=(0, 1)),
     # ApiVersions is the one API advertised from the start: every client opens with it.
     _kio(18, "ApiVersions", "api_versions", 0, 4, 3, advertised=(0, 4)),
     _kio(19, "CreateTopics", "create_topics", 2, 7, 5, advertised=(2, 7)),
@@ -138,6 +139,7 @@ _TABLE: tuple[ApiSpec, ...] = (
     _kio(32, "DescribeConfigs", "describe_configs", 1, 4, 4, advertised=(1, 4)),
     _kio(33, "AlterConfigs", "alter_configs", 0, 2, 2, advertised=(0, 2)),
     _kio(35, "DescribeLogDirs", "describe_log_dirs", 1, 5, 2, advertised=(1, 4)),
+    _kio(36, "SaslAuthenticate", "sasl_authenticate", 0, 2, 2, advertised=(0, 2)),
     _kio(37, "CreatePartitions", "create_partitions", 0, 3, 2, advertised=(0, 3)),
     _kio(42, "DeleteGroups", "delete_groups", 0, 2, 2, advertised=(0, 2)),
     _kio(43, "ElectLeaders", "elect_leaders", 0, 2, 2, advertised=(0, 2)),
@@ -148,6 +150,10 @@ _TABLE: tuple[ApiSpec, ...] = (
     _kio(46, "ListPartitionReassignments", "list_partition_reassignments", 0, 0, 0,
          advertised=(0, 0)),
     _kio(47, "OffsetDelete", "offset_delete", 0, 0, None, advertised=(0, 0)),
+    _kio(50, "DescribeUserScramCredentials", "describe_user_scram_credentials", 0, 0, 0,
+         advertised=(0, 0)),
+    _kio(51, "AlterUserScramCredentials", "alter_user_scram_credentials", 0, 0, 0,
+         advertised=(0, 0)),
     _kio(60, "DescribeCluster", "describe_cluster", 0, 2, 0, advertised=(0, 1)),
 )
 

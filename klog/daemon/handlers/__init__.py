@@ -35,6 +35,8 @@ if TYPE_CHECKING:
     from klog.daemon.metadata_cache import MetadataCache
     from klog.daemon.producer_ids import ProducerIdManager
     from klog.daemon.replica_manager import ReplicaManager
+    from klog.daemon.security.credentials import ScramCredentialManager
+    from klog.daemon.security.sasl import SaslAuthenticator
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +56,9 @@ class ClientConnection(Protocol):
     peer: str
     #: Who the connection authenticated as (ANONYMOUS until, or without, authentication).
     principal: KafkaPrincipal
+    #: SASL listeners: the connection's authentication (SaslHandshake/SaslAuthenticate
+    #: drive it); None on PLAINTEXT and SSL listeners.
+    authenticator: SaslAuthenticator | None
 
     def close(self) -> None: ...
 
@@ -77,6 +82,8 @@ class BrokerServices:
     #: The APIs and versions this broker announces and serves (Kafka's ApiVersionManager):
     #: a standalone broker leaves out the inter-broker control APIs.
     api_versions: Mapping[int, apis.VersionRange]
+    #: SCRAM users (Describe/AlterUserScramCredentials); None in tests that have no need.
+    scram_credentials: ScramCredentialManager | None = None
 
 
 @dataclass(slots=True)
@@ -146,6 +153,7 @@ _MODULES: dict[int, str] = {
     14: "sync_group",
     15: "describe_groups",
     16: "list_groups",
+    17: "sasl_handshake",
     18: "api_versions",
     19: "create_topics",
     20: "delete_topics",
@@ -155,6 +163,7 @@ _MODULES: dict[int, str] = {
     32: "describe_configs",
     33: "alter_configs",
     35: "describe_log_dirs",
+    36: "sasl_authenticate",
     37: "create_partitions",
     42: "delete_groups",
     43: "elect_leaders",
@@ -162,6 +171,8 @@ _MODULES: dict[int, str] = {
     45: "alter_partition_reassignments",
     46: "list_partition_reassignments",
     47: "offset_delete",
+    50: "describe_user_scram_credentials",
+    51: "alter_user_scram_credentials",
     60: "describe_cluster",
 }
 
