@@ -20,12 +20,6 @@ from dataclasses import dataclass
 from klog.daemon.config import BrokerConfig, Endpoint
 from klog.daemon.security import tls
 from klog.daemon.security.credentials import ScramCredentialCache
-from klog.daemon.security.jaas import (
-    PLAIN_LOGIN_MODULE,
-    JaasConfigError,
-    JaasEntry,
-    parse_jaas_config,
-)
 from klog.daemon.security.sasl import (
     PLAIN,
     SaslConfigError,
@@ -33,6 +27,12 @@ from klog.daemon.security.sasl import (
     check_mechanisms,
 )
 from klog.daemon.security.ssl_principal import SslPrincipalMapper
+from klog.protocol.jaas import (
+    PLAIN_LOGIN_MODULE,
+    JaasConfigError,
+    JaasEntry,
+    parse_jaas_config,
+)
 
 TLS_PROTOCOLS = ("SSL", "SASL_SSL")
 SASL_PROTOCOLS = ("SASL_PLAINTEXT", "SASL_SSL")

@@ -19,7 +19,7 @@ server-side SSLContext, and every refusal of a setting klog cannot honour, as on
   older: TLS 1.3's suites cannot be restricted through Python's ``ssl`` and are always
   on).
 
-Also the client side, for klog's own connections to a TLS listener (``client_context``).
+The client side (klog's CLI tools, inter-broker connections) is klog/client/security.py.
 """
 
 from __future__ import annotations
@@ -75,18 +75,6 @@ def server_context(lookup: Lookup, source: Callable[[str], str] = lambda n: n
     # One TLS connection per client connection, long-lived: session tickets buy nothing
     # and would be one more secret to rotate.
     context.options |= ssl.OP_NO_TICKET
-    return context
-
-
-def client_context(*, cafile: str | None = None, cadata: str | None = None,
-                   certfile: str | None = None, keyfile: str | None = None,
-                   password: str | None = None, check_hostname: bool = True
-                   ) -> ssl.SSLContext:
-    """A client SSLContext (klog's own client: CLI tools, inter-broker connections)."""
-    context = ssl.create_default_context(cafile=cafile, cadata=cadata)
-    context.check_hostname = check_hostname
-    if certfile is not None:
-        context.load_cert_chain(certfile, keyfile, password)
     return context
 
 

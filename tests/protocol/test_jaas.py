@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from klog.daemon.security.jaas import PLAIN_LOGIN_MODULE, JaasConfigError, parse_jaas_config
+from klog.protocol.jaas import PLAIN_LOGIN_MODULE, JaasConfigError, parse_jaas_config
 
 
 def test_plain_login_module_users_and_own_credentials() -> None:

@@ -10,7 +10,9 @@ Owns parsing the one-line JAAS form Kafka accepts in ``sasl.jaas.config`` and
 value is a quoted string or a bare token, and a closing ``;``.) What the options mean is
 the mechanism's business: PlainLoginModule's ``user_<name>="<password>"`` entries are the
 users a PLAIN listener accepts; ``username``/``password`` are the broker's own credentials
-as a client of other brokers (ScramLoginModule too).
+as a client of other brokers (ScramLoginModule too). Pure text: read by the broker's
+listeners (klog/daemon/security/listener.py) and klog's client settings
+(klog/client/security.py) alike.
 """
 
 from __future__ import annotations
