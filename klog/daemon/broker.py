@@ -25,6 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from klog.client.security import ClientSecurity
 from klog.daemon import descriptors
 from klog.daemon.admin import AdminManager
 from klog.daemon.config import BrokerConfig
@@ -43,6 +44,7 @@ from klog.daemon.replica_fetcher import ReplicaFetcherManager
 from klog.daemon.replica_manager import MetastoreIsrStore, ReplicaManager
 from klog.daemon.replication_quota import ReplicationQuotas
 from klog.daemon.security.credentials import ScramCredentialCache, ScramCredentialManager
+from klog.daemon.security.listener import ListenerConfigError, inter_broker_client_security
 from klog.daemon.server import Server, check_listeners
 from klog.daemon.topic_configs import TopicConfigs
 from klog.protocol import apis
@@ -53,6 +55,15 @@ log = logging.getLogger(__name__)
 METASTORE_DIR = ".klog-metastore"
 PRODUCER_EXPIRATION_CHECK_MS = 600_000
 _NEVER_MS = 2**40  # ~35 years: anything longer is "never"
+
+
+def _inter_broker_security(config: BrokerConfig) -> ClientSecurity | None:
+    """The fetchers' TLS/SASL settings; a config error here is reported by ``start``
+    (server.check_listeners names it in one line), so the constructor stays silent."""
+    try:
+        return inter_broker_client_security(config)
+    except ListenerConfigError:
+        return None
 
 
 class Broker:
@@ -87,7 +98,7 @@ class Broker:
         )
         self.fetcher_manager = ReplicaFetcherManager.from_config(
             broker_id, self.replica_manager, self._replication_endpoint, config,
-            quota=quotas.follower)
+            quota=quotas.follower, security=_inter_broker_security(config))
         self.replica_manager.fetcher_manager = self.fetcher_manager
         # Producer ids for InitProducerId (klog/daemon/producer_ids.py), claimed in blocks
         # from /latest_producer_id_block.

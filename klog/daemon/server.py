@@ -49,6 +49,7 @@ from klog.daemon.connection_quotas import ConnectionQuotas, normalize_address
 from klog.daemon.security.listener import (
     ListenerConfigError,
     ListenerSecurity,
+    inter_broker_client_security,
     listener_security,
 )
 
@@ -416,11 +417,12 @@ def check_listeners(config: BrokerConfig, credentials: ScramCredentialCache | No
     """Each listener's security, or ListenerError for the first one klog cannot serve
     (a TLS listener without a key store, an unsupported SASL mechanism, ...)."""
     out = {}
-    for endpoint in config.listeners:
-        try:
+    try:
+        for endpoint in config.listeners:
             out[endpoint.listener_name] = listener_security(config, endpoint, credentials)
-        except ListenerConfigError as exc:
-            raise ListenerError(str(exc)) from None
+        inter_broker_client_security(config)  # this broker's own credentials, as a client
+    except ListenerConfigError as exc:
+        raise ListenerError(str(exc)) from None
     return out
 
 

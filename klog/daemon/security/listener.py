@@ -7,9 +7,10 @@ JAAS config and the SCRAM credential cache, and the principal mapping of client
 certificates (SSL; security/ssl_principal.py). Every setting klog cannot honour is a
 ``ListenerConfigError`` at start-up, one line naming the listener and the key.
 
-Also the broker's own client-side credentials for the inter-broker listener
-(``inter_broker_credentials``): the JAAS ``username``/``password`` options of its
-sasl.mechanism.inter.broker.protocol, as Kafka's brokers log in to each other.
+Also the broker's own client side of the inter-broker listener
+(``inter_broker_client_security``): its TLS trust and key store, and the JAAS
+``username``/``password`` options of sasl.mechanism.inter.broker.protocol, as Kafka's
+brokers log in to each other.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from __future__ import annotations
 import ssl
 from dataclasses import dataclass
 
+from klog.client.security import ClientSecurity
 from klog.daemon.config import BrokerConfig, Endpoint
 from klog.daemon.security import tls
 from klog.daemon.security.credentials import ScramCredentialCache
@@ -128,6 +130,12 @@ def inter_broker_credentials(config: BrokerConfig) -> tuple[str, str, str] | Non
     if endpoint is None or endpoint.security_protocol not in SASL_PROTOCOLS:
         return None
     mechanism = str(config.get("sasl.mechanism.inter.broker.protocol")).upper()
+    enabled = [m.strip().upper() for m in
+               config.security_value(name, "sasl.enabled.mechanisms") or ()]
+    if mechanism not in enabled:
+        raise ListenerConfigError(
+            f"sasl.mechanism.inter.broker.protocol {mechanism} must be one of the enabled "
+            f"mechanisms of the inter-broker listener {name} ({', '.join(enabled)})")
     try:
         entry = jaas_entry(config, name, mechanism)
     except JaasConfigError as exc:
@@ -138,3 +146,44 @@ def inter_broker_credentials(config: BrokerConfig) -> tuple[str, str, str] | Non
             f"{mechanism}; its JAAS config (listener.name.{name.lower()}."
             f"{mechanism.lower()}.sasl.jaas.config) needs username and password")
     return mechanism, entry.options["username"], entry.options["password"]
+
+
+def inter_broker_client_security(config: BrokerConfig) -> ClientSecurity | None:
+    """How this broker connects to other brokers' inter-broker listener (the replica
+    fetchers, the controller channel, controlled shutdown): that listener's protocol; TLS
+    trusting its ssl.truststore.* and presenting its key store (for ssl.client.auth);
+    SASL with sasl.mechanism.inter.broker.protocol and the JAAS username/password, as
+    Kafka's brokers log in. None for PLAINTEXT. ListenerConfigError when unusable."""
+    name = config.inter_broker_listener_name
+    protocol = config.listener_security_protocol_map.get(name, "PLAINTEXT")
+    if protocol == "PLAINTEXT":
+        return None
+
+    def value(key: str) -> object:
+        return config.security_value(name, key)
+
+    context = None
+    check_hostname = str(value("ssl.endpoint.identification.algorithm") or "").lower() \
+        not in ("", "none")
+    if protocol in TLS_PROTOCOLS:
+        inline = value("ssl.truststore.certificates")
+        cafile = value("ssl.truststore.location")
+        try:
+            context = ssl.create_default_context(
+                cafile=None if cafile is None else str(cafile),
+                cadata=None if inline is None else str(inline))
+            context.check_hostname = check_hostname
+            keystore = value("ssl.keystore.location")
+            if keystore is not None:
+                password = value("ssl.key.password")
+                context.load_cert_chain(str(keystore),
+                                        password=None if password is None else str(password))
+        except (OSError, ssl.SSLError) as exc:
+            raise ListenerConfigError(f"inter-broker listener {name}: TLS client settings: "
+                                      f"{exc}") from None
+    mechanism = username = password_ = None
+    if protocol in SASL_PROTOCOLS:
+        credentials = inter_broker_credentials(config)
+        assert credentials is not None
+        mechanism, username, password_ = credentials
+    return ClientSecurity(protocol, context, check_hostname, mechanism, username, password_)
