@@ -43,7 +43,7 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from klog.daemon.config import ConfigSource
+from klog.daemon.config import LISTENER_SECURITY_CONFIGS, BrokerConfig, ConfigSource
 from klog.daemon.connection import Connection
 from klog.daemon.connection_quotas import ConnectionQuotas, normalize_address
 from klog.daemon.security.listener import (
@@ -52,9 +52,9 @@ from klog.daemon.security.listener import (
     inter_broker_client_security,
     listener_security,
 )
+from klog.daemon.security.sasl import SUPPORTED_MECHANISMS
 
 if TYPE_CHECKING:
-    from klog.daemon.config import BrokerConfig
     from klog.daemon.config.dynamic import DynamicBrokerConfig
     from klog.daemon.handlers import BrokerServices, Handler
     from klog.daemon.security.credentials import ScramCredentialCache
@@ -132,6 +132,27 @@ class Server:
             "rejected connection from %s: the address already has the configured maximum "
             "of %d connections (max.connections.per.ip)")
         self._idle_task: asyncio.Task[None] | None = None
+        dynamic_config.add_reconfigurable(self._reconfigure_security)
+
+    def _reconfigure_security(self, old: BrokerConfig, new: BrokerConfig) -> None:
+        """A dynamic change of a listener's security configs (``klog configs alter broker
+        N --set listener.name.ssl.ssl.keystore.location=...``, as Kafka's dynamic key
+        store update): the listener's security is rebuilt and new connections use it;
+        open connections keep theirs. Settings that cannot be used are logged and the
+        listener keeps what it had (AlterConfigs checks only their form)."""
+        for endpoint in new.listeners:
+            name = endpoint.listener_name
+            if name not in self.security:
+                continue
+            if _security_settings(old, name) == _security_settings(new, name):
+                continue
+            try:
+                self.security[name] = listener_security(new, endpoint, self.credentials)
+            except ListenerConfigError as exc:
+                log.warning("listener %s keeps its previous security settings: %s", name, exc)
+                continue
+            log.info("listener %s: security settings reloaded; new connections use them",
+                     name)
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
@@ -410,6 +431,16 @@ class _OccasionalWarning:
 
 class ListenerError(RuntimeError):
     """A listener this broker cannot serve (one line naming it and why)."""
+
+
+def _security_settings(config: BrokerConfig, listener: str) -> tuple[object, ...]:
+    """Every security value a listener reads, to tell whether a change touches it."""
+    values: list[object] = [config.security_value(listener, key)
+                            for key in LISTENER_SECURITY_CONFIGS]
+    values += [config.security_value(listener, "sasl.jaas.config", mechanism)
+               for mechanism in SUPPORTED_MECHANISMS]
+    values.append(config.get("connection.failed.authentication.delay.ms"))
+    return tuple(values)
 
 
 def check_listeners(config: BrokerConfig, credentials: ScramCredentialCache | None = None

@@ -228,3 +228,39 @@ def test_fetch_through_tls_sends_the_stored_bytes(broker: InProcessBroker, pki: 
     data = secured.responses[0].partitions[0].records
     assert len(data) > 800_000  # several TLS_REGION_CHUNK pieces
     assert data == plain.responses[0].partitions[0].records
+
+
+def test_dynamic_key_store_change_applies_to_new_connections(
+        tmp_path: Path, pki: Pki) -> None:
+    running = InProcessBroker(tmp_path, {
+        "listeners": "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0",
+        "ssl.keystore.type": "PEM",
+        "ssl.keystore.location": str(pki.server_keystore)}).start()
+    trusts_ca = ssl.create_default_context(cafile=str(pki.ca_cert))
+    trusts_rogue = ssl.create_default_context(cafile=str(pki.rogue_ca_cert))
+
+    def handshake(ctx: ssl.SSLContext) -> None:
+        with socket.create_connection(("127.0.0.1", port(running, "SSL")), timeout=5) \
+                as raw, ctx.wrap_socket(raw, server_hostname="localhost"):
+            pass
+
+    def set_keystore(location: str) -> int:
+        with client(running, "PLAINTEXT") as admin:  # kafka-configs' per-listener update
+            result = admin.call(44, 1, {"resources": [{
+                "resource_type": 4, "resource_name": "0", "configs": [{
+                    "name": "listener.name.ssl.ssl.keystore.location",
+                    "config_operation": 0, "value": location}]}],
+                "validate_only": False})
+            return int(result.responses[0].error_code)
+
+    try:
+        handshake(trusts_ca)
+        assert set_keystore(str(pki.rogue_server_keystore)) == 0
+        handshake(trusts_rogue)  # new connections present the new certificate
+        with pytest.raises(ssl.SSLError):
+            handshake(trusts_ca)
+        # an unusable key store: the listener keeps the last good one
+        set_keystore("/nonexistent.pem")
+        handshake(trusts_rogue)
+    finally:
+        running.stop()

@@ -26,6 +26,9 @@ class Pki:
     #: an encrypted server key store and its password (ssl.key.password)
     encrypted_keystore: Path
     key_password: str
+    #: a server key store for 127.0.0.1/localhost signed by the rogue CA, and that CA
+    rogue_server_keystore: Path
+    rogue_ca_cert: Path
 
 
 def _openssl(*args: str, cwd: Path) -> None:
@@ -63,6 +66,11 @@ def make_pki(directory: Path) -> Pki:
             "subjectAltName=DNS:localhost,IP:127.0.0.1\n")
     _signed("client", "/C=US/O=Acme/OU=eng/CN=client", "ca", directory)
     _signed("rogue", "/CN=rogue", "rogue-ca", directory)
+    _signed("rogue-server", "/CN=localhost", "rogue-ca", directory,
+            "subjectAltName=DNS:localhost,IP:127.0.0.1\n")
+    rogue_keystore = directory / "rogue-server.keystore.pem"
+    rogue_keystore.write_text((directory / "rogue-server.key").read_text()
+                              + (directory / "rogue-server.crt").read_text())
     keystore = directory / "server.keystore.pem"
     keystore.write_text((directory / "server.key").read_text()
                         + (directory / "server.crt").read_text())
@@ -84,4 +92,6 @@ def make_pki(directory: Path) -> Pki:
         rogue_cert=directory / "rogue.crt",
         encrypted_keystore=encrypted,
         key_password=password,
+        rogue_server_keystore=rogue_keystore,
+        rogue_ca_cert=directory / "rogue-ca.crt",
     )
