@@ -1,7 +1,7 @@
 """Real clients over TLS and SASL: confluent-kafka (librdkafka) and kafka-python against
 SSL with a client certificate, SASL_SSL with PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512
-(users created through confluent-kafka's AlterUserScramCredentials), and a wrong
-password."""
+(users created through confluent-kafka's AlterUserScramCredentials), aiokafka over
+SASL_SSL, re-authentication, wrong passwords and a missing client certificate."""
 
 from __future__ import annotations
 
@@ -163,3 +163,60 @@ def test_kafka_python_wrong_password_fails(broker: InProcessBroker, pki: Pki,
         producer.send("kp-never", b"x").get(timeout=5)
     producer.close(timeout=1)
     assert "Authentication failed: Invalid username or password" in caplog.text
+
+
+@pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"])
+def test_aiokafka_over_sasl_ssl(broker: InProcessBroker, pki: Pki, mechanism: str) -> None:
+    import asyncio
+
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+    from aiokafka.helpers import create_ssl_context
+
+    user, password = ("alice", "alice-secret") if mechanism == "PLAIN" \
+        else ("bob", "bob-secret")
+    settings = {"bootstrap_servers": f"127.0.0.1:{port(broker, 'SASL_SSL')}",
+                "security_protocol": "SASL_SSL", "sasl_mechanism": mechanism,
+                "sasl_plain_username": user, "sasl_plain_password": password,
+                "ssl_context": create_ssl_context(cafile=str(pki.ca_cert))}
+    topic = f"aio-{mechanism.lower()}"
+
+    async def main() -> list[bytes]:
+        producer = AIOKafkaProducer(**settings)
+        await producer.start()
+        try:
+            for i in range(10):
+                await producer.send_and_wait(topic, f"v{i}".encode())
+        finally:
+            await producer.stop()
+        consumer = AIOKafkaConsumer(topic, auto_offset_reset="earliest", **settings)
+        await consumer.start()
+        try:
+            values = []
+            while len(values) < 10:
+                message = await asyncio.wait_for(consumer.getone(), 20)
+                values.append(message.value)
+            return values
+        finally:
+            await consumer.stop()
+
+    assert asyncio.run(main()) == [f"v{i}".encode() for i in range(10)]
+
+
+def test_ssl_listener_requiring_a_client_certificate_refuses_one_without(
+        broker: InProcessBroker, pki: Pki) -> None:
+    import socket
+    import ssl
+
+    ctx = ssl.create_default_context(cafile=str(pki.ca_cert))
+    with pytest.raises((ssl.SSLError, ConnectionError)), socket.create_connection(
+            ("127.0.0.1", port(broker, "SSL")), timeout=5) as raw, \
+            ctx.wrap_socket(raw, server_hostname="localhost") as tls:
+        # TLS 1.3: the server's refusal arrives after the client's handshake completes
+        tls.sendall(b"\x00\x00\x00\x01\x00")
+        if not tls.recv(1):
+            raise ConnectionError("closed")
+    # the broker goes on serving clients that present one
+    settings = confluent_settings(broker, pki, "SSL")
+    producer = ck.Producer({**settings, "message.timeout.ms": 20000})
+    producer.produce("ck-after-refusal", b"x")
+    assert producer.flush(30) == 0
