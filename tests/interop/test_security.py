@@ -40,7 +40,7 @@ def broker(tmp_path_factory: pytest.TempPathFactory, pki: Pki) -> Iterator[InPro
         "ssl.keystore.type": "PEM", "ssl.keystore.location": str(pki.server_keystore),
         "ssl.truststore.type": "PEM", "ssl.truststore.location": str(pki.ca_cert),
         "listener.name.ssl.ssl.client.auth": "required",
-        "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
+        "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512,OAUTHBEARER",
         "listener.name.sasl_ssl.plain.sasl.jaas.config": JAAS,
         "connections.max.reauth.ms": "2000",
     }).start()
@@ -96,6 +96,19 @@ def test_confluent_kafka_produces_and_consumes(broker: InProcessBroker, pki: Pki
             values.append(message.value())
     consumer.close()
     assert values == [f"v{i}".encode() * 1000 for i in range(20)]
+
+
+def test_confluent_kafka_oauthbearer_unsecured_token(broker: InProcessBroker, pki: Pki,
+                                                    caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG, logger="klog.daemon.connection")
+    producer = ck.Producer({
+        "bootstrap.servers": f"127.0.0.1:{port(broker, 'SASL_SSL')}",
+        "security.protocol": "SASL_SSL", "ssl.ca.location": str(pki.ca_cert),
+        "sasl.mechanism": "OAUTHBEARER", "enable.sasl.oauthbearer.unsecure.jwt": True,
+        "sasl.oauthbearer.config": "principal=carol", "message.timeout.ms": 20000})
+    producer.produce("ck-oauth", b"token")
+    assert producer.flush(30) == 0
+    assert "authenticated as User:carol" in caplog.text
 
 
 def test_confluent_kafka_reauthenticates_past_the_session_lifetime(

@@ -21,14 +21,18 @@ SaslHandshake + SaslAuthenticate (KIP-368: same mechanism, same principal), and 
 that arrives after the session expired closes the connection (``session_expired``).
 
 Mechanisms: PLAIN (RFC 4616; the users are the listener's PlainLoginModule
-``user_<name>`` JAAS options) and SCRAM-SHA-256/512 (klog/protocol/scram.py; credentials
-from ``ScramCredentialCache``).
+``user_<name>`` JAAS options), SCRAM-SHA-256/512 (klog/protocol/scram.py; credentials
+from ``ScramCredentialCache``) and OAUTHBEARER with unsecured JWS tokens (Kafka's default
+validator: ``sub`` is the principal, ``exp`` bounds the session).
 """
 
 from __future__ import annotations
 
+import base64
 import enum
 import hmac
+import json
+import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -44,8 +48,9 @@ API_VERSIONS = 18
 PRE_AUTHENTICATION_APIS = frozenset({API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE})
 
 PLAIN = "PLAIN"
+OAUTHBEARER = "OAUTHBEARER"
 #: The mechanisms klog implements.
-SUPPORTED_MECHANISMS = (PLAIN, *scram.MECHANISMS)
+SUPPORTED_MECHANISMS = (PLAIN, *scram.MECHANISMS, OAUTHBEARER)
 
 
 class SaslConfigError(ValueError):
@@ -114,6 +119,76 @@ class _PlainServer:
         return b""
 
 
+class _OAuthBearerServer:
+    """OAUTHBEARER (RFC 7628) with Kafka's default server validator for unsecured JWS
+    tokens (OAuthBearerUnsecuredValidatorCallbackHandler): the token's header says
+    ``"alg":"none"``, its ``sub`` claim is the principal, ``exp`` (seconds) must lie in
+    the future. Signed tokens need a validator klog does not have (a JWKS endpoint)."""
+
+    _RESPONSE = re.compile(r"n,(a=(?P<authzid>[^,]*))?,\x01(?P<pairs>(?:[^\x01]*\x01)*)\x01")
+
+    def __init__(self, clock: Callable[[], float]) -> None:
+        self._clock = clock
+        self.username: str | None = None
+        self.complete = False
+        self.expires_at: float | None = None  # wall-clock seconds
+        self._error_sent = False
+
+    def evaluate(self, message: bytes) -> bytes:
+        if self._error_sent:  # the client's \x01 after an error: the exchange ends
+            raise scram.ScramError("Authentication failed: invalid OAuth bearer token")
+        try:
+            match = self._RESPONSE.fullmatch(message.decode())
+        except UnicodeDecodeError:
+            match = None
+        if match is None:
+            raise scram.ScramError("Invalid OAUTHBEARER client first message")
+        pairs = dict(p.split("=", 1) for p in match["pairs"].split("\x01") if "=" in p)
+        auth = pairs.get("auth", "")
+        if not auth.startswith("Bearer "):
+            raise scram.ScramError("Invalid OAUTHBEARER client first message: no token")
+        try:
+            subject, expires = _unsecured_jws(auth[7:].strip(), time.time())
+        except ValueError:
+            # RFC 7628 section 3.2.2: an error document, to which the client answers \x01
+            self._error_sent = True
+            return json.dumps({"status": "invalid_token"}).encode()
+        authzid = match["authzid"]
+        if authzid and authzid != subject:
+            raise scram.ScramError("Authentication failed: the authorization id is not the "
+                                   "token's principal")
+        self.username = subject
+        self.expires_at = expires
+        self.complete = True
+        return b""
+
+
+def _unsecured_jws(token: str, now: float) -> tuple[str, float]:
+    """(sub, exp) of an unsecured JWS compact serialization; ValueError if invalid."""
+    parts = token.split(".")
+    if len(parts) != 3 or parts[2]:
+        raise ValueError("not an unsecured JWS")
+
+    def part(text: str) -> dict[str, object]:
+        decoded = json.loads(base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
+        if not isinstance(decoded, dict):
+            raise ValueError("not a JSON object")
+        return decoded
+
+    try:
+        header, claims = part(parts[0]), part(parts[1])
+    except (ValueError, TypeError) as exc:
+        raise ValueError(f"undecodable token: {exc}") from None
+    if header.get("alg") != "none":
+        raise ValueError("only unsecured (alg none) tokens are validated")
+    subject, expires = claims.get("sub"), claims.get("exp")
+    if not isinstance(subject, str) or not subject:
+        raise ValueError("no sub claim")
+    if not isinstance(expires, (int, float)) or expires <= now:
+        raise ValueError("expired or without exp")
+    return subject, float(expires)
+
+
 class SaslAuthenticator:
     """One connection's SASL state (module docstring). ``on_authenticated(principal)`` is
     called on each success, ``on_failed()`` once on failure."""
@@ -130,10 +205,11 @@ class SaslAuthenticator:
         self.mechanism: str | None = None
         self.principal: KafkaPrincipal | None = None
         self.raw_tokens = False  # v0 handshake: tokens come as bare frames
-        self._server: _PlainServer | scram.ScramServer | None = None
+        self._server: _PlainServer | scram.ScramServer | _OAuthBearerServer | None = None
         self._reauthenticating = False
         self._authenticate_version = -1
         self.session_expires: float | None = None
+        self.session_lifetime_ms = 0
 
     @property
     def authenticated(self) -> bool:
@@ -186,9 +262,12 @@ class SaslAuthenticator:
         self.raw_tokens = version == 0
         return ErrorCode.NONE, enabled
 
-    def _new_server(self, mechanism: str) -> _PlainServer | scram.ScramServer:
+    def _new_server(self, mechanism: str
+                    ) -> _PlainServer | scram.ScramServer | _OAuthBearerServer:
         if mechanism == PLAIN:
             return _PlainServer(self.config.plain_users)
+        if mechanism == OAUTHBEARER:
+            return _OAuthBearerServer(self._clock)
         lookup = self.config.scram_credential
         return scram.ScramServer(mechanism, lambda user: lookup(user, mechanism))
 
@@ -209,7 +288,7 @@ class SaslAuthenticator:
                                       _failure_message(self.mechanism, exc), b"")
         lifetime = 0
         if self.complete and self.config.reauth_ms > 0 and version >= 1:
-            lifetime = self.config.reauth_ms
+            lifetime = self.session_lifetime_ms
         return AuthenticateResult(ErrorCode.NONE, None, response, lifetime)
 
     def raw_token(self, token: bytes) -> bytes | None:
@@ -239,7 +318,12 @@ class SaslAuthenticator:
             self.raw_tokens = False
             self._server = None
             if self.config.reauth_ms > 0:
-                self.session_expires = self._clock() + self.config.reauth_ms / 1000
+                lifetime = self.config.reauth_ms / 1000
+                if isinstance(server, _OAuthBearerServer) and server.expires_at is not None:
+                    # a token's session ends with the token (Kafka's KIP-368 rule)
+                    lifetime = min(lifetime, max(server.expires_at - time.time(), 0.0))
+                self.session_expires = self._clock() + lifetime
+                self.session_lifetime_ms = int(lifetime * 1000)
             self._on_authenticated(principal)
         return response
 
@@ -251,7 +335,7 @@ class SaslAuthenticator:
 
 def _failure_message(mechanism: str | None, exc: Exception) -> str:
     text = str(exc)
-    if mechanism == PLAIN or text.startswith("Authentication failed"):
+    if mechanism not in scram.MECHANISMS or text.startswith("Authentication failed"):
         return text
     # Kafka's ScramSaslServer words every SCRAM failure the same way.
     return (f"Authentication failed during authentication due to invalid credentials with "

@@ -135,3 +135,41 @@ def test_enabled_mechanisms_must_be_supported() -> None:
         check_mechanisms(["GSSAPI", "PLAIN"], "sasl.enabled.mechanisms")
     with pytest.raises(SaslConfigError, match="empty"):
         check_mechanisms([], "sasl.enabled.mechanisms")
+
+
+def _jws(claims: dict[str, object], alg: str = "none") -> str:
+    import base64
+    import json
+
+    def b64(obj: dict[str, object]) -> str:
+        return base64.urlsafe_b64encode(json.dumps(obj).encode()).decode().rstrip("=")
+
+    return f"{b64({'alg': alg})}.{b64(claims)}."
+
+
+def _bearer(token: str) -> bytes:
+    return f"n,,\x01auth=Bearer {token}\x01\x01".encode()
+
+
+def test_oauthbearer_unsecured_tokens() -> None:
+    import time as wall
+
+    rec = Recorder()
+    auth = rec.authenticator(mechanisms=("OAUTHBEARER",), reauth_ms=3_600_000)
+    assert auth.handshake("OAUTHBEARER", 1)[0] == 0
+    result = auth.authenticate(_bearer(_jws({"sub": "carol", "exp": wall.time() + 60})), 1)
+    assert result.error_code == 0 and rec.principals == [KafkaPrincipal("User", "carol")]
+    assert 0 < result.session_lifetime_ms <= 60_000  # the token's expiry bounds the session
+
+    for token in (_jws({"sub": "carol", "exp": wall.time() - 1}),  # expired
+                  _jws({"sub": "carol", "exp": wall.time() + 60}, alg="HS256"),  # signed
+                  _jws({"exp": wall.time() + 60}),  # no principal
+                  "not-a-token"):
+        rec = Recorder()
+        auth = rec.authenticator(mechanisms=("OAUTHBEARER",))
+        auth.handshake("OAUTHBEARER", 1)
+        first = auth.authenticate(_bearer(token), 1)
+        # RFC 7628: an error document first, the client answers \x01, then the failure
+        assert first.error_code == 0 and b"invalid_token" in first.auth_bytes
+        assert auth.authenticate(b"\x01", 1).error_code == ErrorCode.SASL_AUTHENTICATION_FAILED
+        assert rec.failures == 1 and not rec.principals
