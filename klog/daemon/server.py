@@ -220,8 +220,9 @@ class Server:
             if context is None:
                 await asyncio.get_running_loop().connect_accepted_socket(lambda: conn, sock)
             else:
-                timeout = min(TLS_HANDSHAKE_TIMEOUT_SECONDS,
-                              max(self.connections_max_idle_ms / 1000, 0.001))
+                idle = self.connections_max_idle_ms / 1000
+                timeout = (min(TLS_HANDSHAKE_TIMEOUT_SECONDS, idle) if idle > 0
+                           else TLS_HANDSHAKE_TIMEOUT_SECONDS)
                 await asyncio.get_running_loop().connect_accepted_socket(
                     lambda: conn, sock, ssl=context, ssl_handshake_timeout=timeout)
         except asyncio.CancelledError:  # the server is closing

@@ -264,3 +264,16 @@ def test_dynamic_key_store_change_applies_to_new_connections(
         handshake(trusts_rogue)
     finally:
         running.stop()
+
+
+def test_tls_handshake_without_an_idle_limit(tmp_path: Path, pki: Pki) -> None:
+    # connections.max.idle.ms -1 (no idle limit) once made the handshake timeout 1 ms
+    running = InProcessBroker(tmp_path, {
+        "listeners": "SSL://127.0.0.1:0", "security.inter.broker.protocol": "SSL",
+        "ssl.keystore.type": "PEM", "ssl.keystore.location": str(pki.server_keystore),
+        "connections.max.idle.ms": "-1"}).start()
+    try:
+        with tls_client(running, pki) as wire:
+            assert wire.call(18, 0, {}).error_code == 0
+    finally:
+        running.stop()
