@@ -18,7 +18,7 @@ setup: $(STAMP)
 
 # ruff, then mypy over klog/ (configured in pyproject.toml), then the suite.
 test: $(STAMP)
-	$(PY) -m ruff check klog tests benchmarks
+	$(PY) -m ruff check klog tests benchmarks examples
 	$(PY) -m mypy
 	$(PY) -m pytest -q
 
@@ -30,7 +30,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/run_all.py
 
 lint: $(STAMP)
-	$(PY) -m ruff check klog tests benchmarks
+	$(PY) -m ruff check klog tests benchmarks examples
 	$(PY) -m mypy
 
 clean:

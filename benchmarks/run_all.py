@@ -17,6 +17,7 @@ def main() -> int:
     quick = "--quick" in sys.argv[1:]
     runs = [
         [sys.executable, "-m", "benchmarks.bench_storage", *(["--quick"] if quick else [])],
+        [sys.executable, "-m", "benchmarks.bench_cleaner", *(["--quick"] if quick else [])],
         [
             sys.executable,
             "-m",
@@ -26,6 +27,8 @@ def main() -> int:
         [sys.executable, "-m", "benchmarks.bench_broker", *(["--quick"] if quick else [])],
         [sys.executable, "-m", "benchmarks.bench_client", *(["--quick"] if quick else [])],
         [sys.executable, "-m", "benchmarks.bench_groups", *(["--quick"] if quick else [])],
+        [sys.executable, "-m", "benchmarks.bench_transactions",
+         *(["--quick"] if quick else [])],
         [sys.executable, "-m", "benchmarks.bench_cluster", *(["--quick"] if quick else [])],
         [sys.executable, "-m", "benchmarks.bench_reassign", *(["--quick"] if quick else [])],
         [sys.executable, "-m", "benchmarks.bench_elections", *(["--quick"] if quick else [])],

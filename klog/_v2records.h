@@ -5,8 +5,8 @@
  * (v2_next_record) with the same order of reads, the same checks and the same messages
  * (v2_message), so that every C reader of v2 records refuses what the Python reference
  * refuses, with its words. klog/protocol/records/_records.c (the produce path's record
- * check) and klog/spark/_columns.c (Spark's export) include it; each adds only what it does
- * with a record's fields. Nothing here touches a Python object but v2_message, so a walk
+ * check), klog/spark/_columns.c (Spark's export) and klog/storage/_cleaner.c (the log
+ * cleaner) include it; each adds only what it does with a record's fields. Nothing here touches a Python object but v2_message, so a walk
  * may run without the GIL.
  *
  * Use: a v2_walk over the (decompressed) records section; v2_next_record once per record

@@ -70,6 +70,17 @@ def _register_commands() -> None:
     from klog.cli import elect_leaders
 
     elect_leaders.register(app)
+    from klog.cli import api_versions, delete_records, log_dirs
+
+    log_dirs.register(app)
+    delete_records.register(app)
+    api_versions.register(app)
+    from klog.cli import compact
+
+    compact.register(app)
+    from klog.cli import transactions
+
+    transactions.register(app)
 
 
 _register_commands()

@@ -42,7 +42,7 @@ def up(
     data_dir: Path | None = _data_dir_option(),
     zookeeper_connect: str | None = typer.Option(
         None, "--zookeeper-connect", "-z",
-        help="Use this ZooKeeper (HOST:PORT[/chroot]) instead of starting one."),
+        help="Use this ZooKeeper (HOST:PORT\\[/chroot]) instead of starting one."),
     override: list[str] = typer.Option(
         [], "--override", "-o", help="key=value broker config for every broker; repeatable."),
     timeout: float = typer.Option(60.0, "--timeout", min=1.0,

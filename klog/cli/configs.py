@@ -41,8 +41,18 @@ configs_app = typer.Typer(
 )
 
 
-def _resource(kind: str, name: str) -> ConfigResource:
+def _resource(kind: str, name: str | None, entity_default: bool = False) -> ConfigResource:
+    """The resource named on the command line; ``--entity-default`` names the brokers'
+    cluster-wide default (the empty broker name, as kafka-configs sends it)."""
     from klog.client.admin import ConfigResource
+
+    if entity_default:
+        if kind != "broker" or name not in (None, ""):
+            fail("--entity-default goes with the broker type and no broker id",
+                 console.EXIT_USAGE)
+        name = ""
+    elif name is None:
+        fail(f"name the {kind} (or, for brokers, give --entity-default)", console.EXIT_USAGE)
 
     if kind not in ("topic", "broker"):
         fail(f"unknown resource type {kind!r}: topic, broker or user", console.EXIT_USAGE)
@@ -54,7 +64,11 @@ def _resource(kind: str, name: str) -> ConfigResource:
 @configs_app.command("describe")
 def describe(
     kind: str = typer.Argument(..., help="topic, broker or user."),
-    name: str = typer.Argument(..., help="The topic name, broker id or user name."),
+    name: str | None = typer.Argument(
+        None, help="The topic name, broker id or user name."),
+    entity_default: bool = typer.Option(
+        False, "--entity-default",
+        help="The brokers' cluster-wide default configs (kafka-configs --entity-default)."),
     all_: bool = typer.Option(
         False, "--all", "-a",
         help="Every config, defaults and static ones included (default: dynamic only)."),
@@ -67,9 +81,10 @@ def describe(
     """Print a topic's or a broker's configs with their sources, or a user's SCRAM
     credentials (mechanisms and iterations)."""
     if kind == "user":
-        _describe_user(name, json_out, bootstrap_server, command_config)
+        _describe_user(name or "", json_out, bootstrap_server, command_config)
         return
-    resource = _resource(kind, name)
+    resource = _resource(kind, name, entity_default)
+    name = resource.name
     result = with_admin(bootstrap_server, lambda admin: admin.describe_configs(
         [resource], keys=key or None), command_config=command_config)
     entries = result.get(resource, [])
@@ -81,7 +96,8 @@ def describe(
                            "configs": [config_json(e) for e in entries]})
         return
     if not entries:
-        console.info(f"{kind} {name} has no dynamic configs (--all prints every config)")
+        console.info(f"{kind} {name or '<default>'} has no dynamic configs (--all prints "
+                     "every config)")
         return
     print_configs(entries)
 
@@ -89,7 +105,12 @@ def describe(
 @configs_app.command("alter")
 def alter(
     kind: str = typer.Argument(..., help="topic, broker or user."),
-    name: str = typer.Argument(..., help="The topic name, broker id or user name."),
+    name: str | None = typer.Argument(
+        None, help="The topic name, broker id or user name."),
+    entity_default: bool = typer.Option(
+        False, "--entity-default",
+        help="Alter the brokers' cluster-wide default configs (kafka-configs "
+             "--entity-default)."),
     set_: list[str] = typer.Option(
         [], "--set", "-s", help="Set key=value; may be repeated."),
     delete: list[str] = typer.Option(
@@ -111,9 +132,10 @@ def alter(
         if append or subtract or dry_run:
             fail("a user's SCRAM credentials take only --set and --delete",
                  console.EXIT_USAGE)
-        _alter_user(name, set_, delete, bootstrap_server, command_config)
+        _alter_user(name or "", set_, delete, bootstrap_server, command_config)
         return
-    resource = _resource(kind, name)
+    resource = _resource(kind, name, entity_default)
+    name = resource.name or "<default>"
     ops = [AlterConfigOp(k, v, "set") for k, v in parse_pairs(set_, "--set").items()]
     ops += [AlterConfigOp(k, None, "delete") for k in delete]
     ops += [AlterConfigOp(k, v, "append") for k, v in parse_pairs(append, "--append").items()]

@@ -1,14 +1,22 @@
 """``klog consume TOPIC``: print a topic's records (kcat -C / kafka-console-consumer).
 
 Formatting only: positioning and reading are klog.client.consumer's (``seek_to_spec``,
-``read_records``). Records go to stdout as bytes (keys and values are printed as they
-are, not re-encoded), one ``--format`` expansion or one JSON object per record.
+``read_records``; with ``--group``, the group's subscription, assignment and commits).
+Records go to stdout as bytes (keys and values are printed as they are, not re-encoded),
+one ``--format`` expansion or one JSON object per record.
+
+With ``--group G`` it consumes as a member of G, as kafka-console-consumer does: the group
+assigns the partitions (and rebalances them between members), reading starts at the
+group's committed offsets, else at the end (``--from-beginning`` or ``--offset
+beginning``: at the beginning), and offsets are committed as it reads and when it stops.
+Consumer properties take Kafka's names: ``-X k=v`` (``--consumer-property``) and
+``--consumer.config FILE``.
 """
 
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import typer
 
@@ -54,22 +62,65 @@ def consume(
         False, "--read-committed",
         help="Read only committed transactional records (isolation level read_committed).",
     ),
+    isolation_level: str | None = typer.Option(
+        None, "--isolation-level",
+        help="read_committed or read_uncommitted (kafka-console-consumer's spelling of "
+             "--read-committed)."),
+    group: str | None = typer.Option(
+        None, "--group", "-g",
+        help="Consume as a member of this group: assigned partitions, committed offsets."),
+    from_beginning: bool = typer.Option(
+        False, "--from-beginning",
+        help="Start at the beginning (with --group: where the group has no offset)."),
+    consumer_property: list[str] = typer.Option(
+        [], "--consumer-property", "-X",
+        help="A consumer property k=v with Kafka's name (fetch.min.bytes=1024); may be "
+             "repeated."),
+    consumer_config_file: str | None = typer.Option(
+        None, "--consumer.config", help="A file of consumer properties (Kafka's names)."),
 ) -> None:
     """Print records of TOPIC."""
     import asyncio
 
-    from klog.client.consumer import parse_offset_spec
+    from klog.client.consumer import consumer_config, parse_offset_spec
 
     bootstrap = bootstrap_server or os.environ.get("KLOG_BOOTSTRAP_SERVER") or DEFAULT_BOOTSTRAP
+    if from_beginning:
+        offset = "beginning"
+    if isolation_level is not None:
+        if isolation_level not in ("read_committed", "read_uncommitted"):
+            console.fail(f"--isolation-level must be read_committed or read_uncommitted, "
+                         f"not {isolation_level!r}", console.EXIT_USAGE)
+        read_committed = read_committed or isolation_level == "read_committed"
     try:
         spec = parse_offset_spec(offset)
     except ValueError as exc:
         console.fail(str(exc), console.EXIT_USAGE)
-    template = None if json_out else _compile(fmt)
     try:
-        code = asyncio.run(_consume(
-            bootstrap, topic, spec, count, partition, template, exit_at_end, timeout,
-            read_committed))
+        properties = _read_properties(consumer_config_file)
+        properties.update(_pairs(consumer_property))
+        config = consumer_config(properties)
+    except ValueError as exc:
+        console.fail(str(exc), console.EXIT_USAGE)
+    if group is not None:
+        config["group_id"] = group
+    template = None if json_out else _compile(fmt)
+    if config.get("group_id") is not None:
+        if partition:
+            console.fail("--partition cannot be used with --group (the group assigns "
+                         "the partitions)", console.EXIT_USAGE)
+        if offset not in ("beginning", "end"):
+            console.fail("with --group, --offset may only be beginning or end (where the "
+                         "group has no committed offset)", console.EXIT_USAGE)
+        config.setdefault("auto_offset_reset", "earliest" if offset == "beginning"
+                          else "latest")
+        runner = _consume_in_group(bootstrap, topic, config, count, template, exit_at_end,
+                                   timeout, read_committed)
+    else:
+        runner = _consume(bootstrap, topic, spec, count, partition, template, exit_at_end,
+                          timeout, read_committed, config)
+    try:
+        code = asyncio.run(runner)
     except KeyboardInterrupt:
         code = 0
     except BrokenPipeError:
@@ -80,9 +131,40 @@ def consume(
         raise typer.Exit(code)
 
 
+def _pairs(items: list[str]) -> dict[str, str]:
+    out = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ValueError(f"--consumer-property {item!r} is not key=value")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def _read_properties(path: str | None) -> dict[str, str]:
+    if path is None:
+        return {}
+    from klog.storage.properties import parse_properties
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            return dict(parse_properties(f.read()))
+    except OSError as exc:
+        raise ValueError(f"cannot read {path}: {exc.strerror}") from None
+
+
+def _options(config: dict[str, Any], read_committed: bool) -> dict[str, Any]:
+    options: dict[str, Any] = {"client_id": "klog-consume", "request_timeout_ms": 10_000,
+                               **config}
+    if read_committed:
+        options["isolation_level"] = "read_committed"
+    return options
+
+
 async def _consume(bootstrap: str, topic: str, spec: OffsetSpec, count: int | None,
                    partitions: list[int], template: list[object] | None, exit_at_end: bool,
-                   timeout: float | None, read_committed: bool) -> int:
+                   timeout: float | None, read_committed: bool,
+                   config: dict[str, Any] | None = None) -> int:
     import sys
 
     from klog.client.consumer import Consumer, TopicPartition, read_records, seek_to_spec
@@ -90,10 +172,12 @@ async def _consume(bootstrap: str, topic: str, spec: OffsetSpec, count: int | No
     from klog.protocol.errors import KafkaError
 
     out = sys.stdout.buffer
-    consumer = Consumer(bootstrap, client_id="klog-consume", auto_offset_reset="none",
-                        isolation_level="read_committed" if read_committed
-                        else "read_uncommitted",
-                        request_timeout_ms=10_000)
+    options = _options(config or {}, read_committed)
+    options["auto_offset_reset"] = "none"  # positions come from --offset
+    try:
+        consumer = Consumer(bootstrap, **options)
+    except (TypeError, ValueError) as exc:
+        console.fail(str(exc), console.EXIT_USAGE)
     try:
         try:
             await consumer.start()
@@ -124,6 +208,68 @@ async def _consume(bootstrap: str, topic: str, spec: OffsetSpec, count: int | No
     finally:
         await consumer.close()
     return 0
+
+
+async def _consume_in_group(bootstrap: str, topic: str, config: dict[str, Any],
+                            count: int | None, template: list[object] | None,
+                            exit_at_end: bool, timeout: float | None,
+                            read_committed: bool) -> int:
+    """Consume as a group member (kafka-console-consumer --group): subscribe, print what
+    the assignment yields, commit as it goes (auto commit) and on the way out."""
+    import sys
+    import time
+
+    from klog.client.consumer import Consumer
+    from klog.client.errors import KafkaClientError
+    from klog.protocol.errors import KafkaError
+
+    out = sys.stdout.buffer
+    try:
+        consumer = Consumer(bootstrap, **_options(config, read_committed))
+    except (TypeError, ValueError) as exc:
+        console.fail(str(exc), console.EXIT_USAGE)
+    try:
+        try:
+            await consumer.start()
+            if await consumer.partitions_for_topic(topic) is None:
+                console.fail(f"topic {topic!r} does not exist")
+            consumer.subscribe([topic])
+            printed = 0
+            last_record = time.monotonic()
+            while count is None or printed < count:
+                limit = 10_000 if count is None else count - printed
+                batch = await consumer.getmany(timeout_ms=500, max_records=limit)
+                if not batch:
+                    if timeout is not None and time.monotonic() - last_record >= timeout:
+                        break
+                    if exit_at_end and await _at_end(consumer):
+                        break
+                    continue
+                last_record = time.monotonic()
+                for _tp, records in sorted(batch.items()):
+                    if template is None:
+                        out.write(b"".join(_json_line(r) for r in records))
+                    else:
+                        out.write(b"".join(_render(template, r) for r in records))
+                    printed += len(records)
+                out.flush()
+        except (KafkaClientError, KafkaError) as exc:
+            console.fail(str(exc))
+    finally:
+        await consumer.close()  # commits the positions reached (auto commit)
+    return 0
+
+
+async def _at_end(consumer: Any) -> bool:
+    """Every partition assigned to this member has been read to its end."""
+    assigned = sorted(consumer.assignment())
+    if not assigned:
+        return False
+    ends = await consumer.end_offsets(assigned)
+    for tp in assigned:
+        if await consumer.position(tp) < ends[tp]:
+            return False
+    return True
 
 
 # --- formatting ---------------------------------------------------------------------------

@@ -317,5 +317,46 @@ def reset_offsets(
         console.info("dry run: nothing committed (--execute commits these offsets)")
 
 
+@groups_app.command("delete-offsets")
+def delete_offsets(
+    group: str = typer.Argument(..., help="The group."),
+    topic: list[str] = typer.Option(
+        [], "--topic", "-t", help="TOPIC (every partition) or TOPIC:0,1,4-6; may be "
+                                  "repeated."),
+    json_out: bool = json_option(),
+    bootstrap_server: str | None = bootstrap_option(),
+) -> None:
+    """Forget a group's committed offsets of some partitions (kafka-consumer-groups
+    --delete-offsets); partitions the group still consumes are refused."""
+    wanted = parse_topic_partitions(topic)
+    if not wanted:
+        fail("give --topic", console.EXIT_USAGE)
+
+    async def body(admin: AdminClient) -> dict[tuple[str, int], Any]:
+        cluster = await admin.client.refresh_metadata([t for t, _ in wanted])
+        partitions: list[tuple[str, int]] = []
+        for name, parts in wanted:
+            known = cluster.partitions_for(name)
+            if known is None:
+                fail(f"topic {name!r} does not exist")
+            partitions += [(name, p) for p in (parts or known)]
+        return await admin.delete_group_offsets(group, partitions)
+
+    results = with_admin(bootstrap_server, body)
+    rows = [{"topic": t, "partition": p, "error": None if e is None else str(e)}
+            for (t, p), e in sorted(results.items())]
+    if json_out:
+        console.emit_json({"group": group, "partitions": rows})
+    else:
+        # kafka-consumer-groups' table: TOPIC PARTITION STATUS (Successful or the error).
+        t = table("TOPIC", "PARTITION", "STATUS", right=("PARTITION",))
+        for row in rows:
+            t.add_row(text(row["topic"]), str(row["partition"]),
+                      text(row["error"] or "Successful"))
+        print_table(t)
+    if any(row["error"] for row in rows):
+        raise typer.Exit(console.EXIT_DAMAGE)
+
+
 def register(app: typer.Typer) -> None:
     app.add_typer(groups_app)

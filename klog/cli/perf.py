@@ -34,28 +34,41 @@ def perf_produce(
         -1, "--throughput",
         help="Cap on records per second; -1 sends as fast as possible."),
     producer_prop: list[str] = typer.Option(
-        [], "--producer-prop", "-X",
+        [], "--producer-props", "--producer-prop", "-X",
         help="A producer property k=v with Kafka's name (acks=1, linger.ms=10, "
-             "batch.size=...); may be repeated."),
+             "batch.size=...); repeat the flag for each."),
+    producer_config_file: str | None = typer.Option(
+        None, "--producer.config", help="A file of producer properties (Kafka's names)."),
     bootstrap_server: str = typer.Option(
         None, "--bootstrap-server", "-b",
         help="host:port[,host:port...]; default $KLOG_BOOTSTRAP_SERVER or 127.0.0.1:9092.",
     ),
+    transactional_id: str | None = typer.Option(
+        None, "--transactional-id",
+        help="Send in transactions of this transactional id (kafka-producer-perf-test's "
+             "flag): needs the brokers' transaction coordinator."),
+    transaction_duration_ms: int = typer.Option(
+        3000, "--transaction-duration-ms", min=1,
+        help="With --transactional-id: commit each transaction once it has lasted this "
+             "long (ms)."),
     json_out: bool = typer.Option(False, "--json", help="Print the result as JSON."),
 ) -> None:
     """Send records as fast as allowed and report throughput and latency."""
     import asyncio
 
-    from klog.cli.produce import bootstrap_from, parse_assignments
+    from klog.cli.produce import bootstrap_from, producer_properties
     from klog.client.errors import KafkaClientError
     from klog.client.producer import measure_produce, producer_config
 
     if throughput == 0:
         console.fail("--throughput must be positive, or -1 for no limit", console.EXIT_USAGE)
     try:
-        config = producer_config(dict(parse_assignments(producer_prop, "--producer-prop")))
+        config = producer_config(producer_properties(producer_config_file, producer_prop,
+                                                     "--producer-props"))
     except ValueError as exc:
         console.fail(str(exc), console.EXIT_USAGE)
+    if transactional_id is not None:
+        config["transactional_id"] = transactional_id
 
     def window(stats: dict[str, float]) -> None:
         console.line(
@@ -67,7 +80,8 @@ def perf_produce(
     try:
         result = asyncio.run(measure_produce(
             bootstrap_from(bootstrap_server), topic, num_records, record_size,
-            throughput=throughput, report=None if json_out else window, **config))
+            throughput=throughput, report=None if json_out else window,
+            transaction_duration_ms=transaction_duration_ms, **config))
     except (KafkaClientError, ValueError) as exc:
         console.fail(str(exc))
     if json_out:
@@ -81,6 +95,11 @@ def perf_produce(
             f"{result['max_latency_ms']:.2f} ms max latency, "
             f"{result['p50_ms']:.0f} ms 50th, {result['p95_ms']:.0f} ms 95th, "
             f"{result['p99_ms']:.0f} ms 99th, {result['p999_ms']:.0f} ms 99.9th.")
+        if transactional_id is not None:
+            console.line(
+                f"{int(result['transactions'])} transactions committed, commit latency "
+                f"{result['commit_p50_ms']:.1f} ms 50th, {result['commit_p99_ms']:.1f} ms "
+                f"99th, {result['commit_max_ms']:.1f} ms max.")
     if result["errors"]:
         console.fail(f"{int(result['errors'])} of {num_records} records were not written")
 

@@ -31,6 +31,23 @@ def parse_assignments(items: list[str], what: str) -> list[tuple[str, str]]:
     return pairs
 
 
+def producer_properties(config_file: str | None, items: list[str], what: str
+                        ) -> dict[str, str]:
+    """Producer properties with Kafka's names: ``--producer.config`` FILE (Java properties
+    syntax), then the ``k=v`` items on top."""
+    properties: dict[str, str] = {}
+    if config_file is not None:
+        from klog.storage.properties import parse_properties
+
+        try:
+            with open(config_file, encoding="utf-8") as f:
+                properties.update(parse_properties(f.read()))
+        except OSError as exc:
+            console.fail(f"cannot read {config_file}: {exc.strerror}", console.EXIT_USAGE)
+    properties.update(parse_assignments(items, what))
+    return properties
+
+
 def bootstrap_from(option: str | None) -> str:
     return option or os.environ.get("KLOG_BOOTSTRAP_SERVER") or DEFAULT_BOOTSTRAP
 
@@ -57,8 +74,10 @@ def produce(
     acks: str = typer.Option(
         "all", "--acks", help="all (-1), 1 or 0: acknowledgements to wait for."),
     producer_prop: list[str] = typer.Option(
-        [], "--producer-prop", "-X",
+        [], "--producer-property", "--producer-prop", "-X",
         help="A producer property k=v with Kafka's name (linger.ms=10); may be repeated."),
+    producer_config_file: str | None = typer.Option(
+        None, "--producer.config", help="A file of producer properties (Kafka's names)."),
     print_offsets: bool = typer.Option(
         False, "--print-offsets", "-v",
         help="Print topic, partition and offset of each record written."),
@@ -76,7 +95,8 @@ def produce(
                      console.EXIT_USAGE)
     headers = [(k, v.encode()) for k, v in parse_assignments(header, "--header")]
     try:
-        config = producer_config(dict(parse_assignments(producer_prop, "--producer-prop")))
+        config = producer_config(producer_properties(producer_config_file, producer_prop,
+                                                     "--producer-property"))
         config.setdefault("acks", producer_config({"acks": acks})["acks"])
     except ValueError as exc:
         console.fail(str(exc), console.EXIT_USAGE)

@@ -18,7 +18,7 @@ import typer
 from klog.cli import console
 
 if TYPE_CHECKING:
-    from klog.client.admin import AdminClient, ConfigEntry, TopicDescription
+    from klog.client.admin import AdminClient, ConfigEntry, PartitionDescription, TopicDescription
     from klog.client.security import ClientSecurity
 
 T = TypeVar("T")
@@ -243,40 +243,167 @@ def list_(
     print_table(t)
 
 
+#: kafka-topics --describe's partition filters: option -> (flag, what it selects).
+PARTITION_FILTERS = ("under-replicated", "unavailable", "under-min-isr", "at-min-isr")
+_REGEX_CHARS = frozenset("*?+[](){}|^$\\")
+
+
+def select_topics(patterns: list[str], names: list[str]) -> tuple[list[str], list[str]]:
+    """(topics matched, patterns that matched nothing): a pattern with regex characters
+    is a regular expression matched against whole names, as kafka-topics' --topic; any
+    other pattern names one topic."""
+    import re
+
+    chosen: list[str] = []
+    unmatched: list[str] = []
+    for pattern in patterns:
+        if _REGEX_CHARS & set(pattern):
+            try:
+                regex = re.compile(pattern)
+            except re.error as exc:
+                fail(f"bad topic regex {pattern!r}: {exc}", console.EXIT_USAGE)
+            found = [n for n in names if regex.fullmatch(n)]
+        else:
+            found = [pattern] if pattern in names else []
+        if not found:
+            unmatched.append(pattern)
+        chosen += [n for n in found if n not in chosen]
+    return chosen, unmatched
+
+
+def partition_selected(p: PartitionDescription, which: str, alive: set[int],
+                       min_isr: int) -> bool:
+    """Kafka's TopicCommand filters: under-replicated (ISR smaller than the replicas),
+    unavailable (no leader, or a leader not alive), under-min-isr (ISR below the topic's
+    min.insync.replicas), at-min-isr (ISR exactly at it)."""
+    if which == "under-replicated":
+        return len(p.isr) < len(p.replicas)
+    if which == "unavailable":
+        return p.leader < 0 or p.leader not in alive
+    if which == "under-min-isr":
+        return len(p.isr) < min_isr
+    return len(p.isr) == min_isr
+
+
+def _topic_json(topic: TopicDescription, entries: list[ConfigEntry]) -> dict[str, Any]:
+    return {
+        "topic": topic.name, "topic_id": topic.topic_id, "internal": topic.internal,
+        "partitions": len(topic.partitions), "replicas": topic.replication_factor,
+        "configs": [config_json(e) for e in sorted(entries, key=lambda e: e.name)],
+        "partition_details": [{
+            "partition": p.partition, "leader": p.leader, "leader_epoch": p.leader_epoch,
+            "replicas": list(p.replicas), "isr": list(p.isr),
+            "offline_replicas": list(p.offline_replicas), "error_code": p.error_code,
+            "log_start_offset": p.log_start_offset, "high_watermark": p.high_watermark,
+        } for p in topic.partitions],
+    }
+
+
 @topic_app.command("describe")
 def describe(
-    name: str = typer.Argument(..., help="The topic."),
+    name: list[str] = typer.Argument(
+        None, help="Topics, or regular expressions matching whole topic names (default: "
+                   "every topic)."),
     summary: bool = typer.Option(False, "--summary", "-s", help="Print the summary only."),
     configs: bool = typer.Option(False, "--configs", "-c", help="Print the configs only."),
     partitions: bool = typer.Option(
         False, "--partitions", "-p", help="Print the partitions only."),
+    under_replicated: bool = typer.Option(
+        False, "--under-replicated-partitions",
+        help="Only partitions whose ISR is smaller than their replicas."),
+    unavailable: bool = typer.Option(
+        False, "--unavailable-partitions",
+        help="Only partitions without a live leader."),
+    under_min_isr: bool = typer.Option(
+        False, "--under-min-isr-partitions",
+        help="Only partitions whose ISR is below min.insync.replicas."),
+    at_min_isr: bool = typer.Option(
+        False, "--at-min-isr-partitions",
+        help="Only partitions whose ISR is exactly min.insync.replicas."),
     json_out: bool = json_option(),
     bootstrap_server: str | None = bootstrap_option(),
 ) -> None:
-    """Describe a topic like rpk: summary, configs with sources, partitions with leader,
-    replicas, ISR, log start offset and high watermark."""
+    """Describe topics like rpk: summary, configs with sources, partitions with leader,
+    replicas, ISR, log start offset and high watermark. With a partition filter, the
+    matching partitions only, one line each as kafka-topics --describe prints them."""
     from klog.client.admin import ConfigResource
 
-    async def body(admin: AdminClient) -> tuple[TopicDescription, list[ConfigEntry]]:
-        described = await admin.describe_topics([name])
-        resource = ConfigResource.of("topic", name)
-        entries = (await admin.describe_configs([resource]))[resource]
-        return described[name], entries
+    filters = [f for f, on in zip(PARTITION_FILTERS, (under_replicated, unavailable,
+                                                      under_min_isr, at_min_isr),
+                                  strict=True) if on]
+    if len(filters) > 1:
+        fail("give at most one of --under-replicated-partitions, --unavailable-partitions, "
+             "--under-min-isr-partitions, --at-min-isr-partitions", console.EXIT_USAGE)
+    patterns = list(name or [])
+    single = len(patterns) == 1 and not (_REGEX_CHARS & set(patterns[0])) and not filters
 
-    topic, entries = with_admin(bootstrap_server, body)
-    if json_out:
-        console.emit_json({
-            "topic": topic.name, "topic_id": topic.topic_id, "internal": topic.internal,
-            "partitions": len(topic.partitions), "replicas": topic.replication_factor,
-            "configs": [config_json(e) for e in sorted(entries, key=lambda e: e.name)],
-            "partition_details": [{
-                "partition": p.partition, "leader": p.leader, "leader_epoch": p.leader_epoch,
-                "replicas": list(p.replicas), "isr": list(p.isr),
-                "offline_replicas": list(p.offline_replicas), "error_code": p.error_code,
-                "log_start_offset": p.log_start_offset, "high_watermark": p.high_watermark,
-            } for p in topic.partitions],
-        })
+    async def body(admin: AdminClient) -> tuple[list[tuple[TopicDescription,
+                                                           list[ConfigEntry]]], set[int]]:
+        if single:
+            wanted = patterns
+        else:
+            listed = await admin.list_topics(include_internal=True)
+            wanted, unmatched = select_topics(patterns, sorted(listed)) if patterns else (
+                sorted(listed), [])
+            if unmatched and not wanted:
+                fail(f"no topic matches {', '.join(map(repr, unmatched))}")
+        described = await admin.describe_topics(wanted) if wanted else {}
+        resources = [ConfigResource.of("topic", t) for t in wanted]
+        entries = await admin.describe_configs(resources) if resources else {}
+        alive = ({b.node_id for b in (await admin.describe_cluster()).brokers} if filters
+                 else set())
+        return [(described[t], entries[ConfigResource.of("topic", t)]) for t in wanted], alive
+
+    found, alive = with_admin(bootstrap_server, body)
+    if filters:
+        _print_filtered(found, filters[0], alive, json_out)
         return
+    if single:
+        topic, entries = found[0]
+        if json_out:
+            console.emit_json(_topic_json(topic, entries))
+        else:
+            _print_topic(topic, entries, summary, configs, partitions)
+        return
+    if json_out:
+        console.emit_json({"topics": [_topic_json(t, e) for t, e in found]})
+        return
+    for index, (topic, entries) in enumerate(found):
+        if index:
+            console.line("")
+        _print_topic(topic, entries, summary, configs, partitions)
+
+
+def _min_isr(entries: list[ConfigEntry]) -> int:
+    for e in entries:
+        if e.name == "min.insync.replicas" and e.value is not None:
+            return int(e.value)
+    return 1
+
+
+def _print_filtered(found: list[tuple[TopicDescription, list[ConfigEntry]]], which: str,
+                    alive: set[int], json_out: bool) -> None:
+    rows = []
+    for topic, entries in found:
+        min_isr = _min_isr(entries)
+        for p in topic.partitions:
+            if partition_selected(p, which, alive, min_isr):
+                rows.append((topic, p))
+    if json_out:
+        console.emit_json({"filter": which, "partitions": [{
+            "topic": t.name, "partition": p.partition, "leader": p.leader,
+            "replicas": list(p.replicas), "isr": list(p.isr),
+            "offline_replicas": list(p.offline_replicas)} for t, p in rows]})
+        return
+    for t, p in rows:
+        console.raw(f"\tTopic: {t.name}\tPartition: {p.partition}\t"
+                    f"Leader: {p.leader if p.leader >= 0 else 'none'}\t"
+                    f"Replicas: {','.join(map(str, p.replicas))}\t"
+                    f"Isr: {','.join(map(str, p.isr))}\n")
+
+
+def _print_topic(topic: TopicDescription, entries: list[ConfigEntry], summary: bool,
+                 configs: bool, partitions: bool) -> None:
     everything = not (summary or configs or partitions)
     sections = []
     if everything or summary:

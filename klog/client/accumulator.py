@@ -43,6 +43,7 @@ from klog.protocol.records.batch import (
     NO_PARTITION_LEADER_EPOCH,
     PRODUCER_ID_OFFSET,
     RECORD_BATCH_OVERHEAD,
+    TRANSACTIONAL_FLAG_MASK,
     CompressionType,
     crc32c,
 )
@@ -143,13 +144,16 @@ class ProducerBatch:
         "records",
         "size",
         "topic",
+        "transactional",
     )
 
     def __init__(self, topic: str, partition: int, compression: CompressionType,
-                 created_ms: float) -> None:
+                 created_ms: float, transactional: bool = False) -> None:
         self.topic = topic
         self.partition = partition
         self.compression = compression
+        #: A transactional producer's batch: the isTransactional attribute bit is set.
+        self.transactional = transactional
         #: Per record: (future or None, timestamp, key size, value size, callback).
         self.records: list[tuple[asyncio.Future[RecordMetadata] | None, int, int, int,
                                  DeliveryCallback | None]] = []
@@ -304,7 +308,8 @@ class ProducerBatch:
                 NO_PARTITION_LEADER_EPOCH,
                 MAGIC_V2,
                 0,  # CRC, below
-                int(self.compression),  # CreateTime, not transactional, not control
+                # CreateTime, not control; transactional for a transactional producer.
+                int(self.compression) | (TRANSACTIONAL_FLAG_MASK if self.transactional else 0),
                 max(count - 1, 0),
                 self.base_timestamp,
                 self.max_timestamp,
@@ -468,6 +473,7 @@ class RecordAccumulator:
         delivery_timeout_ms: float = 120000,
         guarantee_order: bool = False,
         idempotent: bool = False,
+        transactional: bool = False,
     ) -> None:
         self.batch_size = batch_size
         self.linger_ms = linger_ms
@@ -476,6 +482,7 @@ class RecordAccumulator:
         self.delivery_timeout_ms = delivery_timeout_ms
         self.guarantee_order = guarantee_order
         self.idempotent = idempotent
+        self.transactional = transactional
         self.pool = BufferPool(buffer_memory)
         self.batches: dict[TopicPartition, deque[ProducerBatch]] = {}
         self.incomplete: set[ProducerBatch] = set()
@@ -541,7 +548,7 @@ class RecordAccumulator:
         if abort_on_new_batch:
             return None
         batch = ProducerBatch(topic, partition, self.compression,
-                              now if now is not None else now_ms())
+                              now if now is not None else now_ms(), self.transactional)
         batch.append(timestamp, key, value, headers, size, callback, future)
         batch.memory = size
         dq.append(batch)

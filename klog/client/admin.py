@@ -6,7 +6,11 @@ and CreatePartitions go to the controller (re-found and retried once on NOT_CONT
 ListOffsets and DeleteRecords go to each partition's leader (re-routed after a metadata
 refresh on NOT_LEADER_OR_FOLLOWER and friends); group requests (DescribeGroups,
 DeleteGroups, OffsetFetch, OffsetCommit, OffsetDelete) go to the group's coordinator
-(FindCoordinator, found again on NOT_COORDINATOR), ListGroups to every broker; a broker's
+(FindCoordinator, found again on NOT_COORDINATOR), ListGroups to every broker; transaction
+requests as Kafka's admin client routes them: DescribeTransactions to each transactional
+id's coordinator (FindCoordinator key type 1), ListTransactions to every broker,
+DescribeProducers to each partition's leader (or one broker when asked), WriteTxnMarkers
+(abort_transaction) to the partition's leader; a broker's
 configs and log dirs go to that broker; everything else to the least loaded broker.
 Results are plain dataclasses; per-item failures come back as ``KafkaClientError`` values
 where Kafka reports them per item (create/delete/alter), and are raised where a caller
@@ -52,6 +56,7 @@ DELETE_GROUPS, OFFSET_DELETE = 42, 47
 ALTER_PARTITION_REASSIGNMENTS, LIST_PARTITION_REASSIGNMENTS = 45, 46
 ELECT_LEADERS = 43
 DESCRIBE_USER_SCRAM_CREDENTIALS, ALTER_USER_SCRAM_CREDENTIALS = 50, 51
+WRITE_TXN_MARKERS, DESCRIBE_PRODUCERS, DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS = 27, 61, 65, 66
 #: ElectLeaders' election types (org.apache.kafka.common.ElectionType).
 ELECTION_TYPES = {"preferred": 0, "unclean": 1}
 
@@ -287,6 +292,39 @@ class OffsetResetSpec:
 
     kind: str
     value: int = 0
+
+
+@dataclass(frozen=True)
+class ProducerState:
+    """One producer of a partition, as DescribeProducers reports it (Kafka's ProducerState;
+    -1 for an epoch or offset Kafka shows as absent)."""
+
+    producer_id: int
+    producer_epoch: int
+    last_sequence: int
+    last_timestamp: int
+    coordinator_epoch: int  # -1: no marker written yet
+    current_transaction_start_offset: int  # -1: no open transaction
+
+
+@dataclass(frozen=True)
+class TransactionListing:
+    transactional_id: str
+    producer_id: int
+    state: str  # Kafka's: Empty, Ongoing, PrepareCommit, ...
+    coordinator: int  # the broker that answered
+
+
+@dataclass(frozen=True)
+class TransactionDescription:
+    transactional_id: str
+    coordinator: int
+    state: str
+    producer_id: int
+    producer_epoch: int
+    timeout_ms: int
+    start_time_ms: int | None  # None: no transaction running
+    partitions: tuple[TopicPartition, ...]
 
 
 # --- the client ---------------------------------------------------------------------------
@@ -866,15 +904,16 @@ class AdminClient:
 
     # -- consumer groups
 
-    async def _group_coordinator(self, group_id: str) -> int:
+    async def _group_coordinator(self, group_id: str, key_type: int = 0) -> int:
         """The coordinator's node id (FindCoordinator, retried while the offsets topic is
-        created or loads); metadata refreshed if the node is not known yet."""
+        created or loads); metadata refreshed if the node is not known yet. ``key_type``
+        1: the coordinator of the transactional id ``group_id``."""
         from klog.client.group_coordinator import find_coordinator
 
         deadline = asyncio.get_running_loop().time() + self._timeout_ms / 1000
         while True:
             try:
-                node_id, _host, _port = await find_coordinator(self.client, group_id)
+                node_id, _host, _port = await find_coordinator(self.client, group_id, key_type)
                 break
             except KafkaClientError as exc:
                 if not exc.retriable or asyncio.get_running_loop().time() >= deadline:
@@ -1114,6 +1153,127 @@ class AdminClient:
                             "offset": spec.value}[spec.kind]
         return {tp: max(starts[tp].offset, min(offset, ends[tp].offset))
                 for tp, offset in plan.items()}
+
+    # -- transactions
+
+    async def describe_producers(self, partitions: Sequence[TopicPartition], *,
+                                 broker_id: int | None = None
+                                 ) -> dict[TopicPartition, list[ProducerState] | KafkaClientError]:
+        """The active producers of each partition (DescribeProducers), from its leader, or
+        from broker ``broker_id``'s replica when given; an error per partition."""
+        def request(_node: int, tps: list[TopicPartition]) -> dict[str, Any]:
+            by_topic: dict[str, list[int]] = defaultdict(list)
+            for topic, partition in tps:
+                by_topic[topic].append(partition)
+            return {"topics": [{"name": t, "partition_indexes": ps}
+                               for t, ps in by_topic.items()]}
+
+        def parse(response: Any) -> Iterable[tuple[TopicPartition, int, list[ProducerState]]]:
+            for t in response.topics:
+                for p in t.partitions:
+                    yield (t.name, p.partition_index), int(p.error_code), [
+                        ProducerState(int(s.producer_id), int(s.producer_epoch),
+                                      int(s.last_sequence), int(s.last_timestamp),
+                                      int(s.coordinator_epoch),
+                                      int(s.current_txn_start_offset))
+                        for s in p.active_producers]
+
+        wanted = list(dict.fromkeys(partitions))
+        if broker_id is None:
+            return await self._to_leaders(DESCRIBE_PRODUCERS, wanted, request, parse,
+                                          raise_errors=False)
+        await self.client.refresh_metadata([])
+        if broker_id not in self.client.cluster.brokers:
+            raise KafkaClientError(f"broker {broker_id} is not in the cluster")
+        response = await self.client.send(broker_id, DESCRIBE_PRODUCERS,
+                                          request(broker_id, wanted))
+        results: dict[TopicPartition, list[ProducerState] | KafkaClientError] = {}
+        for tp, code, producers in parse(response):
+            error = _error(code, None, f"{tp[0]}-{tp[1]} on broker {broker_id}")
+            results[tp] = producers if error is None else error
+        return results
+
+    async def list_transactions(self, states: Sequence[str] = (),
+                                producer_ids: Sequence[int] = ()) -> list[TransactionListing]:
+        """Every transactional id of every broker (ListTransactions to each; retried while
+        a coordinator loads), optionally only those in ``states`` or of ``producer_ids``."""
+        await self.client.refresh_metadata([])
+        values = {"state_filters": list(states), "producer_id_filters": list(producer_ids),
+                  "duration_filter": -1}
+        loading = int(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
+
+        async def one(broker: int) -> list[TransactionListing]:
+            for attempt in range(20):
+                response = await self.client.send(broker, LIST_TRANSACTIONS, values)
+                if int(response.error_code) != loading or attempt == 19:
+                    break
+                await asyncio.sleep(0.1 * (attempt + 1))
+            error = _error(response.error_code, None,
+                           f"listing transactions on broker {broker}")
+            if error is not None:
+                raise error
+            return [TransactionListing(t.transactional_id, int(t.producer_id),
+                                       t.transaction_state, broker)
+                    for t in response.transaction_states]
+
+        found = await asyncio.gather(*(one(b) for b in sorted(self.client.cluster.brokers)))
+        return sorted((t for listing in found for t in listing),
+                      key=lambda t: (t.transactional_id, t.coordinator))
+
+    async def describe_transactions(self, transactional_ids: Sequence[str]
+                                    ) -> dict[str, TransactionDescription | KafkaClientError]:
+        """Each transactional id's state from its coordinator (DescribeTransactions); the
+        error where there is none (TRANSACTIONAL_ID_NOT_FOUND, ...)."""
+        from klog.client.group_coordinator import COORDINATOR_ERRORS
+
+        retry = COORDINATOR_ERRORS | {int(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)}
+
+        async def one(txn_id: str) -> TransactionDescription | KafkaClientError:
+            for attempt in range(10):
+                try:
+                    node = await self._group_coordinator(txn_id, key_type=1)
+                except KafkaClientError as exc:
+                    return exc
+                response = await self.client.send(node, DESCRIBE_TRANSACTIONS,
+                                                  {"transactional_ids": [txn_id]})
+                states = list(response.transaction_states)
+                code = int(states[0].error_code) if states else \
+                    int(ErrorCode.UNKNOWN_SERVER_ERROR)
+                if code not in retry or attempt == 9:
+                    break
+                await asyncio.sleep(0.1 * (attempt + 1))
+            error = _error(code, None, f"transactional id {txn_id!r}")
+            if error is not None:
+                return error
+            s = states[0]
+            return TransactionDescription(
+                txn_id, node, s.transaction_state, int(s.producer_id), int(s.producer_epoch),
+                int(s.transaction_timeout),
+                None if s.transaction_start_time < 0 else int(s.transaction_start_time),
+                tuple(sorted((t.topic, int(p)) for t in s.topics for p in t.partitions)))
+
+        results = await asyncio.gather(*(one(i) for i in transactional_ids))
+        return dict(zip(transactional_ids, results, strict=True))
+
+    async def abort_transaction(self, tp: TopicPartition, producer_id: int,
+                                producer_epoch: int, coordinator_epoch: int) -> None:
+        """Write an ABORT marker for ``producer_id``'s open transaction in ``tp``
+        (WriteTxnMarkers to its leader, as Kafka's abortTransaction); raises the error."""
+        coordinator_epoch = max(coordinator_epoch, 0)  # Kafka: -1 (no marker yet) -> 0
+
+        def request(_node: int, _tps: list[TopicPartition]) -> dict[str, Any]:
+            return {"markers": [{
+                "producer_id": producer_id, "producer_epoch": producer_epoch,
+                "transaction_result": False, "coordinator_epoch": coordinator_epoch,
+                "topics": [{"name": tp[0], "partition_indexes": [tp[1]]}]}]}
+
+        def parse(response: Any) -> Iterable[tuple[TopicPartition, int, None]]:
+            for marker in response.markers:
+                for t in marker.topics:
+                    for p in t.partitions:
+                        yield (t.name, p.partition_index), int(p.error_code), None
+
+        await self._to_leaders(WRITE_TXN_MARKERS, [tp], request, parse, raise_errors=True)
 
 
 def _config_entry(c: Any) -> ConfigEntry:

@@ -25,7 +25,7 @@ from __future__ import annotations
 import contextlib
 import re
 import time
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -520,6 +520,15 @@ async def read_records(
         if not batch:
             if idle_timeout is not None and now - last_record >= idle_timeout:
                 return
+            if exit_at_end:
+                # The last records before the end may be control batches (transaction
+                # markers) or aborted data, which hand out nothing but move the position.
+                for tp in [tp for tp, end in ends.items()
+                           if await consumer.position(tp) >= end]:
+                    del ends[tp]
+                    consumer.pause(tp)
+                if not ends:
+                    return
             continue
         last_record = now
         for tp, records in batch.items():
@@ -589,3 +598,57 @@ async def measure_consume(
         "mb_per_sec": round(mb / elapsed, 4),
         "records_per_sec": round(records / elapsed, 2),
     }
+
+
+def _boolean(text: str) -> bool:
+    lowered = text.strip().lower()
+    if lowered not in ("true", "false"):
+        raise ValueError(f"expected true or false, not {text!r}")
+    return lowered == "true"
+
+
+#: Kafka's consumer property names -> Consumer keyword and converter.
+CONSUMER_PROPERTIES: dict[str, tuple[str, Callable[[str], Any]]] = {
+    "client.id": ("client_id", str),
+    "group.id": ("group_id", str),
+    "group.instance.id": ("group_instance_id", str),
+    "auto.offset.reset": ("auto_offset_reset", str),
+    "enable.auto.commit": ("enable_auto_commit", _boolean),
+    "auto.commit.interval.ms": ("auto_commit_interval_ms", int),
+    "session.timeout.ms": ("session_timeout_ms", int),
+    "heartbeat.interval.ms": ("heartbeat_interval_ms", int),
+    "max.poll.interval.ms": ("max_poll_interval_ms", int),
+    "partition.assignment.strategy": (
+        "partition_assignment_strategy",
+        lambda v: tuple(s.strip() for s in v.split(",") if s.strip())),
+    "fetch.min.bytes": ("fetch_min_bytes", int),
+    "fetch.max.wait.ms": ("fetch_max_wait_ms", int),
+    "fetch.max.bytes": ("fetch_max_bytes", int),
+    "max.partition.fetch.bytes": ("max_partition_fetch_bytes", int),
+    "isolation.level": ("isolation_level", str),
+    "check.crcs": ("check_crcs", _boolean),
+    "request.timeout.ms": ("request_timeout_ms", int),
+    "retry.backoff.ms": ("retry_backoff_ms", int),
+    "metadata.max.age.ms": ("metadata_max_age_ms", int),
+    "client.rack": ("client_rack", str),
+}
+
+
+def consumer_config(properties: Mapping[str, str]) -> dict[str, Any]:
+    """Consumer keywords from Kafka property names (``group.id`` -> ``group_id``).
+
+    ValueError names the property that is unknown or has a bad value.
+    """
+    config: dict[str, Any] = {}
+    for name, text in properties.items():
+        entry = CONSUMER_PROPERTIES.get(name)
+        if entry is None:
+            raise ValueError(f"unknown consumer property {name!r} (known: "
+                             + ", ".join(sorted(CONSUMER_PROPERTIES)) + ")")
+        keyword, convert = entry
+        try:
+            config[keyword] = convert(text)
+        except ValueError as exc:
+            raise ValueError(f"bad value for {name}: {text!r} ({exc})") from None
+    return config
+

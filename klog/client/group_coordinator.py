@@ -832,17 +832,20 @@ def pick_version(conn: BrokerConnection, api_key: int) -> int:
     return min(hi, theirs[1])
 
 
-async def find_coordinator(client: KafkaClient, group_id: str) -> tuple[int, str, int]:
-    """(node id, host, port) of the group's coordinator; KafkaClientError when the answer
-    is an error (COORDINATOR_NOT_AVAILABLE while __consumer_offsets is being created...)."""
+async def find_coordinator(client: KafkaClient, group_id: str,
+                           key_type: int = 0) -> tuple[int, str, int]:
+    """(node id, host, port) of the group's coordinator (``key_type`` 1: of the
+    transactional id ``group_id``); KafkaClientError when the answer is an error
+    (COORDINATOR_NOT_AVAILABLE while __consumer_offsets is being created...)."""
     response = await client.send(None, FIND_COORDINATOR, {
-        "key": group_id, "key_type": 0, "coordinator_keys": [group_id]})
+        "key": group_id, "key_type": key_type, "coordinator_keys": [group_id]})
     coordinators = getattr(response, "coordinators", None)
     entry = coordinators[0] if coordinators else response
     code = int(entry.error_code)
     if code:
         message = getattr(entry, "error_message", None)
-        raise error_for(code, f"finding the coordinator of group {group_id!r}"
+        what = "transactional id" if key_type == 1 else "group"
+        raise error_for(code, f"finding the coordinator of {what} {group_id!r}"
                         + (f" ({message})" if message else ""))
     return int(entry.node_id), entry.host, int(entry.port)
 

@@ -736,6 +736,11 @@ class KafkaClient:
             self.request_metadata_refresh()
             raise
 
+    async def api_versions_of(self, node_id: int) -> dict[int, tuple[int, int]]:
+        """The API versions ``node_id`` announced in ApiVersions (connecting first)."""
+        await self._connection(node_id)
+        return dict(self._api_versions.get(node_id, {}))
+
     def least_loaded_node(self) -> int:
         """A connected node with the fewest requests in flight, else a known broker not in
         backoff, else a bootstrap server."""

@@ -50,6 +50,7 @@ from klog.protocol.records.batch import CompressionType
 
 if TYPE_CHECKING:
     from klog.client.network import KafkaClient
+    from klog.client.transactions import TransactionManager
 
 __all__ = ["COMPRESSION_TYPES", "Producer", "RecordMetadata", "SyncProducer"]
 
@@ -116,6 +117,8 @@ class Producer:
         max_block_ms: float = 60000,
         max_request_size: int = 1048576,
         metadata_max_age_ms: int = 300000,
+        transactional_id: str | None = None,
+        transaction_timeout_ms: int = 60000,
     ) -> None:
         self.acks = _acks(acks)
         if compression_type not in COMPRESSION_TYPES:
@@ -139,6 +142,9 @@ class Producer:
             conflicts.append("retries > 0")
         if enable_idempotence and conflicts:
             raise ValueError("enable_idempotence requires " + ", ".join(conflicts))
+        if transactional_id is not None and (conflicts or enable_idempotence is False):
+            raise ValueError("transactional_id requires idempotence: "
+                             + ", ".join(conflicts or ["enable_idempotence not False"]))
         # As in Kafka 3.x: on by default, quietly off when other settings rule it out.
         self.idempotent = (not conflicts) if enable_idempotence is None else enable_idempotence
         self.bootstrap_servers = bootstrap_servers
@@ -169,13 +175,23 @@ class Producer:
             # order with more in flight through sequences.
             guarantee_order=max_in_flight_requests_per_connection == 1,
             idempotent=self.idempotent,
+            transactional=transactional_id is not None,
         )
+        self.transactional_id = transactional_id
+        self.transaction_timeout_ms = transaction_timeout_ms
+        #: A transactional producer's state: None (not transactional), "uninitialized",
+        #: "ready" (between transactions), "in_transaction", "ending".
+        self._txn_state: str | None = None if transactional_id is None else "uninitialized"
+        self._txn: TransactionManager | None = None
         self._sticky = StickyPartitionCache()
         #: topic -> the open batch of its sticky partition: ``send``'s fast path appends
         #: a plain record (no key, partition, headers, timestamp or serializer) to it
         #: without the general path's steps, while it is open and has room.
         self._sticky_batches: dict[str, ProducerBatch] = {}
-        self._plain = key_serializer is None and value_serializer is None
+        self._plain_allowed = key_serializer is None and value_serializer is None
+        # send()'s fast path skips the transaction state check: a transactional producer
+        # takes it only inside a transaction.
+        self._plain = self._plain_allowed and transactional_id is None
         self._client: KafkaClient | None = None  # from start() on
         self._sender: Sender | None = None
         self._started = False
@@ -208,9 +224,64 @@ class Producer:
             max_request_size=self.max_request_size,
             retry_backoff_ms=self.retry_backoff_ms,
             idempotent=self.idempotent,
+            transaction_timeout_ms=self.transaction_timeout_ms,
         )
+        if self.transactional_id is not None:
+            from klog.client.transactions import TransactionManager
+
+            self._txn = self._sender.txn = TransactionManager(
+                self._client, self.transactional_id,
+                transaction_timeout_ms=self.transaction_timeout_ms,
+                retry_backoff_ms=self.retry_backoff_ms, max_wait_ms=self.max_block_ms)
         self._sender.start()
         self._started = True
+
+    # ---------------------------------------------------------------- transactions
+
+    async def init_transactions(self) -> None:
+        """Get the transactional id's producer id and epoch from its coordinator (fencing
+        older producers of the id; a transaction they left open is aborted by it)."""
+        if self._txn_state is None:
+            raise KafkaClientError("init_transactions needs a transactional_id")
+        await self.start()
+        assert self._txn is not None and self._sender is not None
+        pid, epoch = await self._txn.init_producer_id()
+        self._sender.producer_id, self._sender.producer_epoch = pid, epoch
+        self._txn_state = "ready"
+
+    def begin_transaction(self) -> None:
+        if self._txn_state != "ready":
+            raise KafkaClientError(f"cannot begin a transaction in state {self._txn_state}")
+        self._txn_state = "in_transaction"
+        self._plain = self._plain_allowed
+
+    async def commit_transaction(self) -> None:
+        """Send everything of the transaction, then commit it (EndTxn); raises if a record
+        of it failed (the transaction must then be aborted)."""
+        await self._end_transaction(True)
+
+    async def abort_transaction(self) -> None:
+        """Abort the transaction: what was sent of it is never read by read_committed
+        consumers (records still buffered are sent first, then aborted with the rest)."""
+        await self._end_transaction(False)
+
+    async def _end_transaction(self, committed: bool) -> None:
+        if self._txn_state != "in_transaction":
+            raise KafkaClientError(f"no transaction to end (state {self._txn_state})")
+        assert self._txn is not None and self._sender is not None
+        self._txn_state = "ending"
+        self._plain = False
+        try:
+            await self.flush()
+            failed = self._sender.txn_error or self._sender.fatal_error
+            if committed and failed is not None:
+                raise KafkaClientError(f"cannot commit: the transaction failed: {failed}")
+            await self._txn.end(committed)
+            self._sender.txn_error = None
+            self._txn_state = "ready"
+        except BaseException:
+            self._txn_state = "in_transaction"  # the caller may abort it
+            raise
 
     async def __aenter__(self) -> Producer:
         await self.start()
@@ -297,6 +368,9 @@ class Producer:
                 return future
         if self._closed:
             raise KafkaClientError("cannot send: the producer is closed")
+        if self._txn_state is not None and self._txn_state != "in_transaction":
+            raise KafkaClientError(f"cannot send outside a transaction (state "
+                                   f"{self._txn_state}): call begin_transaction first")
         sender = self._sender
         if sender is None:
             await self.start()
@@ -365,6 +439,9 @@ class Producer:
                     return False
         if self._closed:
             raise KafkaClientError("cannot send: the producer is closed")
+        if self._txn_state is not None and self._txn_state != "in_transaction":
+            raise KafkaClientError(f"cannot send outside a transaction (state "
+                                   f"{self._txn_state}): call begin_transaction first")
         sender = self._sender
         if sender is None:
             raise WouldBlockError("the producer is not started")
@@ -680,6 +757,8 @@ PRODUCER_PROPERTIES: dict[str, tuple[str, Callable[[str], Any]]] = {
     "max.request.size": ("max_request_size", int),
     "metadata.max.age.ms": ("metadata_max_age_ms", int),
     "client.id": ("client_id", str),
+    "transactional.id": ("transactional_id", str),
+    "transaction.timeout.ms": ("transaction_timeout_ms", int),
 }
 
 
@@ -726,6 +805,7 @@ async def measure_produce(
     throughput: float = -1,
     report: Callable[[dict[str, float]], None] | None = None,
     report_interval: float = 5.0,
+    transaction_duration_ms: float = 3000,
     **producer_options: Any,
 ) -> dict[str, float]:
     """Send ``num_records`` records of ``record_size`` bytes as kafka-producer-perf-test
@@ -735,6 +815,12 @@ async def measure_produce(
     ``throughput`` caps records per second (-1: as fast as possible). ``report`` gets a
     window summary every ``report_interval`` seconds. Records that fail are counted in
     ``errors`` (the first error is raised if every record failed).
+
+    With a ``transactional_id`` among the producer options the records go in
+    transactions, as kafka-producer-perf-test's --transactional-id: one begins before a
+    record when none is open, and is committed once it has lasted
+    ``transaction_duration_ms`` (and at the end); the result adds the number of commits
+    and their latency (``commit_p50_ms``, ``commit_p99_ms``, ``commit_max_ms``).
     """
     from array import array
 
@@ -779,12 +865,28 @@ async def measure_produce(
             window_start = now
 
     options: dict[str, Any] = {"client_id": "klog-perf-produce", **producer_options}
+    transactional = options.get("transactional_id") is not None
+    commits: list[float] = []  # commit latencies, ms
     async with Producer(bootstrap_servers, **options) as producer:
         await producer.partitions_for(topic)  # metadata first: not part of the measure
+        if transactional:
+            await producer.init_transactions()
+        txn_started: float | None = None
+        txn_duration = transaction_duration_ms / 1000
         start = window_start = monotonic()
         send, send_nowait = producer.send, producer.send_nowait
         sleep = asyncio.sleep
         for i in range(num_records):
+            if transactional:
+                if txn_started is None:
+                    producer.begin_transaction()
+                    txn_started = monotonic()
+                elif monotonic() - txn_started >= txn_duration:
+                    began = monotonic()
+                    await producer.commit_transaction()
+                    commits.append((monotonic() - began) * 1000)
+                    producer.begin_transaction()
+                    txn_started = monotonic()
             # librdkafka's produce() style: queue without a future, and wait (send) only
             # when queueing would block; yield when a batch is ready, as send() does.
             callback = done(i, monotonic())
@@ -801,6 +903,10 @@ async def measure_produce(
                 now = monotonic()
                 if now - window_start >= report_interval:
                     report_window(now)
+        if txn_started is not None:
+            began = monotonic()
+            await producer.commit_transaction()
+            commits.append((monotonic() - began) * 1000)
         await producer.flush()
         elapsed = max(monotonic() - start, 1e-9)
     if errors and len(errors) == num_records:
@@ -810,7 +916,18 @@ async def measure_produce(
     def percentile(p: float) -> float:
         return ordered[min(len(ordered) - 1, int(p * len(ordered)))] if ordered else 0.0
 
+    commit_stats: dict[str, float] = {}
+    if transactional:
+        commits.sort()
+        commit_stats = {
+            "transactions": len(commits),
+            "commit_p50_ms": commits[len(commits) // 2] if commits else 0.0,
+            "commit_p99_ms": commits[min(len(commits) - 1, int(0.99 * len(commits)))]
+            if commits else 0.0,
+            "commit_max_ms": commits[-1] if commits else 0.0,
+        }
     return {
+        **commit_stats,
         "records": num_records,
         "errors": len(errors),
         "record_size": record_size,

@@ -40,6 +40,9 @@ from klog.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
     from klog.client.network import BrokerConnection, KafkaClient
+    from klog.client.transactions import TransactionManager
+
+TopicPartition = tuple[str, int]
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +88,12 @@ class Sender:
         self._force_close = False
         self._task: asyncio.Task[None] | None = None
         self.fatal_error: BaseException | None = None
+        #: A transactional producer's coordinator requests (set by the producer): a
+        #: partition's batches go out only once it is added to the transaction.
+        self.txn: TransactionManager | None = None
+        #: Why the current transaction cannot commit (an AddPartitionsToTxn refused).
+        self.txn_error: BaseException | None = None
+        self._adding: asyncio.Task[None] | None = None
 
     # ---------------------------------------------------------------- life cycle
 
@@ -145,6 +154,10 @@ class Sender:
             await self._sleep(self.retry_backoff_ms)
             return
         if self.idempotent and self.producer_id < 0:
+            if self.txn is not None:
+                # init_transactions sets the producer id; nothing goes out before it.
+                await self._sleep(self.retry_backoff_ms)
+                return
             if acc.incomplete:
                 await self._init_producer_id()
             else:
@@ -155,6 +168,8 @@ class Sender:
         if unknown:
             self._refresh_metadata(unknown)
             next_delay = min(next_delay, self.retry_backoff_ms)
+        if self.txn is not None:
+            ready = self._in_transaction(ready)
         sendable = {
             node: tps for node, tps in ready.items()
             if self._in_flight_requests.get(node, 0) < self.max_in_flight
@@ -238,6 +253,33 @@ class Sender:
         self.producer_id = int(response.producer_id)
         self.producer_epoch = int(response.producer_epoch)
         log.debug("producer id %d epoch %d", self.producer_id, self.producer_epoch)
+
+    # ---------------------------------------------------------------- transactions
+
+    def _in_transaction(self, ready: dict[int, list[TopicPartition]]
+                        ) -> dict[int, list[TopicPartition]]:
+        """The ready partitions already in the transaction; the others are added first
+        (one AddPartitionsToTxn at a time, for all of them), as Kafka's client does."""
+        txn = self.txn
+        assert txn is not None
+        added = txn.partitions
+        missing = {tp for tps in ready.values() for tp in tps if tp not in added}
+        if missing and (self._adding is None or self._adding.done()):
+            self._adding = asyncio.get_running_loop().create_task(
+                self._add_partitions(missing))
+        return {node: kept for node, tps in ready.items()
+                if (kept := [tp for tp in tps if tp in added])}
+
+    async def _add_partitions(self, tps: set[TopicPartition]) -> None:
+        assert self.txn is not None
+        try:
+            await self.txn.add_partitions(tps)
+        except KafkaClientError as exc:
+            # The transaction cannot commit: fail what waits (Kafka's abortable error).
+            log.warning("adding partitions to the transaction failed: %s", exc)
+            self.txn_error = exc
+            self.accumulator.abort_all(exc)
+        self.wakeup()
 
     # ---------------------------------------------------------------- produce
 

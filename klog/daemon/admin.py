@@ -1000,9 +1000,10 @@ class AdminManager:
         try:
             validate_broker_dynamic_configs(props, per_broker=per_broker)
             if per_broker:
-                current.with_dynamic(props, current.dynamic_default_configs)
+                new = current.with_dynamic(props, current.dynamic_default_configs)
             else:
-                current.with_dynamic(current.dynamic_broker_configs, props)
+                new = current.with_dynamic(current.dynamic_broker_configs, props)
+            self._config.validate(new)  # e.g. the log cleaner's bounds on its threads
         except ConfigError as exc:
             raise AdminError(ErrorCode.INVALID_REQUEST,
                              f"Invalid config value for resource "

@@ -36,6 +36,7 @@ from klog.daemon.controller.receiver import ControlRequestReceiver
 from klog.daemon.group.coordinator import GroupCoordinator
 from klog.daemon.group.metadata_manager import GroupMetadataManager
 from klog.daemon.handlers import BrokerServices, load_handlers
+from klog.daemon.log_cleaner import CleanerConfig, LogCleaner
 from klog.daemon.metadata_cache import BrokerEndpoint, BrokerInfo, MetadataCache
 from klog.daemon.metastore import paths
 from klog.daemon.metastore.base import MetadataStore, MetastoreError, NodeExistsError, NoNodeError
@@ -47,6 +48,9 @@ from klog.daemon.security.credentials import ScramCredentialCache, ScramCredenti
 from klog.daemon.security.listener import ListenerConfigError, inter_broker_client_security
 from klog.daemon.server import Server, check_listeners
 from klog.daemon.topic_configs import TopicConfigs
+from klog.daemon.transaction.coordinator import TransactionCoordinator
+from klog.daemon.transaction.markers import MarkerWriter, TransactionMarkerChannelManager
+from klog.daemon.transaction.state_manager import TransactionStateManager
 from klog.protocol import apis
 from klog.storage.log_manager import LogManager
 
@@ -103,6 +107,17 @@ class Broker:
         # Producer ids for InitProducerId (klog/daemon/producer_ids.py), claimed in blocks
         # from /latest_producer_id_block.
         self.producer_ids = ProducerIdManager(broker_id, self.metastore)
+        # The log cleaner (klog/daemon/log_cleaner.py): compaction, told by the LogManager
+        # of deletions, truncations and retention; its log.cleaner.* configs are dynamic.
+        self.log_cleaner: LogCleaner | None = None
+        if config.log_cleaner_enable:
+            self.log_cleaner = cleaner = LogCleaner(
+                self.log_manager, CleanerConfig.from_broker_config(config))
+            self.log_manager.cleaner = cleaner
+            dynamic.add_validator(lambda _old, new: cleaner.validate_reconfiguration(
+                CleanerConfig.from_broker_config(new)))
+            dynamic.add_reconfigurable(lambda _old, new: cleaner.reconfigure(
+                CleanerConfig.from_broker_config(new)))
         # Who may send this broker control requests over the wire: the controller that
         # ZooKeeper names, nobody when standalone (klog/daemon/controller/identity.py).
         metastore = self.metastore
@@ -128,6 +143,22 @@ class Broker:
         self.scram_cache = ScramCredentialCache(self.metastore)
         self.scram_credentials = ScramCredentialManager(self.metastore, self.scram_cache)
         self.admin.config_changes.add_user_listener(self.scram_cache.reload_user)
+        # Transactions (klog/daemon/transaction/): __transaction_state, the coordinator,
+        # and the markers -- written in-process on partitions led here, with
+        # WriteTxnMarkers to the other leaders.
+        self.txn_state_manager = TransactionStateManager(
+            broker_id, dynamic, self.metadata_cache, self.replica_manager, self.admin)
+        self.txn_marker_writer = MarkerWriter(dynamic, self.replica_manager)
+        # Transactional offset commits become visible (or are dropped) with the marker
+        # written to their __consumer_offsets partition.
+        self.txn_marker_writer.add_listener(self.group_manager.complete_transaction)
+        self.txn_coordinator = TransactionCoordinator(
+            broker_id, dynamic, self.txn_state_manager, self.producer_ids,
+            TransactionMarkerChannelManager(broker_id, dynamic, self.metadata_cache,
+                                            self.txn_marker_writer,
+                                            self._replication_endpoint,
+                                            _inter_broker_security(config)))
+        self.control_requests.add_leadership_listener(self.txn_state_manager)
         self.services = BrokerServices(
             broker_id=broker_id, config=dynamic, metadata_cache=self.metadata_cache,
             replica_manager=self.replica_manager, admin=self.admin,
@@ -135,6 +166,8 @@ class Broker:
             producer_ids=self.producer_ids, controller=self.controller,
             controller_identity=self.controller_identity,
             control_requests=self.control_requests,
+            transaction_coordinator=self.txn_coordinator,
+            txn_marker_writer=self.txn_marker_writer,
             # A standalone broker has no peer that could send it the inter-broker control
             # APIs (its controller calls it in-process): it neither announces nor accepts
             # them. In cluster mode they are served, to the controller only
@@ -209,10 +242,18 @@ class Broker:
         # cluster mode the /config/changes listener; before clients can connect.
         await self.admin.startup()
         await self.scram_cache.load()
+        # After admin.startup, which gives the logs found on disk their topics' configs: no
+        # log is compacted by the broker's default cleanup.policy instead of its own.
+        if self.log_cleaner is not None:
+            self.log_cleaner.startup()
         # Groups: before the controller, whose LeaderAndIsr starts loading the offsets
         # partitions led here.
         self.group_manager.startup()
         self.group_coordinator.startup()
+        # Transactions: after the groups (markers complete transactional offset commits),
+        # before the controller loads the __transaction_state partitions led here.
+        self.txn_state_manager.startup()
+        self.txn_coordinator.startup()
         await self.server.start()
         await asyncio.to_thread(self._register_broker)
         # A new ZooKeeper session (after an expiry) has lost the ephemeral registration.
@@ -398,9 +439,13 @@ class Broker:
         self.admin.shutdown()  # admin: stop applying config change notifications
         self.group_coordinator.shutdown()
         await self.group_manager.shutdown()
+        await self.txn_coordinator.shutdown()
+        await self.txn_state_manager.shutdown()
         await self.producer_ids.close()  # no block claim may outlive the metastore
         await self.fetcher_manager.shutdown()
         self.replica_manager.shutdown()  # its purgatories and timer too
+        if self.log_cleaner is not None:  # stops at its next check; before the logs close
+            await asyncio.to_thread(self.log_cleaner.shutdown)
         if "logs" in self._started:
             await asyncio.to_thread(self.log_manager.close)
         if "metastore" in self._started:

@@ -48,7 +48,7 @@ import math
 import os
 import struct
 import time
-from collections.abc import Awaitable, Callable, Iterable, Iterator
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Protocol
@@ -222,6 +222,18 @@ class FetchResult:
 
 
 ProduceResults = dict[TopicPartition, ProduceResult]
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerStateInfo:
+    """One producer's state in a partition, as DescribeProducers answers it."""
+
+    producer_id: int
+    producer_epoch: int
+    last_sequence: int
+    last_timestamp: int
+    coordinator_epoch: int
+    current_txn_start_offset: int  # -1: no open transaction
 
 
 @dataclass(slots=True)
@@ -427,6 +439,23 @@ class ReplicaManager:
             raise NotLeaderOrFollowerError(f"not the leader of {topic}-{partition}")
         return p
 
+    def active_producers(self, topic: str, partition: int
+                         ) -> tuple[ErrorCode, list[ProducerStateInfo]]:
+        """The producer state of a partition hosted here, leader or follower (Kafka's
+        activeProducerState reads the local log); UNKNOWN_TOPIC_OR_PARTITION when it is
+        not hosted."""
+        p = self.partitions.get((topic, partition))
+        if p is None:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, []
+        producers = p.log.producer_state.active_producers()
+        return ErrorCode.NONE, [
+            ProducerStateInfo(
+                pid, entry.producer_epoch, entry.last_seq, entry.last_timestamp,
+                entry.coordinator_epoch,
+                -1 if entry.current_txn_first_offset is None
+                else entry.current_txn_first_offset)
+            for pid, entry in sorted(producers.items())]
+
     # -- log dirs ---------------------------------------------------------------------------
 
     def describe_log_dirs(self, wanted: set[TopicPartition] | None) -> list[LogDirInfo]:
@@ -464,7 +493,7 @@ class ReplicaManager:
 
     def append_records(
         self,
-        entries: dict[TopicPartition, RecordsBuffer | None],
+        entries: Mapping[TopicPartition, RecordsBuffer | None],
         required_acks: int,
         origin: str = "client",
     ) -> dict[TopicPartition, ProduceResult]:
@@ -486,7 +515,7 @@ class ReplicaManager:
 
     async def append_records_from_client(
         self,
-        entries: dict[TopicPartition, RecordsBuffer | None],
+        entries: Mapping[TopicPartition, RecordsBuffer | None],
         required_acks: int,
     ) -> dict[TopicPartition, ProduceResult]:
         """The produce handler's append: as ``append_records``, but a partition whose
@@ -522,7 +551,8 @@ class ReplicaManager:
                 results[tp] = task.result()
         return results
 
-    async def produce(self, entries: dict[TopicPartition, RecordsBuffer | None], required_acks: int,
+    async def produce(self, entries: Mapping[TopicPartition, RecordsBuffer | None],
+                      required_acks: int,
                       timeout_ms: int) -> ProduceResults | Awaitable[ProduceResults]:
         """A client's Produce (Kafka's appendRecords): ``append_records_from_client``, then
         for acks=-1 the wait for the ISR. The results when they are final; else (acks=-1,
@@ -965,7 +995,8 @@ class ReplicaManager:
         p = self.partitions.get(tp)
         if p is None or p.is_leader:
             raise NotLeaderOrFollowerError(f"{tp[0]}-{tp[1]} is not a follower here")
-        if p.log.truncate_to(offset):
+        # Through the LogManager, which keeps the log cleaner off the log meanwhile.
+        if self.log_manager.truncate_to(tp[0], tp[1], offset):
             log.info("truncated %s-%d to offset %d", tp[0], tp[1], offset)
 
     def truncate_fully_and_start_at(self, tp: TopicPartition, offset: int) -> None:
@@ -973,7 +1004,7 @@ class ReplicaManager:
         if p is None or p.is_leader:
             raise NotLeaderOrFollowerError(f"{tp[0]}-{tp[1]} is not a follower here")
         log.info("truncating %s-%d fully, starting at offset %d", tp[0], tp[1], offset)
-        p.log.truncate_fully_and_start_at(offset)
+        self.log_manager.truncate_fully_and_start_at(tp[0], tp[1], offset)
 
     # -- replication: leader side -----------------------------------------------------------
 

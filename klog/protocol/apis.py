@@ -47,7 +47,7 @@ from kio.serial import entity_reader, entity_writer
 from kio.static.constants import EntityType
 from kio.static.protocol import Entity
 
-from klog.protocol import inter_broker, produce
+from klog.protocol import inter_broker, produce, transactions
 from klog.protocol.errors import (
     InvalidRequestError,
     UnsupportedVersionError,
@@ -136,6 +136,14 @@ _TABLE: tuple[ApiSpec, ...] = (
     _kio(21, "DeleteRecords", "delete_records", 0, 2, 2, advertised=(0, 2)),
     _kio(22, "InitProducerId", "init_producer_id", 0, 6, 2, advertised=(0, 5)),
     _kio(23, "OffsetForLeaderEpoch", "offset_for_leader_epoch", 2, 4, 4, advertised=(2, 4)),
+    # Transactions: Kafka 3.x's client-facing ranges (v4+ are KIP-890's, broker-to-broker
+    # verification and TRANSACTION_ABORTABLE, not implemented); WriteTxnMarkers v1 is the
+    # oldest kio has (Kafka 3.x: v0-v1).
+    _kio(24, "AddPartitionsToTxn", "add_partitions_to_txn", 0, 5, 3, advertised=(0, 3)),
+    _kio(25, "AddOffsetsToTxn", "add_offsets_to_txn", 0, 4, 3, advertised=(0, 3)),
+    _kio(26, "EndTxn", "end_txn", 0, 5, 3, advertised=(0, 3)),
+    _kio(27, "WriteTxnMarkers", "write_txn_markers", 1, 2, 1, advertised=(1, 1)),
+    _kio(28, "TxnOffsetCommit", "txn_offset_commit", 0, 5, 3, advertised=(0, 3)),
     _kio(32, "DescribeConfigs", "describe_configs", 1, 4, 4, advertised=(1, 4)),
     _kio(33, "AlterConfigs", "alter_configs", 0, 2, 2, advertised=(0, 2)),
     _kio(35, "DescribeLogDirs", "describe_log_dirs", 1, 5, 2, advertised=(1, 4)),
@@ -155,9 +163,18 @@ _TABLE: tuple[ApiSpec, ...] = (
     _kio(51, "AlterUserScramCredentials", "alter_user_scram_credentials", 0, 0, 0,
          advertised=(0, 0)),
     _kio(60, "DescribeCluster", "describe_cluster", 0, 2, 0, advertised=(0, 1)),
+    _kio(61, "DescribeProducers", "describe_producers", 0, 0, 0, advertised=(0, 0)),
+    _kio(65, "DescribeTransactions", "describe_transactions", 0, 0, 0, advertised=(0, 0)),
+    _kio(66, "ListTransactions", "list_transactions", 0, 2, 0, advertised=(0, 0)),
 )
 
 API_TABLE: Mapping[int, ApiSpec] = MappingProxyType({spec.api_key: spec for spec in _TABLE})
+# A key listed twice (two changes adding the same API) would let the later row silently
+# replace the other's advertised range: refuse to start instead.
+if len(API_TABLE) != len(_TABLE):
+    _seen = sorted(spec.api_key for spec in _TABLE)
+    raise RuntimeError("api keys listed twice in the API table: "
+                       f"{sorted({k for k in _seen if _seen.count(k) > 1})}")
 
 #: api_key -> advertised (min, max): what ApiVersions announces and the wire accepts.
 ADVERTISED: Mapping[int, VersionRange] = MappingProxyType(
@@ -178,6 +195,11 @@ INTER_BROKER_CONTROL_APIS: frozenset[int] = frozenset({
 #: in-process, so any such request on the wire comes from a client, and an api key not
 #: advertised closes the connection before its body is decoded (as Kafka's KRaft brokers,
 #: which do not expose these APIs either).
+#: WriteTxnMarkers stays: a standalone broker's coordinator writes its markers
+#: in-process, but the admin tools send it too (``klog transactions abort``, Kafka's
+#: kafka-transactions.sh abort: an ABORT marker for a hanging transaction, to the
+#: partition's leader), and Kafka's KRaft brokers expose it on their client listeners.
+
 STANDALONE_ADVERTISED: Mapping[int, VersionRange] = MappingProxyType(
     {k: v for k, v in ADVERTISED.items() if k not in INTER_BROKER_CONTROL_APIS}
 )
@@ -269,6 +291,9 @@ def decode_request(api_key: int, api_version: int, body: Any) -> Any:
 
 def decode_response(api_key: int, api_version: int, body: Any) -> Any:
     """Decode a response body (client side); same errors as ``decode_request``."""
+    if api_key == transactions.DESCRIBE_TRANSACTIONS and api_version == 0:
+        # kio refuses the -1 start time Kafka sends when no transaction runs.
+        return transactions.decode_describe_transactions_response(body)
     entity_type = spec_for(api_key).response_entity(api_version)
     return _decode(entity_type, body)
 

@@ -120,6 +120,14 @@ class LogConfig:
         return "compact" in self.cleanup_policy
 
     @property
+    def max_segment_ms(self) -> int:
+        """Kafka's LogConfig.maxSegmentMs: a compacted log rolls at max.compaction.lag.ms
+        too, since the cleaner never touches the active segment."""
+        if self.compact and self.max_compaction_lag_ms > 0:
+            return min(self.max_compaction_lag_ms, self.segment_ms)
+        return self.segment_ms
+
+    @property
     def log_append_time(self) -> bool:
         return self.message_timestamp_type == "LogAppendTime"
 

@@ -13,7 +13,10 @@ their sanity check are rebuilt (never trusted), and after an unclean shutdown ev
 from the recovery point on is recovered (validated, cut at the first invalid byte).
 
 No scheduler lives here: the broker calls ``maybe_flush``, ``delete_old_segments`` and
-``delete_pending`` periodically. Time comes from ``clock`` (milliseconds), injectable.
+``delete_pending`` periodically. The log cleaner (cleaner.py) rewrites segments outside the
+lock and swaps each in with ``replace_segments`` (Kafka's replaceSegments), the one place
+where segments other than the active one change. Time comes from ``clock``
+(milliseconds), injectable.
 
 Locking: every public method takes the log's own re-entrant lock, so a PartitionLog may be
 used from several threads (the request path and the flusher/retention threads).
@@ -123,6 +126,10 @@ _DIR_RE = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
 _SPECIAL_DIR_RE = re.compile(
     r"^(?P<topic>.+)-(?P<partition>\d+)\.(?P<uid>[0-9a-fA-F]{32})(?P<kind>-delete|-future|-stray)$"
 )
+
+
+class SegmentsChangedError(RuntimeError):
+    """``replace_segments`` found the segments it should replace changed (nothing done)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -671,7 +678,7 @@ class PartitionLog:
             buf,
             self.clock,
             config.segment_bytes,
-            config.segment_ms,
+            config.max_segment_ms,
             True,
         ):
             segment = self._maybe_roll(n, max_ts, last, first, self.clock())
@@ -716,6 +723,10 @@ class PartitionLog:
                     if duplicate is not None:
                         return self._duplicate_info(duplicate, h)
                     self.producer_state.check_append(h)
+        else:
+            for h in headers:
+                if h.is_control and h.has_producer_id:
+                    self.producer_state.check_marker(h, h.payload(records))
         for h in headers:
             if h.magic < MAGIC_V2 and h.attributes & COMPRESSION_CODEC_MASK:
                 raise UnsupportedForMessageFormatError(
@@ -876,7 +887,7 @@ class PartitionLog:
         segment = self.active_segment
         config = self.config
         if segment.should_roll_for(
-            size, max_ts, max_offset, now, config.segment_bytes, config.segment_ms
+            size, max_ts, max_offset, now, config.segment_bytes, config.max_segment_ms
         ):
             # Kafka rolls at the first offset of the append (or where it must, to keep
             # relative offsets in int32 when the append itself spans too much).
@@ -1091,11 +1102,14 @@ class PartitionLog:
     def delete_old_segments(self, now_ms: int | None = None) -> int:
         """Apply retention: segments wholly below the log start offset always; with
         cleanup.policy=delete also by retention.bytes and retention.ms (a segment's age is
-        its largest record timestamp). Never the active segment, never past the high
-        watermark. Deleted segments are renamed ``.deleted`` and removed later by
+        its largest record timestamp). As Kafka's deletableSegments: never past the high
+        watermark, and the active segment too once all of it qualifies (it is rolled first,
+        so the log keeps an empty active segment at its end offset), never an empty active
+        segment. Deleted segments are renamed ``.deleted`` and removed later by
         ``delete_pending``. Returns the number of segments deleted."""
         now = self.clock() if now_ms is None else now_ms
-        deleted = self._delete_while(lambda seg, nxt: nxt.base_offset <= self._log_start_offset)
+        deleted = self._delete_while(
+            lambda seg, nxt: nxt is not None and nxt.base_offset <= self._log_start_offset)
         if self.config.delete:
             deleted += self._delete_retention_bytes()
             if self.config.retention_ms >= 0:
@@ -1111,7 +1125,7 @@ class PartitionLog:
             return 0
         diff = self.size - limit
 
-        def predicate(seg: LogSegment, nxt: LogSegment) -> bool:
+        def predicate(seg: LogSegment, nxt: LogSegment | None) -> bool:
             nonlocal diff
             if diff - seg.size >= 0:
                 diff -= seg.size
@@ -1120,23 +1134,88 @@ class PartitionLog:
 
         return self._delete_while(predicate)
 
-    def _delete_while(self, predicate: Callable[[LogSegment, LogSegment], bool]) -> int:
-        count = 0
-        while len(self._base_offsets) > 1:
-            segment = self._segments[self._base_offsets[0]]
-            nxt = self._segments[self._base_offsets[1]]
-            if nxt.base_offset > self._high_watermark or not predicate(segment, nxt):
+    def _delete_while(self, predicate: Callable[[LogSegment, LogSegment | None], bool]) -> int:
+        """Delete segments from the oldest while ``predicate(segment, next or None)`` holds
+        and the segment lies wholly below the high watermark."""
+        bases = self._base_offsets
+        deletable = 0
+        for i, base in enumerate(bases):
+            segment = self._segments[base]
+            nxt = self._segments[bases[i + 1]] if i + 1 < len(bases) else None
+            upper = nxt.base_offset if nxt is not None else self._log_end_offset
+            if upper > self._high_watermark or (nxt is None and segment.size == 0):
                 break
-            self._schedule_delete(self._remove_segment(segment.base_offset))
-            count += 1
-        if count:
-            new_start = self._base_offsets[0]
-            if new_start > self._log_start_offset:
-                self._log_start_offset = new_start
-                self.leader_epoch_cache.truncate_from_start(new_start)
-                self.producer_state.on_log_start_offset_incremented(new_start)
-            self.producer_state.delete_snapshots_before(self._base_offsets[0])
-        return count
+            if not predicate(segment, nxt):
+                break
+            deletable += 1
+        if deletable == 0:
+            return 0
+        if deletable == len(bases):
+            # Every segment goes, the active one too: a new, empty active segment first.
+            self._roll()
+        for _ in range(deletable):
+            self._schedule_delete(self._remove_segment(self._base_offsets[0]))
+        new_start = self._base_offsets[0]
+        if new_start > self._log_start_offset:
+            self._log_start_offset = new_start
+            self.leader_epoch_cache.truncate_from_start(new_start)
+            self.producer_state.on_log_start_offset_incremented(new_start)
+        self.producer_state.delete_snapshots_before(self._base_offsets[0])
+        return deletable
+
+    @_locked
+    def replace_segments(
+        self, new_segment: LogSegment, old_segments: list[tuple[LogSegment, int]]
+    ) -> None:
+        """Swap a cleaned segment in for ``old_segments`` (segment, size when it was read),
+        crash-safely (Kafka's LocalLog.replaceSegments).
+
+        ``new_segment`` is complete and flushed, its files suffixed ``.cleaned``. Steps,
+        each a rename: ``.cleaned`` -> ``.swap`` (from here a restart completes the swap,
+        see ``_remove_temp_files_and_resolve_swaps``); the old segments leave the log and
+        become ``.deleted`` (removed after file.delete.delay.ms: a fetch may still be
+        sending from them); ``.swap`` -> live. The log takes ``new_segment`` over: on a
+        failure before the swap point its files are deleted and nothing changed (e.g.
+        SegmentsChangedError: an old segment was deleted, truncated or replaced since it
+        was read, by retention or truncation); after it, KafkaStorageError, the files are
+        left for the next load to complete the swap and the log keeps serving the old
+        segments until then.
+        """
+        try:
+            for segment, size in old_segments:
+                if self._segments.get(segment.base_offset) is not segment or segment.size != size:
+                    raise SegmentsChangedError(
+                        f"segment {segment.base_offset} of {self.dir.name} changed during "
+                        f"cleaning"
+                    )
+                if segment is self.active_segment:
+                    raise SegmentsChangedError(
+                        f"the active segment of {self.dir.name} cannot be replaced"
+                    )
+            new_segment.change_file_suffixes(CLEANED_FILE_SUFFIX, SWAP_FILE_SUFFIX)
+            fsync_dir(self.dir)
+        except Exception:
+            # Before the swap point nothing changed: the new segment goes.
+            new_segment.delete_if_exists()
+            raise
+        try:
+            # Renames first, the segment table after: a rename failing here leaves the
+            # table (and the open descriptors readers use) as it was, and the .swap on
+            # disk for the next load to complete.
+            for segment, _size in old_segments:
+                segment.change_file_suffixes("", DELETED_FILE_SUFFIX)
+            new_segment.change_file_suffixes(SWAP_FILE_SUFFIX, "")
+            fsync_dir(self.dir)
+        except OSError as exc:
+            raise KafkaStorageError(
+                f"swapping a cleaned segment into {self.dir.name} failed ({exc}); the swap "
+                f"completes when the log is loaded again"
+            ) from exc
+        due = self.clock() + self.config.file_delete_delay_ms
+        for segment, _size in old_segments:
+            self._remove_segment(segment.base_offset)
+            self._pending_deletes.append((due, segment))
+        self._add_segment(new_segment)
 
     @_locked
     def delete_pending(self, now_ms: int | None = None) -> int:

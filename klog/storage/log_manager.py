@@ -6,11 +6,19 @@ every partition directory into a ``PartitionLog`` (recovering from the recovery 
 when ``.kafka_cleanshutdown`` is absent, trusting them when it is present), places new
 partitions in the directory with the fewest partitions, and keeps the broker-level
 checkpoint files (``recovery-point-offset-checkpoint``, ``log-start-offset-checkpoint``;
-``replication-offset-checkpoint`` and ``cleaner-offset-checkpoint`` are read and kept).
+``replication-offset-checkpoint`` is read and kept; ``cleaner-offset-checkpoint`` is read at
+load and written through ``cleaner_checkpoints``, which drops a deleted partition's entry).
 On a clean ``close`` every log is flushed and the clean-shutdown marker written.
 
 No threads are started here: the daemon calls ``flush_dirty_logs``, ``cleanup_logs`` and
 ``checkpoint_*`` from its own workers, off the event loop.
+
+The log cleaner (klog/daemon/log_cleaner.py) lives in the daemon; it plugs in as
+``cleaner`` (``CleanerHooks``), which the LogManager tells, as Kafka's LogManager tells its
+LogCleaner, before a log is deleted (abort the clean in progress), around a truncation
+below the active segment (abort and pause, then resume) and around retention (skip a log
+the cleaner holds). Hooks are called without the manager's lock held: an abort waits for
+a cleaner thread that may itself need that lock.
 
 Locking: the manager's lock guards the partition table (create / delete / lookup); each
 PartitionLog has its own lock, so work on different partitions runs in parallel. All
@@ -29,6 +37,7 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from klog.storage.checkpoints import (
     CheckpointError,
@@ -39,6 +48,7 @@ from klog.storage.checkpoints import (
     write_meta_properties,
     write_offset_checkpoint,
 )
+from klog.storage.cleaner import CleanerCheckpoints
 from klog.storage.config import LogConfig
 from klog.storage.log import (
     PartitionLog,
@@ -81,6 +91,24 @@ def _wall_clock_ms() -> int:
     return int(time.time() * 1000)
 
 
+class CleanerHooks(Protocol):
+    """What the log cleaner hears from the LogManager (Kafka's LogCleaner calls in
+    LogManager). ``abort`` and ``abort_and_pause`` block until a clean in progress of that
+    partition has stopped."""
+
+    def abort(self, tp: TopicPartition) -> None: ...
+
+    def abort_and_pause(self, tp: TopicPartition) -> None: ...
+
+    def resume(self, tp: TopicPartition) -> None: ...
+
+    def try_pause(self, tp: TopicPartition) -> bool: ...
+
+    def forget(self, tp: TopicPartition) -> None: ...
+
+    def truncate_checkpoint(self, tp: TopicPartition, log_dir: Path, offset: int) -> None: ...
+
+
 class LogManager:
     """Kafka's LogManager over one or more log dirs (thread-safe; see module docstring)."""
 
@@ -111,8 +139,13 @@ class LogManager:
         self._log_dir_of: dict[TopicPartition, Path] = {}
         self._logs_to_delete: list[tuple[int, Path]] = []
         self.high_watermarks: dict[TopicPartition, int] = {}
+        # As loaded at startup; the cleaner reads and writes the files through
+        # cleaner_checkpoints (one lock for every writer of them in the process).
         self.cleaner_offsets: dict[Path, dict[TopicPartition, int]] = {}
+        self.cleaner_checkpoints = CleanerCheckpoints()
         self.load_summaries: list[LoadSummary] = []
+        # The log cleaner, when the daemon runs one (klog/daemon/log_cleaner.py).
+        self.cleaner: CleanerHooks | None = None
         self._closed = False
 
     # -- opening -------------------------------------------------------------------------
@@ -296,20 +329,72 @@ class LogManager:
 
     def delete_log(self, topic: str, partition: int) -> Path | None:
         """Rename the partition dir to its ``-delete`` name now; ``cleanup_logs`` removes it
-        after file.delete.delay.ms. Returns the new path (None if there was no log)."""
+        after file.delete.delay.ms. Returns the new path (None if there was no log).
+
+        The log leaves the table first, so the cleaner cannot pick it again; a clean in
+        progress is then aborted (waiting for it to stop) before the files move."""
+        tp = (topic, partition)
         with self._lock:
-            tp = (topic, partition)
             log = self._logs.pop(tp, None)
             log_dir = self._log_dir_of.pop(tp, None)
             self.high_watermarks.pop(tp, None)
-            if log is None or log_dir is None:
-                return None
+        if log is None or log_dir is None:
+            return None
+        cleaner = self.cleaner
+        if cleaner is not None:
+            cleaner.abort(tp)
+            cleaner.forget(tp)
+        with self._lock:
             log.rename_dir(log_delete_dir_name(topic, partition))
             log.close()
             due = self.clock() + log.config.file_delete_delay_ms
             self._logs_to_delete.append((due, log.dir))
             self._checkpoint_dir(log_dir)
+            # Kafka's LogManager.asyncDelete: a partition created again starts dirty.
+            self.cleaner_offsets.get(log_dir, {}).pop(tp, None)
+            if tp in self.cleaner_checkpoints.read(log_dir):
+                self.cleaner_checkpoints.remove(log_dir, tp)
             return log.dir
+
+    def truncate_to(self, topic: str, partition: int, target_offset: int) -> bool:
+        """Truncate a log to ``target_offset`` (a follower diverged from its leader), with
+        the cleaner kept off it when the cut reaches below the active segment, and its
+        checkpoint lowered to the new active segment (Kafka's LogManager.truncateTo).
+        Returns whether anything was removed."""
+        log = self.get_log(topic, partition)
+        if log is None:
+            return False
+        tp = (topic, partition)
+        cleaner = self.cleaner if target_offset < log.active_segment.base_offset else None
+        if cleaner is None:
+            return log.truncate_to(target_offset)
+        cleaner.abort_and_pause(tp)
+        try:
+            truncated = log.truncate_to(target_offset)
+            cleaner.truncate_checkpoint(tp, self._log_dir_of.get(tp, log.dir.parent),
+                                        log.active_segment.base_offset)
+            return truncated
+        finally:
+            cleaner.resume(tp)
+
+    def truncate_fully_and_start_at(self, topic: str, partition: int, new_offset: int) -> None:
+        """Empty a log and start it at ``new_offset``, the cleaner kept off it meanwhile
+        (Kafka's LogManager.truncateFullyAndStartAt)."""
+        log = self.get_log(topic, partition)
+        if log is None:
+            return
+        tp = (topic, partition)
+        cleaner = self.cleaner
+        if cleaner is None:
+            log.truncate_fully_and_start_at(new_offset)
+            return
+        cleaner.abort_and_pause(tp)
+        try:
+            log.truncate_fully_and_start_at(new_offset)
+            cleaner.truncate_checkpoint(tp, self._log_dir_of.get(tp, log.dir.parent),
+                                        log.active_segment.base_offset)
+        finally:
+            cleaner.resume(tp)
 
     # -- periodic work (called by the daemon) ----------------------------------------------
 
@@ -323,9 +408,18 @@ class LogManager:
         Returns the number of segments deleted by retention."""
         now = self.clock() if now_ms is None else now_ms
         deleted = 0
-        for log in self.all_logs().values():
-            deleted += log.delete_old_segments(now)
-            log.delete_pending(now)
+        cleaner = self.cleaner
+        for tp, log in self.all_logs().items():
+            # cleanup.policy=compact,delete gets retention here and compaction from the
+            # cleaner, never both at once: a log the cleaner holds waits for the next round.
+            if cleaner is not None and not cleaner.try_pause(tp):
+                continue
+            try:
+                deleted += log.delete_old_segments(now)
+                log.delete_pending(now)
+            finally:
+                if cleaner is not None:
+                    cleaner.resume(tp)
         with self._lock:
             due = [p for t, p in self._logs_to_delete if t <= now]
             self._logs_to_delete = [(t, p) for t, p in self._logs_to_delete if t > now]

@@ -69,6 +69,10 @@ class TransactionCoordinatorFencedError(KafkaError):
     error_code = ErrorCode.TRANSACTION_COORDINATOR_FENCED
 
 
+class InvalidTxnStateError(KafkaError):
+    error_code = ErrorCode.INVALID_TXN_STATE
+
+
 # -- snapshot files ---------------------------------------------------------------------------
 
 
@@ -274,24 +278,25 @@ def _in_sequence(last_seq: int, next_seq: int) -> bool:
     return next_seq == last_seq + 1 or (next_seq == 0 and last_seq == INT32_MAX)
 
 
-def control_record_is_commit(entry: memoryview | bytes) -> bool:
-    """COMMIT (True) or ABORT (False) of the transaction marker batch in ``entry``.
+def read_end_txn_marker(entry: memoryview | bytes) -> tuple[bool, int]:
+    """(COMMIT?, coordinator epoch) of the transaction marker batch in ``entry``.
 
-    The only record decoding producer state needs: the key of the single record of a
-    control batch (version int16, type int16).
+    The only record decoding producer state needs: the single record of a control batch
+    (key: version int16, type int16; value: version int16, coordinatorEpoch int32).
     """
-    from klog.protocol.records.control import ControlRecordType, parse_control_key
+    from klog.protocol.records.control import EndTransactionMarker
     from klog.protocol.records.v2 import iter_records
 
     header = read_batch_header(entry, 0)
     for record in iter_records(entry, header):
-        _version, control_type = parse_control_key(record.key)
-        if control_type is ControlRecordType.COMMIT:
-            return True
-        if control_type is ControlRecordType.ABORT:
-            return False
-        raise CorruptRecordError(f"transaction marker of unexpected type {control_type.name}")
+        marker = EndTransactionMarker.from_record(record)
+        return marker.control_type.name == "COMMIT", marker.coordinator_epoch
     raise CorruptRecordError("control batch without a record")
+
+
+def control_record_is_commit(entry: memoryview | bytes) -> bool:
+    """COMMIT (True) or ABORT (False) of the transaction marker batch in ``entry``."""
+    return read_end_txn_marker(entry)[0]
 
 
 class ProducerStateManager:
@@ -446,6 +451,13 @@ class ProducerStateManager:
             )
         if header.is_control or header.base_sequence == NO_SEQUENCE:
             return
+        if entry.current_txn_first_offset is not None and not header.is_transactional:
+            # Kafka's ProducerAppendInfo.appendDataBatch: a producer in a transaction
+            # writes transactional batches until its marker.
+            raise InvalidTxnStateError(
+                f"expected a transactional write from producer {header.producer_id} in "
+                f"{self.log_dir.name}: its transaction from offset "
+                f"{entry.current_txn_first_offset} is not ended")
         if header.producer_epoch != entry.producer_epoch:
             if header.base_sequence != 0 and entry.producer_epoch != NO_PRODUCER_EPOCH:
                 raise OutOfOrderSequenceError(
@@ -469,6 +481,26 @@ class ProducerStateManager:
                 "sequence number)"
             )
 
+    def check_marker(self, header: BatchHeader, entry_bytes: memoryview | bytes) -> None:
+        """A coordinator's transaction marker (leader append): Kafka's appendEndTxnMarker
+        checks. A marker of an older producer epoch is INVALID_PRODUCER_EPOCH; one of an
+        older coordinator epoch than the producer's last marker, TRANSACTION_COORDINATOR_FENCED
+        (a deposed coordinator still sending)."""
+        entry = self.producers.get(header.producer_id)
+        if entry is None:
+            return
+        if header.producer_epoch < entry.producer_epoch:
+            raise InvalidProducerEpochError(
+                f"transaction marker of producer {header.producer_id} has epoch "
+                f"{header.producer_epoch}, smaller than the last seen epoch "
+                f"{entry.producer_epoch} in {self.log_dir.name}")
+        _commit, coordinator_epoch = read_end_txn_marker(entry_bytes)
+        if entry.coordinator_epoch > coordinator_epoch:
+            raise TransactionCoordinatorFencedError(
+                f"transaction marker of producer {header.producer_id} has coordinator epoch "
+                f"{coordinator_epoch}, older than the last seen {entry.coordinator_epoch} "
+                f"in {self.log_dir.name}")
+
     def update_from_batch(
         self, header: BatchHeader, entry_bytes: memoryview | bytes | None = None
     ) -> CompletedTxn | None:
@@ -483,17 +515,17 @@ class ProducerStateManager:
         if header.is_control:
             if entry_bytes is None:
                 raise ValueError("a control batch needs its bytes to read the marker type")
-            is_commit = control_record_is_commit(entry_bytes)
+            is_commit, coordinator_epoch = read_end_txn_marker(entry_bytes)
             first = entry.current_txn_first_offset
-            completed = CompletedTxn(
-                pid,
-                header.base_offset if first is None else first,
-                header.last_offset,
-                not is_commit,
-            )
+            # As Kafka: only a marker that ends data of this partition completes a
+            # transaction (a marker for a partition the producer added but never wrote to
+            # moves neither the last stable offset nor the transaction index).
+            completed = None if first is None else CompletedTxn(
+                pid, first, header.last_offset, not is_commit)
             if header.producer_epoch != entry.producer_epoch:
                 entry.batch_metadata.clear()
                 entry.producer_epoch = header.producer_epoch
+            entry.coordinator_epoch = coordinator_epoch
             entry.current_txn_first_offset = None
             entry.last_timestamp = header.max_timestamp
             return completed

@@ -57,6 +57,7 @@ of every JSON type; ``**where``/``**fields`` are a Finding's or an Action's keyw
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import functools
@@ -476,6 +477,12 @@ def _held_lock(log_dir: Path | None) -> Iterator[None]:
         yield
     finally:
         os.close(fd)  # releases both locks
+
+
+def held_lock(log_dir: Path | None) -> contextlib.AbstractContextManager[None]:
+    """Hold ``log_dir``'s ``.lock`` as a broker would for a block, or raise
+    LogDirLockedError: the check every offline tool that writes makes (recover, compact)."""
+    return _held_lock(log_dir)
 
 
 def log_dir_is_locked(path: Path | str) -> bool:

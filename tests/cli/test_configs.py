@@ -88,6 +88,26 @@ def test_errors(broker: KlogBroker) -> None:
     assert code == 2 and "key=value" in err
 
 
+def test_broker_entity_default(broker: KlogBroker) -> None:
+    code, out, err = klog(broker, "configs", "alter", "broker", "--entity-default", "--set",
+                          "log.retention.ms=7200000")
+    assert code == 0, err
+    assert out.strip() == "altered broker <default>: 1 change(s)"
+    assert configs_of(broker, "broker", "--entity-default") == {
+        "log.retention.ms": ("7200000", "DYNAMIC_DEFAULT_BROKER_CONFIG")}
+    # The default reaches the broker's own view (below any per-broker value).
+    assert configs_of(broker, "broker", "0", "--key", "log.retention.ms")[
+        "log.retention.ms"] == ("7200000", "DYNAMIC_DEFAULT_BROKER_CONFIG")
+    code, _, err = klog(broker, "configs", "alter", "broker", "--entity-default", "--delete",
+                        "log.retention.ms")
+    assert code == 0, err
+    assert configs_of(broker, "broker", "--entity-default") == {}
+    code, _, err = klog(broker, "configs", "describe", "topic", "--entity-default")
+    assert code == 2 and "--entity-default" in err
+    code, _, err = klog(broker, "configs", "describe", "broker")
+    assert code == 2 and "--entity-default" in err
+
+
 # -- users: SCRAM credentials, and --command-config against a secured listener ------------
 
 

@@ -183,3 +183,83 @@ def test_same_lines_as_kcat(broker: KlogBroker) -> None:
     assert code == 0
     assert sorted(out.splitlines()) == sorted(proc.stdout.splitlines())
     assert len(out.splitlines()) == 11
+
+
+# -- --group (kafka-console-consumer --group) -----------------------------------------------
+
+
+def test_group_reads_from_the_beginning_then_from_its_committed_offsets(
+        broker: KlogBroker) -> None:
+    code, out, err = _consume(broker, "--group", "cli-group", "--from-beginning", "-e")
+    assert code == 0, err
+    values = out.split(b"\n")[:-1]
+    assert sorted(values) == sorted([f"v{i}".encode() for i in range(10)] + [b"\xff\x00bin"])
+    # The group committed what it read: a second run starts there, and finds nothing new.
+    code, out, _ = _consume(broker, "--group", "cli-group", "--from-beginning", "-e",
+                            "--timeout", "3")
+    assert code == 0 and out == b""
+    producer = kafka.KafkaProducer(bootstrap_servers=broker.bootstrap_servers)
+    producer.send("t", value=b"late", partition=1)
+    producer.flush(timeout=15)
+    producer.close(timeout=5)
+    code, out, _ = _consume(broker, "--group", "cli-group", "-n", "1", "--json")
+    assert code == 0 and json.loads(out)["value"] == "late"
+    # A new group without --from-beginning starts at the end: nothing old.
+    code, out, _ = _consume(broker, "--group", "cli-group-2", "-e", "--timeout", "3")
+    assert code == 0 and out == b""
+
+
+def test_group_committed_offsets_are_visible_to_the_groups_tool(broker: KlogBroker) -> None:
+    code, _, err = _consume(broker, "--group", "cli-lag", "--from-beginning", "-e")
+    assert code == 0, err
+    result = runner.invoke(app, ["groups", "describe", "cli-lag", "-b",
+                                 broker.bootstrap_servers, "--json"])
+    assert result.exit_code == 0, result.stderr
+    doc = json.loads(result.stdout)
+    text = json.dumps(doc)
+    assert '"t"' in text and "lag" in text
+    lags = [p["lag"] for g in (doc if isinstance(doc, list) else [doc])
+            for p in g.get("partitions", g.get("offsets", [])) if "lag" in p]
+    assert lags and all(lag == 0 for lag in lags)
+
+
+def test_consumer_properties_and_group_usage_errors(broker: KlogBroker,
+                                                   tmp_path: pytest.TempPathFactory) -> None:
+    code, _, err = _consume(broker, "-X", "no.such.property=1", "-e")
+    assert code == 2 and "unknown consumer property 'no.such.property'" in err
+    code, _, err = _consume(broker, "-X", "fetch.min.bytes", "-e")
+    assert code == 2 and "not key=value" in err
+    code, _, err = _consume(broker, "--group", "g", "-p", "0", "-e")
+    assert code == 2 and "--partition" in err
+    code, _, err = _consume(broker, "--group", "g", "-o", "5", "-e")
+    assert code == 2 and "beginning or end" in err
+    config = tmp_path / "consumer.properties"  # type: ignore[operator]
+    config.write_text("group.id=from-file\nauto.offset.reset=earliest\n")
+    code, out, err = _consume(broker, "--consumer.config", str(config), "-e", "-n", "3")
+    assert code == 0, err
+    assert len(out.split(b"\n")[:-1]) == 3
+
+
+def test_isolation_level_hides_aborted_records(broker: KlogBroker) -> None:
+    """--exit ends at the partition's end even when the log ends with transaction markers
+    (they hand out no record but move the position)."""
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": broker.bootstrap_servers,
+                         "transactional.id": "cli-consume-txn"})
+    producer.init_transactions(30)
+    for value, commit in ((b"kept", True), (b"aborted", False)):
+        producer.begin_transaction()
+        producer.produce("txn-cli", value=value, partition=0)
+        assert producer.flush(30) == 0  # sent before the end, abort included
+        (producer.commit_transaction if commit else producer.abort_transaction)(30)
+    result = runner.invoke(app, ["consume", "txn-cli", "-b", broker.bootstrap_servers,
+                                 "-o", "beginning", "-e", "--isolation-level",
+                                 "read_committed"])
+    assert result.exit_code == 0 and result.stdout_bytes == b"kept\n"
+    result = runner.invoke(app, ["consume", "txn-cli", "-b", broker.bootstrap_servers,
+                                 "-o", "beginning", "-e"])
+    assert result.exit_code == 0 and result.stdout_bytes == b"kept\naborted\n"
+    result = runner.invoke(app, ["consume", "txn-cli", "-b", broker.bootstrap_servers,
+                                 "--isolation-level", "serializable", "-e"])
+    assert result.exit_code == 2

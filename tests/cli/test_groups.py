@@ -268,3 +268,29 @@ def test_delete(broker: KlogBroker) -> None:
         ["GROUP", "STATUS"], ["doomed-g", "deleted"]]
     code, _, err = klog(broker, "groups", "describe", "doomed-g")
     assert code == 1 and "does not exist" in err
+
+
+def test_delete_offsets(broker: KlogBroker) -> None:
+    from klog.client.admin import AdminClient
+
+    async def commit() -> None:
+        async with AdminClient(broker.bootstrap_servers) as admin:
+            errors = await admin.alter_group_offsets("del-off", {("cg", 0): 7, ("cg", 1): 8,
+                                                                 ("cg", 2): 9})
+            assert all(e is None for e in errors.values())
+
+    asyncio.run(commit())
+    code, out, err = klog(broker, "groups", "delete-offsets", "del-off", "--topic", "cg:0,2")
+    assert code == 0, err
+    assert [line.split() for line in out.splitlines()] == [
+        ["TOPIC", "PARTITION", "STATUS"], ["cg", "0", "Successful"], ["cg", "2", "Successful"]]
+    assert committed(broker, "del-off") == {1: 8}
+    # The live member consumes "live": Kafka refuses to forget offsets it uses.
+    code, out, _ = klog(broker, "groups", "delete-offsets", "live-g", "-t", "live", "--json")
+    assert code == 1
+    assert all("GROUP_SUBSCRIBED_TO_TOPIC" in r["error"]
+               for r in json.loads(out)["partitions"])
+    code, _, err = klog(broker, "groups", "delete-offsets", "del-off")
+    assert code == 2 and "--topic" in err
+    code, _, err = klog(broker, "groups", "delete-offsets", "del-off", "-t", "nope")
+    assert code == 1 and "topic 'nope' does not exist" in err

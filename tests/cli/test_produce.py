@@ -157,3 +157,29 @@ def test_perf_produce_usage_errors(broker: KlogBroker) -> None:
     result = runner.invoke(app, ["perf", "produce", "--topic", "p", "--num-records", "1",
                                  "--record-size", "1", "-X", "bogus"])
     assert result.exit_code == 2
+
+
+def test_kafka_spelling_of_producer_properties(broker: KlogBroker, tmp_path: Path) -> None:
+    config = tmp_path / "producer.properties"
+    config.write_text("# as kafka-console-producer reads it\nlinger.ms=1\nacks=1\n")
+    source = tmp_path / "lines"
+    source.write_text("a\nb\n")
+    result = runner.invoke(app, [
+        "produce", "spelled", "-b", broker.bootstrap_servers, "-f", str(source),
+        "--producer.config", str(config), "--producer-property", "compression.type=lz4"])
+    assert result.exit_code == 0, result.output
+    assert [m.value for m in _read(broker, "spelled", 2)] == [b"a", b"b"]
+    result = runner.invoke(app, [
+        "perf", "produce", "--topic", "spelled-perf", "--num-records", "50",
+        "--record-size", "10", "-b", broker.bootstrap_servers, "--producer.config",
+        str(config), "--producer-props", "batch.size=1000", "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["records"] == 50
+    bad = tmp_path / "bad.properties"
+    bad.write_text("no.such.producer.thing=1\n")
+    result = runner.invoke(app, ["produce", "spelled", "-b", broker.bootstrap_servers,
+                                 "-f", str(source), "--producer.config", str(bad)])
+    assert result.exit_code == 2 and "unknown producer property" in result.output
+    result = runner.invoke(app, ["produce", "spelled", "-b", broker.bootstrap_servers,
+                                 "--producer.config", str(tmp_path / "missing")])
+    assert result.exit_code == 2 and "cannot read" in result.output

@@ -147,3 +147,62 @@ def test_bootstrap_option_beats_environment(broker: KlogBroker) -> None:
                           timeout=30, env=env)
     assert down.returncode == 1 and "Traceback" not in down.stderr
     assert "no broker reachable" in one_error_line(down)
+
+
+# -- several topics, regexes, and kafka-topics' partition filters ----------------------------
+
+
+def test_describe_several_topics_and_regexes(broker: KlogBroker) -> None:
+    for name in ("orders-eu", "orders-us", "payments"):
+        assert klog(broker, "topic", "create", name, "-p", "2").returncode == 0
+    result = klog(broker, "topic", "describe", "orders-.*", "payments", "--json")
+    assert result.returncode == 0, result.stderr
+    doc = json.loads(result.stdout)
+    assert [t["topic"] for t in doc["topics"]] == ["orders-eu", "orders-us", "payments"]
+    assert all(t["partitions"] == 2 for t in doc["topics"])
+    result = klog(broker, "topic", "describe", "orders-.*", "-p")
+    assert result.returncode == 0 and result.stdout.count("PARTITION") == 2
+    everything = json.loads(klog(broker, "topic", "describe", "--json").stdout)
+    assert {"orders-eu", "orders-us", "payments"} <= {t["topic"] for t in everything["topics"]}
+    result = klog(broker, "topic", "describe", "nothing-.*")
+    assert result.returncode == 1 and "no topic matches" in one_error_line(result)
+    result = klog(broker, "topic", "describe", "bad[")
+    assert result.returncode == 2 and "bad topic regex" in one_error_line(result)
+
+
+def test_describe_partition_filters(broker: KlogBroker) -> None:
+    assert klog(broker, "topic", "create", "needs-two", "-p", "2",
+                "-c", "min.insync.replicas=2").returncode == 0
+    assert klog(broker, "topic", "create", "needs-one", "-p", "1").returncode == 0
+    result = klog(broker, "topic", "describe", "needs-.*", "--under-min-isr-partitions")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == [
+        f"\tTopic: needs-two\tPartition: {p}\tLeader: 0\tReplicas: 0\tIsr: 0" for p in (0, 1)]
+    result = klog(broker, "topic", "describe", "needs-.*", "--at-min-isr-partitions", "--json")
+    doc = json.loads(result.stdout)
+    assert doc["filter"] == "at-min-isr"
+    assert [(p["topic"], p["partition"]) for p in doc["partitions"]] == [("needs-one", 0)]
+    for flag in ("--under-replicated-partitions", "--unavailable-partitions"):
+        result = klog(broker, "topic", "describe", "needs-.*", flag)
+        assert result.returncode == 0 and result.stdout == ""
+    result = klog(broker, "topic", "describe", "--under-replicated-partitions",
+                  "--unavailable-partitions")
+    assert result.returncode == 2 and "at most one" in one_error_line(result)
+
+
+def test_partition_filters_as_kafka_defines_them() -> None:
+    from klog.cli.topic import partition_selected
+    from klog.client.admin import PartitionDescription
+
+    def part(leader: int, replicas: tuple[int, ...], isr: tuple[int, ...]
+             ) -> PartitionDescription:
+        return PartitionDescription(0, leader, 0, replicas, isr, (), 0)
+
+    alive = {1, 2}
+    assert partition_selected(part(1, (1, 2, 3), (1, 2)), "under-replicated", alive, 2)
+    assert not partition_selected(part(1, (1, 2), (1, 2)), "under-replicated", alive, 2)
+    assert partition_selected(part(-1, (1,), ()), "unavailable", alive, 1)
+    assert partition_selected(part(3, (3,), (3,)), "unavailable", alive, 1)  # leader dead
+    assert partition_selected(part(1, (1, 2, 3), (1,)), "under-min-isr", alive, 2)
+    assert partition_selected(part(1, (1, 2, 3), (1, 2)), "at-min-isr", alive, 2)
+    assert not partition_selected(part(1, (1, 2, 3), (1, 2, 3)), "at-min-isr", alive, 2)

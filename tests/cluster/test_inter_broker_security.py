@@ -4,6 +4,7 @@ credentials (sasl.mechanism.inter.broker.protocol); clients use a PLAINTEXT list
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -52,6 +53,28 @@ def test_replication_and_controller_traffic_over_sasl_ssl(
                          on_delivery=lambda err, msg: delivered.append(err))
     assert producer.flush(30) == 0
     assert delivered == [None] * 50
+    # a transaction over both partitions (one led by each broker): the coordinator writes
+    # the other leader's marker with WriteTxnMarkers over the SASL_SSL listener
+    transactional = ck.Producer({"bootstrap.servers": c.bootstrap_servers,
+                                 "transactional.id": "secure-txn",
+                                 "transaction.timeout.ms": 20000})
+    transactional.init_transactions(30)
+    transactional.begin_transaction()
+    for partition in (0, 1):
+        transactional.produce("secure", b"in-txn", partition=partition)
+    transactional.commit_transaction(30)
+    consumer = ck.Consumer({"bootstrap.servers": c.bootstrap_servers, "group.id": "g",
+                            "isolation.level": "read_committed",
+                            "auto.offset.reset": "earliest"})
+    consumer.subscribe(["secure"])
+    committed = 0
+    deadline = time.monotonic() + 30
+    while committed < 2 and time.monotonic() < deadline:
+        message = consumer.poll(0.5)
+        if message is not None and message.error() is None and message.value() == b"in-txn":
+            committed += 1
+    consumer.close()
+    assert committed == 2
 
 
 def test_a_broker_with_the_wrong_inter_broker_password_cannot_replicate(

@@ -680,6 +680,29 @@ def test_alter_broker_configs(node: InProcessBroker, client: WireClient) -> None
     assert retention() == 7 * 24 * 3600 * 1000
 
 
+def test_dynamic_cleaner_configs_reach_the_running_cleaner(node: InProcessBroker,
+                                                           client: WireClient) -> None:
+    def cleaner() -> tuple[int, int, float]:
+        c = node.broker.log_cleaner
+        return node.call(lambda: (c.config.threads, len(c.threads), c.throttler.desired_rate))
+
+    assert cleaner()[:2] == (1, 1)
+    r = _incremental(client, BROKER, "", [
+        ("log.cleaner.threads", AlterConfigOp.SET, "2"),
+        ("log.cleaner.io.max.bytes.per.second", AlterConfigOp.SET, "1000000")])
+    assert r.error_code == 0
+    assert cleaner() == (2, 2, 1_000_000.0)
+    # Kafka's bounds on a running cleaner: at most double, at least half, at least one.
+    refused = _incremental(client, BROKER, "0", [("log.cleaner.threads", AlterConfigOp.SET,
+                                                  "5")])
+    assert refused.error_code == ErrorCode.INVALID_REQUEST
+    assert "cannot be increased to more than double the current value 2" in \
+        refused.error_message
+    assert cleaner()[:2] == (2, 2)
+    assert _alter(client, BROKER, "", {}).error_code == 0  # back to the static settings
+    assert cleaner()[:2] == (1, 1)
+
+
 def test_describe_cluster(node: InProcessBroker, client: WireClient) -> None:
     for version in (0, 1):
         r = client.call(DESCRIBE_CLUSTER, version, {

@@ -1019,3 +1019,23 @@ def test_repr_names_mode_and_listeners() -> None:
         "BrokerConfig(broker_id=-1, zookeeper=localhost:2181, "
         "listeners=PLAINTEXT://127.0.0.1:9092)"
     )
+
+
+def test_dynamic_config_validators_refuse_a_change_before_it_is_applied() -> None:
+    from klog.daemon.config.dynamic import DynamicBrokerConfig
+
+    dynamic = DynamicBrokerConfig(BrokerConfig.from_dict({"log.cleaner.threads": "2"}))
+    heard: list[int] = []
+
+    def at_most_double(old: BrokerConfig, new: BrokerConfig) -> None:
+        if new.log_cleaner_threads > 2 * old.log_cleaner_threads:
+            raise ValueError("too many threads")
+
+    dynamic.add_validator(at_most_double)
+    dynamic.add_reconfigurable(lambda _old, new: heard.append(new.log_cleaner_threads))
+    with pytest.raises(ConfigError, match="too many threads"):
+        dynamic.validate(dynamic.current.with_dynamic({"log.cleaner.threads": "5"}, {}))
+    ok = dynamic.current.with_dynamic({"log.cleaner.threads": "4"}, {})
+    dynamic.validate(ok)
+    dynamic.update(ok)
+    assert heard == [4]

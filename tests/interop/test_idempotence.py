@@ -184,10 +184,11 @@ def test_init_producer_id_errors(bootstrap: str) -> None:
             assert (r.producer_id, r.producer_epoch) == (-1, -1)
         r = raw.init_producer_id(4, transactional_id="")
         assert r.error_code == int(ErrorCode.INVALID_REQUEST)
-        # No transaction coordinator in klog yet: said as Kafka says it for an inactive one.
+        # A transactional id goes to the transaction coordinator: without a FindCoordinator
+        # first, __transaction_state does not exist and nothing is coordinated here.
         for version in (0, 4):
             r = raw.init_producer_id(version, transactional_id="my-txn")
-            assert r.error_code == int(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+            assert r.error_code == int(ErrorCode.NOT_COORDINATOR)
             assert (r.producer_id, r.producer_epoch) == (-1, -1)
         # The connection is still good.
         assert raw.init_producer_id(4).error_code == NONE

@@ -159,3 +159,29 @@ def test_retention_moves_the_log_start_offset(bootstrap: str, topic: str) -> Non
     assert [m.offset() for m in got] == list(range(low, COUNT))
     got = _read(bootstrap, topic, 0, 3)  # auto.offset.reset=earliest after the error
     assert [m.offset() for m in got[:3]] == [low, low + 1, low + 2]
+
+
+def test_retention_by_time_deletes_the_active_segment_too(bootstrap: str, topic: str) -> None:
+    """Every record older than retention.ms: the whole log goes, its active segment too (as
+    Kafka rolls and deletes it); consumers find nothing to read and new records go on at
+    the same end offset."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, 1, 1, config={"retention.ms": "60000",
+                                                       "file.delete.delay.ms": "0"})])[
+        topic].result(timeout=20)
+    _produce(bootstrap, topic, count=200)  # records an hour old, in one (active) segment
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused"})
+    try:
+        deadline = time.monotonic() + 20
+        low, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
+        while low < high and time.monotonic() < deadline:
+            time.sleep(0.1)
+            low, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
+        assert low == high == 200
+    finally:
+        consumer.close()
+    producer = Producer({"bootstrap.servers": bootstrap})
+    producer.produce(topic, value=b"fresh", partition=0)
+    assert producer.flush(10) == 0
+    got = _read(bootstrap, topic, OFFSET_BEGINNING, 1)
+    assert [(m.offset(), m.value()) for m in got] == [(200, b"fresh")]

@@ -156,8 +156,8 @@ def test_timestamp_options(spark: Any, kafka_corpus: Path) -> None:
 
 
 def test_live_read_committed_excludes_aborted_records(spark: Any, klog_broker: Any) -> None:
-    # klog's broker has no transaction coordinator yet: the transactional data (with its
-    # markers and .txnindex) is written into the stopped broker's log, then served.
+    # A fixed layout of committed and aborted transactions (with their markers and
+    # .txnindex) is written into the stopped broker's log, then served.
     admin = AdminClient({"bootstrap.servers": klog_broker.bootstrap_servers})
     admin.create_topics([NewTopic("tx", 1, 1)])["tx"].result(timeout=20)
     klog_broker.stop()

@@ -250,10 +250,45 @@ def test_retention_by_time_and_pending_deletes(tmp_path: Path) -> None:
     assert not any(p.exists() for p in pending)
     with pytest.raises(OffsetOutOfRangeError):
         log.read(0, 100)
-    # The active segment is never deleted.
+    # Once every record is past retention.ms, the active segment goes too (as Kafka):
+    # rolled first, so an empty active segment remains at the log end offset.
     clock.now = T0 + 10**9
-    log.delete_old_segments()
-    assert log.number_of_segments >= 1 and log.log_end_offset == 36
+    assert log.delete_old_segments() > 0
+    assert log.number_of_segments == 1 and log.active_segment.size == 0
+    assert (log.log_start_offset, log.log_end_offset) == (36, 36)
+    with pytest.raises(OffsetOutOfRangeError):
+        log.read(35, 100)
+
+
+def test_retention_of_the_active_segment(tmp_path: Path) -> None:
+    clock = Clock()
+    log = make_log(tmp_path, clock, retention_ms=10_000)
+    append_n(log, 3, ts=T0)  # one segment: the active one, 9 records
+    clock.now = T0 + 60_000
+    # Past the high watermark: kept.
+    assert log.delete_old_segments() == 0 and log.log_start_offset == 0
+    log.update_high_watermark(log.log_end_offset)
+    assert log.delete_old_segments() == 1
+    assert (log.log_start_offset, log.log_end_offset, log.number_of_segments) == (9, 9, 1)
+    assert log.read(9, 100).size == 0
+    # An empty active segment is never rolled away, however often retention runs.
+    base = log.active_segment.base_offset
+    assert log.delete_old_segments() == 0 and log.active_segment.base_offset == base
+    # Appends go on at the end offset; a newer record keeps its segment.
+    append_n(log, 1, ts=clock.now - 1000)
+    log.update_high_watermark(log.log_end_offset)
+    assert log.delete_old_segments() == 0
+    assert (log.log_start_offset, log.log_end_offset) == (9, 12)
+
+
+def test_retention_keeps_an_active_segment_with_one_recent_record(tmp_path: Path) -> None:
+    clock = Clock()
+    log = make_log(tmp_path, clock, retention_ms=10_000)
+    append_n(log, 2, ts=T0)
+    append_n(log, 1, ts=T0 + 55_000)
+    clock.now = T0 + 60_000
+    log.update_high_watermark(log.log_end_offset)
+    assert log.delete_old_segments() == 0 and log.log_start_offset == 0
 
 
 def test_retention_by_bytes(tmp_path: Path) -> None:
@@ -689,3 +724,44 @@ def test_crash_recovery_rebuilds_lazily_opened_indexes(tmp_path: Path) -> None:
     recovered.close()
     for path, data in reference.items():
         assert path.read_bytes() == data
+
+
+def test_transaction_markers_are_checked_and_complete_transactions(tmp_path: Path) -> None:
+    """Kafka's appendEndTxnMarker: stale producer or coordinator epochs are refused; a
+    marker ends the producer's transaction (LSO, .txnindex for an abort); a marker for a
+    producer with no data here completes nothing; data without the transactional bit in
+    the middle of a transaction is INVALID_TXN_STATE."""
+    from klog.storage.producer_state import (
+        InvalidProducerEpochError,
+        InvalidTxnStateError,
+        TransactionCoordinatorFencedError,
+    )
+
+    log = make_log(tmp_path)
+    txn = build_batch(0, count=2, producer_id=5, producer_epoch=3, base_sequence=0,
+                      attributes=0x10)
+    log.append_as_leader(txn, 0)
+    with pytest.raises(InvalidTxnStateError):
+        log.append_as_leader(build_batch(0, count=1, producer_id=5, producer_epoch=3,
+                                         base_sequence=2), 0)
+    assert log.producer_state.first_unstable_offset == 0
+    with pytest.raises(InvalidProducerEpochError):
+        log.append_as_leader(build_control_batch(0, commit=False, producer_id=5,
+                                                 producer_epoch=2), 0, origin="coordinator")
+    abort = build_control_batch(0, commit=False, producer_id=5, producer_epoch=3,
+                                coordinator_epoch=4)
+    log.append_as_leader(abort, 0, origin="coordinator")
+    # Completed, but unstable until the high watermark passes the marker.
+    assert log.producer_state.first_unstable_offset == 0
+    log.update_high_watermark(3)
+    assert log.producer_state.first_unstable_offset is None
+    info = log.read(0, 10_000, None, True, include_aborted_txns=True)
+    assert [(a.producer_id, a.first_offset) for a in info.aborted_transactions] == [(5, 0)]
+    with pytest.raises(TransactionCoordinatorFencedError):
+        log.append_as_leader(build_control_batch(0, commit=True, producer_id=5,
+                                                 producer_epoch=3, coordinator_epoch=3), 0,
+                             origin="coordinator")
+    # An empty transaction's marker: no CompletedTxn, so nothing unstable is left behind.
+    log.append_as_leader(build_control_batch(0, commit=True, producer_id=9, producer_epoch=0),
+                         0, origin="coordinator")
+    assert log.producer_state.first_unstable_offset is None

@@ -4,7 +4,7 @@ A ``BrokerConfig`` is an immutable value; a dynamic change (AlterConfigs on a br
 or a /config/changes notification) builds a new one. Components therefore hold this
 ``DynamicBrokerConfig`` and read ``current`` when they need a value, so they see a change at
 once without being told. Those that must act on a change (the replication quotas, the
-controller when unclean election is switched on, later the log cleaner) register a
+controller when unclean election is switched on, the log cleaner) register a
 reconfigurable, called on the event loop thread with the old and the new config after
 ``current`` has moved.
 """
@@ -15,19 +15,36 @@ import logging
 from collections.abc import Callable
 
 from klog.daemon.config.broker import BrokerConfig
+from klog.daemon.config.values import ConfigError
 
 log = logging.getLogger(__name__)
 
 Reconfigurable = Callable[[BrokerConfig, BrokerConfig], None]
+#: Raises ConfigError or ValueError for a change its component cannot take (Kafka's
+#: Reconfigurable.validateReconfiguration).
+Validator = Callable[[BrokerConfig, BrokerConfig], None]
 
 
 class DynamicBrokerConfig:
     def __init__(self, initial: BrokerConfig) -> None:
         self.current = initial
         self._reconfigurables: list[Reconfigurable] = []
+        self._validators: list[Validator] = []
 
     def add_reconfigurable(self, reconfigure: Reconfigurable) -> None:
         self._reconfigurables.append(reconfigure)
+
+    def add_validator(self, validate: Validator) -> None:
+        self._validators.append(validate)
+
+    def validate(self, new: BrokerConfig) -> None:
+        """Ask every validator whether ``new`` may replace ``current``; raises ConfigError
+        with the first refusal (AlterConfigs answers it as INVALID_REQUEST)."""
+        for validate in self._validators:
+            try:
+                validate(self.current, new)
+            except ValueError as exc:  # ConfigError is one
+                raise ConfigError(str(exc)) from None
 
     def update(self, new: BrokerConfig) -> None:
         """Make ``new`` current and tell every reconfigurable. One that fails is logged and

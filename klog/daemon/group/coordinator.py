@@ -1005,6 +1005,38 @@ class GroupCoordinator:
                 results[tp] = ErrorCode(stored.get(tp, ErrorCode.NONE))
         return {tp: results[tp] for tp in offsets}
 
+    async def commit_txn_offsets(
+        self,
+        group_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        generation_id: int,
+        member_id: str,
+        group_instance_id: str | None,
+        offsets: dict[tuple[str, int], Any],
+    ) -> dict[tuple[str, int], ErrorCode]:
+        """TxnOffsetCommit: store ``offsets`` as the transaction's pending commits (Kafka's
+        handleTxnCommitOffsets). A group nobody knows is created Empty; the committer is
+        checked only when it names a member or generation (v3+, KIP-447), and, unlike a
+        plain commit, a transaction may commit into a group that has members."""
+        error = self._validate(group_id, allow_empty_id=True)
+        if error is not None:
+            return dict.fromkeys(offsets, error)
+        group = self.groups.get(group_id)
+        if group is None:
+            group = self.groups[group_id] = GroupMetadata(group_id)
+        if group.is_(GroupState.DEAD):
+            return dict.fromkeys(offsets, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        if generation_id >= 0 or member_id != UNKNOWN_MEMBER_ID or group_instance_id:
+            error = self._validate_current_member(group, member_id, group_instance_id)
+            if error is None and generation_id != group.generation_id:
+                error = ErrorCode.ILLEGAL_GENERATION
+            if error is not None:
+                return dict.fromkeys(offsets, error)
+        stored = await self.manager.store_txn_offsets(group_id, producer_id, producer_epoch,
+                                                      offsets)
+        return {tp: ErrorCode(stored.get(tp, ErrorCode.NONE)) for tp in offsets}
+
     def _validate_offset_commit(self, group: GroupMetadata, generation_id: int, member_id: str,
                                 group_instance_id: str | None) -> ErrorCode | None:
         if generation_id >= 0 or member_id != UNKNOWN_MEMBER_ID or group_instance_id:

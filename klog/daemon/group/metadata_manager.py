@@ -16,8 +16,15 @@ Owns, for the partitions of ``__consumer_offsets`` this broker leads:
   ``offsets.load.buffer.size`` in a worker thread (the loop is never blocked by it), the
   result installed on the loop; meanwhile the partition's groups get
   COORDINATOR_LOAD_IN_PROGRESS. Transactional offset commits count once their COMMIT marker
-  is read (aborted ones are dropped), as in Kafka. Leadership lost: the partition's groups
-  are dropped (``on_partition_unloaded``);
+  is read (aborted ones are dropped), as in Kafka; those with no marker yet stay pending.
+  Leadership lost: the partition's groups are dropped (``on_partition_unloaded``);
+- transactional offset commits (TxnOffsetCommit): written as Kafka writes them, one
+  transactional batch carrying the producer id and epoch (never grouped with other
+  stores: a batch has one producer), kept pending per offsets partition and producer id,
+  invisible to OffsetFetch until ``complete_transaction`` (called by the transaction
+  coordinator once its marker is in the partition) makes them committed (COMMIT) or drops
+  them (ABORT). A plain commit stored after a transactional one (before its marker) stays:
+  Kafka compares the append offsets of both, klog the commit times (``_newer_than``);
 - offsets expiration every ``offsets.retention.check.interval.ms`` with Kafka 3.x's rules
   (KIP-211): offsets of a group without a protocol (simple commits) expire
   ``offsets.retention.minutes`` after their commit; of an Empty group that long after it
@@ -244,6 +251,9 @@ class LoadResult:
     offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]] = field(default_factory=dict)
     # Last group metadata value per group; None = the last record was a tombstone.
     groups: dict[str, GroupMetadataValue | None] = field(default_factory=dict)
+    # Transactional commits with no marker yet: producer id -> (group, tp) -> offset.
+    pending_txn: dict[int, dict[tuple[str, TopicPartition], OffsetAndMetadata | None]] = \
+        field(default_factory=dict)
     records: int = 0
     skipped: int = 0
     end_offset: int = 0
@@ -326,7 +336,9 @@ def read_offsets_partition(plog: PartitionLog, buffer_size: int,
                             _version, kind = _CONTROL_KEY.unpack_from(record.key)
                             if kind == _CONTROL_COMMIT:
                                 for (group, tp), om in txn.items():
-                                    result.put_offset(group, tp, om)
+                                    current = result.offsets.get(group, {}).get(tp)
+                                    if not _newer_than(current, om):
+                                        result.put_offset(group, tp, om)
                     continue
                 txn_offsets = pending.setdefault(h.producer_id, {}) \
                     if h.is_transactional else None
@@ -341,6 +353,7 @@ def read_offsets_partition(plog: PartitionLog, buffer_size: int,
             break  # nothing whole in the chunk: a torn tail; never spin
         position = next_position
     result.end_offset = position
+    result.pending_txn = {pid: txn for pid, txn in pending.items() if txn}
     return result
 
 
@@ -362,6 +375,14 @@ class GroupMetadataManager:
         # group -> the last group metadata value stored or loaded (absent after a tombstone).
         self._group_values: dict[str, GroupMetadataValue] = {}
         self._owned: set[int] = set()
+        # offsets partition -> producer id -> group -> (topic, partition) -> the offset a
+        # transaction committed, pending until its marker (complete_transaction).
+        self._txn_offsets: dict[int, dict[int, dict[str, dict[TopicPartition,
+                                                               OffsetAndMetadata]]]] = {}
+        # offsets partition -> markers announced while it was loading: (producer id,
+        # committed), applied once the load is installed (the load may have read the log
+        # before the marker was appended).
+        self._deferred_markers: dict[int, list[tuple[int, bool]]] = {}
         # partition -> the load generation under way; a resignation bumps the generation
         # so that a load finishing afterwards is dropped.
         self._loading: dict[int, int] = {}
@@ -508,6 +529,8 @@ class GroupMetadataManager:
             del self._offsets[group]
         for group in [g for g in self._group_values if self.partition_for(g) == partition]:
             del self._group_values[group]
+        self._txn_offsets.pop(partition, None)
+        self._deferred_markers.pop(partition, None)
         if was_owned or was_loading:
             log.info("unloaded %s-%d", OFFSETS_TOPIC, partition)
             self.on_partition_unloaded(partition)
@@ -534,6 +557,13 @@ class GroupMetadataManager:
             return  # resigned (or re-elected) while reading: a newer load owns it
         for group, offsets in result.offsets.items():
             self._offsets[group] = offsets
+        txns: dict[int, dict[str, dict[TopicPartition, OffsetAndMetadata]]] = {}
+        for pid, txn in result.pending_txn.items():
+            for (group, tp), om in txn.items():
+                if om is not None:  # a transaction writes no tombstones
+                    txns.setdefault(pid, {}).setdefault(group, {})[tp] = om
+        if txns:
+            self._txn_offsets[partition] = txns
         loaded_groups = 0
         for group, value in result.groups.items():
             if value is None:
@@ -547,6 +577,8 @@ class GroupMetadataManager:
                 log.exception("the coordinator failed to take group %s", group)
         del self._loading[partition]
         self._owned.add(partition)
+        for producer_id, committed in self._deferred_markers.pop(partition, ()):
+            self.complete_transaction(partition, producer_id, committed)
         # An empty partition (most of the 50, usually) is not worth a line at INFO.
         log.log(logging.INFO if result.records else logging.DEBUG,
                 "loaded %s-%d in %.3f s: %d record(s), %d group(s) with offsets, "
@@ -664,6 +696,117 @@ class GroupMetadataManager:
             out[tp] = code
         return out
 
+    async def store_txn_offsets(self, group_id: str, producer_id: int, producer_epoch: int,
+                                offsets: Mapping[TopicPartition, OffsetAndMetadata]
+                                ) -> dict[TopicPartition, ErrorCode]:
+        """A transaction's offset commits (TxnOffsetCommit): appended as one transactional
+        batch of ``producer_id``/``producer_epoch``, then pending until
+        ``complete_transaction``; an error per partition."""
+        error = self.coordinator_error(group_id)
+        if error is not None:
+            return {tp: error for tp in offsets}
+        partition = self.partition_for(group_id)
+        out: dict[TopicPartition, ErrorCode] = {}
+        valid: dict[TopicPartition, OffsetAndMetadata] = {}
+        records = []
+        for tp, om in offsets.items():
+            if len(om.metadata) > self.config.offset_metadata_max_bytes:
+                out[tp] = ErrorCode.OFFSET_METADATA_TOO_LARGE
+                continue
+            try:
+                records.append(offset_commit_record(group_id, tp, om))
+            except ValueError:
+                out[tp] = ErrorCode.OFFSET_METADATA_TOO_LARGE
+                continue
+            valid[tp] = om
+        if not valid:
+            return out
+        code = self._check_producer_epoch(partition, producer_id, producer_epoch)
+        if code is ErrorCode.NONE:
+            code = await self._append_transactional(partition, producer_id, producer_epoch,
+                                                    records)
+        if code is ErrorCode.NONE:
+            if partition in self._owned:
+                txn = self._txn_offsets.setdefault(partition, {}).setdefault(producer_id, {})
+                txn.setdefault(group_id, {}).update(valid)
+        else:
+            log.warning("storing transactional offsets of group %s (producer %d) failed: %s",
+                        group_id, producer_id, code.name)
+            code = _COMMIT_ERRORS.get(code, code)
+        for tp in valid:
+            out[tp] = code
+        return out
+
+    def _check_producer_epoch(self, partition: int, producer_id: int,
+                              producer_epoch: int) -> ErrorCode:
+        """INVALID_PRODUCER_EPOCH for an epoch older than the partition has seen from this
+        producer: Kafka's log refuses such a coordinator append (a fenced zombie's commit);
+        klog's log checks epochs of client appends only, so the check is made here."""
+        replica = self.replica_manager.get_partition(OFFSETS_TOPIC, partition)
+        if replica is None:
+            return ErrorCode.NONE  # the append answers NOT_LEADER_OR_FOLLOWER
+        entry = replica.log.producer_state.producers.get(producer_id)
+        if entry is not None and producer_epoch < entry.producer_epoch:
+            return ErrorCode.INVALID_PRODUCER_EPOCH
+        return ErrorCode.NONE
+
+    async def _append_transactional(self, partition: int, producer_id: int,
+                                    producer_epoch: int,
+                                    records: list[tuple[bytes, bytes | None]]) -> ErrorCode:
+        # Sequence 0 as Kafka: coordinator appends are not sequence-checked.
+        builder = BatchBuilder(compression=self._codec(), producer_id=producer_id,
+                               producer_epoch=producer_epoch, base_sequence=0,
+                               is_transactional=True)
+        timestamp = self.clock()
+        for key, value in records:
+            builder.append(timestamp, key, value)
+        rm = self.replica_manager
+        tp = (OFFSETS_TOPIC, partition)
+        acks = self.config.offsets_commit_required_acks
+        results = rm.append_records({tp: builder.build()}, acks, origin="coordinator")
+        if acks == -1:
+            results = await rm.wait_for_isr(results, self.config.offsets_commit_timeout_ms)
+        try:
+            return ErrorCode(results[tp].error_code)
+        except ValueError:
+            return ErrorCode.UNKNOWN_SERVER_ERROR
+
+    def complete_transaction(self, offsets_partition: int, producer_id: int,
+                             committed: bool) -> None:
+        """A transaction marker of ``producer_id`` is in ``offsets_partition``: its pending
+        offset commits become committed (COMMIT) or are dropped (ABORT). Called by the
+        transaction coordinator after the marker's append; a producer with nothing pending
+        here is a no-op."""
+        if offsets_partition in self._loading:
+            self._deferred_markers.setdefault(offsets_partition, []).append(
+                (producer_id, committed))
+            return
+        txns = self._txn_offsets.get(offsets_partition)
+        if txns is None:
+            return
+        txn = txns.pop(producer_id, None)
+        if not txns:
+            del self._txn_offsets[offsets_partition]
+        if txn is None or not committed or offsets_partition not in self._owned:
+            return
+        for group, offsets in txn.items():
+            cached = self._offsets.setdefault(group, {})
+            for tp, om in offsets.items():
+                if not _newer_than(cached.get(tp), om):
+                    cached[tp] = om
+
+    def has_pending_txn_offset(self, group_id: str, tp: TopicPartition) -> bool:
+        """Whether an open transaction has committed an offset for the group's ``tp``
+        (OffsetFetch's require_stable answers UNSTABLE_OFFSET_COMMIT for it)."""
+        txns = self._txn_offsets.get(self.partition_for(group_id))
+        if not txns:
+            return False
+        return any(tp in txn.get(group_id, ()) for txn in txns.values())
+
+    def pending_txn_producers(self, offsets_partition: int) -> set[int]:
+        """Producer ids with pending transactional commits in ``offsets_partition``."""
+        return set(self._txn_offsets.get(offsets_partition, {}))
+
     def fetch_offsets(self, group_id: str, partitions: Iterable[TopicPartition] | None
                       ) -> dict[TopicPartition, OffsetAndMetadata]:
         """The group's committed offsets (None: all of them); partitions without one are
@@ -738,6 +881,8 @@ class GroupMetadataManager:
         self._loading.clear()
         self._owned.clear()
         self._offsets.clear()
+        self._txn_offsets.clear()
+        self._deferred_markers.clear()
         self._group_values.clear()
 
     async def _expire_loop(self) -> None:
@@ -819,6 +964,16 @@ class GroupMetadataManager:
                     except Exception:
                         log.exception("the coordinator failed to drop group %s", group)
         return removed
+
+
+def _newer_than(current: OffsetAndMetadata | None, pending: OffsetAndMetadata | None) -> bool:
+    """Whether the committed offset ``current`` was stored after the transaction's
+    ``pending`` one, so the transaction's COMMIT must not replace it. Kafka compares the
+    two records' append offsets; klog's cache keeps the commit time instead (the broker's
+    clock at each commit, so log order but for commits in the same millisecond, which
+    the transaction wins)."""
+    return current is not None and pending is not None \
+        and current.commit_timestamp > pending.commit_timestamp
 
 
 def _subscribed_topics(value: GroupMetadataValue) -> set[str] | None:

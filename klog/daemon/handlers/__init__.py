@@ -37,6 +37,8 @@ if TYPE_CHECKING:
     from klog.daemon.replica_manager import ReplicaManager
     from klog.daemon.security.credentials import ScramCredentialManager
     from klog.daemon.security.sasl import SaslAuthenticator
+    from klog.daemon.transaction.coordinator import TransactionCoordinator
+    from klog.daemon.transaction.markers import MarkerWriter
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +81,11 @@ class BrokerServices:
     controller: Controller
     controller_identity: ControllerIdentity
     control_requests: ControlRequestReceiver
+    #: Transactions (klog/daemon/transaction/): the coordinator (InitProducerId with a
+    #: transactional id, AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, FindCoordinator key
+    #: type 1) and the partition side of WriteTxnMarkers.
+    transaction_coordinator: TransactionCoordinator
+    txn_marker_writer: MarkerWriter
     #: The APIs and versions this broker announces and serves (Kafka's ApiVersionManager):
     #: a standalone broker leaves out the inter-broker control APIs.
     api_versions: Mapping[int, apis.VersionRange]
@@ -160,6 +167,11 @@ _MODULES: dict[int, str] = {
     21: "delete_records",
     22: "init_producer_id",
     23: "offset_for_leader_epoch",
+    24: "add_partitions_to_txn",
+    25: "add_offsets_to_txn",
+    26: "end_txn",
+    27: "write_txn_markers",
+    28: "txn_offset_commit",
     32: "describe_configs",
     33: "alter_configs",
     35: "describe_log_dirs",
@@ -174,6 +186,9 @@ _MODULES: dict[int, str] = {
     50: "describe_user_scram_credentials",
     51: "alter_user_scram_credentials",
     60: "describe_cluster",
+    61: "describe_producers",
+    65: "describe_transactions",
+    66: "list_transactions",
 }
 
 

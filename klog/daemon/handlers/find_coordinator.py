@@ -1,13 +1,13 @@
 """FindCoordinator (v0-v6): which broker coordinates a group (or transactional id).
 
-A group's coordinator is the leader of its ``__consumer_offsets`` partition
-(``GroupMetadataManager.partition_for``); the topic is created on the first lookup. As in
-Kafka the answer is the leader as this broker's metadata knows it, whether or not it has
-finished loading (the group APIs answer COORDINATOR_LOAD_IN_PROGRESS meanwhile). v0-v3 ask
-for one key; v4+ for a batch of keys of one type, each answered on its own.
-
-Transactions are not built: a transactional id (key type 1) gets COORDINATOR_NOT_AVAILABLE.
-Other key types (v6's share groups, unknown ids) are INVALID_REQUEST.
+A group's coordinator (key type 0) is the leader of its ``__consumer_offsets`` partition
+(``GroupMetadataManager.partition_for``), a transactional id's (key type 1) the leader of
+its ``__transaction_state`` partition (``TransactionStateManager.partition_for``); the
+topic is created on the first lookup. As in Kafka the answer is the leader as this
+broker's metadata knows it, whether or not it has finished loading (the coordinator APIs
+answer COORDINATOR_LOAD_IN_PROGRESS meanwhile). v0-v3 ask for one key; v4+ for a batch of
+keys of one type, each answered on its own. Other key types (v6's share groups, unknown
+ids) are INVALID_REQUEST.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from typing import Any
 
 from klog.daemon.group.metadata_manager import OFFSETS_TOPIC
 from klog.daemon.handlers import Request, RequestContext, Response
+from klog.daemon.transaction.state_manager import TRANSACTION_STATE_TOPIC
 from klog.protocol.errors import ErrorCode
 
 GROUP = 0
@@ -36,16 +37,20 @@ def _answer(key: str, error: ErrorCode, message: str | None = None,
 
 
 async def _find(ctx: RequestContext, key_type: int, key: str) -> dict[str, Any]:
-    if key_type == TRANSACTION:
-        return _answer(key, ErrorCode.COORDINATOR_NOT_AVAILABLE)
-    if key_type != GROUP:
-        return _answer(key, ErrorCode.INVALID_REQUEST, f"Unknown coordinator type: {key_type}")
     services = ctx.services
-    manager = services.group_manager
     cache = services.metadata_cache
-    if not cache.contains_topic(OFFSETS_TOPIC):
-        await manager.ensure_offsets_topic()
-    state = cache.partition_state(OFFSETS_TOPIC, manager.partition_for(key))
+    if key_type == GROUP:
+        manager = services.group_manager
+        if not cache.contains_topic(OFFSETS_TOPIC):
+            await manager.ensure_offsets_topic()
+        state = cache.partition_state(OFFSETS_TOPIC, manager.partition_for(key))
+    elif key_type == TRANSACTION:
+        txns = services.transaction_coordinator.state_manager
+        if not cache.contains_topic(TRANSACTION_STATE_TOPIC):
+            await txns.ensure_topic()
+        state = cache.partition_state(TRANSACTION_STATE_TOPIC, txns.partition_for(key))
+    else:
+        return _answer(key, ErrorCode.INVALID_REQUEST, f"Unknown coordinator type: {key_type}")
     if state is None or state.leader < 0:
         return _answer(key, ErrorCode.COORDINATOR_NOT_AVAILABLE)
     info = cache.broker(state.leader)

@@ -13,13 +13,10 @@ What Kafka 3.x answers, and so what klog answers:
   happen only for transactional ids, whose epochs the transaction coordinator keeps; for
   idempotent producers the partition leaders enforce epochs on produce (see
   klog.storage.producer_state).
-- A transactional id: the transaction coordinator's business, and klog has none yet. An
-  empty id is INVALID_REQUEST (Kafka checks that first). Any other id is answered
-  COORDINATOR_NOT_AVAILABLE: it is what Kafka itself answers when its transaction
-  coordinator is not active (FindCoordinator, ListTransactions, DescribeTransactions), it
-  is true, and it is retriable, so a transactional client waits (up to its max.block.ms)
-  and fails with a timeout rather than with a misleading authorization or fencing error.
-  (NOT_COORDINATOR would claim another broker is the coordinator.)
+- A transactional id: the transaction coordinator's ``init_producer_id`` (epoch bump,
+  fencing, KIP-360 recovery with the producer id and epoch of v3+, the timeout checked
+  against transaction.max.timeout.ms). An empty id is INVALID_REQUEST. PRODUCER_FENCED is
+  answered as INVALID_PRODUCER_EPOCH before v4, which predates it (Kafka's KafkaApis).
 
 Errors answer producer_id -1 and producer_epoch -1, as Kafka's initTransactionError.
 When no block of ids can be had (metastore unreachable) the answer is the retriable
@@ -32,6 +29,7 @@ import logging
 from typing import Any
 
 from klog.daemon.handlers import Request, RequestContext, Response
+from klog.protocol.entities import as_millis
 from klog.protocol.errors import ErrorCode, KafkaError
 
 log = logging.getLogger(__name__)
@@ -49,7 +47,20 @@ async def handle(ctx: RequestContext, request: Request) -> Response:
     if transactional_id is not None:
         if transactional_id == "":
             return _error(ctx, ErrorCode.INVALID_REQUEST)
-        return _error(ctx, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        expected = None if producer_id == NO_PRODUCER_ID else (producer_id, producer_epoch)
+        result = await ctx.services.transaction_coordinator.init_producer_id(
+            transactional_id, as_millis(request.transaction_timeout), expected)
+        if result.error is not ErrorCode.NONE:
+            error = result.error
+            if error is ErrorCode.PRODUCER_FENCED and ctx.api_version < 4:
+                error = ErrorCode.INVALID_PRODUCER_EPOCH
+            return _error(ctx, error)
+        return ctx.respond({
+            "throttle_time": 0,
+            "error_code": 0,
+            "producer_id": result.producer_id,
+            "producer_epoch": result.producer_epoch,
+        })
     try:
         new_id = await ctx.services.producer_ids.generate_producer_id()
     except KafkaError as exc:

@@ -9,8 +9,9 @@ KIP-848 consumer group, which klog does not advertise).
 The coordinator errors (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS,
 COORDINATOR_NOT_AVAILABLE) are the group's error from v2 (a top-level error_code; v8 one
 per group, several groups per request); v1 has no top-level error, so, as Kafka, every
-requested partition carries it. ``require_stable`` (v7+) would make partitions with pending
-transactional commits UNSTABLE_OFFSET_COMMIT; without transactions there are none.
+requested partition carries it. ``require_stable`` (v7+) makes a requested partition with a
+transactional commit still pending (no marker yet) answer UNSTABLE_OFFSET_COMMIT and offset
+-1, as Kafka; without it the last committed offset is answered (a pending one is invisible).
 """
 
 from __future__ import annotations
@@ -30,7 +31,8 @@ def _partition(index: int, offset: int = -1, leader_epoch: int = -1, metadata: s
 
 
 def _fetch_group(manager: GroupMetadataManager, group_id: str, topics: Any,
-                 version: int) -> tuple[ErrorCode, list[dict[str, Any]]]:
+                 version: int, require_stable: bool = False
+                 ) -> tuple[ErrorCode, list[dict[str, Any]]]:
     """(group error, response topics) for one group."""
     error = manager.coordinator_error(group_id)
     if error is not None:
@@ -54,6 +56,9 @@ def _fetch_group(manager: GroupMetadataManager, group_id: str, topics: Any,
     for t in topics:
         parts = []
         for p in t.partition_indexes:
+            if require_stable and manager.has_pending_txn_offset(group_id, (t.name, p)):
+                parts.append(_partition(p, error=ErrorCode.UNSTABLE_OFFSET_COMMIT))
+                continue
             found = committed.get((t.name, p))
             parts.append(_partition(p) if found is None
                          else _partition(p, found.offset, found.leader_epoch, found.metadata))
@@ -67,9 +72,11 @@ async def handle(ctx: RequestContext, request: Request) -> Response:
     if version >= 8:
         groups = []
         for group in request.groups:
-            error, topics = _fetch_group(manager, group.group_id, group.topics, version)
+            error, topics = _fetch_group(manager, group.group_id, group.topics, version,
+                                         request.require_stable)
             groups.append({"group_id": group.group_id, "topics": topics,
                            "error_code": int(error)})
         return ctx.respond({"throttle_time": 0, "groups": groups})
-    error, topics = _fetch_group(manager, request.group_id, request.topics, version)
+    error, topics = _fetch_group(manager, request.group_id, request.topics, version,
+                                 getattr(request, "require_stable", False))
     return ctx.respond({"throttle_time": 0, "topics": topics, "error_code": int(error)})

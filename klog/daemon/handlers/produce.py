@@ -4,6 +4,10 @@ Decode, one call, encode: ``ReplicaManager.produce`` validates, appends and, for
 waits in its produce purgatory until the ISR has the data (immediately when the ISR is the
 leader alone) or the request timeout passes. acks must be 0, 1 or -1 (else
 INVALID_REQUIRED_ACKS for every partition). acks=0 gets no response at all, as in Kafka.
+A transactional produce is appended like any other (the log checks the producer's epoch
+and the transactional bit); when this broker coordinates its transactional id, a
+partition not added to the ongoing transaction is refused with INVALID_TXN_STATE (KIP-890
+part 1, checked in-process only).
 While an acks=-1 produce waits for the ISR, the connection goes on with the producer's
 next requests (a ``Deferred`` answer). The append itself may wait too, for a heavy record
 check done off the event loop; the connection's next request waits for that.
@@ -17,8 +21,9 @@ from typing import Any
 from klog.daemon.handlers import Deferred, Request, RequestContext, Response
 from klog.protocol import produce
 from klog.protocol.entities import as_millis
-from klog.protocol.errors import ErrorCode
+from klog.protocol.errors import CorruptRecordError, ErrorCode
 from klog.protocol.produce import PartitionResponse
+from klog.protocol.records.batch import RECORD_BATCH_OVERHEAD, read_batch_header
 
 
 async def handle(ctx: RequestContext, request: Request) -> Response:
@@ -35,11 +40,13 @@ async def handle(ctx: RequestContext, request: Request) -> Response:
         results = {tp: (int(ErrorCode.INVALID_REQUIRED_ACKS), None) for tp in entries}
         return _response(ctx, order, results)
     if request.transactional_id is not None:
-        # Transactions arrive with the transaction coordinator; until then a transactional
-        # produce is refused rather than half-honoured.
-        results = {tp: (int(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED), None)
-                   for tp in entries}
-        return _response(ctx, order, results)
+        refused = _not_in_transaction(ctx, request.transactional_id, entries)
+        if refused:
+            results = {tp: (int(ErrorCode.INVALID_TXN_STATE), None) for tp in refused}
+            entries = {tp: r for tp, r in entries.items() if tp not in refused}
+            if not entries:
+                return _response(ctx, order, results)
+            return await _produce_rest(ctx, request, order, entries, results)
     rm = ctx.services.replica_manager
     # The timeout matters to acks=-1 only (converting it costs as much as a small append).
     timeout_ms = as_millis(request.timeout) if acks == -1 else 0
@@ -54,6 +61,52 @@ async def handle(ctx: RequestContext, request: Request) -> Response:
             ctx.connection.close()
         return None
     return _response(ctx, order, {tp: (r.error_code, r) for tp, r in appended.items()})
+
+
+def _not_in_transaction(ctx: RequestContext, transactional_id: str,
+                        entries: dict[tuple[str, int], Any]) -> set[tuple[str, int]]:
+    """KIP-890 part 1, when this broker coordinates the transactional id: partitions the
+    producer writes outside its ongoing transaction (a hanging transaction otherwise).
+    Elsewhere (another broker coordinates) nothing is checked here."""
+    coordinator = ctx.services.transaction_coordinator
+    if coordinator is None:
+        return set()
+    producer = _producer(entries)
+    if producer is None:
+        return set()
+    missing = coordinator.verify_partitions(transactional_id, *producer, list(entries))
+    return set(missing or ())
+
+
+def _producer(entries: dict[tuple[str, int], Any]) -> tuple[int, int] | None:
+    """(producer id, epoch) of the first transactional batch of the request, if any."""
+    for records in entries.values():
+        if records is None or len(records) < RECORD_BATCH_OVERHEAD:
+            continue
+        try:
+            header = read_batch_header(records, 0)
+        except CorruptRecordError:
+            continue  # the append refuses it, with its own answer
+        if header.magic >= 2 and header.is_transactional and not header.is_control:
+            return header.producer_id, header.producer_epoch
+    return None
+
+
+async def _produce_rest(ctx: RequestContext, request: Any, order: list[tuple[str, list[int]]],
+                        entries: dict[tuple[str, int], Any],
+                        results: dict[tuple[str, int], tuple[int, Any]]) -> Any:
+    """The partitions left after some were refused: appended, answered together."""
+    acks = request.acks
+    timeout_ms = as_millis(request.timeout) if acks == -1 else 0
+    appended = await ctx.services.replica_manager.produce(entries, acks, timeout_ms)
+    if not isinstance(appended, dict):
+        appended = await appended
+    if acks == 0:
+        if ctx.connection is not None:
+            ctx.connection.close()
+        return None
+    results.update({tp: (r.error_code, r) for tp, r in appended.items()})
+    return _response(ctx, order, results)
 
 
 async def _after(ctx: RequestContext, order: list[tuple[str, list[int]]],

@@ -21,6 +21,8 @@ class FakeManager:
         self.values: dict[str, GroupMetadataValue] = {}
         self.stores: list[tuple[str, GroupMetadataValue | None]] = []
         self.offsets: dict[str, dict[tuple[str, int], Any]] = {}
+        # producer id -> group -> pending transactional commits
+        self.txn_offsets: dict[int, dict[str, dict[tuple[str, int], Any]]] = {}
         self.store_error = ErrorCode.NONE
         self.coordinator_err: ErrorCode | None = None
         self.loading: set[int] = set()
@@ -51,6 +53,12 @@ class FakeManager:
     async def store_offsets(self, group_id: str, offsets: dict[tuple[str, int], Any]
                             ) -> dict[tuple[str, int], ErrorCode]:
         self.offsets.setdefault(group_id, {}).update(offsets)
+        return dict.fromkeys(offsets, ErrorCode.NONE)
+
+    async def store_txn_offsets(self, group_id: str, producer_id: int, producer_epoch: int,
+                                offsets: dict[tuple[str, int], Any]
+                                ) -> dict[tuple[str, int], ErrorCode]:
+        self.txn_offsets.setdefault(producer_id, {}).setdefault(group_id, {}).update(offsets)
         return dict.fromkeys(offsets, ErrorCode.NONE)
 
     def fetch_offsets(self, group_id: str, partitions: list[tuple[str, int]] | None

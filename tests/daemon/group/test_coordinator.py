@@ -497,3 +497,32 @@ def test_failed_assignment_store_makes_members_rejoin() -> None:
         assert coordinator.group_state(GROUP) == "PreparingRebalance"
         coordinator.shutdown()
     run(main())
+
+
+def test_txn_offset_commit_validation() -> None:
+    """TxnOffsetCommit: a group nobody knows is created; without member or generation (v0-v2)
+    a transaction may commit into a group with members; given ones are checked (KIP-447)."""
+    async def main() -> None:
+        coordinator, manager = make_coordinator()
+        om = OffsetAndMetadata(10, -1, "", 1000, None)
+        tp = ("t1", 0)
+        assert await coordinator.commit_txn_offsets("fresh", 5, 0, -1, "", None, {tp: om}) \
+            == {tp: ErrorCode.NONE}
+        assert coordinator.group_state("fresh") == "Empty"
+        assert manager.txn_offsets == {5: {"fresh": {tp: om}}}
+        [a] = await stable_group(coordinator, 1)
+        assert await coordinator.commit_txn_offsets(GROUP, 6, 0, -1, "", None, {tp: om}) \
+            == {tp: ErrorCode.NONE}
+        assert await coordinator.commit_txn_offsets(GROUP, 6, 0, 1, a.member_id, None,
+                                                    {tp: om}) == {tp: ErrorCode.NONE}
+        assert await coordinator.commit_txn_offsets(GROUP, 6, 0, 2, a.member_id, None,
+                                                    {tp: om}) == {tp: ErrorCode.ILLEGAL_GENERATION}
+        assert await coordinator.commit_txn_offsets(GROUP, 6, 0, 1, "x", None, {tp: om}) \
+            == {tp: ErrorCode.UNKNOWN_MEMBER_ID}
+        manager.coordinator_err = ErrorCode.NOT_COORDINATOR
+        assert await coordinator.commit_txn_offsets(GROUP, 6, 0, -1, "", None, {tp: om}) \
+            == {tp: ErrorCode.NOT_COORDINATOR}
+        # Nothing reached the plain offsets.
+        assert GROUP not in manager.offsets
+        coordinator.shutdown()
+    run(main())

@@ -545,3 +545,181 @@ def test_compression_codec(tmp_path: Path) -> None:
         assert broker.call(lambda: mgr.fetch_offsets("zipped", None)) == offsets
     finally:
         broker.stop()
+
+
+# -- transactional offset commits -------------------------------------------------------------
+
+
+def _marker(broker: InProcessBroker, partition: int, producer_id: int, epoch: int,
+            commit: bool) -> None:
+    """Write a transaction marker into an offsets partition, as the transaction
+    coordinator's WriteTxnMarkers does, then tell the manager (its complete_transaction)."""
+    from klog.protocol.records.control import (
+        ControlRecordType,
+        EndTransactionMarker,
+        build_control_batch,
+    )
+
+    kind = ControlRecordType.COMMIT if commit else ControlRecordType.ABORT
+    batch = build_control_batch(EndTransactionMarker(kind, 3), producer_id=producer_id,
+                                producer_epoch=epoch)
+    rm = broker.broker.replica_manager
+    tp = (OFFSETS_TOPIC, partition)
+    result = broker.call(lambda: rm.append_records({tp: batch}, 1, origin="coordinator"))
+    assert result[tp].error_code == 0
+    mgr = _manager(broker)
+    broker.call(lambda: mgr.complete_transaction(partition, producer_id, commit))
+
+
+def test_txn_offsets_pending_until_commit_marker_dropped_on_abort(tmp_path: Path) -> None:
+    group = "eos-app"
+    plain = {("in", 0): OffsetAndMetadata(5, -1, "", 1)}
+    txn = {("in", 0): OffsetAndMetadata(10, 2, "m", 2), ("in", 1): OffsetAndMetadata(11, -1, "", 2)}
+    broker = _start(tmp_path)
+    try:
+        _wait_coordinator(broker, group)
+        mgr = _manager(broker)
+        p = mgr.partition_for(group)
+        assert _run(broker, lambda: mgr.store_offsets(group, plain)) == {("in", 0): ErrorCode.NONE}
+        assert _run(broker, lambda: mgr.store_txn_offsets(group, 1000, 0, txn)) \
+            == dict.fromkeys(txn, ErrorCode.NONE)
+        # Invisible while the transaction is open; OffsetFetch's require_stable sees it.
+        assert broker.call(lambda: mgr.fetch_offsets(group, None)) == plain
+        assert broker.call(lambda: mgr.has_pending_txn_offset(group, ("in", 1)))
+        assert not broker.call(lambda: mgr.has_pending_txn_offset(group, ("in", 2)))
+        assert broker.call(lambda: mgr.pending_txn_producers(p)) == {1000}
+        # Written as Kafka: one transactional batch of the producer id and epoch.
+        part = broker.broker.replica_manager.get_partition(OFFSETS_TOPIC, p)
+        data = broker.call(lambda: part.log.read(0, 1 << 20, None, True).read_bytes())
+        headers = list(iter_batch_headers(data))
+        assert [(h.is_transactional, h.producer_id, h.producer_epoch) for h in headers] \
+            == [(False, -1, -1), (True, 1000, 0)]
+        assert headers[1].last_offset - headers[1].base_offset == 1
+        _marker(broker, p, 1000, 0, commit=True)
+        assert broker.call(lambda: mgr.fetch_offsets(group, None)) == txn
+        assert not broker.call(lambda: mgr.has_pending_txn_offset(group, ("in", 1)))
+        # An aborted transaction's commits are dropped.
+        later = {("in", 0): OffsetAndMetadata(99, -1, "", 3)}
+        assert _run(broker, lambda: mgr.store_txn_offsets(group, 1001, 0, later)) \
+            == {("in", 0): ErrorCode.NONE}
+        _marker(broker, p, 1001, 0, commit=False)
+        assert broker.call(lambda: mgr.fetch_offsets(group, None)) == txn
+        assert broker.call(lambda: mgr.pending_txn_producers(p)) == set()
+    finally:
+        broker.stop()
+
+
+def test_txn_offsets_of_a_fenced_epoch_are_refused(tmp_path: Path) -> None:
+    group = "zombie"
+    om = {("in", 0): OffsetAndMetadata(1, -1, "", 1)}
+    broker = _start(tmp_path)
+    try:
+        _wait_coordinator(broker, group)
+        mgr = _manager(broker)
+        assert _run(broker, lambda: mgr.store_txn_offsets(group, 7, 3, om)) \
+            == {("in", 0): ErrorCode.NONE}
+        assert _run(broker, lambda: mgr.store_txn_offsets(group, 7, 2, om)) \
+            == {("in", 0): ErrorCode.INVALID_PRODUCER_EPOCH}
+        assert broker.call(lambda: mgr.pending_txn_producers(mgr.partition_for(group))) == {7}
+    finally:
+        broker.stop()
+
+
+def test_loading_applies_markers_and_keeps_open_transactions_pending(tmp_path: Path) -> None:
+    group = "eos-load"
+    committed = {("in", 0): OffsetAndMetadata(10, -1, "", 2)}
+    aborted = {("in", 1): OffsetAndMetadata(20, -1, "", 2)}
+    still_open = {("in", 2): OffsetAndMetadata(30, -1, "", 2)}
+    broker = _start(tmp_path)
+    try:
+        _wait_coordinator(broker, group)
+        mgr = _manager(broker)
+        p = mgr.partition_for(group)
+        for pid, offsets in ((1, committed), (2, aborted), (3, still_open)):
+            assert _run(broker, lambda pid=pid, o=offsets: mgr.store_txn_offsets(
+                group, pid, 0, o)) == dict.fromkeys(offsets, ErrorCode.NONE)
+        # Markers in the log only (the manager is not told): the load must apply them.
+        rm = broker.broker.replica_manager
+        from klog.protocol.records.control import (
+            ControlRecordType,
+            EndTransactionMarker,
+            build_control_batch,
+        )
+        for pid, kind in ((1, ControlRecordType.COMMIT), (2, ControlRecordType.ABORT)):
+            batch = build_control_batch(EndTransactionMarker(kind, 0), producer_id=pid,
+                                        producer_epoch=0)
+            broker.call(lambda b=batch: rm.append_records({(OFFSETS_TOPIC, p): b}, 1,
+                                                          origin="coordinator"))
+    finally:
+        broker.stop()
+    broker = _start(tmp_path)
+    try:
+        _wait_coordinator(broker, group)
+        mgr = _manager(broker)
+        assert broker.call(lambda: mgr.fetch_offsets(group, None)) == committed
+        assert broker.call(lambda: mgr.pending_txn_producers(p)) == {3}
+        assert broker.call(lambda: mgr.has_pending_txn_offset(group, ("in", 2)))
+        broker.call(lambda: mgr.complete_transaction(p, 3, True))
+        assert broker.call(lambda: mgr.fetch_offsets(group, None)) == {**committed, **still_open}
+        # Leadership lost: pending commits go with the partition.
+        assert _run(broker, lambda: mgr.store_txn_offsets(group, 4, 0, aborted)) \
+            == dict.fromkeys(aborted, ErrorCode.NONE)
+        broker.call(lambda: mgr.resign(p))
+        assert broker.call(lambda: mgr.pending_txn_producers(p)) == set()
+    finally:
+        broker.stop()
+
+
+def test_a_marker_announced_while_the_partition_loads_is_applied_after(tmp_path: Path
+                                                                       ) -> None:
+    """The load may read the log before the marker lands: the completion waits for it."""
+    group = "eos-race"
+    offsets = {("in", 0): OffsetAndMetadata(7, -1, "", 2)}
+    broker = _start(tmp_path)
+    try:
+        _wait_coordinator(broker, group)
+        mgr = _manager(broker)
+        p = mgr.partition_for(group)
+        assert _run(broker, lambda: mgr.store_txn_offsets(group, 11, 0, offsets)) \
+            == dict.fromkeys(offsets, ErrorCode.NONE)
+
+        def reload_and_complete() -> None:
+            mgr.resign(p)
+            mgr.become_leader(p)  # the load task has not run yet
+            mgr.complete_transaction(p, 11, True)
+
+        broker.call(reload_and_complete)
+        _wait_coordinator(broker, group)
+        assert broker.call(lambda: mgr.fetch_offsets(group, None)) == offsets
+        assert broker.call(lambda: mgr.pending_txn_producers(p)) == set()
+    finally:
+        broker.stop()
+
+
+def test_a_plain_commit_after_a_transactional_one_wins(tmp_path: Path) -> None:
+    """As Kafka: the COMMIT marker does not replace an offset committed after the
+    transaction's (log order), neither live nor when the partition is loaded."""
+    group = "eos-mixed"
+    txn = {("in", 0): OffsetAndMetadata(10, -1, "", 1_000), ("in", 1): OffsetAndMetadata(
+        11, -1, "", 1_000)}
+    later = {("in", 0): OffsetAndMetadata(50, -1, "", 2_000)}
+    broker = _start(tmp_path)
+    try:
+        _wait_coordinator(broker, group)
+        mgr = _manager(broker)
+        p = mgr.partition_for(group)
+        assert _run(broker, lambda: mgr.store_txn_offsets(group, 21, 0, txn)) \
+            == dict.fromkeys(txn, ErrorCode.NONE)
+        assert _run(broker, lambda: mgr.store_offsets(group, later)) \
+            == {("in", 0): ErrorCode.NONE}
+        _marker(broker, p, 21, 0, commit=True)
+        expected = {("in", 0): later[("in", 0)], ("in", 1): txn[("in", 1)]}
+        assert broker.call(lambda: mgr.fetch_offsets(group, None)) == expected
+    finally:
+        broker.stop()
+    broker = _start(tmp_path)
+    try:
+        _wait_coordinator(broker, group)
+        assert broker.call(lambda: _manager(broker).fetch_offsets(group, None)) == expected
+    finally:
+        broker.stop()

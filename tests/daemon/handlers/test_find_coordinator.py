@@ -55,10 +55,9 @@ def test_batched_keys(broker: InProcessBroker, version: int) -> None:
         assert c.error_code == ErrorCode.NONE
         assert (c.node_id, c.host, c.port) == (broker.broker.broker_id, "127.0.0.1",
                                                broker.port)
-    # Transactions are not built: no coordinator for transactional ids.
+    # Transactional ids: the leader of their __transaction_state partition.
     assert [(c.key, c.error_code, c.node_id, c.port) for c in txns.coordinators] == [
-        ("t1", ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, -1),
-        ("t2", ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, -1)]
+        ("t1", ErrorCode.NONE, 0, broker.port), ("t2", ErrorCode.NONE, 0, broker.port)]
     assert [(c.key, c.error_code) for c in unknown.coordinators] == [
         ("x", ErrorCode.INVALID_REQUEST)]
 
@@ -66,9 +65,14 @@ def test_batched_keys(broker: InProcessBroker, version: int) -> None:
 def test_transaction_key_v1(broker: InProcessBroker) -> None:
     with broker.connect() as client:
         response = client.call(FIND_COORDINATOR, 1, {"key": "txn", "key_type": 1})
-    assert response.error_code == ErrorCode.COORDINATOR_NOT_AVAILABLE
-    assert response.error_message == "The coordinator is not available."
-    assert response.node_id == -1
+    assert response.error_code == ErrorCode.NONE
+    assert response.node_id == broker.broker.broker_id
+    # Created on first use: compacted, transaction.state.log.num.partitions (50).
+    cache = broker.broker.metadata_cache
+    assert len(broker.call(lambda: cache.partitions("__transaction_state"))) == 50
+    overrides = broker.call(lambda: broker.broker.topic_configs.load("__transaction_state"))
+    assert overrides["cleanup.policy"] == "compact"
+    assert overrides["min.insync.replicas"] == "1"
 
 
 def test_offsets_topic_cannot_be_created(tmp_path: Path) -> None:

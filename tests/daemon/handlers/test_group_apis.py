@@ -337,6 +337,9 @@ class FakeGroupManager:
             return dict(offsets)
         return {tp: offsets[tp] for tp in partitions if tp in offsets}
 
+    def has_pending_txn_offset(self, group_id: str, tp: tuple[str, int]) -> bool:
+        return False  # no transactional commit pending (tests/.../test_txn_offsets cover it)
+
 
 def flat(topics: Any, version: int) -> dict[tuple[str, int], tuple[Any, ...]]:
     return {(t.name, p.partition_index): (

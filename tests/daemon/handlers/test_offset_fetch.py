@@ -221,3 +221,44 @@ def test_confluent_metadata_round_trip(broker: InProcessBroker) -> None:
                                                      ("c", 1): (9, None)}
     stored = broker.call(lambda: _manager(broker).fetch_offsets(group, [("c", 0)]))
     assert [om.metadata for om in stored.values()] == ["via-confluent\x00"]
+
+
+class _PendingTxnManager:
+    """A group manager (fake) where ("t", 1) has a transactional commit pending."""
+
+    def coordinator_error(self, group_id: str) -> ErrorCode | None:
+        return None
+
+    def fetch_offsets(self, group_id: str, partitions: Any
+                      ) -> dict[tuple[str, int], OffsetAndMetadata]:
+        return {("t", 0): OffsetAndMetadata(5), ("t", 1): OffsetAndMetadata(6)}
+
+    def has_pending_txn_offset(self, group_id: str, tp: tuple[str, int]) -> bool:
+        return tp == ("t", 1)
+
+
+@pytest.mark.parametrize("version,require_stable", [(7, True), (8, True), (7, False)])
+def test_require_stable_with_a_pending_transaction(version: int, require_stable: bool) -> None:
+    from klog.daemon.handlers.offset_fetch import handle
+    from klog.protocol import apis
+    from klog.protocol.entities import build
+    from klog.protocol.framing import RequestHeader
+    from tests.daemon.handlers.fakes import context
+
+    topics = [{"name": "t", "partition_indexes": [0, 1]}]
+    values: dict[str, Any] = {"require_stable": require_stable}
+    if version >= 8:
+        values["groups"] = [{"group_id": GROUP, "topics": topics}]
+    else:
+        values.update(group_id=GROUP, topics=topics)
+    request = apis.decode_request(OFFSET_FETCH, version, apis.encode_request(
+        build(apis.spec_for(OFFSET_FETCH).request_entity(version), values)))
+    ctx = context(RequestHeader(OFFSET_FETCH, version, 1, "test", 1),
+                  group_manager=_PendingTxnManager())
+    response = asyncio.run(handle(ctx, request))
+    topics_out = response.groups[0].topics if version >= 8 else response.topics
+    parts = {p.partition_index: (p.committed_offset, p.error_code)
+             for p in topics_out[0].partitions}
+    assert parts[0] == (5, ErrorCode.NONE)
+    assert parts[1] == ((-1, ErrorCode.UNSTABLE_OFFSET_COMMIT) if require_stable
+                        else (6, ErrorCode.NONE))

@@ -1,7 +1,8 @@
 """The Produce handler with a fake replica manager, no socket: decode, one call
 (``ReplicaManager.produce``), encode. acks=1 answers at once, acks=-1 answers through a
 Deferred when the replica manager gives an awaitable, acks=0 answers nothing (and closes
-the connection on an error), bad acks and transactional produces never reach it."""
+the connection on an error), bad acks never reach it; a transactional produce to a
+partition outside the transaction is refused when the coordinator is in-process."""
 
 from __future__ import annotations
 
@@ -93,10 +94,54 @@ def test_acks_0_answers_nothing_and_closes_on_an_error() -> None:
     assert not connection.closed
 
 
-def test_bad_acks_and_transactional_produces_never_reach_the_replica_manager() -> None:
+def test_bad_acks_never_reach_the_replica_manager() -> None:
     rm = FakeReplicaManager(OK)
     bad = _decoded(asyncio.run(handle(_ctx(rm), _request(2))))
     assert set(bad.values()) == {(int(ErrorCode.INVALID_REQUIRED_ACKS), -1)}
-    txn = _decoded(asyncio.run(handle(_ctx(rm), _request(1, transactional_id="tx"))))
-    assert set(txn.values()) == {(int(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED), -1)}
     assert rm.calls == []
+
+
+class FakeTransactionCoordinator:
+    def __init__(self, missing: list[tuple[str, int]] | None) -> None:
+        self.missing = missing
+        self.calls: list[tuple[str, int, int, list[tuple[str, int]]]] = []
+
+    def verify_partitions(self, txn_id: str, producer_id: int, producer_epoch: int,
+                          partitions: list[tuple[str, int]]) -> list[tuple[str, int]] | None:
+        self.calls.append((txn_id, producer_id, producer_epoch, sorted(partitions)))
+        return self.missing
+
+
+def _txn_request(acks: int) -> Any:
+    from klog.protocol.records.v2 import BatchBuilder
+
+    def txn_batch(value: bytes) -> bytes:
+        builder = BatchBuilder(producer_id=42, producer_epoch=3, base_sequence=0,
+                               is_transactional=True)
+        builder.append(1_700_000_000_000, None, value)
+        return builder.build()
+
+    topics = [("a", [(0, txn_batch(b"x")), (2, txn_batch(b"y"))]),
+              ("b", [(1, txn_batch(b"z"))])]
+    body = b"".join(bytes(piece) for piece in produce.encode_produce_request(
+        VERSION, acks, 1500, topics, "tx"))
+    return produce.decode_produce_request(VERSION, bytearray(body))
+
+
+def test_transactional_produce_outside_the_transaction_is_refused_kip_890() -> None:
+    """Partitions the coordinator (in-process) has not added to the producer's ongoing
+    transaction are INVALID_TXN_STATE; the others are appended."""
+    rm = FakeReplicaManager({("a", 0): ProduceResult(0, 10), ("b", 1): ProduceResult(0, 5)})
+    coordinator = FakeTransactionCoordinator([("a", 2)])
+    ctx = context(RequestHeader(0, VERSION, 7, "test", 2), None, replica_manager=rm,
+                  transaction_coordinator=coordinator)
+    answer = _decoded(asyncio.run(handle(ctx, _txn_request(1))))
+    assert coordinator.calls == [("tx", 42, 3, [("a", 0), ("a", 2), ("b", 1)])]
+    assert answer == {("a", 0): (0, 10), ("a", 2): (int(ErrorCode.INVALID_TXN_STATE), -1),
+                      ("b", 1): (0, 5)}
+    assert [sorted(entries) for entries, _acks, _t in rm.calls] == [[("a", 0), ("b", 1)]]
+    # Not coordinated here (None): everything goes to the replica manager.
+    rm = FakeReplicaManager(OK)
+    ctx = context(RequestHeader(0, VERSION, 7, "test", 2), None, replica_manager=rm,
+                  transaction_coordinator=FakeTransactionCoordinator(None))
+    assert _decoded(asyncio.run(handle(ctx, _txn_request(1)))) == EXPECTED

@@ -1,0 +1,90 @@
+"""``klog log-dirs describe``: each broker's log directories and the replicas in them
+(kafka-log-dirs.sh --describe).
+
+Formatting only: the figures are DescribeLogDirs' (klog.client.admin.AdminClient
+.describe_log_dirs). A table by default; ``--json`` prints the document kafka-log-dirs.sh
+prints, so scripts written for it read klog's:
+
+    {"version":1,"brokers":[{"broker":0,"logDirs":[{"logDir":"/data","error":null,
+      "partitions":[{"partition":"t-0","size":123,"offsetLag":0,"isFuture":false}]}]}]}
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import typer
+
+from klog.cli import console
+from klog.cli.topic import bootstrap_option, fail, json_option, print_table, table, with_admin
+
+if TYPE_CHECKING:
+    from klog.client.admin import AdminClient, LogDirDescription
+
+log_dirs_app = typer.Typer(help="Log directories of the brokers (kafka-log-dirs.sh).",
+                           no_args_is_help=True)
+
+
+def _csv(value: str | None, what: str, conv: type = str) -> list[Any] | None:
+    if value is None:
+        return None
+    try:
+        return [conv(v.strip()) for v in value.split(",") if v.strip()]
+    except ValueError:
+        fail(f"{what} must be a comma-separated list, not {value!r}", console.EXIT_USAGE)
+
+
+def kafka_document(dirs: dict[int, list[LogDirDescription]],
+                   topics: list[str] | None) -> dict[str, Any]:
+    """kafka-log-dirs.sh's JSON document (its key order; topics filter applied)."""
+    from klog.protocol.errors import ErrorCode
+
+    brokers = []
+    for broker in sorted(dirs):
+        entries = []
+        for d in dirs[broker]:
+            parts = [{"partition": f"{t}-{p}", "size": info.size, "offsetLag": info.offset_lag,
+                      "isFuture": info.is_future}
+                     for (t, p), info in sorted(d.replicas.items())
+                     if topics is None or t in topics]
+            error = None if d.error_code == 0 else ErrorCode(d.error_code).name
+            entries.append({"logDir": d.log_dir, "error": error, "partitions": parts})
+        brokers.append({"broker": broker, "logDirs": entries})
+    return {"version": 1, "brokers": brokers}
+
+
+@log_dirs_app.command("describe")
+def describe(
+    broker_list: str | None = typer.Option(
+        None, "--broker-list", help="Comma-separated broker ids (default: every broker)."),
+    topic_list: str | None = typer.Option(
+        None, "--topic-list", help="Comma-separated topics (default: every topic)."),
+    bootstrap_server: str | None = bootstrap_option(),
+    as_json: bool = json_option(),
+) -> None:
+    """Show each broker's log dirs: partitions, sizes, offset lag, free space."""
+    brokers = _csv(broker_list, "--broker-list", int)
+    topics = _csv(topic_list, "--topic-list")
+
+    async def body(admin: AdminClient) -> dict[int, list[LogDirDescription]]:
+        return await admin.describe_log_dirs(brokers)
+
+    dirs = with_admin(bootstrap_server, body)
+    doc = kafka_document(dirs, topics)
+    if as_json:
+        console.emit_json(doc)
+        return
+    t = table("BROKER", "LOG DIR", "PARTITION", "SIZE", "OFFSET LAG", "ERROR",
+              right=("SIZE", "OFFSET LAG"))
+    for b in doc["brokers"]:
+        for d in b["logDirs"]:
+            if not d["partitions"]:
+                t.add_row(str(b["broker"]), d["logDir"], "-", "-", "-", d["error"] or "")
+            for p in d["partitions"]:
+                t.add_row(str(b["broker"]), d["logDir"], p["partition"], str(p["size"]),
+                          str(p["offsetLag"]), d["error"] or "")
+    print_table(t)
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(log_dirs_app, name="log-dirs")

@@ -1,0 +1,55 @@
+"""TxnOffsetCommit (v0-v3): a transaction's offset commits for a consumer group.
+
+As Kafka's KafkaApis: a partition of a topic this broker's metadata does not know gets
+UNKNOWN_TOPIC_OR_PARTITION; the rest go to the group coordinator
+(``GroupCoordinator.commit_txn_offsets``), which keeps them pending until the transaction's
+marker reaches the group's ``__consumer_offsets`` partition. The commit timestamp is now;
+v2+ carry the leader epoch, v3+ the member id, generation and group instance id (KIP-447:
+checked when given). A null metadata string is stored as "".
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from klog.daemon.group.metadata_manager import OffsetAndMetadata
+from klog.daemon.handlers import Request, RequestContext, Response
+from klog.protocol.errors import ErrorCode
+
+
+async def handle(ctx: RequestContext, request: Request) -> Response:
+    cache = ctx.services.metadata_cache
+    now = int(time.time() * 1000)
+    errors: dict[tuple[str, int], ErrorCode] = {}
+    offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
+    order: list[tuple[str, int]] = []
+    for topic in request.topics:
+        for p in topic.partitions:
+            tp = (topic.name, p.partition_index)
+            order.append(tp)
+            if cache.partition_state(topic.name, p.partition_index) is None:
+                errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            offsets[tp] = OffsetAndMetadata(
+                offset=p.committed_offset,
+                leader_epoch=getattr(p, "committed_leader_epoch", -1),
+                metadata=p.committed_metadata or "",
+                commit_timestamp=now,
+            )
+    if offsets:
+        errors.update(await ctx.services.group_coordinator.commit_txn_offsets(
+            request.group_id,
+            request.producer_id,
+            request.producer_epoch,
+            getattr(request, "generation_id", -1),
+            getattr(request, "member_id", ""),
+            getattr(request, "group_instance_id", None),
+            offsets,
+        ))
+    topics: dict[str, list[dict[str, Any]]] = {}
+    for tp in dict.fromkeys(order):
+        topics.setdefault(tp[0], []).append(
+            {"partition_index": tp[1], "error_code": int(errors[tp])})
+    return ctx.respond({"throttle_time": 0, "topics": [
+        {"name": name, "partitions": parts} for name, parts in topics.items()]})
