@@ -28,3 +28,12 @@ def kafka_corpus() -> Path:
     if not CORPUS_DATADIR.is_dir():
         pytest.skip(f"Kafka corpus not found at {CORPUS_DATADIR} (see shared/kafka-corpus)")
     return CORPUS_DATADIR
+
+
+@pytest.fixture(scope="session")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> object:
+    """Test certificates (tests/daemon/security/certs.py): a CA, a server certificate for
+    127.0.0.1/localhost, client certificates; made once per session with openssl."""
+    from tests.daemon.security.certs import make_pki
+
+    return make_pki(tmp_path_factory.mktemp("pki"))

@@ -1,10 +1,16 @@
-"""``klog configs describe|alter``: topic and broker configs (kafka-configs.sh).
+"""``klog configs describe|alter``: topic, broker and user configs (kafka-configs.sh).
 
-Formatting only: DescribeConfigs / IncrementalAlterConfigs are klog.client.admin's.
+Formatting only: DescribeConfigs / IncrementalAlterConfigs and Describe/AlterUserScram-
+Credentials are klog.client.admin's. A user's configs are its SCRAM credentials, spelt as
+kafka-configs spells them: ``--set 'SCRAM-SHA-512=[password=secret,iterations=8192]'``
+(one mechanism per --set) and ``--delete SCRAM-SHA-512``; the password is salted by the
+client and never sent. ``--command-config FILE`` gives the client's security settings.
 """
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import typer
@@ -12,6 +18,7 @@ import typer
 from klog.cli import console
 from klog.cli.topic import (
     bootstrap_option,
+    command_config_option,
     config_json,
     fail,
     json_option,
@@ -28,7 +35,7 @@ DYNAMIC_SOURCES = frozenset({"DYNAMIC_TOPIC_CONFIG", "DYNAMIC_BROKER_CONFIG",
 
 configs_app = typer.Typer(
     name="configs",
-    help="Describe and alter topic and broker configs.",
+    help="Describe and alter topic, broker and user (SCRAM credential) configs.",
     no_args_is_help=True,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
@@ -48,7 +55,7 @@ def _resource(kind: str, name: str | None, entity_default: bool = False) -> Conf
         fail(f"name the {kind} (or, for brokers, give --entity-default)", console.EXIT_USAGE)
 
     if kind not in ("topic", "broker"):
-        fail(f"unknown resource type {kind!r}: topic or broker", console.EXIT_USAGE)
+        fail(f"unknown resource type {kind!r}: topic, broker or user", console.EXIT_USAGE)
     if kind == "broker" and name != "" and not name.isdigit():
         fail(f"broker id {name!r} is not a number", console.EXIT_USAGE)
     return ConfigResource.of(kind, name)
@@ -56,8 +63,9 @@ def _resource(kind: str, name: str | None, entity_default: bool = False) -> Conf
 
 @configs_app.command("describe")
 def describe(
-    kind: str = typer.Argument(..., help="topic or broker."),
-    name: str | None = typer.Argument(None, help="The topic name or the broker id."),
+    kind: str = typer.Argument(..., help="topic, broker or user."),
+    name: str | None = typer.Argument(
+        None, help="The topic name, broker id or user name."),
     entity_default: bool = typer.Option(
         False, "--entity-default",
         help="The brokers' cluster-wide default configs (kafka-configs --entity-default)."),
@@ -68,12 +76,17 @@ def describe(
         [], "--key", "-k", help="Only this config; may be repeated."),
     json_out: bool = json_option(),
     bootstrap_server: str | None = bootstrap_option(),
+    command_config: Path | None = command_config_option(),
 ) -> None:
-    """Print a topic's or a broker's configs with their sources."""
+    """Print a topic's or a broker's configs with their sources, or a user's SCRAM
+    credentials (mechanisms and iterations)."""
+    if kind == "user":
+        _describe_user(name or "", json_out, bootstrap_server, command_config)
+        return
     resource = _resource(kind, name, entity_default)
     name = resource.name
     result = with_admin(bootstrap_server, lambda admin: admin.describe_configs(
-        [resource], keys=key or None))
+        [resource], keys=key or None), command_config=command_config)
     entries = result.get(resource, [])
     if not all_ and not key:
         entries = [e for e in entries if e.source in DYNAMIC_SOURCES]
@@ -91,8 +104,9 @@ def describe(
 
 @configs_app.command("alter")
 def alter(
-    kind: str = typer.Argument(..., help="topic or broker."),
-    name: str | None = typer.Argument(None, help="The topic name or the broker id."),
+    kind: str = typer.Argument(..., help="topic, broker or user."),
+    name: str | None = typer.Argument(
+        None, help="The topic name, broker id or user name."),
     entity_default: bool = typer.Option(
         False, "--entity-default",
         help="Alter the brokers' cluster-wide default configs (kafka-configs "
@@ -108,10 +122,18 @@ def alter(
     dry_run: bool = typer.Option(
         False, "--dry-run", help="Validate only: the broker checks but changes nothing."),
     bootstrap_server: str | None = bootstrap_option(),
+    command_config: Path | None = command_config_option(),
 ) -> None:
-    """Change configs incrementally (IncrementalAlterConfigs)."""
+    """Change configs incrementally (IncrementalAlterConfigs); for a user, its SCRAM
+    credentials (AlterUserScramCredentials)."""
     from klog.client.admin import AlterConfigOp
 
+    if kind == "user":
+        if append or subtract or dry_run:
+            fail("a user's SCRAM credentials take only --set and --delete",
+                 console.EXIT_USAGE)
+        _alter_user(name or "", set_, delete, bootstrap_server, command_config)
+        return
     resource = _resource(kind, name, entity_default)
     name = resource.name or "<default>"
     ops = [AlterConfigOp(k, v, "set") for k, v in parse_pairs(set_, "--set").items()]
@@ -123,12 +145,71 @@ def alter(
         fail("nothing to alter: give --set, --delete, --append or --subtract",
              console.EXIT_USAGE)
     result = with_admin(bootstrap_server, lambda admin: admin.alter_configs(
-        {resource: ops}, validate_only=dry_run))
+        {resource: ops}, validate_only=dry_run), command_config=command_config)
     errors = [str(e) for e in result.values() if e is not None]
     if errors:
         fail("; ".join(errors))
     suffix = " (dry run)" if dry_run else ""
     console.line(f"altered {kind} {name}: {len(ops)} change(s){suffix}")
+
+
+# -- users: SCRAM credentials --------------------------------------------------------------
+
+_SCRAM_VALUE = re.compile(r"\[(.*)\]")
+
+
+def _describe_user(name: str, json_out: bool, bootstrap: str | None,
+                   command_config: Path | None) -> None:
+    users = with_admin(bootstrap, lambda admin: admin.describe_user_scram_credentials(
+        [name] if name else None), command_config=command_config)
+    if json_out:
+        console.emit_json({"users": [
+            {"user": user, "credentials": [{"mechanism": m, "iterations": i}
+                                           for m, i in creds]}
+            for user, creds in sorted(users.items())]})
+        return
+    if not users:
+        console.info("no user has SCRAM credentials")
+    for user, creds in sorted(users.items()):
+        listed = ", ".join(f"{m}=iterations={i}" for m, i in creds)
+        console.line(f"SCRAM credential configs for user-principal '{user}' are {listed}")
+
+
+def _alter_user(name: str, set_: list[str], delete: list[str], bootstrap: str | None,
+                command_config: Path | None) -> None:
+    from klog.protocol import scram
+
+    if not name:
+        fail("a user name is required", console.EXIT_USAGE)
+    upserts = []
+    for mechanism, value in parse_pairs(set_, "--set").items():
+        if mechanism not in scram.MECHANISMS:
+            fail(f"--set {mechanism}: users' configs are SCRAM credentials "
+                 f"({', '.join(scram.MECHANISMS)})", console.EXIT_USAGE)
+        match = _SCRAM_VALUE.fullmatch(value.strip())
+        options = parse_pairs(match[1].split(",") if match else [], f"--set {mechanism}")
+        if "password" not in options:
+            fail(f"--set {mechanism}=[password=...,iterations=N]: the password is missing",
+                 console.EXIT_USAGE)
+        try:
+            iterations = int(options.get("iterations", scram.DEFAULT_ITERATIONS))
+        except ValueError:
+            fail(f"--set {mechanism}: iterations must be a number", console.EXIT_USAGE)
+        upserts.append((name, mechanism, options["password"], iterations))
+    deletions = [(name, mechanism.strip()) for mechanism in delete]
+    for _, mechanism in deletions:
+        if mechanism not in scram.MECHANISMS:
+            fail(f"--delete {mechanism}: not a SCRAM mechanism "
+                 f"({', '.join(scram.MECHANISMS)})", console.EXIT_USAGE)
+    if not upserts and not deletions:
+        fail("nothing to alter: give --set or --delete", console.EXIT_USAGE)
+    result = with_admin(bootstrap, lambda admin: admin.alter_user_scram_credentials(
+        upserts, deletions), command_config=command_config)
+    errors = [str(e) for e in result.values() if e is not None]
+    if errors:
+        fail("; ".join(errors))
+    console.line(f"altered user {name}: {len(upserts) + len(deletions)} SCRAM "
+                 "credential change(s)")
 
 
 def register(app: typer.Typer) -> None:

@@ -1,14 +1,16 @@
 """``klog topic create|list|describe|alter|delete``: topic administration.
 
 Formatting only: the requests are klog.client.admin's. Also holds what the admin-side
-command groups share (``--bootstrap-server``, running an AdminClient with one-line
-errors, key=value parsing), used by klog.cli.offsets and klog.cli.configs.
+command groups share (``--bootstrap-server``, ``--command-config`` client security
+settings, running an AdminClient with one-line errors, key=value parsing), used by
+klog.cli.offsets and klog.cli.configs.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import typer
@@ -17,6 +19,7 @@ from klog.cli import console
 
 if TYPE_CHECKING:
     from klog.client.admin import AdminClient, ConfigEntry, PartitionDescription, TopicDescription
+    from klog.client.security import ClientSecurity
 
 T = TypeVar("T")
 
@@ -37,10 +40,39 @@ def resolve_bootstrap(value: str | None) -> str:
     return value or os.environ.get("KLOG_BOOTSTRAP_SERVER") or DEFAULT_BOOTSTRAP
 
 
+def command_config_option() -> Any:
+    return typer.Option(
+        None, "--command-config",
+        help="Client settings file (kafka-configs' --command-config): security.protocol, "
+             "sasl.mechanism, sasl.username/sasl.password or sasl.jaas.config, "
+             "ssl.ca.location (or a PEM ssl.truststore.location), ssl.certificate.location "
+             "and ssl.key.location.")
+
+
+def load_client_security(path: Path | None) -> ClientSecurity | None:
+    """The security settings of a --command-config file (None without one); a usage error
+    for a file that cannot be read or used, a warning for settings klog does not use."""
+    if path is None:
+        return None
+    from klog.client.security import KNOWN_SETTINGS, ClientSecurity, SecurityConfigError
+    from klog.storage.properties import PropertiesError, parse_properties
+
+    try:
+        props = parse_properties(path.read_text())
+    except (OSError, UnicodeDecodeError, PropertiesError) as exc:
+        fail(f"--command-config {path}: {exc}", console.EXIT_USAGE)
+    for key in sorted(set(props) - KNOWN_SETTINGS):
+        console.warn(f"--command-config: {key} is not used by klog's client")
+    try:
+        return ClientSecurity.from_properties(props)
+    except SecurityConfigError as exc:
+        fail(f"--command-config {path}: {exc}", console.EXIT_USAGE)
+
+
 def with_admin(bootstrap: str | None, body: Callable[[AdminClient], Awaitable[T]],
-               timeout_ms: int = 30000) -> T:
-    """Run ``body(admin)`` on a started AdminClient; client errors become one line and a
-    non-zero exit."""
+               timeout_ms: int = 30000, command_config: Path | None = None) -> T:
+    """Run ``body(admin)`` on a started AdminClient (secured as ``command_config`` says);
+    client errors become one line and a non-zero exit."""
     import asyncio
     import sys
 
@@ -52,9 +84,11 @@ def with_admin(bootstrap: str | None, body: Callable[[AdminClient], Awaitable[T]
     from klog.client.admin import AdminClient
     from klog.client.errors import KafkaClientError
 
+    security = load_client_security(command_config)
+
     async def main() -> T:
-        async with AdminClient(resolve_bootstrap(bootstrap),
-                               request_timeout_ms=timeout_ms) as admin:
+        async with AdminClient(resolve_bootstrap(bootstrap), request_timeout_ms=timeout_ms,
+                               security=security) as admin:
             return await body(admin)
 
     try:

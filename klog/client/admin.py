@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import secrets
 from collections import defaultdict
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -37,6 +38,7 @@ from klog.client.errors import (
     error_for,
 )
 from klog.client.network import KafkaClient
+from klog.protocol import scram
 from klog.protocol.acls import (
     AccessControlEntry,
     AclBinding,
@@ -64,6 +66,7 @@ OFFSET_COMMIT, OFFSET_FETCH, DESCRIBE_GROUPS, LIST_GROUPS = 8, 9, 15, 16
 DELETE_GROUPS, OFFSET_DELETE = 42, 47
 ALTER_PARTITION_REASSIGNMENTS, LIST_PARTITION_REASSIGNMENTS = 45, 46
 ELECT_LEADERS = 43
+DESCRIBE_USER_SCRAM_CREDENTIALS, ALTER_USER_SCRAM_CREDENTIALS = 50, 51
 WRITE_TXN_MARKERS, DESCRIBE_PRODUCERS, DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS = 27, 61, 65, 66
 DESCRIBE_ACLS, CREATE_ACLS, DELETE_ACLS = 29, 30, 31
 #: ElectLeaders' election types (org.apache.kafka.common.ElectionType).
@@ -731,6 +734,52 @@ class AdminClient:
         return groups
 
     # -- cluster
+
+    # -- SCRAM users
+
+    async def describe_user_scram_credentials(self, users: Sequence[str] | None = None
+                                              ) -> dict[str, list[tuple[str, int]]]:
+        """user -> [(mechanism, iterations)]; every user with a credential when ``users``
+        is None. A user-level error (e.g. RESOURCE_NOT_FOUND) is raised."""
+        response = await self.client.send(None, DESCRIBE_USER_SCRAM_CREDENTIALS, {
+            "users": None if users is None else [{"name": u} for u in users]})
+        error = _error(response.error_code, response.error_message, "SCRAM credentials")
+        if error is not None:
+            raise error
+        out: dict[str, list[tuple[str, int]]] = {}
+        for result in response.results:
+            error = _error(result.error_code, result.error_message, f"user {result.user!r}")
+            if error is not None:
+                raise error
+            out[result.user] = [
+                (scram.MECHANISM_BY_TYPE.get(int(c.mechanism), f"UNKNOWN({c.mechanism})"),
+                 int(c.iterations)) for c in result.credential_infos]
+        return out
+
+    async def alter_user_scram_credentials(
+            self, upsertions: Sequence[tuple[str, str, str, int]] = (),
+            deletions: Sequence[tuple[str, str]] = ()) -> dict[str, KafkaClientError | None]:
+        """Upsert (user, mechanism, password, iterations) -- salted here, as Kafka's admin
+        client does, so the password never leaves this process -- and delete (user,
+        mechanism); user -> None or the error the broker reported."""
+        def mechanism_id(name: str) -> int:
+            if name not in scram.MECHANISMS:
+                raise ValueError(f"unknown SCRAM mechanism {name!r} "
+                                 f"(one of {', '.join(scram.MECHANISMS)})")
+            return scram.MECHANISMS[name][1]
+
+        upserts = []
+        for user, mechanism, password, iterations in upsertions:
+            salt = secrets.token_bytes(32)
+            upserts.append({"name": user, "mechanism": mechanism_id(mechanism),
+                            "iterations": iterations, "salt": salt,
+                            "salted_password": scram.salted_password(
+                                mechanism, password, salt, iterations)})
+        response = await self.client.send(None, ALTER_USER_SCRAM_CREDENTIALS, {
+            "deletions": [{"name": u, "mechanism": mechanism_id(m)} for u, m in deletions],
+            "upsertions": upserts})
+        return {r.user: _error(r.error_code, r.error_message, f"user {r.user!r}")
+                for r in response.results}
 
     async def describe_cluster(self) -> ClusterDescription:
         try:

@@ -411,7 +411,8 @@ class ConsumerCoordinator:
             while True:
                 try:
                     node_id, host, port = await find_coordinator(self.client, self.group_id)
-                    conn = BrokerConnection(node_id, host, port, client_id=self.client.client_id)
+                    conn = BrokerConnection(node_id, host, port, client_id=self.client.client_id,
+                                            security=self.client.security)
                     await conn.connect(self.request_timeout_ms / 1000)
                     self._coordinator, self._coordinator_id = conn, node_id
                     log.debug("group %s: coordinator is node %d (%s:%d)", self.group_id,
@@ -437,7 +438,8 @@ class ConsumerCoordinator:
         if join:
             if self._join_conn is None or not self._join_conn.connected:
                 joiner = BrokerConnection(conn.node_id, conn.host, conn.port,
-                                          client_id=self.client.client_id)
+                                          client_id=self.client.client_id,
+                                          security=self.client.security)
                 await joiner.connect(self.request_timeout_ms / 1000)
                 self._join_conn = joiner
             conn = self._join_conn

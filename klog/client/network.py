@@ -46,6 +46,7 @@ from klog.client.errors import (
     error_name,
 )
 from klog.client.frames import ConnectionClosed, FrameReader
+from klog.client.security import ClientSecurity, SaslAuthenticationError
 from klog.protocol import apis, entities, framing
 from klog.protocol.errors import ErrorCode, KafkaError
 
@@ -231,8 +232,11 @@ class BrokerConnection:
     """One TCP connection to one broker. Owned by a KafkaClient, used on one event loop."""
 
     def __init__(self, node_id: int, host: str, port: int, *, client_id: str | None = "klog",
-                 max_in_flight: int = 5, max_response_bytes: int = MAX_RESPONSE_BYTES) -> None:
+                 max_in_flight: int = 5, max_response_bytes: int = MAX_RESPONSE_BYTES,
+                 security: ClientSecurity | None = None) -> None:
         self.node_id = node_id
+        #: TLS and SASL (klog/client/security.py); None: PLAINTEXT.
+        self.security = security
         self.host = host
         self.port = port
         self.client_id = client_id
@@ -270,13 +274,19 @@ class BrokerConnection:
         return len(self._pending)
 
     async def connect(self, timeout: float) -> None:
-        """Open the socket and negotiate versions (ApiVersions, newest first, then the
-        version the broker names in its UNSUPPORTED_VERSION answer, else v0)."""
+        """Open the socket (TLS when the security settings say so), negotiate versions
+        (ApiVersions, newest first, then the version the broker names in its
+        UNSUPPORTED_VERSION answer, else v0), then authenticate (SASL)."""
+        security = self.security
+        tls: dict[str, Any] = {}
+        if security is not None and security.ssl_context is not None:
+            tls = {"ssl": security.ssl_context,
+                   "server_hostname": self.host if security.check_hostname else ""}
         try:
             max_response_bytes = self.max_response_bytes
             self._transport, self._protocol = await asyncio.wait_for(
                 asyncio.get_running_loop().create_connection(
-                    lambda: FrameReader(max_response_bytes), self.host, self.port),
+                    lambda: FrameReader(max_response_bytes), self.host, self.port, **tls),
                 timeout)
         except TimeoutError:
             self._closed = True
@@ -289,9 +299,23 @@ class BrokerConnection:
         self._read_task = asyncio.get_running_loop().create_task(self._read_loop())
         try:
             await self._negotiate(timeout)
+            if security is not None and security.uses_sasl:
+                await self._authenticate(security, timeout)
         except BaseException:
             self.close()
             raise
+
+    async def _authenticate(self, security: ClientSecurity, timeout: float) -> None:
+        async def request(api_key: int, version: int, values: Mapping[str, Any]) -> Any:
+            entity = entities.build(apis.spec_for(api_key).request_entity(version), values)
+            return await self.request(api_key, version, entity, timeout=timeout)
+
+        try:
+            await security.authenticate(request, self.api_versions)
+        except SaslAuthenticationError as exc:
+            raise KafkaClientError(
+                f"authentication to {self.host}:{self.port} as {security.username} "
+                f"({security.mechanism}) failed: {exc}", exc.error_code) from None
 
     async def _negotiate(self, timeout: float) -> None:
         version = apis.KNOWN[API_VERSIONS][1]
@@ -590,8 +614,10 @@ class KafkaClient:
         reconnect_backoff_max_ms: int = 1000,
         max_in_flight_requests_per_connection: int = 5,
         connections_max_idle_ms: int = 540000,
+        security: ClientSecurity | None = None,
     ) -> None:
         self.bootstrap = parse_bootstrap(bootstrap_servers)
+        self.security = security
         self.client_id = client_id
         self.request_timeout_ms = request_timeout_ms
         self.metadata_max_age_ms = metadata_max_age_ms
@@ -891,7 +917,7 @@ class KafkaClient:
             if delay > 0:
                 await asyncio.sleep(delay)
             conn = BrokerConnection(node_id, host, port, client_id=self.client_id,
-                                    max_in_flight=self.max_in_flight)
+                                    max_in_flight=self.max_in_flight, security=self.security)
             try:
                 await conn.connect(self.request_timeout_ms / 1000)
             except KafkaClientError:

@@ -25,6 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from klog.client.security import ClientSecurity
 from klog.daemon import descriptors
 from klog.daemon.admin import AdminManager
 from klog.daemon.config import BrokerConfig
@@ -44,6 +45,8 @@ from klog.daemon.replica_fetcher import ReplicaFetcherManager
 from klog.daemon.replica_manager import MetastoreIsrStore, ReplicaManager
 from klog.daemon.replication_quota import ReplicationQuotas
 from klog.daemon.security.authorizer import AclAuthorizer
+from klog.daemon.security.credentials import ScramCredentialCache, ScramCredentialManager
+from klog.daemon.security.listener import ListenerConfigError, inter_broker_client_security
 from klog.daemon.server import Server, check_listeners
 from klog.daemon.topic_configs import TopicConfigs
 from klog.daemon.transaction.coordinator import TransactionCoordinator
@@ -57,6 +60,15 @@ log = logging.getLogger(__name__)
 METASTORE_DIR = ".klog-metastore"
 PRODUCER_EXPIRATION_CHECK_MS = 600_000
 _NEVER_MS = 2**40  # ~35 years: anything longer is "never"
+
+
+def _inter_broker_security(config: BrokerConfig) -> ClientSecurity | None:
+    """The fetchers' TLS/SASL settings; a config error here is reported by ``start``
+    (server.check_listeners names it in one line), so the constructor stays silent."""
+    try:
+        return inter_broker_client_security(config)
+    except ListenerConfigError:
+        return None
 
 
 class Broker:
@@ -91,7 +103,7 @@ class Broker:
         )
         self.fetcher_manager = ReplicaFetcherManager.from_config(
             broker_id, self.replica_manager, self._replication_endpoint, config,
-            quota=quotas.follower)
+            quota=quotas.follower, security=_inter_broker_security(config))
         self.replica_manager.fetcher_manager = self.fetcher_manager
         # Producer ids for InitProducerId (klog/daemon/producer_ids.py), claimed in blocks
         # from /latest_producer_id_block.
@@ -127,6 +139,11 @@ class Broker:
             broker_id, dynamic, self.metadata_cache, self.replica_manager, self.admin)
         self.group_coordinator = GroupCoordinator(dynamic, self.group_manager)
         self.control_requests.add_leadership_listener(self.group_manager)
+        # SCRAM users: credentials cached for the SASL listeners, kept current by the
+        # users/<name> config change notifications (klog/daemon/security/credentials.py).
+        self.scram_cache = ScramCredentialCache(self.metastore)
+        self.scram_credentials = ScramCredentialManager(self.metastore, self.scram_cache)
+        self.admin.config_changes.add_user_listener(self.scram_cache.reload_user)
         # Transactions (klog/daemon/transaction/): __transaction_state, the coordinator,
         # and the markers -- written in-process on partitions led here, with
         # WriteTxnMarkers to the other leaders.
@@ -140,7 +157,8 @@ class Broker:
             broker_id, dynamic, self.txn_state_manager, self.producer_ids,
             TransactionMarkerChannelManager(broker_id, dynamic, self.metadata_cache,
                                             self.txn_marker_writer,
-                                            self._replication_endpoint))
+                                            self._replication_endpoint,
+                                            _inter_broker_security(config)))
         self.control_requests.add_leadership_listener(self.txn_state_manager)
         # ACLs (klog/daemon/security/authorizer.py) when authorizer.class.name asks for them.
         self.authorizer = AclAuthorizer.from_config(config, self.metastore)
@@ -159,8 +177,9 @@ class Broker:
             # them. In cluster mode they are served, to the controller only
             # (klog/daemon/controller/identity.py).
             api_versions=(apis.ADVERTISED if config.zookeeper_connect
-                          else apis.STANDALONE_ADVERTISED))
-        self.server = Server(dynamic, load_handlers(), self.services)
+                          else apis.STANDALONE_ADVERTISED),
+            scram_credentials=self.scram_credentials)
+        self.server = Server(dynamic, load_handlers(), self.services, self.scram_cache)
         self.started_at = 0.0
         self._tasks: list[asyncio.Task[None]] = []
         self._stopped = asyncio.Event()
@@ -203,7 +222,9 @@ class Broker:
         self.loop = asyncio.get_running_loop()
         self.started_at = time.monotonic()
         config = self.config
-        check_listeners(config.listeners)  # refuse SSL/SASL before any work is done
+        # Refuse listeners klog cannot serve (key stores, SASL mechanisms, JAAS) before any
+        # work is done.
+        check_listeners(config, self.scram_cache)
         # Refuse now, clearly, what would fail half way through loading the logs.
         await asyncio.to_thread(descriptors.check_log_dirs, config.log_dirs)
         self._started.add("logs")
@@ -224,6 +245,7 @@ class Broker:
         # -- admin (klog/daemon/admin.py): dynamic broker configs from the metastore, and in
         # cluster mode the /config/changes listener; before clients can connect.
         await self.admin.startup()
+        await self.scram_cache.load()
         # After admin.startup, which gives the logs found on disk their topics' configs: no
         # log is compacted by the broker's default cleanup.policy instead of its own.
         if self.log_cleaner is not None:

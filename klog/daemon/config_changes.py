@@ -17,7 +17,9 @@ BrokerConfig; in cluster mode it then listens for notifications. Standalone mode
 other writer, so the AdminManager applies its own changes directly (``apply_topic`` /
 ``reload_broker_configs``) and no watch is kept. Applying a topic change re-reads
 ``/config/topics/<t>`` into the broker's TopicConfigs (klog/daemon/topic_configs.py) and
-pushes the new LogConfig to the partition logs this broker hosts; applying a broker change
+pushes the new LogConfig to the partition logs this broker hosts; a user change
+(``users/<name>``: SCRAM credentials) goes to the user listeners (the credential cache);
+applying a broker change
 makes a new current config (``DynamicBrokerConfig.update``) and pushes the new log defaults
 to every hosted log. The replication throttles (klog/daemon/replication_quota.py: the
 *.replication.throttled.rate configs and the topics' *.replication.throttled.replicas
@@ -33,7 +35,8 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Iterable, Mapping
+import urllib.parse
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 from klog.daemon.config import ConfigError
@@ -150,6 +153,12 @@ class ConfigChangeManager:
         self._closed = False
         self._pending = False
         self._task: asyncio.Task[None] | None = None
+        # Told the (desanitized) name of a user entity that changed (/config/users: SCRAM
+        # credentials, klog/daemon/security/credentials.py).
+        self._user_listeners: list[Callable[[str], Awaitable[None]]] = []
+
+    def add_user_listener(self, listener: Callable[[str], Awaitable[None]]) -> None:
+        self._user_listeners.append(listener)
 
     async def startup(self) -> None:
         """Load this broker's dynamic configs; in cluster mode, start listening first so a
@@ -304,3 +313,7 @@ class ConfigChangeManager:
         elif kind == paths.CONFIG_TYPE_BROKER and name in (paths.DEFAULT_ENTITY,
                                                            str(self.broker_id)):
             await self.reload_broker_configs()
+        elif kind == paths.CONFIG_TYPE_USER:
+            user = urllib.parse.unquote(name)  # sanitized as Kafka's Sanitizer does
+            for listener in self._user_listeners:
+                await listener(user)

@@ -29,6 +29,18 @@ with ``sendfile`` from the segment file, through a descriptor of the connection'
 mid-response is still read whole -- never through a descriptor number the process has
 since reused for another file.
 
+Security (klog/daemon/security/): on a TLS listener the transport is asyncio's TLS
+transport, and record regions are read and written through it in pieces
+(``_write_regions_tls``) -- sendfile would put the file's bytes on the socket unencrypted;
+plaintext keeps sendfile. A verified client certificate on an SSL listener names the
+principal (``ssl.principal.mapping.rules``). On a SASL listener the connection's
+``SaslAuthenticator`` holds the authentication: until it completes only ApiVersions,
+SaslHandshake and SaslAuthenticate are served (anything else closes the connection), frames
+are limited to sasl.server.max.receive.size, and after a v0 SaslHandshake the tokens come
+as bare frames (``_raw_sasl_token``); a failed authentication is answered and the
+connection closed after connection.failed.authentication.delay.ms; a request after the
+session expired (connections.max.reauth.ms) without re-authentication closes it.
+
 What closes a connection, as in Kafka: a frame size out of bounds, an unknown api key, a
 version not advertised (except ApiVersions, which is answered in v0 with
 UNSUPPORTED_VERSION), a header or body that does not decode, idleness beyond
@@ -52,7 +64,10 @@ from collections.abc import Awaitable, Coroutine, Generator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from klog.daemon.handlers import Deferred, RequestContext, Response
-from klog.daemon.security.principal import ANONYMOUS, KafkaPrincipal
+from klog.daemon.security.listener import ListenerSecurity
+from klog.daemon.security.principal import ANONYMOUS, USER_TYPE, KafkaPrincipal
+from klog.daemon.security.sasl import SASL_AUTHENTICATE, SASL_HANDSHAKE, SaslAuthenticator
+from klog.daemon.security.ssl_principal import NoMatchingRuleError, distinguished_name
 from klog.protocol import apis
 from klog.protocol.errors import InvalidRequestError, KafkaError
 from klog.protocol.framing import (
@@ -137,12 +152,19 @@ class ShortSendError(ConnectionError):
     """A record region shrank while it was being sent (the log was truncated)."""
 
 
+#: Bytes of a record region read per write on a TLS connection (sendfile cannot encrypt).
+TLS_REGION_CHUNK = 256 << 10
+
+
 class Connection(asyncio.Protocol):
-    def __init__(self, server: Server, listener_name: str, address: str | None = None
-                 ) -> None:
+    def __init__(self, server: Server, listener_name: str, address: str | None = None,
+                 security: ListenerSecurity | None = None) -> None:
         self.server = server
         self.services = server.services
         self.listener_name = listener_name
+        self.security = security or ListenerSecurity(listener_name, "PLAINTEXT")
+        #: TLS: record regions are read and written through the TLS transport.
+        self.tls = self.security.ssl_context is not None
         # The peer's address as the connection limits count it; None: not counted.
         self.address = address
         self._counted = address is not None
@@ -153,6 +175,16 @@ class Connection(asyncio.Protocol):
         self.peer: str = "?"
         # Who this connection is: ANONYMOUS until an authentication says otherwise.
         self.principal: KafkaPrincipal = ANONYMOUS
+        # SASL listeners: the authentication state; until it completes only ApiVersions
+        # and the SASL requests are served, in frames of at most sasl.server.max.receive.size.
+        self.authenticator: SaslAuthenticator | None = None
+        self._authentication_failed = False
+        sasl = self.security.sasl
+        if sasl is not None:
+            self.authenticator = SaslAuthenticator(sasl, self._authenticated,
+                                                   self._authentication_failure)
+            self.decoder.max_frame_bytes = min(server.max_request_bytes,
+                                               sasl.max_receive_size)
         self.closed = False
         self.reading_paused = False
         self.busy = False
@@ -190,6 +222,8 @@ class Connection(asyncio.Protocol):
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         self.server.connections.add(self)
+        if self.security.principal_mapper is not None:
+            self._certificate_principal(transport)
         self._task = asyncio.get_running_loop().create_task(self._process())
 
     def data_received(self, data: bytes) -> None:
@@ -248,7 +282,9 @@ class Connection(asyncio.Protocol):
         # end of stream again after resuming reading; this is idempotent.
         self._eof = True
         self._wakeup.set()
-        return True
+        # TLS has no half-close: asyncio's TLS transport closes after the peer's
+        # close_notify whatever this returns (and warns when it returns True).
+        return not self.tls
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
@@ -266,6 +302,75 @@ class Connection(asyncio.Protocol):
             # pinned descriptor) would wait forever. Soon, not now: the transport fails
             # its own waiter right after this call, and must find it not yet cancelled.
             asyncio.get_running_loop().call_soon(self._cancel_stuck_send)
+
+    # -- authentication ---------------------------------------------------------------------
+
+    def _certificate_principal(self, transport: asyncio.BaseTransport) -> None:
+        """SSL listeners: a verified client certificate names the principal (its DN through
+        ssl.principal.mapping.rules); without one the connection stays ANONYMOUS."""
+        peercert = transport.get_extra_info("peercert")
+        if not peercert:
+            return
+        dn = distinguished_name(peercert)
+        mapper = self.security.principal_mapper
+        assert mapper is not None
+        try:
+            self.principal = KafkaPrincipal(USER_TYPE, mapper.name(dn))
+        except NoMatchingRuleError as exc:
+            log.info("closing connection from %s: %s", self.peer, exc)
+            self.close()
+
+    def _authenticated(self, principal: KafkaPrincipal) -> None:
+        self.principal = principal
+        self.decoder.max_frame_bytes = self.server.max_request_bytes
+        log.debug("connection %s authenticated as %s", self.peer, principal)
+
+    def _authentication_failure(self) -> None:
+        """Kafka's delayed close: the failure's answer goes out, nothing more is read or
+        served, and the connection closes after connection.failed.authentication.delay.ms
+        (a client retrying a wrong password cannot spin the broker)."""
+        if self._authentication_failed:
+            return
+        self._authentication_failed = True
+        log.info("authentication of connection %s failed; closing it", self.peer)
+        if self.transport is not None and not self.closed:
+            self.transport.pause_reading()
+        delay = self.security.failed_authentication_delay_ms / 1000
+        asyncio.get_running_loop().call_later(delay, self._close_gracefully)
+
+    def _close_gracefully(self) -> None:
+        self._flush_out()
+        if self.transport is not None and not self.closed:
+            self.transport.close()  # what is written still goes out
+        self.closed = True
+        self._wakeup.set()
+
+    def _raw_sasl_token(self, frame: memoryview) -> None:
+        """A SASL token sent bare after a v0 SaslHandshake; answered bare (a size, the
+        token), as Kafka's SaslServerAuthenticator does."""
+        assert self.authenticator is not None
+        answer = self.authenticator.raw_token(bytes(frame))
+        if answer is not None:
+            self._gather([len(answer).to_bytes(4, "big") + answer])
+
+    def _refused_by_authentication(self, header: RequestHeader) -> bool:
+        """SASL listeners: close the connection for a request it may not send now (before
+        authentication, or after its session expired without re-authentication)."""
+        auth = self.authenticator
+        if auth is None:
+            return False
+        reason = None
+        if not auth.allows(header.api_key):
+            reason = (f"{apis.spec_for(header.api_key).name} request before SASL "
+                      "authentication completed")
+        elif (auth.authenticated and header.api_key not in (SASL_HANDSHAKE, SASL_AUTHENTICATE)
+              and auth.session_expired()):
+            reason = "SASL session expired without re-authentication (connections.max.reauth.ms)"
+        if reason is None:
+            return False
+        log.info("closing connection from %s: %s", self.peer, reason)
+        self.close()
+        return True
 
     def release(self) -> None:
         """Stop counting against the connection limits (once; the socket is closed)."""
@@ -402,11 +507,18 @@ class Connection(asyncio.Protocol):
         """Handle one request as far as it goes without waiting. Returns what is left to
         await (a handler that waits, or an answer with file regions to send), else None:
         the answer is gathered for the next send, deferred, or not due."""
+        if self._authentication_failed:
+            return None  # closing after the failure's delay: nothing more is served
+        if self.authenticator is not None and self.authenticator.raw_tokens:
+            self._raw_sasl_token(frame)
+            return None
         try:
             header, offset = parse_request_header(frame, self.server.advertised)
         except KafkaError as exc:
             log.info("closing connection from %s: %s", self.peer, exc)
             self.close()
+            return None
+        if self.authenticator is not None and self._refused_by_authentication(header):
             return None
         if is_unsupported_api_versions(header, self.server.advertised):
             self._gather([api_versions_fallback_response(header.correlation_id,
@@ -538,6 +650,15 @@ class Connection(asyncio.Protocol):
             # file -- whose bytes sendfile would then send to this client.
             pinned = [_pin(c) for c in chunks
                       if not isinstance(c, (bytes, bytearray, memoryview))]
+            if self.tls:
+                try:
+                    await self._write_regions_tls(transport, chunks, pinned)
+                finally:
+                    for fd in pinned:
+                        os.close(fd)
+                if not self._can_write.is_set():
+                    await self._can_write.wait()
+                return
             corked = _cork(transport, True)
             try:
                 await self._write_regions(transport, chunks, pinned)
@@ -584,6 +705,33 @@ class Connection(asyncio.Protocol):
                 return
         if pending:
             transport.write(b"".join(pending) if len(pending) > 1 else pending[0])
+
+    async def _write_regions_tls(self, transport: asyncio.Transport, chunks: Sequence[Chunk],
+                                 pinned: list[int]) -> None:
+        """Record regions through the TLS transport: sendfile would put the file's bytes on
+        the socket unencrypted (the raw socket is what a TLS transport's "socket" extra
+        is). Read with pread in TLS_REGION_CHUNK pieces, each written once the transport
+        has room, so a large fetch holds at most a few pieces in memory."""
+        fds = iter(pinned)
+        for chunk in chunks:
+            if isinstance(chunk, (bytes, bytearray, memoryview)):
+                transport.write(chunk)
+                continue
+            fd = next(fds)
+            sent = 0
+            while sent < chunk.size:
+                if self.closed:
+                    return
+                if not self._can_write.is_set():
+                    await self._can_write.wait()
+                    continue
+                piece = os.pread(fd, min(TLS_REGION_CHUNK, chunk.size - sent),
+                                 chunk.position + sent)
+                if not piece:  # end of file: the region shrank
+                    raise ShortSendError(
+                        f"record region shrank while sending ({sent} of {chunk.size} bytes)")
+                transport.write(piece)
+                sent += len(piece)
 
     def _flush_out(self) -> None:
         self._flush_scheduled = False

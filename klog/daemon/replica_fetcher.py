@@ -42,11 +42,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from klog.client.frames import FrameReader
+from klog.client.security import ClientSecurity, SaslAuthenticationError
 from klog.daemon.replication_quota import ReplicationQuotaManager
 from klog.daemon.tasks import stop_task
 from klog.protocol import apis, entities, framing
@@ -69,6 +70,10 @@ UNDEFINED_EPOCH_OFFSET = -1
 MAX_RESPONSE_BYTES = 1 << 30
 
 
+#: SaslHandshake v1 and SaslAuthenticate v0-2 (a fetcher sends no ApiVersions first).
+_SASL_VERSIONS = {17: (0, 1), 36: (0, 2)}
+
+
 class FetcherConnectionError(Exception):
     """The connection to the leader failed or answered nonsense."""
 
@@ -76,9 +81,12 @@ class FetcherConnectionError(Exception):
 class LeaderConnection:
     """One connection to a leader: one request at a time, strictly in order."""
 
-    def __init__(self, host: str, port: int, client_id: str, timeout_ms: int) -> None:
+    def __init__(self, host: str, port: int, client_id: str, timeout_ms: int,
+                 security: ClientSecurity | None = None) -> None:
         self.host = host
         self.port = port
+        #: The inter-broker listener's TLS and SASL (None: PLAINTEXT).
+        self.security = security
         self.client_id = client_id
         self.timeout = timeout_ms / 1000
         self._protocol: FrameReader | None = None
@@ -89,7 +97,7 @@ class LeaderConnection:
         try:
             return await asyncio.wait_for(self._request(api_key, version, values),
                                           self.timeout + extra_timeout_ms / 1000)
-        except (OSError, TimeoutError, KafkaError, ValueError) as exc:
+        except (OSError, TimeoutError, KafkaError, ValueError, SaslAuthenticationError) as exc:
             self.close()
             raise FetcherConnectionError(
                 f"{apis.spec_for(api_key).name} to {self.host}:{self.port} failed: "
@@ -98,9 +106,33 @@ class LeaderConnection:
     async def _request(self, api_key: int, version: int, values: dict[str, Any]) -> Any:
         protocol = self._protocol
         if protocol is None or protocol.transport is None or protocol.transport.is_closing():
-            _transport, protocol = await asyncio.get_running_loop().create_connection(
-                lambda: FrameReader(MAX_RESPONSE_BYTES), self.host, self.port)
-            self._protocol = protocol
+            protocol = await self._connect()
+        return await self._exchange(protocol, api_key, version, values)
+
+    async def _connect(self) -> FrameReader:
+        security = self.security
+        tls: dict[str, Any] = {}
+        if security is not None and security.ssl_context is not None:
+            tls = {"ssl": security.ssl_context,
+                   "server_hostname": self.host if security.check_hostname else ""}
+        _transport, protocol = await asyncio.get_running_loop().create_connection(
+            lambda: FrameReader(MAX_RESPONSE_BYTES), self.host, self.port, **tls)
+        if security is not None and security.uses_sasl:
+            async def request(api_key: int, version: int, values: Mapping[str, Any]) -> Any:
+                return await self._exchange(protocol, api_key, version, dict(values))
+
+            try:
+                # Every broker that has an inter-broker SASL listener speaks these versions.
+                await security.authenticate(request, _SASL_VERSIONS)
+            except BaseException:
+                if protocol.transport is not None:
+                    protocol.transport.close()
+                raise
+        self._protocol = protocol
+        return protocol
+
+    async def _exchange(self, protocol: FrameReader, api_key: int, version: int,
+                        values: dict[str, Any]) -> Any:
         assert protocol.transport is not None
         entity = entities.build(apis.spec_for(api_key).request_entity(version), values)
         self._correlation_id = (self._correlation_id + 1) & 0x7FFFFFFF
@@ -206,7 +238,7 @@ class ReplicaFetcher:
             self._endpoint = endpoint
             self._conn = LeaderConnection(
                 endpoint[0], endpoint[1], f"broker-{self.manager.broker_id}-fetcher-"
-                f"{self.fetcher_id}", self.manager.socket_timeout_ms)
+                f"{self.fetcher_id}", self.manager.socket_timeout_ms, self.manager.security)
         return self._conn
 
     def _fetchable(self) -> list[TopicPartition]:
@@ -440,8 +472,11 @@ class ReplicaFetcherManager:
                  fetch_response_max_bytes: int = 10_485_760, fetch_wait_max_ms: int = 500,
                  fetch_min_bytes: int = 1, backoff_ms: int = 1000,
                  socket_timeout_ms: int = 30_000,
-                 quota: ReplicationQuotaManager | None = None) -> None:
+                 quota: ReplicationQuotaManager | None = None,
+                 security: ClientSecurity | None = None) -> None:
         self.broker_id = broker_id
+        #: How to reach leaders on the inter-broker listener (TLS, SASL); None: PLAINTEXT.
+        self.security = security
         self.replica_manager = replica_manager
         self.endpoint_for = endpoint_for
         self.num_fetchers = max(1, num_fetchers)
@@ -459,7 +494,8 @@ class ReplicaFetcherManager:
     @classmethod
     def from_config(cls, broker_id: int, replica_manager: ReplicaManager,
                     endpoint_for: EndpointLookup, config: BrokerConfig,
-                    quota: ReplicationQuotaManager | None = None
+                    quota: ReplicationQuotaManager | None = None,
+                    security: ClientSecurity | None = None
                     ) -> ReplicaFetcherManager:
         get = config.get
         return cls(broker_id, replica_manager, endpoint_for,
@@ -470,7 +506,7 @@ class ReplicaFetcherManager:
                    fetch_min_bytes=get("replica.fetch.min.bytes"),
                    backoff_ms=get("replica.fetch.backoff.ms"),
                    socket_timeout_ms=get("replica.socket.timeout.ms"),
-                   quota=quota)
+                   quota=quota, security=security)
 
     def fetcher_id(self, tp: TopicPartition) -> int:
         # Kafka: Utils.abs(31 * topic.hashCode + partition) % numFetchers; any stable

@@ -11,9 +11,13 @@ idle sweep behind connections.max.idle.ms.
 Binding, as Kafka binds: a listener with an empty host (``PLAINTEXT://:9092``) or ``::``
 listens on every interface, IPv4 and IPv6, through one dual-stack socket (so one port,
 even when the port is 0); ``0.0.0.0`` listens on every IPv4 interface only; a name is
-resolved and bound at its first address. Only PLAINTEXT listeners can be served: klog has
-no TLS or SASL, and a listener configured as SSL/SASL is refused at start rather than
-served in plaintext under a name that promises otherwise.
+resolved and bound at its first address. Every security protocol is served: each
+listener's ``ListenerSecurity`` (klog/daemon/security/listener.py: its TLS context, SASL
+settings, certificate principal mapping) is built before anything is bound, and a
+setting klog cannot honour stops the start with one line (``ListenerError``). TLS
+listeners hand accepted sockets to asyncio's TLS transport (the handshake happens before
+the connection is served, within connections.max.idle.ms and at most
+TLS_HANDSHAKE_TIMEOUT_SECONDS).
 
 Accepting is klog's own loop on each listening socket (``Acceptor``), not asyncio's
 ``create_server``, for two reasons. Connection limits (``ConnectionQuotas``: max.connections,
@@ -34,18 +38,26 @@ import errno
 import logging
 import math
 import socket
+import ssl
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from klog.daemon.config import ConfigSource
+from klog.daemon.config import LISTENER_SECURITY_CONFIGS, BrokerConfig, ConfigSource
 from klog.daemon.connection import Connection
 from klog.daemon.connection_quotas import ConnectionQuotas, normalize_address
+from klog.daemon.security.listener import (
+    ListenerConfigError,
+    ListenerSecurity,
+    inter_broker_client_security,
+    listener_security,
+)
+from klog.daemon.security.sasl import SUPPORTED_MECHANISMS
 
 if TYPE_CHECKING:
-    from klog.daemon.config import Endpoint
     from klog.daemon.config.dynamic import DynamicBrokerConfig
     from klog.daemon.handlers import BrokerServices, Handler
+    from klog.daemon.security.credentials import ScramCredentialCache
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +78,10 @@ DESCRIPTOR_BACKOFF_SECONDS = 1.0
 #: logged again at most this often, with the count of what happened meanwhile.
 WARNING_INTERVAL_SECONDS = 60.0
 
+#: Longest a client may take over its TLS handshake (asyncio's default is 60 s: a client
+#: that opens connections and never speaks should not hold them that long).
+TLS_HANDSHAKE_TIMEOUT_SECONDS = 10.0
+
 #: accept() errors that mean "no descriptor or kernel memory for one more socket".
 _OUT_OF_RESOURCES = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
 
@@ -75,9 +91,13 @@ class Server:
     ``handlers`` with ``services``, the broker's components."""
 
     def __init__(self, dynamic_config: DynamicBrokerConfig, handlers: Mapping[int, Handler],
-                 services: BrokerServices) -> None:
+                 services: BrokerServices, credentials: ScramCredentialCache | None = None
+                 ) -> None:
         config = dynamic_config.current
         self.config = dynamic_config
+        self.credentials = credentials
+        #: listener name -> its security (TLS context, SASL settings), built at start.
+        self.security: dict[str, ListenerSecurity] = {}
         self.handlers = handlers
         self.services = services
         # What ApiVersions announces is all that is accepted: a request for any other API
@@ -112,10 +132,31 @@ class Server:
             "rejected connection from %s: the address already has the configured maximum "
             "of %d connections (max.connections.per.ip)")
         self._idle_task: asyncio.Task[None] | None = None
+        dynamic_config.add_reconfigurable(self._reconfigure_security)
+
+    def _reconfigure_security(self, old: BrokerConfig, new: BrokerConfig) -> None:
+        """A dynamic change of a listener's security configs (``klog configs alter broker
+        N --set listener.name.ssl.ssl.keystore.location=...``, as Kafka's dynamic key
+        store update): the listener's security is rebuilt and new connections use it;
+        open connections keep theirs. Settings that cannot be used are logged and the
+        listener keeps what it had (AlterConfigs checks only their form)."""
+        for endpoint in new.listeners:
+            name = endpoint.listener_name
+            if name not in self.security:
+                continue
+            if _security_settings(old, name) == _security_settings(new, name):
+                continue
+            try:
+                self.security[name] = listener_security(new, endpoint, self.credentials)
+            except ListenerConfigError as exc:
+                log.warning("listener %s keeps its previous security settings: %s", name, exc)
+                continue
+            log.info("listener %s: security settings reloaded; new connections use them",
+                     name)
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
-        check_listeners(self.config.current.listeners)
+        self.security = check_listeners(self.config.current, self.credentials)
         for endpoint in self.config.current.listeners:
             name = endpoint.listener_name
             sock = await listen_socket(endpoint.host, endpoint.port, self.receive_buffer)
@@ -164,7 +205,7 @@ class Server:
         if self.send_buffer > 0:
             with contextlib.suppress(OSError):
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self.send_buffer)
-        conn = Connection(self, acceptor.name, address)
+        conn = Connection(self, acceptor.name, address, self.security.get(acceptor.name))
         task = asyncio.get_running_loop().create_task(self._start_connection(conn, sock))
         self._starting.add(task)
         task.add_done_callback(self._starting.discard)
@@ -175,13 +216,24 @@ class Server:
         # Public API, so asyncio keeps making the transport (and turning Nagle off: the
         # accepted socket is IPPROTO_TCP, see _bind).
         try:
-            await asyncio.get_running_loop().connect_accepted_socket(lambda: conn, sock)
+            context = conn.security.ssl_context
+            if context is None:
+                await asyncio.get_running_loop().connect_accepted_socket(lambda: conn, sock)
+            else:
+                idle = self.connections_max_idle_ms / 1000
+                timeout = (min(TLS_HANDSHAKE_TIMEOUT_SECONDS, idle) if idle > 0
+                           else TLS_HANDSHAKE_TIMEOUT_SECONDS)
+                await asyncio.get_running_loop().connect_accepted_socket(
+                    lambda: conn, sock, ssl=context, ssl_handshake_timeout=timeout)
         except asyncio.CancelledError:  # the server is closing
             self._drop(conn, sock)
             raise
         except Exception as exc:
             self._drop(conn, sock)
-            if not isinstance(exc, OSError):  # the peer went away; anything else is a bug
+            if isinstance(exc, (ssl.SSLError, TimeoutError)):  # a failed TLS handshake
+                log.info("TLS handshake with a client on listener %s failed: %s",
+                         conn.listener_name, exc)
+            elif not isinstance(exc, OSError):  # the peer went away; anything else is a bug
                 log.error("cannot serve an accepted connection", exc_info=exc)
 
     @staticmethod
@@ -382,16 +434,28 @@ class ListenerError(RuntimeError):
     """A listener this broker cannot serve (one line naming it and why)."""
 
 
-def check_listeners(listeners: Sequence[Endpoint]) -> None:
-    """Refuse listeners whose security protocol klog does not implement."""
-    for endpoint in listeners:
-        if endpoint.security_protocol != "PLAINTEXT":
-            raise ListenerError(
-                f"listener {endpoint.connection_string} uses security protocol "
-                f"{endpoint.security_protocol}, which klog does not support (only "
-                "PLAINTEXT); map it to PLAINTEXT in listener.security.protocol.map or "
-                "remove it"
-            )
+def _security_settings(config: BrokerConfig, listener: str) -> tuple[object, ...]:
+    """Every security value a listener reads, to tell whether a change touches it."""
+    values: list[object] = [config.security_value(listener, key)
+                            for key in LISTENER_SECURITY_CONFIGS]
+    values += [config.security_value(listener, "sasl.jaas.config", mechanism)
+               for mechanism in SUPPORTED_MECHANISMS]
+    values.append(config.get("connection.failed.authentication.delay.ms"))
+    return tuple(values)
+
+
+def check_listeners(config: BrokerConfig, credentials: ScramCredentialCache | None = None
+                    ) -> dict[str, ListenerSecurity]:
+    """Each listener's security, or ListenerError for the first one klog cannot serve
+    (a TLS listener without a key store, an unsupported SASL mechanism, ...)."""
+    out = {}
+    try:
+        for endpoint in config.listeners:
+            out[endpoint.listener_name] = listener_security(config, endpoint, credentials)
+        inter_broker_client_security(config)  # this broker's own credentials, as a client
+    except ListenerConfigError as exc:
+        raise ListenerError(str(exc)) from None
+    return out
 
 
 async def listen_socket(host: str, port: int, receive_buffer: int = DEFAULT_RECEIVE_BUFFER

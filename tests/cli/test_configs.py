@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 from klog.cli.app import app
 from klog.testing import KlogBroker
+from tests.daemon.security.certs import Pki
+from tests.daemon.wire import InProcessBroker
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -76,7 +79,7 @@ def test_errors(broker: KlogBroker) -> None:
     code, _, err = klog(broker, "configs", "alter", "topic", "cfg-nope", "--set", "a=b")
     assert code == 1 and err.startswith("error:")
     code, _, err = klog(broker, "configs", "describe", "group", "g")
-    assert code == 2 and "topic or broker" in err
+    assert code == 2 and "topic, broker or user" in err
     code, _, err = klog(broker, "configs", "describe", "broker", "zero")
     assert code == 2 and "not a number" in err
     code, _, err = klog(broker, "configs", "alter", "topic", "x")
@@ -103,3 +106,86 @@ def test_broker_entity_default(broker: KlogBroker) -> None:
     assert code == 2 and "--entity-default" in err
     code, _, err = klog(broker, "configs", "describe", "broker")
     assert code == 2 and "--entity-default" in err
+
+
+# -- users: SCRAM credentials, and --command-config against a secured listener ------------
+
+
+@pytest.fixture(scope="module")
+def secured(tmp_path_factory: pytest.TempPathFactory, pki: Pki) -> Iterator[InProcessBroker]:
+    running = InProcessBroker(tmp_path_factory.mktemp("cli-users"), {
+        "listeners": "PLAINTEXT://127.0.0.1:0,SASL_SSL://127.0.0.1:0",
+        "ssl.keystore.type": "PEM", "ssl.keystore.location": str(pki.server_keystore),
+        "sasl.enabled.mechanisms": "SCRAM-SHA-512",
+    }).start()
+    try:
+        yield running
+    finally:
+        running.stop()
+
+
+def klog_at(port: int, *args: str) -> tuple[int, str, str]:
+    result = runner.invoke(app, [*args, "-b", f"127.0.0.1:{port}"], env={"COLUMNS": "200"})
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        raise result.exception
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_user_scram_credentials_and_command_config(secured: InProcessBroker, pki: Pki,
+                                                   tmp_path: Path) -> None:
+    plain = secured.broker.server.bound["PLAINTEXT"][1]
+    sasl = secured.broker.server.bound["SASL_SSL"][1]
+    code, out, err = klog_at(plain, "configs", "alter", "user", "bob", "--set",
+                             "SCRAM-SHA-512=[password=bob-secret,iterations=8192]")
+    assert code == 0, err
+    assert out.strip() == "altered user bob: 1 SCRAM credential change(s)"
+
+    settings = tmp_path / "client.properties"
+    settings.write_text("security.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-512\n"
+                        f"sasl.username=bob\nsasl.password=bob-secret\n"
+                        f"ssl.ca.location={pki.ca_cert}\n")
+    code, out, err = klog_at(sasl, "configs", "describe", "user", "bob", "--json",
+                             "--command-config", str(settings))
+    assert code == 0, err
+    assert json.loads(out) == {"users": [{"user": "bob", "credentials": [
+        {"mechanism": "SCRAM-SHA-512", "iterations": 8192}]}]}
+    # Java's spelling of the same credentials
+    settings.write_text("security.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-512\n"
+                        "sasl.jaas.config=org.apache.kafka.common.security.scram."
+                        'ScramLoginModule required username="bob" password="bob-secret";\n'
+                        f"ssl.truststore.type=PEM\nssl.truststore.location={pki.ca_cert}\n")
+    code, out, err = klog_at(sasl, "configs", "describe", "user", "bob",
+                             "--command-config", str(settings))
+    assert code == 0, err
+    assert "SCRAM-SHA-512=iterations=8192" in out
+
+    settings.write_text("security.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-512\n"
+                        f"sasl.username=bob\nsasl.password=wrong\n"
+                        f"ssl.ca.location={pki.ca_cert}\n")
+    code, out, err = klog_at(sasl, "configs", "describe", "user", "bob",
+                             "--command-config", str(settings))
+    assert code != 0
+    assert "authentication" in err and "failed" in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1
+    # without --command-config the secured listener does not answer the CLI
+    code, _out, err = klog_at(sasl, "configs", "describe", "user", "bob")
+    assert code != 0 and "Traceback" not in err
+
+    code, out, err = klog_at(plain, "configs", "alter", "user", "bob", "--delete",
+                             "SCRAM-SHA-512")
+    assert code == 0, err
+    code, out, err = klog_at(plain, "configs", "describe", "user", "bob")
+    assert code != 0 and "does not exist" in err
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--set", "SCRAM-SHA-1=[password=x]"], "SCRAM"),
+    (["--set", "SCRAM-SHA-256=[iterations=4096]"], "password"),
+    (["--delete", "PLAIN"], "SCRAM"),
+    ([], "nothing to alter"),
+])
+def test_user_alter_usage_errors(secured: InProcessBroker, args: list[str],
+                                 message: str) -> None:
+    plain = secured.broker.server.bound["PLAINTEXT"][1]
+    code, _out, err = klog_at(plain, "configs", "alter", "user", "bob", *args)
+    assert code != 0 and message in err

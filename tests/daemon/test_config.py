@@ -398,17 +398,23 @@ def test_connection_limit_overrides_and_listener_prefixed_limits() -> None:
         "listener.name.internal.max.connections": "9",
         "listener.name.internal.max.connection.creation.rate": "3",
         "listener.name.internal.ssl.keystore.location": "/x",
+        "listener.name.internal.plain.sasl.jaas.config": "x",
+        "listener.name.internal.socket.send.buffer.bytes": "1",
         "listener.name.other.max.connections": "1",
+        "listener.name.other.ssl.keystore.location": "/x",
     })
     assert config.max_connections_per_ip_overrides == {"10.0.0.1": 5, "::1": 7,
                                                        "broker-a": 0}
     assert config.listener_value("INTERNAL", "max.connections") == 9
     assert config.listener_value("INTERNAL", "max.connection.creation.rate") == 3
     assert config.listener_value("PLAINTEXT", "max.connections") is None
+    assert config.security_value("INTERNAL", "ssl.keystore.location") == "/x"
+    assert config.security_value("INTERNAL", "sasl.jaas.config", "PLAIN") == "x"
     # what klog does not act on is still reported (a listener it does not have, a
     # listener config it does not implement)
-    assert config.unknown_keys == ["listener.name.internal.ssl.keystore.location",
-                                   "listener.name.other.max.connections"]
+    assert config.unknown_keys == ["listener.name.internal.socket.send.buffer.bytes",
+                                   "listener.name.other.max.connections",
+                                   "listener.name.other.ssl.keystore.location"]
 
 
 @pytest.mark.parametrize("props, key", [

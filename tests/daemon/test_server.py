@@ -68,13 +68,15 @@ def _wait_until(predicate: Any, timeout: float = 5.0) -> bool:
 
 
 @pytest.mark.parametrize("listeners, protocol_map, refused", [
-    ("PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:{port}", None, "SSL"),
+    # TLS without a key store; SASL with Kafka's default mechanism, GSSAPI, which klog
+    # does not implement: each refused with one line before anything is bound.
+    ("PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:{port}", None, "ssl.keystore.location"),
     ("PLAINTEXT://127.0.0.1:0,CLIENT://127.0.0.1:{port}",
-     "PLAINTEXT:PLAINTEXT,CLIENT:SASL_PLAINTEXT", "SASL_PLAINTEXT"),
+     "PLAINTEXT:PLAINTEXT,CLIENT:SASL_PLAINTEXT", "GSSAPI"),
     ("PLAINTEXT://127.0.0.1:0,SECURE://127.0.0.1:{port}",
-     "PLAINTEXT:PLAINTEXT,SECURE:SASL_SSL", "SASL_SSL"),
+     "PLAINTEXT:PLAINTEXT,SECURE:SASL_SSL", "ssl.keystore.location"),
 ])
-def test_listeners_other_than_plaintext_are_refused_at_start(
+def test_secured_listeners_klog_cannot_serve_are_refused_at_start(
         tmp_path: Path, listeners: str, protocol_map: str | None, refused: str) -> None:
     port = free_port()
     overrides = {"listeners": listeners.format(port=port)}
@@ -84,13 +86,13 @@ def test_listeners_other_than_plaintext_are_refused_at_start(
     with pytest.raises(ListenerError) as info:
         broker.start()
     message = str(info.value)
-    assert refused in message and str(port) in message and "PLAINTEXT" in message
+    assert refused in message and "listener" in message
     assert "\n" not in message
     broker.stop()
     assert not _connectable("127.0.0.1", port)  # nothing was left listening
 
 
-def test_cli_refuses_an_ssl_listener_with_one_line(tmp_path: Path) -> None:
+def test_cli_refuses_an_ssl_listener_without_key_store_with_one_line(tmp_path: Path) -> None:
     port = free_port()
     result = subprocess.run(
         [sys.executable, "-m", "klog", "broker", "start",
@@ -99,7 +101,7 @@ def test_cli_refuses_an_ssl_listener_with_one_line(tmp_path: Path) -> None:
         capture_output=True, text=True, timeout=60,
     )
     assert result.returncode != 0
-    assert "SSL" in result.stderr and "does not support" in result.stderr
+    assert "ssl.keystore.location" in result.stderr and "listener SSL" in result.stderr
     assert "Traceback" not in result.stderr + result.stdout
 
 

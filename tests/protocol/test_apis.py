@@ -27,10 +27,11 @@ from kio.static.primitive import Records, i8, i16, i32, i64
 from klog.protocol import apis, inter_broker, transactions
 from klog.protocol.errors import InvalidRequestError
 
-# The client APIs the broker milestone lists, plus the inter-broker four.
+# The client APIs the broker milestone lists, plus the inter-broker four, plus security's
+# SaslHandshake, SaslAuthenticate, Describe/AlterUserScramCredentials.
 BROKER_APIS = {
-    0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 18, 19, 20, 21, 22, 23, 24, 25,
-    26, 27, 29, 30, 31, 32, 33, 35, 37, 42, 43, 44, 45, 46, 47, 60,
+    0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24,
+    25, 26, 27, 29, 30, 31, 32, 33, 35, 36, 37, 42, 43, 44, 45, 46, 47, 50, 51, 60,
 }
 # Issue 21's tools side: TxnOffsetCommit, DescribeProducers, DescribeTransactions,
 # ListTransactions.
@@ -92,7 +93,7 @@ def test_rows_agree_with_the_entities(api_key: int) -> None:
 
 def test_unknown_keys_and_versions() -> None:
     with pytest.raises(apis.UnknownApiKeyError) as excinfo:
-        apis.spec_for(17)  # SaslHandshake: not in klog's table
+        apis.spec_for(57)  # UpdateFeatures: not in klog's table
     assert excinfo.value.error_code == 42
     with pytest.raises(apis.UnknownApiKeyError):
         apis.decode_request(-1, 0, b"")

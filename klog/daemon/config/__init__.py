@@ -72,6 +72,7 @@ from klog.daemon.config.listeners import (
 from klog.daemon.config.specs import (
     BROKER_CONFIGS,
     LISTENER_OVERRIDABLE_CONFIGS,
+    LISTENER_SECURITY_CONFIGS,
     TOPIC_CONFIGS,
     ConfigSpec,
     TopicConfigSpec,
@@ -109,6 +110,7 @@ __all__ = [
     "COMPRESSION_TYPES",
     "INT_MAX",
     "LISTENER_OVERRIDABLE_CONFIGS",
+    "LISTENER_SECURITY_CONFIGS",
     "LONG_MAX",
     "PER_BROKER",
     "PER_LISTENER",

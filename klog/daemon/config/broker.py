@@ -9,6 +9,7 @@ dynamic per-broker, then dynamic cluster-default, then static, then default.
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Generic, TypeVar, overload
@@ -28,6 +29,7 @@ from klog.daemon.config.specs import (
     ACL_AUTHORIZER_CLASSES,
     BROKER_CONFIGS,
     LISTENER_OVERRIDABLE_CONFIGS,
+    LISTENER_SECURITY_CONFIGS,
     TOPIC_CONFIGS,
 )
 from klog.daemon.config.validation import (
@@ -48,6 +50,9 @@ from klog.daemon.config.values import (
 )
 from klog.storage.config import LogConfig, LogConfigError
 from klog.storage.properties import PropertiesError, parse_properties
+
+#: listener.name.<listener>.<mechanism>.sasl.jaas.config (Kafka's JaasContext keys).
+_JAAS_KEY_RE = re.compile(r"listener\.name\.([^.]+)\.[^.]+\.sasl\.jaas\.config")
 
 # -- the broker config -----------------------------------------------------------------
 
@@ -408,21 +413,55 @@ class BrokerConfig:
     def unknown_keys(self) -> list[str]:
         """Static keys klog does not know or does not act on (kept, like Kafka, which only
         warns): a listener-prefixed key counts as known only for a configured listener
-        and a config klog honours per listener (``LISTENER_OVERRIDABLE_CONFIGS``)."""
+        and a config klog honours per listener (``LISTENER_OVERRIDABLE_CONFIGS``,
+        ``LISTENER_SECURITY_CONFIGS``, and sasl.jaas.config per listener and mechanism)."""
         prefixes = {f"listener.name.{e.listener_name.lower()}.{name}"
-                    for e in self._listeners for name in LISTENER_OVERRIDABLE_CONFIGS}
-        return sorted(k for k in self._static if k not in BROKER_CONFIGS and k not in prefixes)
+                    for e in self._listeners
+                    for name in LISTENER_OVERRIDABLE_CONFIGS + LISTENER_SECURITY_CONFIGS}
+        listeners = {e.listener_name.lower() for e in self._listeners}
+
+        def known(key: str) -> bool:
+            if key in BROKER_CONFIGS or key in prefixes:
+                return True
+            match = _JAAS_KEY_RE.fullmatch(key)
+            return match is not None and match[1] in listeners
+
+        return sorted(k for k in self._static if not known(k))
 
     def listener_value(self, listener_name: str, name: str) -> Any:
         """``listener.name.<listener>.<name>`` parsed as ``name``'s type, from the highest
         layer that sets it (dynamic per broker, dynamic default, static); None if unset.
-        Only meaningful for ``LISTENER_OVERRIDABLE_CONFIGS``."""
+        Only meaningful for ``LISTENER_OVERRIDABLE_CONFIGS`` and
+        ``LISTENER_SECURITY_CONFIGS``."""
         key = f"listener.name.{listener_name.lower()}.{name}"
         for layer in (self._dynamic_broker, self._dynamic_default, self._static):
             if key in layer:
                 return parse_value(dataclasses.replace(BROKER_CONFIGS[name], name=key),
                                    layer[key])
         return None
+
+    def security_value(self, listener_name: str, name: str,
+                       mechanism: str | None = None) -> Any:
+        """A security config as one listener sees it (Kafka's listener-prefixed
+        ``ChannelBuilder`` configs): ``listener.name.<listener>.<mechanism>.<name>``
+        (sasl.jaas.config only), then ``listener.name.<listener>.<name>``, then ``name``
+        itself (None if unset without a default)."""
+        if mechanism is not None:
+            key = f"listener.name.{listener_name.lower()}.{mechanism.lower()}.{name}"
+            for layer in (self._dynamic_broker, self._dynamic_default, self._static):
+                if key in layer:
+                    return parse_value(dataclasses.replace(BROKER_CONFIGS[name], name=key),
+                                       layer[key])
+        value = self.listener_value(listener_name, name)
+        return self._values[name] if value is None else value
+
+    def security_source(self, listener_name: str, name: str) -> str:
+        """The config key ``security_value`` took a listener's value from (for errors)."""
+        key = f"listener.name.{listener_name.lower()}.{name}"
+        for layer in (self._dynamic_broker, self._dynamic_default, self._static):
+            if key in layer:
+                return key
+        return name
 
     @property
     def standalone(self) -> bool:

@@ -353,20 +353,45 @@ _BROKER_SPEC_LIST: tuple[ConfigSpec, ...] = (
     _spec("metrics.num.samples", _I, "2", "Samples kept per metric.", minimum=1),
     _spec("metrics.sample.window.ms", _L, "30000", "Metric sample window.", minimum=1),
     _spec("metrics.recording.level", _S, "INFO", "Highest metric recording level."),
-    # Security (accepted and described; klog serves PLAINTEXT only)
+    # Security: TLS (klog/daemon/security/tls.py) and SASL (klog/daemon/security/sasl.py).
+    # Each may also be set per listener as listener.name.<listener>.<name>
+    # (LISTENER_SECURITY_CONFIGS); sasl.jaas.config per listener and mechanism.
+    _spec("ssl.keystore.type", _S, "JKS",
+          "Key store format; klog reads PEM.", dynamic=_PL),
     _spec("ssl.keystore.location", _S, None, "Key store file.", dynamic=_PL),
     _spec("ssl.keystore.password", _P, None, "Key store password.", dynamic=_PL),
+    _spec("ssl.keystore.key", _P, None, "Private key in PEM, inline (ssl.keystore.type=PEM).",
+          dynamic=_PL),
+    _spec("ssl.keystore.certificate.chain", _P, None,
+          "Certificate chain in PEM, inline (ssl.keystore.type=PEM).", dynamic=_PL),
     _spec("ssl.key.password", _P, None, "Private key password.", dynamic=_PL),
+    _spec("ssl.truststore.type", _S, "JKS", "Trust store format; klog reads PEM.",
+          dynamic=_PL),
     _spec("ssl.truststore.location", _S, None, "Trust store file.", dynamic=_PL),
     _spec("ssl.truststore.password", _P, None, "Trust store password.", dynamic=_PL),
+    _spec("ssl.truststore.certificates", _P, None,
+          "Trusted certificates in PEM, inline (ssl.truststore.type=PEM).", dynamic=_PL),
     _spec("ssl.client.auth", _S, "none", "Client authentication: required, requested, none.",
           choices=("required", "requested", "none"), ignore_case=True, dynamic=_PB),
+    _spec("ssl.protocol", _S, "TLSv1.3", "TLS protocol of the SSL context.", dynamic=_PB),
     _spec("ssl.enabled.protocols", _LI, "TLSv1.2,TLSv1.3", "Enabled TLS versions.",
+          dynamic=_PB),
+    _spec("ssl.cipher.suites", _LI, "", "Enabled cipher suites; empty: the defaults.",
+          dynamic=_PB),
+    _spec("ssl.endpoint.identification.algorithm", _S, "https",
+          "Host name verification of the peer (client side; brokers as clients).",
+          dynamic=_PB),
+    _spec("ssl.principal.mapping.rules", _S, "DEFAULT",
+          "Rules mapping a client certificate's distinguished name to a principal name.",
           dynamic=_PB),
     _spec("sasl.enabled.mechanisms", _LI, "GSSAPI", "Enabled SASL mechanisms.", dynamic=_PB),
     _spec("sasl.mechanism.inter.broker.protocol", _S, "GSSAPI",
           "SASL mechanism between brokers.", dynamic=_PB),
     _spec("sasl.jaas.config", _P, None, "JAAS login configuration.", dynamic=_PB),
+    _spec("sasl.server.max.receive.size", _I, "524288",
+          "Largest request before SASL authentication completes.", minimum=1),
+    _spec("connections.max.reauth.ms", _L, "0",
+          "Session lifetime of a SASL authentication; 0: no re-authentication.", minimum=0),
     _spec("password.encoder.secret", _P, None,
           "Secret that encodes dynamically configured passwords."),
     _spec("delegation.token.secret.key", _P, None, "Secret of delegation tokens."),
@@ -392,6 +417,15 @@ _LISTENER_CONFIG_RE = re.compile(r"listener\.name\.([^.]*)\.(.*)")
 #: Configs klog honours per listener, as ``listener.name.<listener>.<config>`` (the
 #: listener name in lower case, as Kafka writes it), over the broker-wide value.
 LISTENER_OVERRIDABLE_CONFIGS = ("max.connections", "max.connection.creation.rate")
+#: Security configs a listener may override (``listener.name.<listener>.<config>``), as
+#: Kafka's ChannelBuilders read them; sasl.jaas.config also per listener and mechanism
+#: (``listener.name.<listener>.<mechanism>.sasl.jaas.config``).
+LISTENER_SECURITY_CONFIGS = (
+    *(spec.name for spec in _BROKER_SPEC_LIST
+      if spec.name.startswith(("ssl.", "sasl."))
+      and spec.name != "sasl.mechanism.inter.broker.protocol"),
+    "connections.max.reauth.ms",
+)
 
 
 @dataclass(frozen=True, slots=True)

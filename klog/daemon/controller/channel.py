@@ -28,6 +28,7 @@ from typing import Any
 
 from klog.client.errors import KafkaClientError
 from klog.client.network import BrokerConnection, build_request
+from klog.client.security import ClientSecurity
 from klog.daemon.controller.receiver import EPOCH_DURING_DELETE, SECURITY_PROTOCOL_IDS
 from klog.daemon.metadata_cache import BrokerInfo, PartitionState
 from klog.daemon.tasks import stop_task
@@ -81,7 +82,7 @@ class _BrokerSender:
         if conn is None or conn.closed:
             conn = BrokerConnection(self.broker_id, *self.address,
                                     client_id=f"controller-{self.manager.controller_id}",
-                                    max_in_flight=1)
+                                    max_in_flight=1, security=self.manager.security)
             await conn.connect(self.manager.timeout_s)
             self._conn = conn
         return conn
@@ -178,9 +179,12 @@ def _error_name(code: int) -> str:
 class ControllerChannelManager:
     """Senders to the live remote brokers of the active controller."""
 
-    def __init__(self, controller_id: int, listener_name: str, timeout_ms: int) -> None:
+    def __init__(self, controller_id: int, listener_name: str, timeout_ms: int,
+                 security: ClientSecurity | None = None) -> None:
         self.controller_id = controller_id
         self.listener_name = listener_name
+        #: The inter-broker listener's TLS and SASL (None: PLAINTEXT).
+        self.security = security
         self.timeout_s = max(timeout_ms, 100) / 1000
         self._senders: dict[int, _BrokerSender] = {}
 

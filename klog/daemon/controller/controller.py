@@ -42,6 +42,7 @@ from klog.daemon.metastore.base import (
     Watcher,
     ZnodeStat,
 )
+from klog.daemon.security.listener import inter_broker_client_security
 from klog.daemon.tasks import answer, returning, stop_task
 from klog.protocol.errors import ErrorCode
 
@@ -275,7 +276,7 @@ class Controller:
         config = self.config.current
         self.channel = channel.ControllerChannelManager(
             self.broker_id, config.inter_broker_listener_name,
-            config.controller_socket_timeout_ms)
+            config.controller_socket_timeout_ms, inter_broker_client_security(config))
         self.live_brokers = {}
         self.broker_epochs = {}
         self.shutting_down = set()

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from klog.client.errors import KafkaClientError
 from klog.client.network import BrokerConnection, build_request
+from klog.daemon.security.listener import inter_broker_client_security
 from klog.protocol import apis, inter_broker
 from klog.protocol.errors import ErrorCode
 
@@ -79,7 +80,8 @@ async def _attempt(config: BrokerConfig, broker_id: int, broker_epoch: int,
         return int(ErrorCode.BROKER_NOT_AVAILABLE), []
     timeout = max(config.controller_socket_timeout_ms, 100) / 1000
     conn = BrokerConnection(controller_id, endpoint.host or "127.0.0.1", endpoint.port,
-                            client_id=f"broker-{broker_id}-controlled-shutdown")
+                            client_id=f"broker-{broker_id}-controlled-shutdown",
+                            security=inter_broker_client_security(config))
     try:
         await conn.connect(timeout)
         theirs = conn.api_versions.get(inter_broker.CONTROLLED_SHUTDOWN)

@@ -43,6 +43,8 @@ if TYPE_CHECKING:
     from klog.daemon.producer_ids import ProducerIdManager
     from klog.daemon.replica_manager import ReplicaManager
     from klog.daemon.security.authorizer import AclAuthorizer
+    from klog.daemon.security.credentials import ScramCredentialManager
+    from klog.daemon.security.sasl import SaslAuthenticator
     from klog.daemon.transaction.coordinator import TransactionCoordinator
     from klog.daemon.transaction.markers import MarkerWriter
 
@@ -71,6 +73,9 @@ class ClientConnection(Protocol):
     peer: str
     #: Who the connection authenticated as (ANONYMOUS until, or without, authentication).
     principal: KafkaPrincipal
+    #: SASL listeners: the connection's authentication (SaslHandshake/SaslAuthenticate
+    #: drive it); None on PLAINTEXT and SSL listeners.
+    authenticator: SaslAuthenticator | None
 
     def close(self) -> None: ...
 
@@ -102,6 +107,8 @@ class BrokerServices:
     #: The ACL authorizer (klog/daemon/security/authorizer.py); None when
     #: authorizer.class.name is empty: every ``RequestContext.authorize`` passes.
     authorizer: AclAuthorizer | None = None
+    #: SCRAM users (Describe/AlterUserScramCredentials); None in tests that have no need.
+    scram_credentials: ScramCredentialManager | None = None
 
 
 @dataclass(slots=True)
@@ -221,6 +228,7 @@ _MODULES: dict[int, str] = {
     14: "sync_group",
     15: "describe_groups",
     16: "list_groups",
+    17: "sasl_handshake",
     18: "api_versions",
     19: "create_topics",
     20: "delete_topics",
@@ -238,6 +246,7 @@ _MODULES: dict[int, str] = {
     32: "describe_configs",
     33: "alter_configs",
     35: "describe_log_dirs",
+    36: "sasl_authenticate",
     37: "create_partitions",
     42: "delete_groups",
     43: "elect_leaders",
@@ -245,6 +254,8 @@ _MODULES: dict[int, str] = {
     45: "alter_partition_reassignments",
     46: "list_partition_reassignments",
     47: "offset_delete",
+    50: "describe_user_scram_credentials",
+    51: "alter_user_scram_credentials",
     60: "describe_cluster",
     61: "describe_producers",
     65: "describe_transactions",

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from klog.client.errors import KafkaClientError
 from klog.client.network import BrokerConnection, build_request
+from klog.client.security import ClientSecurity
 from klog.protocol import apis
 from klog.protocol.errors import ErrorCode
 from klog.protocol.records.control import (
@@ -108,9 +109,12 @@ class TransactionMarkerChannelManager:
 
     def __init__(self, broker_id: int, config: DynamicBrokerConfig,
                  metadata_cache: MetadataCache, writer: MarkerWriter,
-                 endpoint: Callable[[int], Awaitable[tuple[str, int] | None]]) -> None:
+                 endpoint: Callable[[int], Awaitable[tuple[str, int] | None]],
+                 security: ClientSecurity | None = None) -> None:
         self.broker_id = broker_id
         self._config = config
+        #: The inter-broker listener's TLS and SASL (None: PLAINTEXT).
+        self.security = security
         self.metadata_cache = metadata_cache
         self.writer = writer
         # (host, port) of a broker on the inter-broker listener.
@@ -187,7 +191,8 @@ class TransactionMarkerChannelManager:
             if address is None:
                 raise KafkaClientError(f"broker {broker_id} has no known endpoint")
             conn = BrokerConnection(broker_id, *address,
-                                    client_id=f"broker-{self.broker_id}-txn-coordinator")
+                                    client_id=f"broker-{self.broker_id}-txn-coordinator",
+                                    security=self.security)
             await conn.connect(self._timeout_s)
             self._connections[broker_id] = conn
             return conn

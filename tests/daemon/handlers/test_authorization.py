@@ -448,3 +448,37 @@ def test_describe_and_list_transactions_show_only_describable_ids() -> None:
     response = asyncio.run(list_transactions.handle(
         ctx, _request(66, 0, {"state_filters": [], "producer_id_filters": []})))
     assert [s.transactional_id for s in response.transaction_states] == ["tx"]
+
+
+def test_scram_credential_apis_need_describe_and_alter_on_the_cluster() -> None:
+    from klog.daemon.handlers import alter_user_scram_credentials, describe_user_scram_credentials
+    from klog.protocol.acls import CLUSTER_NAME
+
+    calls: list[str] = []
+
+    async def describe(users: Any) -> list[Any]:
+        calls.append("describe")
+        return []
+
+    async def alter(deletions: Any, upsertions: Any) -> list[Any]:
+        calls.append("alter")
+        return []
+
+    manager = SimpleNamespace(describe=describe, alter=alter)
+    describe_request = _request(50, 0, {"users": None})
+    alter_request = _request(51, 0, {"deletions": [{"name": "alice", "mechanism": 2}],
+                                     "upsertions": []})
+    nobody = _authorizer()
+    ctx = _ctx(50, 0, nobody, scram_credentials=manager)
+    response = asyncio.run(describe_user_scram_credentials.handle(ctx, describe_request))
+    assert int(response.error_code) == CLUSTER_AUTH
+    ctx = _ctx(51, 0, nobody, scram_credentials=manager)
+    response = asyncio.run(alter_user_scram_credentials.handle(ctx, alter_request))
+    assert [(r.user, int(r.error_code)) for r in response.results] == [("alice", CLUSTER_AUTH)]
+    assert calls == []
+    allowed = _authorizer((ResourceType.CLUSTER, CLUSTER_NAME, OP.ALTER))  # implies Describe
+    asyncio.run(describe_user_scram_credentials.handle(
+        _ctx(50, 0, allowed, scram_credentials=manager), describe_request))
+    asyncio.run(alter_user_scram_credentials.handle(
+        _ctx(51, 0, allowed, scram_credentials=manager), alter_request))
+    assert calls == ["describe", "alter"]

@@ -1,0 +1,260 @@
+"""TLS for SSL and SASL_SSL listeners: the server's ``ssl.SSLContext`` from Kafka's configs.
+
+Owns turning a listener's ``ssl.*`` settings (each overridable per listener as
+``listener.name.<listener>.ssl.*``, read through ``BrokerConfig.security_value``) into a
+server-side SSLContext, and every refusal of a setting klog cannot honour, as one
+``TlsConfigError`` line naming the config key:
+
+- key store: ``ssl.keystore.type=PEM`` with ``ssl.keystore.location`` (private key and
+  certificate chain in one PEM file) or ``ssl.keystore.key`` + ``ssl.keystore.certificate.
+  chain`` inline; ``ssl.key.password`` decrypts an encrypted key. JKS and PKCS12 stores
+  are refused with an error naming PEM: Python's ``ssl`` reads neither, and the library
+  that reads PKCS12 (``cryptography``) is not among klog's dependencies. The default type
+  is Kafka's (JKS); a file that is PEM is read as PEM.
+- trust store: ``ssl.truststore.location`` / ``ssl.truststore.certificates`` (PEM); without
+  one, the system's CAs (as Kafka uses the JVM's).
+- ``ssl.client.auth`` none / requested / required -> CERT_NONE / CERT_OPTIONAL /
+  CERT_REQUIRED; ``ssl.protocol`` and ``ssl.enabled.protocols`` bound the TLS versions;
+  ``ssl.cipher.suites`` takes OpenSSL names or the IANA names Java uses (TLS 1.2 and
+  older: TLS 1.3's suites cannot be restricted through Python's ``ssl`` and are always
+  on).
+
+The client side (klog's CLI tools, inter-broker connections) is klog/client/security.py.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import ssl
+import tempfile
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+#: ssl.client.auth -> what the server asks of a client's certificate.
+_CLIENT_AUTH = {
+    "none": ssl.CERT_NONE,
+    "requested": ssl.CERT_OPTIONAL,
+    "required": ssl.CERT_REQUIRED,
+}
+
+#: Java's protocol names (ssl.protocol, ssl.enabled.protocols) -> Python's TLS versions.
+_VERSIONS = {
+    "TLSV1": ssl.TLSVersion.TLSv1,
+    "TLSV1.1": ssl.TLSVersion.TLSv1_1,
+    "TLSV1.2": ssl.TLSVersion.TLSv1_2,
+    "TLSV1.3": ssl.TLSVersion.TLSv1_3,
+}
+#: ssl.protocol values that name a family rather than one version (Java's "TLS", "SSL").
+_ANY_VERSION = ("TLS", "SSL")
+
+_PEM_MARK = b"-----BEGIN "
+
+
+class TlsConfigError(ValueError):
+    """A TLS setting klog cannot honour (one line naming the config key)."""
+
+
+#: How a listener's value of a security config is read: name -> typed value or None.
+Lookup = Callable[[str], Any]
+
+
+def server_context(lookup: Lookup, source: Callable[[str], str] = lambda n: n
+                   ) -> ssl.SSLContext:
+    """The SSLContext of one TLS listener. ``lookup(name)`` is the listener's value of
+    ``name``; ``source(name)`` the key it came from (named in errors)."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    _versions(context, lookup, source)
+    _ciphers(context, lookup, source)
+    _load_keystore(context, lookup, source)
+    client_auth = str(lookup("ssl.client.auth") or "none").lower()
+    context.verify_mode = _CLIENT_AUTH[client_auth]
+    if client_auth != "none":
+        _load_truststore(context, lookup, source)
+    # One TLS connection per client connection, long-lived: session tickets buy nothing
+    # and would be one more secret to rotate.
+    context.options |= ssl.OP_NO_TICKET
+    return context
+
+
+# -- versions and ciphers --------------------------------------------------------------------
+
+
+def _versions(context: ssl.SSLContext, lookup: Lookup, source: Callable[[str], str]) -> None:
+    protocol = str(lookup("ssl.protocol") or "TLSv1.3").upper()
+    if protocol not in _VERSIONS and protocol not in _ANY_VERSION:
+        raise TlsConfigError(f"{source('ssl.protocol')}={lookup('ssl.protocol')}: unknown "
+                             f"TLS protocol (one of TLSv1.2, TLSv1.3, TLS)")
+    enabled: Sequence[str] = lookup("ssl.enabled.protocols") or ()
+    versions = []
+    for name in enabled:
+        version = _VERSIONS.get(name.strip().upper())
+        if version is None:
+            raise TlsConfigError(f"{source('ssl.enabled.protocols')}: unknown TLS version "
+                                 f"{name!r} (TLSv1, TLSv1.1, TLSv1.2, TLSv1.3)")
+        versions.append(version)
+    if not versions:  # Kafka: the ssl.protocol's own version
+        versions = [_VERSIONS.get(protocol, ssl.TLSVersion.TLSv1_3)]
+    try:
+        context.minimum_version = min(versions)
+        context.maximum_version = max(versions)
+    except (ValueError, ssl.SSLError) as exc:
+        raise TlsConfigError(f"{source('ssl.enabled.protocols')}: {exc}") from None
+
+
+def _ciphers(context: ssl.SSLContext, lookup: Lookup, source: Callable[[str], str]) -> None:
+    suites: Sequence[str] = lookup("ssl.cipher.suites") or ()
+    names = [s.strip() for s in suites if s.strip()]
+    if not names:
+        return
+    openssl = [openssl_cipher_name(n) for n in names if not _is_tls13_suite(n)]
+    if not openssl:
+        return  # only TLS 1.3 suites: always enabled
+    try:
+        context.set_ciphers(":".join(openssl))
+    except ssl.SSLError:
+        raise TlsConfigError(f"{source('ssl.cipher.suites')}: none of {', '.join(names)} is a "
+                             f"cipher suite this OpenSSL knows") from None
+
+
+def _is_tls13_suite(name: str) -> bool:
+    return name.upper() in ("TLS_AES_128_GCM_SHA256", "TLS_AES_256_GCM_SHA384",
+                            "TLS_CHACHA20_POLY1305_SHA256", "TLS_AES_128_CCM_SHA256",
+                            "TLS_AES_128_CCM_8_SHA256")
+
+
+_IANA_RE = re.compile(r"TLS_(?P<kx>[A-Z0-9_]+?)_WITH_(?P<cipher>[A-Z0-9_]+)_(?P<mac>SHA\d*)")
+
+
+def openssl_cipher_name(name: str) -> str:
+    """An IANA cipher suite name (Java's, ``TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256``) as
+    OpenSSL names it (``ECDHE-RSA-AES128-GCM-SHA256``); other names are returned as
+    they are (already OpenSSL's)."""
+    match = _IANA_RE.fullmatch(name.strip().upper())
+    if match is None:
+        return name.strip()
+    kx = {"RSA": "", "ECDHE_RSA": "ECDHE-RSA", "ECDHE_ECDSA": "ECDHE-ECDSA",
+          "DHE_RSA": "DHE-RSA"}.get(match["kx"], match["kx"].replace("_", "-"))
+    cipher = match["cipher"]
+    mac = match["mac"]
+    aes = re.fullmatch(r"AES_(128|256)_(GCM|CBC|CCM)", cipher)
+    if aes is not None:
+        bits, mode = aes.groups()
+        if mode == "GCM":
+            body = f"AES{bits}-GCM-{mac}"
+        elif mode == "CCM":
+            body = f"AES{bits}-CCM"
+        else:
+            body = f"AES{bits}-{mac}"
+    elif cipher == "CHACHA20_POLY1305":
+        body = "CHACHA20-POLY1305"
+    else:
+        body = f"{cipher.replace('_', '-')}-{mac}"
+    return f"{kx}-{body}" if kx else body
+
+
+# -- key and trust stores ------------------------------------------------------------------
+
+
+def _load_keystore(context: ssl.SSLContext, lookup: Lookup,
+                   source: Callable[[str], str]) -> None:
+    store_type = str(lookup("ssl.keystore.type") or "JKS").upper()
+    location = lookup("ssl.keystore.location")
+    key = lookup("ssl.keystore.key")
+    chain = lookup("ssl.keystore.certificate.chain")
+    key_password = lookup("ssl.key.password")
+    if key is not None or chain is not None:
+        if store_type != "PEM":
+            raise TlsConfigError(f"{source('ssl.keystore.key')} and "
+                                 f"{source('ssl.keystore.certificate.chain')} need "
+                                 f"ssl.keystore.type=PEM")
+        if key is None or chain is None:
+            raise TlsConfigError(f"set both {source('ssl.keystore.key')} and "
+                                 f"{source('ssl.keystore.certificate.chain')}")
+        if location is not None:
+            raise TlsConfigError(f"set either {source('ssl.keystore.location')} or the "
+                                 "inline ssl.keystore.key/certificate.chain, not both")
+        with _pem_file(f"{key.strip()}\n{chain.strip()}\n") as path:
+            _load_pem_chain(context, path, key_password, source("ssl.keystore.key"))
+        return
+    if location is None:
+        raise TlsConfigError(f"a TLS listener needs a key store: set "
+                             f"{source('ssl.keystore.location')} (ssl.keystore.type=PEM: "
+                             "private key and certificate chain in one PEM file)")
+    try:
+        with open(location, "rb") as f:
+            data = f.read()
+    except OSError as exc:
+        raise TlsConfigError(f"{source('ssl.keystore.location')}={location}: cannot read: "
+                             f"{exc.strerror or exc}") from None
+    # Kafka's default type is JKS; a JKS file never holds a PEM armour line, so a file that
+    # does is read as the PEM it is.
+    if store_type == "PEM" or (store_type == "JKS" and _PEM_MARK in data):
+        _load_pem_chain(context, location, key_password or lookup("ssl.keystore.password"),
+                        source("ssl.keystore.location"))
+        return
+    hint = (" (openssl pkcs12 -in store.p12 -nodes -out store.pem)" if store_type == "PKCS12"
+            else "")
+    raise TlsConfigError(f"{source('ssl.keystore.type')}={store_type}: klog cannot read "
+                         f"{store_type} key stores; convert it to PEM (private key and "
+                         f"certificate chain in one file{hint}) and set "
+                         "ssl.keystore.type=PEM")
+
+
+def _load_pem_chain(context: ssl.SSLContext, path: str, password: str | None,
+                    key_name: str) -> None:
+    try:
+        context.load_cert_chain(path, password=password)
+    except ssl.SSLError as exc:
+        hint = (" (wrong ssl.key.password?)" if "decrypt" in str(exc).lower()
+                or "bad" in str(exc).lower() else "")
+        raise TlsConfigError(f"{key_name}: not a PEM private key and certificate chain "
+                             f"klog can load: {exc.reason or exc}{hint}") from None
+    except OSError as exc:
+        raise TlsConfigError(f"{key_name}: {exc.strerror or exc}") from None
+
+
+def _load_truststore(context: ssl.SSLContext, lookup: Lookup,
+                     source: Callable[[str], str]) -> None:
+    store_type = str(lookup("ssl.truststore.type") or "JKS").upper()
+    location = lookup("ssl.truststore.location")
+    inline = lookup("ssl.truststore.certificates")
+    try:
+        if inline is not None:
+            context.load_verify_locations(cadata=inline)
+        elif location is not None:
+            if store_type not in ("PEM", "JKS"):
+                raise TlsConfigError(f"{source('ssl.truststore.type')}={store_type}: klog "
+                                     "reads PEM trust stores only; set "
+                                     "ssl.truststore.type=PEM")
+            with open(location, "rb") as f:
+                if _PEM_MARK not in f.read():
+                    raise TlsConfigError(
+                        f"{source('ssl.truststore.location')}={location}: not a PEM file; "
+                        "klog reads PEM trust stores only (ssl.truststore.type=PEM)")
+            context.load_verify_locations(cafile=location)
+        else:
+            context.load_default_certs(ssl.Purpose.CLIENT_AUTH)
+    except ssl.SSLError as exc:
+        key = (source("ssl.truststore.certificates") if inline is not None
+               else source("ssl.truststore.location"))
+        raise TlsConfigError(f"{key}: cannot load trusted certificates: "
+                             f"{exc.reason or exc}") from None
+    except OSError as exc:
+        raise TlsConfigError(f"{source('ssl.truststore.location')}={location}: cannot "
+                             f"read: {exc.strerror or exc}") from None
+
+
+@contextlib.contextmanager
+def _pem_file(text: str) -> Iterator[str]:
+    """A private temporary file holding ``text``: Python's ssl loads key material from
+    files only. Removed as soon as it has been read."""
+    fd, path = tempfile.mkstemp(prefix="klog-tls-", suffix=".pem")
+    try:
+        with os.fdopen(fd, "w") as f:  # mkstemp's file is 0600
+            f.write(text)
+        yield path
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(path)

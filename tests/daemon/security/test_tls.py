@@ -1,0 +1,80 @@
+"""The TLS server context from Kafka's ssl.* configs (klog/daemon/security/tls.py)."""
+
+from __future__ import annotations
+
+import ssl
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from klog.daemon.security.tls import TlsConfigError, openssl_cipher_name, server_context
+from tests.daemon.security.certs import Pki
+
+
+def context(settings: Mapping[str, Any]) -> ssl.SSLContext:
+    values = {"ssl.client.auth": "none", "ssl.protocol": "TLSv1.3",
+              "ssl.enabled.protocols": ["TLSv1.2", "TLSv1.3"], **settings}
+    return server_context(values.get)
+
+
+def test_pem_keystore_file_and_inline(pki: Pki) -> None:
+    ctx = context({"ssl.keystore.type": "PEM", "ssl.keystore.location": str(pki.server_keystore)})
+    assert ctx.verify_mode == ssl.CERT_NONE
+    assert ctx.minimum_version == ssl.TLSVersion.TLSv1_2
+    inline = context({"ssl.keystore.type": "PEM",
+                      "ssl.keystore.key": pki.server_key.read_text(),
+                      "ssl.keystore.certificate.chain": pki.server_cert.read_text(),
+                      "ssl.client.auth": "required",
+                      "ssl.truststore.certificates": pki.ca_cert.read_text()})
+    assert inline.verify_mode == ssl.CERT_REQUIRED
+    # Kafka's default type (JKS) with a PEM file: read as the PEM it is
+    context({"ssl.keystore.location": str(pki.server_keystore)})
+
+
+def test_encrypted_key_needs_its_password(pki: Pki) -> None:
+    context({"ssl.keystore.type": "PEM", "ssl.keystore.location": str(pki.encrypted_keystore),
+             "ssl.key.password": pki.key_password})
+    with pytest.raises(TlsConfigError, match=r"ssl\.keystore\.location"):
+        context({"ssl.keystore.type": "PEM",
+                 "ssl.keystore.location": str(pki.encrypted_keystore),
+                 "ssl.key.password": "wrong"})
+
+
+@pytest.mark.parametrize("settings, message", [
+    ({}, "ssl.keystore.location"),
+    ({"ssl.keystore.location": "/nonexistent/ks.pem"}, "cannot read"),
+    ({"ssl.keystore.type": "PKCS12", "ssl.keystore.location": "BINARY"}, "PEM"),
+    ({"ssl.keystore.type": "JKS", "ssl.keystore.location": "BINARY"}, "PEM"),
+    ({"ssl.keystore.location": "KEYSTORE", "ssl.protocol": "SSLv3"}, "ssl.protocol"),
+    ({"ssl.keystore.location": "KEYSTORE", "ssl.enabled.protocols": ["TLSv9"]}, "TLSv9"),
+    ({"ssl.keystore.location": "KEYSTORE", "ssl.cipher.suites": ["NOT_A_SUITE"]},
+     "ssl.cipher.suites"),
+    ({"ssl.keystore.location": "KEYSTORE", "ssl.client.auth": "required",
+      "ssl.truststore.location": "BINARY"}, "ssl.truststore"),
+    ({"ssl.keystore.type": "PEM", "ssl.keystore.key": "x"}, "both"),
+])
+def test_settings_klog_cannot_honour_are_one_line_errors(
+        pki: Pki, tmp_path: Path, settings: dict[str, Any], message: str) -> None:
+    binary = tmp_path / "store.jks"
+    binary.write_bytes(b"\xfe\xed\xfe\xed" + bytes(64))
+    resolved = {k: (str(binary) if v == "BINARY" else str(pki.server_keystore)
+                    if v == "KEYSTORE" else v) for k, v in settings.items()}
+    with pytest.raises(TlsConfigError) as info:
+        context(resolved)
+    assert message in str(info.value) and "\n" not in str(info.value)
+
+
+def test_java_cipher_names_and_tls13_suites(pki: Pki) -> None:
+    assert openssl_cipher_name("TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256") \
+        == "ECDHE-RSA-AES128-GCM-SHA256"
+    assert openssl_cipher_name("TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256") \
+        == "ECDHE-ECDSA-CHACHA20-POLY1305"
+    assert openssl_cipher_name("TLS_RSA_WITH_AES_256_CBC_SHA256") == "AES256-SHA256"
+    assert openssl_cipher_name("ECDHE-RSA-AES128-SHA") == "ECDHE-RSA-AES128-SHA"
+    ctx = context({"ssl.keystore.location": str(pki.server_keystore),
+                   "ssl.cipher.suites": ["TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384",
+                                         "TLS_AES_128_GCM_SHA256"]})
+    names = {c["name"] for c in ctx.get_ciphers() if c["protocol"] == "TLSv1.2"}
+    assert names == {"ECDHE-ECDSA-AES256-GCM-SHA384"}

@@ -1,0 +1,279 @@
+"""TLS and SASL on real sockets (daemon/connection.py, server.py with daemon/security/):
+what a client may send before authenticating, failures, raw v0 tokens, sessions that
+expire, client certificates, TLS against plaintext and the reverse, fetches through TLS."""
+
+from __future__ import annotations
+
+import socket
+import ssl
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from klog.daemon.security.principal import ANONYMOUS, KafkaPrincipal
+from klog.protocol import scram
+from klog.protocol.errors import ErrorCode
+from klog.protocol.records.v2 import build_batch
+from tests.daemon.security.certs import Pki
+from tests.daemon.wire import InProcessBroker, WireClient, closed_without_answer
+
+JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
+        'username="admin" password="admin-secret" user_admin="admin-secret" '
+        'user_alice="alice-secret";')
+SASL_HANDSHAKE, SASL_AUTHENTICATE, METADATA = 17, 36, 3
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory, pki: Pki) -> Iterator[InProcessBroker]:
+    running = InProcessBroker(tmp_path_factory.mktemp("sec"), {
+        "listeners": "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0,"
+                     "SASL_PLAINTEXT://127.0.0.1:0,SHORT://127.0.0.1:0",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SSL:SSL,"
+                                          "SASL_PLAINTEXT:SASL_PLAINTEXT,SHORT:SASL_PLAINTEXT",
+        "ssl.keystore.type": "PEM", "ssl.keystore.location": str(pki.server_keystore),
+        "ssl.truststore.type": "PEM", "ssl.truststore.location": str(pki.ca_cert),
+        "ssl.client.auth": "requested",
+        "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256",
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS,
+        "listener.name.short.plain.sasl.jaas.config": JAAS,
+        "listener.name.short.connections.max.reauth.ms": "300",
+        "sasl.server.max.receive.size": "1024",
+        "connection.failed.authentication.delay.ms": "200",
+    }).start()
+    try:
+        yield running
+    finally:
+        running.stop()
+
+
+def port(broker: InProcessBroker, listener: str) -> int:
+    return broker.broker.server.bound[listener][1]
+
+
+def client(broker: InProcessBroker, listener: str) -> WireClient:
+    return WireClient(("127.0.0.1", port(broker, listener)))
+
+
+def tls_client(broker: InProcessBroker, pki: Pki, cert: Path | None = None,
+               key: Path | None = None, listener: str = "SSL") -> WireClient:
+    ctx = ssl.create_default_context(cafile=str(pki.ca_cert))
+    if cert is not None:
+        ctx.load_cert_chain(str(cert), str(key))
+    wire = client(broker, listener)
+    wire.sock = ctx.wrap_socket(wire.sock, server_hostname="localhost")
+    return wire
+
+
+def principals(broker: InProcessBroker) -> set[KafkaPrincipal]:
+    return broker.call(lambda: {c.principal for c in broker.broker.server.connections})
+
+
+def authenticate_plain(wire: WireClient, password: str = "alice-secret",
+                       version: int = 2) -> Any:
+    handshake = wire.call(SASL_HANDSHAKE, 1, {"mechanism": "PLAIN"})
+    assert handshake.error_code == 0 and "PLAIN" in handshake.mechanisms
+    return wire.call(SASL_AUTHENTICATE, version,
+                     {"auth_bytes": f"\x00alice\x00{password}".encode()})
+
+
+def test_sasl_plain_then_requests_are_served(broker: InProcessBroker) -> None:
+    with client(broker, "SASL_PLAINTEXT") as wire:
+        assert wire.call(18, 3, {"client_software_name": "t",
+                                 "client_software_version": "1"}).error_code == 0
+        result = authenticate_plain(wire)
+        assert result.error_code == 0 and result.error_message is None
+        assert wire.metadata([]).brokers
+        assert KafkaPrincipal("User", "alice") in principals(broker)
+
+
+def test_a_request_before_authentication_closes_the_connection(
+        broker: InProcessBroker) -> None:
+    with client(broker, "SASL_PLAINTEXT") as wire:
+        wire.send(METADATA, 12, {"topics": [], "allow_auto_topic_creation": False,
+                                 "include_cluster_authorized_operations": False,
+                                 "include_topic_authorized_operations": False})
+        assert closed_without_answer(wire.sock)
+    with client(broker, "SASL_PLAINTEXT") as wire:  # the broker serves the next one
+        assert authenticate_plain(wire).error_code == 0
+
+
+def test_wrong_password_fails_and_closes_after_the_answer(broker: InProcessBroker) -> None:
+    with client(broker, "SASL_PLAINTEXT") as wire:
+        result = authenticate_plain(wire, password="wrong")
+        assert result.error_code == ErrorCode.SASL_AUTHENTICATION_FAILED
+        assert "Invalid username or password" in result.error_message
+        # nothing more is served: a request now gets no answer, and the connection closes
+        wire.send(18, 0, {})
+        assert closed_without_answer(wire.sock)
+
+
+def test_unsupported_mechanism_is_answered_then_closed(broker: InProcessBroker) -> None:
+    with client(broker, "SASL_PLAINTEXT") as wire:
+        handshake = wire.call(SASL_HANDSHAKE, 1, {"mechanism": "GSSAPI"})
+        assert handshake.error_code == ErrorCode.UNSUPPORTED_SASL_MECHANISM
+        assert list(handshake.mechanisms) == ["PLAIN", "SCRAM-SHA-256"]
+        assert wire.is_closed_by_peer()
+
+
+def test_oversized_token_before_authentication_closes(broker: InProcessBroker) -> None:
+    with client(broker, "SASL_PLAINTEXT") as wire:
+        assert wire.call(SASL_HANDSHAKE, 1, {"mechanism": "PLAIN"}).error_code == 0
+        wire.send(SASL_AUTHENTICATE, 2, {"auth_bytes": b"\x00alice\x00" + b"x" * 2048})
+        assert closed_without_answer(wire.sock)
+
+
+def test_v0_handshake_then_raw_tokens(broker: InProcessBroker) -> None:
+    with client(broker, "SASL_PLAINTEXT") as wire:
+        assert wire.call(SASL_HANDSHAKE, 0, {"mechanism": "PLAIN"}).error_code == 0
+        token = b"\x00alice\x00alice-secret"
+        wire.send_raw(len(token).to_bytes(4, "big") + token)
+        assert wire.recv_frame() == b""  # an empty token, size-prefixed, no header
+        assert wire.metadata([]).brokers
+    with client(broker, "SASL_PLAINTEXT") as wire:  # a wrong raw token: closed, no answer
+        assert wire.call(SASL_HANDSHAKE, 0, {"mechanism": "PLAIN"}).error_code == 0
+        token = b"\x00alice\x00nope"
+        wire.send_raw(len(token).to_bytes(4, "big") + token)
+        assert closed_without_answer(wire.sock)
+
+
+def test_scram_user_added_through_the_admin_api_authenticates(
+        broker: InProcessBroker) -> None:
+    salt = b"0123456789abcdef"
+    salted = scram.salted_password("SCRAM-SHA-256", "bob-secret", salt, 4096)
+    with client(broker, "PLAINTEXT") as admin:
+        altered = admin.call(51, 0, {"deletions": [], "upsertions": [
+            {"name": "bob", "mechanism": 1, "iterations": 4096, "salt": salt,
+             "salted_password": salted}]})
+        assert [(r.user, r.error_code) for r in altered.results] == [("bob", 0)]
+        described = admin.call(50, 0, {"users": [{"name": "bob"}, {"name": "nobody"}]})
+        assert [(r.user, r.error_code, [(int(c.mechanism), c.iterations)
+                                         for c in r.credential_infos])
+                for r in described.results] == [
+            ("bob", 0, [(1, 4096)]), ("nobody", ErrorCode.RESOURCE_NOT_FOUND, [])]
+    with client(broker, "SASL_PLAINTEXT") as wire:
+        assert wire.call(SASL_HANDSHAKE, 1, {"mechanism": "SCRAM-SHA-256"}).error_code == 0
+        scram_client = scram.ScramClient("SCRAM-SHA-256", "bob", "bob-secret")
+        first = wire.call(SASL_AUTHENTICATE, 2, {"auth_bytes": scram_client.first()})
+        assert first.error_code == 0
+        final = wire.call(SASL_AUTHENTICATE, 2,
+                          {"auth_bytes": scram_client.final(first.auth_bytes)})
+        assert final.error_code == 0
+        scram_client.verify(final.auth_bytes)
+        assert KafkaPrincipal("User", "bob") in principals(broker)
+
+
+def test_expired_session_closes_at_the_next_request(broker: InProcessBroker) -> None:
+    with client(broker, "SHORT") as wire:
+        result = authenticate_plain(wire, version=1)
+        assert result.error_code == 0
+        assert result.session_lifetime.total_seconds() * 1000 == 300
+        time.sleep(0.4)  # past the session's end (a wait, not a timing assertion)
+        wire.send(18, 0, {})
+        assert closed_without_answer(wire.sock)
+    with client(broker, "SHORT") as wire:  # re-authenticating in time keeps it open
+        authenticate_plain(wire, version=1)
+        time.sleep(0.2)
+        assert authenticate_plain(wire, version=1).error_code == 0
+        time.sleep(0.2)
+        assert wire.call(18, 0, {}).error_code == 0
+
+
+def test_sasl_requests_on_a_listener_without_sasl(broker: InProcessBroker) -> None:
+    with client(broker, "PLAINTEXT") as wire:
+        assert wire.call(SASL_HANDSHAKE, 1, {"mechanism": "PLAIN"}).error_code \
+            == ErrorCode.ILLEGAL_SASL_STATE
+
+
+def test_client_certificate_names_the_principal(broker: InProcessBroker, pki: Pki) -> None:
+    with tls_client(broker, pki, pki.client_cert, pki.client_key) as wire:
+        assert wire.metadata([]).brokers
+        assert KafkaPrincipal("User", pki.client_dn) in principals(broker)
+    with tls_client(broker, pki) as wire:  # requested, not required: ANONYMOUS
+        assert wire.metadata([]).brokers
+        assert ANONYMOUS in principals(broker)
+    # a certificate from a CA the broker does not trust: the handshake (or, with TLS 1.3,
+    # the first read after it) fails
+    with pytest.raises((ssl.SSLError, ConnectionError)), \
+            tls_client(broker, pki, pki.rogue_cert, pki.rogue_key) as wire:
+        wire.metadata([])
+
+
+def test_tls_against_plaintext_and_the_reverse(broker: InProcessBroker, pki: Pki) -> None:
+    ctx = ssl.create_default_context(cafile=str(pki.ca_cert))
+    raw = socket.create_connection(("127.0.0.1", port(broker, "PLAINTEXT")), timeout=5)
+    with pytest.raises((ssl.SSLError, ConnectionError, TimeoutError)):
+        ctx.wrap_socket(raw, server_hostname="localhost")  # ClientHello: a bad frame size
+    raw.close()
+    with client(broker, "SSL") as wire:  # a Kafka request where a ClientHello belongs
+        wire.send(18, 0, {})
+        assert closed_without_answer(wire.sock)
+    with client(broker, "PLAINTEXT") as wire:  # both listeners still serve
+        assert wire.call(18, 0, {}).error_code == 0
+    with tls_client(broker, pki) as wire:
+        assert wire.call(18, 0, {}).error_code == 0
+
+
+def test_fetch_through_tls_sends_the_stored_bytes(broker: InProcessBroker, pki: Pki) -> None:
+    records = build_batch([(0, None, bytes([i % 251]) * 100_000) for i in range(8)])
+    with client(broker, "PLAINTEXT") as wire:
+        wire.create_topic("tls-fetch")
+        assert wire.produce("tls-fetch", 0, records).responses[0] \
+            .partition_responses[0].error_code == 0
+        plain = wire.fetch("tls-fetch", 0, 0, max_bytes=4 << 20)
+    with tls_client(broker, pki) as wire:
+        secured = wire.fetch("tls-fetch", 0, 0, max_bytes=4 << 20)
+    data = secured.responses[0].partitions[0].records
+    assert len(data) > 800_000  # several TLS_REGION_CHUNK pieces
+    assert data == plain.responses[0].partitions[0].records
+
+
+def test_dynamic_key_store_change_applies_to_new_connections(
+        tmp_path: Path, pki: Pki) -> None:
+    running = InProcessBroker(tmp_path, {
+        "listeners": "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0",
+        "ssl.keystore.type": "PEM",
+        "ssl.keystore.location": str(pki.server_keystore)}).start()
+    trusts_ca = ssl.create_default_context(cafile=str(pki.ca_cert))
+    trusts_rogue = ssl.create_default_context(cafile=str(pki.rogue_ca_cert))
+
+    def handshake(ctx: ssl.SSLContext) -> None:
+        with socket.create_connection(("127.0.0.1", port(running, "SSL")), timeout=5) \
+                as raw, ctx.wrap_socket(raw, server_hostname="localhost"):
+            pass
+
+    def set_keystore(location: str) -> int:
+        with client(running, "PLAINTEXT") as admin:  # kafka-configs' per-listener update
+            result = admin.call(44, 1, {"resources": [{
+                "resource_type": 4, "resource_name": "0", "configs": [{
+                    "name": "listener.name.ssl.ssl.keystore.location",
+                    "config_operation": 0, "value": location}]}],
+                "validate_only": False})
+            return int(result.responses[0].error_code)
+
+    try:
+        handshake(trusts_ca)
+        assert set_keystore(str(pki.rogue_server_keystore)) == 0
+        handshake(trusts_rogue)  # new connections present the new certificate
+        with pytest.raises(ssl.SSLError):
+            handshake(trusts_ca)
+        # an unusable key store: the listener keeps the last good one
+        set_keystore("/nonexistent.pem")
+        handshake(trusts_rogue)
+    finally:
+        running.stop()
+
+
+def test_tls_handshake_without_an_idle_limit(tmp_path: Path, pki: Pki) -> None:
+    # connections.max.idle.ms -1 (no idle limit) once made the handshake timeout 1 ms
+    running = InProcessBroker(tmp_path, {
+        "listeners": "SSL://127.0.0.1:0", "security.inter.broker.protocol": "SSL",
+        "ssl.keystore.type": "PEM", "ssl.keystore.location": str(pki.server_keystore),
+        "connections.max.idle.ms": "-1"}).start()
+    try:
+        with tls_client(running, pki) as wire:
+            assert wire.call(18, 0, {}).error_code == 0
+    finally:
+        running.stop()
