@@ -79,6 +79,7 @@ from klog.protocol.records.batch import (
     iter_batch_headers,
     read_batch_header,
 )
+from klog.protocol.records.convert import is_legacy, up_convert
 from klog.protocol.records.decode import iter_records as iter_any_records
 from klog.protocol.records.v2 import MIN_RECORD_SIZE, record_columns
 from klog.protocol.records.validate import (
@@ -695,6 +696,11 @@ class ReplicaManager:
                         raise
                     return records
         now = self.clock()
+        if from_client and is_legacy(view):
+            # Produce v0-v2 from a pre-0.11 client: its v0/v1 message set becomes one v2
+            # batch (LogValidator's conversion; Produce v3+ never gets here with one: the
+            # handler refuses it), then is checked as any v2 batch is.
+            return self._validate(self._up_convert(view, config, now), config, origin)
         # Recompressed batches are written out as each is checked, so that one inflated
         # section at a time is held, never a whole request's.
         out = bytearray() if target is not None else None
@@ -732,6 +738,23 @@ class ReplicaManager:
                     out += self._recompress(view, batch, target)
                     recompress = True
         return out if recompress and out is not None else records
+
+    @staticmethod
+    def _up_convert(view: memoryview, config: LogConfig, now: int) -> bytearray:
+        """A client's v0/v1 message set as one v2 batch in the topic's compression and
+        timestamp type (records.convert.up_convert), in a writable buffer (the log patches
+        offsets in place)."""
+        if view.nbytes > config.max_message_bytes:
+            raise RecordTooLargeError(
+                f"a message set of {view.nbytes} bytes is larger than max.message.bytes "
+                f"({config.max_message_bytes})")
+        return bytearray(up_convert(
+            view,
+            timestamp_type=TimestampType.LOG_APPEND_TIME if config.log_append_time
+            else TimestampType.CREATE_TIME,
+            compression=None if config.compression_type == "producer"
+            else _CODEC_BY_NAME[config.compression_type],
+            now=now))
 
     @staticmethod
     def _recompress(view: memoryview, batch: CheckedBatch, target: CompressionType) -> bytes:
@@ -1157,7 +1180,9 @@ def _check_weight(records: RecordsBuffer, config: LogConfig) -> int | None:
     target = None if config.compression_type == "producer" else int(
         _CODEC_BY_NAME[config.compression_type])
     if n >= RECORD_BATCH_OVERHEAD:
-        length, _magic, attributes, _delta, _count = _ONE_BATCH.unpack_from(records, 0)
+        length, magic, attributes, _delta, _count = _ONE_BATCH.unpack_from(records, 0)
+        if magic < MAGIC_V2:
+            return None  # a v0/v1 message set to convert: a worker's job
         if length + LOG_OVERHEAD == n:  # one batch: the common case
             codec = attributes & COMPRESSION_CODEC_MASK
             if codec or (target is not None and codec != target

@@ -7,6 +7,11 @@ INVALID_REQUIRED_ACKS for every partition). acks=0 gets no response at all, as i
 While an acks=-1 produce waits for the ISR, the connection goes on with the producer's
 next requests (a ``Deferred`` answer). The append itself may wait too, for a heavy record
 check done off the event loop; the connection's next request waits for that.
+
+Produce v0-v2 (clients of Kafka 0.9/0.10) carry v0/v1 message sets, which the replica
+manager converts to the topic's v2 format as Kafka's LogValidator does. From v3 on a
+request may hold only v2 batches: a partition whose records begin with a v0/v1 message
+gets INVALID_RECORD (Kafka's ProduceRequest.validateRecords), the others are appended.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from klog.protocol import produce
 from klog.protocol.entities import as_millis
 from klog.protocol.errors import ErrorCode
 from klog.protocol.produce import PartitionResponse
+from klog.protocol.records.convert import is_legacy
 
 
 async def handle(ctx: RequestContext, request: Request) -> Response:
@@ -34,32 +40,43 @@ async def handle(ctx: RequestContext, request: Request) -> Response:
     if acks not in (0, 1, -1):
         results = {tp: (int(ErrorCode.INVALID_REQUIRED_ACKS), None) for tp in entries}
         return _response(ctx, order, results)
-    if request.transactional_id is not None:
+    if getattr(request, "transactional_id", None) is not None:  # v3+
         # Transactions arrive with the transaction coordinator; until then a transactional
         # produce is refused rather than half-honoured.
         results = {tp: (int(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED), None)
                    for tp in entries}
         return _response(ctx, order, results)
+    refused: dict[tuple[str, int], Any] = {}
+    if ctx.api_version >= 3:
+        for tp, records in entries.items():
+            if records is not None and is_legacy(records):
+                refused[tp] = (int(ErrorCode.INVALID_RECORD), None)
+        for tp in refused:
+            del entries[tp]
     rm = ctx.services.replica_manager
     # The timeout matters to acks=-1 only (converting it costs as much as a small append).
     timeout_ms = as_millis(request.timeout) if acks == -1 else 0
-    appended = await rm.produce(entries, acks, timeout_ms)
+    appended = await rm.produce(entries, acks, timeout_ms) if entries else {}
     if not isinstance(appended, dict):
         # acks=-1: answered once the ISR has it; meanwhile the connection reads the
         # producer's next request (responses still go out in request order).
-        return Deferred(_after(ctx, order, appended))
+        return Deferred(_after(ctx, order, appended, refused))
     if acks == 0:
         # Kafka closes the connection so that an acks=0 producer notices failures.
-        if any(r.error_code for r in appended.values()) and ctx.connection is not None:
+        if (refused or any(r.error_code for r in appended.values())) \
+                and ctx.connection is not None:
             ctx.connection.close()
         return None
-    return _response(ctx, order, {tp: (r.error_code, r) for tp, r in appended.items()})
+    return _response(ctx, order, {**refused,
+                                  **{tp: (r.error_code, r) for tp, r in appended.items()}})
 
 
 async def _after(ctx: RequestContext, order: list[tuple[str, list[int]]],
-                 waiting: Awaitable[dict[tuple[str, int], Any]]) -> Any:
+                 waiting: Awaitable[dict[tuple[str, int], Any]],
+                 refused: dict[tuple[str, int], Any]) -> Any:
     appended = await waiting
-    return _response(ctx, order, {tp: (r.error_code, r) for tp, r in appended.items()})
+    return _response(ctx, order, {**refused,
+                                  **{tp: (r.error_code, r) for tp, r in appended.items()}})
 
 
 def _response(ctx: RequestContext, order: list[tuple[str, list[int]]],
