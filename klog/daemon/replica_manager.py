@@ -79,7 +79,7 @@ from klog.protocol.records.batch import (
     iter_batch_headers,
     read_batch_header,
 )
-from klog.protocol.records.convert import is_legacy, up_convert
+from klog.protocol.records.convert import down_convert, is_legacy, up_convert
 from klog.protocol.records.decode import iter_records as iter_any_records
 from klog.protocol.records.v2 import MIN_RECORD_SIZE, record_columns
 from klog.protocol.records.validate import (
@@ -765,6 +765,38 @@ class ReplicaManager:
         batch.header.ensure_valid(view)
         return recompressed(view, batch, target)
 
+    # -- down-conversion (Fetch v0-v3) --------------------------------------------------------
+
+    async def down_convert(self, wanted: list[FetchKey], results: list[FetchResult],
+                           magic: int) -> dict[int, bytes]:
+        """A consumer's Fetch v0-v3 (Kafka's maybeConvertFetchedData): the records of each
+        partition read (index into ``results``) as a message set of ``magic``, each bounded
+        by its partition max bytes (the first entry always whole). A partition of a topic
+        with message.downconversion.enable=false gets UNSUPPORTED_VERSION, a zstd batch
+        UNSUPPORTED_COMPRESSION_TYPE (set on its result, its records dropped). Reading and
+        converting run in a worker thread: inflating and rewriting a fetch's worth of
+        records must not hold the event loop."""
+        jobs: list[tuple[int, FetchDataInfo, int, int]] = []
+        for i, ((topic, partition, fetch_offset, max_bytes, _e), r) in enumerate(
+                zip(wanted, results, strict=True)):
+            if r.error_code or r.data is None or not r.size:
+                continue
+            hosted = self.partitions.get((topic, partition))
+            if hosted is not None and not hosted.log.config.message_downconversion_enable:
+                r.error_code = int(ErrorCode.UNSUPPORTED_VERSION)
+                continue
+            jobs.append((i, r.data, fetch_offset, max_bytes))
+        if not jobs:
+            return {}
+        converted = await asyncio.to_thread(_down_convert_all, jobs, magic)
+        out: dict[int, bytes] = {}
+        for i, answer in converted.items():
+            if isinstance(answer, KafkaError):
+                results[i].error_code = int(answer.error_code)
+            else:
+                out[i] = answer
+        return out
+
     # -- list offsets -----------------------------------------------------------------------
 
     @staticmethod
@@ -1169,6 +1201,21 @@ def _apply_isr_errors(results: ProduceResults, errors: dict[TopicPartition, int]
             results[tp] = ProduceResult(error, r.base_offset, r.log_append_time_ms,
                                         r.log_start_offset,
                                         error_message=ErrorCode(error).name, info=r.info)
+
+
+def _down_convert_all(jobs: list[tuple[int, FetchDataInfo, int, int]], magic: int
+                      ) -> dict[int, bytes | KafkaError]:
+    """``ReplicaManager.down_convert``'s worker: read each region and convert it."""
+    out: dict[int, bytes | KafkaError] = {}
+    for i, data, fetch_offset, max_bytes in jobs:
+        try:
+            out[i] = down_convert(data.read_bytes(), magic, fetch_offset, max_bytes=max_bytes)
+        except KafkaError as exc:
+            out[i] = exc.with_traceback(None)
+        except OSError as exc:
+            log.error("reading records to down-convert failed: %s", exc)
+            out[i] = KafkaError(f"reading the records failed: {exc}")
+    return out
 
 
 def _check_weight(records: RecordsBuffer, config: LogConfig) -> int | None:

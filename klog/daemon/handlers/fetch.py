@@ -11,6 +11,10 @@ A fetch with a replica id >= 0 is a follower's (klog/daemon/replica_fetcher.py):
 up to the log end offset instead of the high watermark (the last stable offset under
 read_committed, for consumers).
 
+Fetch v0-v3 come from consumers that cannot read message format v2 (Kafka 0.9/0.10): their
+records are down-converted to v0 (Fetch v0-v1) or v1 (v2-v3) by
+``ReplicaManager.down_convert``; from v4 on the file regions go out as they are (sendfile).
+
 Fetch sessions (KIP-227) are declined, which the protocol allows: every response carries
 session id 0, so clients keep sending full fetch requests; an incremental fetch naming a
 session gets FETCH_SESSION_ID_NOT_FOUND, which makes clients start over with a full one.
@@ -27,11 +31,14 @@ from klog.daemon.replica_manager import FetchResult
 from klog.protocol.entities import as_millis
 from klog.protocol.errors import ErrorCode
 from klog.protocol.fetch import FetchPartitionData, FetchTopicData, encode_fetch_response
+from klog.protocol.records.convert import down_convert_magic
 
 # Module constants: an enum member read through its class costs more, once per fetch.
 _LOG_END = FetchIsolation.LOG_END
 _HW = FetchIsolation.HIGH_WATERMARK
 _TXN_COMMITTED = FetchIsolation.TXN_COMMITTED
+# Fetch v0-v3: the message format each reads (0 or 1), as Kafka picks it.
+LEGACY_MAGIC = {v: down_convert_magic(v) or 0 for v in range(4)}
 
 
 async def handle(ctx: RequestContext, request: Request) -> Response:
@@ -61,10 +68,16 @@ async def handle(ctx: RequestContext, request: Request) -> Response:
     )
     rm = services.replica_manager
     results = await rm.fetch_messages(params, wanted)
+    if version <= 3 and replica_id < 0:
+        converted = await rm.down_convert(wanted, results, LEGACY_MAGIC[version])
+        return _encode(version, wanted, results, converted)
     return _encode(version, wanted, results)
 
 
-def _encode(version: int, wanted: list[FetchKey], results: list[FetchResult]) -> list[Any]:
+def _encode(version: int, wanted: list[FetchKey], results: list[FetchResult],
+            converted: dict[int, bytes] | None = None) -> list[Any]:
+    """The response; ``converted``: down-converted records by index into ``results``
+    (Fetch v0-v3), which replace the regions."""
     topics: list[FetchTopicData] = []
     for (topic, partition, _o, _m, _e), r in zip(wanted, results, strict=True):
         if not topics or topics[-1].topic != topic:
@@ -79,4 +92,8 @@ def _encode(version: int, wanted: list[FetchKey], results: list[FetchResult]) ->
             aborted_transactions=r.aborted_transactions,
             records=records,
         ))
+    if converted is not None:
+        parts = [p for t in topics for p in t.partitions]
+        for i, part in enumerate(parts):
+            part.records = converted.get(i, b"")
     return encode_fetch_response(version, topics)

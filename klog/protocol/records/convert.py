@@ -16,7 +16,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from klog.protocol.errors import CorruptRecordError, InvalidRecordError, KafkaError
+from klog.protocol.errors import (
+    CorruptRecordError,
+    InvalidRecordError,
+    UnsupportedCompressionError,
+)
 from klog.protocol.records.batch import (
     MAGIC_V0,
     MAGIC_V1,
@@ -30,10 +34,6 @@ from klog.protocol.records.compression import DEFAULT_MAX_DECOMPRESSED_SIZE
 from klog.protocol.records.legacy import build_legacy_message_set, iter_legacy_records
 from klog.protocol.records.v2 import build_batch
 from klog.protocol.records.v2 import iter_records as iter_v2_records
-
-
-class UnsupportedCompressionForDownConversion(KafkaError):
-    """A zstd batch cannot be written as v0/v1 (Kafka: UNSUPPORTED_COMPRESSION_TYPE)."""
 
 
 def is_legacy(records: bytes | bytearray | memoryview) -> bool:
@@ -135,7 +135,7 @@ def _converted(view: memoryview, magic: int, fetch_offset: int,
         if h.magic != MAGIC_V2 or h.is_control:
             continue  # control batches mean nothing to a pre-0.11 consumer
         if h.compression is CompressionType.ZSTD:
-            raise UnsupportedCompressionForDownConversion(
+            raise UnsupportedCompressionError(
                 "zstd batches cannot be down-converted to message format v0/v1")
         records = [r for r in iter_v2_records(view, h,
                                               max_decompressed_size=max_decompressed_size)
