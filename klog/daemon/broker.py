@@ -32,6 +32,7 @@ from klog.daemon.config.dynamic import DynamicBrokerConfig
 from klog.daemon.controller import Controller
 from klog.daemon.controller.identity import ControllerIdentity
 from klog.daemon.controller.receiver import ControlRequestReceiver
+from klog.daemon.fetch_session import FetchSessionCache
 from klog.daemon.group.coordinator import GroupCoordinator
 from klog.daemon.group.metadata_manager import GroupMetadataManager
 from klog.daemon.handlers import BrokerServices, load_handlers
@@ -123,7 +124,8 @@ class Broker:
             # them. In cluster mode they are served, to the controller only
             # (klog/daemon/controller/identity.py).
             api_versions=(apis.ADVERTISED if config.zookeeper_connect
-                          else apis.STANDALONE_ADVERTISED))
+                          else apis.STANDALONE_ADVERTISED),
+            fetch_sessions=FetchSessionCache(config.max_incremental_fetch_session_cache_slots))
         self.server = Server(dynamic, load_handlers(), self.services)
         self.started_at = 0.0
         self._tasks: list[asyncio.Task[None]] = []

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from klog.daemon.controller import Controller
     from klog.daemon.controller.identity import ControllerIdentity
     from klog.daemon.controller.receiver import ControlRequestReceiver
+    from klog.daemon.fetch_session import FetchSessionCache
     from klog.daemon.group.coordinator import GroupCoordinator
     from klog.daemon.group.metadata_manager import GroupMetadataManager
     from klog.daemon.metadata_cache import MetadataCache
@@ -77,6 +78,8 @@ class BrokerServices:
     #: The APIs and versions this broker announces and serves (Kafka's ApiVersionManager):
     #: a standalone broker leaves out the inter-broker control APIs.
     api_versions: Mapping[int, apis.VersionRange]
+    #: Fetch sessions (KIP-227), bounded by max.incremental.fetch.session.cache.slots.
+    fetch_sessions: FetchSessionCache
 
 
 @dataclass(slots=True)

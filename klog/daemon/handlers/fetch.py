@@ -15,9 +15,13 @@ Fetch v0-v3 come from consumers that cannot read message format v2 (Kafka 0.9/0.
 records are down-converted to v0 (Fetch v0-v1) or v1 (v2-v3) by
 ``ReplicaManager.down_convert``; from v4 on the file regions go out as they are (sendfile).
 
-Fetch sessions (KIP-227) are declined, which the protocol allows: every response carries
-session id 0, so clients keep sending full fetch requests; an incremental fetch naming a
-session gets FETCH_SESSION_ID_NOT_FOUND, which makes clients start over with a full one.
+Fetch sessions (KIP-227, v7+): a request with session epoch -1 and no session (klog's
+replica fetcher and most clients) is a plain full fetch and skips the session cache; any
+other goes through ``FetchSessionCache.new_context`` (klog/daemon/fetch_session.py), which
+creates, continues or closes the session, names the partitions to read (for an
+incremental fetch: all of the session's) and, after the read, which of them the response
+includes and the session id it carries. Session errors (FETCH_SESSION_ID_NOT_FOUND,
+INVALID_FETCH_SESSION_EPOCH) answer with no partitions, as Kafka.
 """
 
 from __future__ import annotations
@@ -29,7 +33,6 @@ from klog.daemon.handlers import Request, RequestContext, Response
 from klog.daemon.partition import FetchIsolation
 from klog.daemon.replica_manager import FetchResult
 from klog.protocol.entities import as_millis
-from klog.protocol.errors import ErrorCode
 from klog.protocol.fetch import FetchPartitionData, FetchTopicData, encode_fetch_response
 from klog.protocol.records.convert import down_convert_magic
 
@@ -43,10 +46,6 @@ LEGACY_MAGIC = {v: down_convert_magic(v) or 0 for v in range(4)}
 
 async def handle(ctx: RequestContext, request: Request) -> Response:
     version = ctx.api_version
-    session_id = getattr(request, "session_id", 0)
-    if session_id != 0:
-        return encode_fetch_response(version, [], error_code=int(
-            ErrorCode.FETCH_SESSION_ID_NOT_FOUND), session_id=0)
     wanted: list[FetchKey] = []
     for topic in request.topics:
         for p in topic.partitions:
@@ -54,6 +53,16 @@ async def handle(ctx: RequestContext, request: Request) -> Response:
                            getattr(p, "current_leader_epoch", -1)))
     services = ctx.services
     replica_id = request.replica_id
+    session = None
+    if version >= 7 and (request.session_epoch != -1 or request.session_id != 0):
+        session = services.fetch_sessions.new_context(
+            request.session_id, request.session_epoch, wanted,
+            [(t.topic, p) for t in request.forgotten_topics_data for p in t.partitions],
+            privileged=replica_id >= 0)
+        if session.error_code:
+            return encode_fetch_response(version, [], error_code=session.error_code,
+                                         session_id=0)
+        wanted = session.wanted
     if replica_id >= 0:
         isolation = _LOG_END
     else:
@@ -68,6 +77,11 @@ async def handle(ctx: RequestContext, request: Request) -> Response:
     )
     rm = services.replica_manager
     results = await rm.fetch_messages(params, wanted)
+    if session is not None:
+        session_id, keep = session.respond(
+            [(r.error_code, r.high_watermark, r.log_start_offset, r.size) for r in results])
+        return _encode(version, [wanted[i] for i in keep], [results[i] for i in keep],
+                       session_id=session_id)
     if version <= 3 and replica_id < 0:
         converted = await rm.down_convert(wanted, results, LEGACY_MAGIC[version])
         return _encode(version, wanted, results, converted)
@@ -75,7 +89,7 @@ async def handle(ctx: RequestContext, request: Request) -> Response:
 
 
 def _encode(version: int, wanted: list[FetchKey], results: list[FetchResult],
-            converted: dict[int, bytes] | None = None) -> list[Any]:
+            converted: dict[int, bytes] | None = None, session_id: int = 0) -> list[Any]:
     """The response; ``converted``: down-converted records by index into ``results``
     (Fetch v0-v3), which replace the regions."""
     topics: list[FetchTopicData] = []
@@ -96,4 +110,4 @@ def _encode(version: int, wanted: list[FetchKey], results: list[FetchResult],
         parts = [p for t in topics for p in t.partitions]
         for i, part in enumerate(parts):
             part.records = converted.get(i, b"")
-    return encode_fetch_response(version, topics)
+    return encode_fetch_response(version, topics, session_id=session_id)
