@@ -163,3 +163,40 @@ def test_current_kafka_python_keeps_an_incremental_fetch_session(
         assert handler.next_metadata.epoch > 1
     finally:
         consumer.close()
+
+
+@pytest.mark.parametrize("version", [(0, 9), (0, 10, 1)], ids=_ids)
+def test_old_kafka_python_consumes_in_a_group_and_commits(bootstrap: str,
+                                                          version: tuple[int, ...]) -> None:
+    # 0.9-era group membership: GroupCoordinator v0, JoinGroup v0, SyncGroup v0,
+    # OffsetCommit v2 / OffsetFetch v1 -- and a second consumer resumes at the commit
+    topic = f"gen-group-{_ids(version)}"
+    group = f"group-{_ids(version)}"
+    values = _values(topic)
+    _rd_produce(bootstrap, topic, values)
+    conf: dict[str, Any] = {"bootstrap_servers": bootstrap, "group_id": group,
+                            "api_version": version, "auto_offset_reset": "earliest",
+                            "enable_auto_commit": False, "fetch_max_wait_ms": 100,
+                            "request_timeout_ms": 11_000, "session_timeout_ms": 10_000}
+    first = KafkaConsumer(topic, **conf)
+    got: list[Any] = []
+    deadline = time.monotonic() + 40
+    try:
+        while len(got) < COUNT // 2 and time.monotonic() < deadline:
+            for records in first.poll(timeout_ms=200, max_records=COUNT // 2 - len(got)
+                                      ).values():
+                got.extend(records)
+        assert [r.value for r in got] == values[:COUNT // 2]
+        first.commit()
+    finally:
+        first.close()
+    second = KafkaConsumer(topic, **conf)
+    rest: list[Any] = []
+    deadline = time.monotonic() + 40
+    try:
+        while len(rest) < COUNT // 2 and time.monotonic() < deadline:
+            for records in second.poll(timeout_ms=200).values():
+                rest.extend(records)
+    finally:
+        second.close()
+    assert [r.value for r in rest] == values[COUNT // 2:]
