@@ -129,7 +129,7 @@ _TABLE: tuple[ApiSpec, ...] = (
     _kio(13, "LeaveGroup", "leave_group", 0, 5, 4, advertised=(0, 5)),
     _kio(14, "SyncGroup", "sync_group", 0, 5, 4, advertised=(0, 5)),
     _kio(15, "DescribeGroups", "describe_groups", 0, 6, 5, advertised=(0, 5)),
-    _kio(16, "ListGroups", "list_groups", 0, 5, 3, advertised=(0, 4)),
+    _kio(16, "ListGroups", "list_groups", 0, 5, 3, advertised=(0, 5)),
     # ApiVersions is the one API advertised from the start: every client opens with it.
     _kio(18, "ApiVersions", "api_versions", 0, 4, 3, advertised=(0, 4)),
     _kio(19, "CreateTopics", "create_topics", 0, 7, 5, advertised=(0, 7)),
