@@ -6,7 +6,8 @@ and the compressed path: every message's CRC checked, all records rewritten into
 batch with no producer id, v0 records without a timestamp (-1), the topic's timestamp type
 on the batch) and what RecordsUtil.downConvert does for Fetch v0-v3 (each v2 batch rewritten
 as messages of magic 0 or 1 with the batch's codec, control batches and records before the
-fetch offset left out; entries already at or below the wanted magic kept as they are).
+fetch offset left out; entries already at or below the wanted magic kept as they are,
+v1 entries of an old log rewritten as v0 for a v0 reader).
 
 Kafka 3.x writes only magic 2 once inter.broker.protocol.version is 3.0 or higher (its
 default; message.format.version is then ignored), so the topic's format is always v2 here.
@@ -31,9 +32,9 @@ from klog.protocol.records.batch import (
     iter_batch_headers,
 )
 from klog.protocol.records.compression import DEFAULT_MAX_DECOMPRESSED_SIZE
+from klog.protocol.records.decode import iter_records as iter_any_records
 from klog.protocol.records.legacy import build_legacy_message_set, iter_legacy_records
 from klog.protocol.records.v2 import build_batch
-from klog.protocol.records.v2 import iter_records as iter_v2_records
 
 
 def is_legacy(records: bytes | bytearray | memoryview) -> bool:
@@ -132,13 +133,14 @@ def _converted(view: memoryview, magic: int, fetch_offset: int,
         if h.magic <= magic:
             yield bytes(view[h.position:h.end])
             continue
-        if h.magic != MAGIC_V2 or h.is_control:
+        if h.is_control:
             continue  # control batches mean nothing to a pre-0.11 consumer
         if h.compression is CompressionType.ZSTD:
             raise UnsupportedCompressionError(
                 "zstd batches cannot be down-converted to message format v0/v1")
-        records = [r for r in iter_v2_records(view, h,
-                                              max_decompressed_size=max_decompressed_size)
+        # a v2 batch, or a v1 entry (a log Kafka wrote before 0.11) for a v0 reader
+        records = [r for r in iter_any_records(view, h,
+                                               max_decompressed_size=max_decompressed_size)
                    if r.offset >= fetch_offset]
         if not records:
             continue

@@ -103,3 +103,12 @@ def test_down_convert_is_bounded_but_gives_the_first_entry_whole() -> None:
 
 def test_which_magic_each_fetch_version_reads() -> None:
     assert [down_convert_magic(v) for v in range(6)] == [0, 0, 1, 1, None, None]
+
+
+@pytest.mark.parametrize("codec", [CompressionType.NONE, CompressionType.GZIP])
+def test_down_convert_v1_entries_to_v0(codec: CompressionType) -> None:
+    # a log Kafka wrote in message format v1, read by a Fetch v0-v1 consumer
+    v1 = build_legacy_message_set(ITEMS, magic=1, compression=codec, base_offset=3)
+    got = _read(down_convert(v1, 0, 4, max_bytes=1 << 20))
+    assert [(m, o, v) for m, o, v, _t in got] == [(0, 4 + i, b"v%d" % (i + 1))
+                                                  for i in range(4)]
