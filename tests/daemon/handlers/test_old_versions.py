@@ -146,6 +146,10 @@ def test_list_offsets_v0_answers_old_style_offsets(client: WireClient) -> None:
         assert part.error_code == ErrorCode.NONE
         answers[ts] = list(part.old_style_offsets)
     assert answers == {-1: [2], -2: [0]}
+    none = client.call(LIST_OFFSETS, 0, {"replica_id": -1, "topics": [{
+        "name": topic, "partitions": [
+            {"partition_index": 0, "timestamp": -1, "max_num_offsets": 0}]}]})
+    assert list(none.topics[0].partitions[0].old_style_offsets) == []
 
 
 def test_offset_commit_v0_v1_and_offset_fetch_v0(client: WireClient,
