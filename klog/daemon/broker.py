@@ -33,6 +33,7 @@ from klog.daemon.config.dynamic import DynamicBrokerConfig
 from klog.daemon.controller import Controller
 from klog.daemon.controller.identity import ControllerIdentity
 from klog.daemon.controller.receiver import ControlRequestReceiver
+from klog.daemon.fetch_session import FetchSessionCache
 from klog.daemon.group.coordinator import GroupCoordinator
 from klog.daemon.group.metadata_manager import GroupMetadataManager
 from klog.daemon.handlers import BrokerServices, load_handlers
@@ -178,7 +179,8 @@ class Broker:
             # (klog/daemon/controller/identity.py).
             api_versions=(apis.ADVERTISED if config.zookeeper_connect
                           else apis.STANDALONE_ADVERTISED),
-            scram_credentials=self.scram_credentials)
+            scram_credentials=self.scram_credentials,
+            fetch_sessions=FetchSessionCache(config.max_incremental_fetch_session_cache_slots))
         self.server = Server(dynamic, load_handlers(), self.services, self.scram_cache)
         self.started_at = 0.0
         self._tasks: list[asyncio.Task[None]] = []

@@ -79,6 +79,7 @@ from klog.protocol.records.batch import (
     iter_batch_headers,
     read_batch_header,
 )
+from klog.protocol.records.convert import down_convert, is_legacy, up_convert
 from klog.protocol.records.decode import iter_records as iter_any_records
 from klog.protocol.records.v2 import MIN_RECORD_SIZE, record_columns
 from klog.protocol.records.validate import (
@@ -725,6 +726,11 @@ class ReplicaManager:
                         raise
                     return records
         now = self.clock()
+        if from_client and is_legacy(view):
+            # Produce v0-v2 from a pre-0.11 client: its v0/v1 message set becomes one v2
+            # batch (LogValidator's conversion; Produce v3+ never gets here with one: the
+            # handler refuses it), then is checked as any v2 batch is.
+            return self._validate(self._up_convert(view, config, now), config, origin)
         # Recompressed batches are written out as each is checked, so that one inflated
         # section at a time is held, never a whole request's.
         out = bytearray() if target is not None else None
@@ -764,6 +770,23 @@ class ReplicaManager:
         return out if recompress and out is not None else records
 
     @staticmethod
+    def _up_convert(view: memoryview, config: LogConfig, now: int) -> bytearray:
+        """A client's v0/v1 message set as one v2 batch in the topic's compression and
+        timestamp type (records.convert.up_convert), in a writable buffer (the log patches
+        offsets in place)."""
+        if view.nbytes > config.max_message_bytes:
+            raise RecordTooLargeError(
+                f"a message set of {view.nbytes} bytes is larger than max.message.bytes "
+                f"({config.max_message_bytes})")
+        return bytearray(up_convert(
+            view,
+            timestamp_type=TimestampType.LOG_APPEND_TIME if config.log_append_time
+            else TimestampType.CREATE_TIME,
+            compression=None if config.compression_type == "producer"
+            else _CODEC_BY_NAME[config.compression_type],
+            now=now))
+
+    @staticmethod
     def _recompress(view: memoryview, batch: CheckedBatch, target: CompressionType) -> bytes:
         """One batch rewritten with the topic's codec (Kafka's broker-side recompression)
         from the records its check inflated: producer id, epoch, sequence, transactional
@@ -771,6 +794,38 @@ class ReplicaManager:
         one, which must not launder bytes damaged in transit."""
         batch.header.ensure_valid(view)
         return recompressed(view, batch, target)
+
+    # -- down-conversion (Fetch v0-v3) --------------------------------------------------------
+
+    async def down_convert(self, wanted: list[FetchKey], results: list[FetchResult],
+                           magic: int) -> dict[int, bytes]:
+        """A consumer's Fetch v0-v3 (Kafka's maybeConvertFetchedData): the records of each
+        partition read (index into ``results``) as a message set of ``magic``, each bounded
+        by its partition max bytes (the first entry always whole). A partition of a topic
+        with message.downconversion.enable=false gets UNSUPPORTED_VERSION, a zstd batch
+        UNSUPPORTED_COMPRESSION_TYPE (set on its result, its records dropped). Reading and
+        converting run in a worker thread: inflating and rewriting a fetch's worth of
+        records must not hold the event loop."""
+        jobs: list[tuple[int, FetchDataInfo, int, int]] = []
+        for i, ((topic, partition, fetch_offset, max_bytes, _e), r) in enumerate(
+                zip(wanted, results, strict=True)):
+            if r.error_code or r.data is None or not r.size:
+                continue
+            hosted = self.partitions.get((topic, partition))
+            if hosted is not None and not hosted.log.config.message_downconversion_enable:
+                r.error_code = int(ErrorCode.UNSUPPORTED_VERSION)
+                continue
+            jobs.append((i, r.data, fetch_offset, max_bytes))
+        if not jobs:
+            return {}
+        converted = await asyncio.to_thread(_down_convert_all, jobs, magic)
+        out: dict[int, bytes] = {}
+        for i, answer in converted.items():
+            if isinstance(answer, KafkaError):
+                results[i].error_code = int(answer.error_code)
+            else:
+                out[i] = answer
+        return out
 
     # -- list offsets -----------------------------------------------------------------------
 
@@ -1179,6 +1234,21 @@ def _apply_isr_errors(results: ProduceResults, errors: dict[TopicPartition, int]
                                         error_message=ErrorCode(error).name, info=r.info)
 
 
+def _down_convert_all(jobs: list[tuple[int, FetchDataInfo, int, int]], magic: int
+                      ) -> dict[int, bytes | KafkaError]:
+    """``ReplicaManager.down_convert``'s worker: read each region and convert it."""
+    out: dict[int, bytes | KafkaError] = {}
+    for i, data, fetch_offset, max_bytes in jobs:
+        try:
+            out[i] = down_convert(data.read_bytes(), magic, fetch_offset, max_bytes=max_bytes)
+        except KafkaError as exc:
+            out[i] = exc.with_traceback(None)
+        except OSError as exc:
+            log.error("reading records to down-convert failed: %s", exc)
+            out[i] = KafkaError(f"reading the records failed: {exc}")
+    return out
+
+
 def _check_weight(records: RecordsBuffer, config: LogConfig) -> int | None:
     """Bytes the record check of ``records`` walks on the event loop, or None when the
     check belongs in a worker thread: a compressed batch (inflating costs what the
@@ -1188,7 +1258,9 @@ def _check_weight(records: RecordsBuffer, config: LogConfig) -> int | None:
     target = None if config.compression_type == "producer" else int(
         _CODEC_BY_NAME[config.compression_type])
     if n >= RECORD_BATCH_OVERHEAD:
-        length, _magic, attributes, _delta, _count = _ONE_BATCH.unpack_from(records, 0)
+        length, magic, attributes, _delta, _count = _ONE_BATCH.unpack_from(records, 0)
+        if magic < MAGIC_V2:
+            return None  # a v0/v1 message set to convert: a worker's job
         if length + LOG_OVERHEAD == n:  # one batch: the common case
             codec = attributes & COMPRESSION_CODEC_MASK
             if codec or (target is not None and codec != target

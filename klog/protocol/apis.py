@@ -47,7 +47,7 @@ from kio.serial import entity_reader, entity_writer
 from kio.static.constants import EntityType
 from kio.static.protocol import Entity
 
-from klog.protocol import inter_broker, produce, transactions
+from klog.protocol import inter_broker, old_versions, produce, transactions
 from klog.protocol.errors import (
     InvalidRequestError,
     UnsupportedVersionError,
@@ -107,35 +107,37 @@ def _kio(api_key: int, name: str, kio_name: str, lo: int, hi: int, flex: int | N
     return ApiSpec(api_key, name, lo, hi, flex, advertised, kio_name)
 
 
-# Ranges are what kio 0.6 carries (generated from Kafka 4.x specs: Kafka 4.0 dropped the
-# oldest versions, e.g. Produce v0-2 and Fetch v0-3, so kio has none of them).
-# tests/protocol/test_apis.py checks every row against kio's schema index.
+# Ranges start where Kafka 3.x (ZooKeeper mode) starts serving: version 0 of every API here.
+# kio 0.6 carries what Kafka 4.x specs define (4.0 dropped the oldest versions, e.g. Produce
+# v0-2 and Fetch v0-3); klog.protocol.old_versions derives the versions below kio's from
+# kio's oldest. tests/protocol/test_apis.py checks every row against kio's schema index
+# and old_versions, and the advertised ranges against Kafka 3.x's.
 _TABLE: tuple[ApiSpec, ...] = (
-    _kio(0, "Produce", "produce", 3, 13, 9, advertised=(3, 9)),
-    _kio(1, "Fetch", "fetch", 4, 18, 12, advertised=(4, 12)),
-    _kio(2, "ListOffsets", "list_offsets", 1, 11, 6, advertised=(1, 7)),
+    _kio(0, "Produce", "produce", 0, 13, 9, advertised=(0, 9)),
+    _kio(1, "Fetch", "fetch", 0, 18, 12, advertised=(0, 12)),
+    _kio(2, "ListOffsets", "list_offsets", 0, 11, 6, advertised=(0, 7)),
     _kio(3, "Metadata", "metadata", 0, 13, 9, advertised=(0, 12)),
     ApiSpec(4, "LeaderAndIsr", 0, 6, 4, advertised=(0, 6)),
     ApiSpec(5, "StopReplica", 0, 3, 2, advertised=(0, 3)),
     ApiSpec(6, "UpdateMetadata", 0, 7, 6, advertised=(0, 7)),
     ApiSpec(7, "ControlledShutdown", 0, 3, 3, advertised=(0, 3)),
-    _kio(8, "OffsetCommit", "offset_commit", 2, 10, 8, advertised=(2, 8)),
-    _kio(9, "OffsetFetch", "offset_fetch", 1, 10, 6, advertised=(1, 8)),
+    _kio(8, "OffsetCommit", "offset_commit", 0, 10, 8, advertised=(0, 8)),
+    _kio(9, "OffsetFetch", "offset_fetch", 0, 10, 6, advertised=(0, 8)),
     _kio(10, "FindCoordinator", "find_coordinator", 0, 6, 3, advertised=(0, 6)),
     _kio(11, "JoinGroup", "join_group", 0, 9, 6, advertised=(0, 9)),
     _kio(12, "Heartbeat", "heartbeat", 0, 4, 4, advertised=(0, 4)),
     _kio(13, "LeaveGroup", "leave_group", 0, 5, 4, advertised=(0, 5)),
     _kio(14, "SyncGroup", "sync_group", 0, 5, 4, advertised=(0, 5)),
     _kio(15, "DescribeGroups", "describe_groups", 0, 6, 5, advertised=(0, 5)),
-    _kio(16, "ListGroups", "list_groups", 0, 5, 3, advertised=(0, 4)),
+    _kio(16, "ListGroups", "list_groups", 0, 5, 3, advertised=(0, 5)),
     _kio(17, "SaslHandshake", "sasl_handshake", 0, 1, None, advertised=(0, 1)),
     # ApiVersions is the one API advertised from the start: every client opens with it.
     _kio(18, "ApiVersions", "api_versions", 0, 4, 3, advertised=(0, 4)),
-    _kio(19, "CreateTopics", "create_topics", 2, 7, 5, advertised=(2, 7)),
-    _kio(20, "DeleteTopics", "delete_topics", 1, 6, 4, advertised=(1, 6)),
+    _kio(19, "CreateTopics", "create_topics", 0, 7, 5, advertised=(0, 7)),
+    _kio(20, "DeleteTopics", "delete_topics", 0, 6, 4, advertised=(0, 6)),
     _kio(21, "DeleteRecords", "delete_records", 0, 2, 2, advertised=(0, 2)),
     _kio(22, "InitProducerId", "init_producer_id", 0, 6, 2, advertised=(0, 5)),
-    _kio(23, "OffsetForLeaderEpoch", "offset_for_leader_epoch", 2, 4, 4, advertised=(2, 4)),
+    _kio(23, "OffsetForLeaderEpoch", "offset_for_leader_epoch", 0, 4, 4, advertised=(0, 4)),
     # Transactions: Kafka 3.x's client-facing ranges (v4+ are KIP-890's, broker-to-broker
     # verification and TRANSACTION_ABORTABLE, not implemented); WriteTxnMarkers v1 is the
     # oldest kio has (Kafka 3.x: v0-v1).
@@ -148,9 +150,9 @@ _TABLE: tuple[ApiSpec, ...] = (
     _kio(29, "DescribeAcls", "describe_acls", 1, 3, 2, advertised=(1, 3)),
     _kio(30, "CreateAcls", "create_acls", 1, 3, 2, advertised=(1, 3)),
     _kio(31, "DeleteAcls", "delete_acls", 1, 3, 2, advertised=(1, 3)),
-    _kio(32, "DescribeConfigs", "describe_configs", 1, 4, 4, advertised=(1, 4)),
+    _kio(32, "DescribeConfigs", "describe_configs", 0, 4, 4, advertised=(0, 4)),
     _kio(33, "AlterConfigs", "alter_configs", 0, 2, 2, advertised=(0, 2)),
-    _kio(35, "DescribeLogDirs", "describe_log_dirs", 1, 5, 2, advertised=(1, 4)),
+    _kio(35, "DescribeLogDirs", "describe_log_dirs", 0, 5, 2, advertised=(0, 4)),
     _kio(36, "SaslAuthenticate", "sasl_authenticate", 0, 2, 2, advertised=(0, 2)),
     _kio(37, "CreatePartitions", "create_partitions", 0, 3, 2, advertised=(0, 3)),
     _kio(42, "DeleteGroups", "delete_groups", 0, 2, 2, advertised=(0, 2)),
@@ -234,6 +236,8 @@ def _entity(
             f"{spec.name} v{version} is not supported "
             f"(klog decodes v{spec.min_version}-v{spec.max_version})"
         )
+    if old_versions.handles(api_key, version):
+        return old_versions.entity(api_key, version, kind)
     if spec.kio_name is None:
         if kind is EntityType.request:
             return inter_broker.request_entity(api_key, version)

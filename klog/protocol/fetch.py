@@ -7,7 +7,9 @@ caller's own region object (anything with an integer ``size``), which the networ
 then sends with ``sendfile`` straight from the segment file. This module does no I/O: it
 never looks inside a region, it only needs its size for the length prefix.
 
-Layouts follow FetchResponse.json, versions 4 through 12 (v13+ names topics by id).
+Layouts follow FetchResponse.json, versions 0 through 12 (v13+ names topics by id): v0 has
+no throttle time, v0-v3 no last stable offset and aborted transactions (their records are
+message format v0/v1 when the consumer cannot read v2: see records/down_convert.py).
 """
 
 from __future__ import annotations
@@ -19,13 +21,14 @@ from typing import Any, Protocol
 
 from klog.protocol.records.varint import write_unsigned_varint as encode_uvarint
 
-MIN_VERSION = 4
+MIN_VERSION = 0
 MAX_VERSION = 12
 FLEXIBLE_FROM = 12
 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _PARTITION_HEAD = struct.Struct(">ihqq")  # index, error, high watermark, last stable offset
+_PARTITION_HEAD_V0 = struct.Struct(">ihq")  # v0-v3: index, error, high watermark
 _I64 = struct.Struct(">q")
 _ABORTED = struct.Struct(">qq")
 
@@ -81,7 +84,7 @@ def encode_fetch_response(
         raise ValueError(f"FetchResponse v{version} is not encoded here")
     flexible = version >= FLEXIBLE_FROM
     out: list[Chunk] = []
-    buf = bytearray(_I32.pack(throttle_time_ms))
+    buf = bytearray(_I32.pack(throttle_time_ms) if version >= 1 else b"")
     if version >= 7:
         buf += _I16.pack(error_code) + _I32.pack(session_id)
     _array_len(buf, len(topics), flexible)
@@ -89,6 +92,10 @@ def encode_fetch_response(
         _string(buf, topic.topic, flexible)
         _array_len(buf, len(topic.partitions), flexible)
         for p in topic.partitions:
+            if version < 4:
+                buf += _PARTITION_HEAD_V0.pack(p.partition_index, p.error_code, p.high_watermark)
+                buf = _records(out, buf, p.records, False)
+                continue
             buf += _PARTITION_HEAD.pack(
                 p.partition_index, p.error_code, p.high_watermark, p.last_stable_offset
             )
@@ -105,22 +112,7 @@ def encode_fetch_response(
                         buf += b"\x00"
             if version >= 11:
                 buf += _I32.pack(p.preferred_read_replica)
-            records = p.records
-            if records is None:
-                buf += b"\x00" if flexible else _I32.pack(-1)
-            else:
-                size = records_size(records)
-                if flexible:
-                    buf += encode_uvarint(size + 1)
-                else:
-                    buf += _I32.pack(size)
-                if size:
-                    if isinstance(records, (bytes, bytearray, memoryview)):
-                        buf += records
-                    else:
-                        out.append(bytes(buf))
-                        out.append(records)
-                        buf = bytearray()
+            buf = _records(out, buf, p.records, flexible)
             if flexible:
                 buf += b"\x00"  # partition tagged fields
         if flexible:
@@ -130,6 +122,28 @@ def encode_fetch_response(
     if buf:
         out.append(bytes(buf))
     return out
+
+
+def _records(out: list[Chunk], buf: bytearray, records: Records, flexible: bool
+             ) -> bytearray:
+    """Append one partition's records field; returns the buffer to go on with (a new one
+    after a region, which goes into ``out`` as itself)."""
+    if records is None:
+        buf += b"\x00" if flexible else _I32.pack(-1)
+        return buf
+    size = records_size(records)
+    if flexible:
+        buf += encode_uvarint(size + 1)
+    else:
+        buf += _I32.pack(size)
+    if size:
+        if isinstance(records, (bytes, bytearray, memoryview)):
+            buf += records
+        else:
+            out.append(bytes(buf))
+            out.append(records)
+            return bytearray()
+    return buf
 
 
 def chunks_size(chunks: Sequence[Chunk]) -> int:

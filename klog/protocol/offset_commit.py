@@ -1,4 +1,4 @@
-"""OffsetCommit responses, v2-v8, encoded by hand for the group coordinator's hot path.
+"""OffsetCommit responses, v0-v8, encoded by hand for the group coordinator's hot path.
 
 Owns the byte layout of OffsetCommitResponse (OffsetCommitResponse.json; v8 is the first
 flexible version). kio writes the same bytes through a schema walk over entities built for
@@ -10,8 +10,8 @@ equal to kio's for every version.
     Topic                => name:string partitions:[Partition] TAGS (v8+)
     Partition            => partition_index:int32 error_code:int16 TAGS (v8+)
 
-v2-v7: strings are an int16 length + UTF-8, arrays an int32 count. v8: compact forms
-(uvarint length + 1) and an empty tagged-field section ending every struct.
+v0-v7 (v0-v2 are the same bytes): strings are an int16 length + UTF-8, arrays an int32
+count. v8: compact forms (uvarint length + 1) and an empty tagged-field section ending every struct.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Sequence
 
-MIN_VERSION = 2
+MIN_VERSION = 0
 MAX_VERSION = 8
 FLEXIBLE_FROM = 8
 

@@ -25,7 +25,9 @@ NOW = int(time.time() * 1000)
 
 
 def _validate(records: Any, config: LogConfig, origin: str = "client") -> Any:
-    manager: Any = SimpleNamespace(clock=lambda: NOW, _recompress=ReplicaManager._recompress)
+    manager: Any = SimpleNamespace(clock=lambda: NOW, _recompress=ReplicaManager._recompress,
+                                   _up_convert=ReplicaManager._up_convert)
+    manager._validate = lambda r, c, o: ReplicaManager._validate(manager, r, c, o)
     return ReplicaManager._validate(manager, records, config, origin)
 
 
@@ -92,8 +94,13 @@ def test_the_shortcut_decides_as_the_walk(name: str, origin: str) -> None:
 def test_a_good_batch_comes_back_untouched_and_bad_magic_is_refused() -> None:
     view = memoryview(bytearray(GOOD))
     assert _validate(view, LogConfig()) is view
-    with pytest.raises(KafkaError, match="magic 2"):
+    # a client's magic 1 entry is a v0/v1 message to convert (Produce v0-v2): this one, a
+    # v2 batch with its magic byte changed, fails the v1 message's CRC
+    with pytest.raises(KafkaError) as caught:
         _validate(memoryview(CASES["magic 1"]), LogConfig())
+    assert caught.value.error_code == ErrorCode.CORRUPT_MESSAGE
+    with pytest.raises(KafkaError, match="magic 2"):
+        _validate(memoryview(GOOD + CASES["magic 1"]), LogConfig())
 
 
 def test_broker_side_compression_still_recompresses() -> None:

@@ -28,17 +28,12 @@ def _librdkafka_version() -> tuple[int, ...]:
 
 
 def _codec_librdkafka_sends(codec: str) -> CompressionType:
-    """What kcat's librdkafka really sends when asked for ``codec``. Before 2.12 it checks
-    gzip, snappy and lz4 against Produce v0 and, finding the broker's floor at v3 (as in
-    Kafka 4.0, and klog), sends them uncompressed; lz4 also needs FindCoordinator
-    advertised (its proxy for "Kafka 0.8.2 or later"), which klog does. zstd is gated on
-    Produce v7 and Fetch v10 only."""
-    wanted = CompressionType[codec.upper()]
-    if wanted in (CompressionType.NONE, CompressionType.ZSTD):
-        return wanted
-    if _librdkafka_version() < (2, 12, 0):
-        return CompressionType.NONE
-    return wanted
+    """What kcat's librdkafka really sends when asked for ``codec``: the codec itself.
+    Before 2.12 librdkafka checks gzip, snappy and lz4 against Produce v0 (and lz4 also
+    against FindCoordinator, its proxy for "Kafka 0.8.2 or later"); with a broker whose
+    floor is Produce v3 (Kafka 4.0) it sends them uncompressed. klog serves Produce from v0,
+    as Kafka 3.x does, so every librdkafka compresses as asked."""
+    return CompressionType[codec.upper()]
 
 
 def kcat(bootstrap: str, *args: str, stdin: bytes | None = None,

@@ -24,7 +24,7 @@ from kio.serial import entity_writer
 from kio.static.constants import EntityType
 from kio.static.primitive import Records, i8, i16, i32, i64
 
-from klog.protocol import apis, inter_broker, transactions
+from klog.protocol import apis, inter_broker, old_versions, transactions
 from klog.protocol.errors import InvalidRequestError
 
 # The client APIs the broker milestone lists, plus the inter-broker four, plus security's
@@ -65,6 +65,62 @@ def test_advertised_apis_are_exactly_those_with_handlers() -> None:
             assert spec.knows(spec.advertised[0]) and spec.knows(spec.advertised[1])
 
 
+# What a Kafka 3.9 broker in ZooKeeper mode serves, per api key: "validVersions" of
+# clients/src/main/resources/common/message/<Name>Request.json in apache/kafka 3.9
+# (the minimums are the same in every 3.x: Kafka 4.0 raised them, KIP-896; 3.7+ marks the
+# oldest "deprecatedVersions" but still serves them).
+KAFKA_3_RANGES = {
+    0: (0, 11),  # Produce
+    1: (0, 17),  # Fetch
+    2: (0, 9),  # ListOffsets
+    3: (0, 12),  # Metadata
+    4: (0, 7),  # LeaderAndIsr
+    5: (0, 4),  # StopReplica
+    6: (0, 8),  # UpdateMetadata
+    7: (0, 3),  # ControlledShutdown
+    8: (0, 9),  # OffsetCommit
+    9: (0, 9),  # OffsetFetch
+    10: (0, 6),  # FindCoordinator
+    11: (0, 9),  # JoinGroup
+    12: (0, 4),  # Heartbeat
+    13: (0, 5),  # LeaveGroup
+    14: (0, 5),  # SyncGroup
+    15: (0, 5),  # DescribeGroups
+    16: (0, 5),  # ListGroups
+    18: (0, 4),  # ApiVersions
+    19: (0, 7),  # CreateTopics
+    20: (0, 6),  # DeleteTopics
+    21: (0, 2),  # DeleteRecords
+    22: (0, 5),  # InitProducerId
+    23: (0, 4),  # OffsetForLeaderEpoch
+    32: (0, 4),  # DescribeConfigs
+    33: (0, 2),  # AlterConfigs
+    35: (0, 4),  # DescribeLogDirs
+    37: (0, 3),  # CreatePartitions
+    42: (0, 2),  # DeleteGroups
+    43: (0, 2),  # ElectLeaders
+    44: (0, 1),  # IncrementalAlterConfigs
+    45: (0, 1),  # AlterPartitionReassignments (v1, KIP-860, is 4.0's; klog serves it)
+    46: (0, 0),  # ListPartitionReassignments
+    47: (0, 0),  # OffsetDelete
+    60: (0, 1),  # DescribeCluster
+}
+
+
+@pytest.mark.parametrize("api_key", sorted(KAFKA_3_RANGES))
+def test_advertised_ranges_start_where_kafka_3_starts(api_key: int) -> None:
+    # Issue 23: clients of the 0.9/0.10 era time out against a broker that advertises
+    # Kafka 4's raised minimums. Every API klog serves starts at Kafka 3.x's minimum and
+    # ends at most at Kafka 3.9's maximum.
+    lo, hi = apis.ADVERTISED[api_key]
+    kafka_lo, kafka_hi = KAFKA_3_RANGES[api_key]
+    assert lo == kafka_lo
+    assert hi <= kafka_hi
+    for version in range(lo, hi + 1):  # and every advertised version can be decoded
+        apis.spec_for(api_key).request_entity(version)
+        apis.spec_for(api_key).response_entity(version)
+
+
 def test_known_is_every_decodable_range() -> None:
     assert dict(apis.KNOWN) == {
         key: (spec.min_version, spec.max_version) for key, spec in apis.API_TABLE.items()
@@ -79,7 +135,9 @@ def test_rows_agree_with_the_entities(api_key: int) -> None:
         versions = sorted(requests)
     else:
         assert api_key_map[api_key] == spec.kio_name
-        versions = sorted(schema_name_map[spec.kio_name])
+        # kio's versions, and below them those klog.protocol.old_versions derives
+        versions = sorted(set(schema_name_map[spec.kio_name])
+                          | {v for v in range(16) if old_versions.handles(api_key, v)})
     assert versions == list(range(spec.min_version, spec.max_version + 1))
     for version in versions:
         request = spec.request_entity(version)
@@ -98,7 +156,7 @@ def test_unknown_keys_and_versions() -> None:
     with pytest.raises(apis.UnknownApiKeyError):
         apis.decode_request(-1, 0, b"")
     with pytest.raises(apis.UnsupportedVersionError) as version_info:
-        apis.decode_request(0, 2, b"")  # Produce v2: kio has none
+        apis.decode_request(0, 14, b"")  # Produce v14: klog has none
     assert version_info.value.error_code == 35
     with pytest.raises(apis.UnsupportedVersionError):
         apis.API_TABLE[4].request_entity(7)
@@ -382,4 +440,4 @@ def test_encode_is_kio_encoding() -> None:
 def test_decode_request_checks_version_before_bytes() -> None:
     with pytest.raises(apis.UnsupportedVersionError):
         apis.decode_request(0, 14, b"garbage")
-    assert ProduceRequestV3.__version__ == apis.API_TABLE[0].min_version
+    assert ProduceRequestV3.__version__ == apis.API_TABLE[0].min_version + 3

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from klog.daemon.controller import Controller
     from klog.daemon.controller.identity import ControllerIdentity
     from klog.daemon.controller.receiver import ControlRequestReceiver
+    from klog.daemon.fetch_session import FetchSessionCache
     from klog.daemon.group.coordinator import GroupCoordinator
     from klog.daemon.group.metadata_manager import GroupMetadataManager
     from klog.daemon.metadata_cache import MetadataCache
@@ -104,6 +105,8 @@ class BrokerServices:
     #: The APIs and versions this broker announces and serves (Kafka's ApiVersionManager):
     #: a standalone broker leaves out the inter-broker control APIs.
     api_versions: Mapping[int, apis.VersionRange]
+    #: Fetch sessions (KIP-227), bounded by max.incremental.fetch.session.cache.slots.
+    fetch_sessions: FetchSessionCache
     #: The ACL authorizer (klog/daemon/security/authorizer.py); None when
     #: authorizer.class.name is empty: every ``RequestContext.authorize`` passes.
     authorizer: AclAuthorizer | None = None

@@ -1,4 +1,4 @@
-"""CreateTopics (v2-7): validate_only, configs, replica assignments, broker defaults (-1).
+"""CreateTopics (v0-7): validate_only, configs, replica assignments, broker defaults (-1).
 
 Only the controller creates topics in Kafka's ZooKeeper mode (others answer NOT_CONTROLLER
 and the client retries there). v5+ answers with the new topic's partition count,
@@ -41,7 +41,8 @@ async def handle(ctx: RequestContext, request: Request) -> Response:
                                    assignments, {c.name: c.value for c in topic.configs}))
         results = await admin.create_topics(
             [s for s in specs if s.name not in bad],
-            validate_only=request.validate_only, timeout_ms=as_millis(request.timeout))
+            validate_only=getattr(request, "validate_only", False),  # v1+
+            timeout_ms=as_millis(request.timeout))
         results.update(bad)
     return ctx.respond({
         "throttle_time": 0,

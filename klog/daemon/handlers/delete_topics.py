@@ -1,4 +1,4 @@
-"""DeleteTopics (v1-6): by name, or by topic id (v6).
+"""DeleteTopics (v0-6): by name, or by topic id (v6).
 
 The controller-only rule, TOPIC_DELETION_DISABLED (INVALID_REQUEST before v3) when
 delete.topic.enable is false, and per-entry errors for malformed v6 entries (name and id

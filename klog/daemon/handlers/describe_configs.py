@@ -1,14 +1,14 @@
-"""DescribeConfigs (v1-4): topic and broker configs with sources, synonyms (when asked),
-types (v3+) and documentation (v3+, when asked). Broker resource "" is the cluster
-default, as in Kafka. DescribeConfigs on the topic, or on the cluster for a broker, is
-needed (``config_refusal``)."""
+"""DescribeConfigs (v0-4): topic and broker configs with sources (v0: is_default),
+synonyms (when asked), types (v3+) and documentation (v3+, when asked). Broker resource ""
+is the cluster default, as in Kafka. DescribeConfigs on the topic, or on the cluster for a
+broker, is needed (``config_refusal``)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from klog.daemon.admin import DescribeConfigsResult
-from klog.daemon.config import ConfigEntry
+from klog.daemon.config import ConfigEntry, ConfigSource
 from klog.daemon.handlers import Request, RequestContext, Response
 from klog.protocol.acls import CLUSTER_NAME, AclOperation, ResourceType
 from klog.protocol.errors import ErrorCode
@@ -59,6 +59,7 @@ def _entry(entry: ConfigEntry, synonyms: bool, documentation: bool) -> dict[str,
         "value": entry.value,
         "read_only": entry.read_only,
         "config_source": int(entry.source),
+        "is_default": entry.source == ConfigSource.DEFAULT_CONFIG,  # v0 only
         "is_sensitive": entry.is_sensitive,
         "synonyms": [{"name": s.name, "value": s.value, "source": int(s.source)}
                      for s in entry.synonyms] if synonyms else [],

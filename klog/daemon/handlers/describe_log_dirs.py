@@ -1,4 +1,4 @@
-"""DescribeLogDirs (v1-4): per log dir, the partitions it holds with their sizes, and (v4)
+"""DescribeLogDirs (v0-4): per log dir, the partitions it holds with their sizes, and (v4)
 the file system's total and usable bytes.
 
 As Kafka: offset_lag is how far the log end offset trails the high watermark (0 for a

@@ -11,9 +11,17 @@ A fetch with a replica id >= 0 is a follower's (klog/daemon/replica_fetcher.py):
 up to the log end offset instead of the high watermark (the last stable offset under
 read_committed, for consumers).
 
-Fetch sessions (KIP-227) are declined, which the protocol allows: every response carries
-session id 0, so clients keep sending full fetch requests; an incremental fetch naming a
-session gets FETCH_SESSION_ID_NOT_FOUND, which makes clients start over with a full one.
+Fetch v0-v3 come from consumers that cannot read message format v2 (Kafka 0.9/0.10): their
+records are down-converted to v0 (Fetch v0-v1) or v1 (v2-v3) by
+``ReplicaManager.down_convert``; from v4 on the file regions go out as they are (sendfile).
+
+Fetch sessions (KIP-227, v7+): a request with session epoch -1 and no session (klog's
+replica fetcher and most clients) is a plain full fetch and skips the session cache; any
+other goes through ``FetchSessionCache.new_context`` (klog/daemon/fetch_session.py), which
+creates, continues or closes the session, names the partitions to read (for an
+incremental fetch: all of the session's) and, after the read, which of them the response
+includes and the session id it carries. Session errors (FETCH_SESSION_ID_NOT_FOUND,
+INVALID_FETCH_SESSION_EPOCH) answer with no partitions, as Kafka.
 """
 
 from __future__ import annotations
@@ -28,6 +36,7 @@ from klog.protocol.acls import AclOperation, ResourceType
 from klog.protocol.entities import as_millis
 from klog.protocol.errors import ErrorCode
 from klog.protocol.fetch import FetchPartitionData, FetchTopicData, encode_fetch_response
+from klog.protocol.records.convert import down_convert_magic
 
 # Module constants: an enum member read through its class costs more, once per fetch.
 _LOG_END = FetchIsolation.LOG_END
@@ -35,14 +44,12 @@ _HW = FetchIsolation.HIGH_WATERMARK
 _TXN_COMMITTED = FetchIsolation.TXN_COMMITTED
 _TOPIC_AUTHORIZATION_FAILED = int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
 _NONE_DENIED: frozenset[str] = frozenset()
+# Fetch v0-v3: the message format each reads (0 or 1), as Kafka picks it.
+LEGACY_MAGIC = {v: down_convert_magic(v) or 0 for v in range(4)}
 
 
 async def handle(ctx: RequestContext, request: Request) -> Response:
     version = ctx.api_version
-    session_id = getattr(request, "session_id", 0)
-    if session_id != 0:
-        return encode_fetch_response(version, [], error_code=int(
-            ErrorCode.FETCH_SESSION_ID_NOT_FOUND), session_id=0)
     wanted: list[FetchKey] = []
     for topic in request.topics:
         for p in topic.partitions:
@@ -50,6 +57,16 @@ async def handle(ctx: RequestContext, request: Request) -> Response:
                            getattr(p, "current_leader_epoch", -1)))
     services = ctx.services
     replica_id = request.replica_id
+    session = None
+    if version >= 7 and (request.session_epoch != -1 or request.session_id != 0):
+        session = services.fetch_sessions.new_context(
+            request.session_id, request.session_epoch, wanted,
+            [(t.topic, p) for t in request.forgotten_topics_data for p in t.partitions],
+            privileged=replica_id >= 0)
+        if session.error_code:
+            return encode_fetch_response(version, [], error_code=session.error_code,
+                                         session_id=0)
+        wanted = session.wanted
     if replica_id >= 0:
         isolation = _LOG_END
     else:
@@ -68,9 +85,17 @@ async def handle(ctx: RequestContext, request: Request) -> Response:
         allowed = [key for key in wanted if key[0] not in denied]
         got = dict(zip(allowed, await rm.fetch_messages(params, allowed), strict=True)
                    ) if allowed else {}
-        return _encode(version, wanted, [got.get(key) or FetchResult(_TOPIC_AUTHORIZATION_FAILED)
-                                         for key in wanted])
-    results = await rm.fetch_messages(params, wanted)
+        results = [got.get(key) or FetchResult(_TOPIC_AUTHORIZATION_FAILED) for key in wanted]
+    else:
+        results = await rm.fetch_messages(params, wanted)
+    if session is not None:
+        session_id, keep = session.respond(
+            [(r.error_code, r.high_watermark, r.log_start_offset, r.size) for r in results])
+        return _encode(version, [wanted[i] for i in keep], [results[i] for i in keep],
+                       session_id=session_id)
+    if version <= 3 and replica_id < 0:
+        converted = await rm.down_convert(wanted, results, LEGACY_MAGIC[version])
+        return _encode(version, wanted, results, converted)
     return _encode(version, wanted, results)
 
 
@@ -86,7 +111,10 @@ def _denied(ctx: RequestContext, request: Request) -> set[str] | frozenset[str]:
     return ctx.denied(AclOperation.READ, ResourceType.TOPIC, [t.topic for t in request.topics])
 
 
-def _encode(version: int, wanted: list[FetchKey], results: list[FetchResult]) -> list[Any]:
+def _encode(version: int, wanted: list[FetchKey], results: list[FetchResult],
+            converted: dict[int, bytes] | None = None, session_id: int = 0) -> list[Any]:
+    """The response; ``converted``: down-converted records by index into ``results``
+    (Fetch v0-v3), which replace the regions."""
     topics: list[FetchTopicData] = []
     for (topic, partition, _o, _m, _e), r in zip(wanted, results, strict=True):
         if not topics or topics[-1].topic != topic:
@@ -101,4 +129,8 @@ def _encode(version: int, wanted: list[FetchKey], results: list[FetchResult]) ->
             aborted_transactions=r.aborted_transactions,
             records=records,
         ))
-    return encode_fetch_response(version, topics)
+    if converted is not None:
+        parts = [p for t in topics for p in t.partitions]
+        for i, part in enumerate(parts):
+            part.records = converted.get(i, b"")
+    return encode_fetch_response(version, topics, session_id=session_id)

@@ -55,7 +55,11 @@ async def handle(ctx: RequestContext, request: Request) -> Response:
                                    leader_epoch=found.leader_epoch
                                    if found.leader_epoch is not None else -1)
                 if ctx.api_version == 0:
-                    out["old_style_offsets"] = [out["offset"]] if out["offset"] >= 0 else []
+                    # v0 asks for up to max_num_offsets offsets (Kafka's legacy
+                    # fetchOffsetsBefore, which also listed segment bases); klog answers
+                    # the one offset later versions answer, or none if 0 were asked for.
+                    out["old_style_offsets"] = [out["offset"]] if out["offset"] >= 0 \
+                        and p.max_num_offsets > 0 else []
             except NotLeaderOrFollowerError as exc:
                 out["error_code"] = int(exc.error_code)
             except KafkaError as exc:

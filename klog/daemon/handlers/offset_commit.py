@@ -1,9 +1,12 @@
-"""OffsetCommit (v2-v8): commit a group's offsets, checked against its membership.
+"""OffsetCommit (v0-v8): commit a group's offsets, checked against its membership.
 
 As Kafka's KafkaApis: a partition of a topic this broker's metadata does not know gets
 UNKNOWN_TOPIC_OR_PARTITION; the commit timestamp is now; v2-v4's retention_time (-1 =
 the broker's default) sets an explicit expire timestamp; v6+ carry the leader epoch (-1 =
-none); a null metadata string is stored as "". Metadata longer than
+none); a null metadata string is stored as "". v0 has no generation or member (a
+simple commit, as generation -1 and member ""; Kafka 3.x stored v0 commits in ZooKeeper,
+klog keeps them with the others, so every version reads them); v1 may name a commit
+timestamp per partition (-1: now). Metadata longer than
 offset.metadata.max.bytes is OFFSET_METADATA_TOO_LARGE (the coordinator checks it).
 The response is encoded by hand (klog/protocol/offset_commit.py): for the common
 one-partition commit kio's schema walk cost more than the commit.
@@ -52,14 +55,14 @@ async def handle(ctx: RequestContext, request: Request) -> Response:
                 offset=p.committed_offset,
                 leader_epoch=getattr(p, "committed_leader_epoch", -1),
                 metadata=p.committed_metadata or "",
-                commit_timestamp=now,
+                commit_timestamp=_commit_timestamp(p, now),
                 expire_timestamp=expire,
             )
     if offsets:
         errors.update(await coordinator.commit_offsets(
             request.group_id,
-            request.generation_id_or_member_epoch,
-            request.member_id,
+            getattr(request, "generation_id_or_member_epoch", -1),  # v1+
+            getattr(request, "member_id", ""),  # v1+
             getattr(request, "group_instance_id", None),
             offsets,
         ))
@@ -67,3 +70,9 @@ async def handle(ctx: RequestContext, request: Request) -> Response:
     for tp in dict.fromkeys(order):
         topics.setdefault(tp[0], []).append((tp[1], int(errors[tp])))
     return [encode_offset_commit_response(ctx.api_version, list(topics.items()))]
+
+
+def _commit_timestamp(partition: object, now: int) -> int:
+    """v1's own commit timestamp when the client gave one (-1: none), else now."""
+    given: int = getattr(partition, "commit_timestamp", -1)
+    return now if given == -1 else given

@@ -1,4 +1,4 @@
-"""OffsetFetch (v1-v8): a group's committed offsets, read from the GroupMetadataManager cache.
+"""OffsetFetch (v0-v8): a group's committed offsets, read from the GroupMetadataManager cache.
 
 ``topics`` null (v2+) asks for every partition the group has an offset for. A partition
 without a committed offset answers offset -1, leader epoch -1, metadata "" and NONE, as
@@ -12,6 +12,8 @@ per group, several groups per request); v1 has no top-level error, so, as Kafka,
 requested partition carries it. ``require_stable`` (v7+) makes a requested partition with a
 transactional commit still pending (no marker yet) answer UNSTABLE_OFFSET_COMMIT and offset
 -1, as Kafka; without it the last committed offset is answered (a pending one is invisible).
+v0 is v1's layout; Kafka 3.x answered it from ZooKeeper-stored offsets, klog from the
+one offsets store (where its v0 commits go too).
 """
 
 from __future__ import annotations

@@ -30,7 +30,8 @@ async def handle(ctx: RequestContext, request: Request) -> Response:
                 error, epoch, end = int(ErrorCode.TOPIC_AUTHORIZATION_FAILED), -1, -1
             else:
                 error, epoch, end = rm.last_offset_for_leader_epoch(
-                    topic.topic, p.partition, p.current_leader_epoch, p.leader_epoch)
+                    topic.topic, p.partition, getattr(p, "current_leader_epoch", -1),
+                    p.leader_epoch)
             parts.append({"error_code": error, "partition": p.partition,
                           "leader_epoch": epoch, "end_offset": end})
         topics.append({"topic": topic.topic, "partitions": parts})

@@ -7,10 +7,16 @@ INVALID_REQUIRED_ACKS for every partition). acks=0 gets no response at all, as i
 A transactional produce is appended like any other (the log checks the producer's epoch
 and the transactional bit); when this broker coordinates its transactional id, a
 partition not added to the ongoing transaction is refused with INVALID_TXN_STATE (KIP-890
-part 1, checked in-process only).
+part 1, checked in-process only). With an authorizer: Write on the TransactionalId and on
+each topic (TRANSACTIONAL_ID_AUTHORIZATION_FAILED, TOPIC_AUTHORIZATION_FAILED).
 While an acks=-1 produce waits for the ISR, the connection goes on with the producer's
 next requests (a ``Deferred`` answer). The append itself may wait too, for a heavy record
 check done off the event loop; the connection's next request waits for that.
+
+Produce v0-v2 (clients of Kafka 0.9/0.10) carry v0/v1 message sets, which the replica
+manager converts to the topic's v2 format as Kafka's LogValidator does. From v3 on a
+request may hold only v2 batches: a partition whose records begin with a v0/v1 message
+gets INVALID_RECORD (Kafka's ProduceRequest.validateRecords), the others are appended.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ from klog.protocol.entities import as_millis
 from klog.protocol.errors import CorruptRecordError, ErrorCode
 from klog.protocol.produce import PartitionResponse
 from klog.protocol.records.batch import RECORD_BATCH_OVERHEAD, read_batch_header
+from klog.protocol.records.convert import is_legacy
 
 _TOPIC_AUTHORIZATION_FAILED = int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
 _NONE_REFUSED: dict[tuple[str, int], ProduceResult] = {}
@@ -46,17 +53,22 @@ async def handle(ctx: RequestContext, request: Request) -> Response:
     if acks not in (0, 1, -1):
         results = {tp: (int(ErrorCode.INVALID_REQUIRED_ACKS), None) for tp in entries}
         return _response(ctx, order, results)
-    if request.transactional_id is not None and not ctx.authorize(
-            AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id):
+    transactional_id = getattr(request, "transactional_id", None)  # v3+
+    if transactional_id is not None and not ctx.authorize(
+            AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id):
         results = {tp: (int(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED), None)
                    for tp in entries}
         return _response(ctx, order, results)
     # Write on each topic (one dict probe per request without an authorizer).
     refused = _refused(ctx, entries, order)
+    if ctx.api_version >= 3:
+        legacy = _legacy(entries)
+        if legacy:
+            refused = {**refused, **legacy}
     if refused:
         entries = {tp: r for tp, r in entries.items() if tp not in refused}
-    if request.transactional_id is not None:
-        outside = _not_in_transaction(ctx, request.transactional_id, entries)
+    if transactional_id is not None:
+        outside = _not_in_transaction(ctx, transactional_id, entries)
         if outside:
             answered: dict[tuple[str, int], tuple[int, Any]] = {
                 tp: (int(ErrorCode.INVALID_TXN_STATE), None) for tp in outside}
@@ -68,7 +80,7 @@ async def handle(ctx: RequestContext, request: Request) -> Response:
     rm = ctx.services.replica_manager
     # The timeout matters to acks=-1 only (converting it costs as much as a small append).
     timeout_ms = as_millis(request.timeout) if acks == -1 else 0
-    appended = await rm.produce(entries, acks, timeout_ms)
+    appended = await rm.produce(entries, acks, timeout_ms) if entries else {}
     if not isinstance(appended, dict):
         # acks=-1: answered once the ISR has it; meanwhile the connection reads the
         # producer's next request (responses still go out in request order).
@@ -91,6 +103,15 @@ def _refused(ctx: RequestContext, entries: dict[tuple[str, int], Any],
     denied = ctx.denied(_WRITE, _TOPIC, [name for name, _ in order])
     return {tp: ProduceResult(_TOPIC_AUTHORIZATION_FAILED) for tp in entries
             if tp[0] in denied} if denied else {}
+
+
+def _legacy(entries: dict[tuple[str, int], Any]) -> dict[tuple[str, int], ProduceResult]:
+    """Produce v3+ may hold only v2 batches: a partition whose records begin with a v0/v1
+    message gets INVALID_RECORD (Kafka's ProduceRequest.validateRecords)."""
+    return {tp: ProduceResult(int(ErrorCode.INVALID_RECORD),
+                              error_message="produce requests v3+ may only contain record "
+                                            "batches of magic 2")
+            for tp, records in entries.items() if records is not None and is_legacy(records)}
 
 
 def _not_in_transaction(ctx: RequestContext, transactional_id: str,

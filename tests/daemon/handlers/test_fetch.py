@@ -8,6 +8,7 @@ import asyncio
 from typing import Any
 
 from klog.daemon.delayed import FetchParams
+from klog.daemon.fetch_session import FetchSessionCache
 from klog.daemon.handlers import RequestContext
 from klog.daemon.handlers.fetch import handle
 from klog.daemon.partition import FetchIsolation
@@ -51,13 +52,15 @@ class FakeReplicaManager:
 
 def _ctx(rm: FakeReplicaManager) -> RequestContext:
     return context(RequestHeader(FETCH, VERSION, 3, "test", 1), replica_manager=rm,
-                   config={"fetch_max_bytes": 50_000})
+                   config={"fetch_max_bytes": 50_000}, fetch_sessions=FetchSessionCache(10))
 
 
-def _request(replica_id: int = -1, isolation_level: int = 1, session_id: int = 0) -> Any:
+def _request(replica_id: int = -1, isolation_level: int = 1, session_id: int = 0,
+             session_epoch: int = -1) -> Any:
     values = {
         "replica_id": replica_id, "max_wait": 500, "min_bytes": 100, "max_bytes": 1 << 20,
-        "isolation_level": isolation_level, "session_id": session_id, "session_epoch": -1,
+        "isolation_level": isolation_level, "session_id": session_id,
+        "session_epoch": session_epoch,
         "topics": [{"topic": "t", "partitions": [
             {"partition": p, "current_leader_epoch": 4, "fetch_offset": 10 * p,
              "log_start_offset": -1, "partition_max_bytes": 1000} for p in (0, 1)]},
@@ -101,8 +104,8 @@ def test_a_followers_fetch_reads_to_the_log_end() -> None:
     assert rm.calls[1][0].isolation is FetchIsolation.HIGH_WATERMARK
 
 
-def test_a_fetch_session_is_declined_without_reading() -> None:
+def test_an_unknown_fetch_session_is_refused_without_reading() -> None:
     rm = FakeReplicaManager()
-    response = _decoded(asyncio.run(handle(_ctx(rm), _request(session_id=9))))
+    response = _decoded(asyncio.run(handle(_ctx(rm), _request(session_id=9, session_epoch=1))))
     assert response.error_code == ErrorCode.FETCH_SESSION_ID_NOT_FOUND
     assert response.session_id == 0 and rm.calls == []

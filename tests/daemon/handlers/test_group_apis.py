@@ -470,7 +470,7 @@ def test_describe_groups(version: int, include_operations: bool) -> None:
 
 # -- ListGroups ------------------------------------------------------------------------
 
-@pytest.mark.parametrize("version", range(5))
+@pytest.mark.parametrize("version", range(6))
 def test_list_groups(version: int) -> None:
     c = FakeCoordinator(list_groups=(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, [
         GroupOverview("g", "consumer", "Stable"), GroupOverview("h", "", "Empty")]))
@@ -482,6 +482,17 @@ def test_list_groups(version: int) -> None:
         ("g", "consumer"), ("h", "")]
     if version >= 4:
         assert [g.group_state for g in response.groups] == ["Stable", "Empty"]
+    if version >= 5:
+        assert [g.group_type for g in response.groups] == ["classic", "classic"]
+
+
+def test_list_groups_v5_type_filter() -> None:
+    # klog's groups are all classic ones (Kafka 3.9's ZooKeeper-mode answer)
+    c = FakeCoordinator(list_groups=(NONE, [GroupOverview("g", "consumer", "Stable")]))
+    for types, expected in (([], ["g"]), (["Classic"], ["g"]), (["consumer"], []),
+                            (["consumer", "classic"], ["g"])):
+        response = call(list_groups, LIST, 5, {"types_filter": types}, group_coordinator=c)
+        assert [g.group_id for g in response.groups] == expected, types
 
 
 def test_list_groups_empty_filter_is_all() -> None:
