@@ -443,8 +443,9 @@ def cleanable_offsets(
     Starts at the checkpointed first dirty offset (the log start offset when there is none,
     or when it is below the log start offset or past the log end offset: then
     ``force_update_checkpoint``). Stops before the first of: the active segment; the last
-    stable offset (``last_stable_offset``, the partition's high watermark / LSO; None takes
-    the log's high watermark); the first dirty segment holding a record newer than
+    stable offset (``last_stable_offset``; None takes the log's own: its high watermark
+    lowered to the first offset of an undecided transaction, so that every transaction the
+    cleaner meets is committed or aborted); the first dirty segment holding a record newer than
     ``now_ms - min.compaction.lag.ms`` (the log's config).
 
     Holds the log's lock while it reads segments (their indexes are mapped lazily).
