@@ -32,8 +32,15 @@ attribute bit) the first time it is cleaned; a later cleaning after that time re
 tombstone. v0/v1 data uses the older rule: tombstones go once the segment holding them was
 last modified more than delete.retention.ms before the last clean segment.
 
-Transactions are not implemented in klog yet (issue 21): control batches are kept as they
-are, and aborted transactional data is not removed.
+Transactions (Kafka's ``CleanedTransactionMetadata``): the cleaner never passes the last
+stable offset, so every transaction it meets is decided, and the aborted ones are known
+ahead from the segments' transaction indexes (``.txnindex``). Records of an aborted
+transaction are removed whatever their keys and never enter the offset map (so they cannot
+shadow an older committed value); committed transactional records are cleaned like any
+others. A COMMIT or ABORT marker stays while any batch of its transaction remains before it;
+once a cleaning finds none, the marker gets a delete horizon as a tombstone does (KIP-534)
+and a cleaning after that time removes it. Each cleaned segment's transaction index is
+rewritten with the aborted transactions whose marker and data it still holds.
 
 The heavy loops (walking records, hashing keys, filtering) run in ``_cleaner.c`` with the
 GIL released; the Python twins below give identical results without the extension.
@@ -71,7 +78,9 @@ from klog.protocol.records.batch import (
     crc32c,
 )
 from klog.protocol.records.compression import DEFAULT_MAX_DECOMPRESSED_SIZE, compress, decompress
+from klog.protocol.records.control import ControlRecordType, parse_control_key
 from klog.protocol.records.legacy import build_legacy_message, iter_legacy_records
+from klog.protocol.records.v2 import iter_records
 from klog.storage import cleaner_py as _py
 from klog.storage.checkpoints import (
     CLEANER_OFFSET_CHECKPOINT,
@@ -80,7 +89,12 @@ from klog.storage.checkpoints import (
     write_offset_checkpoint,
 )
 from klog.storage.files import CLEANED_FILE_SUFFIX
-from klog.storage.index import OFFSET_INDEX_ENTRY_SIZE, TIME_INDEX_ENTRY_SIZE
+from klog.storage.index import (
+    OFFSET_INDEX_ENTRY_SIZE,
+    TIME_INDEX_ENTRY_SIZE,
+    AbortedTxn,
+    TransactionIndex,
+)
 from klog.storage.log import PartitionLog, SegmentsChangedError
 from klog.storage.segment import LogSegment
 from klog.storage.walk import BatchWalk
@@ -293,6 +307,8 @@ class CleanerStats:
     messages_written: int = 0  # records kept
     invalid_messages_read: int = 0  # records without a key (dropped, as Kafka does)
     tombstones_removed: int = 0
+    aborted_messages_removed: int = 0  # records of aborted transactions
+    markers_removed: int = 0  # COMMIT/ABORT markers past their delete horizon
     batches_read: int = 0
     batches_written: int = 0
     segments_before: int = 0
@@ -343,8 +359,10 @@ class CleanerStats:
             f"buffer utilization {100 * self.buffer_utilization:.1f}%; "
             f"{self.bytes_read} bytes -> {self.bytes_written} bytes, "
             f"{self.messages_read} messages read, {self.messages_written} kept "
-            f"({self.tombstones_removed} tombstones and {self.invalid_messages_read} "
-            f"messages without a key removed); next dirty offset {self.end_offset}"
+            f"({self.tombstones_removed} tombstones, {self.aborted_messages_removed} aborted "
+            f"transactional messages, {self.markers_removed} transaction markers and "
+            f"{self.invalid_messages_read} messages without a key removed); next dirty "
+            f"offset {self.end_offset}"
         )
 
 
@@ -425,8 +443,9 @@ def cleanable_offsets(
     Starts at the checkpointed first dirty offset (the log start offset when there is none,
     or when it is below the log start offset or past the log end offset: then
     ``force_update_checkpoint``). Stops before the first of: the active segment; the last
-    stable offset (``last_stable_offset``, the partition's high watermark / LSO; None takes
-    the log's high watermark); the first dirty segment holding a record newer than
+    stable offset (``last_stable_offset``; None takes the log's own: its high watermark
+    lowered to the first offset of an undecided transaction, so that every transaction the
+    cleaner meets is committed or aborted); the first dirty segment holding a record newer than
     ``now_ms - min.compaction.lag.ms`` (the log's config).
 
     Holds the log's lock while it reads segments (their indexes are mapped lazily).
@@ -678,9 +697,9 @@ class Cleaner:
         first_uncleanable = to_clean.first_uncleanable_offset
         stats = CleanerStats(first_dirty_offset=first_dirty, end_offset=first_dirty,
                              dry_run=dry_run)
-        views = _open_views(log, first_uncleanable)
+        views, aborted = _open_views(log, first_uncleanable)
         try:
-            run = _Run(self, log, stats, now, retention, dry_run)
+            run = _Run(self, log, stats, now, retention, dry_run, aborted)
             # v0/v1 data only: tombstones go once their segment was last modified more than
             # delete.retention.ms before the last clean segment (v2 batches carry their own
             # delete horizon, see _Run.filter_batch).
@@ -737,11 +756,21 @@ class _View(NamedTuple):
     next_base: int  # the base offset of the segment after it (LONG_MAX for the last one)
 
 
-def _open_views(log: PartitionLog, first_uncleanable: int) -> list[_View]:
+def _open_views(log: PartitionLog, first_uncleanable: int) -> tuple[list[_View], list[AbortedTxn]]:
+    """The cleanable segments' views, and the aborted transactions that began below
+    ``first_uncleanable`` (Kafka's collectAbortedTransactions). These are read from every
+    segment's transaction index: an entry lives with its marker, which may lie past the
+    cleanable section (in the active segment, say) while its data is in it."""
     views: list[_View] = []
+    aborted: list[AbortedTxn] = []
     with log._lock:
         segments = log.segments
         try:
+            for segment in segments:
+                aborted.extend(
+                    t for t in segment.txn_index.iter_entries()
+                    if t.first_offset < first_uncleanable
+                )
             for i, segment in enumerate(segments):
                 if segment.base_offset >= first_uncleanable or i == len(segments) - 1:
                     break  # the active segment is never cleaned
@@ -754,7 +783,80 @@ def _open_views(log: PartitionLog, first_uncleanable: int) -> list[_View]:
             for view in views:
                 os.close(view.fd)
             raise
-    return views
+    return views, aborted
+
+
+class _OngoingAbortedTxn:
+    """An aborted transaction the cleaner has entered and whose marker it has not reached:
+    whether it has seen a batch of it (then its marker must stay)."""
+
+    __slots__ = ("observed", "txn")
+
+    def __init__(self, txn: AbortedTxn) -> None:
+        self.txn = txn
+        self.observed = False
+
+
+class CleanedTransactionMetadata:
+    """The transactions a pass of the cleaner is inside, batch by batch (Kafka's
+    CleanedTransactionMetadata): which batches belong to an aborted transaction (to be
+    removed) and which markers may go (no batch of their transaction seen before them in
+    this pass). A pass reads the log in offset order and calls ``on_batch`` or
+    ``on_control_batch`` for every v2 batch. ``cleaned_index``: where the aborted
+    transactions whose marker stays are written again (the cleaned segment's index).
+
+    ``aborted``: the aborted transactions the pass may meet, in any order; they become
+    ongoing when the pass reaches their first offset. Not thread-safe (one pass).
+    """
+
+    def __init__(self, aborted: Iterable[AbortedTxn]) -> None:
+        self._aborted = sorted(aborted, key=lambda t: t.first_offset)
+        self._next = 0
+        self.ongoing_committed: set[int] = set()
+        self.ongoing_aborted: dict[int, _OngoingAbortedTxn] = {}
+        self.cleaned_index: TransactionIndex | None = None
+
+    def _enter_aborted_up_to(self, offset: int) -> None:
+        aborted = self._aborted
+        while self._next < len(aborted) and aborted[self._next].first_offset <= offset:
+            txn = aborted[self._next]
+            self._next += 1
+            self.ongoing_aborted.setdefault(txn.producer_id, _OngoingAbortedTxn(txn))
+
+    def on_control_batch(self, header: BatchHeader, control_type: ControlRecordType | None) -> bool:
+        """A marker (``control_type`` of its record; None for a batch emptied by an earlier
+        cleaning): True when it may be discarded (once past its delete horizon)."""
+        self._enter_aborted_up_to(header.last_offset)
+        if control_type is None:
+            return True
+        producer_id = header.producer_id
+        if control_type is ControlRecordType.ABORT:
+            ongoing = self.ongoing_aborted.pop(producer_id, None)
+            if ongoing is not None and ongoing.observed:
+                # Data of the transaction remains (until this pass removes it): the marker
+                # stays, and so does its index entry, which read_committed fetches need.
+                if self.cleaned_index is not None:
+                    self.cleaned_index.append(ongoing.txn)
+                return False
+            return True
+        if control_type is ControlRecordType.COMMIT:
+            if producer_id in self.ongoing_committed:
+                self.ongoing_committed.discard(producer_id)
+                return False
+            return True
+        return False  # other control records (KRaft's) are not the cleaner's to remove
+
+    def on_batch(self, header: BatchHeader) -> bool:
+        """A data batch: True when it belongs to an aborted transaction."""
+        self._enter_aborted_up_to(header.last_offset)
+        if not header.is_transactional:
+            return False
+        ongoing = self.ongoing_aborted.get(header.producer_id)
+        if ongoing is not None:
+            ongoing.observed = True
+            return True
+        self.ongoing_committed.add(header.producer_id)
+        return False
 
 
 class _Run:
@@ -762,7 +864,7 @@ class _Run:
 
     def __init__(
         self, cleaner: Cleaner, log: PartitionLog, stats: CleanerStats, now: int,
-        delete_retention_ms: int, dry_run: bool,
+        delete_retention_ms: int, dry_run: bool, aborted: list[AbortedTxn],
     ) -> None:
         self.cleaner = cleaner
         self.map = cleaner.offset_map
@@ -773,6 +875,9 @@ class _Run:
         self.delete_retention_ms = delete_retention_ms
         self.dry_run = dry_run
         self.legacy_delete_horizon = 0
+        self.aborted = aborted
+        # The rewriting pass's transactions, carried from group to group.
+        self.txns = CleanedTransactionMetadata(aborted)
         self.max_batch_size = max(cleaner.max_message_size, log.config.max_message_bytes)
         self.max_decompressed = max(DEFAULT_MAX_DECOMPRESSED_SIZE, 4 * self.max_batch_size)
         with log._lock:
@@ -817,15 +922,18 @@ class _Run:
         offset_map = self.map
         offset_map.clear()
         max_size = int(offset_map.slots * self.cleaner.dedupe_buffer_load_factor)
+        txns = CleanedTransactionMetadata(self.aborted)
         for i, view in enumerate(dirty):
             self.cleaner.check_done(self.tp)
             next_start = dirty[i + 1].base_offset if i + 1 < len(dirty) else end
-            if self._map_segment(view, start, max_size):
+            if self._map_segment(view, start, max_size, txns):
                 return  # full: this segment is mapped in part
             # Gaps at the end of the segment (removed by an earlier cleaning) are covered.
             offset_map.update_latest_offset(next_start - 1)
 
-    def _map_segment(self, view: _View, start: int, max_size: int) -> bool:
+    def _map_segment(
+        self, view: _View, start: int, max_size: int, txns: CleanedTransactionMetadata
+    ) -> bool:
         position = 0
         if view.base_offset < start:
             with self.log._lock:
@@ -841,7 +949,11 @@ class _Run:
                 if self._map_legacy(header, buf, start, max_size):
                     return True
             elif header.is_control:
+                txns.on_control_batch(header, self._control_type(header, buf))
                 stats.map_messages_read += 1
+            elif txns.on_batch(header):
+                # Aborted: its keys must not shadow older committed values.
+                stats.map_messages_read += header.records_count or 0
             else:
                 count = header.records_count or 0
                 data = self._records_data(header, buf)
@@ -884,6 +996,7 @@ class _Run:
             cleaned = LogSegment.open(
                 log.dir, base, log.config, file_suffix=CLEANED_FILE_SUFFIX, now_ms=self.now
             )
+        self.txns.cleaned_index = None if cleaned is None else cleaned.txn_index
         try:
             for view in group:
                 self.cleaner.check_done(self.tp)
@@ -945,14 +1058,15 @@ class _Run:
         self, header: BatchHeader, buf: memoryview, position: int
     ) -> tuple[bytes | memoryview, int, int] | None:
         """What of one v2 batch is kept: (bytes, max timestamp, its offset), or None."""
+        if header.is_control:
+            return self._filter_control_batch(header, buf, position)
         stats = self.stats
         count = header.records_count or 0
-        if header.is_control:
-            # Transaction markers stay until transactions exist (issue 21): Kafka removes
-            # a marker once its transaction's data is gone, which needs the txn index.
+        if self.txns.on_batch(header):
+            # Aborted: removed whatever its keys (Kafka's shouldDiscardBatch).
             stats.messages_read += count
-            stats.messages_written += count
-            return header.payload(buf), header.max_timestamp, header.last_offset
+            stats.aborted_messages_removed += count
+            return self._emptied(header)
         base_offset = header.base_offset or 0
         horizon_set = header.has_delete_horizon
         retain_deletes = not horizon_set or self.now < header.base_timestamp
@@ -966,36 +1080,78 @@ class _Run:
         stats.tombstones_removed += result.tombstones_removed
         log_append = bool(header.attributes & TIMESTAMP_TYPE_MASK)
         if result.kept_count == 0:
-            if self._is_last_of_producer(header):
-                return _empty_batch(header), header.max_timestamp, header.last_offset
-            return None
+            return self._emptied(header)
         need_horizon = result.tombstones_kept > 0 and not horizon_set
         if result.kept is None and not need_horizon:
             if log_append:
                 return header.payload(buf), header.max_timestamp, header.last_offset
             return header.payload(buf), result.max_timestamp, result.offset_of_max_timestamp
         records: bytes | memoryview = data if result.kept is None else result.kept
+        if log_append:
+            max_timestamp, offset_of_max = header.max_timestamp, header.last_offset
+        else:
+            max_timestamp, offset_of_max = result.max_timestamp, result.offset_of_max_timestamp
+        batch = self._rebuilt(header, records, result.kept_count, need_horizon, max_timestamp,
+                              position)
+        return batch, max_timestamp, offset_of_max
+
+    def _filter_control_batch(
+        self, header: BatchHeader, buf: memoryview, position: int
+    ) -> tuple[bytes | memoryview, int, int] | None:
+        """A transaction marker: kept while data of its transaction remains before it; once
+        none does, it gets a delete horizon (KIP-534, as tombstones do) and goes with the
+        first cleaning past it (Kafka's checkBatchRetention for control batches)."""
+        stats = self.stats
+        count = header.records_count or 0
+        may_discard = self.txns.on_control_batch(header, self._control_type(header, buf))
+        horizon_set = header.has_delete_horizon
+        stats.messages_read += count
+        if count == 0 or (may_discard and horizon_set and header.base_timestamp <= self.now):
+            stats.markers_removed += count
+            return self._emptied(header)
+        stats.messages_written += count
+        if may_discard and not horizon_set:
+            data = self._records_data(header, buf)
+            batch = self._rebuilt(header, data, count, True, header.max_timestamp, position)
+            return batch, header.max_timestamp, header.last_offset
+        return header.payload(buf), header.max_timestamp, header.last_offset
+
+    def _emptied(self, header: BatchHeader) -> tuple[bytes, int, int] | None:
+        """A batch with nothing left: gone, or kept empty when it holds the last sequence
+        (or marker) of an active producer."""
+        if self._is_last_of_producer(header):
+            return _empty_batch(header), header.max_timestamp, header.last_offset
+        return None
+
+    def _rebuilt(
+        self, header: BatchHeader, records: bytes | memoryview, count: int, need_horizon: bool,
+        max_timestamp: int, position: int,
+    ) -> bytes:
+        """``header``'s batch around ``records`` (decompressed; recompressed here with the
+        batch's codec), given a delete horizon when ``need_horizon``."""
         base_timestamp = header.base_timestamp
         attributes = header.attributes
         if need_horizon:
-            # KIP-534: the batch remembers when its tombstones may go; its records'
-            # timestamps move to the new base unchanged.
+            # KIP-534: the batch remembers when its tombstones (or its marker) may go; its
+            # records' timestamps move to the new base unchanged.
             horizon = self.now + self.delete_retention_ms
             records = self.map._ops.rebase_timestamps(
-                records, result.kept_count, base_timestamp - horizon, position
+                records, count, base_timestamp - horizon, position
             )
             base_timestamp = horizon
             attributes |= DELETE_HORIZON_FLAG_MASK
         codec = header.compression_id
         if codec:
             records = compress(codec, records)
-        if log_append:
-            max_timestamp, offset_of_max = header.max_timestamp, header.last_offset
-        else:
-            max_timestamp, offset_of_max = result.max_timestamp, result.offset_of_max_timestamp
-        batch = _v2_batch(header, attributes, base_timestamp, max_timestamp,
-                          result.kept_count, records)
-        return batch, max_timestamp, offset_of_max
+        return _v2_batch(header, attributes, base_timestamp, max_timestamp, count, records)
+
+    def _control_type(self, header: BatchHeader, buf: memoryview) -> ControlRecordType | None:
+        """The type of a control batch's (first) record; None for an emptied batch."""
+        if not header.records_count:
+            return None
+        for record in iter_records(buf, header, max_decompressed_size=self.max_decompressed):
+            return parse_control_key(record.key)[1]
+        return None
 
     def _is_last_of_producer(self, header: BatchHeader) -> bool:
         if header.producer_id == NO_PRODUCER_ID:

@@ -76,6 +76,8 @@ class PartitionCompaction:
     records_removed: int = 0
     tombstones_removed: int = 0
     keyless_removed: int = 0
+    aborted_removed: int = 0  # records of aborted transactions
+    markers_removed: int = 0  # transaction markers past their delete horizon
     segments_before: int = 0
     segments_after: int = 0
     first_dirty_offset: int = 0
@@ -256,6 +258,8 @@ def _compact_partition(
                 result.records_kept += stats.messages_written
                 result.tombstones_removed += stats.tombstones_removed
                 result.keyless_removed += stats.invalid_messages_read
+                result.aborted_removed += stats.aborted_messages_removed
+                result.markers_removed += stats.markers_removed
                 end = stats.end_offset
                 if dry_run:
                     # Nothing changed: what a second pass would see is not known.

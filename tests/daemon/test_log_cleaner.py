@@ -23,7 +23,7 @@ from klog.daemon.log_cleaner import (
     storage_cleaner,
     validate_reconfiguration,
 )
-from klog.protocol.records.batch import iter_batch_headers
+from klog.protocol.records.batch import TRANSACTIONAL_FLAG_MASK, iter_batch_headers
 from klog.protocol.records.decode import iter_records
 from klog.storage.checkpoints import read_offset_checkpoint
 from klog.storage.cleaner import CleanerStats, LogCleaningAbortedError, LogToClean, Throttler
@@ -183,6 +183,22 @@ def test_the_last_stable_offset_bounds_the_dirty_section(manager: LogManager) ->
     ltc = cleaner.grab_filthiest_log()
     # Cleaning stops at the segment holding offset 12 (whole segments only).
     assert ltc is not None and (ltc.uncleanable_offset, ltc.first_uncleanable_offset) == (12, 10)
+
+
+def test_an_open_transaction_bounds_the_dirty_section(manager: LogManager) -> None:
+    """The last stable offset, not the high watermark: an undecided transaction (begun at
+    offset 12) is never cleaned, so aborted data can always be told from committed."""
+    config = LogConfig(cleanup_policy=("compact",), min_cleanable_dirty_ratio=0.1)
+    plog = fill(manager, "t", 2, config=config)
+    plog.append_as_leader(build_batch(values=[b"v"] * 5, keys=[b"k"] * 5, producer_id=7,
+                                      producer_epoch=0, base_sequence=0,
+                                      attributes=TRANSACTIONAL_FLAG_MASK), 0)
+    plog.roll()
+    fill(manager, "t", 2, config=config)
+    assert plog.high_watermark == plog.log_end_offset == 25
+    cleaner = make_cleaner(manager)
+    ltc = cleaner.grab_filthiest_log()
+    assert ltc is not None and (ltc.uncleanable_offset, ltc.first_uncleanable_offset) == (10, 10)
 
 
 # -- the state table -----------------------------------------------------------------------------

@@ -445,6 +445,284 @@ def test_transaction_markers_are_kept(tmp_path: Path) -> None:
     ]
 
 
+# ============================================================================ transactions
+
+
+class Txns:
+    """Transactional producers writing to a log, as the coordinator and producers would:
+    data batches with the producer's sequence, markers with origin "coordinator"."""
+
+    def __init__(self, log: PartitionLog) -> None:
+        self.log = log
+        self.sequence: dict[int, int] = {}
+
+    def send(self, pid: int, items: list[Item], ts: int = T0) -> None:
+        seq = self.sequence.get(pid, 0)
+        produce(self.log, items, ts=ts, producer_id=pid, producer_epoch=0, base_sequence=seq,
+                is_transactional=True)
+        self.sequence[pid] = seq + len(items)
+
+    def end(self, pid: int, commit: bool, ts: int = T0) -> None:
+        kind = ControlRecordType.COMMIT if commit else ControlRecordType.ABORT
+        self.log.append_as_leader(
+            build_control_batch(EndTransactionMarker(kind, 0), producer_id=pid,
+                                producer_epoch=0, timestamp=ts),
+            leader_epoch=1, origin="coordinator",
+        )
+        self.log.update_high_watermark(self.log.log_end_offset)
+
+
+def consume(log: PartitionLog, *, committed: bool) -> list[Record]:
+    """What a consumer fetching from the log start sees: read_committed stops at the last
+    stable offset and skips aborted transactions with the fetch's aborted list (Kafka's
+    Fetcher); read_uncommitted reads up to the high watermark. Markers are never seen."""
+    from klog.storage.cleaner import _last_stable_offset
+
+    end = _last_stable_offset(log) if committed else log.high_watermark
+    out: list[Record] = []
+    offset = log.log_start_offset
+    aborted_pids: set[int] = set()
+    while offset < end:
+        info = log.read(offset, 1 << 20, max_offset=end, include_aborted_txns=committed)
+        if info.size == 0:
+            break
+        data = info.read_bytes()
+        aborted = sorted(info.aborted_transactions or [], key=lambda t: t.first_offset)
+        for header in iter_batch_headers(data):
+            offset = header.last_offset + 1
+            while aborted and aborted[0].first_offset <= header.last_offset:
+                aborted_pids.add(aborted.pop(0).producer_id)
+            records = list(iter_records(data, header))
+            if header.is_control:
+                if records and EndTransactionMarker.from_record(records[0]).control_type is (
+                    ControlRecordType.ABORT
+                ):
+                    aborted_pids.discard(header.producer_id)
+                continue
+            if committed and header.is_transactional and header.producer_id in aborted_pids:
+                continue
+            out.extend(r for r in records if r.offset < end)
+    return out
+
+
+def markers(log: PartitionLog) -> list[tuple[int, int, bool]]:
+    """(offset, producer id, has a delete horizon) of every marker left in the log."""
+    return [(h.base_offset, h.producer_id, bool(h.attributes & DELETE_HORIZON_FLAG_MASK))
+            for h, _b in batches(log) if h.is_control and h.records_count]
+
+
+def aborted_index(log: PartitionLog) -> list[tuple[int, int]]:
+    return [(t.producer_id, t.first_offset) for s in log.segments
+            for t in s.txn_index.all_aborted_txns()]
+
+
+@pytest.mark.parametrize("use_c", BACKENDS)
+def test_aborted_transactions_go_and_markers_follow_their_data(
+    tmp_path: Path, use_c: bool
+) -> None:
+    log = make_log(tmp_path)
+    txns = Txns(log)
+    produce(log, [(b"k1", b"a0"), (b"k2", b"b0")])                      # 0-1
+    txns.send(10, [(b"k3", b"c1")])                                     # 2
+    txns.send(11, [(b"k1", b"aX"), (b"k2", b"bX"), (b"k4", b"dX")])     # 3-5 (aborted)
+    produce(log, [(b"k5", b"e0")])                                      # 6
+    txns.end(10, commit=True)                                           # 7 m1
+    txns.end(11, commit=False)                                          # 8 m2
+    produce(log, [(b"k3", b"c2")])                                      # 9
+    txns.send(10, [(b"k1", b"a1"), (b"k2", b"b2")])                     # 10-11
+    txns.send(11, [(b"k1", b"aY")])                                     # 12 (aborted)
+    txns.end(10, commit=True)                                           # 13 m3
+    txns.end(11, commit=False)                                          # 14 m4
+    log.roll()
+    produce(log, [(b"k9", b"z0")])                                      # 15
+    expected = {b"k1": b"a1", b"k2": b"b2", b"k3": b"c2", b"k5": b"e0", b"k9": b"z0"}
+    assert aborted_index(log) == [(11, 3), (11, 12)]
+
+    stats = clean(log, now=T0 + 1000, retention=500, use_c=use_c)
+    for committed in (True, False):
+        assert latest(consume(log, committed=committed)) == expected
+    values = {r.value for r in read_all(log)}
+    assert not values & {b"aX", b"bX", b"dX", b"aY"}
+    assert stats.aborted_messages_removed == 4
+    # Every marker had data of its transaction before it: all stay, without a horizon; the
+    # aborted transactions stay in the index with their markers.
+    assert markers(log) == [(7, 10, False), (8, 11, False), (13, 10, False), (14, 11, False)]
+    assert aborted_index(log) == [(11, 3), (11, 12)]
+    # Producer 11's last batch (offset 12) stays, emptied: its sequence is still needed.
+    assert [(h.base_offset, h.records_count) for h, _b in batches(log)
+            if h.producer_id == 11 and not h.is_control] == [(12, 0)]
+
+    # The next cleaning finds no data of the first two transactions: their markers get the
+    # delete horizon; the others keep theirs (producer 10's batch at 10, 11's emptied one).
+    produce(log, [(b"k9", b"z1")])
+    log.roll()
+    produce(log, [(b"k9", b"z2")])
+    expected[b"k9"] = b"z2"
+    clean(log, checkpoint=stats.end_offset, now=T0 + 2000, retention=500, use_c=use_c)
+    assert markers(log) == [(7, 10, True), (8, 11, True), (13, 10, False), (14, 11, False)]
+    assert aborted_index(log) == [(11, 12)]
+    for committed in (True, False):
+        assert latest(consume(log, committed=committed)) == expected
+    # Before the horizon they stay; a cleaning past it removes them.
+    produce(log, [(b"k9", b"z3")])
+    log.roll()
+    produce(log, [(b"k9", b"z4")])
+    expected[b"k9"] = b"z4"
+    stats = clean(log, checkpoint=0, now=T0 + 2499, retention=500, use_c=use_c)
+    assert len(markers(log)) == 4 and stats.markers_removed == 0
+    stats = clean(log, checkpoint=0, now=T0 + 2500, retention=500, use_c=use_c)
+    assert markers(log) == [(13, 10, False), (14, 11, False)]
+    assert stats.markers_removed == 2
+    for committed in (True, False):
+        assert latest(consume(log, committed=committed)) == expected
+    no_damage(log)
+
+
+def test_an_aborted_value_never_shadows_an_older_committed_one(tmp_path: Path) -> None:
+    """The aborted record is the newest of its key, in the dirty section: it must not enter
+    the offset map, or the committed value would be removed in its favour."""
+    log = make_log(tmp_path)
+    txns = Txns(log)
+    produce(log, [(b"k", b"committed")])
+    log.roll()
+    clean(log)
+    txns.send(5, [(b"k", b"aborted")])
+    txns.end(5, commit=False)
+    log.roll()
+    produce(log, [(b"other", b"x")])
+    stats = clean(log, checkpoint=1)
+    assert stats.map_entries == 0
+    for committed in (True, False):
+        assert latest(consume(log, committed=committed)) == {b"k": b"committed",
+                                                             b"other": b"x"}
+    no_damage(log)
+
+
+def test_the_cleaner_stops_at_an_open_transaction(tmp_path: Path) -> None:
+    log = make_log(tmp_path)
+    txns = Txns(log)
+    produce(log, [(b"k", b"1")])
+    log.roll()
+    txns.send(5, [(b"k", b"2")])  # open: the last stable offset is 1
+    log.roll()
+    produce(log, [(b"k", b"3")])
+    log.roll()
+    produce(log, [(b"z", b"1")])
+    offsets = cleanable_offsets(log, None, T0)
+    assert offsets.first_uncleanable_dirty_offset == 1
+    clean(log)
+    assert [r.value for r in read_all(log)] == [b"1", b"2", b"3", b"1"]
+    txns.end(5, commit=False)
+    log.roll()
+    produce(log, [(b"z", b"2")])
+    clean(log)
+    # Now decided: the aborted record goes (its emptied batch and marker stay, see above).
+    data = [(r.key, r.value) for h, buf in batches(log) if not h.is_control
+            for r in iter_records(buf, h)]
+    assert data == [(b"k", b"3"), (b"z", b"1"), (b"z", b"2")]
+
+
+TXN_OPS = st.lists(
+    st.one_of(
+        st.tuples(st.just("produce"), st.sampled_from([0, 1, 2]),
+                  st.lists(st.tuples(st.integers(0, 5), st.booleans()), min_size=1, max_size=4)),
+        st.tuples(st.just("end"), st.sampled_from([1, 2]), st.booleans()),
+        st.tuples(st.just("roll"), st.none(), st.none()),
+        st.tuples(st.just("clean"), st.integers(2, 40), st.integers(0, 3000)),
+    ),
+    min_size=1,
+    max_size=30,
+)
+
+
+def run_txn_ops(
+    log: PartitionLog, ops: list[tuple[str, object, object]], use_c: bool | None = None
+) -> tuple[dict[bytes, bytes | None], set[int], dict[int, Record]]:
+    """Apply ``ops`` (producer 0 non-transactional, 1 and 2 transactional), end every open
+    transaction, roll and clean the whole log. Returns the latest committed value of each
+    key (by offset), the offsets of aborted records, and every record written."""
+    txns = Txns(log)
+    committed: dict[bytes, tuple[int, bytes | None]] = {}
+    open_txn: dict[int, list[tuple[int, bytes, bytes | None]]] = {}
+    aborted: set[int] = set()
+    written: dict[int, Record] = {}
+    checkpoint: int | None = None
+    now, n = T0, 0
+
+    def apply(pid: int, commit: bool) -> None:
+        txns.end(pid, commit, ts=now)
+        for offset, key, value in open_txn.pop(pid):
+            if not commit:
+                aborted.add(offset)
+            elif committed.get(key, (-1, None))[0] < offset:
+                committed[key] = (offset, value)
+
+    for op, a, b in ops:
+        if op == "produce":
+            items: list[Item] = []
+            for key, tomb in b:  # type: ignore[union-attr]
+                n += 1
+                items.append((b"k%d" % key, None if tomb else b"v%d" % n))
+            first = log.log_end_offset
+            if a == 0:
+                produce(log, items, ts=now)
+                for i, (k, v) in enumerate(items):
+                    assert k is not None
+                    committed[k] = (first + i, v)
+            else:
+                txns.send(int(a), items, ts=now)  # type: ignore[call-overload]
+                open_txn.setdefault(int(a), []).extend(  # type: ignore[call-overload]
+                    (first + i, k, v) for i, (k, v) in enumerate(items) if k is not None
+                )
+        elif op == "end":
+            if a in open_txn:
+                apply(int(a), bool(b))  # type: ignore[call-overload]
+        elif op == "roll":
+            if log.active_segment.size:
+                log.roll()
+        else:
+            now += int(b)  # type: ignore[call-overload]
+            stats = clean(log, cleaner=Cleaner(int(a) * BYTES_PER_ENTRY, use_c=use_c),  # type: ignore[call-overload]
+                          checkpoint=checkpoint, retention=1000, now=now)
+            checkpoint = stats.end_offset
+        for r in read_all(log):
+            written.setdefault(r.offset, r)
+    for pid in sorted(open_txn):
+        apply(pid, pid == 1)
+    for r in read_all(log):
+        written.setdefault(r.offset, r)
+    if log.active_segment.size:
+        log.roll()
+    clean(log, cleaner=Cleaner(1 << 16, use_c=use_c), checkpoint=checkpoint, retention=1000,
+          now=now)
+    return {k: v for k, (_o, v) in committed.items()}, aborted, written
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                  HealthCheck.function_scoped_fixture])
+@given(ops=TXN_OPS, segment_bytes=st.integers(200, 2000))
+def test_property_cleaning_with_transactions(
+    tmp_path_factory: pytest.TempPathFactory, ops: list[tuple[str, object, object]],
+    segment_bytes: int,
+) -> None:
+    """Committed and aborted transactions interleaved with plain writes of the same keys:
+    after cleaning, both isolation levels read, per key, the latest committed value; no
+    aborted record is left; what is kept is as it was written."""
+    log = make_log(tmp_path_factory.mktemp("txnprop"), segment_bytes=segment_bytes)
+    model, aborted, written = run_txn_ops(log, ops)
+    for committed in (True, False):
+        got = latest(consume(log, committed=committed))
+        assert {k: v for k, v in got.items() if v is not None} == {
+            k: v for k, v in model.items() if v is not None
+        }
+    after = read_all(log)
+    assert not {r.offset for r in after} & aborted
+    for r in after:
+        assert seen(written[r.offset]) == seen(r)
+    # A marker left has no horizon, or its transaction has no data before it.
+    no_damage(log)
+
+
 def test_dry_run_writes_nothing(tmp_path: Path) -> None:
     log = make_log(tmp_path, segment_bytes=600)
     fill(log, 40, keys=5)

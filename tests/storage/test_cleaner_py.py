@@ -2,19 +2,22 @@
 
 Every function is run on both with the same arguments (tables copied first) and the
 results -- return values and the table bytes -- must be equal; malformed sections must make
-both raise ValueError.
+both raise ValueError. Whole cleanings of logs with transactions (aborted data, markers and
+their delete horizons) must leave byte-identical segments and indexes on either path.
 """
 
 from __future__ import annotations
 
 import hashlib
+from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from klog.protocol.records.v2 import encode_record
 from klog.storage import cleaner_py as py
+from tests.storage.test_cleaner import TXN_OPS, make_log, run_txn_ops
 
 c = pytest.importorskip("klog.storage._cleaner", reason="the C extension is not built")
 
@@ -168,3 +171,24 @@ def test_full_table_refuses_new_keys_alike() -> None:
         assert impl.table_put(table, 3, py.md5(bytes([1])), 10) == 0
         assert impl.table_get(table, 3, py.md5(bytes([1]))) == 10
         assert impl.table_get(table, 3, py.md5(b"absent")) == -1
+
+
+def _files(log_dir: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(log_dir.iterdir())
+            if p.suffix in (".log", ".index", ".timeindex", ".txnindex")}
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                  HealthCheck.function_scoped_fixture])
+@given(ops=TXN_OPS, segment_bytes=st.integers(200, 2000))
+def test_c_and_python_clean_transactional_logs_alike(
+    tmp_path_factory: pytest.TempPathFactory, ops: list[tuple[str, object, object]],
+    segment_bytes: int,
+) -> None:
+    results = []
+    for use_c in (False, True):
+        log = make_log(tmp_path_factory.mktemp("alike"), segment_bytes=segment_bytes)
+        run_txn_ops(log, ops, use_c=use_c)
+        log.close()
+        results.append(_files(log.dir))
+    assert results[0] == results[1]
