@@ -52,7 +52,7 @@ def main() -> None:
                 member.commit(asynchronous=False)
     assignments = [sorted(tp.partition for tp in m.assignment()) for m in members]
     committed = members[0].committed([TopicPartition(topic, p) for p in range(PARTITIONS)],
-                                     timeout=10)
+                                     timeout=30)
     for member in members:
         member.close()
     print(f"member 0 read {read[0]}, member 1 read {read[1]}; assignments {assignments}; "
