@@ -66,6 +66,7 @@ from klog.protocol.framing import (
 )
 
 if TYPE_CHECKING:
+    from klog.daemon.metrics.counters import RequestTiming
     from klog.daemon.server import Server
 
 log = logging.getLogger(__name__)
@@ -176,6 +177,12 @@ class Connection(asyncio.Protocol):
             collections.deque()
         self._deferred_space = asyncio.Event()
         self._drainer: asyncio.Task[None] | None = None
+        # Kafka's RequestMetrics (None: metrics off). When on, the receipt time of each
+        # frame in ``queue`` (the same order), for its RequestQueueTimeMs.
+        self.request_metrics = server.request_metrics
+        self._received: collections.deque[float] | None = \
+            None if self.request_metrics is None else collections.deque()
+        self._received_at = 0.0  # receipt time of the request being started
 
     @property
     def task(self) -> asyncio.Task[None] | None:
@@ -208,6 +215,8 @@ class Connection(asyncio.Protocol):
             if not frames:
                 return
         self.queue.extend(frames)
+        if self._received is not None:
+            self._received.extend([self.last_active] * len(frames))
         self.queued_bytes += sum(len(f) for f in frames) if len(frames) > 1 else len(frames[0])
         if self._over_limits():
             self.update_reading()
@@ -223,6 +232,7 @@ class Connection(asyncio.Protocol):
                 break
             handled += 1
             self.busy = True
+            self._received_at = self.last_active
             try:
                 started = self._start(frame)
             except Exception as exc:
@@ -255,6 +265,8 @@ class Connection(asyncio.Protocol):
         self.release()
         self.server.queued -= len(self.queue)
         self.queue.clear()
+        if self._received is not None:
+            self._received.clear()
         self.queued_bytes = 0
         self.server.connections.discard(self)
         self.server.paused.discard(self)
@@ -361,6 +373,8 @@ class Connection(asyncio.Protocol):
                     await self._can_write.wait()
                     continue
                 frame = self.queue.popleft()
+                if self._received is not None:
+                    self._received_at = self._received.popleft()
                 self.queued_bytes -= len(frame)
                 if self.reading_paused:
                     self.update_reading()
@@ -424,28 +438,39 @@ class Connection(asyncio.Protocol):
             log.error("no handler for api key %d", header.api_key)
             self.close()
             return None
+        timing = None
+        if self.request_metrics is not None:
+            timing = self.request_metrics.begin(header.api_key, header.api_version, request,
+                                                self._received_at)
         handling = handler(RequestContext(header, self.services, self), request)
         try:
             waits_on = handling.send(None)
         except StopIteration as done:
-            return self._answer(header, done.value)
-        return self._finish_waiting(header, _resume(handling, waits_on))
+            return self._answer(header, done.value, timing)
+        return self._finish_waiting(header, _resume(handling, waits_on), timing)
 
-    async def _finish_waiting(self, header: RequestHeader, handling: Awaitable[Any]) -> None:
+    async def _finish_waiting(self, header: RequestHeader, handling: Awaitable[Any],
+                              timing: RequestTiming | None) -> None:
         """The rest of a request whose handler waits, run by the connection's task."""
-        started = self._answer(header, await handling)
+        started = self._answer(header, await handling, timing)
         if started is not None:
             await started
 
-    def _answer(self, header: RequestHeader, response: Response
-                ) -> Coroutine[Any, Any, None] | None:
+    def _answer(self, header: RequestHeader, response: Response,
+                timing: RequestTiming | None = None) -> Coroutine[Any, Any, None] | None:
         if self.closed:
             if isinstance(response, Deferred) and asyncio.iscoroutine(response.response):
                 response.response.close()  # nobody to answer: do not leave it unawaited
             return None
+        if timing is not None:
+            timing.local_done()
         if isinstance(response, Deferred):
-            self._defer(header, asyncio.ensure_future(response.response))
-        elif self.deferred:  # behind an answer still waiting: keep the order
+            answer = asyncio.ensure_future(response.response)
+            if timing is not None:
+                answer.add_done_callback(timing.remote_done)
+            self._defer(header, answer)
+            return None
+        if self.deferred:  # behind an answer still waiting: keep the order
             if response is not None:
                 ready: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
                 ready.set_result(response)
@@ -453,8 +478,11 @@ class Connection(asyncio.Protocol):
         elif response is not None:
             chunks = self._response_chunks(header, response)
             if not _all_bytes(chunks):
-                return self._write(chunks)
+                writing = self._write(chunks)
+                return writing if timing is None else _timed_send(writing, timing)
             self._gather(chunks)
+        if timing is not None:
+            timing.finish()
         return None
 
     def _defer(self, header: RequestHeader, answer: asyncio.Future[Any]) -> None:
@@ -593,6 +621,12 @@ class Connection(asyncio.Protocol):
         self._out, self._out_size = [], 0
         if self.transport is not None and not self.closed:
             self.transport.write(out[0] if len(out) == 1 else b"".join(out))
+
+
+async def _timed_send(writing: Coroutine[Any, Any, None], timing: RequestTiming) -> None:
+    """Send an answer with file regions, then count its ResponseSendTimeMs."""
+    await writing
+    timing.finish(send_end=time.monotonic())
 
 
 def _all_bytes(chunks: Sequence[Chunk]) -> bool:

@@ -51,7 +51,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from klog.daemon.delayed import DelayedFetch, DelayedProduce, FetchKey, FetchParams
 from klog.daemon.metadata_cache import PartitionState
@@ -92,6 +92,9 @@ from klog.storage.config import LogConfig
 from klog.storage.log import LogAppendInfo
 from klog.storage.log_manager import LogManager
 from klog.storage.values import FetchDataInfo, LogOffsetMetadata, TimestampAndOffset
+
+if TYPE_CHECKING:
+    from klog.daemon.metrics.counters import BrokerTopicMetrics, IsrMetrics
 
 # batchLength (@8), magic (@16), attributes (@21), lastOffsetDelta (@23), recordsCount (@57)
 # of a v2 batch header
@@ -259,8 +262,14 @@ class ReplicaManager:
         leader_quota: ReplicationQuotaManager | None = None,
         fetch_purge_interval: int = 1000,
         produce_purge_interval: int = 1000,
+        topic_metrics: BrokerTopicMetrics | None = None,
+        isr_metrics: IsrMetrics | None = None,
     ) -> None:
         self.broker_id = broker_id
+        # Kafka's BrokerTopicStats and the ISR change counts (klog/daemon/metrics); None
+        # when metrics are off: produce and fetch then skip them at one test.
+        self.topic_metrics = topic_metrics
+        self.isr_metrics = isr_metrics
         self.log_manager = log_manager
         self.topic_config = topic_config
         self.isr_store = isr_store
@@ -405,6 +414,9 @@ class ReplicaManager:
             stopped = self.partitions.pop(tp, None)
             if delete:
                 self.log_manager.delete_log(tp[0], tp[1])
+                if self.topic_metrics is not None and not any(
+                        t == tp[0] for t, _p in self.partitions):
+                    self.topic_metrics.remove_topic(tp[0])
             if stopped is not None:
                 # As Kafka: requests waiting on this replica are answered now
                 # (NOT_LEADER_OR_FOLLOWER), not left to their timeouts.
@@ -529,6 +541,8 @@ class ReplicaManager:
         a follower still missing records) an awaitable of them, which the produce
         purgatory completes within ``timeout_ms``: the caller may go on meanwhile."""
         results = await self.append_records_from_client(entries, required_acks)
+        if self.topic_metrics is not None:
+            self.topic_metrics.record_produce(entries, results)
         if required_acks == -1:
             waiting = self.delayed_produce(results, timeout_ms)
             if waiting is not None:
@@ -807,6 +821,8 @@ class ReplicaManager:
         if quota is not None:
             quota.record(sum(r.size for k, r in zip(wanted, results, strict=True)
                              if r.size and quota.is_throttled(k[0], k[1])))
+        if self.topic_metrics is not None:
+            self.topic_metrics.record_fetch(params.replica_id >= 0, wanted, results)
         return results
 
     def end_offset_metadata(self, topic: str, partition: int, current_leader_epoch: int,
@@ -958,6 +974,8 @@ class ReplicaManager:
         p = self.partitions.get(tp)
         if p is None or p.is_leader:
             raise NotLeaderOrFollowerError(f"{tp[0]}-{tp[1]} is not a follower here")
+        if self.topic_metrics is not None:
+            self.topic_metrics.record_replication_in(len(records))
         return p.append_records_to_follower(records, leader_high_watermark,
                                             leader_log_start_offset)
 
@@ -1022,6 +1040,7 @@ class ReplicaManager:
         store = self.isr_store
         assert store is not None
         tp = (partition.topic, partition.partition)
+        old_isr = partition.isr
         current = None
         try:
             new_version = await asyncio.to_thread(store.update_partition_state, tp[0], tp[1],
@@ -1051,6 +1070,8 @@ class ReplicaManager:
                          "waiting for the controller's LeaderAndIsr", list(state.isr), tp[0],
                          tp[1], current[0] if current is not None else "absent")
         if new_version is not None and self.partitions.get(tp) is partition:
+            if self.isr_metrics is not None and partition.isr == state.isr:
+                self.isr_metrics.record_change(old_isr, state.isr)
             self.isr_changes.add(tp)
             self.last_isr_change_ms = self.clock()
         if moved:
@@ -1065,6 +1086,8 @@ class ReplicaManager:
                     self.replica_lag_time_max_ms, now):
                 shrunk += 1
                 if p.isr_updater is None:  # applied at once: the HW may have moved
+                    if self.isr_metrics is not None:
+                        self.isr_metrics.shrinks += 1
                     self.isr_changes.add((p.topic, p.partition))
                     self.last_isr_change_ms = now
                     self.try_complete_delayed_requests((p.topic, p.partition))

@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     from klog.daemon.config import Endpoint
     from klog.daemon.config.dynamic import DynamicBrokerConfig
     from klog.daemon.handlers import BrokerServices, Handler
+    from klog.daemon.metrics.counters import RequestMetrics
 
 log = logging.getLogger(__name__)
 
@@ -75,11 +76,14 @@ class Server:
     ``handlers`` with ``services``, the broker's components."""
 
     def __init__(self, dynamic_config: DynamicBrokerConfig, handlers: Mapping[int, Handler],
-                 services: BrokerServices) -> None:
+                 services: BrokerServices,
+                 request_metrics: RequestMetrics | None = None) -> None:
         config = dynamic_config.current
         self.config = dynamic_config
         self.handlers = handlers
         self.services = services
+        # Kafka's RequestMetrics (klog/daemon/metrics); None: metrics off, nothing timed.
+        self.request_metrics = request_metrics
         # What ApiVersions announces is all that is accepted: a request for any other API
         # closes the connection before it is decoded (services.api_versions).
         self.advertised = services.api_versions

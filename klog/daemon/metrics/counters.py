@@ -1,0 +1,325 @@
+"""The hot-path counters: what produce, fetch and each request add, as plain integers.
+
+Owns ``BrokerTopicMetrics`` (Kafka's BrokerTopicStats: messages and bytes in and out,
+rejected bytes, total and failed produce and fetch requests, per topic and over all
+topics), ``RequestMetrics`` (Kafka's RequestMetrics: requests per API and version, and the
+queue, local, remote, response-send and total time of each) and ``IsrMetrics`` (ISR shrinks
+and expands). Every count is made on the event loop thread and costs a few list
+additions: no lock, no prometheus_client object on the hot path. The scrape reads them
+through ``collect()``, which the metrics component calls on the event loop too
+(klog/daemon/metrics/__init__.py), so a scrape sees every counter at one instant.
+
+Names and labels are those the Prometheus JMX exporter's Kafka rules
+(example_configs/kafka-2_0_0.yml) give Kafka's MBeans: a ``*PerSec`` meter's Count becomes
+``kafka_<domain>_<type>_<name without PerSec>_total``, a histogram's percentiles a summary
+with ``quantile`` labels "0.50" ... "0.999" and its Count ``..._count``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING, Any
+
+from prometheus_client.core import Metric
+
+from klog.protocol import apis
+from klog.protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from klog.daemon.replica_manager import FetchResult, ProduceResult, RecordsBuffer
+
+TopicPartition = tuple[str, int]
+
+# Slots of one topic's counts (a list: the cheapest thing to add to in CPython).
+MESSAGES_IN, BYTES_IN, BYTES_OUT, BYTES_REJECTED = 0, 1, 2, 3
+FAILED_PRODUCE, FAILED_FETCH, TOTAL_PRODUCE, TOTAL_FETCH = 4, 5, 6, 7
+# All topics only, as Kafka (BrokerTopicStats.updateReplicationBytesIn/Out).
+REPLICATION_BYTES_IN, REPLICATION_BYTES_OUT = 8, 9
+_SLOTS = 10
+
+#: (slot, metric name, Kafka's MBean name, per topic too) of kafka.server:BrokerTopicMetrics.
+TOPIC_COUNTERS: tuple[tuple[int, str, str, bool], ...] = (
+    (MESSAGES_IN, "messagesin", "MessagesInPerSec", True),
+    (BYTES_IN, "bytesin", "BytesInPerSec", True),
+    (BYTES_OUT, "bytesout", "BytesOutPerSec", True),
+    (BYTES_REJECTED, "bytesrejected", "BytesRejectedPerSec", True),
+    (FAILED_PRODUCE, "failedproducerequests", "FailedProduceRequestsPerSec", True),
+    (FAILED_FETCH, "failedfetchrequests", "FailedFetchRequestsPerSec", True),
+    (TOTAL_PRODUCE, "totalproducerequests", "TotalProduceRequestsPerSec", True),
+    (TOTAL_FETCH, "totalfetchrequests", "TotalFetchRequestsPerSec", True),
+    (REPLICATION_BYTES_IN, "replicationbytesin", "ReplicationBytesInPerSec", False),
+    (REPLICATION_BYTES_OUT, "replicationbytesout", "ReplicationBytesOutPerSec", False),
+)
+
+# Errors Kafka's ReplicaManager does not count as a failed produce (appendToLocalLog: the
+# client's fault or a leadership move, not the broker failing the request).
+_NOT_FAILED_PRODUCE = frozenset(int(c) for c in (
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.NOT_LEADER_OR_FOLLOWER,
+    ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.RECORD_LIST_TOO_LARGE, ErrorCode.CORRUPT_MESSAGE,
+    ErrorCode.KAFKA_STORAGE_ERROR))
+# Kafka's readFromLocalLog likewise for fetches.
+_NOT_FAILED_FETCH = frozenset(int(c) for c in (
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.NOT_LEADER_OR_FOLLOWER,
+    ErrorCode.UNKNOWN_LEADER_EPOCH, ErrorCode.FENCED_LEADER_EPOCH,
+    ErrorCode.REPLICA_NOT_AVAILABLE, ErrorCode.KAFKA_STORAGE_ERROR,
+    ErrorCode.OFFSET_OUT_OF_RANGE))
+_MESSAGE_TOO_LARGE = int(ErrorCode.MESSAGE_TOO_LARGE)
+
+
+def _counter(name: str, doc: str) -> Metric:
+    # The JMX exporter's names end in _total already; prometheus_client's CounterMetricFamily
+    # would strip and re-add it, a plain Metric keeps the name as given.
+    return Metric(name.removesuffix("_total"), doc, "counter")
+
+
+class BrokerTopicMetrics:
+    """Kafka's BrokerTopicStats: counts per topic and over all topics (the all-topics
+    counts keep what deleted topics counted, as Kafka's allTopicsStats do)."""
+
+    def __init__(self) -> None:
+        self.topics: dict[str, list[int]] = {}
+        self.all_topics = [0] * _SLOTS
+
+    def _topic(self, topic: str) -> list[int]:
+        counts = self.topics.get(topic)
+        if counts is None:
+            counts = self.topics[topic] = [0] * _SLOTS
+        return counts
+
+    def remove_topic(self, topic: str) -> None:
+        """The topic's replicas are deleted here (Kafka's removeMetrics)."""
+        self.topics.pop(topic, None)
+
+    def record_produce(self, entries: Mapping[TopicPartition, RecordsBuffer | None],
+                       results: Mapping[TopicPartition, ProduceResult]) -> None:
+        """A client's produce, after its appends (before any acks=-1 wait)."""
+        every = self.all_topics
+        topics = self.topics
+        for tp, r in results.items():
+            counts = topics.get(tp[0]) or self._topic(tp[0])
+            counts[TOTAL_PRODUCE] += 1
+            every[TOTAL_PRODUCE] += 1
+            code = r.error_code
+            if code == 0:
+                info = r.info
+                if info is not None:
+                    counts[MESSAGES_IN] += info.record_count
+                    every[MESSAGES_IN] += info.record_count
+                records = entries.get(tp)
+                size = len(records) if records is not None else 0
+                counts[BYTES_IN] += size
+                every[BYTES_IN] += size
+            elif code not in _NOT_FAILED_PRODUCE:
+                counts[FAILED_PRODUCE] += 1
+                every[FAILED_PRODUCE] += 1
+            elif code == _MESSAGE_TOO_LARGE:
+                records = entries.get(tp)
+                size = len(records) if records is not None else 0
+                counts[BYTES_REJECTED] += size
+                every[BYTES_REJECTED] += size
+
+    def record_fetch(self, from_follower: bool, wanted: list[Any],
+                     results: list[FetchResult]) -> None:
+        """A fetch's final read: ``wanted`` the FetchKeys (topic first), ``results`` in
+        the same order. A consumer's bytes are bytes out; a follower's, replication bytes
+        out (all topics only), as Kafka's KafkaApis counts them."""
+        every = self.all_topics
+        topics = self.topics
+        out = 0
+        for key, r in zip(wanted, results, strict=True):
+            counts = topics.get(key[0]) or self._topic(key[0])
+            counts[TOTAL_FETCH] += 1
+            code = r.error_code
+            if code:
+                if code not in _NOT_FAILED_FETCH:
+                    counts[FAILED_FETCH] += 1
+                    every[FAILED_FETCH] += 1
+            elif not from_follower:
+                size = r.size
+                counts[BYTES_OUT] += size
+                out += size
+            else:
+                out += r.size
+        every[TOTAL_FETCH] += len(results)
+        every[REPLICATION_BYTES_OUT if from_follower else BYTES_OUT] += out
+
+    def record_replication_in(self, size: int) -> None:
+        """Bytes a follower appended from its leader."""
+        self.all_topics[REPLICATION_BYTES_IN] += size
+
+    def collect(self) -> Iterator[Metric]:
+        for slot, name, mbean, per_topic in TOPIC_COUNTERS:
+            family = _counter(f"kafka_server_brokertopicmetrics_{name}_total",
+                              f"kafka.server:type=BrokerTopicMetrics,name={mbean} Count")
+            family.add_sample(f"kafka_server_brokertopicmetrics_{name}_total", {},
+                              self.all_topics[slot])
+            if per_topic:
+                for topic, counts in self.topics.items():
+                    family.add_sample(f"kafka_server_brokertopicmetrics_{name}_total",
+                                      {"topic": topic}, counts[slot])
+            yield family
+
+
+class IsrMetrics:
+    """kafka.server:type=ReplicaManager,name=IsrShrinksPerSec / IsrExpandsPerSec: ISR
+    changes of partitions led here, counted when the change is in force."""
+
+    __slots__ = ("expands", "shrinks")
+
+    def __init__(self) -> None:
+        self.shrinks = 0
+        self.expands = 0
+
+    def record_change(self, old: tuple[int, ...], new: tuple[int, ...]) -> None:
+        if len(new) < len(old):
+            self.shrinks += 1
+        elif len(new) > len(old):
+            self.expands += 1
+
+    def collect(self) -> Iterator[Metric]:
+        for name, mbean, value in (("isrshrinks", "IsrShrinksPerSec", self.shrinks),
+                                   ("isrexpands", "IsrExpandsPerSec", self.expands)):
+            family = _counter(f"kafka_server_replicamanager_{name}_total",
+                              f"kafka.server:type=ReplicaManager,name={mbean} Count")
+            family.add_sample(f"kafka_server_replicamanager_{name}_total", {}, value)
+            yield family
+
+
+# -- requests ------------------------------------------------------------------------------
+
+#: Kafka's request time histograms (RequestMetrics), as the JMX exporter names them.
+#: RemoteTimeMs is the time an answer waited in a purgatory after its handler returned
+#: (acks=-1 produce); a fetch's long poll is part of its LocalTimeMs here (klog's fetch
+#: handler waits inside the replica manager's call). ResponseSendTimeMs is the time
+#: sending file regions took (sendfile); an answer of bytes is handed to the socket's
+#: buffer in the same event loop turn and counts 0.
+TIMES: tuple[tuple[str, str], ...] = (
+    ("requestqueuetimems", "RequestQueueTimeMs"),
+    ("localtimems", "LocalTimeMs"),
+    ("remotetimems", "RemoteTimeMs"),
+    ("responsesendtimems", "ResponseSendTimeMs"),
+    ("totaltimems", "TotalTimeMs"),
+)
+#: The quantiles Kafka's histograms publish (50th ... 999th percentile attributes) and the
+#: label values the JMX exporter gives them ("0.$N").
+QUANTILES: tuple[tuple[float, str], ...] = (
+    (0.50, "0.50"), (0.75, "0.75"), (0.95, "0.95"), (0.98, "0.98"), (0.99, "0.99"),
+    (0.999, "0.999"))
+#: Requests whose times make the quantiles: the latest this many per request name (Kafka's
+#: Yammer histograms keep a reservoir of 1028 samples biased to the last 5 minutes).
+RESERVOIR = 1024
+_MAX_VERSION = 64
+_FETCH = 1
+
+
+class RequestStats:
+    """One request name's counts per version and its latest times (a ring of tuples)."""
+
+    __slots__ = ("count", "name", "ring", "sums", "versions")
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.versions = [0] * _MAX_VERSION
+        self.ring: list[tuple[float, float, float, float, float]] = []
+        self.count = 0  # requests timed
+        self.sums = [0.0] * len(TIMES)
+
+    def record(self, times: tuple[float, float, float, float, float]) -> None:
+        ring = self.ring
+        if len(ring) < RESERVOIR:
+            ring.append(times)
+        else:
+            ring[self.count % RESERVOIR] = times
+        self.count += 1
+        sums = self.sums
+        sums[0] += times[0]
+        sums[1] += times[1]
+        sums[2] += times[2]
+        sums[3] += times[3]
+        sums[4] += times[4]
+
+
+class RequestTiming:
+    """One request's clock, from receipt to its answer handed to the socket (ms)."""
+
+    __slots__ = ("local_end", "received", "start", "stats")
+
+    def __init__(self, stats: tuple[RequestStats, ...], received: float, start: float) -> None:
+        self.stats = stats
+        self.received = received
+        self.start = start
+        self.local_end = start
+
+    def local_done(self) -> None:
+        self.local_end = time.monotonic()
+
+    def finish(self, remote_end: float | None = None, send_end: float | None = None) -> None:
+        end = send_end if send_end is not None else (
+            remote_end if remote_end is not None else self.local_end)
+        remote = remote_end if remote_end is not None else self.local_end
+        times = ((self.start - self.received) * 1000.0,
+                 (self.local_end - self.start) * 1000.0,
+                 (remote - self.local_end) * 1000.0,
+                 (end - remote) * 1000.0,
+                 (end - self.received) * 1000.0)
+        for stats in self.stats:
+            stats.record(times)
+
+    def remote_done(self, _future: object) -> None:
+        """Done callback of a deferred answer's future: its purgatory wait is over."""
+        self.finish(remote_end=time.monotonic())
+
+
+class RequestMetrics:
+    """kafka.network:type=RequestMetrics: per request name (Kafka's ApiKeys names, and
+    FetchConsumer / FetchFollower beside Fetch, as Kafka keeps them)."""
+
+    def __init__(self) -> None:
+        self.by_key: dict[int, RequestStats] = {}
+        self.by_name: dict[str, RequestStats] = {}
+
+    def _stats(self, name: str) -> RequestStats:
+        stats = self.by_name.get(name)
+        if stats is None:
+            stats = self.by_name[name] = RequestStats(name)
+        return stats
+
+    def begin(self, api_key: int, api_version: int, request: Any, received: float
+              ) -> RequestTiming:
+        """Count a request about to be handled; its timing, to finish when answered."""
+        stats = self.by_key.get(api_key)
+        if stats is None:
+            stats = self.by_key[api_key] = self._stats(apis.spec_for(api_key).name)
+        stats.versions[api_version] += 1
+        if api_key == _FETCH:
+            follower = getattr(request, "replica_id", -1) >= 0
+            detail = self._stats("FetchFollower" if follower else "FetchConsumer")
+            detail.versions[api_version] += 1
+            return RequestTiming((stats, detail), received, time.monotonic())
+        return RequestTiming((stats,), received, time.monotonic())
+
+    def collect(self) -> Iterator[Metric]:
+        requests = _counter("kafka_network_requestmetrics_requests_total",
+                            "kafka.network:type=RequestMetrics,name=RequestsPerSec Count")
+        for name, stats in self.by_name.items():
+            for version, n in enumerate(stats.versions):
+                if n:
+                    requests.add_sample("kafka_network_requestmetrics_requests_total",
+                                        {"request": name, "version": str(version)}, n)
+        yield requests
+        for i, (metric, mbean) in enumerate(TIMES):
+            name = f"kafka_network_requestmetrics_{metric}"
+            family = Metric(name, f"kafka.network:type=RequestMetrics,name={mbean} "
+                            "(summary over the latest requests)", "summary")
+            for request, stats in self.by_name.items():
+                labels = {"request": request}
+                values = sorted(t[i] for t in stats.ring)
+                for q, label in QUANTILES:
+                    value = values[min(len(values) - 1, int(q * len(values)))] if values \
+                        else 0.0
+                    family.add_sample(name, {**labels, "quantile": label}, value)
+                family.add_sample(f"{name}_count", labels, stats.count)
+                family.add_sample(f"{name}_sum", labels, stats.sums[i])
+            yield family
+
