@@ -200,7 +200,7 @@ class Connection(asyncio.Protocol):
         self._task = asyncio.get_running_loop().create_task(self._process())
 
     def data_received(self, data: bytes) -> None:
-        self.last_active = time.monotonic()
+        self.last_active = received = time.monotonic()
         try:
             frames = self.decoder.feed(data)
         except FrameSizeError as exc:
@@ -211,18 +211,18 @@ class Connection(asyncio.Protocol):
             return
         self.server.queued += len(frames)
         if not self.busy and not self.queue and self._started is None and not self.closed:
-            frames = self._handle_at_once(frames)
+            frames = self._handle_at_once(frames, received)
             if not frames:
                 return
         self.queue.extend(frames)
         if self._received is not None:
-            self._received.extend([self.last_active] * len(frames))
+            self._received.extend([received] * len(frames))
         self.queued_bytes += sum(len(f) for f in frames) if len(frames) > 1 else len(frames[0])
         if self._over_limits():
             self.update_reading()
         self._wakeup.set()
 
-    def _handle_at_once(self, frames: list[memoryview]) -> list[memoryview]:
+    def _handle_at_once(self, frames: list[memoryview], received: float) -> list[memoryview]:
         """Handle requests of an idle connection here and now, in order, until one has to
         wait (for its handler, the socket, or room for deferred answers); the frames not
         handled are returned for the task. The answers gathered leave in one send."""
@@ -232,7 +232,7 @@ class Connection(asyncio.Protocol):
                 break
             handled += 1
             self.busy = True
-            self._received_at = self.last_active
+            self._received_at = received
             try:
                 started = self._start(frame)
             except Exception as exc:

@@ -414,13 +414,16 @@ class ReplicaManager:
             stopped = self.partitions.pop(tp, None)
             if delete:
                 self.log_manager.delete_log(tp[0], tp[1])
-                if self.topic_metrics is not None and not any(
-                        t == tp[0] for t, _p in self.partitions):
-                    self.topic_metrics.remove_topic(tp[0])
             if stopped is not None:
                 # As Kafka: requests waiting on this replica are answered now
                 # (NOT_LEADER_OR_FOLLOWER), not left to their timeouts.
                 self.try_complete_delayed_requests(tp)
+        if delete and self.topic_metrics is not None:
+            # A deleted topic's own counts go when none of its replicas is left here (as
+            # Kafka's removeMetrics); the all-topics counts keep what it counted.
+            hosted = {t for t, _p in self.partitions}
+            for topic in {t for t, _p in tps} - hosted:
+                self.topic_metrics.remove_topic(topic)
 
     def update_topic_config(self, topic: str) -> None:
         config = self.topic_config(topic)

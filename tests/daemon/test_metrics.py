@@ -3,14 +3,18 @@ with prometheus_client's own parser; the counters must move by exactly what was 
 
 from __future__ import annotations
 
+import json
+import re
 import socket
 import threading
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import confluent_kafka as ck
+import confluent_kafka.admin
 import pytest
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.parser import text_string_to_metric_families
@@ -223,3 +227,33 @@ def test_kafka_metrics_library_configs_are_reported_not_implemented() -> None:
     assert unimplemented_configs(config) == ["metric.reporters", "metrics.recording.level"]
     with pytest.raises(ConfigError):
         BrokerConfig.from_dict({"metrics.recording.level": "LOUD"})
+
+
+def test_a_deleted_topic_loses_its_own_series_not_the_totals(broker: InProcessBroker) -> None:
+    assert _produce_one_at_a_time(broker.port, "gone", [b"a", b"b"]) == []
+    admin = ck.admin.AdminClient({"bootstrap.servers": f"127.0.0.1:{broker.port}"})
+    for future in admin.delete_topics(["gone"]).values():
+        future.result(20)
+    for _ in range(200):
+        if broker.call(lambda: broker.broker.replica_manager.get_partition("gone", 0)) is None:
+            break
+        time.sleep(0.05)
+    got = samples(scrape(broker))
+    assert not [key for key in got if ("topic", "gone") in key[1]]
+    assert value(got, "kafka_server_brokertopicmetrics_messagesin_total") == 2
+
+
+DASHBOARD = Path(__file__).resolve().parents[2] / "examples" / "grafana-dashboard.json"
+
+
+def test_the_sample_dashboard_queries_only_what_klog_serves(broker: InProcessBroker) -> None:
+    dashboard = json.loads(DASHBOARD.read_text())
+    exprs = [t["expr"] for p in dashboard["panels"] for t in p.get("targets", [])]
+    wanted = {name for e in exprs for name in re.findall(r"\b((?:kafka|process)_[a-z_]+)", e)}
+    assert len(wanted) > 20
+    served: set[str] = set()
+    for family in text_string_to_metric_families(scrape(broker)):
+        # A counter family is named without its _total (its samples have it).
+        served.update((family.name, f"{family.name}_total"))
+        served.update(s.name for s in family.samples)
+    assert sorted(wanted - served) == []

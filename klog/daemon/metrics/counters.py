@@ -202,42 +202,43 @@ TIMES: tuple[tuple[str, str], ...] = (
     ("totaltimems", "TotalTimeMs"),
 )
 #: The quantiles Kafka's histograms publish (50th ... 999th percentile attributes) and the
-#: label values the JMX exporter gives them ("0.$N").
+#: label values the JMX exporter gives them ("0.$N"); with ``_count`` (every request), and
+#: no ``_sum``, as the JMX exporter's rules give them.
 QUANTILES: tuple[tuple[float, str], ...] = (
     (0.50, "0.50"), (0.75, "0.75"), (0.95, "0.95"), (0.98, "0.98"), (0.99, "0.99"),
     (0.999, "0.999"))
-#: Requests whose times make the quantiles: the latest this many per request name (Kafka's
-#: Yammer histograms keep a reservoir of 1028 samples biased to the last 5 minutes).
+#: Requests whose times make the quantiles: the latest this many timed per request name
+#: (Kafka's Yammer histograms keep a reservoir of 1028 samples biased to the last 5
+#: minutes).
 RESERVOIR = 1024
+#: One request in SAMPLE_EVERY of each name is timed (every one is counted): a reservoir is
+#: a sample anyway, and timing costs about a microsecond a request -- a few percent of a
+#: small produce request's CPU (benchmarks/RESULTS.md, metrics on vs off).
+SAMPLE_EVERY = 8
 _MAX_VERSION = 64
 _FETCH = 1
 
 
 class RequestStats:
-    """One request name's counts per version and its latest times (a ring of tuples)."""
+    """One request name's counts per version and its latest timed requests' times (a ring
+    of tuples)."""
 
-    __slots__ = ("count", "name", "ring", "sums", "versions")
+    __slots__ = ("name", "ring", "seen", "timed", "versions")
 
     def __init__(self, name: str) -> None:
         self.name = name
         self.versions = [0] * _MAX_VERSION
         self.ring: list[tuple[float, float, float, float, float]] = []
-        self.count = 0  # requests timed
-        self.sums = [0.0] * len(TIMES)
+        self.seen = 0  # requests counted
+        self.timed = 0  # requests timed
 
     def record(self, times: tuple[float, float, float, float, float]) -> None:
         ring = self.ring
         if len(ring) < RESERVOIR:
             ring.append(times)
         else:
-            ring[self.count % RESERVOIR] = times
-        self.count += 1
-        sums = self.sums
-        sums[0] += times[0]
-        sums[1] += times[1]
-        sums[2] += times[2]
-        sums[3] += times[3]
-        sums[4] += times[4]
+            ring[self.timed % RESERVOIR] = times
+        self.timed += 1
 
 
 class RequestTiming:
@@ -286,17 +287,24 @@ class RequestMetrics:
         return stats
 
     def begin(self, api_key: int, api_version: int, request: Any, received: float
-              ) -> RequestTiming:
-        """Count a request about to be handled; its timing, to finish when answered."""
+              ) -> RequestTiming | None:
+        """Count a request about to be handled; its timing, to finish when answered, if
+        it is one of those timed (SAMPLE_EVERY)."""
         stats = self.by_key.get(api_key)
         if stats is None:
             stats = self.by_key[api_key] = self._stats(apis.spec_for(api_key).name)
         stats.versions[api_version] += 1
+        stats.seen += 1
         if api_key == _FETCH:
             follower = getattr(request, "replica_id", -1) >= 0
             detail = self._stats("FetchFollower" if follower else "FetchConsumer")
             detail.versions[api_version] += 1
+            detail.seen += 1
+            if detail.seen % SAMPLE_EVERY != 1:
+                return None
             return RequestTiming((stats, detail), received, time.monotonic())
+        if stats.seen % SAMPLE_EVERY != 1:  # the first, then one in SAMPLE_EVERY
+            return None
         return RequestTiming((stats,), received, time.monotonic())
 
     def collect(self) -> Iterator[Metric]:
@@ -311,7 +319,7 @@ class RequestMetrics:
         for i, (metric, mbean) in enumerate(TIMES):
             name = f"kafka_network_requestmetrics_{metric}"
             family = Metric(name, f"kafka.network:type=RequestMetrics,name={mbean} "
-                            "(summary over the latest requests)", "summary")
+                            "(quantiles over a sample of the latest requests)", "summary")
             for request, stats in self.by_name.items():
                 labels = {"request": request}
                 values = sorted(t[i] for t in stats.ring)
@@ -319,7 +327,6 @@ class RequestMetrics:
                     value = values[min(len(values) - 1, int(q * len(values)))] if values \
                         else 0.0
                     family.add_sample(name, {**labels, "quantile": label}, value)
-                family.add_sample(f"{name}_count", labels, stats.count)
-                family.add_sample(f"{name}_sum", labels, stats.sums[i])
+                family.add_sample(f"{name}_count", labels, stats.seen)
             yield family
 
