@@ -52,6 +52,7 @@ from collections.abc import Awaitable, Coroutine, Generator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from klog.daemon.handlers import Deferred, RequestContext, Response
+from klog.daemon.metrics.counters import FETCH, SAMPLE_MASK
 from klog.daemon.security.principal import ANONYMOUS, KafkaPrincipal
 from klog.protocol import apis
 from klog.protocol.errors import InvalidRequestError, KafkaError
@@ -180,6 +181,8 @@ class Connection(asyncio.Protocol):
         # Kafka's RequestMetrics (None: metrics off). When on, the receipt time of each
         # frame in ``queue`` (the same order), for its RequestQueueTimeMs.
         self.request_metrics = server.request_metrics
+        self.request_counts = None if self.request_metrics is None \
+            else self.request_metrics.counts
         self._received: collections.deque[float] | None = \
             None if self.request_metrics is None else collections.deque()
         self._received_at = 0.0  # receipt time of the request being started
@@ -439,9 +442,14 @@ class Connection(asyncio.Protocol):
             self.close()
             return None
         timing = None
-        if self.request_metrics is not None:
-            timing = self.request_metrics.begin(header.api_key, header.api_version, request,
-                                                self._received_at)
+        counts = self.request_counts
+        if counts is not None:  # metrics on: count inline, time one in SAMPLE_EVERY
+            by_version = counts[header.api_key]
+            n = by_version[header.api_version] = by_version[header.api_version] + 1
+            if n & SAMPLE_MASK == 1 or header.api_key == FETCH:
+                assert self.request_metrics is not None
+                timing = self.request_metrics.begin(header.api_key, header.api_version,
+                                                    request, self._received_at)
         handling = handler(RequestContext(header, self.services, self), request)
         try:
             waits_on = handling.send(None)

@@ -75,11 +75,13 @@ def _counter(name: str, doc: str) -> Metric:
 
 class BrokerTopicMetrics:
     """Kafka's BrokerTopicStats: counts per topic and over all topics (the all-topics
-    counts keep what deleted topics counted, as Kafka's allTopicsStats do)."""
+    counts keep what deleted topics counted, as Kafka's allTopicsStats do). The hot paths
+    add to the topic's counts only; the all-topics figures are summed at scrape time."""
 
     def __init__(self) -> None:
         self.topics: dict[str, list[int]] = {}
-        self.all_topics = [0] * _SLOTS
+        # What removed topics counted, and the all-topics-only counts (replication bytes).
+        self.retired = [0] * _SLOTS
 
     def _topic(self, topic: str) -> list[int]:
         counts = self.topics.get(topic)
@@ -89,44 +91,49 @@ class BrokerTopicMetrics:
 
     def remove_topic(self, topic: str) -> None:
         """The topic's replicas are deleted here (Kafka's removeMetrics)."""
-        self.topics.pop(topic, None)
+        counts = self.topics.pop(topic, None)
+        if counts is not None:
+            self.retired = [a + b for a, b in zip(self.retired, counts, strict=True)]
+
+    @property
+    def all_topics(self) -> list[int]:
+        totals = list(self.retired)
+        for counts in self.topics.values():
+            for slot in range(_SLOTS):
+                totals[slot] += counts[slot]
+        return totals
 
     def record_produce(self, entries: Mapping[TopicPartition, RecordsBuffer | None],
                        results: Mapping[TopicPartition, ProduceResult]) -> None:
         """A client's produce, after its appends (before any acks=-1 wait)."""
-        every = self.all_topics
         topics = self.topics
         for tp, r in results.items():
             counts = topics.get(tp[0]) or self._topic(tp[0])
             counts[TOTAL_PRODUCE] += 1
-            every[TOTAL_PRODUCE] += 1
-            code = r.error_code
-            if code == 0:
-                info = r.info
-                if info is not None:
-                    counts[MESSAGES_IN] += info.record_count
-                    every[MESSAGES_IN] += info.record_count
-                records = entries.get(tp)
-                size = len(records) if records is not None else 0
-                counts[BYTES_IN] += size
-                every[BYTES_IN] += size
-            elif code not in _NOT_FAILED_PRODUCE:
-                counts[FAILED_PRODUCE] += 1
-                every[FAILED_PRODUCE] += 1
-            elif code == _MESSAGE_TOO_LARGE:
-                records = entries.get(tp)
-                size = len(records) if records is not None else 0
-                counts[BYTES_REJECTED] += size
-                every[BYTES_REJECTED] += size
+            if r.error_code:
+                self._produce_error(counts, r.error_code, entries.get(tp))
+                continue
+            info = r.info
+            if info is not None:
+                counts[MESSAGES_IN] += info.record_count
+            records = entries.get(tp)
+            if records is not None:
+                counts[BYTES_IN] += len(records)
+
+    @staticmethod
+    def _produce_error(counts: list[int], code: int, records: RecordsBuffer | None) -> None:
+        if code not in _NOT_FAILED_PRODUCE:
+            counts[FAILED_PRODUCE] += 1
+        elif code == _MESSAGE_TOO_LARGE and records is not None:
+            counts[BYTES_REJECTED] += len(records)
 
     def record_fetch(self, from_follower: bool, wanted: list[Any],
                      results: list[FetchResult]) -> None:
         """A fetch's final read: ``wanted`` the FetchKeys (topic first), ``results`` in
         the same order. A consumer's bytes are bytes out; a follower's, replication bytes
         out (all topics only), as Kafka's KafkaApis counts them."""
-        every = self.all_topics
         topics = self.topics
-        out = 0
+        replicated = 0
         for key, r in zip(wanted, results, strict=True):
             counts = topics.get(key[0]) or self._topic(key[0])
             counts[TOTAL_FETCH] += 1
@@ -134,26 +141,24 @@ class BrokerTopicMetrics:
             if code:
                 if code not in _NOT_FAILED_FETCH:
                     counts[FAILED_FETCH] += 1
-                    every[FAILED_FETCH] += 1
-            elif not from_follower:
-                size = r.size
-                counts[BYTES_OUT] += size
-                out += size
+            elif from_follower:
+                replicated += r.size
             else:
-                out += r.size
-        every[TOTAL_FETCH] += len(results)
-        every[REPLICATION_BYTES_OUT if from_follower else BYTES_OUT] += out
+                counts[BYTES_OUT] += r.size
+        if replicated:
+            self.retired[REPLICATION_BYTES_OUT] += replicated
 
     def record_replication_in(self, size: int) -> None:
         """Bytes a follower appended from its leader."""
-        self.all_topics[REPLICATION_BYTES_IN] += size
+        self.retired[REPLICATION_BYTES_IN] += size
 
     def collect(self) -> Iterator[Metric]:
+        every = self.all_topics
         for slot, name, mbean, per_topic in TOPIC_COUNTERS:
             family = _counter(f"kafka_server_brokertopicmetrics_{name}_total",
                               f"kafka.server:type=BrokerTopicMetrics,name={mbean} Count")
             family.add_sample(f"kafka_server_brokertopicmetrics_{name}_total", {},
-                              self.all_topics[slot])
+                              every[slot])
             if per_topic:
                 for topic, counts in self.topics.items():
                     family.add_sample(f"kafka_server_brokertopicmetrics_{name}_total",
@@ -215,21 +220,22 @@ RESERVOIR = 1024
 #: a sample anyway, and timing costs about a microsecond a request -- a few percent of a
 #: small produce request's CPU (benchmarks/RESULTS.md, metrics on vs off).
 SAMPLE_EVERY = 8
+SAMPLE_MASK = SAMPLE_EVERY - 1  # a power of two: n & SAMPLE_MASK == 1 picks one in 8
+FETCH = 1
 _MAX_VERSION = 64
-_FETCH = 1
+_MAX_API_KEY = 128
 
 
 class RequestStats:
     """One request name's counts per version and its latest timed requests' times (a ring
     of tuples)."""
 
-    __slots__ = ("name", "ring", "seen", "timed", "versions")
+    __slots__ = ("name", "ring", "timed", "versions")
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, versions: list[int] | None = None) -> None:
         self.name = name
-        self.versions = [0] * _MAX_VERSION
+        self.versions = [0] * _MAX_VERSION if versions is None else versions
         self.ring: list[tuple[float, float, float, float, float]] = []
-        self.seen = 0  # requests counted
         self.timed = 0  # requests timed
 
     def record(self, times: tuple[float, float, float, float, float]) -> None:
@@ -274,9 +280,16 @@ class RequestTiming:
 
 class RequestMetrics:
     """kafka.network:type=RequestMetrics: per request name (Kafka's ApiKeys names, and
-    FetchConsumer / FetchFollower beside Fetch, as Kafka keeps them)."""
+    FetchConsumer / FetchFollower beside Fetch, as Kafka keeps them).
+
+    The connection counts each request itself in ``counts[api_key][api_version]`` (a call
+    per request would cost as much as the rest of the counting) and calls ``begin`` for
+    the requests it times: a Fetch, and of each API and version the first and then one in
+    SAMPLE_EVERY (``n & SAMPLE_MASK == 1``, ``n`` the count with this request).
+    """
 
     def __init__(self) -> None:
+        self.counts: list[list[int]] = [[0] * _MAX_VERSION for _ in range(_MAX_API_KEY)]
         self.by_key: dict[int, RequestStats] = {}
         self.by_name: dict[str, RequestStats] = {}
 
@@ -286,26 +299,39 @@ class RequestMetrics:
             stats = self.by_name[name] = RequestStats(name)
         return stats
 
+    def count(self, api_key: int, api_version: int, request: Any, received: float
+              ) -> RequestTiming | None:
+        """What the connection does inline (tests and other callers): count a request,
+        and its timing if it is one of those timed."""
+        by_version = self.counts[api_key]
+        n = by_version[api_version] = by_version[api_version] + 1
+        if n & SAMPLE_MASK == 1 or api_key == FETCH:
+            return self.begin(api_key, api_version, request, received)
+        return None
+
     def begin(self, api_key: int, api_version: int, request: Any, received: float
               ) -> RequestTiming | None:
-        """Count a request about to be handled; its timing, to finish when answered, if
-        it is one of those timed (SAMPLE_EVERY)."""
-        stats = self.by_key.get(api_key)
-        if stats is None:
-            stats = self.by_key[api_key] = self._stats(apis.spec_for(api_key).name)
-        stats.versions[api_version] += 1
-        stats.seen += 1
-        if api_key == _FETCH:
-            follower = getattr(request, "replica_id", -1) >= 0
-            detail = self._stats("FetchFollower" if follower else "FetchConsumer")
-            detail.versions[api_version] += 1
-            detail.seen += 1
-            if detail.seen % SAMPLE_EVERY != 1:
-                return None
-            return RequestTiming((stats, detail), received, time.monotonic())
-        if stats.seen % SAMPLE_EVERY != 1:  # the first, then one in SAMPLE_EVERY
-            return None
+        """The timing of a request counted in ``counts`` and picked for timing (see the
+        class docstring); a Fetch is counted here as FetchConsumer or FetchFollower too."""
+        stats = self.by_key.get(api_key) or self._key(api_key)
+        if api_key == FETCH:
+            return self._begin_fetch(stats, api_version, request, received)
         return RequestTiming((stats,), received, time.monotonic())
+
+    def _key(self, api_key: int) -> RequestStats:
+        name = apis.spec_for(api_key).name
+        stats = self.by_key[api_key] = self.by_name[name] = RequestStats(
+            name, self.counts[api_key])
+        return stats
+
+    def _begin_fetch(self, stats: RequestStats, api_version: int, request: Any,
+                     received: float) -> RequestTiming | None:
+        follower = getattr(request, "replica_id", -1) >= 0
+        detail = self._stats("FetchFollower" if follower else "FetchConsumer")
+        n = detail.versions[api_version] = detail.versions[api_version] + 1
+        if n & SAMPLE_MASK != 1:
+            return None
+        return RequestTiming((stats, detail), received, time.monotonic())
 
     def collect(self) -> Iterator[Metric]:
         requests = _counter("kafka_network_requestmetrics_requests_total",
@@ -327,6 +353,6 @@ class RequestMetrics:
                     value = values[min(len(values) - 1, int(q * len(values)))] if values \
                         else 0.0
                     family.add_sample(name, {**labels, "quantile": label}, value)
-                family.add_sample(f"{name}_count", labels, stats.seen)
+                family.add_sample(f"{name}_count", labels, sum(stats.versions))
             yield family
 
