@@ -257,3 +257,14 @@ def test_the_sample_dashboard_queries_only_what_klog_serves(broker: InProcessBro
         served.update((family.name, f"{family.name}_total"))
         served.update(s.name for s in family.samples)
     assert sorted(wanted - served) == []
+
+
+def test_stopping_the_broker_closes_the_listener_at_once(tmp_path: Path) -> None:
+    b = InProcessBroker(tmp_path, {"metrics.http.listener": "127.0.0.1:0"}).start()
+    bound = b.broker.metrics.bound
+    assert bound is not None
+    scrape(b)
+    b.stop()  # the serving thread waits in select without a timeout: close wakes it
+    assert not [t for t in threading.enumerate() if t.name == "klog-metrics-http"]
+    with pytest.raises(OSError), socket.create_connection(("127.0.0.1", bound[1]), timeout=2):
+        pass

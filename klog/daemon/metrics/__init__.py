@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import logging
 import socket
 import threading
@@ -215,7 +216,9 @@ class BrokerMetrics:
         except OSError as exc:
             raise OSError(exc.errno, f"metrics.http.listener {host}:{port}: "
                           f"{exc.strerror}") from None
-        self._thread = threading.Thread(target=self._server.serve_forever,
+        # No poll interval: the thread sleeps in select until a scrape comes (an idle
+        # broker's metrics thread never wakes); close() wakes it with a connection.
+        self._thread = threading.Thread(target=self._server.serve_forever, args=(None,),
                                         name="klog-metrics-http", daemon=True)
         self._thread.start()
         bound = self.bound
@@ -223,11 +226,21 @@ class BrokerMetrics:
         log.info("metrics served at http://%s:%d%s", bound[0], bound[1], METRICS_PATH)
 
     def close(self) -> None:
-        """Stop serving (blocks up to the server's poll interval: call off the loop)."""
+        """Stop serving (blocks until the serving thread has stopped: call off the loop)."""
         server, self._server = self._server, None
-        if server is not None:
-            server.shutdown()
-            server.server_close()
+        if server is None:
+            return
+        # serve_forever waits in select without a timeout: ask it to stop, then wake it
+        # with a connection of our own (which it may or may not accept first).
+        stopping = threading.Thread(target=server.shutdown, daemon=True)
+        stopping.start()
+        host, port = server.server_address[:2]
+        while stopping.is_alive():
+            with contextlib.suppress(OSError), \
+                    socket.create_connection((str(host), int(port)), timeout=1):
+                pass
+            stopping.join(timeout=0.1)
+        server.server_close()
         if self._thread is not None:
             self._thread.join(timeout=5)
             self._thread = None
