@@ -67,7 +67,7 @@ from klog.protocol.framing import (
 )
 
 if TYPE_CHECKING:
-    from klog.daemon.metrics.counters import RequestTiming
+    from klog.daemon.metrics.counters import RequestMetrics, RequestTiming
     from klog.daemon.server import Server
 
 log = logging.getLogger(__name__)
@@ -135,6 +135,19 @@ class _FdFile:
         return len(data)
 
 
+class _RequestCounting:
+    """A connection's side of Kafka's RequestMetrics (klog/daemon/metrics/counters.py):
+    where it counts its requests, and the receipt time of each frame in its queue (same
+    order), for RequestQueueTimeMs."""
+
+    __slots__ = ("counts", "received", "requests")
+
+    def __init__(self, requests: RequestMetrics) -> None:
+        self.requests = requests
+        self.counts = requests.counts
+        self.received: collections.deque[float] = collections.deque()
+
+
 class ShortSendError(ConnectionError):
     """A record region shrank while it was being sent (the log was truncated)."""
 
@@ -178,14 +191,11 @@ class Connection(asyncio.Protocol):
             collections.deque()
         self._deferred_space = asyncio.Event()
         self._drainer: asyncio.Task[None] | None = None
-        # Kafka's RequestMetrics (None: metrics off). When on, the receipt time of each
-        # frame in ``queue`` (the same order), for its RequestQueueTimeMs.
-        self.request_metrics = server.request_metrics
-        self.request_counts = None if self.request_metrics is None \
-            else self.request_metrics.counts
-        self._received: collections.deque[float] | None = \
-            None if self.request_metrics is None else collections.deque()
-        self._received_at = 0.0  # receipt time of the request being started
+        # Kafka's RequestMetrics; None: metrics off. One attribute for all of it: CPython
+        # keeps an instance's attributes in a shared-key table only up to 30 of them, and
+        # past that every attribute of the connection is read more slowly.
+        self._metrics = None if server.request_metrics is None \
+            else _RequestCounting(server.request_metrics)
 
     @property
     def task(self) -> asyncio.Task[None] | None:
@@ -218,8 +228,8 @@ class Connection(asyncio.Protocol):
             if not frames:
                 return
         self.queue.extend(frames)
-        if self._received is not None:
-            self._received.extend([received] * len(frames))
+        if self._metrics is not None:
+            self._metrics.received.extend([received] * len(frames))
         self.queued_bytes += sum(len(f) for f in frames) if len(frames) > 1 else len(frames[0])
         if self._over_limits():
             self.update_reading()
@@ -235,9 +245,8 @@ class Connection(asyncio.Protocol):
                 break
             handled += 1
             self.busy = True
-            self._received_at = received
             try:
-                started = self._start(frame)
+                started = self._start(frame, received)
             except Exception as exc:
                 self._request_done()
                 self._failed(exc)
@@ -268,8 +277,8 @@ class Connection(asyncio.Protocol):
         self.release()
         self.server.queued -= len(self.queue)
         self.queue.clear()
-        if self._received is not None:
-            self._received.clear()
+        if self._metrics is not None:
+            self._metrics.received.clear()
         self.queued_bytes = 0
         self.server.connections.discard(self)
         self.server.paused.discard(self)
@@ -376,14 +385,13 @@ class Connection(asyncio.Protocol):
                     await self._can_write.wait()
                     continue
                 frame = self.queue.popleft()
-                if self._received is not None:
-                    self._received_at = self._received.popleft()
+                received = 0.0 if self._metrics is None else self._metrics.received.popleft()
                 self.queued_bytes -= len(frame)
                 if self.reading_paused:
                     self.update_reading()
                 self.busy = True
                 try:
-                    started = self._start(frame)
+                    started = self._start(frame, received)
                     if started is not None:
                         await started
                     if self._out and not self._flush_scheduled:
@@ -415,10 +423,12 @@ class Connection(asyncio.Protocol):
                       exc_info=exc)
         self.close()
 
-    def _start(self, frame: memoryview) -> Coroutine[Any, Any, None] | None:
+    def _start(self, frame: memoryview, received: float = 0.0
+               ) -> Coroutine[Any, Any, None] | None:
         """Handle one request as far as it goes without waiting. Returns what is left to
         await (a handler that waits, or an answer with file regions to send), else None:
-        the answer is gathered for the next send, deferred, or not due."""
+        the answer is gathered for the next send, deferred, or not due. ``received``: when
+        its frame was read (time.monotonic), for the request metrics."""
         try:
             header, offset = parse_request_header(frame, self.server.advertised)
         except KafkaError as exc:
@@ -442,14 +452,13 @@ class Connection(asyncio.Protocol):
             self.close()
             return None
         timing = None
-        counts = self.request_counts
-        if counts is not None:  # metrics on: count inline, time one in SAMPLE_EVERY
-            by_version = counts[header.api_key]
+        m = self._metrics
+        if m is not None:  # metrics on: count inline, time one in SAMPLE_EVERY
+            by_version = m.counts[header.api_key]
             n = by_version[header.api_version] = by_version[header.api_version] + 1
             if n & SAMPLE_MASK == 1 or header.api_key == FETCH:
-                assert self.request_metrics is not None
-                timing = self.request_metrics.begin(header.api_key, header.api_version,
-                                                    request, self._received_at)
+                timing = m.requests.begin(header.api_key, header.api_version, request,
+                                          received)
         handling = handler(RequestContext(header, self.services, self), request)
         try:
             waits_on = handling.send(None)

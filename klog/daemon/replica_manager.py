@@ -57,6 +57,7 @@ from klog.daemon.delayed import DelayedFetch, DelayedProduce, FetchKey, FetchPar
 from klog.daemon.metadata_cache import PartitionState
 from klog.daemon.metastore import paths
 from klog.daemon.metastore.base import BadVersionError, MetadataStore, MetastoreError, NoNodeError
+from klog.daemon.metrics.counters import BYTES_IN, MESSAGES_IN, TOTAL_PRODUCE
 from klog.daemon.partition import FetchIsolation, NotLeaderOrFollowerError, Partition
 from klog.daemon.purgatory import DelayedOperationPurgatory, Timer
 from klog.daemon.replication_quota import ReplicationQuotaManager
@@ -65,6 +66,7 @@ from klog.protocol.errors import (
     ErrorCode,
     InvalidRecordError,
     KafkaError,
+    KafkaStorageError,
     OffsetOutOfRangeError,
     RecordTooLargeError,
 )
@@ -368,6 +370,8 @@ class ReplicaManager:
             plog = self.log_manager.get_or_create_log(tp[0], tp[1], self.topic_config(tp[0]))
             self.log_creation_failures.pop(tp, None)
             partition = Partition(tp[0], tp[1], self.broker_id, plog)
+            if self.topic_metrics is not None:
+                partition.topic_counts = self.topic_metrics.counts_of(tp[0])
             self.partitions[tp] = partition
         return partition
 
@@ -494,7 +498,7 @@ class ReplicaManager:
                     raise CorruptRecordError("null records in a produce request")
                 records = self._validate(records, partition.log.config, origin)
             except KafkaError as exc:
-                results[tp] = ProduceResult(int(exc.error_code), error_message=str(exc))
+                results[tp] = self._refused(tp, exc, records)
                 continue
             results[tp] = self._append_validated(tp, records, required_acks, origin)
         return results
@@ -544,8 +548,6 @@ class ReplicaManager:
         a follower still missing records) an awaitable of them, which the produce
         purgatory completes within ``timeout_ms``: the caller may go on meanwhile."""
         results = await self.append_records_from_client(entries, required_acks)
-        if self.topic_metrics is not None:
-            self.topic_metrics.record_produce(entries, results)
         if required_acks == -1:
             waiting = self.delayed_produce(results, timeout_ms)
             if waiting is not None:
@@ -604,7 +606,7 @@ class ReplicaManager:
         checking = loop.run_in_executor(self._checker(), self._validate_in_worker, records,
                                         config)
         task = loop.create_task(self._append_checked(tp, checking, self._appending.get(tp),
-                                                     required_acks))
+                                                     required_acks, len(records)))
         self._appending[tp] = task
 
         def done(t: asyncio.Task[ProduceResult]) -> None:
@@ -617,16 +619,16 @@ class ReplicaManager:
     async def _append_checked(self, tp: TopicPartition,
                               checking: asyncio.Future[RecordsBuffer | KafkaError],
                               before: asyncio.Task[ProduceResult] | None,
-                              required_acks: int) -> ProduceResult:
+                              required_acks: int, size: int) -> ProduceResult:
         checked = await checking
         if before is not None:
             await asyncio.wait([before])
         if isinstance(checked, KafkaError):
-            return ProduceResult(int(checked.error_code), error_message=str(checked))
+            return self._refused(tp, checked, size)
         try:
             self.leader_partition(*tp)  # leadership may have moved while it was checked
         except KafkaError as exc:
-            return ProduceResult(int(exc.error_code), error_message=str(exc))
+            return self._refused(tp, exc, size)
         return self._append_validated(tp, checked, required_acks, "client")
 
     def _validate_in_worker(self, records: RecordsBuffer, config: LogConfig
@@ -660,10 +662,15 @@ class ReplicaManager:
                 records, required_acks, config.min_insync_replicas, origin
             )
         except KafkaError as exc:
-            return ProduceResult(int(exc.error_code), error_message=str(exc))
+            return self._refused(tp, exc, records)
         except OSError as exc:
             log.error("append to %s-%d failed: %s", tp[0], tp[1], exc)
-            return ProduceResult(int(ErrorCode.KAFKA_STORAGE_ERROR), error_message=str(exc))
+            return self._refused(tp, KafkaStorageError(str(exc)), records)
+        counts = partition.topic_counts
+        if counts is not None:  # metrics on (BrokerTopicMetrics): Kafka's appendToLocalLog
+            counts[TOTAL_PRODUCE] += 1
+            counts[MESSAGES_IN] += info.record_count
+            counts[BYTES_IN] += len(records)
         if info.duplicate:
             # Kafka answers a retried batch with the timestamp it remembered for the
             # original (its max timestamp, i.e. the append time under LogAppendTime),
@@ -676,6 +683,16 @@ class ReplicaManager:
             self.fetch_purgatory.check_and_complete(tp)
         return ProduceResult(0, info.first_offset, append_time, info.log_start_offset,
                              info=info)
+
+    def _refused(self, tp: TopicPartition, exc: KafkaError,
+                 records: RecordsBuffer | int | None) -> ProduceResult:
+        """The result of an append refused with ``exc``, counted when metrics are on
+        (``records``: the refused records or their size)."""
+        if self.topic_metrics is not None:
+            size = records if isinstance(records, int) else \
+                len(records) if records is not None else 0
+            self.topic_metrics.record_refused(tp[0], int(exc.error_code), size)
+        return ProduceResult(int(exc.error_code), error_message=str(exc))
 
     def _validate(self, records: RecordsBuffer, config: LogConfig, origin: str) -> RecordsBuffer:
         """LogValidator: the batch headers, every record (validate.check_batch), the
