@@ -25,6 +25,13 @@
   several runs on an empty data directory (target <= 1 s); and once with 1,000 partitions.
 - idle: RSS and open file descriptors of an idle broker hosting 1,000 partitions, next to
   those of an idle broker with none (report only).
+- metrics (``--only metrics``): the produce figure with metrics on (metrics.http.listener
+  set) against a broker with metrics off, both running, rounds alternating between them.
+  Twice: with the produce benchmark's large batches (1 MiB, few requests) and with small
+  ones (batch.size 16 KiB, linger.ms 0: ~16 records a request, where per-request counting
+  costs the most). Target: metrics on within 5% of off. Then the cost of a scrape apart:
+  the metrics broker's CPU over back-to-back GETs of /metrics once it hosts the rounds'
+  topics (report only; at Prometheus' usual 15 s interval it is that divided by 15 s).
 
 CPU is read from /proc/<pid>/stat (utime + stime of every thread of the process, in clock
 ticks) just before and just after the measured traffic; neither side fsyncs, and both write
@@ -48,6 +55,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -213,14 +221,20 @@ def _producer(broker: KlogBroker, **settings: Any) -> Any:
                      "compression.type": "none", **settings})
 
 
-def produce_bytes(broker: KlogBroker, topic: str, total: int) -> tuple[float, float, int]:
-    """Produce ``total`` bytes of 1 KiB records -> (broker CPU s, wall s, bytes appended)."""
+def produce_bytes(broker: KlogBroker, topic: str, total: int,
+                  settings: dict[str, Any] | None = None,
+                  cpu_clock: Callable[[int], float] | None = None) -> tuple[float, float, int]:
+    """Produce ``total`` bytes of 1 KiB records -> (broker CPU s, wall s, bytes appended).
+    ``settings`` override the producer's (large batches by default); ``cpu_clock`` reads
+    the broker's CPU seconds (``process_cpu`` by default)."""
+    clock = cpu_clock or process_cpu
     producer = _producer(broker, **{
         "linger.ms": 50,
         "batch.size": 1 << 20,
         "message.max.bytes": 2 << 20,
         "queue.buffering.max.kbytes": 256 << 10,
         "queue.buffering.max.messages": 1_000_000,
+        **(settings or {}),
     })
     failures: list[str] = []
 
@@ -234,7 +248,7 @@ def produce_bytes(broker: KlogBroker, topic: str, total: int) -> tuple[float, fl
         raise RuntimeError(f"warm-up produce failed: {failures[:3]}")
     pid = broker.process.pid  # type: ignore[union-attr]
     log_before = _log_bytes(broker, topic)
-    cpu_before = process_cpu(pid)
+    cpu_before = clock(pid)
     start = time.perf_counter()
     produce = producer.produce
     for _ in range(total // RECORD_SIZE):
@@ -247,7 +261,7 @@ def produce_bytes(broker: KlogBroker, topic: str, total: int) -> tuple[float, fl
     if producer.flush(120):
         raise RuntimeError("produce did not complete within 120 s")
     wall = time.perf_counter() - start
-    cpu = process_cpu(pid) - cpu_before
+    cpu = clock(pid) - cpu_before
     if failures:
         raise RuntimeError(f"{len(failures)} records failed: {failures[:3]}")
     return cpu, wall, _log_bytes(broker, topic) - log_before
@@ -353,6 +367,92 @@ def bench_produce_fetch(total: int, rounds: int) -> list[Result]:
          "sendfile_s_per_gb_rounds": [round(c / (z / 1e9), 2) for c, z in sendfiles]},
     )
     return [produce, fetch]
+
+
+# --- metrics on vs off ---------------------------------------------------------------------
+
+#: The producer settings of the small-batch case: one request per ~16 records.
+SMALL_BATCHES = {"linger.ms": 0, "batch.size": 16 << 10}
+
+
+def threads_cpu(pid: int) -> float:
+    """CPU seconds the live threads of ``pid`` have run, in nanoseconds' precision
+    (/proc/<pid>/task/*/schedstat) rather than /proc/<pid>/stat's 10 ms ticks: the metrics
+    comparison looks for differences of a few percent of rounds of a few hundred ms. A
+    thread that ended is left out (none does while a broker appends)."""
+    total = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            total += int((task / "schedstat").read_text().split()[0])
+        except (OSError, IndexError, ValueError):
+            continue  # the thread ended meanwhile
+    return total / 1e9
+
+
+def scrape_cost(broker: KlogBroker, url: str, scrapes: int) -> tuple[float, int]:
+    """The broker's CPU seconds per GET of /metrics (``scrapes`` back to back), and the
+    size of one answer."""
+    import urllib.request
+
+    pid = broker.process.pid  # type: ignore[union-attr]
+    size = 0
+    before = process_cpu(pid)
+    for _ in range(scrapes):
+        with urllib.request.urlopen(url, timeout=10) as resp:
+            size = len(resp.read())
+    return (process_cpu(pid) - before) / scrapes, size
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def bench_metrics_cost(total: int, rounds: int) -> list[Result]:
+    """Produce CPU per GB, metrics on against metrics off, in alternating rounds on two
+    brokers running side by side; for large and for small batches. Each side's best round
+    is its figure (as bench_produce_fetch does)."""
+    data = WORK / "metrics"
+    shutil.rmtree(data, ignore_errors=True)
+    warm_memory(total)
+    port = _free_port()
+    results: list[Result] = []
+    with KlogBroker(data / "off") as off, \
+            KlogBroker(data / "on", overrides={"metrics.http.listener": f"127.0.0.1:{port}"}
+                       ) as on:
+        for case, settings, size in (("large batches (1 MiB)", None, total),
+                                     ("small batches (16 KiB, linger.ms 0)", SMALL_BATCHES,
+                                      total // 2)):
+            part = size // rounds
+            per_gb: dict[str, list[float]] = {"off": [], "on": []}
+            steal_before, ticks_before = cpu_steal()
+            load = os.getloadavg()[0]
+            for i in range(rounds):
+                for name, broker in (("off", off), ("on", on)):
+                    topic = f"m-{name}-{len(results)}-{i}"
+                    cpu, _wall, appended = produce_bytes(broker, topic, part, settings,
+                                                         threads_cpu)
+                    per_gb[name].append(cpu / (appended / 1e9))
+            best_on, best_off = min(per_gb["on"]), min(per_gb["off"])
+            steal, ticks = cpu_steal()
+            steal_pct = 100 * (steal - steal_before) / max(1, ticks - ticks_before)
+            results.append(Result(
+                f"produce CPU per GB with metrics on, {case} ({rounds} x "
+                f"{part / 1e6:,.0f} MB each side)",
+                best_on, "CPU s/GB", best_off, "<= 1.05x metrics off",
+                best_on <= 1.05 * best_off,
+                {"on_rounds": [round(x, 3) for x in per_gb["on"]],
+                 "off_rounds": [round(x, 3) for x in per_gb["off"]],
+                 "ratio_x": round(best_on / best_off, 3), "steal_pct": round(steal_pct, 1),
+                 "load_at_start": round(load, 1)}))
+        per_scrape, size = scrape_cost(on, f"http://127.0.0.1:{port}/metrics", 200)
+        results.append(Result(
+            f"one scrape of /metrics ({size:,} bytes, {2 * rounds} topics hosted)",
+            per_scrape * 1000, "CPU ms", None, "report", None,
+            {"core_share_at_15s": round(per_scrape / 15, 5)}))
+    shutil.rmtree(data, ignore_errors=True)
+    return results
 
 
 # --- latency ------------------------------------------------------------------------------
@@ -570,10 +670,11 @@ def bench_idle(partitions: int, settle: float) -> list[Result]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="small sizes, a smoke test")
-    parser.add_argument("--only", choices=["throughput", "latency", "startup", "idle"],
+    parser.add_argument("--only", choices=["throughput", "latency", "startup", "idle",
+                                           "metrics"],
                         action="append", help="run only these (repeatable)")
     args = parser.parse_args()
-    only = set(args.only or ["throughput", "latency", "startup", "idle"])
+    only = set(args.only or ["throughput", "latency", "startup", "idle", "metrics"])
     WORK.mkdir(parents=True, exist_ok=True)
     results: list[Result] = []
     if "throughput" in only:
@@ -593,6 +694,11 @@ def main() -> None:
         idle = bench_idle(1000, 1.0 if args.quick else 3.0)
         results += idle
         report(idle)
+    if "metrics" in only:
+        cost = bench_metrics_cost(128 << 20 if args.quick else 2 << 30,
+                                  rounds=2 if args.quick else 10)
+        results += cost
+        report(cost)
     shutil.rmtree(WORK, ignore_errors=True)
 
 

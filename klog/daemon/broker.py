@@ -41,6 +41,14 @@ from klog.daemon.log_cleaner import CleanerConfig, LogCleaner
 from klog.daemon.metadata_cache import BrokerEndpoint, BrokerInfo, MetadataCache
 from klog.daemon.metastore import paths
 from klog.daemon.metastore.base import MetadataStore, MetastoreError, NodeExistsError, NoNodeError
+from klog.daemon.metrics import BrokerMetrics, unimplemented_configs
+from klog.daemon.metrics.collectors import (
+    ControllerCollector,
+    FetcherLagCollector,
+    GroupCollector,
+    LogCollector,
+    ReplicaManagerCollector,
+)
 from klog.daemon.producer_ids import ProducerIdManager
 from klog.daemon.replica_fetcher import ReplicaFetcherManager
 from klog.daemon.replica_manager import MetastoreIsrStore, ReplicaManager
@@ -83,6 +91,10 @@ class Broker:
         self.broker_id = broker_id = config.broker_id
         self.metadata_cache = MetadataCache(broker_id)
         self.metastore = self._open_metastore()
+        # Prometheus metrics (klog/daemon/metrics), served on metrics.http.listener; off by
+        # default, and then no component is handed a counter.
+        self.metrics = metrics = BrokerMetrics(config.get("metrics.http.listener"))
+        counting = metrics if metrics.enabled else None
         # Replication throttles (klog/daemon/replication_quota.py), kept current by
         # dynamic broker configs and the topics' throttled-replica lists.
         self.replication_quotas = quotas = ReplicationQuotas.from_config(broker_id, config)
@@ -101,6 +113,8 @@ class Broker:
             leader_quota=quotas.leader,
             fetch_purge_interval=config.get("fetch.purgatory.purge.interval.requests"),
             produce_purge_interval=config.get("producer.purgatory.purge.interval.requests"),
+            topic_metrics=counting.topics if counting else None,
+            isr_metrics=counting.isr if counting else None,
         )
         self.fetcher_manager = ReplicaFetcherManager.from_config(
             broker_id, self.replica_manager, self._replication_endpoint, config,
@@ -181,7 +195,18 @@ class Broker:
                           else apis.STANDALONE_ADVERTISED),
             scram_credentials=self.scram_credentials,
             fetch_sessions=FetchSessionCache(config.max_incremental_fetch_session_cache_slots))
-        self.server = Server(dynamic, load_handlers(), self.services, self.scram_cache)
+        self.server = Server(dynamic, load_handlers(), self.services, self.scram_cache,
+                             request_metrics=counting.requests if counting else None)
+        if counting:
+            # Gauges read from the components' state at each scrape, on the event loop.
+            for collector in (
+                ReplicaManagerCollector(self.replica_manager),
+                ControllerCollector(self.controller),
+                LogCollector(self.log_manager),
+                FetcherLagCollector(self.fetcher_manager),
+                GroupCollector(self.group_coordinator, self.group_manager),
+            ):
+                counting.register(collector)
         self.started_at = 0.0
         self._tasks: list[asyncio.Task[None]] = []
         self._stopped = asyncio.Event()
@@ -227,6 +252,13 @@ class Broker:
         # Refuse listeners klog cannot serve (key stores, SASL mechanisms, JAAS) before any
         # work is done.
         check_listeners(config, self.scram_cache)
+        unimplemented = unimplemented_configs(config)
+        if unimplemented:
+            log.warning("accepted, not implemented: %s (klog's metrics are served in "
+                        "Prometheus' format on metrics.http.listener)",
+                        ", ".join(unimplemented))
+        self._started.add("metrics")
+        self.metrics.start()  # first: a port in use fails the start before any work
         # Refuse now, clearly, what would fail half way through loading the logs.
         await asyncio.to_thread(descriptors.check_log_dirs, config.log_dirs)
         self._started.add("logs")
@@ -462,5 +494,7 @@ class Broker:
         if "metastore" in self._started:
             with contextlib.suppress(Exception):
                 await asyncio.to_thread(self.metastore.close)
+        if "metrics" in self._started:
+            await asyncio.to_thread(self.metrics.close)
         self._stopped.set()
         log.info("klog broker %d stopped", self.broker_id)

@@ -64,6 +64,7 @@ from collections.abc import Awaitable, Coroutine, Generator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from klog.daemon.handlers import Deferred, RequestContext, Response
+from klog.daemon.metrics.counters import FETCH, SAMPLE_MASK
 from klog.daemon.security.listener import ListenerSecurity
 from klog.daemon.security.principal import ANONYMOUS, USER_TYPE, KafkaPrincipal
 from klog.daemon.security.sasl import SASL_AUTHENTICATE, SASL_HANDSHAKE, SaslAuthenticator
@@ -81,6 +82,7 @@ from klog.protocol.framing import (
 )
 
 if TYPE_CHECKING:
+    from klog.daemon.metrics.counters import RequestMetrics, RequestTiming
     from klog.daemon.server import Server
 
 log = logging.getLogger(__name__)
@@ -148,6 +150,19 @@ class _FdFile:
         return len(data)
 
 
+class _RequestCounting:
+    """A connection's side of Kafka's RequestMetrics (klog/daemon/metrics/counters.py):
+    where it counts its requests, and the receipt time of each frame in its queue (same
+    order), for RequestQueueTimeMs."""
+
+    __slots__ = ("counts", "received", "requests")
+
+    def __init__(self, requests: RequestMetrics) -> None:
+        self.requests = requests
+        self.counts = requests.counts
+        self.received: collections.deque[float] = collections.deque()
+
+
 class ShortSendError(ConnectionError):
     """A record region shrank while it was being sent (the log was truncated)."""
 
@@ -208,6 +223,11 @@ class Connection(asyncio.Protocol):
             collections.deque()
         self._deferred_space = asyncio.Event()
         self._drainer: asyncio.Task[None] | None = None
+        # Kafka's RequestMetrics; None: metrics off. One attribute for all of it: CPython
+        # keeps an instance's attributes in a shared-key table only up to 30 of them, and
+        # past that every attribute of the connection is read more slowly.
+        self._metrics = None if server.request_metrics is None \
+            else _RequestCounting(server.request_metrics)
 
     @property
     def task(self) -> asyncio.Task[None] | None:
@@ -227,7 +247,7 @@ class Connection(asyncio.Protocol):
         self._task = asyncio.get_running_loop().create_task(self._process())
 
     def data_received(self, data: bytes) -> None:
-        self.last_active = time.monotonic()
+        self.last_active = received = time.monotonic()
         try:
             frames = self.decoder.feed(data)
         except FrameSizeError as exc:
@@ -238,16 +258,18 @@ class Connection(asyncio.Protocol):
             return
         self.server.queued += len(frames)
         if not self.busy and not self.queue and self._started is None and not self.closed:
-            frames = self._handle_at_once(frames)
+            frames = self._handle_at_once(frames, received)
             if not frames:
                 return
         self.queue.extend(frames)
+        if self._metrics is not None:
+            self._metrics.received.extend([received] * len(frames))
         self.queued_bytes += sum(len(f) for f in frames) if len(frames) > 1 else len(frames[0])
         if self._over_limits():
             self.update_reading()
         self._wakeup.set()
 
-    def _handle_at_once(self, frames: list[memoryview]) -> list[memoryview]:
+    def _handle_at_once(self, frames: list[memoryview], received: float) -> list[memoryview]:
         """Handle requests of an idle connection here and now, in order, until one has to
         wait (for its handler, the socket, or room for deferred answers); the frames not
         handled are returned for the task. The answers gathered leave in one send."""
@@ -258,7 +280,7 @@ class Connection(asyncio.Protocol):
             handled += 1
             self.busy = True
             try:
-                started = self._start(frame)
+                started = self._start(frame, received)
             except Exception as exc:
                 self._request_done()
                 self._failed(exc)
@@ -291,6 +313,8 @@ class Connection(asyncio.Protocol):
         self.release()
         self.server.queued -= len(self.queue)
         self.queue.clear()
+        if self._metrics is not None:
+            self._metrics.received.clear()
         self.queued_bytes = 0
         self.server.connections.discard(self)
         self.server.paused.discard(self)
@@ -466,12 +490,13 @@ class Connection(asyncio.Protocol):
                     await self._can_write.wait()
                     continue
                 frame = self.queue.popleft()
+                received = 0.0 if self._metrics is None else self._metrics.received.popleft()
                 self.queued_bytes -= len(frame)
                 if self.reading_paused:
                     self.update_reading()
                 self.busy = True
                 try:
-                    started = self._start(frame)
+                    started = self._start(frame, received)
                     if started is not None:
                         await started
                     if self._out and not self._flush_scheduled:
@@ -503,10 +528,12 @@ class Connection(asyncio.Protocol):
                       exc_info=exc)
         self.close()
 
-    def _start(self, frame: memoryview) -> Coroutine[Any, Any, None] | None:
+    def _start(self, frame: memoryview, received: float = 0.0
+               ) -> Coroutine[Any, Any, None] | None:
         """Handle one request as far as it goes without waiting. Returns what is left to
         await (a handler that waits, or an answer with file regions to send), else None:
-        the answer is gathered for the next send, deferred, or not due."""
+        the answer is gathered for the next send, deferred, or not due. ``received``: when
+        its frame was read (time.monotonic), for the request metrics."""
         if self._authentication_failed:
             return None  # closing after the failure's delay: nothing more is served
         if self.authenticator is not None and self.authenticator.raw_tokens:
@@ -536,28 +563,43 @@ class Connection(asyncio.Protocol):
             log.error("no handler for api key %d", header.api_key)
             self.close()
             return None
+        timing = None
+        m = self._metrics
+        if m is not None:  # metrics on: count inline, time one in SAMPLE_EVERY
+            by_version = m.counts[header.api_key]
+            n = by_version[header.api_version] = by_version[header.api_version] + 1
+            if n & SAMPLE_MASK == 1 or header.api_key == FETCH:
+                timing = m.requests.begin(header.api_key, header.api_version, request,
+                                          received)
         handling = handler(RequestContext(header, self.services, self), request)
         try:
             waits_on = handling.send(None)
         except StopIteration as done:
-            return self._answer(header, done.value)
-        return self._finish_waiting(header, _resume(handling, waits_on))
+            return self._answer(header, done.value, timing)
+        return self._finish_waiting(header, _resume(handling, waits_on), timing)
 
-    async def _finish_waiting(self, header: RequestHeader, handling: Awaitable[Any]) -> None:
+    async def _finish_waiting(self, header: RequestHeader, handling: Awaitable[Any],
+                              timing: RequestTiming | None) -> None:
         """The rest of a request whose handler waits, run by the connection's task."""
-        started = self._answer(header, await handling)
+        started = self._answer(header, await handling, timing)
         if started is not None:
             await started
 
-    def _answer(self, header: RequestHeader, response: Response
-                ) -> Coroutine[Any, Any, None] | None:
+    def _answer(self, header: RequestHeader, response: Response,
+                timing: RequestTiming | None = None) -> Coroutine[Any, Any, None] | None:
         if self.closed:
             if isinstance(response, Deferred) and asyncio.iscoroutine(response.response):
                 response.response.close()  # nobody to answer: do not leave it unawaited
             return None
+        if timing is not None:
+            timing.local_done()
         if isinstance(response, Deferred):
-            self._defer(header, asyncio.ensure_future(response.response))
-        elif self.deferred:  # behind an answer still waiting: keep the order
+            answer = asyncio.ensure_future(response.response)
+            if timing is not None:
+                answer.add_done_callback(timing.remote_done)
+            self._defer(header, answer)
+            return None
+        if self.deferred:  # behind an answer still waiting: keep the order
             if response is not None:
                 ready: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
                 ready.set_result(response)
@@ -565,8 +607,11 @@ class Connection(asyncio.Protocol):
         elif response is not None:
             chunks = self._response_chunks(header, response)
             if not _all_bytes(chunks):
-                return self._write(chunks)
+                writing = self._write(chunks)
+                return writing if timing is None else _timed_send(writing, timing)
             self._gather(chunks)
+        if timing is not None:
+            timing.finish()
         return None
 
     def _defer(self, header: RequestHeader, answer: asyncio.Future[Any]) -> None:
@@ -741,6 +786,12 @@ class Connection(asyncio.Protocol):
         self._out, self._out_size = [], 0
         if self.transport is not None and not self.closed:
             self.transport.write(out[0] if len(out) == 1 else b"".join(out))
+
+
+async def _timed_send(writing: Coroutine[Any, Any, None], timing: RequestTiming) -> None:
+    """Send an answer with file regions, then count its ResponseSendTimeMs."""
+    await writing
+    timing.finish(send_end=time.monotonic())
 
 
 def _all_bytes(chunks: Sequence[Chunk]) -> bool:

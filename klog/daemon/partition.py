@@ -118,6 +118,9 @@ class Partition:
     isr_updater: Callable[[Partition, tuple[int, ...]], None] | None = None
     # Offset at which this replica's current leadership began (the leader epoch's start).
     leader_epoch_start_offset: int = -1
+    # The topic's produce counts (klog/daemon/metrics/counters.py BrokerTopicMetrics),
+    # added to by the replica manager's appends; None when metrics are off.
+    topic_counts: list[int] | None = None
 
     @property
     def is_leader(self) -> bool:

@@ -51,12 +51,13 @@ import time
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from klog.daemon.delayed import DelayedFetch, DelayedProduce, FetchKey, FetchParams
 from klog.daemon.metadata_cache import PartitionState
 from klog.daemon.metastore import paths
 from klog.daemon.metastore.base import BadVersionError, MetadataStore, MetastoreError, NoNodeError
+from klog.daemon.metrics.counters import BYTES_IN, MESSAGES_IN, TOTAL_PRODUCE
 from klog.daemon.partition import FetchIsolation, NotLeaderOrFollowerError, Partition
 from klog.daemon.purgatory import DelayedOperationPurgatory, Timer
 from klog.daemon.replication_quota import ReplicationQuotaManager
@@ -65,6 +66,7 @@ from klog.protocol.errors import (
     ErrorCode,
     InvalidRecordError,
     KafkaError,
+    KafkaStorageError,
     OffsetOutOfRangeError,
     RecordTooLargeError,
 )
@@ -93,6 +95,9 @@ from klog.storage.config import LogConfig
 from klog.storage.log import LogAppendInfo
 from klog.storage.log_manager import LogManager
 from klog.storage.values import FetchDataInfo, LogOffsetMetadata, TimestampAndOffset
+
+if TYPE_CHECKING:
+    from klog.daemon.metrics.counters import BrokerTopicMetrics, IsrMetrics
 
 # batchLength (@8), magic (@16), attributes (@21), lastOffsetDelta (@23), recordsCount (@57)
 # of a v2 batch header
@@ -272,8 +277,14 @@ class ReplicaManager:
         leader_quota: ReplicationQuotaManager | None = None,
         fetch_purge_interval: int = 1000,
         produce_purge_interval: int = 1000,
+        topic_metrics: BrokerTopicMetrics | None = None,
+        isr_metrics: IsrMetrics | None = None,
     ) -> None:
         self.broker_id = broker_id
+        # Kafka's BrokerTopicStats and the ISR change counts (klog/daemon/metrics); None
+        # when metrics are off: produce and fetch then skip them at one test.
+        self.topic_metrics = topic_metrics
+        self.isr_metrics = isr_metrics
         self.log_manager = log_manager
         self.topic_config = topic_config
         self.isr_store = isr_store
@@ -372,6 +383,8 @@ class ReplicaManager:
             plog = self.log_manager.get_or_create_log(tp[0], tp[1], self.topic_config(tp[0]))
             self.log_creation_failures.pop(tp, None)
             partition = Partition(tp[0], tp[1], self.broker_id, plog)
+            if self.topic_metrics is not None:
+                partition.topic_counts = self.topic_metrics.counts_of(tp[0])
             self.partitions[tp] = partition
         return partition
 
@@ -422,6 +435,12 @@ class ReplicaManager:
                 # As Kafka: requests waiting on this replica are answered now
                 # (NOT_LEADER_OR_FOLLOWER), not left to their timeouts.
                 self.try_complete_delayed_requests(tp)
+        if delete and self.topic_metrics is not None:
+            # A deleted topic's own counts go when none of its replicas is left here (as
+            # Kafka's removeMetrics); the all-topics counts keep what it counted.
+            hosted = {t for t, _p in self.partitions}
+            for topic in {t for t, _p in tps} - hosted:
+                self.topic_metrics.remove_topic(topic)
 
     def update_topic_config(self, topic: str) -> None:
         config = self.topic_config(topic)
@@ -509,7 +528,7 @@ class ReplicaManager:
                     raise CorruptRecordError("null records in a produce request")
                 records = self._validate(records, partition.log.config, origin)
             except KafkaError as exc:
-                results[tp] = ProduceResult(int(exc.error_code), error_message=str(exc))
+                results[tp] = self._refused(tp, exc, records)
                 continue
             results[tp] = self._append_validated(tp, records, required_acks, origin)
         return results
@@ -618,7 +637,7 @@ class ReplicaManager:
         checking = loop.run_in_executor(self._checker(), self._validate_in_worker, records,
                                         config)
         task = loop.create_task(self._append_checked(tp, checking, self._appending.get(tp),
-                                                     required_acks))
+                                                     required_acks, len(records)))
         self._appending[tp] = task
 
         def done(t: asyncio.Task[ProduceResult]) -> None:
@@ -631,16 +650,16 @@ class ReplicaManager:
     async def _append_checked(self, tp: TopicPartition,
                               checking: asyncio.Future[RecordsBuffer | KafkaError],
                               before: asyncio.Task[ProduceResult] | None,
-                              required_acks: int) -> ProduceResult:
+                              required_acks: int, size: int) -> ProduceResult:
         checked = await checking
         if before is not None:
             await asyncio.wait([before])
         if isinstance(checked, KafkaError):
-            return ProduceResult(int(checked.error_code), error_message=str(checked))
+            return self._refused(tp, checked, size)
         try:
             self.leader_partition(*tp)  # leadership may have moved while it was checked
         except KafkaError as exc:
-            return ProduceResult(int(exc.error_code), error_message=str(exc))
+            return self._refused(tp, exc, size)
         return self._append_validated(tp, checked, required_acks, "client")
 
     def _validate_in_worker(self, records: RecordsBuffer, config: LogConfig
@@ -674,10 +693,15 @@ class ReplicaManager:
                 records, required_acks, config.min_insync_replicas, origin
             )
         except KafkaError as exc:
-            return ProduceResult(int(exc.error_code), error_message=str(exc))
+            return self._refused(tp, exc, records)
         except OSError as exc:
             log.error("append to %s-%d failed: %s", tp[0], tp[1], exc)
-            return ProduceResult(int(ErrorCode.KAFKA_STORAGE_ERROR), error_message=str(exc))
+            return self._refused(tp, KafkaStorageError(str(exc)), records)
+        counts = partition.topic_counts
+        if counts is not None:  # metrics on (BrokerTopicMetrics): Kafka's appendToLocalLog
+            counts[TOTAL_PRODUCE] += 1
+            counts[MESSAGES_IN] += info.record_count
+            counts[BYTES_IN] += len(records)
         if info.duplicate:
             # Kafka answers a retried batch with the timestamp it remembered for the
             # original (its max timestamp, i.e. the append time under LogAppendTime),
@@ -690,6 +714,16 @@ class ReplicaManager:
             self.fetch_purgatory.check_and_complete(tp)
         return ProduceResult(0, info.first_offset, append_time, info.log_start_offset,
                              info=info)
+
+    def _refused(self, tp: TopicPartition, exc: KafkaError,
+                 records: RecordsBuffer | int | None) -> ProduceResult:
+        """The result of an append refused with ``exc``, counted when metrics are on
+        (``records``: the refused records or their size)."""
+        if self.topic_metrics is not None:
+            size = records if isinstance(records, int) else \
+                len(records) if records is not None else 0
+            self.topic_metrics.record_refused(tp[0], int(exc.error_code), size)
+        return ProduceResult(int(exc.error_code), error_message=str(exc))
 
     def _validate(self, records: RecordsBuffer, config: LogConfig, origin: str) -> RecordsBuffer:
         """LogValidator: the batch headers, every record (validate.check_batch), the
@@ -892,6 +926,8 @@ class ReplicaManager:
         if quota is not None:
             quota.record(sum(r.size for k, r in zip(wanted, results, strict=True)
                              if r.size and quota.is_throttled(k[0], k[1])))
+        if self.topic_metrics is not None:
+            self.topic_metrics.record_fetch(params.replica_id >= 0, wanted, results)
         return results
 
     def end_offset_metadata(self, topic: str, partition: int, current_leader_epoch: int,
@@ -1043,6 +1079,8 @@ class ReplicaManager:
         p = self.partitions.get(tp)
         if p is None or p.is_leader:
             raise NotLeaderOrFollowerError(f"{tp[0]}-{tp[1]} is not a follower here")
+        if self.topic_metrics is not None:
+            self.topic_metrics.record_replication_in(len(records))
         return p.append_records_to_follower(records, leader_high_watermark,
                                             leader_log_start_offset)
 
@@ -1108,6 +1146,7 @@ class ReplicaManager:
         store = self.isr_store
         assert store is not None
         tp = (partition.topic, partition.partition)
+        old_isr = partition.isr
         current = None
         try:
             new_version = await asyncio.to_thread(store.update_partition_state, tp[0], tp[1],
@@ -1137,6 +1176,8 @@ class ReplicaManager:
                          "waiting for the controller's LeaderAndIsr", list(state.isr), tp[0],
                          tp[1], current[0] if current is not None else "absent")
         if new_version is not None and self.partitions.get(tp) is partition:
+            if self.isr_metrics is not None and partition.isr == state.isr:
+                self.isr_metrics.record_change(old_isr, state.isr)
             self.isr_changes.add(tp)
             self.last_isr_change_ms = self.clock()
         if moved:
@@ -1151,6 +1192,8 @@ class ReplicaManager:
                     self.replica_lag_time_max_ms, now):
                 shrunk += 1
                 if p.isr_updater is None:  # applied at once: the HW may have moved
+                    if self.isr_metrics is not None:
+                        self.isr_metrics.shrinks += 1
                     self.isr_changes.add((p.topic, p.partition))
                     self.last_isr_change_ms = now
                     self.try_complete_delayed_requests((p.topic, p.partition))

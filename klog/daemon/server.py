@@ -57,6 +57,7 @@ from klog.daemon.security.sasl import SUPPORTED_MECHANISMS
 if TYPE_CHECKING:
     from klog.daemon.config.dynamic import DynamicBrokerConfig
     from klog.daemon.handlers import BrokerServices, Handler
+    from klog.daemon.metrics.counters import RequestMetrics
     from klog.daemon.security.credentials import ScramCredentialCache
 
 log = logging.getLogger(__name__)
@@ -91,8 +92,8 @@ class Server:
     ``handlers`` with ``services``, the broker's components."""
 
     def __init__(self, dynamic_config: DynamicBrokerConfig, handlers: Mapping[int, Handler],
-                 services: BrokerServices, credentials: ScramCredentialCache | None = None
-                 ) -> None:
+                 services: BrokerServices, credentials: ScramCredentialCache | None = None,
+                 request_metrics: RequestMetrics | None = None) -> None:
         config = dynamic_config.current
         self.config = dynamic_config
         self.credentials = credentials
@@ -100,6 +101,8 @@ class Server:
         self.security: dict[str, ListenerSecurity] = {}
         self.handlers = handlers
         self.services = services
+        # Kafka's RequestMetrics (klog/daemon/metrics); None: metrics off, nothing timed.
+        self.request_metrics = request_metrics
         # What ApiVersions announces is all that is accepted: a request for any other API
         # closes the connection before it is decoded (services.api_versions).
         self.advertised = services.api_versions

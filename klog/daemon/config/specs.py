@@ -348,11 +348,22 @@ _BROKER_SPEC_LIST: tuple[ConfigSpec, ...] = (
     _spec("producer.id.expiration.ms", _I, "86400000",
           "Forget an idle idempotent producer's state after this long.", minimum=1,
           dynamic=_CW),
-    # Metrics
-    _spec("metric.reporters", _LI, "", "Metrics reporter classes.", dynamic=_CW),
-    _spec("metrics.num.samples", _I, "2", "Samples kept per metric.", minimum=1),
-    _spec("metrics.sample.window.ms", _L, "30000", "Metric sample window.", minimum=1),
-    _spec("metrics.recording.level", _S, "INFO", "Highest metric recording level."),
+    # Metrics. Kafka's own metrics library's settings are accepted and reported at start-up
+    # as not implemented (klog/daemon/metrics: UNIMPLEMENTED_CONFIGS); klog serves its
+    # metrics in Prometheus' format on metrics.http.listener.
+    _spec("metrics.http.listener", _S, None,
+          "klog only: HOST:PORT where GET /metrics serves the broker's metrics in "
+          "Prometheus' text format, named as the JMX exporter's Kafka rules name them; "
+          "unset (the default): no metrics are kept or served."),
+    _spec("metric.reporters", _LI, "", "Metrics reporter classes (not implemented).",
+          dynamic=_CW),
+    _spec("metrics.num.samples", _I, "2", "Samples kept per metric (not implemented).",
+          minimum=1),
+    _spec("metrics.sample.window.ms", _L, "30000", "Metric sample window (not implemented).",
+          minimum=1),
+    _spec("metrics.recording.level", _S, "INFO",
+          "Highest metric recording level (not implemented).",
+          choices=("INFO", "DEBUG", "TRACE")),
     # Security: TLS (klog/daemon/security/tls.py) and SASL (klog/daemon/security/sasl.py).
     # Each may also be set per listener as listener.name.<listener>.<name>
     # (LISTENER_SECURITY_CONFIGS); sasl.jaas.config per listener and mechanism.

@@ -422,6 +422,11 @@ class GroupMetadataManager:
             return existing
         return self.config.offsets_topic_num_partitions
 
+    @property
+    def num_offsets(self) -> int:
+        """Committed offsets held for the groups coordinated here (Kafka's NumOffsets)."""
+        return sum(len(offsets) for offsets in self._offsets.values())
+
     def partition_for(self, group_id: str) -> int:
         count = self.num_partitions
         cache = self._partition_cache

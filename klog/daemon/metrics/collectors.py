@@ -1,0 +1,167 @@
+"""Gauges read from the broker's state at scrape time (nothing on the hot path).
+
+Each collector here is handed, in its constructor, the component whose state it reads,
+and is called by the metrics component on the event loop thread (klog/daemon/metrics/
+__init__.py), where that state is only ever changed: what it yields is a snapshot of one
+instant, formatted later in the HTTP thread. Names as the Prometheus JMX exporter's Kafka
+rules give Kafka's MBeans (example_configs/kafka-2_0_0.yml):
+
+- kafka.server:type=ReplicaManager,name=X -> ``kafka_server_replicamanager_x``
+- kafka.controller:type=KafkaController,name=X -> ``kafka_controller_kafkacontroller_x``
+- kafka.log:type=Log,name=X,topic=T,partition=P -> ``kafka_log_log_x{topic,partition}``
+- kafka.server:type=FetcherLagMetrics,name=ConsumerLag,clientId=C,topic=T,partition=P ->
+  ``kafka_server_fetcherlagmetrics_consumerlag{clientId,topic,partition}``
+- kafka.coordinator.group:type=GroupMetadataManager,name=X ->
+  ``kafka_coordinator_group_groupmetadatamanager_x``
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from prometheus_client.core import GaugeMetricFamily, Metric
+
+if TYPE_CHECKING:
+    from klog.daemon.controller import Controller
+    from klog.daemon.group.coordinator import GroupCoordinator
+    from klog.daemon.group.metadata_manager import GroupMetadataManager
+    from klog.daemon.replica_fetcher import ReplicaFetcherManager
+    from klog.daemon.replica_manager import ReplicaManager
+    from klog.storage.log_manager import LogManager
+
+
+def _gauge(name: str, doc: str, value: float) -> GaugeMetricFamily:
+    return GaugeMetricFamily(name, doc, value=value)
+
+
+class ReplicaManagerCollector:
+    """PartitionCount, LeaderCount, UnderReplicatedPartitions, UnderMinIsrPartitionCount
+    (and AtMinIsrPartitionCount, OfflineReplicaCount) of the partitions hosted here."""
+
+    def __init__(self, replica_manager: ReplicaManager) -> None:
+        self.replica_manager = replica_manager
+
+    def collect(self) -> Iterator[Metric]:
+        partitions = list(self.replica_manager.partitions.values())
+        leaders = under = under_min = at_min = 0
+        for p in partitions:
+            if not p.is_leader:
+                continue
+            leaders += 1
+            isr = len(p.isr)
+            if isr < len(p.replicas):
+                under += 1
+            min_isr = p.log.config.min_insync_replicas
+            if isr < min_isr:
+                under_min += 1
+            elif isr == min_isr:
+                at_min += 1
+        offline = len(self.replica_manager.log_creation_failures)
+        for name, mbean, value in (
+            ("partitioncount", "PartitionCount", len(partitions)),
+            ("leadercount", "LeaderCount", leaders),
+            ("underreplicatedpartitions", "UnderReplicatedPartitions", under),
+            ("underminisrpartitioncount", "UnderMinIsrPartitionCount", under_min),
+            ("atminisrpartitioncount", "AtMinIsrPartitionCount", at_min),
+            ("offlinereplicacount", "OfflineReplicaCount", offline),
+        ):
+            yield _gauge(f"kafka_server_replicamanager_{name}",
+                         f"kafka.server:type=ReplicaManager,name={mbean}", value)
+
+
+class ControllerCollector:
+    """KafkaController's gauges: 1 and the cluster's counts on the active controller, 0 on
+    the other brokers (as Kafka reports them)."""
+
+    def __init__(self, controller: Controller) -> None:
+        self.controller = controller
+
+    def collect(self) -> Iterator[Metric]:
+        c = self.controller
+        active = c.active
+        topics = partitions = offline = 0
+        if active:
+            topics = len(c.topics)
+            partitions = len(c.states)
+            live = c.live_brokers
+            offline = sum(1 for s in c.states.values()
+                          if s.leader < 0 or (live and s.leader not in live))
+        for name, mbean, value in (
+            ("activecontrollercount", "ActiveControllerCount", int(active)),
+            ("offlinepartitionscount", "OfflinePartitionsCount", offline),
+            ("globalpartitioncount", "GlobalPartitionCount", partitions),
+            ("globaltopiccount", "GlobalTopicCount", topics),
+        ):
+            yield _gauge(f"kafka_controller_kafkacontroller_{name}",
+                         f"kafka.controller:type=KafkaController,name={mbean}", value)
+
+
+class LogCollector:
+    """kafka.log:type=Log: Size, NumLogSegments, LogStartOffset, LogEndOffset per
+    partition log held here."""
+
+    def __init__(self, log_manager: LogManager) -> None:
+        self.log_manager = log_manager
+
+    def collect(self) -> Iterator[Metric]:
+        families = {
+            name: GaugeMetricFamily(f"kafka_log_log_{name}",
+                                    f"kafka.log:type=Log,name={mbean}",
+                                    labels=["topic", "partition"])
+            for name, mbean in (("size", "Size"), ("numlogsegments", "NumLogSegments"),
+                                ("logstartoffset", "LogStartOffset"),
+                                ("logendoffset", "LogEndOffset"))
+        }
+        for (topic, partition), plog in self.log_manager.all_logs().items():
+            labels = [topic, str(partition)]
+            families["size"].add_metric(labels, plog.size)
+            families["numlogsegments"].add_metric(labels, plog.number_of_segments)
+            families["logstartoffset"].add_metric(labels, plog.log_start_offset)
+            families["logendoffset"].add_metric(labels, plog.log_end_offset)
+        yield from families.values()
+
+
+class FetcherLagCollector:
+    """kafka.server:type=FetcherLagMetrics,name=ConsumerLag: per followed partition, the
+    leader's high watermark minus this replica's log end after its last fetch."""
+
+    def __init__(self, fetchers: ReplicaFetcherManager) -> None:
+        self.fetchers = fetchers
+
+    def collect(self) -> Iterator[Metric]:
+        family = GaugeMetricFamily(
+            "kafka_server_fetcherlagmetrics_consumerlag",
+            "kafka.server:type=FetcherLagMetrics,name=ConsumerLag",
+            labels=["clientId", "topic", "partition"])
+        for fetcher in list(self.fetchers.fetchers.values()):
+            # Kafka's replica fetcher thread name is its client id.
+            client_id = f"ReplicaFetcherThread-{fetcher.fetcher_id}-{fetcher.leader_id}"
+            for (topic, partition), state in fetcher.partitions.items():
+                if state.lag is not None:
+                    family.add_metric([client_id, topic, str(partition)], state.lag)
+        yield family
+
+
+class GroupCollector:
+    """kafka.coordinator.group:type=GroupMetadataManager: NumGroups, NumGroups<State>,
+    NumOffsets (groups and committed offsets this broker coordinates)."""
+
+    def __init__(self, coordinator: GroupCoordinator, manager: GroupMetadataManager) -> None:
+        self.coordinator = coordinator
+        self.manager = manager
+
+    def collect(self) -> Iterator[Metric]:
+        from klog.daemon.group.group import GroupState
+
+        by_state = dict.fromkeys(GroupState, 0)
+        groups = list(self.coordinator.groups.values())
+        for group in groups:
+            by_state[group.state] += 1
+        prefix = "kafka_coordinator_group_groupmetadatamanager_"
+        doc = "kafka.coordinator.group:type=GroupMetadataManager,name="
+        yield _gauge(f"{prefix}numgroups", f"{doc}NumGroups", len(groups))
+        for state, n in by_state.items():
+            mbean = f"NumGroups{state.value}"
+            yield _gauge(f"{prefix}{mbean.lower()}", doc + mbean, n)
+        yield _gauge(f"{prefix}numoffsets", f"{doc}NumOffsets", self.manager.num_offsets)
