@@ -30,7 +30,9 @@ from klog.daemon.config.specs import (
     BROKER_CONFIGS,
     LISTENER_OVERRIDABLE_CONFIGS,
     LISTENER_SECURITY_CONFIGS,
+    MUST_NOT_BE_IGNORED,
     TOPIC_CONFIGS,
+    UNIMPLEMENTED_BROKER_CONFIGS,
 )
 from klog.daemon.config.validation import (
     _check_compaction_lags,
@@ -323,6 +325,15 @@ class BrokerConfig:
                 f"authorizer.class.name={authorizer} is not an authorizer klog has; use "
                 f"{' or '.join(ACL_AUTHORIZER_CLASSES)} (klog's ACL authorizer), or leave it "
                 "empty for none")
+        for name, harm in MUST_NOT_BE_IGNORED.items():
+            # Unimplemented, and ignoring it would weaken security or run another mode
+            # than asked: refuse rather than take it in silence.
+            default = BROKER_CONFIGS[name].default
+            if name in UNIMPLEMENTED_BROKER_CONFIGS and v[name] != (
+                    None if default is None else parse_value(BROKER_CONFIGS[name], default)):
+                raise ConfigError(
+                    f"invalid configuration: {name}={self._merged[name]} is not implemented "
+                    f"by klog, and ignoring it would {harm}; remove it")
         for principal in filter(None, (p.strip() for p in (v["super.users"] or "").split(";"))):
             kind, _sep, name = principal.partition(":")
             if not kind or not name:
@@ -427,6 +438,15 @@ class BrokerConfig:
             return match is not None and match[1] in listeners
 
         return sorted(k for k in self._static if not known(k))
+
+    @property
+    def unimplemented_keys(self) -> list[str]:
+        """Names set (file, overrides, dynamic default or per-broker) that klog accepts
+        but does not implement (specs.UNIMPLEMENTED_BROKER_CONFIGS): the broker lists
+        them in one warning line at start-up, "accepted, not implemented: a, b"."""
+        layers = (self._static, self._dynamic_default, self._dynamic_broker)
+        return sorted({k for layer in layers for k in layer
+                       if k in UNIMPLEMENTED_BROKER_CONFIGS})
 
     def listener_value(self, listener_name: str, name: str) -> Any:
         """``listener.name.<listener>.<name>`` parsed as ``name``'s type, from the highest
