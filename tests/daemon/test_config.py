@@ -1181,3 +1181,20 @@ def test_describe_marks_unimplemented_configs_and_never_reports_them_on() -> Non
     # What klog implements is not marked: the log cleaner runs.
     cleaner = entries["log.cleaner.enable"]
     assert cleaner.value == "true" and "not implemented" not in (cleaner.documentation or "")
+
+
+def test_listener_and_mechanism_prefixed_forms_count_as_the_config_itself() -> None:
+    """Kafka's channel builders read security configs per listener and per mechanism:
+    those forms are refused or listed just as the plain name is."""
+    with pytest.raises(ConfigError, match=r"listener\.name\.sasl_ssl\.plain\.sasl\.server"):
+        BrokerConfig.from_dict(
+            {"listener.name.sasl_ssl.plain.sasl.server.callback.handler.class": "x.Handler"})
+    config = BrokerConfig.from_dict({
+        "listener.name.sasl_ssl.gssapi.sasl.kerberos.service.name": "kafka",
+        "listener.name.sasl_ssl.ssl.keymanager.algorithm": "PKIX",
+        "listener.name.x.no.such.thing": "1",
+    })
+    assert config.unimplemented_keys == [
+        "listener.name.sasl_ssl.gssapi.sasl.kerberos.service.name",
+        "listener.name.sasl_ssl.ssl.keymanager.algorithm"]
+    assert config.unknown_keys == ["listener.name.x.no.such.thing"]
