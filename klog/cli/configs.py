@@ -27,6 +27,10 @@ from klog.cli.topic import (
     with_admin,
 )
 
+#: The mark DescribeConfigs' documentation carries for a config klog accepts but does not
+#: implement (klog/daemon/config/describe.py).
+NOT_IMPLEMENTED = "accepted, not implemented"
+
 if TYPE_CHECKING:
     from klog.client.admin import ConfigResource
 
@@ -85,21 +89,30 @@ def describe(
         return
     resource = _resource(kind, name, entity_default)
     name = resource.name
+    broker = kind == "broker"
+    # A broker's documentation says which configs klog accepts but does not implement.
     result = with_admin(bootstrap_server, lambda admin: admin.describe_configs(
-        [resource], keys=key or None), command_config=command_config)
+        [resource], keys=key or None, include_documentation=broker),
+        command_config=command_config)
     entries = result.get(resource, [])
+    unimplemented = {e.name for e in entries
+                     if broker and NOT_IMPLEMENTED in (e.documentation or "")}
     if not all_ and not key:
         entries = [e for e in entries if e.source in DYNAMIC_SOURCES]
     entries.sort(key=lambda e: e.name)
     if json_out:
+        configs = [config_json(e) for e in entries]
+        if broker:
+            for config in configs:
+                config["implemented"] = config["name"] not in unimplemented
         console.emit_json({"resource_type": kind, "resource_name": name,
-                           "configs": [config_json(e) for e in entries]})
+                           "configs": configs})
         return
     if not entries:
         console.info(f"{kind} {name or '<default>'} has no dynamic configs (--all prints "
                      "every config)")
         return
-    print_configs(entries)
+    print_configs(entries, {n: NOT_IMPLEMENTED for n in unimplemented})
 
 
 @configs_app.command("alter")

@@ -9,7 +9,7 @@ klog.cli.offsets and klog.cli.configs.
 from __future__ import annotations
 
 import os
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
@@ -162,11 +162,17 @@ def config_json(entry: ConfigEntry) -> dict[str, Any]:
                          for s in entry.synonyms]}
 
 
-def print_configs(entries: list[ConfigEntry]) -> None:
-    t = table("KEY", "VALUE", "SOURCE")
+def print_configs(entries: list[ConfigEntry], notes: Mapping[str, str] | None = None
+                  ) -> None:
+    """KEY, VALUE, SOURCE; and NOTE when ``notes`` (config name -> note) has any."""
+    columns = ("KEY", "VALUE", "SOURCE", "NOTE") if notes else ("KEY", "VALUE", "SOURCE")
+    t = table(*columns)
     for e in sorted(entries, key=lambda e: e.name):
-        t.add_row(text(e.name), text("(sensitive)" if e.is_sensitive else e.value),
-                  text(e.source))
+        row = [text(e.name), text("(sensitive)" if e.is_sensitive else e.value),
+               text(e.source)]
+        if notes:
+            row.append(text(notes.get(e.name, "")))
+        t.add_row(*row)
     print_table(t)
 
 

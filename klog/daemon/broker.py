@@ -279,6 +279,11 @@ class Broker:
         # -- admin (klog/daemon/admin.py): dynamic broker configs from the metastore, and in
         # cluster mode the /config/changes listener; before clients can connect.
         await self.admin.startup()
+        # Honest configuration: every name set (file, overrides, dynamic) that klog knows
+        # but does not act on, in one line, never taken in silence.
+        unimplemented = self.dynamic_config.current.unimplemented_keys
+        if unimplemented:
+            log.warning("accepted, not implemented: %s", ", ".join(unimplemented))
         await self.scram_cache.load()
         # After admin.startup, which gives the logs found on disk their topics' configs: no
         # log is compacted by the broker's default cleanup.policy instead of its own.

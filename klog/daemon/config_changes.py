@@ -152,6 +152,7 @@ class ConfigChangeManager:
         self._listening = False
         self._closed = False
         self._pending = False
+        self._started = False  # start-up's own load is reported by Broker.startup
         self._task: asyncio.Task[None] | None = None
         # Told the (desanitized) name of a user entity that changed (/config/users: SCRAM
         # credentials, klog/daemon/security/credentials.py).
@@ -173,6 +174,7 @@ class ConfigChangeManager:
             self.last_executed_change = max(seqs, default=-1)
             self.store.add_session_listener(self._on_session)
         await self.reload_broker_configs()
+        self._started = True
         await self._load_local_topic_configs()
 
     async def _load_local_topic_configs(self) -> None:
@@ -238,6 +240,9 @@ class ConfigChangeManager:
             return
         for key, reason in new.ignored_dynamic.items():
             log.warning("ignored dynamic broker config %s: %s", key, reason)
+        added = sorted(set(new.unimplemented_keys) - set(current.unimplemented_keys))
+        if added and self._started:  # as at start-up: known to Kafka and klog, not acted on by klog
+            log.warning("accepted, not implemented: %s", ", ".join(added))
         # The reconfigurables (replication quotas, the controller's unclean switch, ...)
         # hear of it from the DynamicBrokerConfig.
         self.config.update(new)

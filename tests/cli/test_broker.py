@@ -131,3 +131,56 @@ def test_the_pytest_plugin_fixture_gives_a_running_broker(klog_broker) -> None:
     admin = AdminClient({"bootstrap.servers": klog_broker.bootstrap_servers})
     metadata = admin.list_topics(timeout=10)
     assert list(metadata.brokers) == [0]
+
+
+def test_unimplemented_configs_are_one_start_up_warning_line(tmp_path) -> None:
+    """Issue 23: a Kafka config klog knows but does not implement is accepted (Kafka
+    accepts it: here sasl.kerberos.min.time.before.relogin by IncrementalAlterConfigs, which
+    klog refused as an unknown broker config name) and said at start-up in one line that
+    lists every such name set, in the file, by --override or dynamically."""
+    from confluent_kafka.admin import (
+        AdminClient,
+        AlterConfigOpType,
+        ConfigEntry,
+        ConfigResource,
+    )
+
+    broker = KlogBroker(tmp_path / "data", overrides={
+        "replica.selector.class":
+            "org.apache.kafka.common.replica.RackAwareReplicaSelector",
+    })
+    with broker:
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+        resource = ConfigResource("BROKER", "0", incremental_configs=[
+            ConfigEntry("sasl.kerberos.min.time.before.relogin", "120000",
+                        incremental_operation=AlterConfigOpType.SET)])
+        for future in admin.incremental_alter_configs([resource]).values():
+            assert future.result(timeout=20) is None
+        (described,) = admin.describe_configs(
+            [ConfigResource("BROKER", "0")]).values()
+        configs = described.result(timeout=20)
+        assert configs["sasl.kerberos.min.time.before.relogin"].value == "120000"
+        assert broker.stop() == 0
+        broker.start()  # the dynamic config now comes from the metastore at start-up
+        assert broker.stop() == 0
+    lines = broker.log_tail(400).splitlines()
+    warned = [line for line in lines if "accepted, not implemented:" in line]
+    # first start: the override; the AlterConfigs: its name; the restart: both, one line
+    assert len(warned) == 3, lines
+    assert warned[0].split("accepted, not implemented: ")[1].startswith(
+        "replica.selector.class (")
+    assert " WARNING accepted, not implemented: sasl.kerberos.min.time.before.relogin (" \
+        in warned[1]
+    assert ("WARNING accepted, not implemented: replica.selector.class, "
+            "sasl.kerberos.min.time.before.relogin (klog.daemon.broker)") in warned[2]
+
+
+def test_an_unimplemented_security_config_refuses_start_up(tmp_path) -> None:
+    """zookeeper.set.acl=true asks for secure znodes, which klog does not create: ignoring
+    it would leave them open, so the broker does not start (one line, exit 2)."""
+    result = _run("broker", "start", "-o", "zookeeper.set.acl=true",
+                  "-o", f"log.dirs={tmp_path}")
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "zookeeper.set.acl=true is not implemented" in errors[0]

@@ -73,6 +73,30 @@ def test_broker_describe(broker: KlogBroker) -> None:
     assert "log.dirs" in everything
 
 
+def test_broker_describe_marks_what_klog_does_not_implement(broker: KlogBroker) -> None:
+    """A Kafka broker config klog accepts but does not implement is set as in Kafka, and
+    describe says so: JSON "implemented": false, the table's NOTE column."""
+    name = "sasl.kerberos.min.time.before.relogin"
+    code, _, err = klog(broker, "configs", "alter", "broker", "0", "--set", f"{name}=120000")
+    assert code == 0, err
+    try:
+        code, out, err = klog(broker, "configs", "describe", "broker", "0", "--json")
+        assert code == 0, err
+        configs = {c["name"]: c for c in json.loads(out)["configs"]}
+        assert configs[name]["value"] == "120000" and configs[name]["implemented"] is False
+        everything = klog(broker, "configs", "describe", "broker", "0", "-a", "--json")[1]
+        implemented = {c["name"]: c["implemented"] for c in json.loads(everything)["configs"]}
+        assert implemented["num.partitions"] is True
+        assert implemented["log.cleaner.enable"] is True
+        assert implemented["replica.selector.class"] is False
+        code, out, _ = klog(broker, "configs", "describe", "broker", "0")
+        rows = [line.rstrip().split(None, 3) for line in out.splitlines()]
+        assert rows[0] == ["KEY", "VALUE", "SOURCE", "NOTE"]
+        assert [name, "120000", "DYNAMIC_BROKER_CONFIG", "accepted, not implemented"] in rows
+    finally:
+        assert klog(broker, "configs", "alter", "broker", "0", "--delete", name)[0] == 0
+
+
 def test_errors(broker: KlogBroker) -> None:
     code, _, err = klog(broker, "configs", "describe", "topic", "cfg-nope")
     assert code == 1 and "UNKNOWN_TOPIC_OR_PARTITION" in err

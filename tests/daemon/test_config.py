@@ -1061,3 +1061,140 @@ def test_an_authorizer_klog_lacks_refuses_start_up() -> None:
 def test_super_users_must_be_principals() -> None:
     with pytest.raises(ConfigError, match=r"super\.users"):
         BrokerConfig.load(None, ["super.users=admin"])
+
+
+# -- honest configuration (issue 23): every Kafka name known, the unimplemented ones said --
+
+_KAFKA_NAMES_FILE = Path(__file__).parent / "data" / "kafka_3_9_broker_configs.txt"
+
+
+def _kafka_3_9_broker_config_names() -> list[str]:
+    lines = _KAFKA_NAMES_FILE.read_text().splitlines()
+    return [line for line in lines if line and not line.startswith("#")]
+
+
+def test_every_kafka_3_9_broker_config_name_is_known() -> None:
+    names = _kafka_3_9_broker_config_names()
+    assert len(names) == 314  # the whole list, not a truncated file
+    assert [n for n in names if n not in BROKER_CONFIGS] == []
+    # ... and accepted in server.properties as Kafka accepts it (its default parses).
+    config = BrokerConfig.from_dict({"sasl.kerberos.min.time.before.relogin": "120000"})
+    assert config.get("sasl.kerberos.min.time.before.relogin") == 120000
+    assert config.unknown_keys == []
+
+
+def test_kafka_names_take_kafkas_type_range_and_dynamic_mode() -> None:
+    # Kafka: sasl.kerberos.min.time.before.relogin is a LONG, per-broker dynamic.
+    assert validate_broker_dynamic_configs(
+        {"sasl.kerberos.min.time.before.relogin": "120000"}) == {
+        "sasl.kerberos.min.time.before.relogin": "120000"}
+    with pytest.raises(ConfigError, match="broker id must be specified"):
+        validate_broker_dynamic_configs({"sasl.kerberos.min.time.before.relogin": "1"},
+                                        per_broker=False)
+    with pytest.raises(ConfigError, match="not a number of type LONG"):
+        validate_broker_dynamic_configs({"sasl.kerberos.min.time.before.relogin": "soon"})
+    # compression.gzip.level: [1,...,9] or -1, cluster-wide.
+    assert validate_broker_dynamic_configs({"compression.gzip.level": "9"}, per_broker=False)
+    with pytest.raises(ConfigError, match="no more than 9"):
+        BrokerConfig.from_dict({"compression.gzip.level": "10"})
+    # group.coordinator.rebalance.protocols: a list of Kafka's choices.
+    with pytest.raises(ConfigError, match="must be one of"):
+        BrokerConfig.from_dict({"group.coordinator.rebalance.protocols": "classic,bogus"})
+    with pytest.raises(ConfigError, match="Cannot update these configs dynamically"):
+        validate_broker_dynamic_configs({"quota.window.num": "3"})
+
+
+def test_unimplemented_keys_list_names_set_in_every_layer() -> None:
+    config = broker(replica_selector_class="com.example.RackAware", num_partitions="2")
+    assert config.unimplemented_keys == ["replica.selector.class"]
+    config = config.with_dynamic({"sasl.kerberos.min.time.before.relogin": "1000"},
+                                 {"metric.reporters": "com.example.Reporter"})
+    assert config.unimplemented_keys == ["metric.reporters", "replica.selector.class",
+                                         "sasl.kerberos.min.time.before.relogin"]
+    assert broker(num_partitions="2", log_cleaner_enable="false").unimplemented_keys == []
+
+
+def test_the_unimplemented_set_leaves_implemented_names_out() -> None:
+    """The unimplemented set is not a catch-all: what klog implements stays out of it."""
+    from klog.daemon.config.specs import UNIMPLEMENTED_BROKER_CONFIGS
+
+    for name in ("log.cleaner.enable", "num.partitions", "listeners", "sasl.jaas.config",
+                 "max.connections", "socket.send.buffer.bytes", "authorizer.class.name"):
+        assert name not in UNIMPLEMENTED_BROKER_CONFIGS
+    for name in ("replica.selector.class", "metric.reporters", "process.roles",
+                 "sasl.kerberos.min.time.before.relogin", "num.network.threads"):
+        assert name in UNIMPLEMENTED_BROKER_CONFIGS
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("zookeeper.set.acl", "true"),
+        ("zookeeper.ssl.client.enable", "true"),
+        ("principal.builder.class", "com.example.MyPrincipalBuilder"),
+        ("sasl.server.callback.handler.class", "com.example.Handler"),
+        ("sasl.oauthbearer.jwks.endpoint.url", "https://idp.example/jwks"),
+        ("create.topic.policy.class.name", "com.example.Policy"),
+        ("password.encoder.secret", "s3cret"),
+        ("process.roles", "broker"),
+        ("controller.listener.names", "CONTROLLER"),
+    ],
+)
+def test_an_ignored_name_that_would_weaken_security_refuses_start_up(
+    key: str, value: str
+) -> None:
+    with pytest.raises(ConfigError, match=f"{key}=.* is not implemented by klog"):
+        BrokerConfig.from_dict({key: value})
+    # At Kafka's default it asks for nothing klog lacks.
+    from klog.daemon.config.specs import BROKER_CONFIGS as SPECS
+
+    default = SPECS[key].default
+    if default is not None:
+        BrokerConfig.from_dict({key: default})
+
+
+def test_a_security_weakening_name_is_refused_dynamically_too() -> None:
+    with pytest.raises(ConfigError, match=r"principal\.builder\.class=.* is not implemented"):
+        broker().with_dynamic({"principal.builder.class": "com.example.Builder"}, {})
+
+
+def test_describe_marks_unimplemented_configs_and_never_reports_them_on() -> None:
+    config = broker(replica_selector_class="com.example.RackAware",
+                    auto_include_jmx_reporter="true")
+    entries = {e.name: e for e in describe_broker_configs(config)}
+    assert set(entries) >= set(_kafka_3_9_broker_config_names())  # Kafka lists them all
+    selector = entries["replica.selector.class"]
+    assert selector.value == "com.example.RackAware"  # the value as set ...
+    assert selector.source == ConfigSource.STATIC_BROKER_CONFIG
+    assert "accepted, not implemented by klog" in (selector.documentation or "")
+    relogin = entries["sasl.kerberos.min.time.before.relogin"]
+    assert relogin.value == "60000" and relogin.source == ConfigSource.DEFAULT_CONFIG
+    assert "accepted, not implemented by klog" in (relogin.documentation or "")
+    # ... but a switch klog does not implement is never reported as on.
+    jmx = entries["auto.include.jmx.reporter"]
+    assert jmx.value == "false"
+    assert jmx.synonyms[0].value == "true"  # what was set stays visible
+    for entry in entries.values():
+        if entry.config_type == ConfigType.BOOLEAN and "not implemented" in (
+                entry.documentation or ""):
+            assert entry.value == "false", entry.name
+    # What klog implements is not marked: the log cleaner runs.
+    cleaner = entries["log.cleaner.enable"]
+    assert cleaner.value == "true" and "not implemented" not in (cleaner.documentation or "")
+
+
+def test_listener_and_mechanism_prefixed_forms_count_as_the_config_itself() -> None:
+    """Kafka's channel builders read security configs per listener and per mechanism:
+    those forms are refused or listed just as the plain name is."""
+    with pytest.raises(ConfigError, match=r"listener\.name\.sasl_ssl\.plain\.sasl\.server"):
+        BrokerConfig.from_dict(
+            {"listener.name.sasl_ssl.plain.sasl.server.callback.handler.class": "x.Handler"})
+    config = BrokerConfig.from_dict({
+        "listener.name.sasl_ssl.gssapi.sasl.kerberos.service.name": "kafka",
+        "listener.name.sasl_ssl.ssl.keymanager.algorithm": "PKIX",
+        "listener.name.x.no.such.thing": "1",
+    })
+    assert config.unimplemented_keys == [
+        "listener.name.sasl_ssl.gssapi.sasl.kerberos.service.name",
+        "listener.name.sasl_ssl.ssl.keymanager.algorithm"]
+    assert config.unknown_keys == ["listener.name.x.no.such.thing"]

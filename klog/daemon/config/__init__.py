@@ -38,7 +38,12 @@ Where klog's defaults differ from Kafka's, and why:
   does for an empty host (Kafka refuses a 0.0.0.0 listener without advertised.listeners).
 
 Unknown keys are kept and listed in ``BrokerConfig.unknown_keys`` (Kafka warns, it does
-not fail). Every value error is a ``ConfigError``: one line naming the key and the value.
+not fail). Every broker config name of Kafka 3.9 is known; those klog accepts but does not
+implement (``specs.UNIMPLEMENTED_BROKER_CONFIGS``) are listed, when set, in
+``BrokerConfig.unimplemented_keys`` (the broker's start-up line "accepted, not implemented:
+..."), and those whose neglect would weaken security (``specs.MUST_NOT_BE_IGNORED``) refuse
+a value other than Kafka's default. Every value error is a ``ConfigError``: one line naming
+the key and the value.
 
 A BrokerConfig is an immutable value, safe to share between threads; a dynamic change
 builds a new one.

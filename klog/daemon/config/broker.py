@@ -30,7 +30,9 @@ from klog.daemon.config.specs import (
     BROKER_CONFIGS,
     LISTENER_OVERRIDABLE_CONFIGS,
     LISTENER_SECURITY_CONFIGS,
+    MUST_NOT_BE_IGNORED,
     TOPIC_CONFIGS,
+    UNIMPLEMENTED_BROKER_CONFIGS,
 )
 from klog.daemon.config.validation import (
     _check_compaction_lags,
@@ -74,6 +76,19 @@ class _Setting(Generic[T]):
         if obj is None:
             return self
         return obj._values[self.name]
+
+
+def _unimplemented(key: str) -> bool:
+    """A config klog accepts but does not implement, also in Kafka's per-listener
+    (``listener.name.<l>.<name>``) and per-mechanism (``listener.name.<l>.<m>.<name>``)
+    forms."""
+    if key in UNIMPLEMENTED_BROKER_CONFIGS:
+        return True
+    if not key.startswith("listener.name."):
+        return False
+    parts = key.split(".")
+    # listener.name.<l>.<name> or listener.name.<l>.<mechanism>.<name>
+    return any(".".join(parts[i:]) in UNIMPLEMENTED_BROKER_CONFIGS for i in (3, 4))
 
 
 class BrokerConfig:
@@ -323,6 +338,7 @@ class BrokerConfig:
                 f"authorizer.class.name={authorizer} is not an authorizer klog has; use "
                 f"{' or '.join(ACL_AUTHORIZER_CLASSES)} (klog's ACL authorizer), or leave it "
                 "empty for none")
+        self._refuse_ignored_security_configs()
         for principal in filter(None, (p.strip() for p in (v["super.users"] or "").split(";"))):
             kind, _sep, name = principal.partition(":")
             if not kind or not name:
@@ -359,6 +375,29 @@ class BrokerConfig:
         require(idle < 0 or delay < idle,
                 f"connection.failed.authentication.delay.ms ({delay}) must be less than "
                 f"connections.max.idle.ms ({idle})")
+
+    def _refuse_ignored_security_configs(self) -> None:
+        """MUST_NOT_BE_IGNORED: unimplemented, and ignoring them would weaken security or
+        run another mode than asked, so a value other than Kafka's default is refused
+        rather than taken in silence; also per listener (``listener.name.<l>.<name>``) and
+        per listener and mechanism (``listener.name.<l>.<mechanism>.<name>``), the forms
+        Kafka's channel builders read."""
+        layers = (self._static, self._dynamic_default, self._dynamic_broker)
+        for name, harm in MUST_NOT_BE_IGNORED.items():
+            if name not in UNIMPLEMENTED_BROKER_CONFIGS:
+                continue  # implemented by now: its own code validates it
+            spec = BROKER_CONFIGS[name]
+            default = None if spec.default is None else parse_value(spec, spec.default)
+            keys = {k for layer in layers for k in layer
+                    if k == name or (k.startswith("listener.name.") and k.endswith(f".{name}"))}
+            for key in sorted(keys):
+                raw = self._dynamic_broker.get(key, self._dynamic_default.get(
+                    key, self._static.get(key)))
+                assert raw is not None
+                if parse_value(spec, raw) != default:
+                    raise ConfigError(
+                        f"invalid configuration: {key}={raw} is not implemented by klog, "
+                        f"and ignoring it would {harm}; remove it")
 
     def _build_log_defaults(self) -> LogConfig:
         props: dict[str, Any] = {"retention.ms": self._log_retention_ms}
@@ -421,12 +460,20 @@ class BrokerConfig:
         listeners = {e.listener_name.lower() for e in self._listeners}
 
         def known(key: str) -> bool:
-            if key in BROKER_CONFIGS or key in prefixes:
+            if key in BROKER_CONFIGS or key in prefixes or _unimplemented(key):
                 return True
             match = _JAAS_KEY_RE.fullmatch(key)
             return match is not None and match[1] in listeners
 
         return sorted(k for k in self._static if not known(k))
+
+    @property
+    def unimplemented_keys(self) -> list[str]:
+        """Names set (file, overrides, dynamic default or per-broker) that klog accepts
+        but does not implement (specs.UNIMPLEMENTED_BROKER_CONFIGS): the broker lists
+        them in one warning line at start-up, "accepted, not implemented: a, b"."""
+        layers = (self._static, self._dynamic_default, self._dynamic_broker)
+        return sorted({k for layer in layers for k in layer if _unimplemented(k)})
 
     def listener_value(self, listener_name: str, name: str) -> Any:
         """``listener.name.<listener>.<name>`` parsed as ``name``'s type, from the highest

@@ -17,6 +17,7 @@ from klog.daemon.config.specs import (
     _TOPIC_SPEC_LIST,
     BROKER_CONFIGS,
     TOPIC_CONFIGS,
+    UNIMPLEMENTED_BROKER_CONFIGS,
     broker_synonyms,
 )
 from klog.daemon.config.validation import validate_topic_configs
@@ -136,7 +137,19 @@ def _broker_entry(broker: BrokerConfig, name: str, value: Any, *, per_broker: bo
     while synonyms and synonyms[0].name != name:
         synonyms.pop(0)
     source = synonyms[0].source if synonyms else ConfigSource.DEFAULT_CONFIG
+    doc = spec.doc if spec else None
+    if spec is not None and spec.name in UNIMPLEMENTED_BROKER_CONFIGS:
+        # Listed as Kafka lists it, but marked; and a switch klog does not implement is
+        # never reported as on: the value is what klog does, the synonyms what was set.
+        if _NOT_IMPLEMENTED not in spec.doc:
+            doc = f"{spec.doc} ({_NOT_IMPLEMENTED} by klog)"
+        if kind is ConfigType.BOOLEAN and text == "true":
+            text = "false"
+            doc = f"{doc} klog behaves as false whatever its value."
     return ConfigEntry(
         name, text, spec is None or spec.read_only, source, sensitive, tuple(synonyms),
-        kind, spec.doc if spec else None,
+        kind, doc,
     )
+
+
+_NOT_IMPLEMENTED = "accepted, not implemented"
