@@ -46,6 +46,7 @@ from klog.daemon.metrics.collectors import (
     ControllerCollector,
     FetcherLagCollector,
     GroupCollector,
+    LogCleanerCollector,
     LogCollector,
     ReplicaManagerCollector,
 )
@@ -207,6 +208,9 @@ class Broker:
                 GroupCollector(self.group_coordinator, self.group_manager),
             ):
                 counting.register(collector)
+            if self.log_cleaner is not None:
+                counting.register(LogCleanerCollector(
+                    self.log_cleaner, lambda: int(time.time() * 1000)))
         self.started_at = 0.0
         self._tasks: list[asyncio.Task[None]] = []
         self._stopped = asyncio.Event()

@@ -268,3 +268,39 @@ def test_stopping_the_broker_closes_the_listener_at_once(tmp_path: Path) -> None
     assert not [t for t in threading.enumerate() if t.name == "klog-metrics-http"]
     with pytest.raises(OSError), socket.create_connection(("127.0.0.1", bound[1]), timeout=2):
         pass
+
+
+def test_the_log_cleaner_figures(tmp_path: Path) -> None:
+    """Kafka's cleaner gauges, and klog's per-partition dirty ratio and last clean."""
+    import time
+
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    b = InProcessBroker(tmp_path, {"metrics.http.listener": "127.0.0.1:0",
+                                   "log.cleaner.backoff.ms": "50"}).start()
+    try:
+        bootstrap = f"127.0.0.1:{b.port}"
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        admin.create_topics([NewTopic("compacted", 1, 1, config={
+            "cleanup.policy": "compact", "segment.bytes": "1024",
+            "min.cleanable.dirty.ratio": "0.01"})])["compacted"].result(30)
+        producer = ck.Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
+        for i in range(200):
+            producer.produce("compacted", key=b"k%d" % (i % 5), value=b"v" * 50)
+            if i % 10 == 9:
+                assert producer.flush(30) == 0  # batches of 10: segments of 1 KiB roll
+        deadline = time.monotonic() + 30
+        got = samples(scrape(b))
+        while time.monotonic() < deadline and not any(
+                n == "klog_log_cleaner_last_clean_timestamp_ms" for n, _ in got):
+            time.sleep(0.2)
+            got = samples(scrape(b))
+        assert value(got, "klog_log_cleaner_last_clean_timestamp_ms", topic="compacted",
+                     partition="0") > 0
+        assert 0.0 <= value(got, "klog_log_cleaner_dirty_ratio", topic="compacted",
+                            partition="0") <= 1.0
+        assert 0 <= value(got, "kafka_log_logcleanermanager_max_dirty_percent") <= 100
+        assert value(got, "kafka_log_logcleanermanager_uncleanable_partitions_count") == 0
+        assert value(got, "kafka_log_logcleaner_time_since_last_run_ms") >= 0
+    finally:
+        b.stop()
