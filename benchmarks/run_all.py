@@ -28,6 +28,7 @@ def main() -> int:
         [sys.executable, "-m", "benchmarks.bench_client", *(["--quick"] if quick else [])],
         [sys.executable, "-m", "benchmarks.bench_authorizer", *(["--quick"] if quick else [])],
         [sys.executable, "-m", "benchmarks.bench_groups", *(["--quick"] if quick else [])],
+        [sys.executable, "-m", "benchmarks.bench_security", *(["--quick"] if quick else [])],
         [sys.executable, "-m", "benchmarks.bench_transactions",
          *(["--quick"] if quick else [])],
         [sys.executable, "-m", "benchmarks.bench_cluster", *(["--quick"] if quick else [])],
