@@ -41,6 +41,8 @@ from klog.daemon.metadata_cache import BrokerEndpoint, BrokerInfo, MetadataCache
 from klog.daemon.metastore import paths
 from klog.daemon.metastore.base import MetadataStore, MetastoreError, NodeExistsError, NoNodeError
 from klog.daemon.producer_ids import ProducerIdManager
+from klog.daemon.quota_store import ClientQuotaAdmin, QuotaConfigLoader
+from klog.daemon.quotas import QuotaManagers
 from klog.daemon.replica_fetcher import ReplicaFetcherManager
 from klog.daemon.replica_manager import MetastoreIsrStore, ReplicaManager
 from klog.daemon.replication_quota import ReplicationQuotas
@@ -144,6 +146,15 @@ class Broker:
         self.scram_cache = ScramCredentialCache(self.metastore)
         self.scram_credentials = ScramCredentialManager(self.metastore, self.scram_cache)
         self.admin.config_changes.add_user_listener(self.scram_cache.reload_user)
+        # Client quotas (klog/daemon/quotas.py), kept current by the users/... and
+        # clients/... change notifications (klog/daemon/quota_store.py).
+        self.client_quotas = QuotaManagers.create(
+            config.get("quota.window.num"), config.get("quota.window.size.seconds"),
+            config.get("controller.quota.window.num"),
+            config.get("controller.quota.window.size.seconds"))
+        self.quota_loader = QuotaConfigLoader(self.metastore, self.client_quotas.configs)
+        self.admin.config_changes.add_quota_listener(self.quota_loader.reload)
+        self.client_quota_admin = ClientQuotaAdmin(self.metastore, self.client_quotas.configs)
         # Transactions (klog/daemon/transaction/): __transaction_state, the coordinator,
         # and the markers -- written in-process on partitions led here, with
         # WriteTxnMarkers to the other leaders.
@@ -178,7 +189,8 @@ class Broker:
             # (klog/daemon/controller/identity.py).
             api_versions=(apis.ADVERTISED if config.zookeeper_connect
                           else apis.STANDALONE_ADVERTISED),
-            scram_credentials=self.scram_credentials)
+            scram_credentials=self.scram_credentials,
+            quotas=self.client_quotas, client_quota_admin=self.client_quota_admin)
         self.server = Server(dynamic, load_handlers(), self.services, self.scram_cache)
         self.started_at = 0.0
         self._tasks: list[asyncio.Task[None]] = []
@@ -246,6 +258,7 @@ class Broker:
         # cluster mode the /config/changes listener; before clients can connect.
         await self.admin.startup()
         await self.scram_cache.load()
+        await self.quota_loader.load()
         # After admin.startup, which gives the logs found on disk their topics' configs: no
         # log is compacted by the broker's default cleanup.policy instead of its own.
         if self.log_cleaner is not None:

@@ -55,6 +55,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import logging
 import os
 import socket
@@ -81,6 +82,7 @@ from klog.protocol.framing import (
 )
 
 if TYPE_CHECKING:
+    from klog.daemon.quotas import ClientQuotaManager
     from klog.daemon.server import Server
 
 log = logging.getLogger(__name__)
@@ -191,6 +193,11 @@ class Connection(asyncio.Protocol):
         self._in_sendfile = False
         self._eof = False  # the peer will send nothing more
         self.last_active = time.monotonic()
+        # KIP-219: a client over its quota has its next request held until this time
+        # (time.monotonic(); 0: not throttled).
+        self.throttled_until = 0.0
+        quotas = self.services.quotas
+        self._request_quota = None if quotas is None else quotas.request
         self._wakeup = asyncio.Event()
         self._can_write = asyncio.Event()
         self._can_write.set()
@@ -237,7 +244,8 @@ class Connection(asyncio.Protocol):
         if not frames:
             return
         self.server.queued += len(frames)
-        if not self.busy and not self.queue and self._started is None and not self.closed:
+        if not self.busy and not self.queue and self._started is None and not self.closed \
+                and not self.throttled_until:
             frames = self._handle_at_once(frames)
             if not frames:
                 return
@@ -253,7 +261,8 @@ class Connection(asyncio.Protocol):
         handled are returned for the task. The answers gathered leave in one send."""
         handled = 0
         for frame in frames:
-            if self.closed or not self._can_write.is_set() or len(self.deferred) >= MAX_DEFERRED:
+            if self.closed or not self._can_write.is_set() or len(self.deferred) >= MAX_DEFERRED \
+                    or self.throttled_until:
                 break
             handled += 1
             self.busy = True
@@ -465,6 +474,14 @@ class Connection(asyncio.Protocol):
                 if not self._can_write.is_set():
                     await self._can_write.wait()
                     continue
+                if self.throttled_until:
+                    delay = self.throttled_until - time.monotonic()
+                    if delay > 0:  # muted for a quota (KIP-219); close() wakes us
+                        self._wakeup.clear()
+                        with contextlib.suppress(TimeoutError):
+                            await asyncio.wait_for(self._wakeup.wait(), delay)
+                        continue
+                    self.throttled_until = 0.0
                 frame = self.queue.popleft()
                 self.queued_bytes -= len(frame)
                 if self.reading_paused:
@@ -537,11 +554,44 @@ class Connection(asyncio.Protocol):
             self.close()
             return None
         handling = handler(RequestContext(header, self.services, self), request)
+        request_quota = self._request_quota
+        if request_quota is not None and request_quota.active:
+            return self._start_metered(header, handling, request_quota)
         try:
             waits_on = handling.send(None)
         except StopIteration as done:
             return self._answer(header, done.value)
         return self._finish_waiting(header, _resume(handling, waits_on))
+
+    def _start_metered(self, header: RequestHeader, handling: Coroutine[Any, Any, Any],
+                       request_quota: ClientQuotaManager) -> Coroutine[Any, Any, None] | None:
+        """``_start``'s last step under a request_percentage quota: the handler's time up
+        to its first wait is recorded as a percentage of one thread (Kafka's
+        ClientRequestQuotaManager), and a client over its quota is muted."""
+        started = time.perf_counter()
+        try:
+            waits_on = handling.send(None)
+        except StopIteration as done:
+            self._record_request_time(header, request_quota, started)
+            return self._answer(header, done.value)
+        self._record_request_time(header, request_quota, started)
+        return self._finish_waiting(header, _resume(handling, waits_on))
+
+    def _record_request_time(self, header: RequestHeader, request_quota: ClientQuotaManager,
+                             started: float) -> None:
+        percent_seconds = (time.perf_counter() - started) * 100.0
+        throttle_ms = request_quota.record(self.principal.name, header.client_id or "",
+                                           percent_seconds)
+        if throttle_ms > 0:
+            self.throttle(throttle_ms)
+
+    def throttle(self, throttle_ms: int) -> None:
+        """KIP-219: after this request's response, hold the connection's next request for
+        ``throttle_ms`` (Kafka mutes the channel; here the frames wait in the queue, whose
+        read-ahead bound stops reading from the socket)."""
+        until = time.monotonic() + throttle_ms / 1000.0
+        if until > self.throttled_until:
+            self.throttled_until = until
 
     async def _finish_waiting(self, header: RequestHeader, handling: Awaitable[Any]) -> None:
         """The rest of a request whose handler waits, run by the connection's task."""

@@ -41,6 +41,8 @@ if TYPE_CHECKING:
     from klog.daemon.group.metadata_manager import GroupMetadataManager
     from klog.daemon.metadata_cache import MetadataCache
     from klog.daemon.producer_ids import ProducerIdManager
+    from klog.daemon.quota_store import ClientQuotaAdmin
+    from klog.daemon.quotas import QuotaManagers
     from klog.daemon.replica_manager import ReplicaManager
     from klog.daemon.security.authorizer import AclAuthorizer
     from klog.daemon.security.credentials import ScramCredentialManager
@@ -79,6 +81,9 @@ class ClientConnection(Protocol):
 
     def close(self) -> None: ...
 
+    def throttle(self, throttle_ms: int) -> None:
+        """Start no further request of this connection for ``throttle_ms`` (KIP-219)."""
+
 
 @dataclass(frozen=True, slots=True)
 class BrokerServices:
@@ -109,6 +114,11 @@ class BrokerServices:
     authorizer: AclAuthorizer | None = None
     #: SCRAM users (Describe/AlterUserScramCredentials); None in tests that have no need.
     scram_credentials: ScramCredentialManager | None = None
+    #: Client quotas (klog/daemon/quotas.py): the produce, fetch, request and controller
+    #: mutation managers; None in tests that have no need (nothing is metered).
+    quotas: QuotaManagers | None = None
+    #: DescribeClientQuotas / AlterClientQuotas (klog/daemon/quota_store.py).
+    client_quota_admin: ClientQuotaAdmin | None = None
 
 
 @dataclass(slots=True)
@@ -182,6 +192,16 @@ class RequestContext:
         return authorizer.authorized_operations(self.principal, self.client_host,
                                                 resource_type, name)
 
+    @property
+    def client_id(self) -> str:
+        return self.header.client_id or ""
+
+    def throttle(self, throttle_ms: int) -> None:
+        """Mute this request's connection for ``throttle_ms`` after its response (KIP-219:
+        the response says the time, the broker holds the client's next request)."""
+        if throttle_ms > 0 and self.connection is not None:
+            self.connection.throttle(throttle_ms)
+
     def close_connection(self, reason: str) -> None:
         """Answer nothing and close the connection (the handler returns this None): for a
         request the broker can neither obey nor refuse, so that its sender retries."""
@@ -254,6 +274,8 @@ _MODULES: dict[int, str] = {
     45: "alter_partition_reassignments",
     46: "list_partition_reassignments",
     47: "offset_delete",
+    48: "describe_client_quotas",
+    49: "alter_client_quotas",
     50: "describe_user_scram_credentials",
     51: "alter_user_scram_credentials",
     60: "describe_cluster",

@@ -14,6 +14,10 @@ read_committed, for consumers).
 Fetch sessions (KIP-227) are declined, which the protocol allows: every response carries
 session id 0, so clients keep sending full fetch requests; an incremental fetch naming a
 session gets FETCH_SESSION_ID_NOT_FOUND, which makes clients start over with a full one.
+
+A consumer with a consumer_byte_rate quota (klog/daemon/quotas.py) is metered by the bytes
+of its responses; over the quota it gets Kafka's throttled response -- no partitions, the
+throttle time -- and the connection holds its next request for that time (KIP-219).
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from typing import Any
 from klog.daemon.delayed import FetchKey, FetchParams
 from klog.daemon.handlers import CLUSTER_ACTION, Request, RequestContext, Response
 from klog.daemon.partition import FetchIsolation
+from klog.daemon.quotas import ClientQuotaManager
 from klog.daemon.replica_manager import FetchResult
 from klog.protocol.acls import AclOperation, ResourceType
 from klog.protocol.entities import as_millis
@@ -71,7 +76,27 @@ async def handle(ctx: RequestContext, request: Request) -> Response:
         return _encode(version, wanted, [got.get(key) or FetchResult(_TOPIC_AUTHORIZATION_FAILED)
                                          for key in wanted])
     results = await rm.fetch_messages(params, wanted)
+    quotas = services.quotas
+    if quotas is not None and quotas.fetch.active and replica_id < 0:
+        throttle_ms = _metered(ctx, quotas.fetch, results)
+        if throttle_ms:
+            return encode_fetch_response(version, [], throttle_time_ms=throttle_ms)
     return _encode(version, wanted, results)
+
+
+def _metered(ctx: RequestContext, quota: ClientQuotaManager, results: list[FetchResult]
+             ) -> int:
+    """consumer_byte_rate (Kafka's handleFetchRequest): the response's record bytes count
+    against the consumer's rate; over its quota they are taken back and the consumer gets
+    an empty response saying how long it is throttled, and the connection holds its next
+    request that long (KIP-219). Returns the throttle time (0: answer as usual)."""
+    size = sum(r.size for r in results)
+    user, client_id = ctx.principal.name, ctx.client_id
+    throttle_ms = quota.record(user, client_id, size)
+    if throttle_ms:
+        quota.unrecord(user, client_id, size)
+        ctx.throttle(throttle_ms)
+    return throttle_ms
 
 
 def _denied(ctx: RequestContext, request: Request) -> set[str] | frozenset[str]:
