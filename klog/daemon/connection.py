@@ -41,6 +41,12 @@ as bare frames (``_raw_sasl_token``); a failed authentication is answered and th
 connection closed after connection.failed.authentication.delay.ms; a request after the
 session expired (connections.max.reauth.ms) without re-authentication closes it.
 
+Client quotas (KIP-219, klog/daemon/quotas.py): a handler that finds its client over a
+quota says the throttle time in the response and calls ``throttle``; the connection then
+starts none of that client's further requests until the time has passed (they wait in its
+queue, whose read-ahead bound stops reading from the socket, as Kafka mutes the channel).
+Under a request_percentage quota each handler's time up to its first wait is recorded.
+
 What closes a connection, as in Kafka: a frame size out of bounds, an unknown api key, a
 version not advertised (except ApiVersions, which is answered in v0 with
 UNSUPPORTED_VERSION), a header or body that does not decode, idleness beyond
