@@ -296,6 +296,17 @@ class ClientQuotaManager:
         match = self.configs.find(self.key, user, client_id)
         return None if match is None else match.bound
 
+    def max_value_in_window(self, user: str, client_id: str) -> float | None:
+        """The most the entity may take within the quota's whole window (Kafka's
+        getMaxValueInQuotaWindow: bound x (samples - 1) x window): a consumer's fetch is
+        bounded by it, else one response bigger than that would be throttled forever."""
+        if not self.active:
+            return None
+        entity = self._entity(user, client_id)
+        if entity is None:
+            return None
+        return entity.bound * (self.num_samples - 1) * self.window_s
+
     def record(self, user: str, client_id: str, value: float) -> int:
         """Add ``value`` to the entity's rate; the throttle time in ms (0: within quota)."""
         if not self.active:

@@ -195,3 +195,11 @@ def test_entity_names_round_trip() -> None:
     for components in ({"user": "a"}, {"user": None}, {"client-id": "c"},
                        {"user": None, "client-id": None}, {"user": "a", "client-id": "c"}):
         assert entity_components(entity_key(components)) == components
+
+
+def test_a_fetch_is_bounded_by_what_the_quota_allows_in_a_window() -> None:
+    managers = QuotaManagers.create(11, 1, clock=Clock())
+    assert managers.fetch.max_value_in_window("u", "c") is None
+    managers.configs.set((None, "c"), {CONSUMER_BYTE_RATE: "1000"})
+    assert managers.fetch.max_value_in_window("u", "c") == 10_000  # 1000 x 10 x 1 s
+    assert managers.fetch.max_value_in_window("u", "other") is None

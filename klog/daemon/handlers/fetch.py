@@ -17,7 +17,8 @@ session gets FETCH_SESSION_ID_NOT_FOUND, which makes clients start over with a f
 
 A consumer with a consumer_byte_rate quota (klog/daemon/quotas.py) is metered by the bytes
 of its responses; over the quota it gets Kafka's throttled response -- no partitions, the
-throttle time -- and the connection holds its next request for that time (KIP-219).
+throttle time -- and the connection holds its next request for that time (KIP-219); its
+max_bytes is bounded by what the quota allows in a whole window, as Kafka bounds it.
 """
 
 from __future__ import annotations
@@ -59,12 +60,20 @@ async def handle(ctx: RequestContext, request: Request) -> Response:
         isolation = _LOG_END
     else:
         isolation = _TXN_COMMITTED if getattr(request, "isolation_level", 0) == 1 else _HW
+    max_bytes = min(getattr(request, "max_bytes", 2**31 - 1),
+                    services.config.current.fetch_max_bytes)
+    quotas = services.quotas
+    if quotas is not None and quotas.fetch.active and replica_id < 0:
+        # Kafka: a consumer's fetch takes at most what its quota allows in a whole window.
+        window_bytes = quotas.fetch.max_value_in_window(ctx.principal.name, ctx.client_id)
+        if window_bytes is not None:
+            max_bytes = min(max_bytes, max(1, int(window_bytes)))
     # Positional: a third of the keyword call's cost, once per fetch.
     params = FetchParams(
         replica_id,
         as_millis(request.max_wait),
         request.min_bytes,
-        min(getattr(request, "max_bytes", 2**31 - 1), services.config.current.fetch_max_bytes),
+        max_bytes,
         isolation,
     )
     rm = services.replica_manager
@@ -76,7 +85,6 @@ async def handle(ctx: RequestContext, request: Request) -> Response:
         return _encode(version, wanted, [got.get(key) or FetchResult(_TOPIC_AUTHORIZATION_FAILED)
                                          for key in wanted])
     results = await rm.fetch_messages(params, wanted)
-    quotas = services.quotas
     if quotas is not None and quotas.fetch.active and replica_id < 0:
         throttle_ms = _metered(ctx, quotas.fetch, results)
         if throttle_ms:

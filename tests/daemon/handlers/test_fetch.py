@@ -156,3 +156,13 @@ def test_a_followers_fetch_is_not_metered_by_client_quotas() -> None:
         response = _decoded(asyncio.run(handle(ctx, _request(replica_id=2))))
         assert response.responses and response.throttle_time.total_seconds() == 0
     assert connection.throttled == []
+
+
+def test_a_consumers_max_bytes_is_bounded_by_its_quota_window() -> None:
+    quotas = QuotaManagers.create(11, 1, clock=lambda: 0.0)
+    quotas.configs.set((None, "test"), {"consumer_byte_rate": "100"})
+    rm = FakeReplicaManager()
+    ctx = context(RequestHeader(FETCH, VERSION, 3, "test", 1), ThrottledConnection(),
+                  replica_manager=rm, config={"fetch_max_bytes": 50_000}, quotas=quotas)
+    asyncio.run(handle(ctx, _request()))
+    assert rm.calls[0][0].max_bytes == 1000  # 100 B/s x 10 windows of 1 s
