@@ -319,6 +319,25 @@ class ClientQuotaManager:
         return throttle_time_ms(entity.rate, entity.bound, now,
                                 self.window_s * 1000.0 if self.bounded else None)
 
+    def record_mutations(self, user: str, client_id: str, permits: float, strict: bool
+                         ) -> tuple[bool, int]:
+        """controller_mutation_rate (Kafka's Strict/PermissiveControllerMutationQuota):
+        (allowed, throttle ms). Strict (the newer request versions): refused while the
+        entity is over its quota, else recorded whatever its size (a burst is let through
+        and paid for afterwards). Permissive: always recorded and allowed; the throttle
+        time says how far over it went."""
+        if not self.active:
+            return True, 0
+        if strict:
+            throttle_ms = self.throttle_time(user, client_id)
+            if throttle_ms > 0:
+                return False, throttle_ms
+            entity = self._entity(user, client_id)
+            if entity is not None:
+                entity.rate.record(permits, self.clock())
+            return True, 0
+        return True, self.record(user, client_id, permits)
+
     def unrecord(self, user: str, client_id: str, value: float) -> None:
         """Take back a recorded value (a throttled fetch answers no data, as Kafka's
         unrecordQuotaSensor)."""

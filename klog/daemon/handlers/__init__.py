@@ -126,6 +126,8 @@ class RequestContext:
     header: RequestHeader
     services: BrokerServices
     connection: ClientConnection | None
+    #: The controller_mutation_rate throttle this request ran into (``mutations_allowed``).
+    mutation_throttle_ms: int = 0
 
     @property
     def api_version(self) -> int:
@@ -201,6 +203,22 @@ class RequestContext:
         the response says the time, the broker holds the client's next request)."""
         if throttle_ms > 0 and self.connection is not None:
             self.connection.throttle(throttle_ms)
+
+    def mutations_allowed(self, permits: int, strict: bool) -> bool:
+        """controller_mutation_rate (KIP-599) for CreateTopics / CreatePartitions /
+        DeleteTopics: may this request create or delete ``permits`` partitions now? False:
+        answer THROTTLING_QUOTA_EXCEEDED (only ``strict``, the newer versions, refuse).
+        The throttle time is kept in ``mutation_throttle_ms`` for the response (and the
+        connection is muted for it, as Kafka does)."""
+        quotas = self.services.quotas
+        if quotas is None or not quotas.controller_mutation.active or self.connection is None:
+            return True
+        allowed, throttle_ms = quotas.controller_mutation.record_mutations(
+            self.principal.name, self.client_id, permits, strict)
+        if throttle_ms > self.mutation_throttle_ms:
+            self.throttle(throttle_ms - self.mutation_throttle_ms)
+            self.mutation_throttle_ms = throttle_ms
+        return allowed
 
     def close_connection(self, reason: str) -> None:
         """Answer nothing and close the connection (the handler returns this None): for a
