@@ -62,6 +62,8 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import dataclasses
+import datetime
 import logging
 import os
 import socket
@@ -561,7 +563,7 @@ class Connection(asyncio.Protocol):
             return None
         handling = handler(RequestContext(header, self.services, self), request)
         request_quota = self._request_quota
-        if request_quota is not None and request_quota.active:
+        if request_quota is not None and request_quota.active and not _exempt(header, request):
             return self._start_metered(header, handling, request_quota)
         try:
             waits_on = handling.send(None)
@@ -578,18 +580,22 @@ class Connection(asyncio.Protocol):
         try:
             waits_on = handling.send(None)
         except StopIteration as done:
-            self._record_request_time(header, request_quota, started)
-            return self._answer(header, done.value)
+            throttle_ms = self._record_request_time(header, request_quota, started)
+            response = done.value
+            if throttle_ms > 0:
+                response = _with_throttle_time(response, throttle_ms)
+            return self._answer(header, response)
         self._record_request_time(header, request_quota, started)
         return self._finish_waiting(header, _resume(handling, waits_on))
 
     def _record_request_time(self, header: RequestHeader, request_quota: ClientQuotaManager,
-                             started: float) -> None:
+                             started: float) -> int:
         percent_seconds = (time.perf_counter() - started) * 100.0
         throttle_ms = request_quota.record(self.principal.name, header.client_id or "",
                                            percent_seconds)
         if throttle_ms > 0:
             self.throttle(throttle_ms)
+        return throttle_ms
 
     def throttle(self, throttle_ms: int) -> None:
         """KIP-219: after this request's response, hold the connection's next request for
@@ -797,6 +803,30 @@ class Connection(asyncio.Protocol):
         self._out, self._out_size = [], 0
         if self.transport is not None and not self.closed:
             self.transport.write(out[0] if len(out) == 1 else b"".join(out))
+
+
+def _exempt(header: RequestHeader, request: Any) -> bool:
+    """Requests no request_percentage quota throttles, as Kafka exempts them: the
+    inter-broker APIs and followers' fetches (replication has its own throttles)."""
+    api_key = header.api_key
+    return (api_key in apis.INTER_BROKER_CONTROL_APIS or api_key == _WRITE_TXN_MARKERS
+            or (api_key == _FETCH and getattr(request, "replica_id", -1) >= 0))
+
+
+_FETCH, _WRITE_TXN_MARKERS = 1, 27
+
+
+def _with_throttle_time(response: Any, throttle_ms: int) -> Any:
+    """A kio response entity with its throttle_time set (request_percentage: the time is
+    known only after the handler ran). Answers encoded by hand (produce, fetch: chunks)
+    keep their own, the byte quotas'."""
+    if dataclasses.is_dataclass(response) and not isinstance(response, type) and any(
+            f.name == "throttle_time" for f in dataclasses.fields(response)):
+        current = getattr(response, "throttle_time", None)
+        wanted = datetime.timedelta(milliseconds=throttle_ms)
+        if current is None or current < wanted:
+            return dataclasses.replace(response, throttle_time=wanted)
+    return response
 
 
 def _all_bytes(chunks: Sequence[Chunk]) -> bool:

@@ -784,3 +784,28 @@ def test_a_throttled_client_gets_the_time_and_its_next_request_waits_for_it(
         assert _connections(broker) >= 2
     broker.call(lambda: broker.broker.client_quotas.configs.set((None, "wire"), {}))
     _healthy(broker)
+
+
+def test_request_percentage_throttles_a_client_whose_handlers_take_too_long(
+        broker: InProcessBroker) -> None:
+    """request_percentage (Kafka's ClientRequestQuotaManager): handler time counts against
+    the client's share of a thread; over it, the answer says the throttle time (bounded by
+    one quota window) and the next request waits; another client id is not held."""
+    broker.call(lambda: broker.broker.client_quotas.configs.set(
+        (None, "wire"), {"request_percentage": "0.0000001"}))
+    try:
+        with broker.connect() as client, broker.connect() as other:
+            first = client.call(3, 12, {"topics": [], "allow_auto_topic_creation": False,
+                                        "include_topic_authorized_operations": False})
+            throttle_s = first.throttle_time.total_seconds()
+            assert 0 < throttle_s <= 1.0  # quota.window.size.seconds bounds it
+            answered_at = time.monotonic()
+            _cid, frame = other.request_frame(18, 3, API_VERSIONS_BODY, client_id="other")
+            other.send_raw(frame)
+            _got, response = other.recv_response(18, 3)
+            assert response.throttle_time.total_seconds() == 0
+            client.call(18, 3, API_VERSIONS_BODY)
+            assert time.monotonic() - answered_at >= throttle_s * 0.9
+    finally:
+        broker.call(lambda: broker.broker.client_quotas.configs.set((None, "wire"), {}))
+    _healthy(broker)
