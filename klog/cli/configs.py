@@ -272,8 +272,8 @@ def _describe_user(name: str, entity: dict[str, str | None], json_out: bool,
 def _alter_user_or_client(entity: dict[str, str | None], set_: list[str], delete: list[str],
                           dry_run: bool, bootstrap: str | None,
                           command_config: Path | None) -> None:
-    from klog.daemon.quotas import QUOTA_KEYS
     from klog.protocol import scram
+    from klog.protocol.client_quotas import QUOTA_KEYS
 
     is_user_only = list(entity) == ["user"] and entity["user"] is not None
     name = entity.get("user") or ""

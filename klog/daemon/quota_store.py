@@ -27,17 +27,9 @@ from dataclasses import dataclass
 
 from klog.daemon.metastore import paths
 from klog.daemon.metastore.base import MetadataStore, NodeExistsError, NoNodeError
-from klog.daemon.quotas import (
-    CLIENT_ID,
-    DEFAULT,
-    IP,
-    QUOTA_KEYS,
-    USER,
-    EntityKey,
-    QuotaConfigs,
-    entity_key,
-)
+from klog.daemon.quotas import DEFAULT, EntityKey, QuotaConfigs, entity_key
 from klog.daemon.security.credentials import desanitize, sanitize
+from klog.protocol.client_quotas import CLIENT_ID, IP, QUOTA_KEYS, USER
 from klog.protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)

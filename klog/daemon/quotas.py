@@ -53,23 +53,16 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
-PRODUCER_BYTE_RATE = "producer_byte_rate"
-CONSUMER_BYTE_RATE = "consumer_byte_rate"
-REQUEST_PERCENTAGE = "request_percentage"
-CONTROLLER_MUTATION_RATE = "controller_mutation_rate"
-#: The quota keys of user and client entities, and whether each is a whole number (Kafka's
-#: QuotaConfigs: the byte rates are LONG, the others DOUBLE).
-QUOTA_KEYS: Mapping[str, bool] = {
-    PRODUCER_BYTE_RATE: True,
-    CONSUMER_BYTE_RATE: True,
-    REQUEST_PERCENTAGE: False,
-    CONTROLLER_MUTATION_RATE: False,
-}
+from klog.protocol.client_quotas import (
+    CLIENT_ID,
+    CONSUMER_BYTE_RATE,
+    CONTROLLER_MUTATION_RATE,
+    PRODUCER_BYTE_RATE,
+    QUOTA_KEYS,
+    REQUEST_PERCENTAGE,
+    USER,
+)
 
-#: Entity types of DescribeClientQuotas / AlterClientQuotas (ClientQuotaEntity).
-USER = "user"
-CLIENT_ID = "client-id"
-IP = "ip"
 #: The znode name of a default entity.
 DEFAULT = "<default>"
 

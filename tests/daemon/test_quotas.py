@@ -6,10 +6,7 @@ from __future__ import annotations
 import pytest
 
 from klog.daemon.quotas import (
-    CONSUMER_BYTE_RATE,
     DEFAULT,
-    PRODUCER_BYTE_RATE,
-    REQUEST_PERCENTAGE,
     ClientQuotaManager,
     QuotaConfigs,
     QuotaManagers,
@@ -17,6 +14,11 @@ from klog.daemon.quotas import (
     entity_components,
     entity_key,
     throttle_time_ms,
+)
+from klog.protocol.client_quotas import (
+    CONSUMER_BYTE_RATE,
+    PRODUCER_BYTE_RATE,
+    REQUEST_PERCENTAGE,
 )
 
 

@@ -82,9 +82,9 @@ async def handle(ctx: RequestContext, request: Request) -> Response:
         allowed = [key for key in wanted if key[0] not in denied]
         got = dict(zip(allowed, await rm.fetch_messages(params, allowed), strict=True)
                    ) if allowed else {}
-        return _encode(version, wanted, [got.get(key) or FetchResult(_TOPIC_AUTHORIZATION_FAILED)
-                                         for key in wanted])
-    results = await rm.fetch_messages(params, wanted)
+        results = [got.get(key) or FetchResult(_TOPIC_AUTHORIZATION_FAILED) for key in wanted]
+    else:
+        results = await rm.fetch_messages(params, wanted)
     if quotas is not None and quotas.fetch.active and replica_id < 0:
         throttle_ms = _metered(ctx, quotas.fetch, results)
         if throttle_ms:
