@@ -1,10 +1,16 @@
-"""``klog configs describe|alter``: topic, broker and user configs (kafka-configs.sh).
+"""``klog configs describe|alter``: topic, broker, user and client configs (kafka-configs.sh).
 
-Formatting only: DescribeConfigs / IncrementalAlterConfigs and Describe/AlterUserScram-
-Credentials are klog.client.admin's. A user's configs are its SCRAM credentials, spelt as
-kafka-configs spells them: ``--set 'SCRAM-SHA-512=[password=secret,iterations=8192]'``
-(one mechanism per --set) and ``--delete SCRAM-SHA-512``; the password is salted by the
-client and never sent. ``--command-config FILE`` gives the client's security settings.
+Formatting only: DescribeConfigs / IncrementalAlterConfigs, Describe/AlterUserScram-
+Credentials and Describe/AlterClientQuotas are klog.client.admin's. A user's configs are
+its SCRAM credentials, spelt as kafka-configs spells them: ``--set
+'SCRAM-SHA-512=[password=secret,iterations=8192]'`` (one mechanism per --set) and
+``--delete SCRAM-SHA-512``; the password is salted by the client and never sent -- and its
+client quotas (``--set producer_byte_rate=1024``, consumer_byte_rate, request_percentage,
+controller_mutation_rate), as are a client id's (``klog configs alter client app --set
+producer_byte_rate=1024``). ``--entity-default`` names the default user or client id;
+``user NAME --client ID`` (or ``--client-default``) the user's quotas for one client id,
+kafka-configs' ``--entity-type users --entity-name NAME --entity-type clients ...``.
+``--command-config FILE`` gives the client's security settings.
 """
 
 from __future__ import annotations
@@ -32,14 +38,15 @@ from klog.cli.topic import (
 NOT_IMPLEMENTED = "accepted, not implemented"
 
 if TYPE_CHECKING:
-    from klog.client.admin import ConfigResource
+    from klog.client.admin import AdminClient, ConfigResource
 
 DYNAMIC_SOURCES = frozenset({"DYNAMIC_TOPIC_CONFIG", "DYNAMIC_BROKER_CONFIG",
                              "DYNAMIC_DEFAULT_BROKER_CONFIG", "DYNAMIC_BROKER_LOGGER_CONFIG"})
 
 configs_app = typer.Typer(
     name="configs",
-    help="Describe and alter topic, broker and user (SCRAM credential) configs.",
+    help="Describe and alter topic, broker, user (SCRAM credentials, quotas) and client "
+         "(quota) configs.",
     no_args_is_help=True,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
@@ -52,14 +59,15 @@ def _resource(kind: str, name: str | None, entity_default: bool = False) -> Conf
 
     if entity_default:
         if kind != "broker" or name not in (None, ""):
-            fail("--entity-default goes with the broker type and no broker id",
+            fail("--entity-default goes with the broker, user or client type and no name",
                  console.EXIT_USAGE)
         name = ""
     elif name is None:
         fail(f"name the {kind} (or, for brokers, give --entity-default)", console.EXIT_USAGE)
 
     if kind not in ("topic", "broker"):
-        fail(f"unknown resource type {kind!r}: topic, broker or user", console.EXIT_USAGE)
+        fail(f"unknown resource type {kind!r}: topic, broker or user, or client for client-id "
+             "quotas", console.EXIT_USAGE)
     if kind == "broker" and name != "" and not name.isdigit():
         fail(f"broker id {name!r} is not a number", console.EXIT_USAGE)
     return ConfigResource.of(kind, name)
@@ -67,12 +75,17 @@ def _resource(kind: str, name: str | None, entity_default: bool = False) -> Conf
 
 @configs_app.command("describe")
 def describe(
-    kind: str = typer.Argument(..., help="topic, broker or user."),
+    kind: str = typer.Argument(..., help="topic, broker, user or client."),
     name: str | None = typer.Argument(
-        None, help="The topic name, broker id or user name."),
+        None, help="The topic name, broker id, user name or client id."),
     entity_default: bool = typer.Option(
         False, "--entity-default",
-        help="The brokers' cluster-wide default configs (kafka-configs --entity-default)."),
+        help="The brokers' cluster-wide default configs, or the default user or client id "
+             "(kafka-configs --entity-default)."),
+    client: str | None = typer.Option(
+        None, "--client", help="With user: the quotas of this client id of the user."),
+    client_default: bool = typer.Option(
+        False, "--client-default", help="With user: the quotas of the user's default client id."),
     all_: bool = typer.Option(
         False, "--all", "-a",
         help="Every config, defaults and static ones included (default: dynamic only)."),
@@ -82,10 +95,14 @@ def describe(
     bootstrap_server: str | None = bootstrap_option(),
     command_config: Path | None = command_config_option(),
 ) -> None:
-    """Print a topic's or a broker's configs with their sources, or a user's SCRAM
-    credentials (mechanisms and iterations)."""
-    if kind == "user":
-        _describe_user(name or "", json_out, bootstrap_server, command_config)
+    """Print a topic's or a broker's configs with their sources, a user's SCRAM
+    credentials (mechanisms and iterations) and quotas, or a client id's quotas."""
+    if kind in ("user", "client"):
+        entity = _quota_entity(kind, name, entity_default, client, client_default)
+        if kind == "user" and name is not None and client is None and not client_default:
+            _describe_user(name, entity, json_out, bootstrap_server, command_config)
+        else:
+            _describe_quotas(entity, json_out, bootstrap_server, command_config)
         return
     resource = _resource(kind, name, entity_default)
     name = resource.name
@@ -117,13 +134,17 @@ def describe(
 
 @configs_app.command("alter")
 def alter(
-    kind: str = typer.Argument(..., help="topic, broker or user."),
+    kind: str = typer.Argument(..., help="topic, broker, user or client."),
     name: str | None = typer.Argument(
-        None, help="The topic name, broker id or user name."),
+        None, help="The topic name, broker id, user name or client id."),
     entity_default: bool = typer.Option(
         False, "--entity-default",
-        help="Alter the brokers' cluster-wide default configs (kafka-configs "
-             "--entity-default)."),
+        help="Alter the brokers' cluster-wide default configs, or the default user's or "
+             "client id's quotas (kafka-configs --entity-default)."),
+    client: str | None = typer.Option(
+        None, "--client", help="With user: the quotas of this client id of the user."),
+    client_default: bool = typer.Option(
+        False, "--client-default", help="With user: the quotas of the user's default client id."),
     set_: list[str] = typer.Option(
         [], "--set", "-s", help="Set key=value; may be repeated."),
     delete: list[str] = typer.Option(
@@ -138,14 +159,16 @@ def alter(
     command_config: Path | None = command_config_option(),
 ) -> None:
     """Change configs incrementally (IncrementalAlterConfigs); for a user, its SCRAM
-    credentials (AlterUserScramCredentials)."""
+    credentials (AlterUserScramCredentials) and quotas; for a client id, its quotas
+    (AlterClientQuotas)."""
     from klog.client.admin import AlterConfigOp
 
-    if kind == "user":
-        if append or subtract or dry_run:
-            fail("a user's SCRAM credentials take only --set and --delete",
-                 console.EXIT_USAGE)
-        _alter_user(name or "", set_, delete, bootstrap_server, command_config)
+    if kind in ("user", "client"):
+        entity = _quota_entity(kind, name, entity_default, client, client_default)
+        if append or subtract:
+            fail(f"a {kind}'s configs take only --set and --delete", console.EXIT_USAGE)
+        _alter_user_or_client(entity, set_, delete, dry_run, bootstrap_server,
+                              command_config)
         return
     resource = _resource(kind, name, entity_default)
     name = resource.name or "<default>"
@@ -171,58 +194,164 @@ def alter(
 _SCRAM_VALUE = re.compile(r"\[(.*)\]")
 
 
-def _describe_user(name: str, json_out: bool, bootstrap: str | None,
-                   command_config: Path | None) -> None:
-    users = with_admin(bootstrap, lambda admin: admin.describe_user_scram_credentials(
-        [name] if name else None), command_config=command_config)
+def _quota_entity(kind: str, name: str | None, entity_default: bool, client: str | None,
+                  client_default: bool) -> dict[str, str | None]:
+    """The quota entity named on the command line: {"user": name or None (the default),
+    "client-id": ...}."""
+    if entity_default and name not in (None, ""):
+        fail("--entity-default names the default: give no name with it", console.EXIT_USAGE)
+    if not entity_default and not name:
+        fail(f"name the {kind} (or give --entity-default)", console.EXIT_USAGE)
+    value = None if entity_default else name
+    if kind == "client":
+        if client is not None or client_default:
+            fail("--client and --client-default go with the user type", console.EXIT_USAGE)
+        return {"client-id": value}
+    entity: dict[str, str | None] = {"user": value}
+    if client is not None and client_default:
+        fail("give --client or --client-default, not both", console.EXIT_USAGE)
+    if client is not None or client_default:
+        if client == "":
+            fail("--client needs a client id", console.EXIT_USAGE)
+        entity["client-id"] = client
+    return entity
+
+
+def _entity_text(entity: dict[str, str | None]) -> str:
+    """kafka-configs' words: user-principal 'alice', client-id 'app'."""
+    words = {"user": "user-principal", "client-id": "client-id"}
+    return ", ".join(f"{'the default ' if n is None else ''}{words[t]}"
+                     f"{'' if n is None else f' {n!r}'}" for t, n in entity.items())
+
+
+def _quota_line(entity: dict[str, str | None], values: dict[str, float]) -> str:
+    listed = ",".join(f"{k}={v}" for k, v in sorted(values.items()))
+    return f"Quota configs for {_entity_text(entity)} are {listed}"
+
+
+def _components(entity: dict[str, str | None]) -> list[tuple[str, int, str | None]]:
+    return [(t, 1, None) if n is None else (t, 0, n) for t, n in entity.items()]
+
+
+def _describe_quotas(entity: dict[str, str | None], json_out: bool, bootstrap: str | None,
+                     command_config: Path | None) -> None:
+    found = with_admin(bootstrap, lambda admin: admin.describe_client_quotas(
+        _components(entity), strict=True), command_config=command_config)
     if json_out:
-        console.emit_json({"users": [
+        console.emit_json({"quotas": [{"entity": e, "values": v} for e, v in found]})
+        return
+    if not found:
+        console.info(f"{_entity_text(entity)} has no quota configs")
+    for e, values in found:
+        console.line(_quota_line(e, values))
+
+
+def _describe_user(name: str, entity: dict[str, str | None], json_out: bool,
+                   bootstrap: str | None, command_config: Path | None) -> None:
+    """A user's quotas and SCRAM credentials, as kafka-configs --describe --entity-type
+    users prints them; an error only when the user has neither."""
+    from klog.client.errors import KafkaClientError
+
+    async def both(admin: AdminClient) -> tuple[list[tuple[dict[str, str | None],
+                                                       dict[str, float]]],
+                                                dict[str, list[tuple[str, int]]],
+                                                KafkaClientError | None]:
+        quotas = await admin.describe_client_quotas(_components(entity), strict=True)
+        try:
+            users = await admin.describe_user_scram_credentials([name])
+        except KafkaClientError as exc:
+            if not quotas:
+                raise
+            return quotas, {}, exc
+        return quotas, users, None
+
+    quotas, users, _missing = with_admin(bootstrap, both, command_config=command_config)
+    if json_out:
+        out: dict[str, object] = {"users": [
             {"user": user, "credentials": [{"mechanism": m, "iterations": i}
                                            for m, i in creds]}
-            for user, creds in sorted(users.items())]})
+            for user, creds in sorted(users.items())]}
+        if quotas:  # the key appears with quotas only, so SCRAM-only output stays as it was
+            out["quotas"] = [{"entity": e, "values": v} for e, v in quotas]
+        console.emit_json(out)
         return
-    if not users:
-        console.info("no user has SCRAM credentials")
+    for e, values in quotas:
+        console.line(_quota_line(e, values))
     for user, creds in sorted(users.items()):
         listed = ", ".join(f"{m}=iterations={i}" for m, i in creds)
         console.line(f"SCRAM credential configs for user-principal '{user}' are {listed}")
 
 
-def _alter_user(name: str, set_: list[str], delete: list[str], bootstrap: str | None,
-                command_config: Path | None) -> None:
+def _alter_user_or_client(entity: dict[str, str | None], set_: list[str], delete: list[str],
+                          dry_run: bool, bootstrap: str | None,
+                          command_config: Path | None) -> None:
     from klog.protocol import scram
+    from klog.protocol.client_quotas import QUOTA_KEYS
 
-    if not name:
-        fail("a user name is required", console.EXIT_USAGE)
+    is_user_only = list(entity) == ["user"] and entity["user"] is not None
+    name = entity.get("user") or ""
+    pairs = parse_pairs(set_, "--set")
+    allowed = ("SCRAM credentials (" + ", ".join(scram.MECHANISMS) + ") or quotas ("
+               if is_user_only else "quotas (") + ", ".join(QUOTA_KEYS) + ")"
+    quota_ops: dict[str, float | None] = {}
     upserts = []
-    for mechanism, value in parse_pairs(set_, "--set").items():
-        if mechanism not in scram.MECHANISMS:
-            fail(f"--set {mechanism}: users' configs are SCRAM credentials "
-                 f"({', '.join(scram.MECHANISMS)})", console.EXIT_USAGE)
+    for key, value in pairs.items():
+        if key in QUOTA_KEYS:
+            try:
+                quota_ops[key] = float(value)
+            except ValueError:
+                fail(f"--set {key}={value}: a quota is a number", console.EXIT_USAGE)
+            continue
+        if key not in scram.MECHANISMS or not is_user_only:
+            fail(f"--set {key}: the configs here are {allowed}", console.EXIT_USAGE)
         match = _SCRAM_VALUE.fullmatch(value.strip())
-        options = parse_pairs(match[1].split(",") if match else [], f"--set {mechanism}")
+        options = parse_pairs(match[1].split(",") if match else [], f"--set {key}")
         if "password" not in options:
-            fail(f"--set {mechanism}=[password=...,iterations=N]: the password is missing",
+            fail(f"--set {key}=[password=...,iterations=N]: the password is missing",
                  console.EXIT_USAGE)
         try:
             iterations = int(options.get("iterations", scram.DEFAULT_ITERATIONS))
         except ValueError:
-            fail(f"--set {mechanism}: iterations must be a number", console.EXIT_USAGE)
-        upserts.append((name, mechanism, options["password"], iterations))
-    deletions = [(name, mechanism.strip()) for mechanism in delete]
-    for _, mechanism in deletions:
-        if mechanism not in scram.MECHANISMS:
-            fail(f"--delete {mechanism}: not a SCRAM mechanism "
-                 f"({', '.join(scram.MECHANISMS)})", console.EXIT_USAGE)
-    if not upserts and not deletions:
+            fail(f"--set {key}: iterations must be a number", console.EXIT_USAGE)
+        upserts.append((name, key, options["password"], iterations))
+    deletions = []
+    for key in (k.strip() for k in delete):
+        if key in QUOTA_KEYS:
+            quota_ops[key] = None
+        elif key in scram.MECHANISMS and is_user_only:
+            deletions.append((name, key))
+        else:
+            fail(f"--delete {key}: not one of the {allowed}", console.EXIT_USAGE)
+    if not upserts and not deletions and not quota_ops:
         fail("nothing to alter: give --set or --delete", console.EXIT_USAGE)
-    result = with_admin(bootstrap, lambda admin: admin.alter_user_scram_credentials(
-        upserts, deletions), command_config=command_config)
-    errors = [str(e) for e in result.values() if e is not None]
+    if dry_run and (upserts or deletions):
+        fail("--dry-run goes with quotas only (SCRAM credential changes have no dry run)",
+             console.EXIT_USAGE)
+
+    async def apply(admin: AdminClient) -> list[str]:
+        errors: list[str] = []
+        if quota_ops:
+            results = await admin.alter_client_quotas([(entity, quota_ops)],
+                                                      validate_only=dry_run)
+            errors += [str(e) for e in results if e is not None]
+        if (upserts or deletions) and not errors:
+            scram_results = await admin.alter_user_scram_credentials(upserts, deletions)
+            errors += [str(e) for e in scram_results.values() if e is not None]
+        return errors
+
+    errors = with_admin(bootstrap, apply, command_config=command_config)
     if errors:
         fail("; ".join(errors))
-    console.line(f"altered user {name}: {len(upserts) + len(deletions)} SCRAM "
-                 "credential change(s)")
+    what = []
+    if quota_ops:
+        what.append(f"{len(quota_ops)} quota change(s)")
+    if upserts or deletions:
+        what.append(f"{len(upserts) + len(deletions)} SCRAM credential change(s)")
+    suffix = " (dry run)" if dry_run else ""
+    if is_user_only:
+        console.line(f"altered user {name}: {', '.join(what)}{suffix}")
+    else:
+        console.line(f"altered {_entity_text(entity)}: {', '.join(what)}{suffix}")
 
 
 def register(app: typer.Typer) -> None:

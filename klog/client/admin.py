@@ -67,6 +67,7 @@ DELETE_GROUPS, OFFSET_DELETE = 42, 47
 ALTER_PARTITION_REASSIGNMENTS, LIST_PARTITION_REASSIGNMENTS = 45, 46
 ELECT_LEADERS = 43
 DESCRIBE_USER_SCRAM_CREDENTIALS, ALTER_USER_SCRAM_CREDENTIALS = 50, 51
+DESCRIBE_CLIENT_QUOTAS, ALTER_CLIENT_QUOTAS = 48, 49
 WRITE_TXN_MARKERS, DESCRIBE_PRODUCERS, DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS = 27, 61, 65, 66
 DESCRIBE_ACLS, CREATE_ACLS, DELETE_ACLS = 29, 30, 31
 #: ElectLeaders' election types (org.apache.kafka.common.ElectionType).
@@ -780,6 +781,39 @@ class AdminClient:
             "upsertions": upserts})
         return {r.user: _error(r.error_code, r.error_message, f"user {r.user!r}")
                 for r in response.results}
+
+    async def describe_client_quotas(
+            self, components: Sequence[tuple[str, int, str | None]] = (), strict: bool = False
+    ) -> list[tuple[dict[str, str | None], dict[str, float]]]:
+        """Kafka's Admin.describeClientQuotas: ``components`` are (entity type: "user" or
+        "client-id", match type: 0 exact name / 1 the default / 2 any name, name); returns
+        [(entity {type: name, None for the default}, {quota key: value})]."""
+        response = await self.client.send(None, DESCRIBE_CLIENT_QUOTAS, {
+            "components": [{"entity_type": t, "match_type": m, "match": n}
+                           for t, m, n in components],
+            "strict": strict})
+        error = _error(response.error_code, response.error_message, "client quotas")
+        if error is not None:
+            raise error
+        return [({e.entity_type: e.entity_name for e in entry.entity},
+                 {v.key: float(v.value) for v in entry.values})
+                for entry in response.entries or ()]
+
+    async def alter_client_quotas(
+            self, entries: Sequence[tuple[Mapping[str, str | None], Mapping[str, float | None]]],
+            validate_only: bool = False) -> list[KafkaClientError | None]:
+        """Kafka's Admin.alterClientQuotas: each entry is (entity {type: name, None for the
+        default}, {quota key: value, or None to remove it}); one error or None per entry."""
+        response = await self.client.send(None, ALTER_CLIENT_QUOTAS, {
+            "entries": [{"entity": [{"entity_type": t, "entity_name": n}
+                                    for t, n in entity.items()],
+                         "ops": [{"key": k, "value": 0.0 if v is None else float(v),
+                                  "remove": v is None} for k, v in ops.items()]}
+                        for entity, ops in entries],
+            "validate_only": validate_only})
+        return [_error(r.error_code, r.error_message, "client quota entity " + ", ".join(
+            f"{e.entity_type}={e.entity_name or '<default>'}" for e in r.entity))
+            for r in response.entries]
 
     async def describe_cluster(self) -> ClusterDescription:
         try:

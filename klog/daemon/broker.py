@@ -51,6 +51,8 @@ from klog.daemon.metrics.collectors import (
     ReplicaManagerCollector,
 )
 from klog.daemon.producer_ids import ProducerIdManager
+from klog.daemon.quota_store import ClientQuotaAdmin, QuotaConfigLoader
+from klog.daemon.quotas import QuotaManagers
 from klog.daemon.replica_fetcher import ReplicaFetcherManager
 from klog.daemon.replica_manager import MetastoreIsrStore, ReplicaManager
 from klog.daemon.replication_quota import ReplicationQuotas
@@ -160,6 +162,15 @@ class Broker:
         self.scram_cache = ScramCredentialCache(self.metastore)
         self.scram_credentials = ScramCredentialManager(self.metastore, self.scram_cache)
         self.admin.config_changes.add_user_listener(self.scram_cache.reload_user)
+        # Client quotas (klog/daemon/quotas.py), kept current by the users/... and
+        # clients/... change notifications (klog/daemon/quota_store.py).
+        self.client_quotas = QuotaManagers.create(
+            config.get("quota.window.num"), config.get("quota.window.size.seconds"),
+            config.get("controller.quota.window.num"),
+            config.get("controller.quota.window.size.seconds"))
+        self.quota_loader = QuotaConfigLoader(self.metastore, self.client_quotas.configs)
+        self.admin.config_changes.add_quota_listener(self.quota_loader.reload)
+        self.client_quota_admin = ClientQuotaAdmin(self.metastore, self.client_quotas.configs)
         # Transactions (klog/daemon/transaction/): __transaction_state, the coordinator,
         # and the markers -- written in-process on partitions led here, with
         # WriteTxnMarkers to the other leaders.
@@ -195,7 +206,8 @@ class Broker:
             api_versions=(apis.ADVERTISED if config.zookeeper_connect
                           else apis.STANDALONE_ADVERTISED),
             scram_credentials=self.scram_credentials,
-            fetch_sessions=FetchSessionCache(config.max_incremental_fetch_session_cache_slots))
+            fetch_sessions=FetchSessionCache(config.max_incremental_fetch_session_cache_slots),
+            quotas=self.client_quotas, client_quota_admin=self.client_quota_admin)
         self.server = Server(dynamic, load_handlers(), self.services, self.scram_cache,
                              request_metrics=counting.requests if counting else None)
         if counting:
@@ -289,6 +301,7 @@ class Broker:
         if unimplemented:
             log.warning("accepted, not implemented: %s", ", ".join(unimplemented))
         await self.scram_cache.load()
+        await self.quota_loader.load()
         # After admin.startup, which gives the logs found on disk their topics' configs: no
         # log is compacted by the broker's default cleanup.policy instead of its own.
         if self.log_cleaner is not None:

@@ -19,6 +19,8 @@ other writer, so the AdminManager applies its own changes directly (``apply_topi
 ``/config/topics/<t>`` into the broker's TopicConfigs (klog/daemon/topic_configs.py) and
 pushes the new LogConfig to the partition logs this broker hosts; a user change
 (``users/<name>``: SCRAM credentials) goes to the user listeners (the credential cache);
+a user, user/client or client change (``users/<u>``, ``users/<u>/clients/<c>``,
+``clients/<c>``: client quotas) goes to the quota listeners (klog/daemon/quota_store.py);
 applying a broker change
 makes a new current config (``DynamicBrokerConfig.update``) and pushes the new log defaults
 to every hosted log. The replication throttles (klog/daemon/replication_quota.py: the
@@ -157,9 +159,15 @@ class ConfigChangeManager:
         # Told the (desanitized) name of a user entity that changed (/config/users: SCRAM
         # credentials, klog/daemon/security/credentials.py).
         self._user_listeners: list[Callable[[str], Awaitable[None]]] = []
+        # Told (entity type, raw entity name) of a users/... or clients/... change: the
+        # client quotas (klog/daemon/quota_store.py), which also live in user entities.
+        self._quota_listeners: list[Callable[[str, str], Awaitable[None]]] = []
 
     def add_user_listener(self, listener: Callable[[str], Awaitable[None]]) -> None:
         self._user_listeners.append(listener)
+
+    def add_quota_listener(self, listener: Callable[[str, str], Awaitable[None]]) -> None:
+        self._quota_listeners.append(listener)
 
     async def startup(self) -> None:
         """Load this broker's dynamic configs; in cluster mode, start listening first so a
@@ -318,7 +326,11 @@ class ConfigChangeManager:
         elif kind == paths.CONFIG_TYPE_BROKER and name in (paths.DEFAULT_ENTITY,
                                                            str(self.broker_id)):
             await self.reload_broker_configs()
-        elif kind == paths.CONFIG_TYPE_USER:
-            user = urllib.parse.unquote(name)  # sanitized as Kafka's Sanitizer does
-            for listener in self._user_listeners:
-                await listener(user)
+        elif kind in (paths.CONFIG_TYPE_USER, paths.CONFIG_TYPE_CLIENT):
+            if kind == paths.CONFIG_TYPE_USER and "/" not in name:
+                user = urllib.parse.unquote(name)  # sanitized as Kafka's Sanitizer does
+                for listener in self._user_listeners:
+                    await listener(user)
+            # users/<u>, users/<u>/clients/<c>, clients/<c>: quota entities.
+            for quota_listener in self._quota_listeners:
+                await quota_listener(kind, name)

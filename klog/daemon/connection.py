@@ -41,6 +41,12 @@ as bare frames (``_raw_sasl_token``); a failed authentication is answered and th
 connection closed after connection.failed.authentication.delay.ms; a request after the
 session expired (connections.max.reauth.ms) without re-authentication closes it.
 
+Client quotas (KIP-219, klog/daemon/quotas.py): a handler that finds its client over a
+quota says the throttle time in the response and calls ``throttle``; the connection then
+starts none of that client's further requests until the time has passed (they wait in its
+queue, whose read-ahead bound stops reading from the socket, as Kafka mutes the channel).
+Under a request_percentage quota each handler's time up to its first wait is recorded.
+
 What closes a connection, as in Kafka: a frame size out of bounds, an unknown api key, a
 version not advertised (except ApiVersions, which is answered in v0 with
 UNSUPPORTED_VERSION), a header or body that does not decode, idleness beyond
@@ -55,6 +61,9 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
+import dataclasses
+import datetime
 import logging
 import os
 import socket
@@ -83,6 +92,7 @@ from klog.protocol.framing import (
 
 if TYPE_CHECKING:
     from klog.daemon.metrics.counters import RequestMetrics, RequestTiming
+    from klog.daemon.quotas import ClientQuotaManager
     from klog.daemon.server import Server
 
 log = logging.getLogger(__name__)
@@ -206,6 +216,11 @@ class Connection(asyncio.Protocol):
         self._in_sendfile = False
         self._eof = False  # the peer will send nothing more
         self.last_active = time.monotonic()
+        # KIP-219: a client over its quota has its next request held until this time
+        # (time.monotonic(); 0: not throttled).
+        self.throttled_until = 0.0
+        quotas = self.services.quotas
+        self._request_quota = None if quotas is None else quotas.request
         self._wakeup = asyncio.Event()
         self._can_write = asyncio.Event()
         self._can_write.set()
@@ -257,7 +272,8 @@ class Connection(asyncio.Protocol):
         if not frames:
             return
         self.server.queued += len(frames)
-        if not self.busy and not self.queue and self._started is None and not self.closed:
+        if not self.busy and not self.queue and self._started is None and not self.closed \
+                and not self.throttled_until:
             frames = self._handle_at_once(frames, received)
             if not frames:
                 return
@@ -275,7 +291,8 @@ class Connection(asyncio.Protocol):
         handled are returned for the task. The answers gathered leave in one send."""
         handled = 0
         for frame in frames:
-            if self.closed or not self._can_write.is_set() or len(self.deferred) >= MAX_DEFERRED:
+            if self.closed or not self._can_write.is_set() or len(self.deferred) >= MAX_DEFERRED \
+                    or self.throttled_until:
                 break
             handled += 1
             self.busy = True
@@ -489,6 +506,14 @@ class Connection(asyncio.Protocol):
                 if not self._can_write.is_set():
                     await self._can_write.wait()
                     continue
+                if self.throttled_until:
+                    delay = self.throttled_until - time.monotonic()
+                    if delay > 0:  # muted for a quota (KIP-219); close() wakes us
+                        self._wakeup.clear()
+                        with contextlib.suppress(TimeoutError):
+                            await asyncio.wait_for(self._wakeup.wait(), delay)
+                        continue
+                    self.throttled_until = 0.0
                 frame = self.queue.popleft()
                 received = 0.0 if self._metrics is None else self._metrics.received.popleft()
                 self.queued_bytes -= len(frame)
@@ -572,11 +597,49 @@ class Connection(asyncio.Protocol):
                 timing = m.requests.begin(header.api_key, header.api_version, request,
                                           received)
         handling = handler(RequestContext(header, self.services, self), request)
+        request_quota = self._request_quota
+        if request_quota is not None and request_quota.active and not _exempt(header, request):
+            return self._start_metered(header, handling, request_quota, timing)
         try:
             waits_on = handling.send(None)
         except StopIteration as done:
             return self._answer(header, done.value, timing)
         return self._finish_waiting(header, _resume(handling, waits_on), timing)
+
+    def _start_metered(self, header: RequestHeader, handling: Coroutine[Any, Any, Any],
+                       request_quota: ClientQuotaManager, timing: RequestTiming | None
+                       ) -> Coroutine[Any, Any, None] | None:
+        """``_start``'s last step under a request_percentage quota: the handler's time up
+        to its first wait is recorded as a percentage of one thread (Kafka's
+        ClientRequestQuotaManager), and a client over its quota is muted."""
+        started = time.perf_counter()
+        try:
+            waits_on = handling.send(None)
+        except StopIteration as done:
+            throttle_ms = self._record_request_time(header, request_quota, started)
+            response = done.value
+            if throttle_ms > 0:
+                response = _with_throttle_time(response, throttle_ms)
+            return self._answer(header, response, timing)
+        self._record_request_time(header, request_quota, started)
+        return self._finish_waiting(header, _resume(handling, waits_on), timing)
+
+    def _record_request_time(self, header: RequestHeader, request_quota: ClientQuotaManager,
+                             started: float) -> int:
+        percent_seconds = (time.perf_counter() - started) * 100.0
+        throttle_ms = request_quota.record(self.principal.name, header.client_id or "",
+                                           percent_seconds)
+        if throttle_ms > 0:
+            self.throttle(throttle_ms)
+        return throttle_ms
+
+    def throttle(self, throttle_ms: int) -> None:
+        """KIP-219: after this request's response, hold the connection's next request for
+        ``throttle_ms`` (Kafka mutes the channel; here the frames wait in the queue, whose
+        read-ahead bound stops reading from the socket)."""
+        until = time.monotonic() + throttle_ms / 1000.0
+        if until > self.throttled_until:
+            self.throttled_until = until
 
     async def _finish_waiting(self, header: RequestHeader, handling: Awaitable[Any],
                               timing: RequestTiming | None) -> None:
@@ -792,6 +855,30 @@ async def _timed_send(writing: Coroutine[Any, Any, None], timing: RequestTiming)
     """Send an answer with file regions, then count its ResponseSendTimeMs."""
     await writing
     timing.finish(send_end=time.monotonic())
+
+
+def _exempt(header: RequestHeader, request: Any) -> bool:
+    """Requests no request_percentage quota throttles, as Kafka exempts them: the
+    inter-broker APIs and followers' fetches (replication has its own throttles)."""
+    api_key = header.api_key
+    return (api_key in apis.INTER_BROKER_CONTROL_APIS or api_key == _WRITE_TXN_MARKERS
+            or (api_key == _FETCH and getattr(request, "replica_id", -1) >= 0))
+
+
+_FETCH, _WRITE_TXN_MARKERS = 1, 27
+
+
+def _with_throttle_time(response: Any, throttle_ms: int) -> Any:
+    """A kio response entity with its throttle_time set (request_percentage: the time is
+    known only after the handler ran). Answers encoded by hand (produce, fetch: chunks)
+    keep their own, the byte quotas'."""
+    if dataclasses.is_dataclass(response) and not isinstance(response, type) and any(
+            f.name == "throttle_time" for f in dataclasses.fields(response)):
+        current = getattr(response, "throttle_time", None)
+        wanted = datetime.timedelta(milliseconds=throttle_ms)
+        if current is None or current < wanted:
+            return dataclasses.replace(response, throttle_time=wanted)
+    return response
 
 
 def _all_bytes(chunks: Sequence[Chunk]) -> bool:

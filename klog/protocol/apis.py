@@ -164,6 +164,8 @@ _TABLE: tuple[ApiSpec, ...] = (
     _kio(46, "ListPartitionReassignments", "list_partition_reassignments", 0, 0, 0,
          advertised=(0, 0)),
     _kio(47, "OffsetDelete", "offset_delete", 0, 0, None, advertised=(0, 0)),
+    _kio(48, "DescribeClientQuotas", "describe_client_quotas", 0, 1, 1, advertised=(0, 1)),
+    _kio(49, "AlterClientQuotas", "alter_client_quotas", 0, 1, 1, advertised=(0, 1)),
     _kio(50, "DescribeUserScramCredentials", "describe_user_scram_credentials", 0, 0, 0,
          advertised=(0, 0)),
     _kio(51, "AlterUserScramCredentials", "alter_user_scram_credentials", 0, 0, 0,

@@ -213,3 +213,58 @@ def test_user_alter_usage_errors(secured: InProcessBroker, args: list[str],
     plain = secured.broker.server.bound["PLAINTEXT"][1]
     code, _out, err = klog_at(plain, "configs", "alter", "user", "bob", *args)
     assert code != 0 and message in err
+
+
+# -- client quotas: users and client ids (Describe/AlterClientQuotas) ------------------------
+
+
+def test_client_and_user_quotas(broker: KlogBroker) -> None:
+    code, out, err = klog(broker, "configs", "alter", "client", "app", "--set",
+                          "producer_byte_rate=1024", "--set", "request_percentage=50")
+    assert code == 0, err
+    assert out.strip() == "altered client-id 'app': 2 quota change(s)"
+    code, out, err = klog(broker, "configs", "describe", "client", "app", "--json")
+    assert code == 0, err
+    assert json.loads(out) == {"quotas": [{"entity": {"client-id": "app"}, "values": {
+        "producer_byte_rate": 1024.0, "request_percentage": 50.0}}]}
+    code, out, err = klog(broker, "configs", "describe", "client", "app")
+    assert out.strip() == ("Quota configs for client-id 'app' are "
+                           "producer_byte_rate=1024.0,request_percentage=50.0")
+    # defaults, and a user's client id
+    code, out, err = klog(broker, "configs", "alter", "user", "--entity-default", "--set",
+                          "consumer_byte_rate=2048")
+    assert code == 0, err
+    code, out, err = klog(broker, "configs", "alter", "user", "alice", "--client-default",
+                          "--set", "consumer_byte_rate=4096")
+    assert code == 0, err
+    code, out, err = klog(broker, "configs", "describe", "user", "--entity-default")
+    assert out.strip() == "Quota configs for the default user-principal are " \
+                          "consumer_byte_rate=2048.0"
+    code, out, err = klog(broker, "configs", "describe", "user", "alice", "--client-default",
+                          "--json")
+    assert json.loads(out)["quotas"] == [{"entity": {"user": "alice", "client-id": None},
+                                          "values": {"consumer_byte_rate": 4096.0}}]
+    # a user with quotas and no SCRAM credentials
+    code, out, err = klog(broker, "configs", "alter", "user", "alice", "--set",
+                          "producer_byte_rate=10")
+    assert code == 0 and out.strip() == "altered user alice: 1 quota change(s)"
+    code, out, err = klog(broker, "configs", "describe", "user", "alice")
+    assert code == 0, err
+    assert out.strip() == "Quota configs for user-principal 'alice' are producer_byte_rate=10.0"
+    # removal
+    code, out, err = klog(broker, "configs", "alter", "client", "app", "--delete",
+                          "producer_byte_rate", "--delete", "request_percentage")
+    assert code == 0, err
+    code, out, err = klog(broker, "configs", "describe", "client", "app", "--json")
+    assert json.loads(out) == {"quotas": []}
+    # the broker's refusals and the CLI's usage errors: one line, no traceback
+    code, _out, err = klog(broker, "configs", "alter", "client", "app", "--set",
+                           "producer_byte_rate=1.5")
+    assert code == 1 and "INVALID_REQUEST" in err and "Long" in err
+    code, _out, err = klog(broker, "configs", "alter", "client", "app", "--set", "retention=1")
+    assert code == 2 and "quotas (producer_byte_rate" in err
+    code, _out, err = klog(broker, "configs", "alter", "client", "app", "--set",
+                           "SCRAM-SHA-256=[password=x]")
+    assert code == 2
+    code, _out, err = klog(broker, "configs", "describe", "client")
+    assert code == 2 and "--entity-default" in err

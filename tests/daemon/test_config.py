@@ -1198,3 +1198,22 @@ def test_listener_and_mechanism_prefixed_forms_count_as_the_config_itself() -> N
         "listener.name.sasl_ssl.gssapi.sasl.kerberos.service.name",
         "listener.name.sasl_ssl.ssl.keymanager.algorithm"]
     assert config.unknown_keys == ["listener.name.x.no.such.thing"]
+
+
+def test_client_quota_configs() -> None:
+    config = BrokerConfig.load(None, ["quota.window.num=2", "quota.window.size.seconds=3",
+                                      "controller.quota.window.num=5"])
+    assert config.get("quota.window.num") == 2
+    assert config.get("quota.window.size.seconds") == 3
+    assert config.get("controller.quota.window.num") == 5
+    assert config.get("controller.quota.window.size.seconds") == 1
+    assert config.unknown_keys == []
+    with pytest.raises(ConfigError, match=r"quota\.window\.num"):
+        BrokerConfig.load(None, ["quota.window.num=0"])
+
+
+def test_a_client_quota_callback_refuses_start_up() -> None:
+    # Quotas a custom callback would compute would silently not apply: refused, one line.
+    with pytest.raises(ConfigError, match=r"client\.quota\.callback\.class=com\.example\.Cb "
+                                          r"is not supported"):
+        BrokerConfig.load(None, ["client.quota.callback.class=com.example.Cb"])

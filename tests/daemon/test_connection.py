@@ -746,3 +746,66 @@ def test_pipelined_fetches_of_large_regions_arrive_whole_and_in_order(
             assert headers[-1].last_offset == 15
         sender.join(10)
         assert result.get("sent")
+
+
+# --------------------------------------------------------------------------------------------
+# Client quotas (KIP-219)
+
+
+def test_a_throttled_client_gets_the_time_and_its_next_request_waits_for_it(
+        broker: InProcessBroker) -> None:
+    """A produce over the client's producer_byte_rate: the response says the throttle
+    time, and the ApiVersions pipelined behind it is not started before that time; a
+    client without the quota is answered at once meanwhile."""
+    records = batch(1, b"x" * 2000)
+    # the first produce is ~1.1 x the quota over Kafka's minimum 10 s window: ~1 s throttle
+    bound = len(records) / 11
+    broker.call(lambda: broker.broker.client_quotas.configs.set(
+        (None, "wire"), {"producer_byte_rate": str(bound)}))
+    with broker.connect() as client, broker.connect() as other:
+        client.create_topic("quota")
+        _cid, produce = client.request_frame(0, 9, produce_values("quota", 0, records))
+        av_cid, av = client.request_frame(18, 3, API_VERSIONS_BODY)
+        client.send_raw(produce + av)
+        _got, response = client.recv_response(0, 9)
+        throttle_s = response.throttle_time.total_seconds()
+        assert 0.5 < throttle_s < 2.0
+        answered_at = time.monotonic()
+        # another client id, meanwhile: not throttled
+        _o_cid, o_frame = other.request_frame(0, 9, produce_values("quota", 0, batch(1)),
+                                              client_id="other")
+        other.send_raw(o_frame)
+        _got, other_response = other.recv_response(0, 9)
+        assert other_response.throttle_time.total_seconds() == 0
+        got, _ = client.recv_response(18, 3)
+        assert got == av_cid
+        # muted for the throttle time after the response (a lower bound: never flaky)
+        assert time.monotonic() - answered_at >= throttle_s * 0.9
+        assert _connections(broker) >= 2
+    broker.call(lambda: broker.broker.client_quotas.configs.set((None, "wire"), {}))
+    _healthy(broker)
+
+
+def test_request_percentage_throttles_a_client_whose_handlers_take_too_long(
+        broker: InProcessBroker) -> None:
+    """request_percentage (Kafka's ClientRequestQuotaManager): handler time counts against
+    the client's share of a thread; over it, the answer says the throttle time (bounded by
+    one quota window) and the next request waits; another client id is not held."""
+    broker.call(lambda: broker.broker.client_quotas.configs.set(
+        (None, "wire"), {"request_percentage": "0.0000001"}))
+    try:
+        with broker.connect() as client, broker.connect() as other:
+            first = client.call(3, 12, {"topics": [], "allow_auto_topic_creation": False,
+                                        "include_topic_authorized_operations": False})
+            throttle_s = first.throttle_time.total_seconds()
+            assert 0 < throttle_s <= 1.0  # quota.window.size.seconds bounds it
+            answered_at = time.monotonic()
+            _cid, frame = other.request_frame(18, 3, API_VERSIONS_BODY, client_id="other")
+            other.send_raw(frame)
+            _got, response = other.recv_response(18, 3)
+            assert response.throttle_time.total_seconds() == 0
+            client.call(18, 3, API_VERSIONS_BODY)
+            assert time.monotonic() - answered_at >= throttle_s * 0.9
+    finally:
+        broker.call(lambda: broker.broker.client_quotas.configs.set((None, "wire"), {}))
+    _healthy(broker)

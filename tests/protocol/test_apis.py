@@ -36,6 +36,8 @@ BROKER_APIS = {
 # Issue 21's tools side: TxnOffsetCommit, DescribeProducers, DescribeTransactions,
 # ListTransactions.
 BROKER_APIS |= {28, 61, 65, 66}
+# Issue 22's client quotas: DescribeClientQuotas, AlterClientQuotas.
+BROKER_APIS |= {48, 49}
 
 for _primitive in (i8, i16, i32, i64):
     _primitive.__hypothesis_hook__()  # kio registers its int strategies lazily

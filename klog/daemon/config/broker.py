@@ -339,6 +339,10 @@ class BrokerConfig:
                 f"{' or '.join(ACL_AUTHORIZER_CLASSES)} (klog's ACL authorizer), or leave it "
                 "empty for none")
         self._refuse_ignored_security_configs()
+        callback = v["client.quota.callback.class"]
+        # Never ignored: quotas a custom callback would compute would silently not apply.
+        require(not callback, f"client.quota.callback.class={callback} is not supported: "
+                "klog applies Kafka's default quota rules only; leave it empty")
         for principal in filter(None, (p.strip() for p in (v["super.users"] or "").split(";"))):
             kind, _sep, name = principal.partition(":")
             if not kind or not name:

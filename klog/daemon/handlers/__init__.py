@@ -42,6 +42,8 @@ if TYPE_CHECKING:
     from klog.daemon.group.metadata_manager import GroupMetadataManager
     from klog.daemon.metadata_cache import MetadataCache
     from klog.daemon.producer_ids import ProducerIdManager
+    from klog.daemon.quota_store import ClientQuotaAdmin
+    from klog.daemon.quotas import QuotaManagers
     from klog.daemon.replica_manager import ReplicaManager
     from klog.daemon.security.authorizer import AclAuthorizer
     from klog.daemon.security.credentials import ScramCredentialManager
@@ -80,6 +82,9 @@ class ClientConnection(Protocol):
 
     def close(self) -> None: ...
 
+    def throttle(self, throttle_ms: int) -> None:
+        """Start no further request of this connection for ``throttle_ms`` (KIP-219)."""
+
 
 @dataclass(frozen=True, slots=True)
 class BrokerServices:
@@ -112,6 +117,11 @@ class BrokerServices:
     authorizer: AclAuthorizer | None = None
     #: SCRAM users (Describe/AlterUserScramCredentials); None in tests that have no need.
     scram_credentials: ScramCredentialManager | None = None
+    #: Client quotas (klog/daemon/quotas.py): the produce, fetch, request and controller
+    #: mutation managers; None in tests that have no need (nothing is metered).
+    quotas: QuotaManagers | None = None
+    #: DescribeClientQuotas / AlterClientQuotas (klog/daemon/quota_store.py).
+    client_quota_admin: ClientQuotaAdmin | None = None
 
 
 @dataclass(slots=True)
@@ -119,6 +129,8 @@ class RequestContext:
     header: RequestHeader
     services: BrokerServices
     connection: ClientConnection | None
+    #: The controller_mutation_rate throttle this request ran into (``mutations_allowed``).
+    mutation_throttle_ms: int = 0
 
     @property
     def api_version(self) -> int:
@@ -184,6 +196,32 @@ class RequestContext:
             return operations_bitfield(SUPPORTED_OPERATIONS[resource_type])
         return authorizer.authorized_operations(self.principal, self.client_host,
                                                 resource_type, name)
+
+    @property
+    def client_id(self) -> str:
+        return self.header.client_id or ""
+
+    def throttle(self, throttle_ms: int) -> None:
+        """Mute this request's connection for ``throttle_ms`` after its response (KIP-219:
+        the response says the time, the broker holds the client's next request)."""
+        if throttle_ms > 0 and self.connection is not None:
+            self.connection.throttle(throttle_ms)
+
+    def mutations_allowed(self, permits: int, strict: bool) -> bool:
+        """controller_mutation_rate (KIP-599) for CreateTopics / CreatePartitions /
+        DeleteTopics: may this request create or delete ``permits`` partitions now? False:
+        answer THROTTLING_QUOTA_EXCEEDED (only ``strict``, the newer versions, refuse).
+        The throttle time is kept in ``mutation_throttle_ms`` for the response (and the
+        connection is muted for it, as Kafka does)."""
+        quotas = self.services.quotas
+        if quotas is None or not quotas.controller_mutation.active or self.connection is None:
+            return True
+        allowed, throttle_ms = quotas.controller_mutation.record_mutations(
+            self.principal.name, self.client_id, permits, strict)
+        if throttle_ms > self.mutation_throttle_ms:
+            self.throttle(throttle_ms - self.mutation_throttle_ms)
+            self.mutation_throttle_ms = throttle_ms
+        return allowed
 
     def close_connection(self, reason: str) -> None:
         """Answer nothing and close the connection (the handler returns this None): for a
@@ -257,6 +295,8 @@ _MODULES: dict[int, str] = {
     45: "alter_partition_reassignments",
     46: "list_partition_reassignments",
     47: "offset_delete",
+    48: "describe_client_quotas",
+    49: "alter_client_quotas",
     50: "describe_user_scram_credentials",
     51: "alter_user_scram_credentials",
     60: "describe_cluster",

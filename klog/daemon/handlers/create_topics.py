@@ -3,6 +3,7 @@
 Only the controller creates topics in Kafka's ZooKeeper mode (others answer NOT_CONTROLLER
 and the client retries there). v5+ answers with the new topic's partition count,
 replication factor and every topic config with its source; v7 with the topic id.
+Each topic's partitions count against the client's controller_mutation_rate (KIP-599).
 """
 
 from __future__ import annotations
@@ -15,10 +16,14 @@ from klog.protocol.acls import CLUSTER_NAME, AclOperation, ResourceType
 from klog.protocol.entities import as_millis
 from klog.protocol.errors import ErrorCode
 
+_THROTTLED = "The throttling quota has been exceeded."
+
 
 async def handle(ctx: RequestContext, request: Request) -> Response:
     admin = ctx.services.admin
     names = list(dict.fromkeys(t.name for t in request.topics))
+    # controller_mutation_rate: v6+ refuse over the quota, older versions are throttled.
+    strict = ctx.api_version >= 6
     if not admin.is_controller:
         results = {n: TopicResult(int(ErrorCode.NOT_CONTROLLER)) for n in names}
     else:
@@ -37,6 +42,11 @@ async def handle(ctx: RequestContext, request: Request) -> Response:
                 bad[topic.name] = TopicResult(int(ErrorCode.INVALID_REPLICA_ASSIGNMENT),
                                               "partitions should be a consecutive 0-based "
                                               "integer sequence")
+            elif not getattr(request, "validate_only", False) and not ctx.mutations_allowed(
+                    _partitions(ctx, topic.num_partitions, assignments), strict):
+                bad[topic.name] = TopicResult(int(ErrorCode.THROTTLING_QUOTA_EXCEEDED),
+                                              _THROTTLED)
+                continue
             specs.append(TopicSpec(topic.name, topic.num_partitions, topic.replication_factor,
                                    assignments, {c.name: c.value for c in topic.configs}))
         results = await admin.create_topics(
@@ -45,10 +55,20 @@ async def handle(ctx: RequestContext, request: Request) -> Response:
             timeout_ms=as_millis(request.timeout))
         results.update(bad)
     return ctx.respond({
-        "throttle_time": 0,
+        "throttle_time": ctx.mutation_throttle_ms,
         "topics": [_topic(name, results[name], ctx.authorize(
             AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, name)) for name in names],
     })
+
+
+def _partitions(ctx: RequestContext, num_partitions: int,
+                assignments: dict[int, list[int]]) -> int:
+    """The partitions a topic creation makes (its mutations)."""
+    if assignments:
+        return len(assignments)
+    if num_partitions > 0:
+        return num_partitions
+    return int(ctx.services.config.current.num_partitions)
 
 
 def _topic(name: str, result: TopicResult, configs_allowed: bool = True) -> dict[str, Any]:

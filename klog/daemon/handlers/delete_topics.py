@@ -3,7 +3,8 @@
 The controller-only rule, TOPIC_DELETION_DISABLED (INVALID_REQUEST before v3) when
 delete.topic.enable is false, and per-entry errors for malformed v6 entries (name and id
 both given, neither given, duplicates) with Kafka 3.x's messages. The deletion itself is
-the AdminManager's: mark the topic, wait until it is gone or the timeout passes.
+the AdminManager's: mark the topic, wait until it is gone or the timeout passes. Each
+topic's partitions count against the client's controller_mutation_rate (KIP-599).
 """
 
 from __future__ import annotations
@@ -44,6 +45,13 @@ async def handle(ctx: RequestContext, request: Request) -> Response:
         for e in entries:
             if e[2] is None and e[0] in denied:
                 e[2] = ApiError.of(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+    if error is None:
+        # controller_mutation_rate (KIP-599): v5+ refuse over the quota.
+        for e in entries:
+            if e[2] is None and not ctx.mutations_allowed(
+                    len(cache.partitions(e[0])), version >= 5):
+                e[2] = ApiError.of(ErrorCode.THROTTLING_QUOTA_EXCEEDED,
+                                   "The throttling quota has been exceeded.")
     to_delete = [e[0] for e in entries if e[2] is None]
     if error is not None:
         for e in entries:
@@ -62,7 +70,7 @@ async def handle(ctx: RequestContext, request: Request) -> Response:
             "error_code": err.error_code,
             "error_message": err.error_message,
         })
-    return ctx.respond({"throttle_time": 0, "responses": responses})
+    return ctx.respond({"throttle_time": ctx.mutation_throttle_ms, "responses": responses})
 
 
 def _resolve(ctx: RequestContext, topics: Any) -> list[list[Any]]:

@@ -22,6 +22,11 @@ creates, continues or closes the session, names the partitions to read (for an
 incremental fetch: all of the session's) and, after the read, which of them the response
 includes and the session id it carries. Session errors (FETCH_SESSION_ID_NOT_FOUND,
 INVALID_FETCH_SESSION_EPOCH) answer with no partitions, as Kafka.
+
+A consumer with a consumer_byte_rate quota (klog/daemon/quotas.py) is metered by the bytes
+of its responses; over the quota it gets Kafka's throttled response -- no partitions, the
+throttle time -- and the connection holds its next request for that time (KIP-219); its
+max_bytes is bounded by what the quota allows in a whole window, as Kafka bounds it.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from typing import Any
 from klog.daemon.delayed import FetchKey, FetchParams
 from klog.daemon.handlers import CLUSTER_ACTION, Request, RequestContext, Response
 from klog.daemon.partition import FetchIsolation
+from klog.daemon.quotas import ClientQuotaManager
 from klog.daemon.replica_manager import FetchResult
 from klog.protocol.acls import AclOperation, ResourceType
 from klog.protocol.entities import as_millis
@@ -71,12 +77,20 @@ async def handle(ctx: RequestContext, request: Request) -> Response:
         isolation = _LOG_END
     else:
         isolation = _TXN_COMMITTED if getattr(request, "isolation_level", 0) == 1 else _HW
+    max_bytes = min(getattr(request, "max_bytes", 2**31 - 1),
+                    services.config.current.fetch_max_bytes)
+    quotas = services.quotas
+    if quotas is not None and quotas.fetch.active and replica_id < 0:
+        # Kafka: a consumer's fetch takes at most what its quota allows in a whole window.
+        window_bytes = quotas.fetch.max_value_in_window(ctx.principal.name, ctx.client_id)
+        if window_bytes is not None:
+            max_bytes = min(max_bytes, max(1, int(window_bytes)))
     # Positional: a third of the keyword call's cost, once per fetch.
     params = FetchParams(
         replica_id,
         as_millis(request.max_wait),
         request.min_bytes,
-        min(getattr(request, "max_bytes", 2**31 - 1), services.config.current.fetch_max_bytes),
+        max_bytes,
         isolation,
     )
     rm = services.replica_manager
@@ -88,6 +102,10 @@ async def handle(ctx: RequestContext, request: Request) -> Response:
         results = [got.get(key) or FetchResult(_TOPIC_AUTHORIZATION_FAILED) for key in wanted]
     else:
         results = await rm.fetch_messages(params, wanted)
+    if quotas is not None and quotas.fetch.active and replica_id < 0:
+        throttle_ms = _metered(ctx, quotas.fetch, results)
+        if throttle_ms:
+            return encode_fetch_response(version, [], throttle_time_ms=throttle_ms)
     if session is not None:
         session_id, keep = session.respond(
             [(r.error_code, r.high_watermark, r.log_start_offset, r.size) for r in results])
@@ -97,6 +115,21 @@ async def handle(ctx: RequestContext, request: Request) -> Response:
         converted = await rm.down_convert(wanted, results, LEGACY_MAGIC[version])
         return _encode(version, wanted, results, converted)
     return _encode(version, wanted, results)
+
+
+def _metered(ctx: RequestContext, quota: ClientQuotaManager, results: list[FetchResult]
+             ) -> int:
+    """consumer_byte_rate (Kafka's handleFetchRequest): the response's record bytes count
+    against the consumer's rate; over its quota they are taken back and the consumer gets
+    an empty response saying how long it is throttled, and the connection holds its next
+    request that long (KIP-219). Returns the throttle time (0: answer as usual)."""
+    size = sum(r.size for r in results)
+    user, client_id = ctx.principal.name, ctx.client_id
+    throttle_ms = quota.record(user, client_id, size)
+    if throttle_ms:
+        quota.unrecord(user, client_id, size)
+        ctx.throttle(throttle_ms)
+    return throttle_ms
 
 
 def _denied(ctx: RequestContext, request: Request) -> set[str] | frozenset[str]:

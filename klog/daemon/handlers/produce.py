@@ -17,6 +17,9 @@ Produce v0-v2 (clients of Kafka 0.9/0.10) carry v0/v1 message sets, which the re
 manager converts to the topic's v2 format as Kafka's LogValidator does. From v3 on a
 request may hold only v2 batches: a partition whose records begin with a v0/v1 message
 gets INVALID_RECORD (Kafka's ProduceRequest.validateRecords), the others are appended.
+
+With a producer_byte_rate quota on the client (klog/daemon/quotas.py), the request's
+record bytes are metered first and the response carries the throttle time (KIP-219).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from collections.abc import Awaitable
 from typing import Any
 
 from klog.daemon.handlers import Deferred, Request, RequestContext, Response
+from klog.daemon.quotas import ClientQuotaManager
 from klog.daemon.replica_manager import ProduceResult
 from klog.protocol import produce
 from klog.protocol.acls import AclOperation, ResourceType
@@ -41,6 +45,10 @@ _WRITE, _TOPIC = AclOperation.WRITE, ResourceType.TOPIC
 
 
 async def handle(ctx: RequestContext, request: Request) -> Response:
+    quotas = ctx.services.quotas
+    throttle_ms = 0
+    if quotas is not None and quotas.produce.active:  # one test without a quota
+        throttle_ms = _metered(ctx, request, quotas.produce)
     acks = request.acks
     entries: dict[tuple[str, int], Any] = {}
     order: list[tuple[str, list[int]]] = []
@@ -52,13 +60,13 @@ async def handle(ctx: RequestContext, request: Request) -> Response:
         order.append((topic.name, indexes))
     if acks not in (0, 1, -1):
         results = {tp: (int(ErrorCode.INVALID_REQUIRED_ACKS), None) for tp in entries}
-        return _response(ctx, order, results)
+        return _response(ctx, order, results, throttle_ms)
     transactional_id = getattr(request, "transactional_id", None)  # v3+
     if transactional_id is not None and not ctx.authorize(
             AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id):
         results = {tp: (int(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED), None)
                    for tp in entries}
-        return _response(ctx, order, results)
+        return _response(ctx, order, results, throttle_ms)
     # Write on each topic (one dict probe per request without an authorizer).
     refused = _refused(ctx, entries, order)
     if ctx.api_version >= 3:
@@ -75,8 +83,8 @@ async def handle(ctx: RequestContext, request: Request) -> Response:
             answered.update({tp: (r.error_code, r) for tp, r in refused.items()})
             entries = {tp: r for tp, r in entries.items() if tp not in outside}
             if not entries:
-                return _response(ctx, order, answered)
-            return await _produce_rest(ctx, request, order, entries, answered)
+                return _response(ctx, order, answered, throttle_ms)
+            return await _produce_rest(ctx, request, order, entries, answered, throttle_ms)
     rm = ctx.services.replica_manager
     # The timeout matters to acks=-1 only (converting it costs as much as a small append).
     timeout_ms = as_millis(request.timeout) if acks == -1 else 0
@@ -84,7 +92,7 @@ async def handle(ctx: RequestContext, request: Request) -> Response:
     if not isinstance(appended, dict):
         # acks=-1: answered once the ISR has it; meanwhile the connection reads the
         # producer's next request (responses still go out in request order).
-        return Deferred(_after(ctx, order, appended, refused))
+        return Deferred(_after(ctx, order, appended, refused, throttle_ms))
     if refused:
         appended = {**appended, **refused}
     if acks == 0:
@@ -92,7 +100,23 @@ async def handle(ctx: RequestContext, request: Request) -> Response:
         if any(r.error_code for r in appended.values()) and ctx.connection is not None:
             ctx.connection.close()
         return None
-    return _response(ctx, order, {tp: (r.error_code, r) for tp, r in appended.items()})
+    return _response(ctx, order, {tp: (r.error_code, r) for tp, r in appended.items()},
+                     throttle_ms)
+
+
+def _metered(ctx: RequestContext, request: Request, quota: ClientQuotaManager) -> int:
+    """producer_byte_rate (Kafka's ClientQuotaManager for produce): the request's record
+    bytes count against the client's rate; over its quota, the response says how long it
+    is throttled and the connection holds its next request that long (KIP-219). The
+    records are appended all the same, as Kafka does."""
+    size = 0
+    for topic in request.topic_data:
+        for part in topic.partition_data:
+            if part.records is not None:
+                size += len(part.records)
+    throttle_ms = quota.record(ctx.principal.name, ctx.client_id, size)
+    ctx.throttle(throttle_ms)
+    return throttle_ms
 
 
 def _refused(ctx: RequestContext, entries: dict[tuple[str, int], Any],
@@ -145,7 +169,8 @@ def _producer(entries: dict[tuple[str, int], Any]) -> tuple[int, int] | None:
 
 async def _produce_rest(ctx: RequestContext, request: Any, order: list[tuple[str, list[int]]],
                         entries: dict[tuple[str, int], Any],
-                        results: dict[tuple[str, int], tuple[int, Any]]) -> Any:
+                        results: dict[tuple[str, int], tuple[int, Any]], throttle_ms: int
+                        ) -> Any:
     """The partitions left after some were refused: appended, answered together."""
     acks = request.acks
     timeout_ms = as_millis(request.timeout) if acks == -1 else 0
@@ -157,18 +182,19 @@ async def _produce_rest(ctx: RequestContext, request: Any, order: list[tuple[str
             ctx.connection.close()
         return None
     results.update({tp: (r.error_code, r) for tp, r in appended.items()})
-    return _response(ctx, order, results)
+    return _response(ctx, order, results, throttle_ms)
 
 
 async def _after(ctx: RequestContext, order: list[tuple[str, list[int]]],
                  waiting: Awaitable[dict[tuple[str, int], Any]],
-                 refused: dict[tuple[str, int], ProduceResult]) -> Any:
+                 refused: dict[tuple[str, int], ProduceResult], throttle_ms: int) -> Any:
     appended = {**await waiting, **refused}
-    return _response(ctx, order, {tp: (r.error_code, r) for tp, r in appended.items()})
+    return _response(ctx, order, {tp: (r.error_code, r) for tp, r in appended.items()},
+                     throttle_ms)
 
 
 def _response(ctx: RequestContext, order: list[tuple[str, list[int]]],
-              results: dict[tuple[str, int], tuple[int, Any]]) -> Any:
+              results: dict[tuple[str, int], tuple[int, Any]], throttle_ms: int = 0) -> Any:
     if produce.handles(ctx.api_version):
         # The hot path: encoded by hand into one chunk (no kio entity to build and write).
         topics = []
@@ -180,7 +206,7 @@ def _response(ctx: RequestContext, order: list[tuple[str, list[int]]],
                     index, error, r.base_offset, r.log_append_time_ms, r.log_start_offset,
                     r.error_message if error else None))
             topics.append((name, parts))
-        return [produce.encode_produce_response(ctx.api_version, topics)]
+        return [produce.encode_produce_response(ctx.api_version, topics, throttle_ms)]
     responses = []
     for name, indexes in order:
         partition_responses: list[dict[str, Any]] = []
@@ -196,4 +222,4 @@ def _response(ctx: RequestContext, order: list[tuple[str, list[int]]],
                 "error_message": r.error_message if r is not None and error else None,
             })
         responses.append({"name": name, "partition_responses": partition_responses})
-    return ctx.respond({"responses": responses, "throttle_time": 0})
+    return ctx.respond({"responses": responses, "throttle_time": throttle_ms})

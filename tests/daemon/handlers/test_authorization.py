@@ -482,3 +482,60 @@ def test_scram_credential_apis_need_describe_and_alter_on_the_cluster() -> None:
     asyncio.run(alter_user_scram_credentials.handle(
         _ctx(51, 0, allowed, scram_credentials=manager), alter_request))
     assert calls == ["describe", "alter"]
+
+
+def test_client_quota_apis_need_describe_configs_and_alter_configs_on_the_cluster() -> None:
+    from klog.daemon.handlers import alter_client_quotas, describe_client_quotas
+    from klog.daemon.quota_store import AlterResult
+    from klog.protocol.acls import CLUSTER_NAME
+
+    calls: list[Any] = []
+
+    async def describe(components: Any, strict: bool) -> list[Any]:
+        calls.append(("describe", [(c.entity_type, c.match_type, c.match)
+                                   for c in components], strict))
+        return [([("user", "alice")], {"producer_byte_rate": 1024.0})]
+
+    async def alter(entries: Any, validate_only: bool) -> list[Any]:
+        calls.append(("alter", [(parts, [(o.key, o.value, o.remove) for o in ops])
+                                for parts, ops in entries], validate_only))
+        return [AlterResult(parts) for parts, _ops in entries]
+
+    admin = SimpleNamespace(describe=describe, alter=alter)
+    for version in (0, 1):
+        describe_request = _request(48, version, {"components": [
+            {"entity_type": "user", "match_type": 0, "match": "alice"}], "strict": True})
+        alter_request = _request(49, version, {"entries": [{
+            "entity": [{"entity_type": "client-id", "entity_name": None}],
+            "ops": [{"key": "consumer_byte_rate", "value": 2048.0, "remove": False}]}],
+            "validate_only": False})
+        nobody = _authorizer()
+        response = asyncio.run(describe_client_quotas.handle(
+            _ctx(48, version, nobody, client_quota_admin=admin), describe_request))
+        assert int(response.error_code) == CLUSTER_AUTH and response.entries is None
+        response = asyncio.run(alter_client_quotas.handle(
+            _ctx(49, version, nobody, client_quota_admin=admin), alter_request))
+        assert [(int(e.error_code), [(d.entity_type, d.entity_name) for d in e.entity])
+                for e in response.entries] == [(CLUSTER_AUTH, [("client-id", None)])]
+        assert calls == []
+        # Kafka: DescribeConfigs / AlterConfigs on the cluster (Alter does not imply them)
+        altering = _authorizer((ResourceType.CLUSTER, CLUSTER_NAME, OP.ALTER))
+        response = asyncio.run(alter_client_quotas.handle(
+            _ctx(49, version, altering, client_quota_admin=admin), alter_request))
+        assert int(response.entries[0].error_code) == CLUSTER_AUTH
+        allowed = _authorizer((ResourceType.CLUSTER, CLUSTER_NAME, OP.ALTER_CONFIGS),
+                              (ResourceType.CLUSTER, CLUSTER_NAME, OP.DESCRIBE_CONFIGS))
+        response = asyncio.run(describe_client_quotas.handle(
+            _ctx(48, version, allowed, client_quota_admin=admin), describe_request))
+        assert int(response.error_code) == 0
+        assert [([(d.entity_type, d.entity_name) for d in e.entity],
+                 [(v.key, v.value) for v in e.values]) for e in response.entries] == [
+            ([("user", "alice")], [("producer_byte_rate", 1024.0)])]
+        response = asyncio.run(alter_client_quotas.handle(
+            _ctx(49, version, allowed, client_quota_admin=admin), alter_request))
+        assert int(response.entries[0].error_code) == 0
+        assert calls == [
+            ("describe", [("user", 0, "alice")], True),
+            ("alter", [([("client-id", None)], [("consumer_byte_rate", 2048.0, False)])],
+             False)]
+        calls.clear()

@@ -12,7 +12,9 @@ from klog.daemon.fetch_session import FetchSessionCache
 from klog.daemon.handlers import RequestContext
 from klog.daemon.handlers.fetch import handle
 from klog.daemon.partition import FetchIsolation
+from klog.daemon.quotas import DEFAULT, QuotaManagers
 from klog.daemon.replica_manager import FetchResult
+from klog.daemon.security.principal import KafkaPrincipal
 from klog.protocol import apis
 from klog.protocol.entities import build
 from klog.protocol.errors import ErrorCode
@@ -109,3 +111,61 @@ def test_an_unknown_fetch_session_is_refused_without_reading() -> None:
     response = _decoded(asyncio.run(handle(_ctx(rm), _request(session_id=9, session_epoch=1))))
     assert response.error_code == ErrorCode.FETCH_SESSION_ID_NOT_FOUND
     assert response.session_id == 0 and rm.calls == []
+
+
+class ThrottledConnection:
+    principal = KafkaPrincipal("User", "ANONYMOUS")
+    peer = "127.0.0.1:1"
+
+    def __init__(self) -> None:
+        self.throttled: list[int] = []
+
+    def throttle(self, throttle_ms: int) -> None:
+        self.throttled.append(throttle_ms)
+
+
+def test_consumer_byte_rate_answers_kafkas_throttled_response_kip_219() -> None:
+    clock = [0.0]
+    quotas = QuotaManagers.create(clock=lambda: clock[0])
+    # each fetch answers 2 x len(DATA) bytes; the quota lets one through per 10 s window
+    quotas.configs.set((None, "test"), {"consumer_byte_rate": str(2 * len(DATA) / 10)})
+    rm = FakeReplicaManager()
+    connection = ThrottledConnection()
+    ctx = context(RequestHeader(FETCH, VERSION, 3, "test", 1), connection, replica_manager=rm,
+                  config={"fetch_max_bytes": 50_000}, quotas=quotas)
+    first = _decoded(asyncio.run(handle(ctx, _request())))
+    assert first.throttle_time.total_seconds() == 0 and first.responses
+    second = _decoded(asyncio.run(handle(ctx, _request())))
+    # over the quota: no data, the throttle time, and the connection muted (Kafka's
+    # handleFetchRequest: the bytes are taken back, the response is empty)
+    assert second.throttle_time.total_seconds() == 10 and second.responses == ()
+    assert connection.throttled == [10_000]
+    # the bytes were taken back: the rate is at the quota again, not over it
+    assert quotas.fetch.throttle_time("ANONYMOUS", "test") == 0
+    # once the first fetch's sample leaves the 11-sample window, data flows again
+    clock[0] += 11.0
+    third = _decoded(asyncio.run(handle(ctx, _request())))
+    assert third.responses and third.throttle_time.total_seconds() == 0
+
+
+def test_a_followers_fetch_is_not_metered_by_client_quotas() -> None:
+    quotas = QuotaManagers.create(clock=lambda: 0.0)
+    quotas.configs.set((None, DEFAULT), {"consumer_byte_rate": "1"})
+    connection = ThrottledConnection()
+    ctx = context(RequestHeader(FETCH, VERSION, 3, "test", 1), connection,
+                  replica_manager=FakeReplicaManager(), config={"fetch_max_bytes": 50_000},
+                  quotas=quotas)
+    for _ in range(3):
+        response = _decoded(asyncio.run(handle(ctx, _request(replica_id=2))))
+        assert response.responses and response.throttle_time.total_seconds() == 0
+    assert connection.throttled == []
+
+
+def test_a_consumers_max_bytes_is_bounded_by_its_quota_window() -> None:
+    quotas = QuotaManagers.create(11, 1, clock=lambda: 0.0)
+    quotas.configs.set((None, "test"), {"consumer_byte_rate": "100"})
+    rm = FakeReplicaManager()
+    ctx = context(RequestHeader(FETCH, VERSION, 3, "test", 1), ThrottledConnection(),
+                  replica_manager=rm, config={"fetch_max_bytes": 50_000}, quotas=quotas)
+    asyncio.run(handle(ctx, _request()))
+    assert rm.calls[0][0].max_bytes == 1000  # 100 B/s x 10 windows of 1 s

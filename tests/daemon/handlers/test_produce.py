@@ -11,7 +11,9 @@ from typing import Any
 
 from klog.daemon.handlers import Deferred, RequestContext
 from klog.daemon.handlers.produce import handle
+from klog.daemon.quotas import QuotaManagers
 from klog.daemon.replica_manager import ProduceResult
+from klog.daemon.security.principal import KafkaPrincipal
 from klog.protocol import produce
 from klog.protocol.errors import ErrorCode
 from klog.protocol.framing import RequestHeader
@@ -145,3 +147,38 @@ def test_transactional_produce_outside_the_transaction_is_refused_kip_890() -> N
     ctx = context(RequestHeader(0, VERSION, 7, "test", 2), None, replica_manager=rm,
                   transaction_coordinator=FakeTransactionCoordinator(None))
     assert _decoded(asyncio.run(handle(ctx, _txn_request(1)))) == EXPECTED
+
+
+class ThrottledConnection(FakeConnection):
+    principal = KafkaPrincipal("User", "alice")
+    peer = "127.0.0.1:1"
+
+    def __init__(self) -> None:
+        self.throttled: list[int] = []
+
+    def throttle(self, throttle_ms: int) -> None:
+        self.throttled.append(throttle_ms)
+
+
+def test_producer_byte_rate_meters_the_record_bytes_and_says_the_throttle_kip_219() -> None:
+    clock = [0.0]
+    quotas = QuotaManagers.create(clock=lambda: clock[0])
+    size = sum(len(r) for r in RECORDS.values())
+    # 10 s minimum window: twice the request's bytes per 10 s is twice the quota
+    quotas.configs.set(("alice", "test"), {"producer_byte_rate": str(size / 10)})
+    rm = FakeReplicaManager(OK)
+    connection = ThrottledConnection()
+    ctx = context(RequestHeader(0, VERSION, 7, "test", 2), connection, replica_manager=rm,
+                  quotas=quotas)
+    first = asyncio.run(handle(ctx, _request(1)))
+    assert produce.decode_produce_response(VERSION, b"".join(first))[1] == 0
+    second = asyncio.run(handle(ctx, _request(1)))
+    # (2 x size / 10 - size / 10) / (size / 10) x 10 s = 10 s
+    assert produce.decode_produce_response(VERSION, b"".join(second))[1] == 10_000
+    assert connection.throttled == [10_000]
+    assert _decoded(second) == EXPECTED  # appended all the same, as Kafka
+    assert len(rm.calls) == 2
+    # another user is not metered
+    connection.principal = KafkaPrincipal("User", "bob")
+    third = asyncio.run(handle(ctx, _request(1)))
+    assert produce.decode_produce_response(VERSION, b"".join(third))[1] == 0
