@@ -21,6 +21,8 @@ fi
 command -v kcat >/dev/null 2>&1 || missing+=(kcat)
 [ -e /usr/share/zookeeper/bin/zkServer.sh ] || missing+=(zookeeper)
 command -v java >/dev/null 2>&1 || missing+=(default-jre-headless)
+# The security tests make their TLS certificates with the openssl command line.
+command -v openssl >/dev/null 2>&1 || missing+=(openssl)
 
 if [ ${#missing[@]} -eq 0 ]; then
     exit 0
