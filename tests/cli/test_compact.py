@@ -138,7 +138,12 @@ def test_a_stopped_klog_broker_compacted_then_started_again(tmp_path: Path) -> N
         result = runner.invoke(app, ["compact", str(broker.log_dir), "--json"])
         assert result.exit_code == 0, result.output
         parts = {p["partition"]: p for p in json.loads(result.stdout)["partitions"]}
-        assert parts["state-0"]["records_removed"] > 200
+        part = parts["state-0"]
+        # Everything below the active segment (where the batches fell decides how much):
+        # at most one record per key kept there, the rest removed.
+        assert part["records_kept"] <= 10
+        assert part["records_removed"] == part["records_read"] - part["records_kept"]
+        assert part["records_removed"] >= 150
         broker.start()
         consumer = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": "g",
                              "auto.offset.reset": "earliest", "enable.auto.commit": False})
@@ -155,5 +160,5 @@ def test_a_stopped_klog_broker_compacted_then_started_again(tmp_path: Path) -> N
             consumer.close()
     latest = dict(seen)
     assert latest == {b"k0": None} | {b"k%d" % k: b"v%d" % (290 + k) for k in range(1, 10)}
-    # Cleaned below the active segment: far fewer than the 301 records produced.
-    assert len(seen) < 100
+    # Cleaned below the active segment: what was kept there, then the active segment whole.
+    assert len(seen) == part["records_kept"] + 301 - part["next_dirty_offset"] < 301
