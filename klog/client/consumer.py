@@ -48,6 +48,7 @@ from klog.client.group_coordinator import (
     OffsetAndMetadata,
 )
 from klog.client.network import KafkaClient
+from klog.client.properties import boolean, keywords
 from klog.client.records import ConsumerRecord, Deserializer
 from klog.protocol.errors import ErrorCode
 
@@ -600,20 +601,13 @@ async def measure_consume(
     }
 
 
-def _boolean(text: str) -> bool:
-    lowered = text.strip().lower()
-    if lowered not in ("true", "false"):
-        raise ValueError(f"expected true or false, not {text!r}")
-    return lowered == "true"
-
-
 #: Kafka's consumer property names -> Consumer keyword and converter.
 CONSUMER_PROPERTIES: dict[str, tuple[str, Callable[[str], Any]]] = {
     "client.id": ("client_id", str),
     "group.id": ("group_id", str),
     "group.instance.id": ("group_instance_id", str),
     "auto.offset.reset": ("auto_offset_reset", str),
-    "enable.auto.commit": ("enable_auto_commit", _boolean),
+    "enable.auto.commit": ("enable_auto_commit", boolean),
     "auto.commit.interval.ms": ("auto_commit_interval_ms", int),
     "session.timeout.ms": ("session_timeout_ms", int),
     "heartbeat.interval.ms": ("heartbeat_interval_ms", int),
@@ -626,7 +620,7 @@ CONSUMER_PROPERTIES: dict[str, tuple[str, Callable[[str], Any]]] = {
     "fetch.max.bytes": ("fetch_max_bytes", int),
     "max.partition.fetch.bytes": ("max_partition_fetch_bytes", int),
     "isolation.level": ("isolation_level", str),
-    "check.crcs": ("check_crcs", _boolean),
+    "check.crcs": ("check_crcs", boolean),
     "request.timeout.ms": ("request_timeout_ms", int),
     "retry.backoff.ms": ("retry_backoff_ms", int),
     "metadata.max.age.ms": ("metadata_max_age_ms", int),
@@ -639,16 +633,4 @@ def consumer_config(properties: Mapping[str, str]) -> dict[str, Any]:
 
     ValueError names the property that is unknown or has a bad value.
     """
-    config: dict[str, Any] = {}
-    for name, text in properties.items():
-        entry = CONSUMER_PROPERTIES.get(name)
-        if entry is None:
-            raise ValueError(f"unknown consumer property {name!r} (known: "
-                             + ", ".join(sorted(CONSUMER_PROPERTIES)) + ")")
-        keyword, convert = entry
-        try:
-            config[keyword] = convert(text)
-        except ValueError as exc:
-            raise ValueError(f"bad value for {name}: {text!r} ({exc})") from None
-    return config
-
+    return keywords(properties, CONSUMER_PROPERTIES, "consumer")

@@ -44,6 +44,7 @@ from klog.client.accumulator import (
 )
 from klog.client.errors import KafkaClientError, KafkaTimeoutError, WouldBlockError, error_name
 from klog.client.partitioner import StickyPartitionCache, partition_for_key
+from klog.client.properties import boolean, keywords
 from klog.client.sender import Sender
 from klog.protocol.errors import ErrorCode
 from klog.protocol.records.batch import CompressionType
@@ -752,7 +753,7 @@ PRODUCER_PROPERTIES: dict[str, tuple[str, Callable[[str], Any]]] = {
     "retry.backoff.ms": ("retry_backoff_ms", float),
     "delivery.timeout.ms": ("delivery_timeout_ms", float),
     "request.timeout.ms": ("request_timeout_ms", int),
-    "enable.idempotence": ("enable_idempotence", lambda v: _boolean(v)),
+    "enable.idempotence": ("enable_idempotence", boolean),
     "max.block.ms": ("max_block_ms", float),
     "max.request.size": ("max_request_size", int),
     "metadata.max.age.ms": ("metadata_max_age_ms", int),
@@ -762,30 +763,12 @@ PRODUCER_PROPERTIES: dict[str, tuple[str, Callable[[str], Any]]] = {
 }
 
 
-def _boolean(text: str) -> bool:
-    lowered = text.strip().lower()
-    if lowered not in ("true", "false"):
-        raise ValueError(f"expected true or false, not {text!r}")
-    return lowered == "true"
-
-
 def producer_config(properties: Mapping[str, str]) -> dict[str, Any]:
     """Producer keywords from Kafka property names (``linger.ms`` -> ``linger_ms``).
 
     ValueError names the property that is unknown or has a bad value.
     """
-    config: dict[str, Any] = {}
-    for name, text in properties.items():
-        entry = PRODUCER_PROPERTIES.get(name)
-        if entry is None:
-            raise ValueError(f"unknown producer property {name!r} (known: "
-                             + ", ".join(sorted(PRODUCER_PROPERTIES)) + ")")
-        keyword, convert = entry
-        try:
-            config[keyword] = convert(text)
-        except ValueError as exc:
-            raise ValueError(f"bad value for {name}: {text!r} ({exc})") from None
-    return config
+    return keywords(properties, PRODUCER_PROPERTIES, "producer")
 
 
 def perf_payload(record_size: int, seed: int = 0) -> bytes:
