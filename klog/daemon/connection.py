@@ -30,7 +30,8 @@ mid-response is still read whole -- never through a descriptor number the proces
 since reused for another file.
 
 Security (klog/daemon/security/): on a TLS listener the transport is asyncio's TLS
-transport, and record regions are read and written through it in pieces
+transport, which decrypts straight into the frame decoder's buffers (``TlsConnection``),
+and record regions are read and written through it in pieces
 (``_write_regions_tls``) -- sendfile would put the file's bytes on the socket unencrypted;
 plaintext keeps sendfile. A verified client certificate on an SSL listener names the
 principal (``ssl.principal.mapping.rules``). On a SASL listener the connection's
@@ -262,13 +263,16 @@ class Connection(asyncio.Protocol):
         self._task = asyncio.get_running_loop().create_task(self._process())
 
     def data_received(self, data: bytes) -> None:
-        self.last_active = received = time.monotonic()
         try:
             frames = self.decoder.feed(data)
         except FrameSizeError as exc:
             log.info("closing connection from %s: %s", self.peer, exc)
             self.close()
             return
+        self._frames_received(frames)
+
+    def _frames_received(self, frames: list[memoryview]) -> None:
+        self.last_active = received = time.monotonic()
         if not frames:
             return
         self.server.queued += len(frames)
@@ -849,6 +853,28 @@ class Connection(asyncio.Protocol):
         self._out, self._out_size = [], 0
         if self.transport is not None and not self.closed:
             self.transport.write(out[0] if len(out) == 1 else b"".join(out))
+
+
+class TlsConnection(Connection, asyncio.BufferedProtocol):
+    """A connection on a TLS listener. asyncio's TLS transport decrypts straight into the
+    frame decoder's buffers when its protocol is a BufferedProtocol; given a plain
+    Protocol it allocates a 256 KiB bytes object per TLS record read (16 KiB) and copies
+    the data twice more before ``data_received``. Measured on the project's 2-core
+    machine, receiving 1 GiB over TLS 1.3: 1.24 CPU s/GB through data_received, 0.55
+    through a buffer -- about what a blocking ``ssl`` socket costs. Plaintext keeps
+    ``data_received``: there the two cost the same, and bytes let frames be views."""
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self.decoder.get_buffer()
+
+    def buffer_updated(self, nbytes: int) -> None:
+        try:
+            frames = self.decoder.buffer_updated(nbytes)
+        except FrameSizeError as exc:
+            log.info("closing connection from %s: %s", self.peer, exc)
+            self.close()
+            return
+        self._frames_received(frames)
 
 
 async def _timed_send(writing: Coroutine[Any, Any, None], timing: RequestTiming) -> None:

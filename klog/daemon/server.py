@@ -44,7 +44,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from klog.daemon.config import LISTENER_SECURITY_CONFIGS, BrokerConfig, ConfigSource
-from klog.daemon.connection import Connection
+from klog.daemon.connection import Connection, TlsConnection
 from klog.daemon.connection_quotas import ConnectionQuotas, normalize_address
 from klog.daemon.security.listener import (
     ListenerConfigError,
@@ -208,7 +208,9 @@ class Server:
         if self.send_buffer > 0:
             with contextlib.suppress(OSError):
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self.send_buffer)
-        conn = Connection(self, acceptor.name, address, self.security.get(acceptor.name))
+        security = self.security.get(acceptor.name)
+        tls = security is not None and security.ssl_context is not None
+        conn = (TlsConnection if tls else Connection)(self, acceptor.name, address, security)
         task = asyncio.get_running_loop().create_task(self._start_connection(conn, sock))
         self._starting.add(task)
         task.add_done_callback(self._starting.discard)

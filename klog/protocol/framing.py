@@ -57,6 +57,14 @@ DEFAULT_MAX_REQUEST_BYTES = 104_857_600
 #: A response frame holds at least its correlation id.
 MIN_RESPONSE_FRAME_BYTES = 4
 
+#: Buffered reception (``FrameDecoder.get_buffer``): the most a body chunk received in
+#: place, or the scratch buffer, holds -- asyncio's own read size.
+RECEIVE_CHUNK = 256 << 10
+#: A body with this much still to come is received in place; below it the bytes of
+#: several small frames share one receive into the scratch buffer (a receive into a
+#: buffer of a small frame's size would cost one event-loop iteration per frame).
+IN_PLACE_MIN = 64 << 10
+
 _SIZE = struct.Struct(">i")
 _HEADER_FIXED = struct.Struct(">hhi")  # api_key, api_version, correlation_id
 _HEADER_V1 = struct.Struct(">hhih")  # ... and client_id's length
@@ -122,6 +130,15 @@ class FrameDecoder:
     frame is kept as the chunks that arrived (views of ``bytes`` input, which cannot
     change; copies of anything else) and joined once when complete -- one copy per byte,
     never pre-allocated from the prefix and never re-grown.
+
+    A reader that receives into a buffer (asyncio's ``BufferedProtocol``: the TLS
+    transport decrypts straight into it) uses ``get_buffer`` / ``buffer_updated`` instead
+    of ``feed``. A frame body with at least IN_PLACE_MIN bytes still to come is then
+    received in place, in chunks of at most RECEIVE_CHUNK allocated as they are filled
+    (so at most one chunk ahead of what arrived); a body of at most RECEIVE_CHUNK is
+    handed out as the very bytearray it was received into. Anything else -- size
+    prefixes, small frames, the tail of a frame -- lands in one scratch buffer per
+    decoder and goes through ``feed``.
     """
 
     def __init__(self, max_frame_bytes: int = DEFAULT_MAX_REQUEST_BYTES) -> None:
@@ -131,6 +148,12 @@ class FrameDecoder:
         self._chunks: list[bytes | bytearray | memoryview] = []
         self._received = 0
         self._error: FrameSizeError | None = None
+        # Buffered reception: the body chunk being received in place and how much of it
+        # is filled; the scratch buffer; whether the last get_buffer gave the chunk.
+        self._body: bytearray | None = None
+        self._body_filled = 0
+        self._scratch: memoryview | None = None
+        self._into_body = False
 
     @property
     def buffered(self) -> int:
@@ -143,6 +166,9 @@ class FrameDecoder:
         """Add received bytes; return the frames they completed (possibly none)."""
         if self._error is not None:
             raise self._error
+        if self._body is not None:  # a chunk received in place, interrupted by a feed
+            self._chunks.append(bytearray(memoryview(self._body)[: self._body_filled]))
+            self._body, self._body_filled = None, 0
         frames: list[memoryview] = []
         with memoryview(data) as view:
             length = len(view)
@@ -178,6 +204,45 @@ class FrameDecoder:
                 frames.append(memoryview(payload))
                 self._size, self._chunks, self._received = None, [], 0
         return frames
+
+    def get_buffer(self) -> memoryview:
+        """Where the next received bytes go, for a reader that receives into a buffer;
+        tell ``buffer_updated`` how many it put there before asking again."""
+        size = self._size
+        if size is not None and self._error is None:
+            if self._body is not None:
+                self._into_body = True
+                return memoryview(self._body)[self._body_filled :]
+            remaining = size - self._received
+            if remaining >= IN_PLACE_MIN:
+                self._body = bytearray(min(remaining, RECEIVE_CHUNK))
+                self._into_body = True
+                return memoryview(self._body)
+        self._into_body = False
+        if self._scratch is None:
+            self._scratch = memoryview(bytearray(RECEIVE_CHUNK))
+        return self._scratch
+
+    def buffer_updated(self, nbytes: int) -> list[memoryview]:
+        """``nbytes`` were put at the start of the last ``get_buffer``; return the frames
+        they completed (possibly none)."""
+        if not self._into_body:
+            assert self._scratch is not None
+            return self.feed(self._scratch[:nbytes])
+        body = self._body
+        assert body is not None and self._size is not None
+        self._body_filled += nbytes
+        self._received += nbytes
+        if self._body_filled < len(body):
+            return []
+        self._chunks.append(body)
+        self._body, self._body_filled = None, 0
+        if self._received < self._size:
+            return []
+        chunks = self._chunks
+        payload = chunks[0] if len(chunks) == 1 else bytearray().join(chunks)
+        self._size, self._chunks, self._received = None, [], 0
+        return [memoryview(payload)]
 
 
 # --- request header -----------------------------------------------------------------------

@@ -169,6 +169,90 @@ def test_a_frame_claiming_2_31_bytes_allocates_nothing() -> None:
     assert peak < 64_000
 
 
+def _receive_buffered(decoder: framing.FrameDecoder, stream: bytes, most: int
+                      ) -> list[memoryview]:
+    """What a BufferedProtocol transport does: fill each buffer asked for with at most
+    ``most`` bytes of ``stream``, then report the count."""
+    frames: list[memoryview] = []
+    position = 0
+    while position < len(stream):
+        buffer = decoder.get_buffer()
+        count = min(len(buffer), most, len(stream) - position)
+        buffer[:count] = stream[position : position + count]
+        position += count
+        frames += decoder.buffer_updated(count)
+    return frames
+
+
+@pytest.mark.parametrize("most", [1, 7, 4096, 16_384, 1 << 20])
+def test_buffered_reception_gives_the_frames_feed_gives(most: int) -> None:
+    payloads = [b"small", bytes(range(256)) * 300, b"", b"x" * framing.IN_PLACE_MIN,
+                bytes(range(256)) * 4096, b"tail"]  # 76 KB, 64 KiB, 1 MiB among small ones
+    stream = b"".join(framing.encode_frame(p) for p in payloads)
+    if most == 1:  # byte by byte through the in-place path too, but not through 1 MiB
+        payloads, stream = payloads[:4], stream[: sum(4 + len(p) for p in payloads[:4])]
+    decoder = framing.FrameDecoder()
+    frames = _receive_buffered(decoder, stream, most)
+    assert [bytes(f) for f in frames] == payloads
+    assert decoder.buffered == 0
+    frames[1][0] = 0xFF  # writable: the broker patches offsets in place
+    assert frames[1][0] == 0xFF
+
+
+def test_buffered_reception_receives_large_bodies_in_place() -> None:
+    payload = bytes(range(256)) * 512  # 128 KiB: one chunk
+    decoder = framing.FrameDecoder()
+    scratch = decoder.get_buffer()
+    scratch[:4] = struct.pack(">i", len(payload))
+    assert decoder.buffer_updated(4) == []
+    body = decoder.get_buffer()
+    assert len(body) == len(payload)  # the body's own buffer, not the scratch buffer
+    body[:] = payload
+    (frame,) = decoder.buffer_updated(len(payload))
+    assert frame.obj is body.obj  # handed out without a copy
+    assert bytes(frame) == payload
+
+
+def test_buffered_reception_allocates_one_chunk_ahead_at_most() -> None:
+    decoder = framing.FrameDecoder()  # 100 MiB limit
+    decoder.get_buffer()  # the scratch buffer
+    tracemalloc.start()
+    try:
+        decoder.get_buffer()[:4] = struct.pack(">i", framing.DEFAULT_MAX_REQUEST_BYTES)
+        assert decoder.buffer_updated(4) == []
+        for _ in range(3):
+            buffer = decoder.get_buffer()
+            buffer[:10] = b"x" * 10
+            assert decoder.buffer_updated(10) == []
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert decoder.buffered == 34
+    assert peak < framing.RECEIVE_CHUNK + 64_000
+
+
+def test_buffered_reception_checks_sizes_first() -> None:
+    decoder = framing.FrameDecoder(max_frame_bytes=1000)
+    decoder.get_buffer()[:4] = struct.pack(">i", 1001)
+    with pytest.raises(framing.FrameSizeError):
+        decoder.buffer_updated(4)
+    with pytest.raises(framing.FrameSizeError):  # and stays refused
+        decoder.get_buffer()[:1] = b"x"
+        decoder.buffer_updated(1)
+
+
+def test_feed_after_a_partly_filled_body_keeps_the_bytes() -> None:
+    payload = bytes(range(256)) * 400
+    stream = framing.encode_frame(payload)
+    decoder = framing.FrameDecoder()
+    decoder.get_buffer()[:4] = stream[:4]
+    decoder.buffer_updated(4)
+    decoder.get_buffer()[:1000] = stream[4:1004]
+    assert decoder.buffer_updated(1000) == []
+    (frame,) = decoder.feed(stream[1004:])
+    assert bytes(frame) == payload
+
+
 # --------------------------------------------------------------------------------------------
 # Request headers
 
