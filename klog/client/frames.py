@@ -18,8 +18,10 @@ above its high-water mark (the flow control a StreamWriter gives).
 
 The broker's own connections (daemon/connection.py) cut request frames with
 ``framing.FrameDecoder`` instead, by design: there the size comes from an untrusted
-client, so memory follows the bytes received and is never allocated at the size claimed,
-and the read path is data_received-based and tuned for many small produce requests.
+client, so memory follows the bytes received and is never allocated at the size claimed
+(at most one 256 KiB chunk ahead on TLS listeners, whose transport decrypts into the
+decoder's buffers); plaintext listeners read through data_received, tuned for many small
+produce requests.
 
 Errors: ``next_frame`` raises FrameSizeError, ``ConnectionClosed`` when the peer closed
 the connection, or the OSError that broke it; then again on every later call.
