@@ -9,9 +9,10 @@ settings):
 - ``sasl.mechanism`` PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512, with ``sasl.username`` /
   ``sasl.password`` (librdkafka's names) or ``sasl.jaas.config`` (Java's: the login
   module's ``username`` and ``password`` options);
-- ``ssl.ca.location`` or ``ssl.truststore.location`` (PEM) for the CA,
-  ``ssl.certificate.location`` + ``ssl.key.location`` (or a PEM ``ssl.keystore.location``
-  holding both) for a client certificate, ``ssl.key.password``,
+- ``ssl.ca.location`` or ``ssl.truststore.location`` (PEM, or PKCS12 with
+  ``ssl.truststore.password``) for the CA, ``ssl.certificate.location`` +
+  ``ssl.key.location`` (or an ``ssl.keystore.location`` holding both: PEM, or PKCS12 with
+  ``ssl.keystore.password``) for a client certificate, ``ssl.key.password``,
   ``ssl.endpoint.identification.algorithm`` (``https``, the default, checks the broker's
   host name; empty or ``none`` does not).
 
@@ -22,12 +23,15 @@ tokens (klog/protocol/scram.py for SCRAM).
 
 from __future__ import annotations
 
+import contextlib
+import os
 import ssl
+import tempfile
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from klog.protocol import scram
+from klog.protocol import keystores, scram
 from klog.protocol.jaas import JaasConfigError, parse_jaas_config
 
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
@@ -41,6 +45,7 @@ KNOWN_SETTINGS = frozenset({
     "sasl.jaas.config", "ssl.ca.location", "ssl.truststore.location",
     "ssl.truststore.type", "ssl.certificate.location", "ssl.key.location",
     "ssl.keystore.location", "ssl.keystore.type", "ssl.key.password",
+    "ssl.keystore.password", "ssl.truststore.password",
     "ssl.endpoint.identification.algorithm",
 })
 
@@ -139,18 +144,86 @@ class ClientSecurity:
 
 
 def _context(props: Mapping[str, str], check_hostname: bool) -> ssl.SSLContext:
-    cafile = props.get("ssl.ca.location") or props.get("ssl.truststore.location")
-    certfile = props.get("ssl.certificate.location") or props.get("ssl.keystore.location")
-    keyfile = props.get("ssl.key.location")
-    for key in ("ssl.truststore.type", "ssl.keystore.type"):
-        kind = props.get(key, "PEM").strip().upper()
-        if kind != "PEM":
-            raise SecurityConfigError(f"{key}={kind}: klog's client reads PEM files only")
+    return tls_context(
+        truststore=props.get("ssl.ca.location") or props.get("ssl.truststore.location"),
+        truststore_type=props.get("ssl.truststore.type"),
+        truststore_password=props.get("ssl.truststore.password"),
+        keystore=props.get("ssl.certificate.location") or props.get("ssl.keystore.location"),
+        keystore_type=props.get("ssl.keystore.type"),
+        keystore_password=props.get("ssl.keystore.password"),
+        key_file=props.get("ssl.key.location"), key_password=props.get("ssl.key.password"),
+        check_hostname=check_hostname)
+
+
+def tls_context(*, truststore: str | None = None, truststore_type: str | None = None,
+                truststore_password: str | None = None, truststore_pem: str | None = None,
+                keystore: str | None = None, keystore_type: str | None = None,
+                keystore_password: str | None = None, key_file: str | None = None,
+                key_password: str | None = None, check_hostname: bool = True
+                ) -> ssl.SSLContext:
+    """A client's TLS context from Kafka's store settings (also the broker's own, for its
+    connections to the inter-broker listener): trusted certificates from a PEM or PKCS12
+    trust store (or ``truststore_pem`` text; else the system's CAs), and a client
+    certificate from a PEM or PKCS12 key store (or a PEM certificate file with
+    ``key_file``). A store is read as what its bytes say; a type set to something else is
+    refused, as is JKS. SecurityConfigError names the setting."""
     try:
-        context = ssl.create_default_context(cafile=cafile)
+        # A trust store replaces the system's CAs, as in Kafka's clients.
+        cafile, cadata = None, truststore_pem
+        if truststore_pem is None and truststore is not None:
+            data = _read_store(truststore, "ssl.truststore.location")
+            if _store_format(data, truststore_type, "ssl.truststore") == "PEM":
+                cafile = truststore
+            else:
+                cadata = keystores.pkcs12_certificates(data, truststore_password)
+        context = ssl.create_default_context(cafile=cafile, cadata=cadata)
         context.check_hostname = check_hostname
-        if certfile is not None:
-            context.load_cert_chain(certfile, keyfile, props.get("ssl.key.password"))
+        if keystore is None:
+            return context
+        data = _read_store(keystore, "ssl.keystore.location")
+        kind = _store_format(data, keystore_type, "ssl.keystore")
+        if kind == "PEM":
+            context.load_cert_chain(keystore, key_file, key_password or keystore_password)
+            return context
+        pem, passphrase = keystores.pkcs12_key_and_chain(data,
+                                                         keystore_password or key_password)
+        load_pem_chain(context, pem, passphrase)
+    except keystores.KeyStoreError as exc:
+        raise SecurityConfigError(f"TLS client settings: {exc}") from None
     except (OSError, ssl.SSLError) as exc:
         raise SecurityConfigError(f"TLS client settings: {exc}") from None
     return context
+
+
+def load_pem_chain(context: ssl.SSLContext, pem: str, password: str | None) -> None:
+    """Load a private key and certificate chain given as PEM text: Python's ``ssl`` loads
+    them from files only, so they pass through a private temporary file (mkstemp's 0600),
+    removed as soon as it has been read."""
+    fd, path = tempfile.mkstemp(prefix="klog-tls-", suffix=".pem")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(pem)
+        context.load_cert_chain(path, password=password)
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+
+
+def _read_store(path: str, key: str) -> bytes:
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError as exc:
+        raise SecurityConfigError(f"TLS client settings: {key}={path}: cannot read: "
+                                  f"{exc.strerror or exc}") from None
+
+
+def _store_format(data: bytes, configured: str | None, prefix: str) -> str:
+    found = keystores.store_format(data)
+    kind = (configured or found).strip().upper()
+    if found == "JKS":
+        raise SecurityConfigError(f"{prefix}.location: a JKS store, which klog cannot read; "
+                                  f"convert it to PKCS12 ({keystores.JKS_TO_PKCS12}) or PEM")
+    if kind not in ("JKS", found):  # JKS: Java's default type, under which it reads PKCS12
+        raise SecurityConfigError(f"{prefix}.type={kind}: the file is {found}")
+    return found

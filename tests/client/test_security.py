@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from klog.client.security import ClientSecurity, SecurityConfigError
-from tests.daemon.security.certs import Pki
+from tests.daemon.security.certs import Pki, make_pkcs12_stores
 
 
 def test_librdkafka_and_java_spellings(pki: Pki) -> None:
@@ -35,9 +37,33 @@ def test_librdkafka_and_java_spellings(pki: Pki) -> None:
     ({"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN"}, "sasl.username"),
     ({"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
       "sasl.jaas.config": "broken"}, "sasl.jaas.config"),
-    ({"security.protocol": "SSL", "ssl.truststore.type": "JKS"}, "PEM"),
-    ({"security.protocol": "SSL", "ssl.ca.location": "/nonexistent/ca.pem"}, "TLS"),
+    ({"security.protocol": "SSL", "ssl.truststore.location": "JKS"}, "keytool"),
+    ({"security.protocol": "SSL", "ssl.ca.location": "/nonexistent/ca.pem"}, "cannot read"),
+    ({"security.protocol": "SSL", "ssl.keystore.location": "P12",
+      "ssl.keystore.password": "wrong"}, "wrong password"),
+    ({"security.protocol": "SSL", "ssl.keystore.location": "P12",
+      "ssl.keystore.type": "PEM"}, "the file is PKCS12"),
 ])
-def test_unusable_settings(props: dict[str, str], message: str) -> None:
-    with pytest.raises(SecurityConfigError, match=message):
-        ClientSecurity.from_properties(props)
+def test_unusable_settings(props: dict[str, str], message: str, pki: Pki,
+                           tmp_path: Path) -> None:
+    stores = make_pkcs12_stores(pki, tmp_path)
+    jks = tmp_path / "store.jks"
+    jks.write_bytes(b"\xfe\xed\xfe\xed" + bytes(60))
+    files = {"P12": str(stores.client_keystore), "JKS": str(jks)}
+    with pytest.raises(SecurityConfigError, match=message) as info:
+        ClientSecurity.from_properties({k: files.get(v, v) for k, v in props.items()})
+    assert "\n" not in str(info.value)
+
+
+def test_pkcs12_stores_as_java_clients_configure_them(pki: Pki, tmp_path: Path) -> None:
+    stores = make_pkcs12_stores(pki, tmp_path)
+    security = ClientSecurity.from_properties({
+        "security.protocol": "SSL", "ssl.truststore.type": "PKCS12",
+        "ssl.truststore.location": str(stores.truststore),
+        "ssl.truststore.password": stores.password, "ssl.keystore.type": "PKCS12",
+        "ssl.keystore.location": str(stores.client_keystore),
+        "ssl.keystore.password": stores.password, "ssl.key.password": stores.password})
+    assert security.ssl_context is not None
+    # the trust store replaces the system's CAs: only the test CA is trusted
+    assert [c["subject"] for c in security.ssl_context.get_ca_certs()] == \
+        [((("commonName", "ca"),),)]

@@ -233,3 +233,48 @@ def test_ssl_listener_requiring_a_client_certificate_refuses_one_without(
     producer = ck.Producer({**settings, "message.timeout.ms": 20000})
     producer.produce("ck-after-refusal", b"x")
     assert producer.flush(30) == 0
+
+
+def test_pkcs12_stores_on_both_sides(tmp_path: Any, pki: Pki) -> None:
+    # Kafka's usual layout: ssl.keystore.type=PKCS12 and a PKCS12 trust store on the
+    # broker, client authentication required; librdkafka presents a PKCS12 client store,
+    # and klog's own CLI reads the same store from a Java-style --command-config file.
+    import json
+
+    from typer.testing import CliRunner
+
+    from klog.cli.app import app
+    from tests.daemon.security.certs import make_pkcs12_stores
+
+    stores = make_pkcs12_stores(pki, tmp_path / "p12")
+    running = InProcessBroker(tmp_path / "broker", {
+        "listeners": "SSL://127.0.0.1:0", "security.inter.broker.protocol": "SSL",
+        "ssl.keystore.type": "PKCS12", "ssl.keystore.location": str(stores.server_keystore),
+        "ssl.keystore.password": stores.password, "ssl.key.password": stores.password,
+        "ssl.truststore.type": "PKCS12", "ssl.truststore.location": str(stores.truststore),
+        "ssl.truststore.password": stores.password, "ssl.client.auth": "required",
+    }).start()
+    try:
+        settings = {"bootstrap.servers": f"127.0.0.1:{port(running, 'SSL')}",
+                    "security.protocol": "SSL", "ssl.ca.location": str(pki.ca_cert),
+                    "ssl.keystore.location": str(stores.client_keystore),
+                    "ssl.keystore.password": stores.password}
+        producer = ck.Producer({**settings, "message.timeout.ms": 20000})
+        for i in range(5):
+            producer.produce("p12", f"v{i}".encode())
+        assert producer.flush(30) == 0
+        config = tmp_path / "client.properties"
+        config.write_text("security.protocol=SSL\nssl.truststore.type=PKCS12\n"
+                          f"ssl.truststore.location={stores.truststore}\n"
+                          f"ssl.truststore.password={stores.password}\n"
+                          "ssl.keystore.type=PKCS12\n"
+                          f"ssl.keystore.location={stores.client_keystore}\n"
+                          f"ssl.keystore.password={stores.password}\n")
+        result = CliRunner().invoke(app, [
+            "configs", "describe", "topic", "p12", "--json", "-b",
+            f"localhost:{port(running, 'SSL')}", "--command-config", str(config)],
+            env={"COLUMNS": "200"})
+        assert result.exit_code == 0, result.stderr
+        assert "p12" in json.dumps(json.loads(result.stdout))
+    finally:
+        running.stop()

@@ -631,7 +631,7 @@ _UNIMPLEMENTED_KNOWN_NAMES = frozenset({
     "num.replica.alter.log.dirs.threads", "password.encoder.secret",
     "queued.max.request.bytes", "replica.alter.log.dirs.io.max.bytes.per.second",
     "replica.high.watermark.checkpoint.interval.ms", "replica.selector.class",
-    "replica.socket.receive.buffer.bytes", "ssl.truststore.password",
+    "replica.socket.receive.buffer.bytes",
     "zookeeper.max.in.flight.requests", "zookeeper.set.acl", "zookeeper.sync.time.ms",
 })
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import ssl
 from dataclasses import dataclass
 
-from klog.client.security import ClientSecurity
+from klog.client.security import ClientSecurity, SecurityConfigError, tls_context
 from klog.daemon.config import BrokerConfig, Endpoint
 from klog.daemon.security import tls
 from klog.daemon.security.credentials import ScramCredentialCache
@@ -166,21 +166,22 @@ def inter_broker_client_security(config: BrokerConfig) -> ClientSecurity | None:
     check_hostname = str(value("ssl.endpoint.identification.algorithm") or "").lower() \
         not in ("", "none")
     if protocol in TLS_PROTOCOLS:
-        inline = value("ssl.truststore.certificates")
-        cafile = value("ssl.truststore.location")
+        def text(key: str) -> str | None:
+            found = value(key)
+            return None if found is None else str(found)
+
         try:
-            context = ssl.create_default_context(
-                cafile=None if cafile is None else str(cafile),
-                cadata=None if inline is None else str(inline))
-            context.check_hostname = check_hostname
-            keystore = value("ssl.keystore.location")
-            if keystore is not None:
-                password = value("ssl.key.password")
-                context.load_cert_chain(str(keystore),
-                                        password=None if password is None else str(password))
-        except (OSError, ssl.SSLError) as exc:
-            raise ListenerConfigError(f"inter-broker listener {name}: TLS client settings: "
-                                      f"{exc}") from None
+            context = tls_context(
+                truststore=text("ssl.truststore.location"),
+                truststore_type=text("ssl.truststore.type"),
+                truststore_password=text("ssl.truststore.password"),
+                truststore_pem=text("ssl.truststore.certificates"),
+                keystore=text("ssl.keystore.location"),
+                keystore_type=text("ssl.keystore.type"),
+                keystore_password=text("ssl.keystore.password"),
+                key_password=text("ssl.key.password"), check_hostname=check_hostname)
+        except SecurityConfigError as exc:
+            raise ListenerConfigError(f"inter-broker listener {name}: {exc}") from None
     mechanism = username = password_ = None
     if protocol in SASL_PROTOCOLS:
         credentials = inter_broker_credentials(config)

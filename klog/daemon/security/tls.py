@@ -7,12 +7,15 @@ server-side SSLContext, and every refusal of a setting klog cannot honour, as on
 
 - key store: ``ssl.keystore.type=PEM`` with ``ssl.keystore.location`` (private key and
   certificate chain in one PEM file) or ``ssl.keystore.key`` + ``ssl.keystore.certificate.
-  chain`` inline; ``ssl.key.password`` decrypts an encrypted key. JKS and PKCS12 stores
-  are refused with an error naming PEM: Python's ``ssl`` reads neither, and the library
-  that reads PKCS12 (``cryptography``) is not among klog's dependencies. The default type
-  is Kafka's (JKS); a file that is PEM is read as PEM.
-- trust store: ``ssl.truststore.location`` / ``ssl.truststore.certificates`` (PEM); without
-  one, the system's CAs (as Kafka uses the JVM's).
+  chain`` inline; ``ssl.key.password`` decrypts an encrypted key.
+  ``ssl.keystore.type=PKCS12`` with ``ssl.keystore.password`` (klog/protocol/keystores.py,
+  through the ``cryptography`` package). JKS, which no well-kept Python library reads, is
+  refused with the keytool command that converts it to PKCS12. The default type is
+  Kafka's (JKS); a file is read as what its bytes say it is (PEM, PKCS12 or JKS), as a
+  PKCS12 store named JKS is what Java's own default keystore.type has been since Java 9.
+- trust store: ``ssl.truststore.location`` (PEM or PKCS12, with
+  ``ssl.truststore.password``) / ``ssl.truststore.certificates`` (PEM); without one, the
+  system's CAs (as Kafka uses the JVM's).
 - ``ssl.client.auth`` none / requested / required -> CERT_NONE / CERT_OPTIONAL /
   CERT_REQUIRED; ``ssl.protocol`` and ``ssl.enabled.protocols`` bound the TLS versions;
   ``ssl.cipher.suites`` takes OpenSSL names or the IANA names Java uses (TLS 1.2 and
@@ -24,13 +27,13 @@ The client side (klog's CLI tools, inter-broker connections) is klog/client/secu
 
 from __future__ import annotations
 
-import contextlib
-import os
 import re
 import ssl
-import tempfile
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
+
+from klog.client.security import load_pem_chain
+from klog.protocol import keystores
 
 #: ssl.client.auth -> what the server asks of a client's certificate.
 _CLIENT_AUTH = {
@@ -48,8 +51,6 @@ _VERSIONS = {
 }
 #: ssl.protocol values that name a family rather than one version (Java's "TLS", "SSL").
 _ANY_VERSION = ("TLS", "SSL")
-
-_PEM_MARK = b"-----BEGIN "
 
 
 class TlsConfigError(ValueError):
@@ -175,8 +176,8 @@ def _load_keystore(context: ssl.SSLContext, lookup: Lookup,
         if location is not None:
             raise TlsConfigError(f"set either {source('ssl.keystore.location')} or the "
                                  "inline ssl.keystore.key/certificate.chain, not both")
-        with _pem_file(f"{key.strip()}\n{chain.strip()}\n") as path:
-            _load_pem_chain(context, path, key_password, source("ssl.keystore.key"))
+        _load_pem_chain(context, f"{key.strip()}\n{chain.strip()}\n", key_password,
+                        source("ssl.keystore.key"), text=True)
         return
     if location is None:
         raise TlsConfigError(f"a TLS listener needs a key store: set "
@@ -188,24 +189,46 @@ def _load_keystore(context: ssl.SSLContext, lookup: Lookup,
     except OSError as exc:
         raise TlsConfigError(f"{source('ssl.keystore.location')}={location}: cannot read: "
                              f"{exc.strerror or exc}") from None
-    # Kafka's default type is JKS; a JKS file never holds a PEM armour line, so a file that
-    # does is read as the PEM it is.
-    if store_type == "PEM" or (store_type == "JKS" and _PEM_MARK in data):
+    found = _store_format(data, store_type, source("ssl.keystore.type"),
+                          source("ssl.keystore.location"))
+    if found == "PEM":
         _load_pem_chain(context, location, key_password or lookup("ssl.keystore.password"),
                         source("ssl.keystore.location"))
         return
-    hint = (" (openssl pkcs12 -in store.p12 -nodes -out store.pem)" if store_type == "PKCS12"
-            else "")
-    raise TlsConfigError(f"{source('ssl.keystore.type')}={store_type}: klog cannot read "
-                         f"{store_type} key stores; convert it to PEM (private key and "
-                         f"certificate chain in one file{hint}) and set "
-                         "ssl.keystore.type=PEM")
-
-
-def _load_pem_chain(context: ssl.SSLContext, path: str, password: str | None,
-                    key_name: str) -> None:
+    store_password = lookup("ssl.keystore.password")
     try:
-        context.load_cert_chain(path, password=password)
+        pem, passphrase = keystores.pkcs12_key_and_chain(data, store_password or key_password)
+    except keystores.KeyStoreError as exc:
+        raise TlsConfigError(f"{source('ssl.keystore.location')}={location}: {exc}") from None
+    _load_pem_chain(context, pem, passphrase, source("ssl.keystore.location"), text=True)
+
+
+def _store_format(data: bytes, store_type: str, type_key: str, location_key: str) -> str:
+    """PEM or PKCS12: what a store file is, checked against its configured type; a JKS
+    file is refused."""
+    if store_type not in ("PEM", "PKCS12", "JKS"):
+        raise TlsConfigError(f"{type_key}={store_type}: unknown store type (PEM, PKCS12 "
+                             "or JKS)")
+    found = keystores.store_format(data)
+    if found == "JKS":
+        raise TlsConfigError(f"{location_key}: a JKS store, which klog cannot read; "
+                             f"convert it to PKCS12 ({keystores.JKS_TO_PKCS12}) or PEM")
+    # Kafka's default type is JKS, and Java reads PKCS12 under that name: take a file for
+    # what it is then. A type set to PEM or PKCS12 must match.
+    if store_type != "JKS" and found != store_type:
+        raise TlsConfigError(f"{location_key}: not a {store_type} file (it looks like "
+                             f"{found}); set {type_key}={found}")
+    return found
+
+
+def _load_pem_chain(context: ssl.SSLContext, pem: str, password: str | None,
+                    key_name: str, *, text: bool = False) -> None:
+    """Load a private key and its certificate chain from a PEM file, or PEM ``text``."""
+    try:
+        if text:
+            load_pem_chain(context, pem, password)
+        else:
+            context.load_cert_chain(pem, password=password)
     except ssl.SSLError as exc:
         hint = (" (wrong ssl.key.password?)" if "decrypt" in str(exc).lower()
                 or "bad" in str(exc).lower() else "")
@@ -224,16 +247,20 @@ def _load_truststore(context: ssl.SSLContext, lookup: Lookup,
         if inline is not None:
             context.load_verify_locations(cadata=inline)
         elif location is not None:
-            if store_type not in ("PEM", "JKS"):
-                raise TlsConfigError(f"{source('ssl.truststore.type')}={store_type}: klog "
-                                     "reads PEM trust stores only; set "
-                                     "ssl.truststore.type=PEM")
             with open(location, "rb") as f:
-                if _PEM_MARK not in f.read():
-                    raise TlsConfigError(
-                        f"{source('ssl.truststore.location')}={location}: not a PEM file; "
-                        "klog reads PEM trust stores only (ssl.truststore.type=PEM)")
-            context.load_verify_locations(cafile=location)
+                data = f.read()
+            found = _store_format(data, store_type, source("ssl.truststore.type"),
+                                  source("ssl.truststore.location"))
+            if found == "PEM":
+                context.load_verify_locations(cafile=location)
+            else:
+                try:
+                    pem = keystores.pkcs12_certificates(data,
+                                                        lookup("ssl.truststore.password"))
+                except keystores.KeyStoreError as exc:
+                    raise TlsConfigError(f"{source('ssl.truststore.location')}={location}: "
+                                         f"{exc}") from None
+                context.load_verify_locations(cadata=pem)
         else:
             context.load_default_certs(ssl.Purpose.CLIENT_AUTH)
     except ssl.SSLError as exc:
@@ -244,17 +271,3 @@ def _load_truststore(context: ssl.SSLContext, lookup: Lookup,
     except OSError as exc:
         raise TlsConfigError(f"{source('ssl.truststore.location')}={location}: cannot "
                              f"read: {exc.strerror or exc}") from None
-
-
-@contextlib.contextmanager
-def _pem_file(text: str) -> Iterator[str]:
-    """A private temporary file holding ``text``: Python's ssl loads key material from
-    files only. Removed as soon as it has been read."""
-    fd, path = tempfile.mkstemp(prefix="klog-tls-", suffix=".pem")
-    try:
-        with os.fdopen(fd, "w") as f:  # mkstemp's file is 0600
-            f.write(text)
-        yield path
-    finally:
-        with contextlib.suppress(OSError):
-            os.unlink(path)

@@ -95,3 +95,30 @@ def make_pki(directory: Path) -> Pki:
         rogue_server_keystore=rogue_keystore,
         rogue_ca_cert=directory / "rogue-ca.crt",
     )
+
+
+@dataclass(frozen=True)
+class Pkcs12Stores:
+    """The PKI's stores as PKCS12 files (``openssl pkcs12 -export``), all with
+    ``password``: Kafka's ssl.keystore.type / ssl.truststore.type=PKCS12."""
+
+    server_keystore: Path  # server key, certificate and the CA's
+    client_keystore: Path  # the client certificate's key and certificate
+    truststore: Path  # the CA's certificate alone
+    password: str
+
+
+def make_pkcs12_stores(pki: Pki, directory: Path, password: str = "store-secret"
+                       ) -> Pkcs12Stores:
+    directory.mkdir(parents=True, exist_ok=True)
+    stores = Pkcs12Stores(directory / "server.p12", directory / "client.p12",
+                          directory / "trust.p12", password)
+    _openssl("pkcs12", "-export", "-in", str(pki.server_cert), "-inkey", str(pki.server_key),
+             "-certfile", str(pki.ca_cert), "-out", str(stores.server_keystore),
+             "-passout", f"pass:{password}", cwd=directory)
+    _openssl("pkcs12", "-export", "-in", str(pki.client_cert), "-inkey", str(pki.client_key),
+             "-out", str(stores.client_keystore), "-passout", f"pass:{password}",
+             cwd=directory)
+    _openssl("pkcs12", "-export", "-nokeys", "-in", str(pki.ca_cert),
+             "-out", str(stores.truststore), "-passout", f"pass:{password}", cwd=directory)
+    return stores

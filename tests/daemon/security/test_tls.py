@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from klog.daemon.security.tls import TlsConfigError, openssl_cipher_name, server_context
-from tests.daemon.security.certs import Pki
+from tests.daemon.security.certs import Pki, make_pkcs12_stores
 
 
 def context(settings: Mapping[str, Any]) -> ssl.SSLContext:
@@ -33,6 +33,43 @@ def test_pem_keystore_file_and_inline(pki: Pki) -> None:
     context({"ssl.keystore.location": str(pki.server_keystore)})
 
 
+def test_pkcs12_key_and_trust_stores(pki: Pki, tmp_path: Path) -> None:
+    stores = make_pkcs12_stores(pki, tmp_path)
+    ctx = context({"ssl.keystore.type": "PKCS12",
+                   "ssl.keystore.location": str(stores.server_keystore),
+                   "ssl.keystore.password": stores.password, "ssl.client.auth": "required",
+                   "ssl.truststore.type": "PKCS12",
+                   "ssl.truststore.location": str(stores.truststore),
+                   "ssl.truststore.password": stores.password})
+    assert ctx.verify_mode == ssl.CERT_REQUIRED
+    assert [c["subject"] for c in ctx.get_ca_certs()] == [((("commonName", "ca"),),)]
+    # Kafka's default type (JKS) with a PKCS12 file: read as the PKCS12 it is, as Java does
+    context({"ssl.keystore.location": str(stores.server_keystore),
+             "ssl.keystore.password": stores.password})
+
+
+@pytest.mark.parametrize("settings, message", [
+    ({"ssl.keystore.type": "PKCS12", "ssl.keystore.location": "P12",
+      "ssl.keystore.password": "wrong"}, "wrong password"),
+    ({"ssl.keystore.type": "PKCS12", "ssl.keystore.location": "PEMSTORE"},
+     "ssl.keystore.type=PEM"),
+    ({"ssl.keystore.type": "PEM", "ssl.keystore.location": "P12"},
+     "ssl.keystore.type=PKCS12"),
+    ({"ssl.keystore.location": "PEMSTORE", "ssl.client.auth": "required",
+      "ssl.truststore.type": "PKCS12", "ssl.truststore.location": "TRUST"},
+     "ssl.truststore.location"),
+    ({"ssl.keystore.type": "BKS", "ssl.keystore.location": "P12"}, "unknown store type"),
+])
+def test_pkcs12_refusals_name_the_setting(pki: Pki, tmp_path: Path,
+                                          settings: dict[str, str], message: str) -> None:
+    stores = make_pkcs12_stores(pki, tmp_path)
+    files = {"P12": str(stores.server_keystore), "PEMSTORE": str(pki.server_keystore),
+             "TRUST": str(stores.truststore)}  # the trust store without its password
+    with pytest.raises(TlsConfigError) as info:
+        context({k: files.get(v, v) for k, v in settings.items()})
+    assert message in str(info.value) and "\n" not in str(info.value)
+
+
 def test_encrypted_key_needs_its_password(pki: Pki) -> None:
     context({"ssl.keystore.type": "PEM", "ssl.keystore.location": str(pki.encrypted_keystore),
              "ssl.key.password": pki.key_password})
@@ -46,7 +83,7 @@ def test_encrypted_key_needs_its_password(pki: Pki) -> None:
     ({}, "ssl.keystore.location"),
     ({"ssl.keystore.location": "/nonexistent/ks.pem"}, "cannot read"),
     ({"ssl.keystore.type": "PKCS12", "ssl.keystore.location": "BINARY"}, "PEM"),
-    ({"ssl.keystore.type": "JKS", "ssl.keystore.location": "BINARY"}, "PEM"),
+    ({"ssl.keystore.type": "JKS", "ssl.keystore.location": "BINARY"}, "keytool"),
     ({"ssl.keystore.location": "KEYSTORE", "ssl.protocol": "SSLv3"}, "ssl.protocol"),
     ({"ssl.keystore.location": "KEYSTORE", "ssl.enabled.protocols": ["TLSv9"]}, "TLSv9"),
     ({"ssl.keystore.location": "KEYSTORE", "ssl.cipher.suites": ["NOT_A_SUITE"]},
