@@ -15,12 +15,22 @@ Formatting only: the requests are klog.client.admin's (``create_acls``,
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import typer
 
 from klog.cli import console
-from klog.cli.topic import bootstrap_option, fail, json_option, print_table, table, text, with_admin
+from klog.cli.topic import (
+    bootstrap_option,
+    command_config_option,
+    fail,
+    json_option,
+    print_table,
+    table,
+    text,
+    with_admin,
+)
 from klog.protocol.acls import (
     CLUSTER_NAME,
     OPERATION_NAMES,
@@ -182,6 +192,7 @@ def add(
                                     help="With --producer: IdempotentWrite on the cluster."),
     json_out: bool = json_option(),
     bootstrap_server: str | None = bootstrap_option(),
+    command_config: Path | None = command_config_option(),
 ) -> None:
     """Add ACLs: each principal, host and operation on each resource."""
     pattern_type = _pattern_type(resource_pattern_type,
@@ -220,7 +231,8 @@ def add(
                     for op in ops:
                         bindings.append(AclBinding(pattern, AccessControlEntry(
                             _principal(principal), host, op, permission)))
-    errors = with_admin(bootstrap_server, lambda admin: admin.create_acls(bindings))
+    errors = with_admin(bootstrap_server, lambda admin: admin.create_acls(bindings),
+                        command_config=command_config)
     failed = [e for e in errors if e is not None]
     if failed:
         fail(str(failed[0]) + (f" (and {len(failed) - 1} more)" if len(failed) > 1 else ""))
@@ -258,6 +270,7 @@ def list_(
                                         help="Only this principal's ACLs (repeatable)."),
     json_out: bool = json_option(),
     bootstrap_server: str | None = bootstrap_option(),
+    command_config: Path | None = command_config_option(),
 ) -> None:
     """List ACLs: all of them, or those of the named resources and principals."""
     pattern_type = _pattern_type(resource_pattern_type, _FILTER_PATTERNS)
@@ -270,7 +283,7 @@ def list_(
             found.update(dict.fromkeys(await admin.describe_acls(f)))
         return list(found)
 
-    _print(with_admin(bootstrap_server, body), json_out)
+    _print(with_admin(bootstrap_server, body, command_config=command_config), json_out)
 
 
 @acls_app.command("remove")
@@ -290,6 +303,7 @@ def remove(
     force: bool = typer.Option(False, "--force", help="Do not ask for confirmation."),
     json_out: bool = json_option(),
     bootstrap_server: str | None = bootstrap_option(),
+    command_config: Path | None = command_config_option(),
 ) -> None:
     """Remove the ACLs of the named resources (all of theirs, or only the given
     principals', hosts' and operations')."""
@@ -315,7 +329,8 @@ def remove(
         fail(str(exc), console.EXIT_USAGE)
     if not force and not typer.confirm("Are you sure you want to remove these ACLs?"):
         fail("nothing removed", console.EXIT_USAGE)
-    results = with_admin(bootstrap_server, lambda admin: admin.delete_acls(filters))
+    results = with_admin(bootstrap_server, lambda admin: admin.delete_acls(filters),
+                         command_config=command_config)
     removed: list[AclBinding] = []
     for result in results:
         if isinstance(result, Exception):

@@ -16,12 +16,13 @@ UNSUPPORTED. ``--json`` prints one document.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import typer
 
 from klog.cli import console
-from klog.cli.topic import bootstrap_option, json_option, with_admin
+from klog.cli.topic import bootstrap_option, command_config_option, json_option, with_admin
 
 if TYPE_CHECKING:
     from klog.client.admin import AdminClient
@@ -53,6 +54,7 @@ def describe_versions(ours: dict[int, tuple[int, int]], theirs: dict[int, tuple[
 
 def api_versions(
     bootstrap_server: str | None = bootstrap_option(),
+    command_config: Path | None = command_config_option(),
     as_json: bool = json_option(),
 ) -> None:
     """Show the API versions every broker of the cluster serves."""
@@ -69,7 +71,7 @@ def api_versions(
                         "rack": meta.rack, "apis": describe_versions(ours, theirs)})
         return out
 
-    brokers = with_admin(bootstrap_server, body)
+    brokers = with_admin(bootstrap_server, body, command_config=command_config)
     if as_json:
         console.emit_json({"brokers": brokers})
         return

@@ -42,7 +42,8 @@ def consume(
              "the end), for every partition read.",
     ),
     count: int | None = typer.Option(
-        None, "--count", "-n", min=1, help="Stop after this many records in all."),
+        None, "--count", "-n", "--max-messages", min=1,
+        help="Stop after this many records in all (kafka-console-consumer's --max-messages)."),
     partition: list[int] = typer.Option(
         [], "--partition", "-p", help="Read only this partition; may be repeated."),
     fmt: str = typer.Option(
@@ -77,7 +78,8 @@ def consume(
         help="A consumer property k=v with Kafka's name (fetch.min.bytes=1024); may be "
              "repeated."),
     consumer_config_file: str | None = typer.Option(
-        None, "--consumer.config", help="A file of consumer properties (Kafka's names)."),
+        None, "--consumer.config",
+        help="A file of consumer properties (Kafka's names), security settings included."),
 ) -> None:
     """Print records of TOPIC."""
     import asyncio
@@ -97,7 +99,7 @@ def consume(
     except ValueError as exc:
         console.fail(str(exc), console.EXIT_USAGE)
     try:
-        properties = _read_properties(consumer_config_file)
+        properties = read_properties(consumer_config_file)
         properties.update(_pairs(consumer_property))
         config = consumer_config(properties)
     except ValueError as exc:
@@ -141,7 +143,9 @@ def _pairs(items: list[str]) -> dict[str, str]:
     return out
 
 
-def _read_properties(path: str | None) -> dict[str, str]:
+def read_properties(path: str | None) -> dict[str, str]:
+    """A --consumer.config file's properties (none without one); ValueError when it
+    cannot be read."""
     if path is None:
         return {}
     from klog.storage.properties import parse_properties

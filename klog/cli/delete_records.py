@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 import typer
 
 from klog.cli import console
-from klog.cli.topic import bootstrap_option, fail, json_option, with_admin
+from klog.cli.topic import bootstrap_option, command_config_option, fail, json_option, with_admin
 
 if TYPE_CHECKING:
     from klog.client.admin import AdminClient
@@ -70,6 +70,7 @@ def delete_records(
     offset_json_file: Path | None = typer.Option(
         None, "--offset-json-file", help="Kafka's JSON of partitions and offsets."),
     bootstrap_server: str | None = bootstrap_option(),
+    command_config: Path | None = command_config_option(),
     as_json: bool = json_option(),
 ) -> None:
     """Delete the records before the given offsets (move the log start offsets up)."""
@@ -94,7 +95,7 @@ def delete_records(
 
     if not as_json:
         console.raw("Executing records delete operation\n")
-    results = with_admin(bootstrap_server, body)
+    results = with_admin(bootstrap_server, body, command_config=command_config)
     failed = 0
     rows = []
     for (t, p), result in sorted(results.items()):

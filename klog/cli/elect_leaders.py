@@ -22,7 +22,13 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from klog.cli import console
-from klog.cli.topic import bootstrap_option, fail, json_option, with_admin
+from klog.cli.topic import (
+    bootstrap_option,
+    fail,
+    json_option,
+    load_client_security,
+    with_admin,
+)
 
 if TYPE_CHECKING:
     from klog.client.admin import AdminClient
@@ -119,8 +125,8 @@ def report_json(election_type: str, results: dict[tuple[str, int], KafkaClientEr
 
 
 def _admin_timeout(path: Path | None) -> int:
-    """--admin.config: the client settings klog's admin client takes from it (its
-    request timeout); others are ignored with a warning."""
+    """--admin.config: the admin client's request timeout (its security settings are
+    load_client_security's; others are ignored with a warning there)."""
     if path is None:
         return 30000
     from klog.storage.properties import parse_properties
@@ -137,8 +143,6 @@ def _admin_timeout(path: Path | None) -> int:
             except ValueError:
                 fail(f"--admin.config {path}: {key}={value!r} is not a number",
                      console.EXIT_USAGE)
-        elif key != "bootstrap.servers":
-            console.warn(f"--admin.config: {key} is not used by klog's admin client")
     return timeout
 
 
@@ -196,7 +200,9 @@ def elect_leaders(
     async def body(admin: AdminClient) -> dict[tuple[str, int], KafkaClientError | None]:
         return await admin.elect_leaders(kind, tps)
 
-    results = with_admin(bootstrap_server, body, timeout_ms=timeout_ms)
+    security = load_client_security(admin_config, "--admin.config",
+                                    also=frozenset({*_TIMEOUT_KEYS, "bootstrap.servers"}))
+    results = with_admin(bootstrap_server, body, timeout_ms=timeout_ms, security=security)
     failed = classify(results)[2]
     if json_out:
         console.emit_json(report_json(kind, results))

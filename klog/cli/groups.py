@@ -8,6 +8,7 @@ klog.client.admin's (``list_groups``, ``describe_groups``, ``group_lag``,
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import typer
@@ -15,6 +16,7 @@ import typer
 from klog.cli import console
 from klog.cli.topic import (
     bootstrap_option,
+    command_config_option,
     fail,
     json_option,
     print_table,
@@ -44,9 +46,11 @@ def list_(
         "CompletingRebalance, Dead); may be repeated."),
     json_out: bool = json_option(),
     bootstrap_server: str | None = bootstrap_option(),
+    command_config: Path | None = command_config_option(),
 ) -> None:
     """List the cluster's groups with their protocol type and state."""
-    listed = with_admin(bootstrap_server, lambda admin: admin.list_groups(state or None))
+    listed = with_admin(bootstrap_server, lambda admin: admin.list_groups(state or None),
+                        command_config=command_config)
     rows = [{"group": g.group_id, "protocol_type": g.protocol_type, "state": g.state}
             for g in listed]
     if json_out:
@@ -92,6 +96,7 @@ def describe(
         False, "--state", help="Show the coordinator, assignor, state and member count."),
     json_out: bool = json_option(),
     bootstrap_server: str | None = bootstrap_option(),
+    command_config: Path | None = command_config_option(),
 ) -> None:
     """Show groups: per partition the committed offset, log end offset, lag and consumer
     (default), the members (--members) or the group's state (--state)."""
@@ -112,7 +117,7 @@ def describe(
                 out.append(await admin.group_lag(name))
         return out
 
-    results = with_admin(bootstrap_server, body)
+    results = with_admin(bootstrap_server, body, command_config=command_config)
     missing = [d.group_id for d, rows in results
                if d.state == "Dead" and not d.members and not rows]
     if json_out:
@@ -186,9 +191,11 @@ def delete_(
     groups: list[str] = typer.Argument(..., help="Groups to delete."),
     json_out: bool = json_option(),
     bootstrap_server: str | None = bootstrap_option(),
+    command_config: Path | None = command_config_option(),
 ) -> None:
     """Delete groups with no active members, and their committed offsets."""
-    results = with_admin(bootstrap_server, lambda admin: admin.delete_groups(groups))
+    results = with_admin(bootstrap_server, lambda admin: admin.delete_groups(groups),
+                         command_config=command_config)
     rows = [{"group": g, "error": None if results.get(g) is None else str(results[g])}
             for g in groups]
     if json_out:
@@ -245,6 +252,7 @@ def reset_offsets(
         False, "--dry-run", help="Only print the plan (the default)."),
     json_out: bool = json_option(),
     bootstrap_server: str | None = bootstrap_option(),
+    command_config: Path | None = command_config_option(),
 ) -> None:
     """Move a group's committed offsets; the group must have no active members."""
     from klog.cli.offsets import parse_time
@@ -302,7 +310,7 @@ def reset_offsets(
                 fail(f"resetting {t}-{p} of group {group!r} failed: {error}")
         return plan
 
-    plan = with_admin(bootstrap_server, body)
+    plan = with_admin(bootstrap_server, body, command_config=command_config)
     rows = [{"group": group, "topic": t, "partition": p, "new_offset": o}
             for (t, p), o in sorted(plan.items())]
     if json_out:
@@ -325,6 +333,7 @@ def delete_offsets(
                                   "repeated."),
     json_out: bool = json_option(),
     bootstrap_server: str | None = bootstrap_option(),
+    command_config: Path | None = command_config_option(),
 ) -> None:
     """Forget a group's committed offsets of some partitions (kafka-consumer-groups
     --delete-offsets); partitions the group still consumes are refused."""
@@ -342,7 +351,7 @@ def delete_offsets(
             partitions += [(name, p) for p in (parts or known)]
         return await admin.delete_group_offsets(group, partitions)
 
-    results = with_admin(bootstrap_server, body)
+    results = with_admin(bootstrap_server, body, command_config=command_config)
     rows = [{"topic": t, "partition": p, "error": None if e is None else str(e)}
             for (t, p), e in sorted(results.items())]
     if json_out:

@@ -11,12 +11,21 @@ prints, so scripts written for it read klog's:
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import typer
 
 from klog.cli import console
-from klog.cli.topic import bootstrap_option, fail, json_option, print_table, table, with_admin
+from klog.cli.topic import (
+    bootstrap_option,
+    command_config_option,
+    fail,
+    json_option,
+    print_table,
+    table,
+    with_admin,
+)
 
 if TYPE_CHECKING:
     from klog.client.admin import AdminClient, LogDirDescription
@@ -60,6 +69,7 @@ def describe(
     topic_list: str | None = typer.Option(
         None, "--topic-list", help="Comma-separated topics (default: every topic)."),
     bootstrap_server: str | None = bootstrap_option(),
+    command_config: Path | None = command_config_option(),
     as_json: bool = json_option(),
 ) -> None:
     """Show each broker's log dirs: partitions, sizes, offset lag, free space."""
@@ -69,7 +79,7 @@ def describe(
     async def body(admin: AdminClient) -> dict[int, list[LogDirDescription]]:
         return await admin.describe_log_dirs(brokers)
 
-    dirs = with_admin(bootstrap_server, body)
+    dirs = with_admin(bootstrap_server, body, command_config=command_config)
     doc = kafka_document(dirs, topics)
     if as_json:
         console.emit_json(doc)

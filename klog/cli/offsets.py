@@ -5,6 +5,7 @@ Formatting only: the ListOffsets requests are klog.client.admin's ``list_offsets
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import typer
@@ -12,6 +13,7 @@ import typer
 from klog.cli import console
 from klog.cli.topic import (
     bootstrap_option,
+    command_config_option,
     fail,
     json_option,
     print_table,
@@ -52,6 +54,7 @@ def offsets(
         help="Latest = the last stable offset (isolation level read_committed)."),
     json_out: bool = json_option(),
     bootstrap_server: str | None = bootstrap_option(),
+    command_config: Path | None = command_config_option(),
 ) -> None:
     """Print each partition's earliest and latest offsets (and the offset for --time)."""
     from klog.client.admin import AdminClient, ListedOffset
@@ -83,7 +86,7 @@ def offsets(
                                                       isolation_level=isolation)
         return wanted, results
 
-    wanted, results = with_admin(bootstrap_server, body)
+    wanted, results = with_admin(bootstrap_server, body, command_config=command_config)
     rows = []
     for p in wanted:
         row: dict[str, object] = {

@@ -38,7 +38,8 @@ def perf_produce(
         help="A producer property k=v with Kafka's name (acks=1, linger.ms=10, "
              "batch.size=...); repeat the flag for each."),
     producer_config_file: str | None = typer.Option(
-        None, "--producer.config", help="A file of producer properties (Kafka's names)."),
+        None, "--producer.config",
+        help="A file of producer properties (Kafka's names), security settings included."),
     bootstrap_server: str = typer.Option(
         None, "--bootstrap-server", "-b",
         help="host:port[,host:port...]; default $KLOG_BOOTSTRAP_SERVER or 127.0.0.1:9092.",

@@ -8,10 +8,12 @@ produce``) adds it with ``register(perf_app)``.
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import typer
 
 from klog.cli import console
+from klog.cli.consume import read_properties
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 
@@ -36,20 +38,30 @@ def perf_consume(
         10.0, "--timeout", min=0,
         help="Give up after this many seconds without a record."),
     json_out: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+    consumer_config_file: str | None = typer.Option(
+        None, "--consumer.config",
+        help="A file of consumer properties (Kafka's names), security settings included."),
 ) -> None:
     """Measure how fast klog's consumer reads records (kafka-consumer-perf-test)."""
     import asyncio
 
-    from klog.client.consumer import measure_consume
+    from klog.client.consumer import consumer_config, measure_consume
     from klog.client.errors import KafkaClientError
     from klog.protocol.errors import KafkaError
 
     bootstrap = bootstrap_server or os.environ.get("KLOG_BOOTSTRAP_SERVER") or DEFAULT_BOOTSTRAP
+    options: dict[str, Any] = {"request_timeout_ms": 10_000}
+    if consumer_config_file is not None:
+        try:
+            options.update(consumer_config(read_properties(consumer_config_file)))
+        except ValueError as exc:
+            console.fail(f"--consumer.config {consumer_config_file}: {exc}", console.EXIT_USAGE)
+    options.update(fetch_max_bytes=fetch_max_bytes,
+                   max_partition_fetch_bytes=max_partition_fetch_bytes)
     try:
         result = asyncio.run(measure_consume(
             bootstrap, topic, messages, partitions=partition or None, idle_timeout=timeout,
-            fetch_max_bytes=fetch_max_bytes, max_partition_fetch_bytes=max_partition_fetch_bytes,
-            request_timeout_ms=10_000))
+            **options))
     except (KafkaClientError, KafkaError) as exc:
         console.fail(str(exc))
     if json_out:

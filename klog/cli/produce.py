@@ -77,7 +77,8 @@ def produce(
         [], "--producer-property", "--producer-prop", "-X",
         help="A producer property k=v with Kafka's name (linger.ms=10); may be repeated."),
     producer_config_file: str | None = typer.Option(
-        None, "--producer.config", help="A file of producer properties (Kafka's names)."),
+        None, "--producer.config",
+        help="A file of producer properties (Kafka's names), security settings included."),
     print_offsets: bool = typer.Option(
         False, "--print-offsets", "-v",
         help="Print topic, partition and offset of each record written."),

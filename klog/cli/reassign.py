@@ -16,7 +16,16 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from klog.cli import console
-from klog.cli.topic import bootstrap_option, fail, json_option, print_table, table, text, with_admin
+from klog.cli.topic import (
+    bootstrap_option,
+    command_config_option,
+    fail,
+    json_option,
+    print_table,
+    table,
+    text,
+    with_admin,
+)
 
 if TYPE_CHECKING:
     from klog.client.admin import AdminClient
@@ -51,7 +60,8 @@ def _plan(call: Any, *args: Any, **kwargs: Any) -> Any:
         fail(str(exc), console.EXIT_USAGE)
 
 
-def _run(bootstrap: str | None, body: Any, timeout_ms: int = 30000) -> Any:
+def _run(bootstrap: str | None, body: Any, timeout_ms: int = 30000,
+         command_config: Path | None = None) -> Any:
     """with_admin, with the library's refusals (unknown partition, broker) as one line."""
     from klog.tools.reassignment import ReassignmentError
 
@@ -61,7 +71,7 @@ def _run(bootstrap: str | None, body: Any, timeout_ms: int = 30000) -> Any:
         except ReassignmentError as exc:
             fail(str(exc))
 
-    return with_admin(bootstrap, guarded, timeout_ms)
+    return with_admin(bootstrap, guarded, timeout_ms, command_config=command_config)
 
 
 def _human(n: int) -> str:
@@ -106,6 +116,7 @@ def generate(
         False, "--disable-rack-aware", help="Ignore the brokers' racks."),
     json_out: bool = json_option(),
     bootstrap_server: str | None = bootstrap_option(),
+    command_config: Path | None = command_config_option(),
 ) -> None:
     """Propose a reassignment of whole topics over a list of brokers.
 
@@ -123,7 +134,7 @@ def generate(
         racks = {b.node_id: b.rack for b in cluster.brokers if b.node_id in brokers}
         return current, r.propose(current, racks, rack_aware=not disable_rack_aware)
 
-    current, proposed = _run(bootstrap_server, body)
+    current, proposed = _run(bootstrap_server, body, command_config=command_config)
     if json_out:
         console.emit_json({"current": r.assignment_json(current),
                            "proposed": r.assignment_json(proposed)})
@@ -155,6 +166,7 @@ def execute(
         10000, "--timeout", help="Milliseconds to wait for the cluster's answers."),
     json_out: bool = json_option(),
     bootstrap_server: str | None = bootstrap_option(),
+    command_config: Path | None = command_config_option(),
 ) -> None:
     """Start the reassignment of a reassignment JSON file.
 
@@ -203,7 +215,7 @@ def execute(
             fail("Error reassigning partition(s): " + "; ".join(
                 f"{r.tp_name(tp)}: {errors[tp]}" for tp in r.sorted_tps(errors)))
 
-    _run(bootstrap_server, body, timeout)
+    _run(bootstrap_server, body, timeout, command_config)
     started = [r.tp_name(tp) for tp in r.sorted_tps(proposed)]
     if json_out:
         console.emit_json({**report, "started": started})
@@ -237,6 +249,7 @@ def verify(
         0, "--timeout", help="With --wait: give up after this many ms (0: no limit)."),
     json_out: bool = json_option(),
     bootstrap_server: str | None = bootstrap_option(),
+    command_config: Path | None = command_config_option(),
 ) -> None:
     """Show whether each partition of the file has finished moving.
 
@@ -280,7 +293,7 @@ def verify(
             cleared = await r.clear_throttles(admin, targets)
         return {"states": states, "progress": moving, "cleared": cleared}
 
-    result = _run(bootstrap_server, body)
+    result = _run(bootstrap_server, body, command_config=command_config)
     states, moving, cleared = result["states"], result["progress"], result["cleared"]
     if json_out:
         doc: dict[str, Any] = {
@@ -330,6 +343,7 @@ def cancel(
         10000, "--timeout", help="Milliseconds to wait for the cluster's answers."),
     json_out: bool = json_option(),
     bootstrap_server: str | None = bootstrap_option(),
+    command_config: Path | None = command_config_option(),
 ) -> None:
     """Cancel the running reassignments of the file's partitions.
 
@@ -352,7 +366,7 @@ def cancel(
         cleared = None if preserve_throttles else await r.clear_throttles(admin, targets)
         return cancelled, cleared
 
-    cancelled, cleared = _run(bootstrap_server, body, timeout)
+    cancelled, cleared = _run(bootstrap_server, body, timeout, command_config)
     names = [r.tp_name(tp) for tp in cancelled]
     if json_out:
         console.emit_json({"cancelled": names, "throttles_cleared": None if cleared is None
@@ -379,6 +393,7 @@ def list_(
     progress: bool = typer.Option(False, "--progress", help=_PROGRESS_HELP),
     json_out: bool = json_option(),
     bootstrap_server: str | None = bootstrap_option(),
+    command_config: Path | None = command_config_option(),
 ) -> None:
     """List the partition reassignments in progress in the cluster."""
     from klog.tools import reassignment as r
@@ -387,7 +402,7 @@ def list_(
         ongoing = await admin.list_partition_reassignments()
         return ongoing, (await r.progress(admin, ongoing)) if progress else []
 
-    ongoing, moving = _run(bootstrap_server, body)
+    ongoing, moving = _run(bootstrap_server, body, command_config=command_config)
     if json_out:
         doc: dict[str, Any] = {"reassignments": [
             {"topic": t, "partition": p, "replicas": list(ongoing[(t, p)].replicas),

@@ -43,15 +43,18 @@ def resolve_bootstrap(value: str | None) -> str:
 def command_config_option() -> Any:
     return typer.Option(
         None, "--command-config",
-        help="Client settings file (kafka-configs' --command-config): security.protocol, "
+        help="Client settings file (Kafka tools' --command-config): security.protocol, "
              "sasl.mechanism, sasl.username/sasl.password or sasl.jaas.config, "
-             "ssl.ca.location (or a PEM ssl.truststore.location), ssl.certificate.location "
-             "and ssl.key.location.")
+             "ssl.ca.location or ssl.truststore.location (PEM, or PKCS12 with "
+             "ssl.truststore.password), ssl.certificate.location and ssl.key.location or "
+             "ssl.keystore.location (PEM, or PKCS12 with ssl.keystore.password).")
 
 
-def load_client_security(path: Path | None) -> ClientSecurity | None:
-    """The security settings of a --command-config file (None without one); a usage error
-    for a file that cannot be read or used, a warning for settings klog does not use."""
+def load_client_security(path: Path | None, flag: str = "--command-config",
+                         also: frozenset[str] = frozenset()) -> ClientSecurity | None:
+    """The security settings of a client settings file (None without one); a usage error
+    for a file that cannot be read or used, a warning for settings klog does not use
+    (``also``: those the command reads itself)."""
     if path is None:
         return None
     from klog.client.security import KNOWN_SETTINGS, ClientSecurity, SecurityConfigError
@@ -60,19 +63,21 @@ def load_client_security(path: Path | None) -> ClientSecurity | None:
     try:
         props = parse_properties(path.read_text())
     except (OSError, UnicodeDecodeError, PropertiesError) as exc:
-        fail(f"--command-config {path}: {exc}", console.EXIT_USAGE)
-    for key in sorted(set(props) - KNOWN_SETTINGS):
-        console.warn(f"--command-config: {key} is not used by klog's client")
+        fail(f"{flag} {path}: {exc}", console.EXIT_USAGE)
+    for key in sorted(set(props) - KNOWN_SETTINGS - also):
+        console.warn(f"{flag}: {key} is not used by klog's client")
     try:
-        return ClientSecurity.from_properties(props)
+        return ClientSecurity.from_properties(
+            {k: v for k, v in props.items() if k in KNOWN_SETTINGS})
     except SecurityConfigError as exc:
-        fail(f"--command-config {path}: {exc}", console.EXIT_USAGE)
+        fail(f"{flag} {path}: {exc}", console.EXIT_USAGE)
 
 
 def with_admin(bootstrap: str | None, body: Callable[[AdminClient], Awaitable[T]],
-               timeout_ms: int = 30000, command_config: Path | None = None) -> T:
-    """Run ``body(admin)`` on a started AdminClient (secured as ``command_config`` says);
-    client errors become one line and a non-zero exit."""
+               timeout_ms: int = 30000, command_config: Path | None = None,
+               security: ClientSecurity | None = None) -> T:
+    """Run ``body(admin)`` on a started AdminClient, secured as ``security`` or the
+    ``command_config`` file says; client errors become one line and a non-zero exit."""
     import asyncio
     import sys
 
@@ -84,7 +89,8 @@ def with_admin(bootstrap: str | None, body: Callable[[AdminClient], Awaitable[T]
     from klog.client.admin import AdminClient
     from klog.client.errors import KafkaClientError
 
-    security = load_client_security(command_config)
+    if security is None:
+        security = load_client_security(command_config)
 
     async def main() -> T:
         async with AdminClient(resolve_bootstrap(bootstrap), request_timeout_ms=timeout_ms,
@@ -200,6 +206,7 @@ def create(
         False, "--if-not-exists", help="A topic that exists already is not an error."),
     json_out: bool = json_option(),
     bootstrap_server: str | None = bootstrap_option(),
+    command_config: Path | None = command_config_option(),
 ) -> None:
     """Create topics."""
     from klog.client.admin import NewTopic
@@ -207,7 +214,8 @@ def create(
     configs = parse_pairs(config, "config")
     new = [NewTopic(n, partitions, replicas, configs=configs) for n in names]
     results = with_admin(bootstrap_server,
-                         lambda admin: admin.create_topics(new, validate_only=dry_run))
+                         lambda admin: admin.create_topics(new, validate_only=dry_run),
+                         command_config=command_config)
     failed = False
     rows = []
     for name in names:
@@ -234,10 +242,12 @@ def list_(
         False, "--internal", "-i", help="Include internal topics (__consumer_offsets...)."),
     json_out: bool = json_option(),
     bootstrap_server: str | None = bootstrap_option(),
+    command_config: Path | None = command_config_option(),
 ) -> None:
     """List topics with their partition counts and replication factors."""
     topics = with_admin(bootstrap_server,
-                        lambda admin: admin.list_topics(include_internal=internal))
+                        lambda admin: admin.list_topics(include_internal=internal),
+                        command_config=command_config)
     if json_out:
         console.emit_json([{"topic": d.name, "partitions": len(d.partitions),
                             "replicas": d.replication_factor, "internal": d.internal}
@@ -328,6 +338,7 @@ def describe(
         help="Only partitions whose ISR is exactly min.insync.replicas."),
     json_out: bool = json_option(),
     bootstrap_server: str | None = bootstrap_option(),
+    command_config: Path | None = command_config_option(),
 ) -> None:
     """Describe topics like rpk: summary, configs with sources, partitions with leader,
     replicas, ISR, log start offset and high watermark. With a partition filter, the
@@ -360,7 +371,7 @@ def describe(
                  else set())
         return [(described[t], entries[ConfigResource.of("topic", t)]) for t in wanted], alive
 
-    found, alive = with_admin(bootstrap_server, body)
+    found, alive = with_admin(bootstrap_server, body, command_config=command_config)
     if filters:
         _print_filtered(found, filters[0], alive, json_out)
         return
@@ -458,6 +469,7 @@ def alter(
     dry_run: bool = typer.Option(
         False, "--dry-run", help="Validate only: the broker checks but changes nothing."),
     bootstrap_server: str | None = bootstrap_option(),
+    command_config: Path | None = command_config_option(),
 ) -> None:
     """Add partitions to a topic and/or change its configs."""
     from klog.client.admin import AlterConfigOp, ConfigResource
@@ -480,7 +492,7 @@ def alter(
             errors += [str(e) for e in altered.values() if e is not None]
         return errors
 
-    errors = with_admin(bootstrap_server, body)
+    errors = with_admin(bootstrap_server, body, command_config=command_config)
     if errors:
         fail("; ".join(errors))
     changes = []
@@ -498,9 +510,11 @@ def delete_(
         False, "--if-exists", help="A topic that does not exist is not an error."),
     json_out: bool = json_option(),
     bootstrap_server: str | None = bootstrap_option(),
+    command_config: Path | None = command_config_option(),
 ) -> None:
     """Delete topics."""
-    results = with_admin(bootstrap_server, lambda admin: admin.delete_topics(names))
+    results = with_admin(bootstrap_server, lambda admin: admin.delete_topics(names),
+                         command_config=command_config)
     failed = False
     rows = []
     for name in names:

@@ -10,6 +10,7 @@ an absent start time, duration or transaction start offset shows as ``None``.
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import typer
@@ -17,6 +18,7 @@ import typer
 from klog.cli import console
 from klog.cli.topic import (
     bootstrap_option,
+    command_config_option,
     fail,
     json_option,
     print_table,
@@ -44,9 +46,11 @@ def _none(value: int | None) -> str:
 def list_(
     json_out: bool = json_option(),
     bootstrap_server: str | None = bootstrap_option(),
+    command_config: Path | None = command_config_option(),
 ) -> None:
     """List the transactional ids every broker coordinates."""
-    listed = with_admin(bootstrap_server, lambda admin: admin.list_transactions())
+    listed = with_admin(bootstrap_server, lambda admin: admin.list_transactions(),
+                        command_config=command_config)
     rows = [{"transactional_id": t.transactional_id, "coordinator": t.coordinator,
              "producer_id": t.producer_id, "state": t.state} for t in listed]
     if json_out:
@@ -64,12 +68,14 @@ def describe(
     transactional_id: str = typer.Option(..., "--transactional-id", help="Transactional id."),
     json_out: bool = json_option(),
     bootstrap_server: str | None = bootstrap_option(),
+    command_config: Path | None = command_config_option(),
 ) -> None:
     """The state of a transactional id, from its coordinator."""
     from klog.client.errors import KafkaClientError
 
     found = with_admin(bootstrap_server,
-                       lambda admin: admin.describe_transactions([transactional_id]))
+                       lambda admin: admin.describe_transactions([transactional_id]),
+                       command_config=command_config)
     d = found[transactional_id]
     if isinstance(d, KafkaClientError):
         fail(f"Failed to describe transaction state of transactional-id "
@@ -113,13 +119,15 @@ def describe_producers(
         "(default: the leader's)."),
     json_out: bool = json_option(),
     bootstrap_server: str | None = bootstrap_option(),
+    command_config: Path | None = command_config_option(),
 ) -> None:
     """The active producers of a partition: ids, epochs, sequences, open transactions."""
     from klog.client.errors import KafkaClientError
 
     tp = (topic, partition)
     found = with_admin(bootstrap_server,
-                       lambda admin: admin.describe_producers([tp], broker_id=broker_id))
+                       lambda admin: admin.describe_producers([tp], broker_id=broker_id),
+                       command_config=command_config)
     result = found.get(tp)
     if isinstance(result, KafkaClientError) or result is None:
         where = "leader" if broker_id is None else f"broker {broker_id}"
@@ -144,6 +152,7 @@ def abort(
     start_offset: int = typer.Option(
         ..., "--start-offset", help="Start offset of the transaction to abort."),
     bootstrap_server: str | None = bootstrap_option(),
+    command_config: Path | None = command_config_option(),
 ) -> None:
     """Abort a hanging transaction: an ABORT marker for the producer whose open transaction
     starts at --start-offset, written by the partition's leader."""
@@ -166,7 +175,7 @@ def abort(
                 f"{spec.producer_epoch}) starting at offset {start_offset} of "
                 f"{topic}-{partition}")
 
-    console.info(with_admin(bootstrap_server, body))
+    console.info(with_admin(bootstrap_server, body, command_config=command_config))
 
 
 @transactions_app.command("find-hanging")
@@ -182,6 +191,7 @@ def find_hanging(
         "transaction.max.timeout.ms) are candidates."),
     json_out: bool = json_option(),
     bootstrap_server: str | None = bootstrap_option(),
+    command_config: Path | None = command_config_option(),
 ) -> None:
     """Open transactions that no coordinator will complete (Kafka's find-hanging)."""
     from klog.tools.transactions import (
@@ -201,7 +211,7 @@ def find_hanging(
         except TransactionToolError as exc:
             fail(str(exc))
 
-    hanging = with_admin(bootstrap_server, body)
+    hanging = with_admin(bootstrap_server, body, command_config=command_config)
     rows = [{"topic": h.topic, "partition": h.partition,
              "producer_id": h.producer.producer_id,
              "producer_epoch": h.producer.producer_epoch,

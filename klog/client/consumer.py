@@ -50,6 +50,7 @@ from klog.client.group_coordinator import (
 from klog.client.network import KafkaClient
 from klog.client.properties import boolean, keywords
 from klog.client.records import ConsumerRecord, Deserializer
+from klog.client.security import ClientSecurity
 from klog.protocol.errors import ErrorCode
 
 __all__ = [
@@ -101,6 +102,7 @@ class Consumer:
         partition_assignment_strategy: Sequence[str | PartitionAssignor] = (
             "range", "cooperative-sticky"),
         client_rack: str | None = None,
+        security: ClientSecurity | None = None,
     ) -> None:
         if isolation_level not in _ISOLATION:
             raise ValueError(
@@ -116,7 +118,7 @@ class Consumer:
         self._own_client = client is None
         self._client = client if client is not None else KafkaClient(
             bootstrap_servers, client_id=client_id, request_timeout_ms=request_timeout_ms,
-            metadata_max_age_ms=metadata_max_age_ms)
+            metadata_max_age_ms=metadata_max_age_ms, security=security)
         # Any: Fetcher's and ConsumerCoordinator's keyword arguments, each its own type.
         self._fetcher_args: dict[str, Any] = dict(
             fetch_min_bytes=fetch_min_bytes,
@@ -633,4 +635,4 @@ def consumer_config(properties: Mapping[str, str]) -> dict[str, Any]:
 
     ValueError names the property that is unknown or has a bad value.
     """
-    return keywords(properties, CONSUMER_PROPERTIES, "consumer")
+    return keywords(properties, CONSUMER_PROPERTIES, "consumer", security=True)

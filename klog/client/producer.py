@@ -51,6 +51,7 @@ from klog.protocol.records.batch import CompressionType
 
 if TYPE_CHECKING:
     from klog.client.network import KafkaClient
+    from klog.client.security import ClientSecurity
     from klog.client.transactions import TransactionManager
 
 __all__ = ["COMPRESSION_TYPES", "Producer", "RecordMetadata", "SyncProducer"]
@@ -120,6 +121,7 @@ class Producer:
         metadata_max_age_ms: int = 300000,
         transactional_id: str | None = None,
         transaction_timeout_ms: int = 60000,
+        security: ClientSecurity | None = None,
     ) -> None:
         self.acks = _acks(acks)
         if compression_type not in COMPRESSION_TYPES:
@@ -149,6 +151,8 @@ class Producer:
         # As in Kafka 3.x: on by default, quietly off when other settings rule it out.
         self.idempotent = (not conflicts) if enable_idempotence is None else enable_idempotence
         self.bootstrap_servers = bootstrap_servers
+        #: TLS and SASL (klog/client/security.py); None: PLAINTEXT.
+        self.security = security
         self.client_id = client_id
         self.linger_ms = linger_ms
         self.batch_size = batch_size
@@ -213,6 +217,7 @@ class Producer:
             request_timeout_ms=self.request_timeout_ms,
             metadata_max_age_ms=self.metadata_max_age_ms,
             max_in_flight_requests_per_connection=self.max_in_flight,
+            security=self.security,
         )
         await self._client.start()
         self._sender = Sender(
@@ -768,7 +773,7 @@ def producer_config(properties: Mapping[str, str]) -> dict[str, Any]:
 
     ValueError names the property that is unknown or has a bad value.
     """
-    return keywords(properties, PRODUCER_PROPERTIES, "producer")
+    return keywords(properties, PRODUCER_PROPERTIES, "producer", security=True)
 
 
 def perf_payload(record_size: int, seed: int = 0) -> bytes:

@@ -10,6 +10,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from klog.client.security import KNOWN_SETTINGS as SECURITY_SETTINGS
+from klog.client.security import ClientSecurity, SecurityConfigError
+
 #: Kafka property name -> (keyword of the klog client, converter of the text value).
 PropertyTable = Mapping[str, tuple[str, Callable[[str], Any]]]
 
@@ -21,11 +24,22 @@ def boolean(text: str) -> bool:
     return lowered == "true"
 
 
-def keywords(properties: Mapping[str, str], table: PropertyTable, kind: str
-             ) -> dict[str, Any]:
+def keywords(properties: Mapping[str, str], table: PropertyTable, kind: str, *,
+             security: bool = False) -> dict[str, Any]:
     """Keywords from Kafka property names; ValueError names the property that is unknown
-    (listing the known ones) or has a bad value."""
+    (listing the known ones) or has a bad value. With ``security``, the client security
+    settings among them (``security.protocol``, ``sasl.*``, ``ssl.*``: what Kafka's
+    console tools take from --producer.config / --consumer.config) become one
+    ``security`` keyword, a ClientSecurity."""
     config: dict[str, Any] = {}
+    if security:
+        settings = {k: v for k, v in properties.items() if k in SECURITY_SETTINGS}
+        if settings:
+            try:
+                config["security"] = ClientSecurity.from_properties(settings)
+            except SecurityConfigError as exc:
+                raise ValueError(str(exc)) from None
+            properties = {k: v for k, v in properties.items() if k not in settings}
     for name, text in properties.items():
         entry = table.get(name)
         if entry is None:
