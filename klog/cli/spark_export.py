@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sys
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any, NoReturn
 
 import typer
@@ -94,8 +95,23 @@ def spark_export(
         help="A Spark setting, as spark-submit's --conf (repeatable), "
              "e.g. spark.driver.memory=4g."),
     json_: bool = typer.Option(False, "--json", help="One JSON document for scripts."),
+    command_config: Path = typer.Option(
+        None, "--command-config",
+        help="Client security settings for --bootstrap-server (as Kafka's tools take "
+             "them): handed to the klog data source as kafka.* options."),
 ) -> None:
     """Export topic data with Spark."""
+    if command_config is not None and bootstrap_server is None:
+        _fail("--command-config goes with --bootstrap-server", console.EXIT_USAGE)
+    security: dict[str, str] = {}
+    if command_config is not None:
+        from klog.cli.topic import load_client_security
+        from klog.client.security import KNOWN_SETTINGS
+        from klog.storage.properties import parse_properties
+
+        load_client_security(command_config)  # one clear line for a file it cannot use
+        security = {k: v for k, v in parse_properties(command_config.read_text()).items()
+                    if k in KNOWN_SETTINGS}
     if (source is None) == (bootstrap_server is None):
         _fail("give exactly one of --source DIR or --bootstrap-server HOST:PORT",
               console.EXIT_USAGE)
@@ -130,6 +146,7 @@ def spark_export(
         checkpoint=checkpoint,
         read_committed=read_committed,
         conf=spark_conf,
+        security=security,
     )
 
     @contextmanager

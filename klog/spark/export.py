@@ -78,6 +78,8 @@ class ExportConfig:
     read_committed: bool = False
     # Spark configuration for the session (spark-submit's --conf), e.g. spark.driver.memory.
     conf: dict[str, str] = field(default_factory=dict)
+    # Client security settings for a live cluster (Kafka's names), as kafka.* options.
+    security: dict[str, str] = field(default_factory=dict)
 
     @property
     def checkpoint_dir(self) -> Path:
@@ -236,6 +238,7 @@ def _source_options(config: ExportConfig) -> dict[str, str]:
         opts["kafka.isolation.level"] = "read_committed"
     if config.include_headers:
         opts["includeHeaders"] = "true"
+    opts.update({f"kafka.{k}": v for k, v in config.security.items()})
     return opts
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncGenerator, Iterator
+from collections.abc import AsyncGenerator, Iterator, Mapping
 from typing import Any
 
 import pyarrow as pa
@@ -27,6 +27,7 @@ from klog.client.consumer import Consumer
 from klog.client.errors import INVALID_METADATA, KafkaClientError, error_for
 from klog.client.fetcher import TopicPartition
 from klog.client.network import KafkaClient
+from klog.client.security import ClientSecurity, SecurityConfigError
 from klog.protocol.errors import ErrorCode
 from klog.protocol.records.batch import iter_batch_headers
 from klog.spark.arrow import DEFAULT_BATCH_ROWS, ColumnBuilder
@@ -52,7 +53,7 @@ def _isolation(read_committed: bool) -> str:
 async def _plan(options: SourceOptions) -> list[PartitionOffsets]:
     async with Consumer(
         options.bootstrap_servers or "", isolation_level=_isolation(options.read_committed),
-        client_id="klog-spark-planner",
+        client_id="klog-spark-planner", security=client_security(options.security),
     ) as consumer:
         client = consumer.client
         if options.subscribe_pattern is not None:
@@ -102,9 +103,20 @@ def plan(options: SourceOptions) -> list[PartitionOffsets]:
         raise LiveError(f"cannot plan a read of {options.bootstrap_servers}: {exc}") from exc
 
 
+def client_security(settings: Mapping[str, str]) -> ClientSecurity | None:
+    """The client security the ``kafka.*`` options ask for (None: PLAINTEXT); LiveError
+    names a setting that cannot be used."""
+    if not settings:
+        return None
+    try:
+        return ClientSecurity.from_properties(settings)
+    except SecurityConfigError as exc:
+        raise LiveError(f"kafka.* security options: {exc}") from None
+
+
 async def _read(
     servers: str, r: OffsetRange, include_headers: bool, read_committed: bool,
-    batch_rows: int, stats: dict[str, int],
+    batch_rows: int, stats: dict[str, int], security: Mapping[str, str],
 ) -> AsyncGenerator[pa.RecordBatch, None]:
     # Fetch requests by hand (not the Consumer): the partition's record bytes go straight
     # into column lists through the offline reader's RangeDecoder, with no per-record
@@ -113,7 +125,8 @@ async def _read(
     decoder = RangeDecoder(builder, r.start, r.end)
     counter = _RowCounter()
     max_bytes = PARTITION_FETCH_BYTES
-    client = KafkaClient(servers, client_id="klog-spark-reader")
+    client = KafkaClient(servers, client_id="klog-spark-reader",
+                         security=client_security(security))
     await client.start()
     try:
         offset = r.start
@@ -207,6 +220,7 @@ async def _fetch(
 def read_range(
     servers: str, r: OffsetRange, *, include_headers: bool, read_committed: bool,
     batch_rows: int = DEFAULT_BATCH_ROWS, stats: dict[str, int] | None = None,
+    security: Mapping[str, str] | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """The rows of ``r`` read from the cluster, as Arrow record batches.
 
@@ -214,7 +228,7 @@ def read_range(
     """
     loop = asyncio.new_event_loop()
     rows = _read(servers, r, include_headers, read_committed, batch_rows,
-                 stats if stats is not None else {})
+                 stats if stats is not None else {}, security or {})
     try:
         while True:
             try:

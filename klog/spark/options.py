@@ -14,7 +14,11 @@ queries, and the planning that does not depend on where the data comes from:
   the offset options, as in Spark);
 - ``includeHeaders`` (false), ``minPartitions`` (none), ``kafka.isolation.level``
   (read_uncommitted, or read_committed);
-- ``path`` (a log directory: offline) or ``kafka.bootstrap.servers`` (live), one of them.
+- ``path`` (a log directory: offline) or ``kafka.bootstrap.servers`` (live), one of them;
+- live: the client security settings prefixed ``kafka.``, as Spark's Kafka source passes
+  ``kafka.*`` options to its consumers (``kafka.security.protocol``,
+  ``kafka.sasl.mechanism``, ``kafka.ssl.truststore.location``, ...: klog/client/
+  security.py's names); checked where they are used, by ClientSecurity.
 
 Pure: no I/O. Bad options raise OptionsError with a message for the user.
 """
@@ -25,6 +29,8 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+
+from klog.client.security import KNOWN_SETTINGS as SECURITY_SETTINGS
 
 EARLIEST = -2
 LATEST = -1
@@ -51,6 +57,9 @@ class SourceOptions:
     read_committed: bool = False
     stats_dir: str | None = None
     extra: dict[str, str] = field(default_factory=dict)
+    #: Client security settings under their Kafka names (without the ``kafka.`` prefix):
+    #: plain strings, so that each Spark task builds its own TLS context from them.
+    security: dict[str, str] = field(default_factory=dict)
 
     @property
     def offline(self) -> bool:
@@ -198,6 +207,8 @@ def parse_options(options: Mapping[str, str]) -> SourceOptions:
         else _int("minPartitions", min_partitions, 1),
         read_committed=isolation == "read_committed",
         stats_dir=opts.get("klog.statsdir"),
+        security={k[len("kafka."):]: v for k, v in opts.items()
+                  if k.startswith("kafka.") and k[len("kafka."):] in SECURITY_SETTINGS},
     )
 
 

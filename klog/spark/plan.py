@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import pyarrow as pa
@@ -45,6 +45,8 @@ class ReadTask:
     include_headers: bool
     read_committed: bool
     stats_dir: str | None
+    #: live: client security settings (Kafka's names; each task builds its own context)
+    security: dict[str, str] = field(default_factory=dict)
 
 
 def partition_offsets(options: SourceOptions) -> tuple[
@@ -131,6 +133,7 @@ def plan_tasks(options: SourceOptions) -> list[ReadTask]:
             include_headers=options.include_headers,
             read_committed=options.read_committed,
             stats_dir=options.stats_dir,
+            security=options.security,
         )
         for i, r in enumerate(ranges)
     ]
@@ -148,7 +151,7 @@ def read_task(task: ReadTask) -> Iterator[pa.RecordBatch]:
     else:
         batches = live.read_range(
             task.bootstrap_servers or "", r, include_headers=task.include_headers,
-            read_committed=task.read_committed, stats=stats,
+            read_committed=task.read_committed, stats=stats, security=task.security,
         )
     yield from batches
     if task.stats_dir is not None:
