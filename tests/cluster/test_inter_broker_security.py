@@ -10,16 +10,24 @@ from typing import Any
 
 import confluent_kafka as ck
 
+from klog.daemon.security import acl_store
+from klog.protocol.acls import AccessControlEntry, PatternType, ResourcePattern
+from klog.protocol.acls import AclOperation as Op
+from klog.protocol.acls import AclPermissionType as Permission
+from klog.protocol.acls import ResourceType as Kind
+from klog.protocol.errors import ErrorCode
 from klog.testing import free_port
 from tests.cluster.conftest import Cluster
 from tests.daemon.security.certs import Pki
+from tests.daemon.wire import WireClient, fetch_values
 
 JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
         'username="broker" password="broker-secret" user_broker="broker-secret";')
 
 
-def secured_cluster(cluster: Callable[..., Cluster], pki: Pki, **extra: Any) -> Cluster:
-    c = cluster(brokers=2, start=False, overrides={
+def secured_cluster(cluster: Callable[..., Cluster], pki: Pki, brokers: int = 2,
+                    seed: Callable[[Cluster], None] | None = None, **extra: Any) -> Cluster:
+    c = cluster(brokers=brokers, start=False, overrides={
         "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,INTERNAL:SASL_SSL",
         "inter.broker.listener.name": "INTERNAL",
         "sasl.enabled.mechanisms": "PLAIN",
@@ -33,6 +41,8 @@ def secured_cluster(cluster: Callable[..., Cluster], pki: Pki, **extra: Any) -> 
     for broker in c.brokers.values():
         broker.overrides["listeners"] = (f"PLAINTEXT://127.0.0.1:{broker.port},"
                                          f"INTERNAL://127.0.0.1:{free_port()}")
+    if seed is not None:
+        seed(c)
     return c.start_all()
 
 
@@ -94,3 +104,42 @@ def test_a_broker_with_the_wrong_inter_broker_password_cannot_replicate(
     led_by_1 = [p for p in (0, 1) if c.leader("refused", p) == 1]
     assert led_by_1  # placement spreads two partitions over the two brokers
     c.wait_for_isr("refused", led_by_1[0], [1])
+
+
+def _grant_clients_topics_and_groups(c: Cluster) -> None:
+    # Clients (User:ANONYMOUS on PLAINTEXT) may do anything to topics and groups and
+    # nothing on the cluster: ClusterAction is the brokers' alone, as super users.
+    for kind in (Kind.TOPIC, Kind.GROUP):
+        entries = frozenset({AccessControlEntry("User:ANONYMOUS", "*", Op.ALL,
+                                                Permission.ALLOW)})
+        acl_store.update_resource(c.store, ResourcePattern(kind, "*", PatternType.LITERAL),
+                                  lambda _current, e=entries: e)
+
+
+def test_three_brokers_sasl_ssl_and_acls_refuse_a_forged_replica_fetch(
+        cluster: Callable[..., Cluster], pki: Pki) -> None:
+    # Issue 22's cluster case in one: inter-broker SASL_SSL, the ACL authorizer, brokers
+    # authorized as User:broker (super.users) over their authenticated listener.
+    c = secured_cluster(cluster, pki, brokers=3, seed=_grant_clients_topics_and_groups,
+                        **{"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+                           "super.users": "User:broker"})
+    c.create_topic("guarded", partitions=1, replication_factor=3)
+    c.wait_for_isr("guarded", 0, c.ids)  # LeaderAndIsr and fetches over SASL_SSL, authorized
+    producer = ck.Producer({"bootstrap.servers": c.bootstrap_servers, "acks": "all",
+                            "message.timeout.ms": 20000})
+    delivered: list[Any] = []
+    for i in range(20):
+        producer.produce("guarded", f"m{i}".encode(),
+                         on_delivery=lambda err, msg: delivered.append(err))
+    assert producer.flush(30) == 0
+    assert delivered == [None] * 20
+    leader_id = c.leader("guarded", 0)
+    leader = c.broker(leader_id)
+    follower = next(i for i in c.ids if i != leader_id)
+    with WireClient((leader.host, leader.port)) as client:  # PLAINTEXT: User:ANONYMOUS
+        assert client.fetch("guarded", 0, 0).responses[0].partitions[0].records
+        forged = client.call(1, 12, {**fetch_values("guarded", 0, 0),
+                                     "replica_id": follower})
+        part = forged.responses[0].partitions[0]
+        assert part.error_code == ErrorCode.TOPIC_AUTHORIZATION_FAILED and not part.records
+    c.wait_for_isr("guarded", 0, c.ids)  # the forged fetch moved no follower
