@@ -23,9 +23,10 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Iterable
+import uuid
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 from klog.client.errors import INVALID_METADATA, KafkaClientError, error_for
 from klog.client.network import KafkaClient
@@ -35,6 +36,7 @@ from klog.protocol.errors import ErrorCode, KafkaError, OffsetOutOfRangeError
 log = logging.getLogger(__name__)
 
 FETCH = 1
+FETCH_TOPIC_IDS_FROM = 13
 LIST_OFFSETS = 2
 
 EARLIEST = -2  # ListOffsets' timestamps for "log start offset" and "end"
@@ -334,6 +336,7 @@ class Fetcher:
                 "last_fetched_epoch": -1,
                 "log_start_offset": -1,
             })
+        version, ids = self._fetch_version(leader, topics)
         values = {
             "replica_id": -1,
             "max_wait": self.fetch_max_wait_ms,
@@ -342,19 +345,21 @@ class Fetcher:
             "isolation_level": self.isolation_level,
             "session_id": 0,
             "session_epoch": -1,
-            "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
+            "topics": [{"topic": t, "topic_id": ids.get(t), "partitions": ps}
+                       for t, ps in topics.items()],
             "forgotten_topics_data": [],
             "rack_id": "",
         }
         backoff = False
         try:
             response = await self.client.send(
-                leader, FETCH, values,
+                leader, FETCH, values, version=version,
                 timeout_ms=self.request_timeout_ms + self.fetch_max_wait_ms)
             top = int(getattr(response, "error_code", 0) or 0)
             if top:
                 raise error_for(top, "fetch")
-            backoff = self._handle_fetch(response, offsets)
+            names = {tid: name for name, tid in ids.items()}
+            backoff = self._handle_fetch(response, offsets, names)
         except KafkaClientError as exc:
             log.debug("fetch from node %s failed: %s", leader, exc)
             self._metadata_stale = True
@@ -366,13 +371,33 @@ class Fetcher:
             self._in_flight.pop(leader, None)
             self._wake.set()
 
-    def _handle_fetch(self, response: Any, offsets: dict[TopicPartition, int]) -> bool:
-        """Fold a FetchResponse in; True when some partition wants a backoff."""
+    def _fetch_version(self, leader: int, topics: Mapping[str, object]
+                       ) -> tuple[int, dict[str, uuid.UUID]]:
+        """The Fetch version to send ``leader`` and, for v13+, the ids naming the topics.
+        v13+ name topics by id (the ones the last metadata gave); while one of the topics
+        has no id known, v12 (which names them) -- as Kafka's FetchSessionHandler falls
+        back when a topic id is missing."""
+        version = self.client.api_version(leader, FETCH)
+        if version < FETCH_TOPIC_IDS_FROM:
+            return version, {}
+        known = self.client.cluster.topic_ids
+        ids = {t: known.get(t) for t in topics}
+        if any(tid is None or tid.int == 0 for tid in ids.values()):
+            return FETCH_TOPIC_IDS_FROM - 1, {}
+        return version, cast("dict[str, uuid.UUID]", ids)
+
+    def _handle_fetch(self, response: Any, offsets: dict[TopicPartition, int],
+                      names: Mapping[uuid.UUID, str] | None = None) -> bool:
+        """Fold a FetchResponse in (``names``: v13+'s topic ids to the names the request
+        used); True when some partition wants a backoff."""
         backoff = False
         read_committed = self.isolation_level == READ_COMMITTED
         for topic in response.responses:
+            name = names.get(topic.topic_id) if names else topic.topic
+            if name is None:
+                continue  # an id this fetch did not send
             for p in topic.partitions:
-                tp = TopicPartition(topic.topic, int(p.partition_index))
+                tp = TopicPartition(name, int(p.partition_index))
                 fetch_offset = offsets.get(tp)
                 state = self.states.get(tp)
                 if (fetch_offset is None or state is None or state.position != fetch_offset

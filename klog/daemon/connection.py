@@ -81,6 +81,7 @@ from klog.daemon.security.sasl import SASL_AUTHENTICATE, SASL_HANDSHAKE, SaslAut
 from klog.daemon.security.ssl_principal import NoMatchingRuleError, distinguished_name
 from klog.protocol import apis
 from klog.protocol.errors import InvalidRequestError, KafkaError
+from klog.protocol.fetch import request_replica_id
 from klog.protocol.framing import (
     FrameDecoder,
     FrameSizeError,
@@ -888,7 +889,7 @@ def _exempt(header: RequestHeader, request: Any) -> bool:
     inter-broker APIs and followers' fetches (replication has its own throttles)."""
     api_key = header.api_key
     return (api_key in apis.INTER_BROKER_CONTROL_APIS or api_key == _WRITE_TXN_MARKERS
-            or (api_key == _FETCH and getattr(request, "replica_id", -1) >= 0))
+            or (api_key == _FETCH and request_replica_id(request) >= 0))
 
 
 _FETCH, _WRITE_TXN_MARKERS = 1, 27

@@ -17,6 +17,14 @@ Kafka's eviction rules) and the fetch contexts a Fetch v7+ request gets:
   answered move to the end of the session's order (so that others get the fetch's bytes
   next time). A session left without partitions is closed (the fetch answers sessionless).
 
+Topic ids (Fetch v13+): a request names topics by id, and so does its session: partitions
+are keyed by (topic id, partition) -- a topic deleted and re-created under the same name is
+another topic, which the session does not confuse with the old one. The session remembers
+whether it was created with ids; an incremental fetch of the other kind (v13+ for a
+session of names, v7-v12 for one of ids) is refused with FETCH_SESSION_TOPIC_ID_ERROR, as
+Kafka's FetchManager.newContext refuses it. Resolving ids to names is the handler's (an id
+unknown now may be known at the next fetch, so the session keeps it).
+
 Eviction (FetchSessionCache.tryEvict): a new session may take the slot of one unused for
 more than two minutes (the least recently used first); else of the least valuable
 evictable one if the new one is worth more -- value ordered by (privileged, size), where
@@ -30,10 +38,10 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from klog.daemon.delayed import FetchKey
 from klog.protocol.errors import ErrorCode
 
 INVALID_SESSION_ID = 0
@@ -42,7 +50,12 @@ FINAL_EPOCH = -1
 #: Kafka's KafkaServer.MIN_INCREMENTAL_FETCH_SESSION_EVICTION_MS.
 EVICTION_MS = 120_000
 
-TopicPartition = tuple[str, int]
+#: A topic as a request names it: by name (Fetch v7-v12) or by id (v13+).
+TopicKey = str | uuid.UUID
+TopicPartition = tuple[TopicKey, int]
+#: One partition of a fetch as the session holds it: FetchKey (klog/daemon/delayed.py)
+#: with the topic as the request named it.
+SessionKey = tuple[TopicKey, int, int, int, int]
 
 
 def next_epoch(epoch: int) -> int:
@@ -90,8 +103,10 @@ class FetchSession:
     creation_ms: int
     last_used_ms: int
     epoch: int
+    uses_topic_ids: bool = False
 
-    def update(self, wanted: list[FetchKey], forgotten: list[TopicPartition]) -> None:
+    def update(self, wanted: Sequence[SessionKey], forgotten: Sequence[TopicPartition]
+               ) -> None:
         for topic, partition, offset, max_bytes, leader_epoch in wanted:
             cached = self.partitions.get((topic, partition))
             if cached is None:
@@ -104,7 +119,7 @@ class FetchSession:
         for tp in forgotten:
             self.partitions.pop(tp, None)
 
-    def wanted(self) -> list[FetchKey]:
+    def wanted(self) -> list[SessionKey]:
         return [(t, p, c.fetch_offset, c.max_bytes, c.leader_epoch)
                 for (t, p), c in self.partitions.items()]
 
@@ -119,7 +134,7 @@ class FetchContext:
     """
 
     error_code: int
-    wanted: list[FetchKey]
+    wanted: list[SessionKey]
     _respond: Callable[[list[tuple[int, int, int, int]]], tuple[int, list[int]]] | None = \
         field(default=None, repr=False)
 
@@ -158,22 +173,28 @@ class FetchSessionCache:
 
     # -- contexts ---------------------------------------------------------------------------
 
-    def new_context(self, session_id: int, epoch: int, wanted: list[FetchKey],
-                    forgotten: list[TopicPartition], privileged: bool) -> FetchContext:
-        """Kafka's FetchManager.newContext for a Fetch v7+ request."""
+    def new_context(self, session_id: int, epoch: int, wanted: Sequence[SessionKey],
+                    forgotten: Sequence[TopicPartition], privileged: bool,
+                    uses_topic_ids: bool = False) -> FetchContext:
+        """Kafka's FetchManager.newContext for a Fetch v7+ request; ``uses_topic_ids``:
+        the request is v13+ (its keys name topics by id)."""
         now = self._clock()
+        wanted = list(wanted)
         if epoch in (INITIAL_EPOCH, FINAL_EPOCH):
             if session_id != INVALID_SESSION_ID:
                 self.remove(session_id)  # a full fetch closes the session it names
             if epoch == FINAL_EPOCH:
                 return FetchContext(0, wanted)
             return FetchContext(0, wanted, lambda results: self._full_response(
-                wanted, results, privileged, now))
+                wanted, results, privileged, now, uses_topic_ids))
         session = self._sessions.get(session_id)
         if session is None:
             return FetchContext(int(ErrorCode.FETCH_SESSION_ID_NOT_FOUND), [])
         if session.epoch != epoch:
             return FetchContext(int(ErrorCode.INVALID_FETCH_SESSION_EPOCH), [])
+        if session.uses_topic_ids != uses_topic_ids:
+            # a session of ids cannot be read by names or the other way round
+            return FetchContext(int(ErrorCode.FETCH_SESSION_TOPIC_ID_ERROR), [])
         session.update(wanted, forgotten)
         if not session.partitions:
             self.remove(session.id)
@@ -184,8 +205,9 @@ class FetchSessionCache:
         return FetchContext(0, in_order, lambda results: self._incremental_response(
             session, in_order, results))
 
-    def _full_response(self, wanted: list[FetchKey], results: list[tuple[int, int, int, int]],
-                       privileged: bool, now: int) -> tuple[int, list[int]]:
+    def _full_response(self, wanted: list[SessionKey],
+                       results: list[tuple[int, int, int, int]], privileged: bool, now: int,
+                       uses_topic_ids: bool) -> tuple[int, list[int]]:
         everything = list(range(len(results)))
         if not self._make_room(privileged, len(wanted), now):
             return INVALID_SESSION_ID, everything
@@ -196,11 +218,11 @@ class FetchSessionCache:
                                                              hw, lso)
         session_id = self._new_session_id()
         self._sessions[session_id] = FetchSession(session_id, privileged, partitions, now, now,
-                                                  next_epoch(INITIAL_EPOCH))
+                                                  next_epoch(INITIAL_EPOCH), uses_topic_ids)
         return session_id, everything
 
     @staticmethod
-    def _incremental_response(session: FetchSession, wanted: list[FetchKey],
+    def _incremental_response(session: FetchSession, wanted: list[SessionKey],
                               results: list[tuple[int, int, int, int]]
                               ) -> tuple[int, list[int]]:
         keep: list[int] = []

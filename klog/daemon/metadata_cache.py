@@ -61,7 +61,10 @@ class MetadataCache:
     brokers: dict[int, BrokerInfo] = field(default_factory=dict)
     # topic -> partition -> state
     topics: dict[str, dict[int, PartitionState]] = field(default_factory=dict)
+    # Changed only through update_partitions / set_topic_ids / remove_topic, which keep
+    # _names_by_id (the reverse, for Fetch v13+'s per-request id lookups) in step.
     topic_ids: dict[str, uuid.UUID] = field(default_factory=dict)
+    _names_by_id: dict[uuid.UUID, str] = field(default_factory=dict)
     # Called after each whole update (the admin manager wakes requests waiting for topics).
     _listeners: list[Callable[[], None]] = field(default_factory=list)
 
@@ -84,11 +87,22 @@ class MetadataCache:
         for state in states:
             self.topics.setdefault(state.topic, {})[state.partition] = state
         if topic_ids:
-            self.topic_ids.update(topic_ids)
+            self.set_topic_ids(topic_ids)
+
+    def set_topic_ids(self, topic_ids: dict[str, uuid.UUID]) -> None:
+        """Topic ids as the controller assigned them (a re-created topic: a new id)."""
+        for name, tid in topic_ids.items():
+            old = self.topic_ids.get(name)
+            if old is not None and self._names_by_id.get(old) == name:
+                del self._names_by_id[old]
+            self.topic_ids[name] = tid
+            self._names_by_id[tid] = name
 
     def remove_topic(self, topic: str) -> None:
         self.topics.pop(topic, None)
-        self.topic_ids.pop(topic, None)
+        tid = self.topic_ids.pop(topic, None)
+        if tid is not None and self._names_by_id.get(tid) == topic:
+            del self._names_by_id[tid]
 
     # -- reads ------------------------------------------------------------------------------
 
@@ -115,7 +129,4 @@ class MetadataCache:
         return self.topic_ids.get(topic)
 
     def topic_by_id(self, topic_id: uuid.UUID) -> str | None:
-        for name, tid in self.topic_ids.items():
-            if tid == topic_id:
-                return name
-        return None
+        return self._names_by_id.get(topic_id)

@@ -63,7 +63,12 @@ TopicPartition = tuple[str, int]
 
 FETCH = 1
 OFFSET_FOR_LEADER_EPOCH = 23
-FETCH_VERSION = 12  # the newest Fetch that names topics (v13 uses topic ids)
+# Pinned, not negotiated: the newest Fetch that names topics. v13+ name them by id, and a
+# follower learns ids only from LeaderAndIsr, which may come after it starts fetching (and
+# a ZooKeeper-era topic may have none): names always work, and every klog broker serves
+# v12. A follower's identity is its replica id here (v15+ would carry it in ReplicaState;
+# the leader reads either, see protocol/fetch.py request_replica_id).
+FETCH_VERSION = 12
 OFFSET_FOR_LEADER_EPOCH_VERSION = 4
 UNDEFINED_EPOCH = -1
 UNDEFINED_EPOCH_OFFSET = -1

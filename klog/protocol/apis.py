@@ -114,7 +114,7 @@ def _kio(api_key: int, name: str, kio_name: str, lo: int, hi: int, flex: int | N
 # and old_versions, and the advertised ranges against Kafka 3.x's.
 _TABLE: tuple[ApiSpec, ...] = (
     _kio(0, "Produce", "produce", 0, 13, 9, advertised=(0, 9)),
-    _kio(1, "Fetch", "fetch", 0, 18, 12, advertised=(0, 12)),
+    _kio(1, "Fetch", "fetch", 0, 18, 12, advertised=(0, 17)),
     _kio(2, "ListOffsets", "list_offsets", 0, 11, 6, advertised=(0, 7)),
     _kio(3, "Metadata", "metadata", 0, 13, 9, advertised=(0, 12)),
     ApiSpec(4, "LeaderAndIsr", 0, 6, 4, advertised=(0, 6)),

@@ -7,14 +7,22 @@ caller's own region object (anything with an integer ``size``), which the networ
 then sends with ``sendfile`` straight from the segment file. This module does no I/O: it
 never looks inside a region, it only needs its size for the length prefix.
 
-Layouts follow FetchResponse.json, versions 0 through 12 (v13+ names topics by id): v0 has
-no throttle time, v0-v3 no last stable offset and aborted transactions (their records are
-message format v0/v1 when the consumer cannot read v2: see records/down_convert.py).
+Layouts follow FetchResponse.json, versions 0 through 17 (Kafka 3.9's): v0 has no
+throttle time, v0-v3 no last stable offset and aborted transactions (their records are
+message format v0/v1 when the consumer cannot read v2: see records/down_convert.py);
+v12 is the first flexible version (tagged fields: a partition's CurrentLeader, tag 1);
+v13+ name each topic by its id (a UUID) instead of its name; v16+ may carry NodeEndpoints
+(top-level tag 0: the brokers the CurrentLeader fields name, KIP-951). v14-v17 change
+nothing else in the response.
+
+Also the one reading of a FetchRequest's replica id: a top-level field up to v14, inside
+the tagged ReplicaState from v15 (KIP-903), -1 when absent (a consumer).
 """
 
 from __future__ import annotations
 
 import struct
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -22,8 +30,12 @@ from typing import Any, Protocol
 from klog.protocol.records.varint import write_unsigned_varint as encode_uvarint
 
 MIN_VERSION = 0
-MAX_VERSION = 12
+MAX_VERSION = 17
 FLEXIBLE_FROM = 12
+TOPIC_IDS_FROM = 13  # topics named by id, in requests and responses
+REPLICA_STATE_FROM = 15  # the replica id moves into the tagged ReplicaState
+NODE_ENDPOINTS_FROM = 16
+ZERO_UUID = uuid.UUID(int=0)
 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
@@ -31,6 +43,8 @@ _PARTITION_HEAD = struct.Struct(">ihqq")  # index, error, high watermark, last s
 _PARTITION_HEAD_V0 = struct.Struct(">ihq")  # v0-v3: index, error, high watermark
 _I64 = struct.Struct(">q")
 _ABORTED = struct.Struct(">qq")
+_LEADER = struct.Struct(">ii")
+_NO_LEADER = (-1, -1)
 
 
 class Region(Protocol):
@@ -52,12 +66,36 @@ class FetchPartitionData:
     aborted_transactions: Sequence[tuple[int, int]] | None = None  # (producer id, first offset)
     preferred_read_replica: int = -1
     records: Records = None
+    #: (leader id, leader epoch): the CurrentLeader tagged field (v12+), sent with
+    #: NOT_LEADER_OR_FOLLOWER / FENCED_LEADER_EPOCH; None leaves it out.
+    current_leader: tuple[int, int] | None = None
 
 
 @dataclass(slots=True)
 class FetchTopicData:
     topic: str
     partitions: list[FetchPartitionData] = field(default_factory=list)
+    #: what v13+ sends instead of the name (the zero UUID when unknown)
+    topic_id: uuid.UUID | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class NodeEndpoint:
+    """One broker of the NodeEndpoints field (v16+)."""
+
+    node_id: int
+    host: str
+    port: int
+    rack: str | None = None
+
+
+def request_replica_id(request: Any) -> int:
+    """The replica id of a decoded FetchRequest of any version: the broker id of the
+    follower sending it, -1 for a consumer. v15+ carry it in ReplicaState (KIP-903)."""
+    state = getattr(request, "replica_state", None)
+    if state is not None:
+        return int(state.replica_id)
+    return int(getattr(request, "replica_id", -1))
 
 
 Chunk = bytes | Any  # bytes, or one of the caller's Region objects
@@ -78,18 +116,23 @@ def encode_fetch_response(
     throttle_time_ms: int = 0,
     error_code: int = 0,
     session_id: int = 0,
+    node_endpoints: Sequence[NodeEndpoint] = (),
 ) -> list[Chunk]:
     """The response body as chunks (bytes and the caller's regions), in wire order."""
     if not MIN_VERSION <= version <= MAX_VERSION:
         raise ValueError(f"FetchResponse v{version} is not encoded here")
     flexible = version >= FLEXIBLE_FROM
+    by_id = version >= TOPIC_IDS_FROM
     out: list[Chunk] = []
     buf = bytearray(_I32.pack(throttle_time_ms) if version >= 1 else b"")
     if version >= 7:
         buf += _I16.pack(error_code) + _I32.pack(session_id)
     _array_len(buf, len(topics), flexible)
     for topic in topics:
-        _string(buf, topic.topic, flexible)
+        if by_id:
+            buf += (topic.topic_id or ZERO_UUID).bytes
+        else:
+            _string(buf, topic.topic, flexible)
         _array_len(buf, len(topic.partitions), flexible)
         for p in topic.partitions:
             if version < 4:
@@ -114,11 +157,29 @@ def encode_fetch_response(
                 buf += _I32.pack(p.preferred_read_replica)
             buf = _records(out, buf, p.records, flexible)
             if flexible:
-                buf += b"\x00"  # partition tagged fields
+                if p.current_leader is None or p.current_leader == _NO_LEADER:
+                    buf += b"\x00"  # partition tagged fields: none (a default is left out)
+                else:
+                    # one tagged field, tag 1, 9 bytes: leader id, epoch, its own (no) tags
+                    buf += b"\x01\x01\x09" + _LEADER.pack(*p.current_leader) + b"\x00"
         if flexible:
             buf += b"\x00"  # topic tagged fields
     if flexible:
-        buf += b"\x00"  # response tagged fields
+        if node_endpoints and version >= NODE_ENDPOINTS_FROM:
+            field_buf = bytearray()
+            _array_len(field_buf, len(node_endpoints), True)
+            for node in node_endpoints:
+                field_buf += _I32.pack(node.node_id)
+                _string(field_buf, node.host, True)
+                field_buf += _I32.pack(node.port)
+                if node.rack is None:
+                    field_buf += b"\x00"
+                else:
+                    _string(field_buf, node.rack, True)
+                field_buf += b"\x00"
+            buf += b"\x01\x00" + encode_uvarint(len(field_buf)) + field_buf
+        else:
+            buf += b"\x00"  # response tagged fields: none
     if buf:
         out.append(bytes(buf))
     return out

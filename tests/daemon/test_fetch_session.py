@@ -4,6 +4,7 @@ with a fake clock (no broker); over a real socket at the end (Fetch v12 sessions
 from __future__ import annotations
 
 import random
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -145,6 +146,42 @@ def test_zero_slots_means_no_sessions() -> None:
     assert _open(cache, [A0]) == 0
 
 
+ID_A = uuid.UUID(int=0xA)
+ID_B = uuid.UUID(int=0xB)
+
+
+def test_a_session_of_topic_ids_keys_partitions_by_id() -> None:
+    # Fetch v13+: the session holds the ids the request used (a topic re-created under
+    # the same name has another id and is another topic)
+    cache, _ = _cache()
+    wanted = [(ID_A, 0, 0, 1000, -1), (ID_B, 0, 3, 1000, -1)]
+    context = cache.new_context(0, INITIAL_EPOCH, wanted, [], False, uses_topic_ids=True)
+    session_id, _keep = context.respond([(0, 10, 0, 0), (0, 10, 0, 0)])
+    session = cache.get(session_id)
+    assert session is not None and session.uses_topic_ids
+    assert list(session.partitions) == [(ID_A, 0), (ID_B, 0)]
+    nxt = cache.new_context(session_id, 1, [(ID_A, 0, 4, 1000, -1)], [(ID_B, 0)], False,
+                            uses_topic_ids=True)
+    assert nxt.error_code == 0 and nxt.wanted == [(ID_A, 0, 4, 1000, -1)]
+
+
+def test_a_session_is_used_with_ids_or_without_never_both() -> None:
+    # Kafka's FetchManager.newContext: FETCH_SESSION_TOPIC_ID_ERROR when an incremental
+    # fetch's version does not match the session's use of topic ids
+    cache, _ = _cache()
+    by_name = _open(cache, [A0])
+    wrong = cache.new_context(by_name, 1, [], [], False, uses_topic_ids=True)
+    assert wrong.error_code == ErrorCode.FETCH_SESSION_TOPIC_ID_ERROR and wrong.wanted == []
+    by_id_ctx = cache.new_context(0, INITIAL_EPOCH, [(ID_A, 0, 0, 1000, -1)], [], False,
+                                  uses_topic_ids=True)
+    by_id, _keep = by_id_ctx.respond([(0, 10, 0, 0)])
+    assert cache.new_context(by_id, 1, [], [], False).error_code \
+        == ErrorCode.FETCH_SESSION_TOPIC_ID_ERROR
+    # the refused fetches moved neither session's epoch
+    assert cache.new_context(by_name, 1, [], [], False).error_code == 0
+    assert cache.new_context(by_id, 1, [], [], False, uses_topic_ids=True).error_code == 0
+
+
 def test_epochs_wrap_to_one() -> None:
     assert next_epoch(0) == 1 and next_epoch(2**31 - 1) == 1 and next_epoch(-1) == -1
 
@@ -203,3 +240,69 @@ def test_incremental_fetch_sessions_over_the_wire(broker: InProcessBroker) -> No
         # sessionless (epoch -1) fetches as before
         plain = _fetch(client, 0, FINAL_EPOCH, [(0, 0)])
         assert plain.session_id == 0 and len(plain.responses[0].partitions) == 1
+
+
+def _topic_id(client: WireClient, topic: str) -> uuid.UUID:
+    (meta,) = client.metadata([topic]).topics
+    return meta.topic_id
+
+
+def _fetch_by_id(client: WireClient, version: int, session_id: int, epoch: int,
+                 topic_id: uuid.UUID, partitions: list[tuple[int, int]],
+                 forgotten: list[int] | None = None) -> Any:
+    values = fetch_values("s", 0, 0)
+    values.update(session_id=session_id, session_epoch=epoch, max_wait=0,
+                  replica_state={"replica_id": -1, "replica_epoch": -1})
+    values["topics"] = [{"topic_id": topic_id, "partitions": [
+        {"partition": p, "current_leader_epoch": -1, "fetch_offset": o,
+         "last_fetched_epoch": -1, "log_start_offset": -1, "partition_max_bytes": 1 << 20}
+        for p, o in partitions]}] if partitions else []
+    values["forgotten_topics_data"] = [{"topic_id": topic_id, "partitions": forgotten}] \
+        if forgotten else []
+    return client.call(1, version, values)
+
+
+@pytest.mark.parametrize("version", [13, 15, 17])
+def test_fetch_sessions_by_topic_id_over_the_wire(broker: InProcessBroker, version: int
+                                                  ) -> None:
+    with broker.connect() as client:
+        client.create_topic("s")
+        client.produce("s", 0, build_batch([(1, None, b"x")]))
+        sid_topic = _topic_id(client, "s")
+        full = _fetch_by_id(client, version, 0, INITIAL_EPOCH, sid_topic, [(0, 0), (1, 0)])
+        assert full.error_code == ErrorCode.NONE and full.session_id != 0
+        (topic,) = full.responses
+        assert topic.topic_id == sid_topic  # answered by id, as asked
+        assert [(p.partition_index, p.error_code) for p in topic.partitions] == [(0, 0), (1, 0)]
+        assert topic.partitions[0].records
+        session_id = full.session_id
+        quiet = _fetch_by_id(client, version, session_id, 1, sid_topic, [(0, 1)])
+        assert quiet.error_code == ErrorCode.NONE and quiet.responses == ()
+        client.produce("s", 1, build_batch([(1, None, b"y")]))
+        changed = _fetch_by_id(client, version, session_id, 2, sid_topic, [])
+        assert [(t.topic_id, [p.partition_index for p in t.partitions])
+                for t in changed.responses] == [(sid_topic, [1])]
+        # the session was made with ids: a v12 fetch (names) may not continue it
+        assert _fetch(client, session_id, 3, []).error_code \
+            == ErrorCode.FETCH_SESSION_TOPIC_ID_ERROR
+
+
+@pytest.mark.parametrize("version", [13, 17])
+def test_an_unknown_topic_id_answers_unknown_topic_id(broker: InProcessBroker, version: int
+                                                      ) -> None:
+    with broker.connect() as client:
+        client.create_topic("s")
+        known = _topic_id(client, "s")
+        stranger = uuid.uuid4()
+        values = fetch_values("s", 0, 0)
+        values.update(max_wait=0, replica_state={"replica_id": -1, "replica_epoch": -1})
+        part = {"partition": 0, "current_leader_epoch": -1, "fetch_offset": 0,
+                "last_fetched_epoch": -1, "log_start_offset": -1, "partition_max_bytes": 1000}
+        values["topics"] = [{"topic_id": stranger, "partitions": [part]},
+                            {"topic_id": known, "partitions": [part]},
+                            {"topic_id": uuid.UUID(int=0), "partitions": [part]}]
+        response = client.call(1, version, values)
+        assert [(t.topic_id, [int(p.error_code) for p in t.partitions])
+                for t in response.responses] == [
+            (stranger, [ErrorCode.UNKNOWN_TOPIC_ID]), (known, [ErrorCode.NONE]),
+            (None, [ErrorCode.UNKNOWN_TOPIC_ID])]  # kio reads the zero id as None

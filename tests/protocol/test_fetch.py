@@ -1,7 +1,7 @@
 """Tests for klog.protocol.fetch: the FetchResponse encoder with record regions.
 
 The reference is kio's own FetchResponse encoder (generated from Kafka's JSON schemas):
-for every version 0-12 (v0-v3: klog.protocol.old_versions' entities), the chunks
+for every version 0-17 (v0-v3: klog.protocol.old_versions' entities), the chunks
 ``encode_fetch_response`` returns, with each region replaced by the bytes it stands for,
 must be byte-for-byte what kio writes for the same response -- and what kio reads back
 must be the values we put in.
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime
 import itertools
+import uuid
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,9 +26,11 @@ from klog.protocol.fetch import (
     MIN_VERSION,
     FetchPartitionData,
     FetchTopicData,
+    NodeEndpoint,
     chunks_size,
     encode_fetch_response,
     records_size,
+    request_replica_id,
 )
 
 VERSIONS = list(range(MIN_VERSION, MAX_VERSION + 1))
@@ -54,14 +57,18 @@ def _flatten(chunks: list[Any]) -> bytes:
 
 
 def _kio_bytes(version: int, topics: list[FetchTopicData], throttle_time_ms: int = 0,
-               error_code: int = 0, session_id: int = 0) -> bytes:
+               error_code: int = 0, session_id: int = 0,
+               node_endpoints: list[NodeEndpoint] | None = None) -> bytes:
     entity_type = apis.spec_for(1).response_entity(version)
     values = {
         "throttle_time": throttle_time_ms,
         "error_code": error_code,
         "session_id": session_id,
+        "node_endpoints": [{"node_id": n.node_id, "host": n.host, "port": n.port,
+                            "rack": n.rack} for n in node_endpoints or ()],
         "responses": [{
             "topic": t.topic,
+            "topic_id": t.topic_id or uuid.UUID(int=0),
             "partitions": [{
                 "partition_index": p.partition_index,
                 "error_code": p.error_code,
@@ -73,6 +80,8 @@ def _kio_bytes(version: int, topics: list[FetchTopicData], throttle_time_ms: int
                     for pid, first in p.aborted_transactions],
                 "preferred_read_replica": p.preferred_read_replica,
                 "records": None if p.records is None else bytes(p.records),
+                **({} if p.current_leader is None else {"current_leader": {
+                    "leader_id": p.current_leader[0], "leader_epoch": p.current_leader[1]}}),
             } for p in t.partitions],
         } for t in topics],
     }
@@ -85,8 +94,8 @@ def _with_regions(topics: list[FetchTopicData]) -> list[FetchTopicData]:
         FetchPartitionData(
             p.partition_index, p.error_code, p.high_watermark, p.last_stable_offset,
             p.log_start_offset, p.aborted_transactions, p.preferred_read_replica,
-            _region(bytes(p.records)) if p.records else p.records,
-        ) for p in t.partitions]) for t in topics]
+            _region(bytes(p.records)) if p.records else p.records, p.current_leader,
+        ) for p in t.partitions], t.topic_id) for t in topics]
 
 
 # --------------------------------------------------------------------------------------------
@@ -99,11 +108,12 @@ def _sample_topics() -> list[FetchTopicData]:
             FetchPartitionData(0, 0, 42, 40, 3, None, -1, b"\x01" * 70),
             FetchPartitionData(1, 0, 7, 7, 0, [], -1, b""),
             FetchPartitionData(2, 1, 9, 9, 2, [(1000, 5), (1001, 8)], 2, None),
-        ]),
+        ], uuid.UUID(int=0x1234)),
         FetchTopicData("caf\u00e9-\u00fc", [
-            FetchPartitionData(5, 6, -1, -1, -1, None, -1, b"x" * 300),  # 2-byte varint
-        ]),
-        FetchTopicData("empty", []),
+            FetchPartitionData(5, 6, -1, -1, -1, None, -1, b"x" * 300,  # 2-byte varint
+                               current_leader=(3, 17)),
+        ], uuid.UUID("8d7b4a4e-2f0a-4c4e-9b8a-0e6f7d1c2b3a")),
+        FetchTopicData("empty", [], uuid.UUID(int=2**128 - 1)),
     ]
 
 
@@ -138,7 +148,10 @@ def test_what_kio_reads_back(version: int) -> None:
     decoded = apis.decode_response(1, version, body)
     if version >= 1:
         assert decoded.throttle_time == datetime.timedelta(milliseconds=3)
-    assert [t.topic for t in decoded.responses] == ["orders", "caf\u00e9-\u00fc", "empty"]
+    if version >= 13:
+        assert [t.topic_id for t in decoded.responses] == [t.topic_id for t in topics]
+    else:
+        assert [t.topic for t in decoded.responses] == ["orders", "caf\u00e9-\u00fc", "empty"]
     first = decoded.responses[0].partitions
     assert [p.partition_index for p in first] == [0, 1, 2]
     assert first[0].records == b"\x01" * 70
@@ -155,6 +168,43 @@ def test_what_kio_reads_back(version: int) -> None:
         assert first[0].log_start_offset == 3
     if version >= 11:
         assert first[2].preferred_read_replica == 2
+    if version >= 12:
+        leader = decoded.responses[1].partitions[0].current_leader
+        assert (leader.leader_id, leader.leader_epoch) == (3, 17)
+        assert first[0].current_leader.leader_id == -1  # left out: the default
+
+
+_ENDPOINTS = [NodeEndpoint(3, "broker-3.example", 9092, "rack-a"),
+              NodeEndpoint(4, "b4", 19092, None)]
+
+
+@pytest.mark.parametrize("version", [v for v in VERSIONS if v >= 12])
+def test_node_endpoints_from_v16(version: int) -> None:
+    topics = _sample_topics()
+    chunks = encode_fetch_response(version, _with_regions(topics), node_endpoints=_ENDPOINTS)
+    body = _flatten(chunks)
+    if version < 16:  # not in the schema: left out, as Kafka's serializer does
+        assert body == _flatten(encode_fetch_response(version, topics))
+        return
+    assert body == _kio_bytes(version, topics, node_endpoints=_ENDPOINTS)
+    decoded = apis.decode_response(1, version, body)
+    assert [(n.node_id, n.host, n.port, n.rack) for n in decoded.node_endpoints] == [
+        (3, "broker-3.example", 9092, "rack-a"), (4, "b4", 19092, None)]
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_request_replica_id_in_every_version(version: int) -> None:
+    """v0-v14 carry ReplicaId at the top; v15+ in the tagged ReplicaState (KIP-903):
+    a follower's id must be read from either, and a consumer's is -1."""
+    entity_type = apis.spec_for(1).request_entity(version)
+    topic = {"topic": "t", "topic_id": uuid.UUID(int=7),
+             "partitions": [{"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1}]}
+    common = {"max_wait": 10, "min_bytes": 1, "topics": [topic], "forgotten_topics_data": []}
+    for replica_id in (-1, 2):
+        values = dict(common, replica_id=replica_id,
+                      replica_state={"replica_id": replica_id, "replica_epoch": -1})
+        body = apis.encode_request(build(entity_type, values))
+        assert request_replica_id(apis.decode_request(1, version, body)) == replica_id
 
 
 @pytest.mark.parametrize("version", [v for v in VERSIONS if v >= 7])
@@ -171,8 +221,8 @@ def test_versions_4_to_6_have_no_top_level_error() -> None:
             == encode_fetch_response(version, [])
 
 
-@pytest.mark.parametrize("version", [13, -1])
-def test_versions_outside_0_to_12_are_refused(version: int) -> None:
+@pytest.mark.parametrize("version", [18, -1])
+def test_versions_outside_0_to_17_are_refused(version: int) -> None:
     with pytest.raises(ValueError, match=f"v{version}"):
         encode_fetch_response(version, [])
 
@@ -194,7 +244,7 @@ def test_consecutive_regions_are_separate_chunks() -> None:
     for version in VERSIONS:
         chunks = encode_fetch_response(version, topics)
         kinds = ["region" if isinstance(c, FakeRegion) else "bytes" for c in chunks]
-        # after the last region: nothing, or (v12) the tagged-field sections
+        # after the last region: nothing, or (v12+) the tagged-field sections
         tail = ["bytes"] if version >= 12 else []
         assert kinds == ["bytes", "region", "bytes", "region", *tail]
         assert _flatten(chunks) == _kio_bytes(version, [FetchTopicData("t", [
@@ -227,9 +277,11 @@ _partitions = st.builds(
     aborted_transactions=st.one_of(st.none(), st.lists(st.tuples(_i64, _i64), max_size=3)),
     preferred_read_replica=_i32,
     records=_records,
+    current_leader=st.one_of(st.none(), st.just((-1, -1)), st.tuples(_i32, _i32)),
 )
 _topics = st.lists(st.builds(FetchTopicData, topic=st.text(max_size=40),
-                             partitions=st.lists(_partitions, max_size=4)), max_size=4)
+                             partitions=st.lists(_partitions, max_size=4),
+                             topic_id=st.one_of(st.none(), st.uuids())), max_size=4)
 
 
 @settings(max_examples=60, deadline=None, database=None, derandomize=True,

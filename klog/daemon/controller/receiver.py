@@ -150,7 +150,7 @@ class ControlRequestReceiver:
         """Take the roles the controller decided (creating logs as needed), past fencing."""
         self.topic_configs.load_missing({s.topic for s in states})
         errors = self.replica_manager.become_leader_or_follower(states)
-        self.metadata_cache.topic_ids.update(topic_ids)
+        self.metadata_cache.set_topic_ids(topic_ids)
         for listener in self._listeners:
             listener.on_leader_and_isr(states, errors)
         return errors

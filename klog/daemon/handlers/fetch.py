@@ -9,7 +9,15 @@ with sendfile. The request's max_bytes is bounded by the broker's fetch.max.byte
 
 A fetch with a replica id >= 0 is a follower's (klog/daemon/replica_fetcher.py): it reads
 up to the log end offset instead of the high watermark (the last stable offset under
-read_committed, for consumers).
+read_committed, for consumers). v15+ carry the replica id in ReplicaState (KIP-903);
+``protocol.fetch.request_replica_id`` reads either, so a forged id needs ClusterAction
+whichever field carries it.
+
+Fetch v13+ name topics by id (Kafka 3.9 serves up to v17): the ids are resolved to names
+with the metadata cache; an id it does not know answers UNKNOWN_TOPIC_ID for its
+partitions (nothing read), and the response names the topics by the ids the request
+used. v16+ answers of NOT_LEADER_OR_FOLLOWER / FENCED_LEADER_EPOCH carry the leader the
+metadata cache knows and its endpoint (KIP-951), as Kafka 3.9 does in ZooKeeper mode.
 
 Fetch v0-v3 come from consumers that cannot read message format v2 (Kafka 0.9/0.10): their
 records are down-converted to v0 (Fetch v0-v1) or v1 (v2-v3) by
@@ -31,9 +39,11 @@ max_bytes is bounded by what the quota allows in a whole window, as Kafka bounds
 
 from __future__ import annotations
 
-from typing import Any
+import uuid
+from typing import Any, cast
 
 from klog.daemon.delayed import FetchKey, FetchParams
+from klog.daemon.fetch_session import SessionKey
 from klog.daemon.handlers import CLUSTER_ACTION, Request, RequestContext, Response
 from klog.daemon.partition import FetchIsolation
 from klog.daemon.quotas import ClientQuotaManager
@@ -41,7 +51,16 @@ from klog.daemon.replica_manager import FetchResult
 from klog.protocol.acls import AclOperation, ResourceType
 from klog.protocol.entities import as_millis
 from klog.protocol.errors import ErrorCode
-from klog.protocol.fetch import FetchPartitionData, FetchTopicData, encode_fetch_response
+from klog.protocol.fetch import (
+    NODE_ENDPOINTS_FROM,
+    TOPIC_IDS_FROM,
+    ZERO_UUID,
+    FetchPartitionData,
+    FetchTopicData,
+    NodeEndpoint,
+    encode_fetch_response,
+    request_replica_id,
+)
 from klog.protocol.records.convert import down_convert_magic
 
 # Module constants: an enum member read through its class costs more, once per fetch.
@@ -49,30 +68,36 @@ _LOG_END = FetchIsolation.LOG_END
 _HW = FetchIsolation.HIGH_WATERMARK
 _TXN_COMMITTED = FetchIsolation.TXN_COMMITTED
 _TOPIC_AUTHORIZATION_FAILED = int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-_NONE_DENIED: frozenset[str] = frozenset()
+_UNKNOWN_TOPIC_ID = int(ErrorCode.UNKNOWN_TOPIC_ID)
+_LEADER_MOVED = frozenset({int(ErrorCode.NOT_LEADER_OR_FOLLOWER),
+                           int(ErrorCode.FENCED_LEADER_EPOCH)})
 # Fetch v0-v3: the message format each reads (0 or 1), as Kafka picks it.
 LEGACY_MAGIC = {v: down_convert_magic(v) or 0 for v in range(4)}
 
 
 async def handle(ctx: RequestContext, request: Request) -> Response:
     version = ctx.api_version
-    wanted: list[FetchKey] = []
+    by_id = version >= TOPIC_IDS_FROM
+    keys: list[SessionKey] = []
     for topic in request.topics:
+        # kio reads the zero UUID as None; the zero id names no topic (UNKNOWN_TOPIC_ID)
+        name = (topic.topic_id or ZERO_UUID) if by_id else topic.topic
         for p in topic.partitions:
-            wanted.append((topic.topic, p.partition, p.fetch_offset, p.partition_max_bytes,
-                           getattr(p, "current_leader_epoch", -1)))
+            keys.append((name, p.partition, p.fetch_offset, p.partition_max_bytes,
+                         getattr(p, "current_leader_epoch", -1)))
     services = ctx.services
-    replica_id = request.replica_id
+    replica_id = request_replica_id(request)
     session = None
     if version >= 7 and (request.session_epoch != -1 or request.session_id != 0):
         session = services.fetch_sessions.new_context(
-            request.session_id, request.session_epoch, wanted,
-            [(t.topic, p) for t in request.forgotten_topics_data for p in t.partitions],
-            privileged=replica_id >= 0)
+            request.session_id, request.session_epoch, keys,
+            [((t.topic_id or ZERO_UUID) if by_id else t.topic, p)
+             for t in request.forgotten_topics_data for p in t.partitions],
+            privileged=replica_id >= 0, uses_topic_ids=by_id)
         if session.error_code:
             return encode_fetch_response(version, [], error_code=session.error_code,
                                          session_id=0)
-        wanted = session.wanted
+        keys = session.wanted
     if replica_id >= 0:
         isolation = _LOG_END
     else:
@@ -94,27 +119,99 @@ async def handle(ctx: RequestContext, request: Request) -> Response:
         isolation,
     )
     rm = services.replica_manager
-    denied = _denied(ctx, request)
-    if denied:
-        allowed = [key for key in wanted if key[0] not in denied]
-        got = dict(zip(allowed, await rm.fetch_messages(params, allowed), strict=True)
-                   ) if allowed else {}
-        results = [got.get(key) or FetchResult(_TOPIC_AUTHORIZATION_FAILED) for key in wanted]
+    # v13+: the topics' names, from the ids (None: an id this broker does not know)
+    names = _names(ctx, keys) if by_id else None
+    wanted = cast("list[FetchKey]", keys) if names is None else [
+        (name or "", *key[1:]) for name, key in zip(names, keys, strict=True)]
+    refused = _refused(ctx, replica_id, wanted, names)
+    if refused:
+        allowed = [key for i, key in enumerate(wanted) if i not in refused]
+        got = rm.fetch_messages(params, allowed) if allowed else None
+        read = iter(await got if got is not None else ())
+        results = [FetchResult(refused[i]) if i in refused else next(read)
+                   for i in range(len(wanted))]
     else:
         results = await rm.fetch_messages(params, wanted)
     if quotas is not None and quotas.fetch.active and replica_id < 0:
         throttle_ms = _metered(ctx, quotas.fetch, results)
         if throttle_ms:
             return encode_fetch_response(version, [], throttle_time_ms=throttle_ms)
+    leaders = _current_leaders(ctx, wanted, results) if version >= NODE_ENDPOINTS_FROM \
+        else None
     if session is not None:
         session_id, keep = session.respond(
             [(r.error_code, r.high_watermark, r.log_start_offset, r.size) for r in results])
-        return _encode(version, [wanted[i] for i in keep], [results[i] for i in keep],
-                       session_id=session_id)
+        if leaders is not None:
+            leaders = ({new: leaders[0][old] for new, old in enumerate(keep)
+                        if old in leaders[0]}, leaders[1])
+        return _encode(version, [keys[i] for i in keep], [results[i] for i in keep],
+                       session_id=session_id, leaders=leaders)
     if version <= 3 and replica_id < 0:
         converted = await rm.down_convert(wanted, results, LEGACY_MAGIC[version])
-        return _encode(version, wanted, results, converted)
-    return _encode(version, wanted, results)
+        return _encode(version, keys, results, converted)
+    return _encode(version, keys, results, leaders=leaders)
+
+
+def _current_leaders(ctx: RequestContext, wanted: list[FetchKey], results: list[FetchResult]
+                     ) -> tuple[dict[int, tuple[int, int]], list[NodeEndpoint]] | None:
+    """Fetch v16+ (KIP-951), as Kafka 3.9's handleFetchRequest, ZooKeeper mode too: a
+    partition answered NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH names the leader
+    and epoch the metadata cache knows (by index into ``results``), and NodeEndpoints
+    the leaders' addresses on the request's listener, so the consumer can move without
+    a metadata round trip. None when no partition has those errors (the usual case)."""
+    moved = [i for i, r in enumerate(results) if r.error_code in _LEADER_MOVED]
+    if not moved:
+        return None
+    cache = ctx.services.metadata_cache
+    leaders: dict[int, tuple[int, int]] = {}
+    nodes: dict[int, NodeEndpoint] = {}
+    for i in moved:
+        state = cache.partition_state(wanted[i][0], wanted[i][1])
+        leader, epoch = (-1, -1) if state is None else (state.leader, state.leader_epoch)
+        leaders[i] = (leader, epoch)
+        broker = cache.broker(leader) if leader >= 0 else None
+        endpoint = None if broker is None else broker.endpoint(ctx.listener_name)
+        if broker is not None and endpoint is not None:
+            nodes[leader] = NodeEndpoint(leader, endpoint.host, endpoint.port, broker.rack)
+    return leaders, list(nodes.values())
+
+
+def _names(ctx: RequestContext, keys: list[SessionKey]) -> list[str | None]:
+    """Fetch v13+: each key's topic name from its id, as Kafka resolves them with the
+    metadata cache's topicIdsToNames (an unknown or zero id: None)."""
+    by_id = ctx.services.metadata_cache.topic_by_id
+    known: dict[Any, str | None] = {}
+    out: list[str | None] = []
+    for key in keys:
+        tid = key[0]
+        if tid not in known:
+            known[tid] = by_id(tid) if isinstance(tid, uuid.UUID) else None
+        out.append(known[tid])
+    return out
+
+
+def _refused(ctx: RequestContext, replica_id: int, wanted: list[FetchKey],
+             names: list[str | None] | None) -> dict[int, int]:
+    """The partitions answered with an error without reading, by index into ``wanted``:
+    as Kafka's handleFetchRequest, a follower's fetch (a replica id) needs ClusterAction,
+    or every partition is TOPIC_AUTHORIZATION_FAILED -- a client forging a replica id
+    (the old field or v15's ReplicaState alike) reads nothing and moves no follower
+    position; otherwise a topic id the broker does not know is UNKNOWN_TOPIC_ID, and a
+    consumer needs Read on each topic."""
+    refused: dict[int, int] = {}
+    if ctx.services.authorizer is not None and replica_id >= 0 \
+            and not ctx.authorize(*CLUSTER_ACTION):
+        return dict.fromkeys(range(len(wanted)), _TOPIC_AUTHORIZATION_FAILED)
+    if names is not None:
+        refused = {i: _UNKNOWN_TOPIC_ID for i, name in enumerate(names) if name is None}
+    if ctx.services.authorizer is None or replica_id >= 0:  # the common case: no more
+        return refused
+    topics = list(dict.fromkeys(key[0] for i, key in enumerate(wanted) if i not in refused))
+    denied = ctx.denied(AclOperation.READ, ResourceType.TOPIC, topics)
+    if denied:
+        refused.update((i, _TOPIC_AUTHORIZATION_FAILED) for i, key in enumerate(wanted)
+                       if i not in refused and key[0] in denied)
+    return refused
 
 
 def _metered(ctx: RequestContext, quota: ClientQuotaManager, results: list[FetchResult]
@@ -132,26 +229,21 @@ def _metered(ctx: RequestContext, quota: ClientQuotaManager, results: list[Fetch
     return throttle_ms
 
 
-def _denied(ctx: RequestContext, request: Request) -> set[str] | frozenset[str]:
-    """The topics this fetch may not read, as Kafka's KafkaApis: a follower's fetch (a
-    replica id) needs ClusterAction, or every partition is TOPIC_AUTHORIZATION_FAILED --
-    a client forging a replica id reads nothing and moves no follower position; a
-    consumer needs Read on each topic."""
-    if ctx.services.authorizer is None:  # the common case: nothing to build
-        return _NONE_DENIED
-    if request.replica_id >= 0:
-        return set() if ctx.authorize(*CLUSTER_ACTION) else {t.topic for t in request.topics}
-    return ctx.denied(AclOperation.READ, ResourceType.TOPIC, [t.topic for t in request.topics])
-
-
-def _encode(version: int, wanted: list[FetchKey], results: list[FetchResult],
-            converted: dict[int, bytes] | None = None, session_id: int = 0) -> list[Any]:
-    """The response; ``converted``: down-converted records by index into ``results``
-    (Fetch v0-v3), which replace the regions."""
+def _encode(version: int, keys: list[SessionKey], results: list[FetchResult],
+            converted: dict[int, bytes] | None = None, session_id: int = 0,
+            leaders: tuple[dict[int, tuple[int, int]], list[NodeEndpoint]] | None = None
+            ) -> list[Any]:
+    """The response, topics named as the request named them (v13+: by id);
+    ``converted``: down-converted records by index into ``results`` (Fetch v0-v3), which
+    replace the regions; ``leaders``: v16+'s CurrentLeader fields by index into
+    ``results``, and the NodeEndpoints."""
     topics: list[FetchTopicData] = []
-    for (topic, partition, _o, _m, _e), r in zip(wanted, results, strict=True):
-        if not topics or topics[-1].topic != topic:
-            topics.append(FetchTopicData(topic))
+    last: Any = None
+    for (topic, partition, _o, _m, _e), r in zip(keys, results, strict=True):
+        if not topics or last != topic:
+            last = topic
+            topics.append(FetchTopicData("", topic_id=topic)
+                          if isinstance(topic, uuid.UUID) else FetchTopicData(topic))
         records: Any = r.data if r.size else b""
         topics[-1].partitions.append(FetchPartitionData(
             partition_index=partition,
@@ -166,4 +258,10 @@ def _encode(version: int, wanted: list[FetchKey], results: list[FetchResult],
         parts = [p for t in topics for p in t.partitions]
         for i, part in enumerate(parts):
             part.records = converted.get(i, b"")
-    return encode_fetch_response(version, topics, session_id=session_id)
+    if leaders is None:
+        return encode_fetch_response(version, topics, session_id=session_id)
+    parts = [p for t in topics for p in t.partitions]
+    for i, leader in leaders[0].items():
+        parts[i].current_leader = leader
+    return encode_fetch_response(version, topics, session_id=session_id,
+                                 node_endpoints=leaders[1])

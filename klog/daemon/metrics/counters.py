@@ -25,6 +25,7 @@ from prometheus_client.core import Metric
 
 from klog.protocol import apis
 from klog.protocol.errors import ErrorCode
+from klog.protocol.fetch import request_replica_id
 
 if TYPE_CHECKING:
     from klog.daemon.replica_manager import FetchResult
@@ -317,7 +318,7 @@ class RequestMetrics:
 
     def _begin_fetch(self, stats: RequestStats, api_version: int, request: Any,
                      received: float) -> RequestTiming | None:
-        follower = getattr(request, "replica_id", -1) >= 0
+        follower = request_replica_id(request) >= 0
         detail = self._stats("FetchFollower" if follower else "FetchConsumer")
         n = detail.versions[api_version] = detail.versions[api_version] + 1
         if n & SAMPLE_MASK != 1:

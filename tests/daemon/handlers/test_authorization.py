@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any
 
+import pytest
+
 from klog.daemon.admin import TopicResult
 from klog.daemon.handlers import (
     RequestContext,
@@ -125,42 +127,64 @@ def test_produce_without_an_authorizer_checks_nothing() -> None:
     assert [t.partition_responses[0].error_code for t in response.responses] == [0, 0]
 
 
-def _fetch(ctx: RequestContext, replica_id: int) -> Any:
-    request = _request(1, 11, {
+# Fetch v13+ name topics by id, and v15+ carry the replica id in ReplicaState (KIP-903):
+# the checks must hold whichever field carries the id.
+FETCH_VERSIONS = (11, 13, 15, 17)
+TOPIC_IDS = {"ok": uuid.UUID(int=1), "no": uuid.UUID(int=2)}
+
+
+def _fetch_cache() -> MetadataCache:
+    cache = MetadataCache(0)
+    cache.set_topic_ids(TOPIC_IDS)
+    return cache
+
+
+def _fetch(ctx: RequestContext, replica_id: int, version: int = 11) -> Any:
+    request = _request(1, version, {
         "replica_id": replica_id, "max_wait": 0, "min_bytes": 0, "max_bytes": 1 << 20,
+        "replica_state": {"replica_id": replica_id, "replica_epoch": -1},
         "isolation_level": 0, "session_id": 0, "session_epoch": -1, "rack_id": "",
         "forgotten_topics_data": [],
-        "topics": [{"topic": n, "partitions": [
+        "topics": [{"topic": n, "topic_id": TOPIC_IDS[n], "partitions": [
             {"partition": 0, "current_leader_epoch": -1, "fetch_offset": 0,
              "log_start_offset": -1, "partition_max_bytes": 1000}]} for n in ("ok", "no")]})
-    return _respond(asyncio.run(fetch.handle(ctx, request)), 1, 11)
+    return _respond(asyncio.run(fetch.handle(ctx, request)), 1, version)
 
 
-def test_fetch_needs_read_on_each_topic() -> None:
+def _codes(response: Any) -> dict[str, int]:
+    names = {v: k for k, v in TOPIC_IDS.items()}
+    return {getattr(t, "topic", None) or names[t.topic_id]: t.partitions[0].error_code
+            for t in response.responses}
+
+
+@pytest.mark.parametrize("version", FETCH_VERSIONS)
+def test_fetch_needs_read_on_each_topic(version: int) -> None:
     rm = FakeReplicaManager()
-    response = _fetch(_ctx(1, 11, _authorizer((ResourceType.TOPIC, "ok", OP.READ)),
-                           replica_manager=rm, config={"fetch_max_bytes": 1 << 20}), -1)
-    codes = {t.topic: t.partitions[0].error_code for t in response.responses}
-    assert codes == {"ok": 0, "no": TOPIC_AUTH}
+    response = _fetch(_ctx(1, version, _authorizer((ResourceType.TOPIC, "ok", OP.READ)),
+                           replica_manager=rm, config={"fetch_max_bytes": 1 << 20},
+                           metadata_cache=_fetch_cache()), -1, version)
+    assert _codes(response) == {"ok": 0, "no": TOPIC_AUTH}
     assert rm.fetched == [["ok"]]
 
 
-def test_a_forged_follower_fetch_reads_nothing() -> None:
+@pytest.mark.parametrize("version", FETCH_VERSIONS)
+def test_a_forged_follower_fetch_reads_nothing(version: int) -> None:
     # A client claiming replica id 1 without ClusterAction: every partition refused (as
     # Kafka: TOPIC_AUTHORIZATION_FAILED), no read, no follower position recorded.
     rm = FakeReplicaManager()
     a = _authorizer((ResourceType.TOPIC, "ok", OP.ALL), (ResourceType.TOPIC, "no", OP.ALL))
-    response = _fetch(_ctx(1, 11, a, replica_manager=rm,
-                           config={"fetch_max_bytes": 1 << 20}), 1)
-    assert [t.partitions[0].error_code for t in response.responses] == [TOPIC_AUTH] * 2
+    response = _fetch(_ctx(1, version, a, replica_manager=rm, metadata_cache=_fetch_cache(),
+                           config={"fetch_max_bytes": 1 << 20}), 1, version)
+    assert _codes(response) == {"ok": TOPIC_AUTH, "no": TOPIC_AUTH}
     assert rm.fetched == []
     # With ClusterAction (a broker's principal) the follower fetch goes through.
     asyncio.run(a.create_acls([AclBinding(
         ResourcePattern(ResourceType.CLUSTER, "kafka-cluster", PatternType.LITERAL),
         AccessControlEntry("User:ANONYMOUS", "*", OP.CLUSTER_ACTION, AclPermissionType.ALLOW))]))
-    response = _fetch(_ctx(1, 11, a, replica_manager=rm,
-                           config={"fetch_max_bytes": 1 << 20}), 1)
-    assert [t.partitions[0].error_code for t in response.responses] == [0, 0]
+    response = _fetch(_ctx(1, version, a, replica_manager=rm, metadata_cache=_fetch_cache(),
+                           config={"fetch_max_bytes": 1 << 20}), 1, version)
+    assert _codes(response) == {"ok": 0, "no": 0}
+    assert rm.fetched == [["ok", "no"]]
 
 
 # -- control requests -----------------------------------------------------------------------

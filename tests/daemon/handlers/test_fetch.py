@@ -5,12 +5,17 @@ the replica manager's regions, errors and offsets per partition); sessions are d
 from __future__ import annotations
 
 import asyncio
+import uuid
+from types import SimpleNamespace
 from typing import Any
+
+import pytest
 
 from klog.daemon.delayed import FetchParams
 from klog.daemon.fetch_session import FetchSessionCache
 from klog.daemon.handlers import RequestContext
 from klog.daemon.handlers.fetch import handle
+from klog.daemon.metadata_cache import BrokerEndpoint, BrokerInfo, MetadataCache, PartitionState
 from klog.daemon.partition import FetchIsolation
 from klog.daemon.quotas import DEFAULT, QuotaManagers
 from klog.daemon.replica_manager import FetchResult
@@ -169,3 +174,100 @@ def test_a_consumers_max_bytes_is_bounded_by_its_quota_window() -> None:
                   replica_manager=rm, config={"fetch_max_bytes": 50_000}, quotas=quotas)
     asyncio.run(handle(ctx, _request()))
     assert rm.calls[0][0].max_bytes == 1000  # 100 B/s x 10 windows of 1 s
+
+
+# -- Fetch v13+: topics by id ------------------------------------------------------------------
+
+T_ID = uuid.UUID("1b5c2f0e-8a40-4a7e-9d47-1f7b6f1d6a01")
+GONE_ID = uuid.UUID("2c6d3a1f-9b51-4b8f-8e58-2a8c7a2e7b12")  # "gone" (the fake's unknown)
+
+
+def _cache() -> MetadataCache:
+    cache = MetadataCache(0)
+    cache.set_topic_ids({"t": T_ID, "gone": GONE_ID})
+    return cache
+
+
+def _ctx_v(rm: FakeReplicaManager, version: int, cache: MetadataCache | None = None
+           ) -> RequestContext:
+    return context(RequestHeader(FETCH, version, 3, "test", 1), replica_manager=rm,
+                   config={"fetch_max_bytes": 50_000}, fetch_sessions=FetchSessionCache(10),
+                   metadata_cache=cache or _cache())
+
+
+def _request_by_id(version: int, ids: list[uuid.UUID], session_id: int = 0,
+                   session_epoch: int = -1) -> Any:
+    values = {
+        "replica_state": {"replica_id": -1, "replica_epoch": -1}, "max_wait": 500,
+        "min_bytes": 100, "max_bytes": 1 << 20, "isolation_level": 0,
+        "session_id": session_id, "session_epoch": session_epoch,
+        "topics": [{"topic_id": tid, "partitions": [
+            {"partition": 0, "current_leader_epoch": -1, "fetch_offset": 0,
+             "log_start_offset": -1, "partition_max_bytes": 1000}]} for tid in ids],
+        "forgotten_topics_data": [], "rack_id": "",
+    }
+    entity = build(apis.spec_for(FETCH).request_entity(version), values)
+    return apis.decode_request(FETCH, version, apis.encode_request(entity))
+
+
+def _decoded_v(chunks: list[Any], version: int) -> Any:
+    body = b"".join(c.data if isinstance(c, Region) else c for c in chunks)
+    return apis.decode_response(FETCH, version, body)
+
+
+@pytest.mark.parametrize("version", [13, 14, 15, 16, 17])
+def test_topic_ids_are_read_by_name_and_answered_by_id(version: int) -> None:
+    rm = FakeReplicaManager()
+    stranger = uuid.UUID(int=99)
+    response = _decoded_v(asyncio.run(handle(
+        _ctx_v(rm, version), _request_by_id(version, [T_ID, stranger, GONE_ID]))), version)
+    # the replica manager reads by name; the unknown id is never read
+    assert rm.calls[0][1] == [("t", 0, 0, 1000, -1), ("gone", 0, 0, 1000, -1)]
+    assert [(t.topic_id, int(t.partitions[0].error_code)) for t in response.responses] == [
+        (T_ID, 0), (stranger, ErrorCode.UNKNOWN_TOPIC_ID),
+        (GONE_ID, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)]
+    assert bytes(response.responses[0].partitions[0].records) == DATA
+
+
+def test_an_incremental_session_by_id_follows_the_ids() -> None:
+    rm = FakeReplicaManager()
+    ctx = _ctx_v(rm, 13)
+    full = _decoded_v(asyncio.run(handle(ctx, _request_by_id(13, [T_ID], 0, 0))), 13)
+    assert full.session_id != 0 and full.responses[0].topic_id == T_ID
+    nxt = _decoded_v(asyncio.run(handle(ctx, _request_by_id(13, [], full.session_id, 1))), 13)
+    assert nxt.error_code == 0 and rm.calls[-1][1] == [("t", 0, 0, 1000, -1)]
+    # the same session from a v12 request: refused, nothing read
+    ctx12 = context(RequestHeader(FETCH, 12, 3, "test", 1), replica_manager=rm,
+                    config={"fetch_max_bytes": 50_000}, fetch_sessions=ctx.services.fetch_sessions)
+    calls = len(rm.calls)
+    refused = _decoded_v(asyncio.run(handle(ctx12, _request_by_id(12, [], full.session_id, 2))),
+                         12)
+    assert refused.error_code == ErrorCode.FETCH_SESSION_TOPIC_ID_ERROR
+    assert len(rm.calls) == calls
+
+
+class MovedReplicaManager(FakeReplicaManager):
+    async def fetch_messages(self, params: FetchParams, wanted: list[Any]
+                             ) -> list[FetchResult]:
+        return [FetchResult(int(ErrorCode.NOT_LEADER_OR_FOLLOWER)) for _ in wanted]
+
+
+@pytest.mark.parametrize("version", [15, 16, 17])
+def test_v16_names_the_new_leader_and_its_endpoint(version: int) -> None:
+    # KIP-951 as Kafka 3.9 (ZooKeeper mode too): NOT_LEADER_OR_FOLLOWER carries the
+    # leader the metadata cache knows, and NodeEndpoints its address on this listener
+    cache = _cache()
+    cache.update_brokers([BrokerInfo(2, (BrokerEndpoint("PLAINTEXT", "b2.local", 9093),),
+                                     "r1")], controller_id=2)
+    cache.update_partitions([PartitionState("t", 0, 2, 7, (1, 2), (1, 2))])
+    ctx = _ctx_v(MovedReplicaManager(), version, cache)
+    ctx.services.config.current.listeners = [SimpleNamespace(listener_name="PLAINTEXT")]
+    response = _decoded_v(asyncio.run(handle(ctx, _request_by_id(version, [T_ID]))), version)
+    part = response.responses[0].partitions[0]
+    assert part.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    if version < 16:
+        assert part.current_leader.leader_id == -1
+        return
+    assert (part.current_leader.leader_id, part.current_leader.leader_epoch) == (2, 7)
+    assert [(n.node_id, n.host, n.port, n.rack) for n in response.node_endpoints] == [
+        (2, "b2.local", 9093, "r1")]
