@@ -1,6 +1,8 @@
 """The Fetch handler with a fake replica manager, no socket: decode, one call
 (``ReplicaManager.fetch_messages``) with the request's parameters, encode (record data as
-the replica manager's regions, errors and offsets per partition); sessions are declined."""
+the replica manager's regions, errors and offsets per partition); v13+ topics by id
+(unknown ids, sessions keyed by id, v16's leader hints). Sessions themselves:
+tests/daemon/test_fetch_session.py."""
 
 from __future__ import annotations
 
