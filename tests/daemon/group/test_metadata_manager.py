@@ -402,6 +402,53 @@ def test_read_offsets_partition_transactions(tmp_path: Path) -> None:
         plog.close()
 
 
+@pytest.mark.parametrize("swap_after", [1, 2, 5])
+def test_a_cleaning_swapped_in_while_loading_changes_nothing(tmp_path: Path,
+                                                             swap_after: int) -> None:
+    """The load reads the partition chunk by chunk through PartitionLog.read (each read
+    finds its segment afresh, under the log's lock), so the cleaner swapping cleaned
+    segments in between two chunks -- or between a chunk's read and the reading of its
+    bytes, whose old segment stays open until file.delete.delay.ms -- loses nothing: the
+    load gives every key's latest offset. Deterministic: the swap runs inside the
+    ``swap_after``-th read."""
+    from klog.daemon.group.metadata_manager import offset_commit_record
+    from klog.protocol.records.v2 import BatchBuilder
+    from klog.storage.cleaner import Cleaner, LogToClean, cleanable_offsets
+    from klog.storage.config import LogConfig
+    from klog.storage.log import PartitionLog
+    from klog.storage.values import FetchDataInfo
+
+    plog = PartitionLog(tmp_path / f"{OFFSETS_TOPIC}-0",
+                        LogConfig(cleanup_policy=("compact",), segment_bytes=4096))
+    try:
+        latest: dict[tuple[str, int], int] = {}
+        for i in range(1, 1201):
+            tp = ("t", i % 4)
+            b = BatchBuilder()
+            b.append(i, *offset_commit_record("g", tp, OffsetAndMetadata(i, -1, "", i)))
+            plog.append_as_leader(b.build(), 0, origin="coordinator")
+            latest[tp] = i
+        plog.update_high_watermark(plog.log_end_offset)
+        read = plog.read
+        calls = 0
+
+        def read_then_swap(*args: Any, **kwargs: Any) -> FetchDataInfo:
+            nonlocal calls
+            info = read(*args, **kwargs)
+            calls += 1
+            if calls == swap_after:
+                offsets = cleanable_offsets(plog, None, 0)
+                Cleaner(1 << 20).clean(LogToClean(plog, *offsets[:2]), now_ms=0)
+            return info
+
+        plog.read = read_then_swap  # type: ignore[method-assign]
+        result = read_offsets_partition(plog, 1024)
+        assert calls > swap_after and plog.pending_deletes  # the swap did happen mid-load
+        assert {tp: om.offset for tp, om in result.offsets["g"].items()} == latest
+    finally:
+        plog.close()
+
+
 @pytest.mark.parametrize("om", [
     OffsetAndMetadata(0, -1, "", 0),
     OffsetAndMetadata(2**62, 17, "m\u00e9ta \U0001f600", 1_700_000_000_000),
