@@ -49,6 +49,8 @@ from klog.daemon.connection_quotas import ConnectionQuotas, normalize_address
 from klog.daemon.security.listener import (
     ListenerConfigError,
     ListenerSecurity,
+    certificate_warning,
+    check_reconfiguration,
     inter_broker_client_security,
     listener_security,
 )
@@ -135,14 +137,31 @@ class Server:
             "rejected connection from %s: the address already has the configured maximum "
             "of %d connections (max.connections.per.ip)")
         self._idle_task: asyncio.Task[None] | None = None
+        dynamic_config.add_validator(self._validate_security)
         dynamic_config.add_reconfigurable(self._reconfigure_security)
+
+    def _validate_security(self, old: BrokerConfig, new: BrokerConfig) -> None:
+        """Refuse (AlterConfigs answers INVALID_REQUEST) a listener security change that
+        cannot be served or that Kafka's SslFactory refuses (check_reconfiguration)."""
+        for endpoint in new.listeners:
+            name = endpoint.listener_name
+            if name not in self.security \
+                    or _security_settings(old, name) == _security_settings(new, name):
+                continue
+            try:
+                listener_security(new, endpoint, self.credentials)
+                check_reconfiguration(old, new, endpoint)
+            except ListenerConfigError as exc:
+                raise ValueError(str(exc)) from None
 
     def _reconfigure_security(self, old: BrokerConfig, new: BrokerConfig) -> None:
         """A dynamic change of a listener's security configs (``klog configs alter broker
         N --set listener.name.ssl.ssl.keystore.location=...``, as Kafka's dynamic key
         store update): the listener's security is rebuilt and new connections use it;
-        open connections keep theirs. Settings that cannot be used are logged and the
-        listener keeps what it had (AlterConfigs checks only their form)."""
+        open connections keep theirs. AlterConfigs has refused what ``_validate_security``
+        refuses; a change that still cannot be used (a file changed in between) is logged
+        and the listener keeps what it had. A certificate that has expired or is not valid
+        yet is taken, as Kafka takes it, with one warning."""
         for endpoint in new.listeners:
             name = endpoint.listener_name
             if name not in self.security:
@@ -156,12 +175,18 @@ class Server:
                 continue
             log.info("listener %s: security settings reloaded; new connections use them",
                      name)
+            warning = certificate_warning(new, endpoint)
+            if warning is not None:
+                log.warning("%s", warning)
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
         self.security = check_listeners(self.config.current, self.credentials)
         for endpoint in self.config.current.listeners:
             name = endpoint.listener_name
+            warning = certificate_warning(self.config.current, endpoint)
+            if warning is not None:
+                log.warning("%s", warning)
             sock = await listen_socket(endpoint.host, endpoint.port, self.receive_buffer)
             # Bound now (the port is known and registered), listening and accepting only
             # once the broker is ready: Kafka too serves no request before start-up ends.
@@ -236,8 +261,8 @@ class Server:
         except Exception as exc:
             self._drop(conn, sock)
             if isinstance(exc, (ssl.SSLError, TimeoutError)):  # a failed TLS handshake
-                log.info("TLS handshake with a client on listener %s failed: %s",
-                         conn.listener_name, exc)
+                log.info("TLS handshake with %s on listener %s failed: %s",
+                         conn.address or "a client", conn.listener_name, exc)
             elif not isinstance(exc, OSError):  # the peer went away; anything else is a bug
                 log.error("cannot serve an accepted connection", exc_info=exc)
 

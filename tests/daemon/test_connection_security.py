@@ -4,6 +4,7 @@ expire, client certificates, TLS against plaintext and the reverse, fetches thro
 
 from __future__ import annotations
 
+import logging
 import socket
 import ssl
 import time
@@ -281,8 +282,8 @@ def test_dynamic_key_store_change_applies_to_new_connections(
         handshake(trusts_rogue)  # new connections present the new certificate
         with pytest.raises(ssl.SSLError):
             handshake(trusts_ca)
-        # an unusable key store: the listener keeps the last good one
-        set_keystore("/nonexistent.pem")
+        # an unusable key store is refused (INVALID_REQUEST); the listener keeps its own
+        assert set_keystore("/nonexistent.pem") == ErrorCode.INVALID_REQUEST
         handshake(trusts_rogue)
     finally:
         running.stop()
@@ -293,9 +294,61 @@ def test_tls_handshake_without_an_idle_limit(tmp_path: Path, pki: Pki) -> None:
     running = InProcessBroker(tmp_path, {
         "listeners": "SSL://127.0.0.1:0", "security.inter.broker.protocol": "SSL",
         "ssl.keystore.type": "PEM", "ssl.keystore.location": str(pki.server_keystore),
+        # the inter-broker listener's key store must verify with its trust store (Kafka)
+        "ssl.truststore.location": str(pki.ca_cert),
         "connections.max.idle.ms": "-1"}).start()
     try:
         with tls_client(running, pki) as wire:
             assert wire.call(18, 0, {}).error_code == 0
+    finally:
+        running.stop()
+
+
+def alter_broker(broker: InProcessBroker, name: str, value: str) -> tuple[int, str]:
+    with client(broker, "PLAINTEXT") as admin:
+        result = admin.call(44, 1, {"resources": [{
+            "resource_type": 4, "resource_name": "0", "configs": [{
+                "name": name, "config_operation": 0, "value": value}]}],
+            "validate_only": False})
+        answer = result.responses[0]
+        return int(answer.error_code), str(answer.error_message or "")
+
+
+def test_dynamic_key_store_checks_as_kafka(tmp_path: Path, pki: Pki,
+                                           caplog: pytest.LogCaptureFixture) -> None:
+    """Kafka's SslFactory.validateReconfiguration: the DN and SANs kept, and on the
+    inter-broker listener a handshake with the old settings (so an expired certificate is
+    refused there); elsewhere an expired certificate is taken, with klog's warning."""
+    running = InProcessBroker(tmp_path, {
+        "listeners": "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0,INTERNAL://127.0.0.1:0",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SSL:SSL,INTERNAL:SSL",
+        "inter.broker.listener.name": "INTERNAL",
+        "ssl.keystore.type": "PEM", "ssl.keystore.location": str(pki.server_keystore),
+        "ssl.truststore.location": str(pki.ca_cert)}).start()
+    trusts_ca = ssl.create_default_context(cafile=str(pki.ca_cert))
+
+    def handshake(listener: str) -> None:
+        with socket.create_connection(("127.0.0.1", port(running, listener)), timeout=5) \
+                as raw, trusts_ca.wrap_socket(raw, server_hostname="localhost"):
+            pass
+
+    try:
+        code, message = alter_broker(running, "listener.name.internal.ssl.keystore.location",
+                                     str(pki.expired_server_keystore))
+        assert code == ErrorCode.INVALID_REQUEST
+        assert "listener INTERNAL" in message and "certificate has expired" in message
+        handshake("INTERNAL")  # still the old certificate
+        code, message = alter_broker(running, "listener.name.ssl.ssl.keystore.location",
+                                     str(pki.other_name_server_keystore))
+        assert code == ErrorCode.INVALID_REQUEST
+        assert "distinguished name does not match" in message and "CN=other-broker" in message
+        handshake("SSL")
+        caplog.set_level(logging.WARNING, logger="klog.daemon.server")
+        assert alter_broker(running, "listener.name.ssl.ssl.keystore.location",
+                            str(pki.expired_server_keystore)) == (0, "")
+        assert any("listener SSL (SSL): the key store certificate CN=localhost expired on"
+                   in r.getMessage() for r in caplog.records)
+        with pytest.raises(ssl.SSLCertVerificationError, match="certificate has expired"):
+            handshake("SSL")
     finally:
         running.stop()

@@ -406,6 +406,12 @@ _BROKER_SPEC_LIST: tuple[ConfigSpec, ...] = (
     _spec("ssl.principal.mapping.rules", _S, "DEFAULT",
           "Rules mapping a client certificate's distinguished name to a principal name.",
           dynamic=_PB),
+    _spec("ssl.allow.dn.changes", _B, "false",
+          "Whether a dynamically reloaded key store's certificate may change its "
+          "distinguished name.", dynamic=READ_ONLY),
+    _spec("ssl.allow.san.changes", _B, "false",
+          "Whether a dynamically reloaded key store's certificate may drop subject "
+          "alternative names.", dynamic=READ_ONLY),
     _spec("sasl.enabled.mechanisms", _LI, "GSSAPI", "Enabled SASL mechanisms.", dynamic=_PB),
     _spec("sasl.mechanism.inter.broker.protocol", _S, "GSSAPI",
           "SASL mechanism between brokers.", dynamic=_PB),

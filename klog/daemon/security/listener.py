@@ -5,7 +5,15 @@ Owns turning one listener's security protocol and its (listener-prefixed) config
 server settings (SASL_PLAINTEXT, SASL_SSL; security/sasl.py) with the PLAIN users of its
 JAAS config and the SCRAM credential cache, and the principal mapping of client
 certificates (SSL; security/ssl_principal.py). Every setting klog cannot honour is a
-``ListenerConfigError`` at start-up, one line naming the listener and the key.
+``ListenerConfigError`` at start-up, one line naming the listener and the key. As Kafka's
+SslFactory, the inter-broker listener's key store must pass a TLS handshake with its own
+trust store (an expired or untrusted certificate is refused here, not between brokers).
+
+Also what a dynamic change of a listener's TLS settings must pass
+(``check_reconfiguration``: Kafka's SslFactory.validateReconfiguration), and the warning
+for a key store certificate that has expired or is not valid yet
+(``certificate_warning``): Kafka serves such a certificate without a word, and clients
+then refuse every connection.
 
 Also the broker's own client side of the inter-broker listener
 (``inter_broker_client_security``): its TLS trust and key store, and the JAAS
@@ -70,6 +78,13 @@ def listener_security(config: BrokerConfig, endpoint: Endpoint,
 
     try:
         context = tls.server_context(lookup, source) if protocol in TLS_PROTOCOLS else None
+        if context is not None and name == config.inter_broker_listener_name:
+            try:
+                tls.check_handshake(context, tls.validation_client_context(lookup, source))
+            except tls.TlsConfigError as exc:
+                raise tls.TlsConfigError(
+                    f"the inter-broker listener's key store cannot be verified with its "
+                    f"trust store: {exc}") from None
         sasl = _sasl_config(config, name, credentials) if protocol in SASL_PROTOCOLS else None
         mapper = None
         if protocol == "SSL":
@@ -84,6 +99,43 @@ def listener_security(config: BrokerConfig, endpoint: Endpoint,
     except ListenerConfigError as exc:
         raise ListenerConfigError(f"listener {name} ({protocol}): {exc}") from None
     return ListenerSecurity(name, protocol, context, sasl, mapper, delay)
+
+
+def check_reconfiguration(old: BrokerConfig, new: BrokerConfig, endpoint: Endpoint) -> None:
+    """ListenerConfigError (one line) when a dynamic change of a TLS listener's settings
+    would not be taken by Kafka: a trust store added where there was none, the key store's
+    certificate changing its distinguished name or dropping subject alternative names
+    (unless ssl.allow.dn.changes / ssl.allow.san.changes), and on the inter-broker listener
+    a key store and trust store that cannot complete a handshake with the old ones."""
+    name, protocol = endpoint.listener_name, endpoint.security_protocol
+    if protocol not in TLS_PROTOCOLS:
+        return
+    try:
+        tls.check_keystore_update(
+            lambda key: old.security_value(name, key),
+            lambda key: new.security_value(name, key),
+            lambda key: new.security_source(name, key),
+            inter_broker=name == new.inter_broker_listener_name)
+    except tls.TlsConfigError as exc:
+        raise ListenerConfigError(f"listener {name} ({protocol}): {exc}") from None
+
+
+def certificate_warning(config: BrokerConfig, endpoint: Endpoint) -> str | None:
+    """One line when a TLS listener's key store certificate has expired or is not valid
+    yet (clients refuse it), else None."""
+    if endpoint.security_protocol not in TLS_PROTOCOLS:
+        return None
+    name = endpoint.listener_name
+    certificate = tls.keystore_certificate(lambda key: config.security_value(name, key))
+    problem = None if certificate is None else certificate.validity_problem()
+    if certificate is None or problem is None:
+        return None
+    key = ("ssl.keystore.certificate.chain"
+           if config.security_value(name, "ssl.keystore.certificate.chain") is not None
+           else "ssl.keystore.location")
+    return (f"listener {name} ({endpoint.security_protocol}): the key store certificate "
+            f"{certificate.dn} {problem}; clients will refuse to connect until "
+            f"{config.security_source(name, key)} holds a valid one")
 
 
 def _sasl_config(config: BrokerConfig, listener: str,

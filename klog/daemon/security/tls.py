@@ -22,6 +22,17 @@ server-side SSLContext, and every refusal of a setting klog cannot honour, as on
   older: TLS 1.3's suites cannot be restricted through Python's ``ssl`` and are always
   on).
 
+Also Kafka's checks of the key store (SslFactory), which need a TLS handshake or the
+certificate itself: ``check_handshake`` runs one in memory between a server and a client
+context, as Kafka's SslEngineValidator does for the inter-broker listener (its key store
+must be verifiable with its own trust store: brokers connect to each other with them, so
+an expired or untrusted certificate fails here rather than between brokers);
+``check_keystore_update`` is what a dynamic key store change must pass (no trust store
+added where there was none, the certificate's DN and subject alternative names kept unless
+``ssl.allow.dn.changes`` / ``ssl.allow.san.changes``, and on the inter-broker listener the
+handshakes old server <-> new client and new server <-> old client); ``keystore_certificate``
+gives the key store's certificate (security/x509.py), whose dates the broker warns about.
+
 The client side (klog's CLI tools, inter-broker connections) is klog/client/security.py.
 """
 
@@ -33,6 +44,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from klog.client.security import load_pem_chain
+from klog.daemon.security.x509 import Certificate, CertificateError, first_pem_certificate
 from klog.protocol import keystores
 
 #: ssl.client.auth -> what the server asks of a client's certificate.
@@ -239,7 +251,8 @@ def _load_pem_chain(context: ssl.SSLContext, pem: str, password: str | None,
 
 
 def _load_truststore(context: ssl.SSLContext, lookup: Lookup,
-                     source: Callable[[str], str]) -> None:
+                     source: Callable[[str], str],
+                     purpose: ssl.Purpose = ssl.Purpose.CLIENT_AUTH) -> None:
     store_type = str(lookup("ssl.truststore.type") or "JKS").upper()
     location = lookup("ssl.truststore.location")
     inline = lookup("ssl.truststore.certificates")
@@ -262,7 +275,7 @@ def _load_truststore(context: ssl.SSLContext, lookup: Lookup,
                                          f"{exc}") from None
                 context.load_verify_locations(cadata=pem)
         else:
-            context.load_default_certs(ssl.Purpose.CLIENT_AUTH)
+            context.load_default_certs(purpose)
     except ssl.SSLError as exc:
         key = (source("ssl.truststore.certificates") if inline is not None
                else source("ssl.truststore.location"))
@@ -271,3 +284,111 @@ def _load_truststore(context: ssl.SSLContext, lookup: Lookup,
     except OSError as exc:
         raise TlsConfigError(f"{source('ssl.truststore.location')}={location}: cannot "
                              f"read: {exc.strerror or exc}") from None
+
+
+# -- Kafka's key store checks ----------------------------------------------------------------
+
+
+def keystore_certificate(lookup: Lookup) -> Certificate | None:
+    """The key store's own (first) certificate, None when it cannot be read or decoded
+    (``server_context`` says why, when that matters)."""
+    chain = lookup("ssl.keystore.certificate.chain")
+    try:
+        if chain is not None:
+            return first_pem_certificate(str(chain))
+        location = lookup("ssl.keystore.location")
+        if location is None:
+            return None
+        with open(location, "rb") as f:
+            data = f.read()
+        if keystores.store_format(data) == "PKCS12":
+            pem, _passphrase = keystores.pkcs12_key_and_chain(
+                data, lookup("ssl.keystore.password") or lookup("ssl.key.password"))
+            return first_pem_certificate(pem)
+        return first_pem_certificate(data.decode("ascii", errors="replace"))
+    except (OSError, CertificateError, keystores.KeyStoreError):
+        return None
+
+
+def has_truststore(lookup: Lookup) -> bool:
+    return (lookup("ssl.truststore.location") is not None
+            or lookup("ssl.truststore.certificates") is not None)
+
+
+def validation_client_context(lookup: Lookup, source: Callable[[str], str] = lambda n: n
+                              ) -> ssl.SSLContext:
+    """A client context from a listener's own settings, as Kafka's SslEngineValidator
+    makes its client engine: the listener's trust store (the system's CAs without one), its
+    key store presented as the client certificate, no host name check."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.check_hostname = False
+    _versions(context, lookup, source)
+    _ciphers(context, lookup, source)
+    _load_keystore(context, lookup, source)
+    _load_truststore(context, lookup, source, ssl.Purpose.SERVER_AUTH)
+    return context
+
+
+def check_handshake(server: ssl.SSLContext, client: ssl.SSLContext) -> None:
+    """A TLS handshake between ``server`` and ``client`` in memory; TlsConfigError with
+    OpenSSL's reason when either side refuses the other (an expired certificate, one the
+    trust store does not vouch for, no common version or cipher)."""
+    server_in, server_out = ssl.MemoryBIO(), ssl.MemoryBIO()
+    client_in, client_out = ssl.MemoryBIO(), ssl.MemoryBIO()
+    ends = {"client": client.wrap_bio(client_in, client_out, server_side=False),
+            "server": server.wrap_bio(server_in, server_out, server_side=True)}
+    done = {"server": False, "client": False}
+    # A TLS 1.3 handshake takes two round trips (three flights); more means a stall.
+    for _ in range(8):
+        for side, end in ends.items():
+            if done[side]:
+                continue
+            try:
+                end.do_handshake()
+                done[side] = True
+            except ssl.SSLWantReadError:
+                pass
+            except ssl.SSLError as exc:
+                reason = (exc.verify_message if isinstance(exc, ssl.SSLCertVerificationError)
+                          else exc.reason or str(exc))
+                raise TlsConfigError(f"the {side} side refused the handshake: {reason}"
+                                     ) from None
+            server_in.write(client_out.read())
+            client_in.write(server_out.read())
+        if done["server"] and done["client"]:
+            return
+    raise TlsConfigError("the handshake did not complete")
+
+
+def check_keystore_update(old: Lookup, new: Lookup, source: Callable[[str], str],
+                          inter_broker: bool) -> None:
+    """What Kafka's SslFactory.validateReconfiguration checks of a listener's new TLS
+    settings; TlsConfigError (one line) for the first refusal."""
+    new_server = server_context(new, source)
+    if not has_truststore(old) and has_truststore(new):
+        raise TlsConfigError("cannot add an SSL trust store to an existing listener for "
+                             "which no trust store was configured")
+    old_cert, new_cert = keystore_certificate(old), keystore_certificate(new)
+    if old_cert is not None and new_cert is not None:
+        if not _flag(new("ssl.allow.dn.changes")) and not new_cert.same_dn(old_cert):
+            raise TlsConfigError(
+                f"key store distinguished name does not match: existing {old_cert.dn}, new "
+                f"{new_cert.dn} (set {source('ssl.allow.dn.changes')}=true to allow it)")
+        if not _flag(new("ssl.allow.san.changes")) \
+                and not new_cert.subject_alt_names >= old_cert.subject_alt_names:
+            raise TlsConfigError(
+                f"key store subject alternative names do not match: existing "
+                f"[{old_cert.san_text()}], new [{new_cert.san_text()}] (set "
+                f"{source('ssl.allow.san.changes')}=true to allow it)")
+    if inter_broker:
+        old_server = server_context(old, source)
+        try:
+            check_handshake(old_server, validation_client_context(new, source))
+            check_handshake(new_server, validation_client_context(old, source))
+        except TlsConfigError as exc:
+            raise TlsConfigError(f"the new key store and trust store of the inter-broker "
+                                 f"listener cannot connect to the old ones: {exc}") from None
+
+
+def _flag(value: object) -> bool:
+    return value is True or str(value).lower() == "true"

@@ -11,6 +11,7 @@ import pytest
 from klog.daemon.config import BrokerConfig
 from klog.daemon.security.listener import (
     ListenerConfigError,
+    certificate_warning,
     inter_broker_client_security,
     listener_security,
 )
@@ -76,3 +77,40 @@ def test_inter_broker_refusals(pki: Pki) -> None:
                          "inter.broker.listener.name": "INTERNAL"})  # GSSAPI by default
     with pytest.raises(ListenerConfigError, match="GSSAPI"):
         inter_broker_client_security(cfg)
+
+
+def test_inter_broker_key_store_must_verify_with_its_trust_store(pki: Pki) -> None:
+    """Kafka's SslFactory refuses to start such a listener: brokers connect to each other
+    with these settings."""
+    settings = {"listener.name.internal.plain.sasl.jaas.config": JAAS,
+                "inter.broker.listener.name": "INTERNAL",
+                "sasl.mechanism.inter.broker.protocol": "PLAIN"}
+    for keystore, reason in ((pki.expired_server_keystore, "certificate has expired"),
+                             (pki.rogue_server_keystore, "local issuer")):
+        cfg = config(pki, **{k.replace(".", "_"): v for k, v in settings.items()},
+                     ssl_keystore_location=str(keystore))
+        internal = next(e for e in cfg.listeners if e.listener_name == "INTERNAL")
+        with pytest.raises(ListenerConfigError, match=f"INTERNAL.*{reason}"):
+            listener_security(cfg, internal)
+        # the same key store on a listener brokers do not use: served, with a warning
+        plain_cfg = config(pki, **{"listener.name.internal.plain.sasl.jaas.config": JAAS},
+                           ssl_keystore_location=str(keystore))
+        internal = next(e for e in plain_cfg.listeners if e.listener_name == "INTERNAL")
+        listener_security(plain_cfg, internal)
+
+
+def test_certificate_warning(pki: Pki) -> None:
+    for keystore, expected in ((pki.server_keystore, None),
+                               (pki.expired_server_keystore, "expired on"),
+                               (pki.future_server_keystore, "is not valid until")):
+        cfg = config(pki, ssl_keystore_location=str(keystore))
+        internal = next(e for e in cfg.listeners if e.listener_name == "INTERNAL")
+        plaintext = next(e for e in cfg.listeners if e.listener_name == "PLAINTEXT")
+        assert certificate_warning(cfg, plaintext) is None
+        warning = certificate_warning(cfg, internal)
+        if expected is None:
+            assert warning is None
+        else:
+            assert warning is not None and expected in warning
+            assert warning.startswith("listener INTERNAL (SASL_SSL): the key store "
+                                      "certificate CN=localhost ")

@@ -9,7 +9,15 @@ from typing import Any
 
 import pytest
 
-from klog.daemon.security.tls import TlsConfigError, openssl_cipher_name, server_context
+from klog.daemon.security.tls import (
+    TlsConfigError,
+    check_handshake,
+    check_keystore_update,
+    keystore_certificate,
+    openssl_cipher_name,
+    server_context,
+    validation_client_context,
+)
 from tests.daemon.security.certs import Pki, make_pkcs12_stores
 
 
@@ -46,6 +54,10 @@ def test_pkcs12_key_and_trust_stores(pki: Pki, tmp_path: Path) -> None:
     # Kafka's default type (JKS) with a PKCS12 file: read as the PKCS12 it is, as Java does
     context({"ssl.keystore.location": str(stores.server_keystore),
              "ssl.keystore.password": stores.password})
+    # its certificate for Kafka's key store checks (DN, SANs, expiry warnings)
+    certificate = keystore_certificate({"ssl.keystore.location": str(stores.server_keystore),
+                                        "ssl.keystore.password": stores.password}.get)
+    assert certificate is not None and certificate.dn == "CN=localhost"
 
 
 @pytest.mark.parametrize("settings, message", [
@@ -115,3 +127,76 @@ def test_java_cipher_names_and_tls13_suites(pki: Pki) -> None:
                                          "TLS_AES_128_GCM_SHA256"]})
     names = {c["name"] for c in ctx.get_ciphers() if c["protocol"] == "TLSv1.2"}
     assert names == {"ECDHE-ECDSA-AES256-GCM-SHA384"}
+
+
+# -- Kafka's key store checks (SslFactory) -------------------------------------------------
+
+
+def settings_of(keystore: Path, pki: Pki, **extra: Any) -> Any:
+    values = {"ssl.keystore.type": "PEM", "ssl.keystore.location": str(keystore),
+              "ssl.truststore.location": str(pki.ca_cert), "ssl.client.auth": "required",
+              **{k.replace("_", "."): v for k, v in extra.items()}}
+    return values.get
+
+
+@pytest.mark.parametrize("keystore, reason", [
+    ("server_keystore", None),
+    ("expired_server_keystore", "certificate has expired"),
+    ("future_server_keystore", "certificate is not yet valid"),
+    ("rogue_server_keystore", "unable to get local issuer certificate"),
+])
+def test_handshake_of_a_key_store_with_its_trust_store(pki: Pki, keystore: str,
+                                                      reason: str | None) -> None:
+    lookup = settings_of(getattr(pki, keystore), pki)
+    server, client = server_context(lookup), validation_client_context(lookup)
+    if reason is None:
+        check_handshake(server, client)
+    else:
+        with pytest.raises(TlsConfigError, match=reason):
+            check_handshake(server, client)
+
+
+def test_a_client_certificate_out_of_its_validity_fails_the_server_side(pki: Pki) -> None:
+    server = server_context(settings_of(pki.server_keystore, pki))
+    client = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    client.load_verify_locations(cafile=str(pki.ca_cert))
+    client.check_hostname = False
+    client.load_cert_chain(str(pki.expired_client_cert), str(pki.expired_client_key))
+    with pytest.raises(TlsConfigError, match=r"server side.*certificate has expired"):
+        check_handshake(server, client)
+
+
+def test_key_store_update_keeps_dn_and_alt_names_unless_allowed(pki: Pki) -> None:
+    old = settings_of(pki.server_keystore, pki)
+    other = settings_of(pki.other_name_server_keystore, pki)
+    with pytest.raises(TlsConfigError, match="distinguished name does not match"):
+        check_keystore_update(old, other, lambda n: n, inter_broker=False)
+    with pytest.raises(TlsConfigError, match="subject alternative names do not match"):
+        check_keystore_update(old, settings_of(pki.other_name_server_keystore, pki,
+                                               ssl_allow_dn_changes=True),
+                              lambda n: n, inter_broker=False)
+    check_keystore_update(old, settings_of(pki.other_name_server_keystore, pki,
+                                           ssl_allow_dn_changes=True,
+                                           ssl_allow_san_changes=True),
+                          lambda n: n, inter_broker=False)
+    # the same names, another key pair and CA: taken (the rogue CA is not checked here)
+    check_keystore_update(old, settings_of(pki.rogue_server_keystore, pki), lambda n: n,
+                          inter_broker=False)
+
+
+def test_key_store_update_on_the_inter_broker_listener_must_handshake(pki: Pki) -> None:
+    old = settings_of(pki.server_keystore, pki)
+    for keystore, reason in ((pki.expired_server_keystore, "certificate has expired"),
+                             (pki.future_server_keystore, "not yet valid"),
+                             (pki.rogue_server_keystore, "local issuer")):
+        new = settings_of(keystore, pki)
+        check_keystore_update(old, new, lambda n: n, inter_broker=False)  # Kafka: taken
+        with pytest.raises(TlsConfigError, match=reason):
+            check_keystore_update(old, new, lambda n: n, inter_broker=True)
+
+
+def test_a_trust_store_cannot_be_added(pki: Pki) -> None:
+    old = {"ssl.keystore.type": "PEM", "ssl.keystore.location": str(pki.server_keystore)}.get
+    with pytest.raises(TlsConfigError, match="cannot add an SSL trust store"):
+        check_keystore_update(old, settings_of(pki.server_keystore, pki), lambda n: n,
+                              inter_broker=False)
