@@ -37,6 +37,8 @@ from klog.spark.options import OffsetRange, OptionsError, PartitionOffsets, Sour
 # A task that sees no progress for this long fails rather than hanging a Spark job.
 STALL_TIMEOUT_S = 60.0
 FETCH = 1
+#: The last Fetch version naming topics by name (v13+: by topic id).
+FETCH_BY_NAME_MAX = 12
 PARTITION_FETCH_BYTES = 8 * 1024 * 1024
 REQUEST_TIMEOUT_MS = 30_000
 RETRY_BACKOFF_S = 0.1
@@ -206,7 +208,11 @@ async def _fetch(
         "forgotten_topics_data": [],
         "rack_id": "",
     }
-    response = await client.send(leader, FETCH, values, timeout_ms=REQUEST_TIMEOUT_MS)
+    # Fetch v13+ names topics by id; one partition read by name needs nothing of them, so
+    # the version stops at v12 (which every broker that has v13+ also serves).
+    version = client.api_version(leader, FETCH, max_version=FETCH_BY_NAME_MAX)
+    response = await client.send(leader, FETCH, values, version=version,
+                                 timeout_ms=REQUEST_TIMEOUT_MS)
     top = int(getattr(response, "error_code", 0) or 0)
     if top:
         raise error_for(top, "fetch")
