@@ -146,10 +146,11 @@ _TABLE: tuple[ApiSpec, ...] = (
     _kio(26, "EndTxn", "end_txn", 0, 5, 3, advertised=(0, 3)),
     _kio(27, "WriteTxnMarkers", "write_txn_markers", 1, 2, 1, advertised=(1, 1)),
     _kio(28, "TxnOffsetCommit", "txn_offset_commit", 0, 5, 3, advertised=(0, 3)),
-    # The ACL APIs (KIP-140): kio has v1-3 (v0, before PREFIXED patterns, went in Kafka 4).
-    _kio(29, "DescribeAcls", "describe_acls", 1, 3, 2, advertised=(1, 3)),
-    _kio(30, "CreateAcls", "create_acls", 1, 3, 2, advertised=(1, 3)),
-    _kio(31, "DeleteAcls", "delete_acls", 1, 3, 2, advertised=(1, 3)),
+    # The ACL APIs (KIP-140): kio has v1-3; v0, before PREFIXED patterns, went in Kafka 4
+    # and is derived by old_versions (kafka-python before api_version 2.0 sends it).
+    _kio(29, "DescribeAcls", "describe_acls", 0, 3, 2, advertised=(0, 3)),
+    _kio(30, "CreateAcls", "create_acls", 0, 3, 2, advertised=(0, 3)),
+    _kio(31, "DeleteAcls", "delete_acls", 0, 3, 2, advertised=(0, 3)),
     _kio(32, "DescribeConfigs", "describe_configs", 0, 4, 4, advertised=(0, 4)),
     _kio(33, "AlterConfigs", "alter_configs", 0, 2, 2, advertised=(0, 2)),
     _kio(35, "DescribeLogDirs", "describe_log_dirs", 0, 5, 2, advertised=(0, 4)),

@@ -1,8 +1,8 @@
 """Entities of the old API versions Kafka 3.x still serves and kio does not carry.
 
 Owns: Produce v0-2, Fetch v0-3, ListOffsets v0, OffsetCommit v0-1, OffsetFetch v0,
-CreateTopics v0-1, DeleteTopics v0, OffsetForLeaderEpoch v0-1, DescribeConfigs v0 and
-DescribeLogDirs v0, requests and responses.
+CreateTopics v0-1, DeleteTopics v0, OffsetForLeaderEpoch v0-1, DescribeAcls v0, CreateAcls
+v0, DeleteAcls v0, DescribeConfigs v0 and DescribeLogDirs v0, requests and responses.
 
 kio generated its entities from Kafka 4.0's JSON specs, and Kafka 4.0 removed these versions
 (KIP-896); Kafka 3.x (ZooKeeper mode) serves them, and the clients of Kafka 0.9-0.11's era
@@ -31,6 +31,11 @@ The differences, from clients/src/main/resources/common/message/*.json of Kafka 
   DeleteTopicsResponse   ThrottleTimeMs 1+ (the request's v0 is v1)
   OffsetForLeaderEpochRequest   CurrentLeaderEpoch 2+
   OffsetForLeaderEpochResponse  ThrottleTimeMs 2+, LeaderEpoch 1+
+  DescribeAclsRequest    PatternTypeFilter 1+ (absent: LITERAL, its default)
+  DescribeAclsResponse   PatternType 1+
+  CreateAclsRequest      ResourcePatternType 1+ (absent: LITERAL)
+  DeleteAclsRequest      PatternTypeFilter 1+ (absent: LITERAL)
+  DeleteAclsResponse     PatternType 1+
   DescribeConfigsRequest IncludeSynonyms 1+
   DescribeConfigsResponse  IsDefault 0 only; ConfigSource 1+, Synonyms 1+
   DescribeLogDirs        v0 is v1 (v1 changed only how throttling is applied)
@@ -82,7 +87,8 @@ def _d(base: int, drop: Mapping[str, set[str]] | None = None,
 _KIO_NAMES: Mapping[int, str] = MappingProxyType({
     0: "produce", 1: "fetch", 2: "list_offsets", 8: "offset_commit", 9: "offset_fetch",
     19: "create_topics", 20: "delete_topics", 23: "offset_for_leader_epoch",
-    32: "describe_configs", 35: "describe_log_dirs",
+    29: "describe_acls", 30: "create_acls", 31: "delete_acls", 32: "describe_configs",
+    35: "describe_log_dirs",
 })
 
 _REQ, _RESP = EntityType.request, EntityType.response
@@ -137,6 +143,14 @@ _DERIVATIONS: Mapping[tuple[int, EntityType], Mapping[int, _Derivation]] = Mappi
         0: _d(2, {"OffsetForLeaderEpochResponse": {"throttle_time"},
                   "EpochEndOffset": {"leader_epoch"}}),
     },
+    # ACLs v0 predate prefixed patterns (KIP-290): every pattern and filter is LITERAL,
+    # which the handlers assume when the field is absent.
+    (29, _REQ): {0: _d(1, {"DescribeAclsRequest": {"pattern_type_filter"}})},
+    (29, _RESP): {0: _d(1, {"DescribeAclsResource": {"pattern_type"}})},
+    (30, _REQ): {0: _d(1, {"AclCreation": {"resource_pattern_type"}})},
+    (30, _RESP): {0: _d(1)},
+    (31, _REQ): {0: _d(1, {"DeleteAclsFilter": {"pattern_type_filter"}})},
+    (31, _RESP): {0: _d(1, {"DeleteAclsMatchingAcl": {"pattern_type"}})},
     (32, _REQ): {0: _d(1, {"DescribeConfigsRequest": {"include_synonyms"}})},
     (32, _RESP): {0: _d(1, {"DescribeConfigsResourceResult": {"config_source", "synonyms"}},
                         {"DescribeConfigsResourceResult": (

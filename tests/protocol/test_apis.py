@@ -95,6 +95,9 @@ KAFKA_3_RANGES = {
     21: (0, 2),  # DeleteRecords
     22: (0, 5),  # InitProducerId
     23: (0, 4),  # OffsetForLeaderEpoch
+    29: (0, 3),  # DescribeAcls
+    30: (0, 3),  # CreateAcls
+    31: (0, 3),  # DeleteAcls
     32: (0, 4),  # DescribeConfigs
     33: (0, 2),  # AlterConfigs
     35: (0, 4),  # DescribeLogDirs

@@ -1,9 +1,10 @@
-"""CreateAcls (v1-3): store ACL bindings; one result per creation, in order.
+"""CreateAcls (v0-3): store ACL bindings; one result per creation, in order.
 
 As Kafka's AclApis: without an authorizer SECURITY_DISABLED; the caller needs Alter on
 the cluster (else CLUSTER_AUTHORIZATION_FAILED for every creation); a binding Kafka would
 not store (unknown or ANY elements, an empty name, a cluster not named kafka-cluster, a
-principal without a type) is INVALID_REQUEST alone. The work is the authorizer's."""
+principal without a type) is INVALID_REQUEST alone. The work is the authorizer's.
+v0 predates prefixed patterns: its patterns and filters are LITERAL."""
 
 from __future__ import annotations
 

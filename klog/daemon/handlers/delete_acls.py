@@ -1,8 +1,9 @@
-"""DeleteAcls (v1-3): delete the ACLs each filter selects; per filter, what it deleted.
+"""DeleteAcls (v0-3): delete the ACLs each filter selects; per filter, what it deleted.
 
 As Kafka's AclApis: without an authorizer SECURITY_DISABLED; the caller needs Alter on
 the cluster (else CLUSTER_AUTHORIZATION_FAILED for every filter); a filter with UNKNOWN
-elements is INVALID_REQUEST alone. The work is the authorizer's."""
+elements is INVALID_REQUEST alone. The work is the authorizer's.
+v0 predates prefixed patterns: its patterns and filters are LITERAL."""
 
 from __future__ import annotations
 

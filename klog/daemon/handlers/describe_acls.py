@@ -1,8 +1,9 @@
-"""DescribeAcls (v1-3): the ACLs a filter selects, grouped by resource pattern.
+"""DescribeAcls (v0-3): the ACLs a filter selects, grouped by resource pattern.
 
 As Kafka's AclApis: without an authorizer SECURITY_DISABLED; the caller needs Describe on
 the cluster (else CLUSTER_AUTHORIZATION_FAILED); a filter with UNKNOWN elements is
-INVALID_REQUEST. The selection is the authorizer's (klog/daemon/security/authorizer.py)."""
+INVALID_REQUEST. The selection is the authorizer's (klog/daemon/security/authorizer.py).
+v0 predates prefixed patterns: its patterns and filters are LITERAL."""
 
 from __future__ import annotations
 

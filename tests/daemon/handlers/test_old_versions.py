@@ -2,7 +2,8 @@
 socket: Produce v0-v2 with v0/v1 message sets (converted to v2, as Kafka's LogValidator),
 Produce v3+ refusing them, ListOffsets v0, OffsetCommit
 v0/v1 with OffsetFetch v0, CreateTopics v0/v1, DeleteTopics v0, OffsetForLeaderEpoch
-v0/v1, DescribeConfigs v0 and DescribeLogDirs v0. Fetch v0-v3: test_down_conversion.py."""
+v0/v1, DescribeConfigs v0, DescribeLogDirs v0 and Create/Describe/DeleteAcls v0. Fetch
+v0-v3: test_down_conversion.py."""
 
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ from tests.daemon.wire import InProcessBroker, WireClient, produce_values
 PRODUCE, FETCH, LIST_OFFSETS, OFFSET_COMMIT, OFFSET_FETCH = 0, 1, 2, 8, 9
 FIND_COORDINATOR, CREATE_TOPICS, DELETE_TOPICS, OFFSET_FOR_LEADER_EPOCH = 10, 19, 20, 23
 DESCRIBE_CONFIGS, DESCRIBE_LOG_DIRS = 32, 35
+DESCRIBE_ACLS, CREATE_ACLS, DELETE_ACLS = 29, 30, 31
 
 
 @pytest.fixture(scope="module")
@@ -236,3 +238,39 @@ def test_describe_log_dirs_v0(client: WireClient) -> None:
     assert response.results[0].error_code == ErrorCode.NONE
     names = {t.name for r in response.results for t in r.topics}
     assert topic in names
+
+
+@pytest.fixture(scope="module")
+def acl_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcessBroker]:
+    b = InProcessBroker(Path(tmp_path_factory.mktemp("old-acls")), {
+        "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+        "allow.everyone.if.no.acl.found": "true"})
+    b.start()
+    yield b
+    b.stop()
+
+
+def test_acls_v0_create_describe_delete_literal_bindings(acl_broker: InProcessBroker) -> None:
+    # kafka-python with api_version below 2.0 speaks v0 of the ACL APIs (Kafka 3.x serves
+    # v0-3); v0 has no pattern type: every binding and filter is LITERAL.
+    topic, ace = 2, {"principal": "User:test", "host": "*", "operation": 3,  # READ
+                     "permission_type": 3}  # ALLOW
+    acl_filter = {"resource_type_filter": topic, "resource_name_filter": "orders",
+                  "principal_filter": None, "host_filter": "*", "operation": 1,  # ANY
+                  "permission_type": 1}  # ANY
+    with acl_broker.connect() as client:
+        created = client.call(CREATE_ACLS, 0, {"creations": [
+            {"resource_type": topic, "resource_name": "orders", **ace}]})
+        assert [r.error_code for r in created.results] == [ErrorCode.NONE]
+
+        described = client.call(DESCRIBE_ACLS, 0, acl_filter)
+        assert described.error_code == ErrorCode.NONE
+        assert [(r.resource_type, r.resource_name, [a.principal for a in r.acls])
+                for r in described.resources] == [(topic, "orders", ["User:test"])]
+
+        deleted = client.call(DELETE_ACLS, 0, {"filters": [acl_filter]})
+        (result,) = deleted.filter_results
+        assert result.error_code == ErrorCode.NONE
+        assert [(m.resource_name, m.principal) for m in result.matching_acls] == [
+            ("orders", "User:test")]
+        assert client.call(DESCRIBE_ACLS, 0, acl_filter).resources == ()
