@@ -240,6 +240,8 @@ class ConfigChangeManager:
         current = self.config.current
         if (per_broker == current.dynamic_broker_configs
                 and default == current.dynamic_default_configs):
+            # Set again unchanged: files named by the config may have been rewritten.
+            self.config.reload_updated_files()
             return
         try:
             new = current.with_dynamic(per_broker, default, lenient=True)

@@ -53,6 +53,7 @@ from klog.daemon.security.listener import (
     check_reconfiguration,
     inter_broker_client_security,
     listener_security,
+    store_stamps,
 )
 from klog.daemon.security.sasl import SUPPORTED_MECHANISMS
 
@@ -139,18 +140,20 @@ class Server:
         self._idle_task: asyncio.Task[None] | None = None
         dynamic_config.add_validator(self._validate_security)
         dynamic_config.add_reconfigurable(self._reconfigure_security)
+        # Key stores rewritten in place, then set again unchanged: rebuilt where changed.
+        dynamic_config.add_file_reloader(lambda config: self._reconfigure_security(config,
+                                                                                   config))
 
     def _validate_security(self, old: BrokerConfig, new: BrokerConfig) -> None:
         """Refuse (AlterConfigs answers INVALID_REQUEST) a listener security change that
         cannot be served or that Kafka's SslFactory refuses (check_reconfiguration)."""
         for endpoint in new.listeners:
             name = endpoint.listener_name
-            if name not in self.security \
-                    or _security_settings(old, name) == _security_settings(new, name):
+            if not self._security_changed(old, new, name):
                 continue
             try:
                 listener_security(new, endpoint, self.credentials)
-                check_reconfiguration(old, new, endpoint)
+                check_reconfiguration(old, new, endpoint, self.security[name])
             except ListenerConfigError as exc:
                 raise ValueError(str(exc)) from None
 
@@ -164,9 +167,7 @@ class Server:
         yet is taken, as Kafka takes it, with one warning."""
         for endpoint in new.listeners:
             name = endpoint.listener_name
-            if name not in self.security:
-                continue
-            if _security_settings(old, name) == _security_settings(new, name):
+            if not self._security_changed(old, new, name):
                 continue
             try:
                 self.security[name] = listener_security(new, endpoint, self.credentials)
@@ -178,6 +179,16 @@ class Server:
             warning = certificate_warning(new, endpoint)
             if warning is not None:
                 log.warning("%s", warning)
+
+    def _security_changed(self, old: BrokerConfig, new: BrokerConfig, name: str) -> bool:
+        """Whether a dynamic update changes listener ``name``'s security: one of its values,
+        or -- the same paths set again -- a store file rewritten in place since the
+        listener was built (Kafka's way to rotate a certificate without a new path)."""
+        current = self.security.get(name)
+        if current is None:
+            return False
+        return _security_settings(old, name) != _security_settings(new, name) or (
+            bool(current.store_stamps) and store_stamps(new, name) != current.store_stamps)
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()

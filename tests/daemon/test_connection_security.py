@@ -5,6 +5,7 @@ expire, client certificates, TLS against plaintext and the reverse, fetches thro
 from __future__ import annotations
 
 import logging
+import os
 import socket
 import ssl
 import time
@@ -285,6 +286,55 @@ def test_dynamic_key_store_change_applies_to_new_connections(
         # an unusable key store is refused (INVALID_REQUEST); the listener keeps its own
         assert set_keystore("/nonexistent.pem") == ErrorCode.INVALID_REQUEST
         handshake(trusts_rogue)
+    finally:
+        running.stop()
+
+
+def test_key_store_rewritten_in_place_is_reloaded_when_set_again(
+        tmp_path: Path, pki: Pki) -> None:
+    # Kafka's certificate rotation without a new path: rewrite the file, then set the same
+    # location again; SslFactory rebuilds when the file changed (shouldBeRebuilt), and
+    # checks the new certificate against the one in use (its DN), not the file's new self.
+    rotating = tmp_path / "rotating.pem"
+    rotating.write_bytes(pki.server_keystore.read_bytes())
+    running = InProcessBroker(tmp_path / "broker", {
+        "listeners": "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0",
+        "ssl.keystore.type": "PEM", "ssl.keystore.location": str(rotating)}).start()
+    trusts_ca = ssl.create_default_context(cafile=str(pki.ca_cert))
+    trusts_rogue = ssl.create_default_context(cafile=str(pki.rogue_ca_cert))
+
+    def handshake(ctx: ssl.SSLContext) -> None:
+        with socket.create_connection(("127.0.0.1", port(running, "SSL")), timeout=5) \
+                as raw, ctx.wrap_socket(raw, server_hostname="localhost"):
+            pass
+
+    def rewrite(source: Path) -> None:
+        before = rotating.stat().st_mtime_ns
+        rotating.write_bytes(source.read_bytes())
+        os.utime(rotating, ns=(before + 1_000_000_000, before + 1_000_000_000))
+
+    def set_again() -> int:
+        with client(running, "PLAINTEXT") as admin:
+            result = admin.call(44, 1, {"resources": [{
+                "resource_type": 4, "resource_name": "0", "configs": [{
+                    "name": "listener.name.ssl.ssl.keystore.location",
+                    "config_operation": 0, "value": str(rotating)}]}],
+                "validate_only": False})
+            return int(result.responses[0].error_code)
+
+    try:
+        handshake(trusts_ca)
+        assert set_again() == 0  # the same file, unchanged: nothing to rebuild
+        handshake(trusts_ca)
+        rewrite(pki.rogue_server_keystore)  # same DN and names, another CA
+        handshake(trusts_ca)  # not reloaded until the location is set again
+        assert set_again() == 0
+        handshake(trusts_rogue)
+        with pytest.raises(ssl.SSLError):
+            handshake(trusts_ca)
+        rewrite(pki.other_name_server_keystore)  # another DN: refused, as Kafka does
+        assert set_again() == ErrorCode.INVALID_REQUEST
+        handshake(trusts_rogue)  # the listener keeps what it had
     finally:
         running.stop()
 

@@ -30,12 +30,27 @@ class DynamicBrokerConfig:
         self.current = initial
         self._reconfigurables: list[Reconfigurable] = []
         self._validators: list[Validator] = []
+        self._file_reloaders: list[Callable[[BrokerConfig], None]] = []
 
     def add_reconfigurable(self, reconfigure: Reconfigurable) -> None:
         self._reconfigurables.append(reconfigure)
 
     def add_validator(self, validate: Validator) -> None:
         self._validators.append(validate)
+
+    def add_file_reloader(self, reload: Callable[[BrokerConfig], None]) -> None:
+        self._file_reloaders.append(reload)
+
+    def reload_updated_files(self) -> None:
+        """A broker config update that changed no value (the same values set again): the
+        files the current config names are read again where they changed on disk --
+        Kafka's reloadUpdatedFilesWithoutConfigChange, how a key store rewritten in place
+        is rotated. One reloader that fails is logged; the others still run."""
+        for reload in self._file_reloaders:
+            try:
+                reload(self.current)
+            except Exception:
+                log.exception("reloading updated files failed in %r", reload)
 
     def validate(self, new: BrokerConfig) -> None:
         """Ask every validator whether ``new`` may replace ``current``; raises ConfigError

@@ -23,6 +23,7 @@ brokers log in to each other.
 
 from __future__ import annotations
 
+import os
 import ssl
 from dataclasses import dataclass
 
@@ -37,6 +38,7 @@ from klog.daemon.security.sasl import (
     check_mechanisms,
 )
 from klog.daemon.security.ssl_principal import SslPrincipalMapper
+from klog.daemon.security.x509 import Certificate
 from klog.protocol.jaas import (
     PLAIN_LOGIN_MODULE,
     JaasConfigError,
@@ -61,6 +63,34 @@ class ListenerSecurity:
     #: SSL listeners: a verified client certificate's DN -> the principal's name.
     principal_mapper: SslPrincipalMapper | None = None
     failed_authentication_delay_ms: int = 100
+    #: TLS: the key and trust store files as they were when this was built (path,
+    #: modification time, size): a dynamic update naming the same files rebuilds the
+    #: listener when they have changed since, as Kafka's SslFactory.shouldBeRebuilt does.
+    store_stamps: tuple[tuple[str, int, int], ...] = ()
+    #: TLS: the key store's certificate and the client context the inter-broker check
+    #: used, as built: what a rotation in place is checked against once the files are gone.
+    certificate: Certificate | None = None
+    validation_client: ssl.SSLContext | None = None
+
+
+#: The files a TLS listener reads: rewritten in place, they are a change.
+_STORE_FILES = ("ssl.keystore.location", "ssl.truststore.location")
+
+
+def store_stamps(config: BrokerConfig, listener: str) -> tuple[tuple[str, int, int], ...]:
+    """(path, modification time in ns, size) of each store file a listener names; -1s for
+    one that cannot be read."""
+    out = []
+    for key in _STORE_FILES:
+        path = config.security_value(listener, key)
+        if path is None:
+            continue
+        try:
+            stat = os.stat(str(path))
+            out.append((str(path), stat.st_mtime_ns, stat.st_size))
+        except OSError:
+            out.append((str(path), -1, -1))
+    return tuple(out)
 
 
 def listener_security(config: BrokerConfig, endpoint: Endpoint,
@@ -76,11 +106,14 @@ def listener_security(config: BrokerConfig, endpoint: Endpoint,
     def source(key: str) -> str:
         return config.security_source(name, key)
 
+    stamps = store_stamps(config, name) if protocol in TLS_PROTOCOLS else ()
+    validation_client = None
     try:
         context = tls.server_context(lookup, source) if protocol in TLS_PROTOCOLS else None
         if context is not None and name == config.inter_broker_listener_name:
             try:
-                tls.check_handshake(context, tls.validation_client_context(lookup, source))
+                validation_client = tls.validation_client_context(lookup, source)
+                tls.check_handshake(context, validation_client)
             except tls.TlsConfigError as exc:
                 raise tls.TlsConfigError(
                     f"the inter-broker listener's key store cannot be verified with its "
@@ -98,10 +131,13 @@ def listener_security(config: BrokerConfig, endpoint: Endpoint,
         raise ListenerConfigError(f"listener {name} ({protocol}): {exc}") from None
     except ListenerConfigError as exc:
         raise ListenerConfigError(f"listener {name} ({protocol}): {exc}") from None
-    return ListenerSecurity(name, protocol, context, sasl, mapper, delay)
+    certificate = tls.keystore_certificate(lookup) if context is not None else None
+    return ListenerSecurity(name, protocol, context, sasl, mapper, delay, stamps, certificate,
+                            validation_client)
 
 
-def check_reconfiguration(old: BrokerConfig, new: BrokerConfig, endpoint: Endpoint) -> None:
+def check_reconfiguration(old: BrokerConfig, new: BrokerConfig, endpoint: Endpoint,
+                          current: ListenerSecurity | None = None) -> None:
     """ListenerConfigError (one line) when a dynamic change of a TLS listener's settings
     would not be taken by Kafka: a trust store added where there was none, the key store's
     certificate changing its distinguished name or dropping subject alternative names
@@ -115,7 +151,9 @@ def check_reconfiguration(old: BrokerConfig, new: BrokerConfig, endpoint: Endpoi
             lambda key: old.security_value(name, key),
             lambda key: new.security_value(name, key),
             lambda key: new.security_source(name, key),
-            inter_broker=name == new.inter_broker_listener_name)
+            inter_broker=name == new.inter_broker_listener_name,
+            current=None if current is None else (current.certificate, current.ssl_context,
+                                                  current.validation_client))
     except tls.TlsConfigError as exc:
         raise ListenerConfigError(f"listener {name} ({protocol}): {exc}") from None
 

@@ -360,15 +360,22 @@ def check_handshake(server: ssl.SSLContext, client: ssl.SSLContext) -> None:
     raise TlsConfigError("the handshake did not complete")
 
 
-def check_keystore_update(old: Lookup, new: Lookup, source: Callable[[str], str],
-                          inter_broker: bool) -> None:
+def check_keystore_update(
+        old: Lookup, new: Lookup, source: Callable[[str], str], inter_broker: bool,
+        current: tuple[Certificate | None, ssl.SSLContext | None, ssl.SSLContext | None]
+        | None = None) -> None:
     """What Kafka's SslFactory.validateReconfiguration checks of a listener's new TLS
-    settings; TlsConfigError (one line) for the first refusal."""
+    settings; TlsConfigError (one line) for the first refusal. ``current``: the running
+    listener's certificate, server context and inter-broker validation client as they
+    were built -- what the old settings meant, when their files have been rewritten in
+    place since (else they are read again from the old settings)."""
     new_server = server_context(new, source)
     if not has_truststore(old) and has_truststore(new):
         raise TlsConfigError("cannot add an SSL trust store to an existing listener for "
                              "which no trust store was configured")
-    old_cert, new_cert = keystore_certificate(old), keystore_certificate(new)
+    built_cert, built_server, built_client = current or (None, None, None)
+    old_cert = built_cert if built_cert is not None else keystore_certificate(old)
+    new_cert = keystore_certificate(new)
     if old_cert is not None and new_cert is not None:
         if not _flag(new("ssl.allow.dn.changes")) and not new_cert.same_dn(old_cert):
             raise TlsConfigError(
@@ -381,10 +388,12 @@ def check_keystore_update(old: Lookup, new: Lookup, source: Callable[[str], str]
                 f"[{old_cert.san_text()}], new [{new_cert.san_text()}] (set "
                 f"{source('ssl.allow.san.changes')}=true to allow it)")
     if inter_broker:
-        old_server = server_context(old, source)
+        old_server = built_server if built_server is not None else server_context(old, source)
+        old_client = (built_client if built_client is not None
+                      else validation_client_context(old, source))
         try:
             check_handshake(old_server, validation_client_context(new, source))
-            check_handshake(new_server, validation_client_context(old, source))
+            check_handshake(new_server, old_client)
         except TlsConfigError as exc:
             raise TlsConfigError(f"the new key store and trust store of the inter-broker "
                                  f"listener cannot connect to the old ones: {exc}") from None
