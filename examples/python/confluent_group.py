@@ -12,7 +12,7 @@ import argparse
 import time
 import uuid
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 PARTITIONS = 4
@@ -51,10 +51,15 @@ def main() -> None:
                 read[n] += len(msgs)
                 member.commit(asynchronous=False)
     assignments = [sorted(tp.partition for tp in m.assignment()) for m in members]
-    committed = members[0].committed([TopicPartition(topic, p) for p in range(PARTITIONS)],
-                                     timeout=30)
     for member in members:
         member.close()
+    # The group's committed offsets, read by the admin client once both members have left:
+    # a member's own committed() waits for the group to be stable, and a rebalance it does
+    # not poll for (the other member joining late) would hold it up.
+    request = ConsumerGroupTopicPartitions(
+        group, [TopicPartition(topic, p) for p in range(PARTITIONS)])
+    listed = admin.list_consumer_group_offsets([request])[group].result(30)
+    committed = listed.topic_partitions
     print(f"member 0 read {read[0]}, member 1 read {read[1]}; assignments {assignments}; "
           f"committed {sum(tp.offset for tp in committed)}")
     if sum(read.values()) != args.count or sum(tp.offset for tp in committed) != args.count:
