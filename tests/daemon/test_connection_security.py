@@ -254,6 +254,24 @@ def test_produce_through_tls_large_and_small_requests(broker: InProcessBroker,
     assert data[16:len(large)] == large[16:]
 
 
+def ssl_handshake(broker: InProcessBroker, ctx: ssl.SSLContext) -> None:
+    """A TLS handshake with the SSL listener, trusting what ``ctx`` trusts."""
+    with socket.create_connection(("127.0.0.1", port(broker, "SSL")), timeout=5) as raw, \
+            ctx.wrap_socket(raw, server_hostname="localhost"):
+        pass
+
+
+def set_ssl_keystore(broker: InProcessBroker, location: str) -> int:
+    """kafka-configs' per-listener key store update (IncrementalAlterConfigs v1)."""
+    with client(broker, "PLAINTEXT") as admin:
+        result = admin.call(44, 1, {"resources": [{
+            "resource_type": 4, "resource_name": "0", "configs": [{
+                "name": "listener.name.ssl.ssl.keystore.location",
+                "config_operation": 0, "value": location}]}],
+            "validate_only": False})
+        return int(result.responses[0].error_code)
+
+
 def test_dynamic_key_store_change_applies_to_new_connections(
         tmp_path: Path, pki: Pki) -> None:
     running = InProcessBroker(tmp_path, {
@@ -264,18 +282,10 @@ def test_dynamic_key_store_change_applies_to_new_connections(
     trusts_rogue = ssl.create_default_context(cafile=str(pki.rogue_ca_cert))
 
     def handshake(ctx: ssl.SSLContext) -> None:
-        with socket.create_connection(("127.0.0.1", port(running, "SSL")), timeout=5) \
-                as raw, ctx.wrap_socket(raw, server_hostname="localhost"):
-            pass
+        ssl_handshake(running, ctx)
 
     def set_keystore(location: str) -> int:
-        with client(running, "PLAINTEXT") as admin:  # kafka-configs' per-listener update
-            result = admin.call(44, 1, {"resources": [{
-                "resource_type": 4, "resource_name": "0", "configs": [{
-                    "name": "listener.name.ssl.ssl.keystore.location",
-                    "config_operation": 0, "value": location}]}],
-                "validate_only": False})
-            return int(result.responses[0].error_code)
+        return set_ssl_keystore(running, location)
 
     try:
         handshake(trusts_ca)
@@ -304,9 +314,7 @@ def test_key_store_rewritten_in_place_is_reloaded_when_set_again(
     trusts_rogue = ssl.create_default_context(cafile=str(pki.rogue_ca_cert))
 
     def handshake(ctx: ssl.SSLContext) -> None:
-        with socket.create_connection(("127.0.0.1", port(running, "SSL")), timeout=5) \
-                as raw, ctx.wrap_socket(raw, server_hostname="localhost"):
-            pass
+        ssl_handshake(running, ctx)
 
     def rewrite(source: Path) -> None:
         before = rotating.stat().st_mtime_ns
@@ -314,13 +322,7 @@ def test_key_store_rewritten_in_place_is_reloaded_when_set_again(
         os.utime(rotating, ns=(before + 1_000_000_000, before + 1_000_000_000))
 
     def set_again() -> int:
-        with client(running, "PLAINTEXT") as admin:
-            result = admin.call(44, 1, {"resources": [{
-                "resource_type": 4, "resource_name": "0", "configs": [{
-                    "name": "listener.name.ssl.ssl.keystore.location",
-                    "config_operation": 0, "value": str(rotating)}]}],
-                "validate_only": False})
-            return int(result.responses[0].error_code)
+        return set_ssl_keystore(running, str(rotating))
 
     try:
         handshake(trusts_ca)
