@@ -298,6 +298,11 @@ class PartitionLog:
         self._load(had_clean_shutdown)
         hw = self._log_end_offset if high_watermark is None else high_watermark
         self._high_watermark = min(max(hw, self._log_start_offset), self._log_end_offset)
+        # Replaying the log on load completes every ended transaction as "unreplicated";
+        # those below the high watermark are stable already. Without this, a committed
+        # transaction replayed after a crash held the last stable offset back until the
+        # high watermark next moved, which a quiet partition's never does.
+        self.producer_state.on_high_watermark_updated(self._high_watermark)
 
     # ==========================================================================================
     # loading
@@ -1055,6 +1060,7 @@ class PartitionLog:
         state.truncate_and_reload(self._log_start_offset, self._log_end_offset, self.clock())
         self._replay_producer_state(state, state.map_end_offset, self._log_end_offset)
         state.update_map_end_offset(self._log_end_offset)
+        state.on_high_watermark_updated(self._high_watermark)
         return True
 
     @_locked

@@ -176,3 +176,47 @@ def test_a_prepared_commit_is_completed_after_the_coordinator_is_killed(
     c.wait_for_leader("pc", data)
     assert consume(c.bootstrap_servers, "pc", 2, "read_committed", 1, timeout=60) == [
         b"prepared"]
+
+
+def test_committed_transactions_stay_readable_on_a_leader_restarted_after_kill_9(
+        cluster: Callable[..., Cluster]) -> None:
+    """A committed and an aborted transaction on a replicated topic; one broker stopped,
+    so the other leads every partition alone; that leader is killed -9 and started
+    again: it leads with the producer state it replayed from its log (no follower fetch
+    moves its high watermark), and read_committed sees exactly the committed records."""
+    # The high watermarks checkpointed before the kill, as a broker running for a while
+    # has them: loaded again, they do not move, so nothing else ends what was replayed.
+    c = cluster(brokers=2, overrides={**OVERRIDES,
+                                      "replica.high.watermark.checkpoint.interval.ms": "200"})
+    c.create_topic("rl", partitions=2, replication_factor=2)
+    p = Producer({"bootstrap.servers": c.bootstrap_servers, "transactional.id": "rl-txn",
+                  "transaction.timeout.ms": 20000})
+    p.init_transactions(30)
+    committed = [f"c-{i}".encode() for i in range(20)]
+    p.begin_transaction()
+    for i, value in enumerate(committed):
+        p.produce("rl", value, partition=i % 2)
+    p.commit_transaction(30)
+    p.begin_transaction()
+    for i in range(10):
+        p.produce("rl", f"a-{i}".encode(), partition=i % 2)
+    p.flush(10)
+    p.abort_transaction(30)
+    del p
+    assert sorted(consume(c.bootstrap_servers, "rl", 2, "read_committed", 20)) == sorted(
+        committed)
+    survivor = c.leader("rl", 0)
+    other = next(b for b in c.ids if b != survivor)
+    assert c.stop(other) == 0
+    for partition in range(2):
+        c.wait_for_isr("rl", partition, [survivor], timeout=30)
+    time.sleep(1.0)
+    c.kill(survivor)
+    c.wait(lambda: survivor not in c.registered(), 30, "the killed broker's session ends")
+    c.start(survivor)
+    for partition in range(2):
+        c.wait_for_leader("rl", partition)
+    bootstrap = c.bootstrap_of([survivor])
+    assert sorted(consume(bootstrap, "rl", 2, "read_committed", 20, timeout=20)) == sorted(
+        committed)
+    assert len(consume(bootstrap, "rl", 2, "read_uncommitted", 30)) == 30

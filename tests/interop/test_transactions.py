@@ -186,6 +186,46 @@ def test_transaction_open_across_a_broker_restart_is_aborted_after_its_timeout(
                                                                   b"committed"]
 
 
+@pytest.mark.parametrize("end", ["commit", "abort", "commit-then-abort"])
+def test_ended_transactions_read_the_same_after_a_kill_9(tmp_path, end: str) -> None:
+    """Committed records stay readable to read_committed, and aborted ones hidden, after
+    kill -9 and a restart on the same log dir: the log replayed on load ends each
+    transaction below the high watermark, so the last stable offset is not held at the
+    first of them (it was, and read_committed saw nothing until new data arrived)."""
+    overrides = {"transaction.state.log.num.partitions": "1",
+                 "transaction.state.log.replication.factor": "1"}
+    with KlogBroker(tmp_path / "data", overrides=overrides) as broker:
+        wait_until_serving(broker)
+        topic = "ended"
+        create_topic(broker, topic, 2)
+        p = producer(broker, f"txn-kill-{end}")
+        p.init_transactions(20)
+        committed: list[bytes] = []
+        everything: list[bytes] = []
+        for round_, outcome in enumerate(end.split("-then-")):
+            p.begin_transaction()
+            values = [f"{outcome}-{round_}-{i}".encode() for i in range(20)]
+            for i, value in enumerate(values):
+                p.produce(topic, value, partition=i % 2)
+            p.flush(10)
+            everything += values
+            if outcome == "commit":
+                p.commit_transaction(20)
+                committed += values
+            else:
+                p.abort_transaction(20)
+        before = consume_all(broker, topic, "read_committed", len(committed), partitions=2)
+        assert sorted(before) == sorted(committed)
+        broker.kill()
+        broker.start()
+        wait_until_serving(broker, [topic])
+        after = consume_all(broker, topic, "read_committed", len(committed), partitions=2,
+                            timeout=10)
+        assert sorted(after) == sorted(committed)
+        raw = consume_all(broker, topic, "read_uncommitted", len(everything), partitions=2)
+        assert sorted(raw) == sorted(everything)
+
+
 def test_aiokafka_transactional_producer(broker: KlogBroker, topic: str) -> None:
     import asyncio
 

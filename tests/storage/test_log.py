@@ -765,3 +765,72 @@ def test_transaction_markers_are_checked_and_complete_transactions(tmp_path: Pat
     log.append_as_leader(build_control_batch(0, commit=True, producer_id=9, producer_epoch=0),
                          0, origin="coordinator")
     assert log.producer_state.first_unstable_offset is None
+
+
+def _crash(log: PartitionLog) -> None:
+    """What kill -9 leaves: the files as written, no snapshot or clean-shutdown step."""
+    for segment in log.segments:
+        segment.close_handlers()
+
+
+@pytest.mark.parametrize("high_watermark", [None, 3, 5])
+def test_ended_transactions_replayed_after_a_crash_are_stable_below_the_high_watermark(
+        tmp_path: Path, high_watermark: int | None) -> None:
+    """A crash after a commit and an abort: the reload replays both markers, and a
+    transaction that ended below the high watermark does not hold the last stable
+    offset back (it did, until the high watermark next moved)."""
+    log = make_log(tmp_path)
+    log.append_as_leader(build_batch(0, count=2, producer_id=5, producer_epoch=0,
+                                     base_sequence=0, attributes=0x10), 0)
+    log.append_as_leader(build_control_batch(0, commit=True, producer_id=5,
+                                             producer_epoch=0), 0, origin="coordinator")
+    log.append_as_leader(build_batch(0, count=1, producer_id=5, producer_epoch=0,
+                                     base_sequence=2, attributes=0x10), 0)
+    log.append_as_leader(build_control_batch(0, commit=False, producer_id=5,
+                                             producer_epoch=0), 0, origin="coordinator")
+    log.update_high_watermark(log.log_end_offset)
+    assert log.producer_state.first_unstable_offset is None
+    _crash(log)
+    again = PartitionLog(tmp_path / "topic-0", LogConfig(), clock=Clock(),
+                         high_watermark=high_watermark, had_clean_shutdown=False)
+    assert again.log_end_offset == 5
+    state = again.producer_state
+    if high_watermark == 3:
+        # The abort (offsets 3-4) is above the high watermark: unstable until it moves.
+        assert state.first_unstable_offset == 3
+        again.update_high_watermark(5)
+    assert state.first_unstable_offset is None
+    info = again.read(0, 10_000, None, True, include_aborted_txns=True)
+    assert [(a.producer_id, a.first_offset) for a in info.aborted_transactions] == [(5, 3)]
+    again.close()
+
+
+def test_an_open_transaction_replayed_after_a_crash_stays_unstable(tmp_path: Path) -> None:
+    log = make_log(tmp_path)
+    append_n(log, 1, records=2)
+    log.append_as_leader(build_batch(0, count=2, producer_id=7, producer_epoch=0,
+                                     base_sequence=0, attributes=0x10), 0)
+    log.update_high_watermark(log.log_end_offset)
+    _crash(log)
+    again = PartitionLog(tmp_path / "topic-0", LogConfig(), clock=Clock(),
+                         had_clean_shutdown=False)
+    assert again.producer_state.first_unstable_offset == 2
+    again.append_as_leader(build_control_batch(0, commit=False, producer_id=7,
+                                               producer_epoch=0), 0, origin="coordinator")
+    again.update_high_watermark(again.log_end_offset)
+    assert again.producer_state.first_unstable_offset is None
+    again.close()
+
+
+def test_truncation_releases_ended_transactions_below_the_high_watermark(
+        tmp_path: Path) -> None:
+    log = make_log(tmp_path)
+    log.append_as_leader(build_batch(0, count=2, producer_id=5, producer_epoch=0,
+                                     base_sequence=0, attributes=0x10), 0)
+    log.append_as_leader(build_control_batch(0, commit=True, producer_id=5,
+                                             producer_epoch=0), 0, origin="coordinator")
+    append_n(log, 2, records=1)
+    log.update_high_watermark(log.log_end_offset)
+    log.truncate_to(4)
+    assert log.producer_state.first_unstable_offset is None
+    log.close()
