@@ -14,10 +14,20 @@ $(STAMP): pyproject.toml setup.py $(wildcard klog/*/*.c klog/*/*/*.c klog/*.h)
 	$(PY) -m pip install --quiet -e '.[test]'
 	touch $(STAMP)
 
-setup: $(STAMP)
+# The JVM peers (tests/jvm): our Java programs compiled against Kafka's jars (pinned in its
+# pom.xml), and the class path they run with. Maven's local repository (~/.m2) is the cache.
+JVM      := tests/jvm
+JVMSTAMP := $(JVM)/target/classpath.txt
+$(JVMSTAMP): $(JVM)/pom.xml $(shell find $(JVM)/src -name '*.java') scripts/setup-system.sh
+	bash scripts/setup-system.sh
+	mvn -B -q -Dstyle.color=never -f $(JVM)/pom.xml compile dependency:build-classpath \
+		-Dmdep.outputFile=$(CURDIR)/$(JVMSTAMP) -Dmdep.includeScope=runtime
+	touch $(JVMSTAMP)
+
+setup: $(STAMP) $(JVMSTAMP)
 
 # ruff, then mypy over klog/ (configured in pyproject.toml), then the suite.
-test: $(STAMP)
+test: $(STAMP) $(JVMSTAMP)
 	$(PY) -m ruff check klog tests benchmarks examples
 	$(PY) -m mypy
 	$(PY) -m pytest -q
@@ -34,4 +44,4 @@ lint: $(STAMP)
 	$(PY) -m mypy
 
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) build *.egg-info $(JVM)/target
