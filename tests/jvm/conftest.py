@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.cluster.conftest import cluster, zk_server  # noqa: F401 - fixtures
+from tests.cluster.conftest import Cluster, cluster, zk_server  # noqa: F401 - fixtures
 from tests.interop.conftest import (  # noqa: F401 - fixtures
     bootstrap,
     broker,
@@ -26,3 +26,23 @@ def jvm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Jvm]:
         yield running
     finally:
         running.close()
+
+
+def wait_until_settled(c: Cluster, timeout: float = 30.0) -> None:
+    """Wait until every broker's Metadata names the controller and every broker.
+
+    The cluster fixture returns once the brokers are registered and a controller is
+    elected; a broker the controller has not yet sent UpdateMetadata answers Metadata with
+    itself alone and no controller (as a Kafka broker with an empty metadata cache does),
+    and librdkafka's admin client, bootstrapped there, waits for a controller it never
+    asks again for.
+    """
+
+    def settled() -> bool:
+        for b in c.ids:
+            described = c.describe_cluster(via=b)
+            if described.controller_id < 0 or len(described.brokers) != len(c.ids):
+                return False
+        return True
+
+    c.wait(settled, timeout, "every broker's Metadata to name the controller and all brokers")

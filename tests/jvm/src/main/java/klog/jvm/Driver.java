@@ -37,6 +37,7 @@ public final class Driver {
         ProducerScenarios.register(SCENARIOS);
         ConsumerScenarios.register(SCENARIOS);
         AdminScenarios.register(SCENARIOS);
+        TransactionScenarios.register(SCENARIOS);
     }
 
     private Driver() {}
