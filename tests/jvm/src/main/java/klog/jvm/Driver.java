@@ -38,6 +38,7 @@ public final class Driver {
         ConsumerScenarios.register(SCENARIOS);
         AdminScenarios.register(SCENARIOS);
         TransactionScenarios.register(SCENARIOS);
+        StreamsScenarios.register(SCENARIOS);
     }
 
     private Driver() {}
