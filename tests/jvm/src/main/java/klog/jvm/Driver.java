@@ -39,6 +39,7 @@ public final class Driver {
         AdminScenarios.register(SCENARIOS);
         TransactionScenarios.register(SCENARIOS);
         StreamsScenarios.register(SCENARIOS);
+        ToolScenarios.register(SCENARIOS);
     }
 
     private Driver() {}

@@ -37,10 +37,14 @@ final class ProducerScenarios {
         int size = args.path("value_size").asInt(20);
         Integer partition = args.has("partition") ? args.get("partition").asInt() : null;
         Long timestamp = args.has("timestamp") ? args.get("timestamp").asLong() + i : null;
-        byte[] key = Records.key(args.path("key_prefix").asText("k"), i)
+        int keys = args.path("key_modulo").asInt(0);
+        byte[] key = Records.key(args.path("key_prefix").asText("k"), keys > 0 ? i % keys : i)
                 .getBytes(StandardCharsets.UTF_8);
+        int tombstones = args.path("tombstone_every").asInt(0);
+        byte[] value = tombstones > 0 && i % tombstones == tombstones - 1 ? null
+                : Records.value(i, size);
         ProducerRecord<byte[], byte[]> record = new ProducerRecord<>(
-                topic, partition, timestamp, key, Records.value(i, size));
+                topic, partition, timestamp, key, value);
         if (args.path("headers").asBoolean(false)) {
             record.headers().add(new RecordHeader("index", Integer.toString(i)
                     .getBytes(StandardCharsets.UTF_8)));
@@ -52,7 +56,8 @@ final class ProducerScenarios {
     }
 
     /**
-     * {@code count} records (key prefix + index, value of {@code value_size} bytes, optional
+     * {@code count} records (key prefix + index, or index modulo {@code key_modulo}; value of
+     * {@code value_size} bytes, or none for every {@code tombstone_every}-th; optional
      * headers, partition, timestamps) sent with the producer {@code config}, then flushed;
      * answers each record's partition and offset as the broker acknowledged it.
      */
