@@ -14,14 +14,18 @@ $(STAMP): pyproject.toml setup.py $(wildcard klog/*/*.c klog/*/*/*.c klog/*.h)
 	$(PY) -m pip install --quiet -e '.[test]'
 	touch $(STAMP)
 
-# The JVM peers (tests/jvm): our Java programs compiled against Kafka's jars (pinned in its
-# pom.xml), and the class path they run with. Maven's local repository (~/.m2) is the cache.
+# The JVM peers (tests/jvm): our Java programs compiled against Kafka's jars (the 4.x release
+# its pom.xml pins; the client scenarios again against the 3.x client, -P kafka3), and the
+# class paths they run with. Maven's local repository (~/.m2) is the cache.
 JVM      := tests/jvm
-JVMSTAMP := $(JVM)/target/classpath.txt
+JVMSTAMP := $(JVM)/target/.built
+MVN      := mvn -B -q -Dstyle.color=never -f $(JVM)/pom.xml
 $(JVMSTAMP): $(JVM)/pom.xml $(shell find $(JVM)/src -name '*.java') scripts/setup-system.sh
 	bash scripts/setup-system.sh
-	mvn -B -q -Dstyle.color=never -f $(JVM)/pom.xml compile dependency:build-classpath \
-		-Dmdep.outputFile=$(CURDIR)/$(JVMSTAMP) -Dmdep.includeScope=runtime
+	$(MVN) compile dependency:build-classpath -Dmdep.includeScope=runtime \
+		-Dmdep.outputFile=$(CURDIR)/$(JVM)/target/classpath.txt
+	$(MVN) -P kafka3 compile dependency:build-classpath -Dmdep.includeScope=runtime \
+		-Dmdep.outputFile=$(CURDIR)/$(JVM)/target/kafka3/classpath.txt
 	touch $(JVMSTAMP)
 
 setup: $(STAMP) $(JVMSTAMP)

@@ -28,6 +28,19 @@ def jvm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Jvm]:
         running.close()
 
 
+@pytest.fixture(scope="module", params=["kafka4", "kafka3"])
+def client_jvm(request: pytest.FixtureRequest,
+               tmp_path_factory: pytest.TempPathFactory) -> Iterator[Jvm]:
+    """The client scenarios' driver JVM, once with Kafka 4.x's client and once with the
+    last 3.x client (pom.xml's kafka3 profile)."""
+    running = Jvm(tmp_path_factory.mktemp("jvm") / f"driver-{request.param}.log",
+                  build=request.param)
+    try:
+        yield running
+    finally:
+        running.close()
+
+
 def wait_until_settled(c: Cluster, timeout: float = 30.0) -> None:
     """Wait until every broker's Metadata names the controller and every broker.
 

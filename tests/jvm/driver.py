@@ -1,13 +1,15 @@
 """Running klog's JVM peers (the Maven project beside this file) from pytest.
 
 ``make setup`` compiles ``src/main/java/klog/jvm`` and writes the run-time class path of
-Kafka's jars (pinned in pom.xml) to ``target/classpath.txt``. Two ways to run them:
+Kafka's jars (pinned in pom.xml) to ``target/classpath.txt`` (and, for the client
+scenarios against Kafka's 3.x client, ``target/kafka3/``). Two ways to run them:
 
-- ``Jvm``: one long-lived driver JVM (``klog.jvm.Driver serve``) that runs one scenario per
-  call and answers it in JSON (``jvm.call("produce", bootstrap=..., topic=...)``); a test
-  module keeps one for all its tests, so it pays one JVM start on this 2-core machine. A
-  scenario that fails raises ``JavaFailure`` with the Java stack trace; one that does not
-  answer within its timeout kills the JVM (after a thread dump into its log) and fails.
+- ``Jvm``: one long-lived driver JVM (``klog.jvm.Driver serve``, of either build) that runs
+  one scenario per call and answers it in JSON (``jvm.call("produce", bootstrap=...,
+  topic=...)``); a test module keeps one for all its tests, so it pays one JVM start on
+  this 2-core machine. A scenario that fails raises ``JavaFailure`` with the Java stack
+  trace; one that does not answer within its timeout kills the JVM (after a thread dump
+  into its log) and fails.
 - ``JavaProcess``: one scenario, or one of Kafka's own main classes (a Connect worker), in a
   JVM of its own, for what a test kills -9 or runs beside others; its stdout lines (the
   driver's events) are read as they come.
@@ -22,6 +24,7 @@ import contextlib
 import json
 import os
 import queue
+import re
 import signal
 import subprocess
 import threading
@@ -33,8 +36,10 @@ from typing import Any
 import pytest
 
 PROJECT = Path(__file__).resolve().parent
-CLASSES = PROJECT / "target" / "classes"
-CLASSPATH_FILE = PROJECT / "target" / "classpath.txt"
+# Each build: its output directory (classes/, classpath.txt). "kafka4" is every peer at the
+# 4.x release pom.xml pins; "kafka3" the client scenarios against the 3.x client
+# (pom.xml's kafka3 profile).
+BUILDS = {"kafka4": PROJECT / "target", "kafka3": PROJECT / "target" / "kafka3"}
 JAVA = os.environ.get("JAVA", "/usr/bin/java")
 
 # Start-up matters more than peak speed here: C1 only, the serial collector, no perf data.
@@ -42,15 +47,25 @@ JVM_OPTIONS = ("-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-XX:-UsePerfData"
                "-Xss1m", "-Xmx512m", "-Djava.net.preferIPv4Stack=true")
 
 
-def classpath() -> str:
+def classpath(build: str = "kafka4") -> str:
     """Our classes and Kafka's jars; fails (never skips) when the build is missing."""
-    if not CLASSPATH_FILE.is_file() or not (CLASSES / "klog" / "jvm" / "Driver.class").is_file():
-        pytest.fail(f"the JVM peers are not built ({CLASSPATH_FILE} missing): run `make setup`")
-    return f"{CLASSES}{os.pathsep}{CLASSPATH_FILE.read_text().strip()}"
+    target = BUILDS[build]
+    listing, classes = target / "classpath.txt", target / "classes"
+    if not listing.is_file() or not (classes / "klog" / "jvm" / "Driver.class").is_file():
+        pytest.fail(f"the JVM peers are not built ({listing} missing): run `make setup`")
+    return f"{classes}{os.pathsep}{listing.read_text().strip()}"
 
 
-def java_command(main: str, *args: str, options: Sequence[str] = ()) -> list[str]:
-    return [JAVA, *JVM_OPTIONS, *options, "-cp", classpath(), main, *args]
+def kafka_version(build: str = "kafka4") -> str:
+    """The kafka-clients version a build runs with (from its class path)."""
+    found = re.search(r"kafka-clients-([\w.-]+)\.jar", classpath(build))
+    assert found is not None, f"no kafka-clients jar in the {build} class path"
+    return found.group(1)
+
+
+def java_command(main: str, *args: str, options: Sequence[str] = (),
+                 build: str = "kafka4") -> list[str]:
+    return [JAVA, *JVM_OPTIONS, *options, "-cp", classpath(build), main, *args]
 
 
 def tail(path: Path, lines: int = 60) -> str:
@@ -148,13 +163,19 @@ class _Process:
 class Jvm:
     """One driver JVM serving scenarios; see the module docstring."""
 
-    def __init__(self, log: Path) -> None:
+    def __init__(self, log: Path, build: str = "kafka4") -> None:
         self.log = log
+        self.build = build
         self._process: _Process | None = None
+
+    @property
+    def kafka_version(self) -> str:
+        return kafka_version(self.build)
 
     def _running(self) -> _Process:
         if self._process is None or not self._process.alive():
-            self._process = _Process(java_command("klog.jvm.Driver", "serve"), self.log)
+            self._process = _Process(java_command("klog.jvm.Driver", "serve",
+                                                  build=self.build), self.log)
         return self._process
 
     def call(self, scenario: str, timeout: float = 90.0, **args: Any) -> Any:

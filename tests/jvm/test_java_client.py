@@ -1,8 +1,9 @@
-"""Kafka's Java client (kafka-clients, the version pinned in tests/jvm/pom.xml) against one
-klog broker: the producer with every acks setting, idempotence, every codec, headers and
-large records, checked by reading back with librdkafka and with what klog stored; the
-consumer by subscription and assignment, seeks, offsetsForTimes, pause/resume, group
-rebalances with the cooperative-sticky and range assignors, and static membership."""
+"""Kafka's Java client (kafka-clients: the 4.x release tests/jvm/pom.xml pins, and the 3.x
+release of its kafka3 profile) against one klog broker: the producer with every acks
+setting, idempotence, every codec, headers and large records, checked by reading back with
+librdkafka and with what klog stored; the consumer by subscription and assignment, seeks,
+offsetsForTimes, pause/resume, group rebalances with the cooperative-sticky and range
+assignors, and static membership."""
 
 from __future__ import annotations
 
@@ -26,6 +27,12 @@ def broker_overrides() -> dict[str, str]:
     return {"group.initial.rebalance.delay.ms": "0", "offsets.topic.num.partitions": "3",
             "group.min.session.timeout.ms": "500"}
 
+
+
+@pytest.fixture(scope="module")
+def jvm(client_jvm: Jvm) -> Jvm:
+    """This module's tests run with Kafka 4.x's client and again with the last 3.x one."""
+    return client_jvm
 
 def value(i: int, size: int) -> bytes:
     """The value the Java side writes for record ``i`` (Records.value)."""

@@ -1,4 +1,5 @@
-"""Kafka's Java transactions against klog: the consume-transform-produce loop with
+"""Kafka's Java transactions (the 4.x and 3.x clients, as test_java_client.py) against
+klog: the consume-transform-produce loop with
 sendOffsetsToTransaction (with aborts on the way) copies a topic exactly once; a zombie
 producer is fenced by its successor; aborted and open transactions as read_committed and
 read_uncommitted consumers see them (the last stable offset); and the copy again on a
@@ -27,6 +28,12 @@ def broker_overrides() -> dict[str, str]:
     return {"group.initial.rebalance.delay.ms": "0", "offsets.topic.num.partitions": "3",
             "transaction.state.log.num.partitions": "3"}
 
+
+
+@pytest.fixture(scope="module")
+def jvm(client_jvm: Jvm) -> Jvm:
+    """This module's tests run with Kafka 4.x's client and again with the last 3.x one."""
+    return client_jvm
 
 def fill(bootstrap: str, topic: str, partitions: int, per_partition: int,
          replication: int = 1) -> list[bytes]:
@@ -141,13 +148,13 @@ def test_copy_loop_survives_a_coordinator_kill(cluster: Callable[..., Cluster], 
     c = cluster(brokers=3, overrides={"min.insync.replicas": "2"})
     wait_until_settled(c)
     bootstrap = c.bootstrap_servers
-    inputs = fill(bootstrap, topic, 3, 400, replication=3)
+    inputs = fill(bootstrap, topic, 3, 200, replication=3)
     output = f"{topic}-out"
     c.create_topic(output, partitions=3, replication_factor=3)
     group = f"g-{topic}"
     copy = JavaProcess.scenario(
         "txn_copy", tmp_path / "copy.log", bootstrap=bootstrap, input=topic, output=output,
-        group=group, transactional_id=f"tx-{topic}", expect=1200, pause_ms=20,
+        group=group, transactional_id=f"tx-{topic}", expect=600, pause_ms=20,
         max_poll_records=20, timeout_ms=150000,
         config={"transaction.timeout.ms": "10000", "request.timeout.ms": "5000",
                 "default.api.timeout.ms": "20000"})
@@ -156,7 +163,7 @@ def test_copy_loop_survives_a_coordinator_kill(cluster: Callable[..., Cluster], 
         coordinator = first["coordinator"]
         assert coordinator in c.ids
         at_kill = 0
-        while at_kill < 300:
+        while at_kill < 150:
             at_kill = copy.event("progress", timeout=60)["committed"]
         c.kill(coordinator)  # kill -9, mid-stream
         # Its registration lives until its ZooKeeper session expires; a broker started
@@ -167,7 +174,7 @@ def test_copy_loop_survives_a_coordinator_kill(cluster: Callable[..., Cluster], 
         result = copy.result(timeout=170)
     finally:
         copy.stop()
-    assert at_kill < 1200, "the copy was over before the kill"
-    assert result["committed_records"] == 1200
-    assert_copied_exactly_once(inputs, read_committed(bootstrap, output, 3, 1200))
-    assert committed_offsets(bootstrap, group) == {0: 400, 1: 400, 2: 400}
+    assert at_kill < 600, "the copy was over before the kill"
+    assert result["committed_records"] == 600
+    assert_copied_exactly_once(inputs, read_committed(bootstrap, output, 3, 600))
+    assert committed_offsets(bootstrap, group) == {0: 200, 1: 200, 2: 200}

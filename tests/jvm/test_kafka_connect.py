@@ -59,13 +59,19 @@ class Worker:
     def worker_id(self) -> str:
         return f"127.0.0.1:{self.port}"
 
-    def start(self) -> None:
+    def launch(self) -> None:
         self.process = JavaProcess.main(
             "org.apache.kafka.connect.cli.ConnectDistributed", str(self.properties),
             log=self.log, options=["-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
                                    "-Dorg.slf4j.simpleLogger.showDateTime=true"])
+
+    def wait_ready(self) -> None:
         wait(lambda: isinstance(rest(self, "GET", "/connectors"), list), 90,
              f"worker {self.name}'s REST API", self)
+
+    def start(self) -> None:
+        self.launch()
+        self.wait_ready()
 
     def kill(self) -> None:
         assert self.process is not None
@@ -142,8 +148,10 @@ def workers(broker: KlogBroker, tmp_path: Path) -> Iterator[list[Worker]]:
         worker_properties(properties, broker.bootstrap_servers, port)
         made.append(Worker(name, port, properties, tmp_path / f"{name}.log"))
     try:
+        for w in made:  # both JVMs start at once
+            w.launch()
         for w in made:
-            w.start()
+            w.wait_ready()
         yield made
     finally:
         for w in made:

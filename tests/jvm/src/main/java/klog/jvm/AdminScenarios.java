@@ -87,11 +87,6 @@ final class AdminScenarios {
         return Admin.create(props);
     }
 
-    static String error(Throwable e) {
-        Throwable cause = e instanceof ExecutionException && e.getCause() != null ? e.getCause() : e;
-        return cause.getClass().getSimpleName();
-    }
-
     static Map<String, Object> describe(TopicDescription d) {
         Map<String, Object> out = new LinkedHashMap<>();
         out.put("name", d.name());
@@ -130,7 +125,7 @@ final class AdminScenarios {
                 admin.createTopics(List.of(new NewTopic(a, 1, (short) 1))).all().get();
                 out.put("duplicate_create", "accepted");
             } catch (ExecutionException e) {
-                out.put("duplicate_create", error(e));
+                out.put("duplicate_create", Args.error(e));
             }
             out.put("listed", new java.util.TreeSet<>(admin.listTopics().names().get()));
             out.put("described", describe(admin.describeTopics(List.of(a)).allTopicNames()
@@ -150,7 +145,7 @@ final class AdminScenarios {
                 admin.createPartitions(Map.of(a, NewPartitions.increaseTo(2))).all().get();
                 out.put("shrink", "accepted");
             } catch (ExecutionException e) {
-                out.put("shrink", error(e));
+                out.put("shrink", Args.error(e));
             }
             admin.deleteTopics(List.of(b)).all().get(WAIT, TimeUnit.SECONDS);
             deadline = System.currentTimeMillis() + 20000;
@@ -163,7 +158,7 @@ final class AdminScenarios {
                 admin.describeTopics(List.of(b)).allTopicNames().get();
                 out.put("describe_deleted", "found");
             } catch (ExecutionException e) {
-                out.put("describe_deleted", error(e));
+                out.put("describe_deleted", Args.error(e));
             }
         }
         return out;
@@ -241,7 +236,7 @@ final class AdminScenarios {
                         AlterConfigOp.OpType.SET));
                 out.put("unknown_config", "accepted");
             } catch (ExecutionException e) {
-                out.put("unknown_config", error(e));
+                out.put("unknown_config", Args.error(e));
             }
             String name = args.path("broker_config").asText("log.cleaner.backoff.ms");
             String value = args.path("broker_value").asText("20000");
@@ -301,7 +296,7 @@ final class AdminScenarios {
                         .all().get(WAIT, TimeUnit.SECONDS);
                 out.put("delete_beyond_end", "accepted");
             } catch (ExecutionException e) {
-                out.put("delete_beyond_end", error(e));
+                out.put("delete_beyond_end", Args.error(e));
             }
         }
         return out;
@@ -342,7 +337,7 @@ final class AdminScenarios {
                     admin.deleteConsumerGroups(List.of(group)).all().get(WAIT, TimeUnit.SECONDS);
                     out.put("delete_while_active", "accepted");
                 } catch (ExecutionException e) {
-                    out.put("delete_while_active", error(e));
+                    out.put("delete_while_active", Args.error(e));
                 }
                 admin.removeMembersFromConsumerGroup(group, new RemoveMembersFromConsumerGroupOptions(
                         List.of(new MemberToRemove("admin-static")))).all().get(WAIT, TimeUnit.SECONDS);
@@ -363,7 +358,7 @@ final class AdminScenarios {
                 out.put("state_after_delete", admin.describeConsumerGroups(List.of(group))
                         .describedGroups().get(group).get().groupState().toString());
             } catch (ExecutionException e) {
-                out.put("state_after_delete", error(e));
+                out.put("state_after_delete", Args.error(e));
             }
         }
         return out;
@@ -462,7 +457,7 @@ final class AdminScenarios {
                 admin.describeUserScramCredentials(List.of(user)).description(user).get();
                 out.put("described_after_delete", "found");
             } catch (ExecutionException e) {
-                out.put("described_after_delete", error(e));
+                out.put("described_after_delete", Args.error(e));
             }
             out.put("produce_after_user_deleted", produceOne(as, topic));
         }
@@ -480,7 +475,7 @@ final class AdminScenarios {
                     "v".getBytes())).get(20, TimeUnit.SECONDS);
             return "ok";
         } catch (Exception e) {
-            return error(e);
+            return Args.error(e);
         }
     }
 
@@ -499,7 +494,7 @@ final class AdminScenarios {
             }
             return "nothing";
         } catch (Exception e) {
-            return error(e);
+            return Args.error(e);
         }
     }
 
@@ -541,7 +536,7 @@ final class AdminScenarios {
                         new ClientQuotaAlteration.Op("no_such_quota", 1.0))))).all().get();
                 out.put("unknown_key", "accepted");
             } catch (ExecutionException e) {
-                out.put("unknown_key", error(e));
+                out.put("unknown_key", Args.error(e));
             }
         }
         return out;
@@ -588,7 +583,7 @@ final class AdminScenarios {
                 admin.electLeaders(type, tps).all().get(WAIT, TimeUnit.SECONDS);
                 out.put("again", "elected");
             } catch (ExecutionException e) {
-                out.put("again", error(e));
+                out.put("again", Args.error(e));
             }
             out.put("described", describe(admin.describeTopics(List.of(topic)).allTopicNames()
                     .get().get(topic)));
@@ -639,7 +634,7 @@ final class AdminScenarios {
                 admin.alterPartitionReassignments(cancel).all().get(WAIT, TimeUnit.SECONDS);
                 out.put("cancel_idle", "accepted");
             } catch (ExecutionException e) {
-                out.put("cancel_idle", error(e));
+                out.put("cancel_idle", Args.error(e));
             }
         }
         return out;

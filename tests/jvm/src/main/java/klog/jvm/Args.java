@@ -52,6 +52,13 @@ final class Args {
         return out;
     }
 
+    /** The simple class name of an exception, or of the cause an ExecutionException wraps. */
+    static String error(Throwable e) {
+        Throwable cause = e instanceof java.util.concurrent.ExecutionException
+                && e.getCause() != null ? e.getCause() : e;
+        return cause.getClass().getSimpleName();
+    }
+
     static List<Integer> ints(JsonNode args, String name) {
         List<Integer> out = new ArrayList<>();
         args.path(name).forEach(n -> out.add(n.asInt()));

@@ -180,7 +180,7 @@ final class TransactionScenarios {
                     value.getBytes(StandardCharsets.UTF_8))).get(20, TimeUnit.SECONDS);
             return "ok";
         } catch (Exception e) {
-            return AdminScenarios.error(e);
+            return Args.error(e);
         }
     }
 
@@ -204,7 +204,7 @@ final class TransactionScenarios {
                 zombie.commitTransaction();
                 out.put("zombie_commit", "ok");
             } catch (Exception e) {
-                out.put("zombie_commit", AdminScenarios.error(e));
+                out.put("zombie_commit", Args.error(e));
             }
             successor.beginTransaction();
             out.put("successor_send", send(successor, topic, "successor-1"));
