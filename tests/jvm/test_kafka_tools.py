@@ -418,6 +418,14 @@ def test_kafka_transactions(jvm: Jvm, txn_broker: InProcessBroker) -> None:
     assert [[r[0], r[1], r[2], r[3]] for r in listed] == [
         [t["transactional_id"], str(t["coordinator"]), str(t["producer_id"]), t["state"]]
         for t in ours] == [["tools-tx", "0", str(ours[0]["producer_id"]), "Ongoing"]]
+    # --duration-filter (ListTransactions v1, KIP-994): running longer than 0 ms, an hour.
+    assert [r[0] for r in table(kafka(jvm, TRANSACTIONS, *bs, "list", "--duration-filter",
+                                      "0").stdout)] == ["tools-tx"]
+    assert table(kafka(jvm, TRANSACTIONS, *bs, "list", "--duration-filter",
+                       "3600000").stdout) == []
+    assert [t["transactional_id"] for t in klog(bootstrap, "transactions", "list",
+                                                 "--duration-filter", "0")] == ["tools-tx"]
+    assert klog(bootstrap, "transactions", "list", "--duration-filter", "3600000") == []
     described = table(kafka(jvm, TRANSACTIONS, *bs, "describe", "--transactional-id",
                             "tools-tx").stdout)[0]
     mine = klog(bootstrap, "transactions", "describe", "--transactional-id", "tools-tx")
