@@ -250,6 +250,36 @@ def test_kafka_configs(jvm: Jvm, bootstrap: str, topic: str) -> None:
     assert "Quota configs for client-id 'c1' are request_percentage=50.0" in client
 
 
+def test_kafka_configs_broker_loggers(jvm: Jvm, bootstrap: str) -> None:
+    bs = ("--bootstrap-server", bootstrap)
+    logger = "klog.daemon.admin"
+    which = ("--entity-type", "broker-loggers", "--entity-name", "0")
+
+    def theirs() -> dict[str, str]:
+        out = kafka(jvm, CONFIGS, *bs, "--describe", *which).stdout.splitlines()
+        assert out[0] == "Dynamic configs for broker-logger 0 are:"
+        return dict(re.match(r"\s+(\S+)=(\S*) sensitive=false synonyms=\{\}$",  # type: ignore[union-attr]
+                             line).groups() for line in out[1:])
+
+    def ours() -> dict[str, str]:
+        return {c["name"]: c["value"]
+                for c in klog(bootstrap, "configs", "describe", "broker-logger", "0")["configs"]}
+
+    before = theirs()
+    assert before == ours()
+    root = before["root"]
+    assert logger in before and before[logger] == root
+    altered = kafka(jvm, CONFIGS, *bs, "--alter", *which, "--add-config", f"{logger}=DEBUG")
+    assert altered.stdout.strip() == "Completed updating config for broker-logger 0."
+    assert theirs()[logger] == ours()[logger] == "DEBUG"
+    kafka(jvm, CONFIGS, *bs, "--alter", *which, "--delete-config", logger)
+    assert theirs()[logger] == ours()[logger] == root
+    refused = kafka(jvm, CONFIGS, *bs, "--alter", *which, "--add-config", f"{logger}=LOUD",
+                    ok=False)
+    assert refused.exit == 1
+    assert f"Cannot set the log level of {logger} to LOUD" in refused.stderr
+
+
 def test_kafka_acls(jvm: Jvm, bootstrap: str, topic: str) -> None:
     bs = ("--bootstrap-server", bootstrap)
     kafka(jvm, ACLS, *bs, "--add", "--allow-principal", "User:alice", "--operation", "Read",
