@@ -107,6 +107,25 @@ def test_consumer_group_admin(jvm: Jvm, bootstrap: str, topic: str) -> None:
     assert got["state_after_delete"] == "Dead"
 
 
+def test_topic_ids_log_dirs_producers_and_fencing(jvm: Jvm, bootstrap: str,
+                                                   broker: KlogBroker, topic: str) -> None:
+    got = jvm.call("admin_by_topic_id_log_dirs_producers", bootstrap=bootstrap, topic=topic)
+    # describeTopics by id: Metadata v12 with topic ids.
+    assert got["by_id"] == topic
+    assert got["log_dirs"] == {str(broker.log_dir): {"error": "null",
+                                                     "partition_0_size": 350}}
+    assert got["replica_log_dir"] == str(broker.log_dir)
+    [(producer_id, epoch, last_sequence)] = got["producers"]
+    assert producer_id >= 0 and (epoch, last_sequence) == (0, 4)
+    assert got["two_groups"] == {f"ga-{topic}": 1, f"gb-{topic}": 2}
+    # No feature is finalized: Kafka 4's clients keep to transaction version 1 (KIP-890's
+    # second part is not served; README "Differences from Kafka").
+    assert got["features"]["finalized"] == "[]"
+    assert got["fence"] == "fenced"
+    assert got["fenced_producer"] == "error: ProducerFencedException"
+    assert got["delete_by_id"] == "deleted" and got["listed_after_delete"] is False
+
+
 def test_client_quotas(jvm: Jvm, bootstrap: str) -> None:
     got = jvm.call("admin_quotas", bootstrap=bootstrap)
     assert got["all"]["{user=alice}"] == {"consumer_byte_rate": 2048.0,

@@ -78,6 +78,7 @@ final class AdminScenarios {
         scenarios.put("admin_describe_topic", AdminScenarios::describeTopic);
         scenarios.put("admin_elect_leaders", AdminScenarios::electLeaders);
         scenarios.put("admin_reassign", AdminScenarios::reassign);
+        scenarios.put("admin_by_topic_id_log_dirs_producers", AdminScenarios::byIdLogDirsProducers);
     }
 
     static Admin admin(JsonNode args) {
@@ -636,6 +637,124 @@ final class AdminScenarios {
             } catch (ExecutionException e) {
                 out.put("cancel_idle", Args.error(e));
             }
+        }
+        return out;
+    }
+
+    /** What a call gave: its value, or its exception's simple name. */
+    @FunctionalInterface
+    interface Call {
+        Object get() throws Exception;
+    }
+
+    static Object attempt(Call call) {
+        try {
+            return call.get();
+        } catch (Exception e) {
+            Throwable cause = e instanceof ExecutionException && e.getCause() != null
+                    ? e.getCause() : e;
+            System.err.println("[admin] call failed: " + cause);
+            cause.printStackTrace();
+            return "error: " + Args.error(e);
+        }
+    }
+
+    /**
+     * describeTopics and deleteTopics by topic id, describeLogDirs and
+     * describeReplicaLogDirs, describeProducers of a partition an idempotent producer
+     * wrote, listConsumerGroupOffsets of two groups in one call, describeFeatures, and
+     * fenceProducers of a transactional id whose producer then finds itself fenced.
+     */
+    private static Object byIdLogDirsProducers(JsonNode args, Driver.Channel channel)
+            throws Exception {
+        String topic = Args.text(args, "topic");
+        int brokerId = args.path("broker_id").asInt(0);
+        TopicPartition tp = new TopicPartition(topic, 0);
+        Map<String, Object> out = new LinkedHashMap<>();
+        try (Admin admin = admin(args)) {
+            admin.createTopics(List.of(new NewTopic(topic, 2, (short) 1))).all()
+                    .get(WAIT, TimeUnit.SECONDS);
+            Properties producerProps = Args.client(args);
+            producerProps.put("enable.idempotence", "true");
+            long producerId;
+            try (KafkaProducer<byte[], byte[]> producer = ProducerScenarios.producer(producerProps)) {
+                for (int i = 0; i < 5; i++) {
+                    producer.send(new org.apache.kafka.clients.producer.ProducerRecord<>(
+                            topic, 0, null, ("v" + i).getBytes())).get(20, TimeUnit.SECONDS);
+                }
+            }
+            org.apache.kafka.common.Uuid id = admin.describeTopics(List.of(topic))
+                    .allTopicNames().get().get(topic).topicId();
+            out.put("by_id", attempt(() -> admin.describeTopics(
+                    org.apache.kafka.common.TopicCollection.ofTopicIds(List.of(id)))
+                    .allTopicIds().get(WAIT, TimeUnit.SECONDS).get(id).name()));
+            out.put("log_dirs", attempt(() -> {
+                Map<String, Object> dirs = new TreeMap<>();
+                admin.describeLogDirs(List.of(brokerId)).allDescriptions().get(WAIT, TimeUnit.SECONDS)
+                        .get(brokerId).forEach((dir, d) -> dirs.put(dir, Map.of(
+                                "error", String.valueOf(d.error()),
+                                "partition_0_size", d.replicaInfos().containsKey(tp)
+                                        ? d.replicaInfos().get(tp).size() : -1)));
+                return dirs;
+            }));
+            out.put("replica_log_dir", attempt(() -> admin.describeReplicaLogDirs(List.of(
+                    new org.apache.kafka.common.TopicPartitionReplica(topic, 0, brokerId)))
+                    .all().get(WAIT, TimeUnit.SECONDS).values().iterator().next()
+                    .getCurrentReplicaLogDir()));
+            out.put("producers", attempt(() -> admin.describeProducers(List.of(tp))
+                    .partitionResult(tp).get(WAIT, TimeUnit.SECONDS).activeProducers().stream()
+                    .map(p -> List.of(p.producerId(), p.producerEpoch(), p.lastSequence()))
+                    .toList()));
+            for (String g : List.of("ga-" + topic, "gb-" + topic)) {
+                admin.alterConsumerGroupOffsets(g, Map.of(tp, new OffsetAndMetadata(
+                        g.startsWith("ga") ? 1 : 2))).all().get(WAIT, TimeUnit.SECONDS);
+            }
+            out.put("two_groups", attempt(() -> {
+                Map<String, org.apache.kafka.clients.admin.ListConsumerGroupOffsetsSpec> specs =
+                        new LinkedHashMap<>();
+                specs.put("ga-" + topic, new org.apache.kafka.clients.admin
+                        .ListConsumerGroupOffsetsSpec());
+                specs.put("gb-" + topic, new org.apache.kafka.clients.admin
+                        .ListConsumerGroupOffsetsSpec());
+                Map<String, Object> byGroup = new TreeMap<>();
+                admin.listConsumerGroupOffsets(specs).all().get(WAIT, TimeUnit.SECONDS)
+                        .forEach((g, o) -> byGroup.put(g, o.get(tp).offset()));
+                return byGroup;
+            }));
+            out.put("features", attempt(() -> {
+                var f = admin.describeFeatures().featureMetadata().get(WAIT, TimeUnit.SECONDS);
+                return Map.of("finalized", f.finalizedFeatures().keySet().toString(),
+                        "supported", f.supportedFeatures().keySet().toString());
+            }));
+            String txnId = "fence-" + topic;
+            KafkaProducer<byte[], byte[]> transactional = TransactionScenarios.transactional(args, txnId);
+            try {
+                transactional.initTransactions();
+                out.put("fence", attempt(() -> {
+                    admin.fenceProducers(List.of(txnId)).all().get(WAIT, TimeUnit.SECONDS);
+                    return "fenced";
+                }));
+                out.put("fenced_producer", attempt(() -> {
+                    transactional.beginTransaction();
+                    transactional.send(new org.apache.kafka.clients.producer.ProducerRecord<>(
+                            topic, 1, null, "x".getBytes())).get(20, TimeUnit.SECONDS);
+                    transactional.commitTransaction();
+                    return "committed";
+                }));
+            } finally {
+                transactional.close(Duration.ofSeconds(5));
+            }
+            out.put("delete_by_id", attempt(() -> {
+                admin.deleteTopics(org.apache.kafka.common.TopicCollection.ofTopicIds(List.of(id)))
+                        .all().get(WAIT, TimeUnit.SECONDS);
+                return "deleted";
+            }));
+            long deadline = System.currentTimeMillis() + 20000;
+            while (admin.listTopics().names().get().contains(topic)
+                    && System.currentTimeMillis() < deadline) {
+                pause();
+            }
+            out.put("listed_after_delete", admin.listTopics().names().get().contains(topic));
         }
         return out;
     }
