@@ -17,7 +17,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from klog.protocol.records.batch import CompressionType
 from klog.testing import KlogBroker
 from tests.interop.conftest import CODECS, stored_batches
-from tests.jvm.driver import Jvm
+from tests.jvm.driver import JavaFailure, Jvm
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -230,3 +230,15 @@ def test_static_membership(jvm: Jvm, bootstrap: str, topic: str) -> None:
     after = {m["group_instance_id"]: m for m in got["members_after"]}
     assert after["static-a"]["member_id"] == got["rejoined_member_id"]
     assert after["static-a"]["partitions"] == got["first_assignment"]
+
+
+def test_the_new_consumer_group_protocol_is_refused_clearly(jvm: Jvm, bootstrap: str,
+                                                             topic: str) -> None:
+    # KIP-848's protocol (group.protocol=consumer) is not served, as by Kafka 3.x in
+    # ZooKeeper mode: the Java consumer stops with UnsupportedVersionException (Kafka 4's
+    # says to use group.protocol=classic) instead of hanging.
+    create(bootstrap, topic)
+    with pytest.raises(JavaFailure) as failure:
+        jvm.call("consume", bootstrap=bootstrap, topic=topic, expect=1, timeout_ms=10_000,
+                 config={"group.id": f"g-{topic}", "group.protocol": "consumer"})
+    assert "UnsupportedVersionException" in str(failure.value).splitlines()[0]

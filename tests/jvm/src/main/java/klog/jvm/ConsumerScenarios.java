@@ -45,8 +45,11 @@ final class ConsumerScenarios {
         props.putIfAbsent("value.deserializer", ByteArrayDeserializer.class.getName());
         props.putIfAbsent("auto.offset.reset", "earliest");
         props.putIfAbsent("enable.auto.commit", "false");
-        props.putIfAbsent("session.timeout.ms", "10000");
-        props.putIfAbsent("heartbeat.interval.ms", "500");
+        if (!"consumer".equalsIgnoreCase(String.valueOf(props.get("group.protocol")))) {
+            // (KIP-848's protocol takes these from the broker and refuses them here.)
+            props.putIfAbsent("session.timeout.ms", "10000");
+            props.putIfAbsent("heartbeat.interval.ms", "500");
+        }
         return new KafkaConsumer<>(props);
     }
 
