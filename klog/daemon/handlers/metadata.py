@@ -12,6 +12,11 @@ misconfiguration visible). v0 lists only the replicas and ISR members reachable 
 listener and, with a leader, flags any it left out as REPLICA_NOT_AVAILABLE; v1+ list them
 all (dead ones in offline_replicas from v5).
 
+From v12 topics may be asked for by topic id (Kafka's admin client describes and deletes
+topics by id this way): the ids known answer their topics, names included; an unknown id
+answers UNKNOWN_TOPIC_ID, a topic the caller may not Describe TOPIC_AUTHORIZATION_FAILED,
+both with the id and no name (ids are not secret, as Kafka says); nothing is auto-created.
+
 Authorization, as Kafka's KafkaApis: topics the caller may not Describe are left out of an
 all-topics answer and answered TOPIC_AUTHORIZATION_FAILED when named; auto-creation needs
 Create on the cluster or on the topic. v8+ answer the topic and cluster authorized
@@ -21,6 +26,7 @@ Kafka does; the cluster's is 0 for a caller without Describe on it.
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 from klog.daemon.handlers import Request, RequestContext, Response
@@ -32,6 +38,7 @@ _INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 _TOPIC_AUTHORIZATION_FAILED = int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
 #: KIP-430's "not asked for" (INT32_MIN).
 _OMITTED = -2147483648
+_ZERO_UUID = uuid.UUID(int=0)
 
 
 async def handle(ctx: RequestContext, request: Request) -> Response:
@@ -39,6 +46,11 @@ async def handle(ctx: RequestContext, request: Request) -> Response:
     cache = services.metadata_cache
     version = ctx.api_version
     topics_req = request.topics
+    topic_ids = [t.topic_id for t in topics_req or () if version >= 12
+                 and t.topic_id is not None and t.topic_id != _ZERO_UUID]
+    if topic_ids:
+        return _respond(ctx, request, _by_topic_ids(ctx, request,
+                                                    list(dict.fromkeys(topic_ids))))
     if topics_req is None or (version == 0 and not topics_req):
         names = cache.topic_names()
         requested = False
@@ -75,8 +87,14 @@ async def handle(ctx: RequestContext, request: Request) -> Response:
         elif with_operations:
             topic["topic_authorized_operations"] = ctx.authorized_operations(
                 ResourceType.TOPIC, topic["name"])
+    return _respond(ctx, request, topics)
+
+
+def _respond(ctx: RequestContext, request: Request, topics: list[dict[str, Any]]) -> Response:
+    cache = ctx.services.metadata_cache
     cluster_operations = _OMITTED
-    if version >= 8 and getattr(request, "include_cluster_authorized_operations", False):
+    if ctx.api_version >= 8 and getattr(request, "include_cluster_authorized_operations",
+                                         False):
         cluster_operations = (
             ctx.authorized_operations(ResourceType.CLUSTER, CLUSTER_NAME)
             if ctx.authorize(AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME) else 0)
@@ -88,6 +106,31 @@ async def handle(ctx: RequestContext, request: Request) -> Response:
         "topics": topics,
         "cluster_authorized_operations": cluster_operations,
     })
+
+
+def _by_topic_ids(ctx: RequestContext, request: Request,
+                  topic_ids: list[uuid.UUID]) -> list[dict[str, Any]]:
+    """The topics of a v12+ request that names them by id (see the module docstring)."""
+    cache = ctx.services.metadata_cache
+    names = {tid: cache.topic_by_id(tid) for tid in topic_ids}
+    denied = ctx.denied(AclOperation.DESCRIBE, ResourceType.TOPIC,
+                        [n for n in names.values() if n is not None])
+    with_operations = getattr(request, "include_topic_authorized_operations", False)
+    topics: list[dict[str, Any]] = []
+    for tid, name in names.items():
+        if name is None or name in denied:
+            error = ErrorCode.UNKNOWN_TOPIC_ID if name is None \
+                else ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            topics.append({"error_code": int(error), "name": None, "topic_id": tid,
+                           "is_internal": False, "topic_authorized_operations": _OMITTED,
+                           "partitions": []})
+            continue
+        topic = _topic(cache, name, 0, ctx.listener_name, ctx.api_version)
+        if with_operations:
+            topic["topic_authorized_operations"] = ctx.authorized_operations(
+                ResourceType.TOPIC, name)
+        topics.append(topic)
+    return topics
 
 
 def _brokers(cache: MetadataCache, listener: str) -> list[dict[str, Any]]:

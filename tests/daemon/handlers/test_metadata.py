@@ -246,3 +246,35 @@ def test_known_topic_without_partitions_is_unknown() -> None:
     response = call(9, ["ghost"], cache, admin)
     ghost = topics_of(response)["ghost"]
     assert (int(ghost.error_code), list(ghost.partitions)) == (UNKNOWN, [])
+
+
+def call_by_ids(version: int, ids: list[uuid.UUID], cache: MetadataCache | None = None,
+                admin: FakeAdmin | None = None, **ctx_kwargs: Any) -> Any:
+    cache = cache if cache is not None else _cache()
+    request = build(apis.spec_for(METADATA).request_entity(version), {
+        "topics": [{"name": None, "topic_id": i} for i in ids],
+        "allow_auto_topic_creation": True, "include_cluster_authorized_operations": False,
+        "include_topic_authorized_operations": False})
+    connection = SimpleNamespace(listener_name=LISTENER, peer="127.0.0.1:5555")
+    ctx = context(RequestHeader(METADATA, version, 1, "t", 2), connection,
+                  config={"auto_create_topics_enable": True}, metadata_cache=cache,
+                  admin=admin if admin is not None else FakeAdmin(cache), **ctx_kwargs)
+    response = asyncio.run(handle(ctx, request))
+    # What goes on the wire decodes back (names may be null from v12).
+    return apis.decode_response(METADATA, version, apis.encode_response(response))
+
+
+def test_topics_by_id_from_v12() -> None:
+    # Kafka's admin client describes (and deletes) topics by id with Metadata v12: known
+    # ids answer their topics, names included; an unknown id UNKNOWN_TOPIC_ID with the id
+    # and no name; nothing is auto-created. (klog answered by names only: nothing, or a
+    # topic without an id, and Kafka's client threw IllegalStateException.)
+    admin = FakeAdmin(_cache())
+    stranger = uuid.UUID(int=99)
+    response = call_by_ids(12, [TOPIC_IDS["b"], stranger, TOPIC_IDS["b"]], admin.cache, admin)
+    assert admin.calls == []
+    known, unknown = response.topics
+    assert (known.name, known.topic_id, int(known.error_code)) == ("b", TOPIC_IDS["b"], NONE)
+    assert [int(p.leader_id) for p in known.partitions] == [1]
+    assert (unknown.name, unknown.topic_id, int(unknown.error_code), list(unknown.partitions)) \
+        == (None, stranger, int(ErrorCode.UNKNOWN_TOPIC_ID), [])
