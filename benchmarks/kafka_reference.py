@@ -26,8 +26,9 @@ gives it: ``HEAP`` (1 GiB, ``-Xms`` = ``-Xmx``, Kafka's script default; on this 
 (``PERFORMANCE_OPTIONS``). Tests pass ``profile="test"``: a 512 MiB heap and C1 only,
 which starts faster and is enough for a few requests.
 
-Logging goes through slf4j-simple (the class path's binding) at INFO into the node's log
-file, as Kafka's default log4j configuration logs INFO to server.log.
+Logging is Kafka's own: log4j 2 (Kafka 4) or reload4j (Kafka 3) at INFO into the node's
+log file, as its distribution's default configuration logs INFO to server.log; the
+loggers DescribeConfigs BROKER_LOGGER lists are log4j's, as in a real installation.
 """
 
 from __future__ import annotations
@@ -47,6 +48,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 JVM_PROJECT = ROOT / "tests" / "jvm"
 BROKER_CLASSPATH = JVM_PROJECT / "target" / "broker" / "classpath.txt"
+#: The last 3.x broker, ZooKeeper mode (pom.xml's broker3 profile), resolved on first use.
+BROKER3_CLASSPATH = JVM_PROJECT / "target" / "broker3" / "classpath.txt"
 CLIENT_CLASSPATH = JVM_PROJECT / "target" / "classpath.txt"
 JAVA = os.environ.get("JAVA", "/usr/bin/java")
 LOOPBACK = "127.0.0.1"
@@ -61,10 +64,22 @@ PERFORMANCE_OPTIONS = ("-server", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
 #: The differential test's JVM: start-up matters more than peak speed for a few requests.
 TEST_OPTIONS = ("-Xms128m", "-Xmx512m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
                 "-Djava.awt.headless=true")
-LOG_OPTIONS = ("-Dorg.slf4j.simpleLogger.showDateTime=true",
-               "-Dorg.slf4j.simpleLogger.dateTimeFormat=yyyy-MM-dd HH:mm:ss,SSS",
-               "-Dorg.slf4j.simpleLogger.defaultLogLevel=info",
-               "-Djava.net.preferIPv4Stack=true")
+LOG_OPTIONS = ("-Djava.net.preferIPv4Stack=true",)
+#: Kafka's default logging, to the node's log file: INFO, through log4j 2 (Kafka 4) or
+#: reload4j (Kafka 3), as its distribution's config/log4j2.yaml and log4j.properties do.
+_LOG4J2 = """status = warn
+appender.out.type = Console
+appender.out.name = out
+appender.out.layout.type = PatternLayout
+appender.out.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = info
+rootLogger.appenderRef.out.ref = out
+"""
+_LOG4J1 = """log4j.rootLogger=INFO, out
+log4j.appender.out=org.apache.log4j.ConsoleAppender
+log4j.appender.out.layout=org.apache.log4j.PatternLayout
+log4j.appender.out.layout.ConversionPattern=[%d] %p %m (%c)%n
+"""
 
 #: Settings both sides run with where a comparison depends on them (the values are both
 #: brokers' defaults, written down so that a change of either default shows here).
@@ -80,13 +95,26 @@ class KafkaUnavailable(RuntimeError):
     """Kafka's broker cannot be run here (not set up, no Java)."""
 
 
-def broker_classpath() -> str:
-    """The run-time class path of Kafka's broker; KafkaUnavailable when it is not built."""
+def broker_classpath(mode: str = "kraft") -> str:
+    """The run-time class path of Kafka's broker (``mode`` "kraft": the 4.x release;
+    "zk": the 3.x release in ZooKeeper mode, resolved through Maven on first use);
+    KafkaUnavailable when it is not built."""
+    if not Path(JAVA).exists():
+        raise KafkaUnavailable(f"no Java at {JAVA}: run `make setup`")
+    if mode == "zk":
+        if not BROKER3_CLASSPATH.is_file():
+            done = subprocess.run(
+                ["mvn", "-B", "-q", "-Dstyle.color=never", "-f", str(JVM_PROJECT / "pom.xml"),
+                 "-P", "broker3", "dependency:build-classpath",
+                 "-Dmdep.includeScope=runtime", f"-Dmdep.outputFile={BROKER3_CLASSPATH}"],
+                capture_output=True, text=True, timeout=600, check=False)
+            if done.returncode != 0:
+                raise KafkaUnavailable(f"Maven could not resolve Kafka 3.x's broker:\n"
+                                       f"{done.stdout[-2000:]}{done.stderr[-2000:]}")
+        return BROKER3_CLASSPATH.read_text().strip()
     if not BROKER_CLASSPATH.is_file():
         raise KafkaUnavailable(f"Kafka's broker is not set up ({BROKER_CLASSPATH} missing): "
                                "run `make setup`")
-    if not Path(JAVA).exists():
-        raise KafkaUnavailable(f"no Java at {JAVA}: run `make setup`")
     return BROKER_CLASSPATH.read_text().strip()
 
 
@@ -98,9 +126,9 @@ def client_classpath() -> str:
     return CLIENT_CLASSPATH.read_text().strip()
 
 
-def kafka_version() -> str:
+def kafka_version(mode: str = "kraft") -> str:
     """The version of the broker the class path runs (from kafka_2.13-<version>.jar)."""
-    for jar in broker_classpath().split(os.pathsep):
+    for jar in broker_classpath(mode).split(os.pathsep):
         name = Path(jar).name
         if name.startswith("kafka_2.13-") and name.endswith(".jar"):
             return name[len("kafka_2.13-"):-len(".jar")]
@@ -119,8 +147,8 @@ def new_cluster_id() -> str:
 
 
 def java_command(main: str, *args: str, options: Sequence[str] = (),
-                 classpath: str | None = None) -> list[str]:
-    return [JAVA, *options, "-cp", classpath or broker_classpath(), main, *args]
+                 classpath: str | None = None, mode: str = "kraft") -> list[str]:
+    return [JAVA, *options, "-cp", classpath or broker_classpath(mode), main, *args]
 
 
 def _tail(path: Path, lines: int = 40) -> str:
@@ -137,15 +165,18 @@ def _listening(port: int) -> bool:
 
 
 class KafkaNode:
-    """One Kafka process, broker and controller in one (KRaft combined mode)."""
+    """One Kafka process: broker and controller in one (KRaft combined mode), or, with
+    ``mode="zk"``, a Kafka 3.x broker of a ZooKeeper-mode cluster."""
 
     def __init__(self, data_dir: Path, node_id: int = 1, port: int | None = None,
-                 controller_port: int | None = None, profile: str = "bench") -> None:
+                 controller_port: int | None = None, profile: str = "bench",
+                 mode: str = "kraft") -> None:
         self.data_dir = Path(data_dir)
         self.node_id = node_id
         self.port = port or free_port()
         self.controller_port = controller_port or free_port()
         self.profile = profile
+        self.mode = mode
         self.process: subprocess.Popen[bytes] | None = None
         self.settings: dict[str, str] = {}
 
@@ -171,44 +202,65 @@ class KafkaNode:
         return self.process.pid
 
     def jvm_options(self) -> tuple[str, ...]:
+        logging = (f"-Dlog4j.configuration=file:{self.data_dir / 'log4j.properties'}",
+                   f"-Dlog4j2.configurationFile={self.data_dir / 'log4j2.properties'}")
         if self.profile == "test":
-            return (*TEST_OPTIONS, *LOG_OPTIONS)
-        return (f"-Xms{HEAP}", f"-Xmx{HEAP}", *PERFORMANCE_OPTIONS, *LOG_OPTIONS)
+            return (*TEST_OPTIONS, *LOG_OPTIONS, *logging)
+        return (f"-Xms{HEAP}", f"-Xmx{HEAP}", *PERFORMANCE_OPTIONS, *LOG_OPTIONS, *logging)
 
     def configure(self, voters: str, cluster_size: int,
                   overrides: Mapping[str, Any] | None = None) -> None:
-        """Write server.properties: this node's listeners and the quorum, then
-        SHARED_SETTINGS, then ``overrides``."""
+        """Write server.properties: this node's listeners and the quorum (KRaft) or its
+        ZooKeeper connect string (``voters`` in ZooKeeper mode), then SHARED_SETTINGS,
+        then ``overrides``."""
+        if self.mode == "zk":
+            roles: dict[str, str] = {
+                "broker.id": str(self.node_id),
+                "zookeeper.connect": voters,
+                "listeners": f"PLAINTEXT://{LOOPBACK}:{self.port}",
+            }
+        else:
+            roles = {
+                "process.roles": "broker,controller",
+                "node.id": str(self.node_id),
+                "controller.quorum.voters": voters,
+                "listeners": f"PLAINTEXT://{LOOPBACK}:{self.port},"
+                             f"CONTROLLER://{LOOPBACK}:{self.controller_port}",
+                "advertised.listeners": f"PLAINTEXT://{LOOPBACK}:{self.port}",
+                "controller.listener.names": "CONTROLLER",
+                "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+                "inter.broker.listener.name": "PLAINTEXT",
+            }
         settings = {
-            "process.roles": "broker,controller",
-            "node.id": str(self.node_id),
-            "controller.quorum.voters": voters,
-            "listeners": f"PLAINTEXT://{LOOPBACK}:{self.port},"
-                         f"CONTROLLER://{LOOPBACK}:{self.controller_port}",
-            "advertised.listeners": f"PLAINTEXT://{LOOPBACK}:{self.port}",
-            "controller.listener.names": "CONTROLLER",
-            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
-            "inter.broker.listener.name": "PLAINTEXT",
+            **roles,
             "log.dirs": str(self.log_dir),
             # The internal topics as Kafka's config/server.properties sets them for one
             # node; on three, Kafka's defaults.
             "offsets.topic.replication.factor": str(min(cluster_size, 3)),
             "transaction.state.log.replication.factor": str(min(cluster_size, 3)),
             "transaction.state.log.min.isr": str(min(cluster_size, 2)),
-            "share.coordinator.state.topic.replication.factor": str(min(cluster_size, 3)),
-            "share.coordinator.state.topic.min.isr": str(min(cluster_size, 2)),
+            **({} if self.mode == "zk" else {
+                "share.coordinator.state.topic.replication.factor": str(min(cluster_size, 3)),
+                "share.coordinator.state.topic.min.isr": str(min(cluster_size, 2))}),
             **SHARED_SETTINGS,
             **{k: str(v) for k, v in (overrides or {}).items()},
         }
         self.settings = settings
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.config_file.write_text("".join(f"{k}={v}\n" for k, v in settings.items()))
+        (self.data_dir / "log4j2.properties").write_text(_LOG4J2)
+        (self.data_dir / "log4j.properties").write_text(_LOG4J1)
 
     def format(self, cluster_id: str, timeout: float = 120.0) -> None:
-        """Kafka's StorageTool: meta.properties and the bootstrap metadata."""
+        """Kafka's StorageTool: meta.properties and the bootstrap metadata (KRaft only: a
+        ZooKeeper-mode broker writes its meta.properties itself)."""
+        if self.mode == "zk":
+            return
         command = java_command("kafka.tools.StorageTool", "format", "-t", cluster_id,
                                "-c", str(self.config_file), "--ignore-formatted",
-                               options=(*TEST_OPTIONS, *LOG_OPTIONS))
+                               options=(*TEST_OPTIONS, *LOG_OPTIONS,
+                                        f"-Dlog4j2.configurationFile="
+                                        f"{self.data_dir / 'log4j2.properties'}"))
         with open(self.log_file, "ab") as log:
             done = subprocess.run(command, stdout=log, stderr=log, timeout=timeout,
                                   check=False)
@@ -223,7 +275,7 @@ class KafkaNode:
         with open(self.log_file, "ab") as log:
             self.process = subprocess.Popen(
                 java_command("kafka.Kafka", str(self.config_file),
-                             options=self.jvm_options()),
+                             options=self.jvm_options(), mode=self.mode),
                 stdout=log, stderr=log, stdin=subprocess.DEVNULL, cwd=self.data_dir)
 
     def wait_listening(self, timeout: float) -> None:
@@ -266,14 +318,28 @@ class KafkaNode:
 class KafkaCluster:
     """One Kafka node or three (each broker and controller, one static quorum) under
     ``root``; ``start()`` formats (once) and starts them and waits until every broker is
-    registered and unfenced; ``stop()`` stops them cleanly. A context manager."""
+    registered and unfenced; ``stop()`` stops them cleanly. A context manager.
+
+    ``mode="zk"``: Kafka 3.x's brokers on a ZooKeeper of their own (klog's
+    cluster_runner.ZooKeeperServer), the mode klog follows -- the differential test's
+    second reference, to tell what Kafka 4 changed from what klog differs in.
+    """
 
     def __init__(self, root: Path, nodes: int = 1, profile: str = "bench",
-                 overrides: Mapping[str, Any] | None = None) -> None:
+                 overrides: Mapping[str, Any] | None = None, mode: str = "kraft") -> None:
         self.root = Path(root)
-        self.nodes = [KafkaNode(self.root / f"kafka-{i}", node_id=i, profile=profile)
-                      for i in range(1, nodes + 1)]
-        voters = ",".join(f"{n.node_id}@{LOOPBACK}:{n.controller_port}" for n in self.nodes)
+        self.mode = mode
+        self.nodes = [KafkaNode(self.root / f"kafka-{i}", node_id=i, profile=profile,
+                                mode=mode) for i in range(1, nodes + 1)]
+        self.zookeeper: Any = None
+        if mode == "zk":
+            from klog.cluster_runner import ZooKeeperServer
+
+            self.zookeeper = ZooKeeperServer(self.root / "zookeeper")
+            voters = f"{self.zookeeper.connect}/kafka"
+        else:
+            voters = ",".join(f"{n.node_id}@{LOOPBACK}:{n.controller_port}"
+                              for n in self.nodes)
         for node in self.nodes:
             node.configure(voters, nodes, overrides)
         self.cluster_id = new_cluster_id()
@@ -292,6 +358,8 @@ class KafkaCluster:
     def start(self, timeout: float = 180.0) -> KafkaCluster:
         self.format()
         deadline = time.monotonic() + timeout
+        if self.zookeeper is not None:
+            self.zookeeper.start()
         for node in self.nodes:
             node.launch()
         try:
@@ -315,7 +383,7 @@ class KafkaCluster:
             while True:
                 try:
                     brokers = set(admin.list_topics(timeout=5).brokers)
-                except Exception:  # noqa: BLE001 - not answering yet: try again
+                except Exception:
                     brokers = set()
                 if brokers >= wanted:
                     break
@@ -333,6 +401,8 @@ class KafkaCluster:
                 node.process.send_signal(signal.SIGTERM)
         for node in self.nodes:
             node.stop(timeout)
+        if self.zookeeper is not None:
+            self.zookeeper.stop()
 
     def __enter__(self) -> KafkaCluster:
         return self.start()
