@@ -64,7 +64,12 @@ from klog.daemon.metadata_cache import PartitionState
 from klog.daemon.metastore import paths
 from klog.daemon.metastore.base import BadVersionError, MetadataStore, MetastoreError, NoNodeError
 from klog.daemon.metrics.counters import BYTES_IN, MESSAGES_IN, TOTAL_PRODUCE
-from klog.daemon.partition import FetchIsolation, NotLeaderOrFollowerError, Partition
+from klog.daemon.partition import (
+    FetchIsolation,
+    NotLeaderOrFollowerError,
+    Partition,
+    UnknownLeaderEpochError,
+)
 from klog.daemon.purgatory import DelayedOperationPurgatory, Timer
 from klog.daemon.replication_quota import ReplicationQuotaManager
 from klog.protocol.errors import (
@@ -1155,7 +1160,7 @@ class ReplicaManager:
             p = self._leader_for_fetch(topic, partition_index, current_leader_epoch)
             if replica_id >= 0:
                 return self._read_for_follower(p, replica_id, fetch_offset, max_bytes,
-                                               min_one_message)
+                                               min_one_message, current_leader_epoch)
             hw = p.high_watermark
             lso = p.last_stable_offset
             data = p.read(fetch_offset, max_bytes, isolation_committed=isolation_committed,
@@ -1166,25 +1171,45 @@ class ReplicaManager:
                            for t in (data.aborted_transactions or [])]
             return FetchResult(0, hw, lso, p.log_start_offset, data, aborted)
         except OffsetOutOfRangeError as exc:
+            if replica_id < 0:
+                # Kafka answers a consumer's OFFSET_OUT_OF_RANGE with unknown offsets (its
+                # createLogReadResult); the consumer resets through ListOffsets.
+                return FetchResult(int(exc.error_code))
+            # klog's followers start over from the leader's log start offset it carries
+            # (Kafka's ask for it with ListOffsets).
             p2 = self.partitions.get((topic, partition_index))
             return FetchResult(int(exc.error_code),
                                p2.high_watermark if p2 else -1,
                                p2.last_stable_offset if p2 else -1,
                                p2.log_start_offset if p2 else -1)
+        except UnknownTopicOrPartitionError as exc:
+            # Kafka answers a partition its metadata does not have before any read, with
+            # an empty list of aborted transactions rather than none (v4+).
+            return FetchResult(int(exc.error_code), aborted_transactions=[])
         except KafkaError as exc:
             return FetchResult(int(exc.error_code))
 
     def _read_for_follower(self, p: Partition, replica_id: int, fetch_offset: int,
-                           max_bytes: int, min_one_message: bool) -> FetchResult:
+                           max_bytes: int, min_one_message: bool,
+                           current_leader_epoch: int = -1) -> FetchResult:
+        if replica_id not in p.remote_replicas:
+            # Kafka's followerReplicaOrThrow: a fetch from a broker that is not one of the
+            # partition's replicas reads nothing: UNKNOWN_LEADER_EPOCH when it names the
+            # epoch (a replica this leader may not know yet, it retries), else
+            # NOT_LEADER_OR_FOLLOWER.
+            log.warning("leader %d refusing a fetch of %s-%d from broker %d: not one of its "
+                        "replicas %s", self.broker_id, p.topic, p.partition, replica_id,
+                        list(p.replicas))
+            message = f"broker {replica_id} is not a replica of {p.topic}-{p.partition}"
+            if current_leader_epoch >= 0:
+                raise UnknownLeaderEpochError(message)
+            raise NotLeaderOrFollowerError(message)
         leader_end = p.log_end_offset
         data = p.read(fetch_offset, max_bytes, isolation_committed=False, from_follower=True,
                       min_one_message=min_one_message)
         moved = p.update_follower_fetch_state(replica_id, fetch_offset, leader_end,
                                               self.clock())
-        if moved is None:
-            log.warning("leader %d ignoring a fetch of %s-%d from broker %d: not one of its "
-                        "replicas %s", self.broker_id, p.topic, p.partition, replica_id,
-                        list(p.replicas))
+        if moved is None:  # no longer the leader meanwhile
             data = FetchDataInfo(data.fetch_offset_metadata)
         elif moved:
             self.try_complete_delayed_requests((p.topic, p.partition))
@@ -1231,8 +1256,8 @@ class ReplicaManager:
             p = self.partitions.get((topic, partition_index))
             if p is None:
                 raise UnknownTopicOrPartitionError(f"{topic}-{partition_index} is not hosted")
-            if current_leader_epoch >= 0:
-                p.check_leader_epoch(current_leader_epoch)
+            # as Kafka: only -1 means "no epoch given"
+            p.check_leader_epoch(current_leader_epoch, only_minus_one_absent=True)
             if not p.is_leader:
                 raise NotLeaderOrFollowerError(f"not the leader of {topic}-{partition_index}")
         except KafkaError as exc:
