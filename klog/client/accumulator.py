@@ -747,6 +747,10 @@ class RecordAccumulator:
                 batch.base_sequence = None
         self.needs_sequence_reset = False
 
+    def has_in_flight(self) -> bool:
+        """Whether any batch is in a request not yet answered."""
+        return any(self.in_flight.values())
+
     def has_undrained(self) -> bool:
         return any(self.batches.values())
 

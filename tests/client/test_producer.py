@@ -508,3 +508,35 @@ def test_a_sequence_reset_renumbers_built_batches() -> None:
         header.ensure_valid(b1.payload)  # the CRC covers them and was recomputed
 
     asyncio.run(main())
+
+
+def test_a_sequence_reset_waits_for_requests_written_at_once() -> None:
+    """A batch failed for good while another was in flight in a request written at once
+    (the fast path, which has no task in ``Sender._requests``): the sender waited for no
+    task, reset the sequences under the in-flight batch and died on the accumulator's
+    assertion, failing every record after it (found by the chaos harness, seed 2 of
+    ``python -m tests.chaos --nemeses kill``)."""
+    from klog.client.sender import Sender
+
+    async def main() -> None:
+        acc = RecordAccumulator(batch_size=30, linger_ms=0, idempotent=True)
+        for partition in (0, 1):
+            _append(acc, partition, b"v" * 25, now=0)
+        drained = acc.drain({1: [("t", 0), ("t", 1)]}, 1 << 20, now=1, producer_id=5,
+                            producer_epoch=0)[1]
+        failed, in_flight = sorted(drained, key=lambda b: b.partition)
+        sender = Sender(None, acc, acks=-1, retries=5,  # type: ignore[arg-type]
+                        request_timeout_ms=1000, max_in_flight=5, max_request_size=1 << 20,
+                        retry_backoff_ms=1, idempotent=True)
+        sender.producer_id, sender.producer_epoch = 5, 0
+        acc.fail(failed, KafkaClientError("gone"))
+        assert acc.needs_sequence_reset and acc.has_in_flight()
+        # Waits: the other batch is still in flight.
+        await asyncio.wait_for(sender._run_once(), 5)
+        assert acc.needs_sequence_reset and sender.producer_id == 5
+        acc.complete(in_flight, 0)
+        sender.wakeup()  # nothing is left to send: the sender would sleep until woken
+        await asyncio.wait_for(sender._run_once(), 5)
+        assert not acc.needs_sequence_reset and sender.producer_id == -1
+
+    asyncio.run(main())
