@@ -23,11 +23,12 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from klog.cluster_runner import ZooKeeperServer
+from klog.cluster_runner import ZOOKEEPER_MAIN_CLASS, ZooKeeperServer
 
 ZK_CLIENT_PORT = 2181
 BROKER_PORT = 9092
 REPO = Path(__file__).resolve().parents[2]
+QUORUM_MAIN_CLASS = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
 
 
 def four_letter_word(host: str, port: int, word: str, timeout: float = 1.0) -> bytes:
@@ -147,7 +148,9 @@ class ZooKeeperNode(Node):
             lines += [f"server.{i}={addr}:2888:3888" for i, addr in sorted(self.ensemble.items())]
             (data / "myid").write_text(f"{self.myid}\n")
         cfg.write_text("\n".join(lines) + "\n")
-        return ZooKeeperServer(self.directory, heap="128m").command(cfg)
+        cmd = ZooKeeperServer(self.directory, heap="128m").command(cfg)
+        # ZooKeeperServerMain ignores server.N lines: an ensemble member runs QuorumPeerMain.
+        return [QUORUM_MAIN_CLASS if part == ZOOKEEPER_MAIN_CLASS else part for part in cmd]
 
     def mode(self) -> str | None:
         """"standalone", "leader" or "follower" once serving, else None."""

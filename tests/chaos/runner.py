@@ -370,6 +370,7 @@ def run(opts: Options) -> dict[str, Any]:
     client_log.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
     logging.getLogger().addHandler(client_log)
     logging.getLogger().setLevel(logging.INFO)
+    logging.getLogger("klog.client").setLevel(logging.DEBUG)  # retries, resets
     with _signals_as_exit():
         try:
             net.up()
