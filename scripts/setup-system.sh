@@ -23,6 +23,12 @@ command -v kcat >/dev/null 2>&1 || missing+=(kcat)
 command -v java >/dev/null 2>&1 || missing+=(default-jre-headless)
 # The security tests make their TLS certificates with the openssl command line.
 command -v openssl >/dev/null 2>&1 || missing+=(openssl)
+# The chaos harness (tests/chaos): network namespaces, veths and a bridge (ip, tc from
+# iproute2), faults as nftables rules, and NFQUEUE rules (iptables) for latency where the
+# kernel has no sch_netem.
+command -v ip >/dev/null 2>&1 || missing+=(iproute2)
+command -v nft >/dev/null 2>&1 || missing+=(nftables)
+command -v iptables >/dev/null 2>&1 || missing+=(iptables)
 
 if [ ${#missing[@]} -eq 0 ]; then
     exit 0

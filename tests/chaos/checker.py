@@ -27,6 +27,7 @@ it (``informational``) without failing.
 
 from __future__ import annotations
 
+import itertools
 import struct
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
@@ -250,23 +251,24 @@ def check_group(commits: Sequence[Commit], observed: Sequence[tuple[float, int, 
 
 def unavailability(events: Sequence[Event], ack_times: Sequence[float], end: float
                    ) -> list[float]:
-    """For each event, the longest time without any acknowledgement overlapping it."""
-    times = sorted(ack_times)
+    """For each event, the longest time without any acknowledgement that overlaps it: the
+    gaps between consecutive acknowledgements (and from the last one to ``end``) that
+    reach into [start, heal]."""
+    points = [*sorted(ack_times), end]
     out = []
     for e in events:
         heal = e.heal if e.heal is not None else end
-        # The gaps between consecutive acks (and from the last ack to the end) that
-        # overlap [start, heal].
         longest = 0.0
-        prev = None
-        for t in [*times, end]:
-            if prev is not None and t >= e.start and prev <= heal:
-                longest = max(longest, t - prev)
-            prev = t
-            if t > heal and prev is not None and t >= e.start:
-                break
+        for before, after in itertools.pairwise(points):
+            if after >= e.start and before <= heal:
+                longest = max(longest, after - before)
         out.append(round(longest, 2))
     return out
+
+
+def acknowledged_after(times: Iterable[float], moment: float) -> int:
+    """How many acknowledgements came at or after ``moment`` (liveness after healing)."""
+    return sum(1 for t in times if t >= moment)
 
 
 # -- replicas ------------------------------------------------------------------------------

@@ -430,8 +430,9 @@ def run(opts: Options) -> dict[str, Any]:
             wait(lambda: cluster.healthy(topics) is None, 180,
                  "every broker registered and every ISR full after healing",
                  lambda: cluster.healthy(topics))
-            result["recovery_s"] = round(clock.now() - quiet_from, 1)
-            time.sleep(5)  # the workloads show they work again
+            recovered_at = clock.now()
+            result["recovery_s"] = round(recovered_at - quiet_from, 1)
+            time.sleep(10)  # the workloads show they work again
             for w in workloads.values():
                 w.stop()
             producers_end = clock.now()
@@ -456,7 +457,7 @@ def run(opts: Options) -> dict[str, Any]:
                     replica_notes += [f"{topic}-{p}: {n}" for n in
                                       checker.compare_replicas(dirs, ends[topic][p])]
             result.update(_check(opts, events, workloads, finals, final_committed, verify,
-                                 replica_notes, producers_end))
+                                 replica_notes, producers_end, recovered_at))
             failed = not result["valid"]
             (out / "histories.json").write_text(json.dumps(_histories(workloads)))
         except BaseException as exc:
@@ -512,8 +513,8 @@ def _histories(workloads: dict[str, Workload]) -> dict[str, Any]:
 
 def _check(opts: Options, events: list[Event], workloads: dict[str, Workload],
            finals: dict[str, dict[int, list[tuple[int, str]]]], final_committed: dict[int, int],
-           verify: dict[str, tuple[int, str]], replica_notes: list[str], end: float
-           ) -> dict[str, Any]:
+           verify: dict[str, tuple[int, str]], replica_notes: list[str], end: float,
+           recovered_at: float) -> dict[str, Any]:
     anomalies: list[str] = []
     informational: list[str] = []
     lossy = opts.acks != "all" or opts.unclean
@@ -529,6 +530,11 @@ def _check(opts: Options, events: list[Event], workloads: dict[str, Workload],
         for kind, c in per_kind.items():
             rows.setdefault(kind, checker.ProducerCounts()).add(c)
         ack_times += w.acked_times()
+        after = checker.acknowledged_after(w.acked_times(), recovered_at)
+        counts[name]["acked_after_recovery"] = after
+        if not after:
+            anomalies.append(f"{name}: no record acknowledged in the 10 s after the cluster "
+                             f"recovered (at {recovered_at:.1f} s): the client is stuck")
         bad = total.lost + total.offset_mismatch
         strict = total.duplicated + total.reordered
         if notes and (strict or (bad and not lossy) or any("no producer" in n for n in notes)):
@@ -545,8 +551,14 @@ def _check(opts: Options, events: list[Event], workloads: dict[str, Workload],
     assert isinstance(txn_w, TransactionWorkload) and isinstance(txn_reader, LiveReader)
     txn_counts, notes = checker.check_transactions(txn_w.txns, finals["transactions"],
                                                    txn_reader.seen)
+    committed_after = sum(1 for t in txn_w.txns
+                          if t.outcome == "committed" and (t.ended or 0) >= recovered_at)
     counts["transactions"] = {**asdict(txn_counts), "read_committed_live": len(txn_reader.seen),
+                              "committed_after_recovery": committed_after,
                               "client_errors": txn_w.errors}
+    if not committed_after:
+        anomalies.append("transactions: none committed in the 10 s after the cluster "
+                         f"recovered (at {recovered_at:.1f} s)")
     if txn_counts.committed_lost and lossy and not (txn_counts.aborted_visible
                                                     or txn_counts.partial):
         informational += [f"transactions: {n}" for n in notes[:30]]
@@ -557,8 +569,13 @@ def _check(opts: Options, events: list[Event], workloads: dict[str, Workload],
     group_counts, notes = checker.check_group(group_w.commits, group_w.observed,
                                               final_committed)
     group_counts.joins, group_counts.leaves = group_w.joins, group_w.leaves
+    commits_after = sum(1 for c in group_w.commits if c.time >= recovered_at)
     counts["group"] = {**asdict(group_counts), "final_committed": final_committed,
+                       "commits_after_recovery": commits_after,
                        "client_errors": group_w.errors}
+    if not commits_after:  # a rebalance may take the whole window: worth a look, no more
+        informational.append("group: no offset committed in the 10 s after the cluster "
+                             "recovered")
     (informational if lossy else anomalies).extend(f"group: {n}" for n in notes)
     for broker, (code, text) in verify.items():
         if code != 0:
