@@ -540,3 +540,51 @@ def test_a_sequence_reset_waits_for_requests_written_at_once() -> None:
         assert not acc.needs_sequence_reset and sender.producer_id == -1
 
     asyncio.run(main())
+
+
+def test_a_sequence_reset_keeps_the_retries_of_other_partitions_as_they_were_sent() -> None:
+    """A batch of one partition failed for good; another partition's batch, sent and
+    waiting for a retry (its first attempt may be written, the answer lost), keeps its
+    producer id and sequence so the broker can recognise it, and that partition's new
+    batches wait for it. Renumbered under the new producer id, it was written twice: the
+    chaos harness found such duplicates after kill -9 of every broker (seed 3)."""
+    async def main() -> None:
+        acc = RecordAccumulator(batch_size=30, linger_ms=0, idempotent=True)
+        for partition in (0, 1):
+            _append(acc, partition, b"v" * 25, now=0)
+        drained = acc.drain({1: [("t", 0), ("t", 1)]}, 1 << 20, now=1, producer_id=5,
+                            producer_epoch=0)[1]
+        failed, retried = sorted(drained, key=lambda b: b.partition)
+        acc.reenqueue(retried, now=2)       # connection lost: outcome unknown
+        acc.fail(failed, KafkaClientError("gone"))
+        fresh = _append(acc, 1, b"w" * 25, now=3)
+        acc.reset_sequences()
+        (again,) = acc.drain({1: [("t", 1)]}, 1 << 20, now=500, producer_id=9,
+                             producer_epoch=0)[1]
+        assert again is retried
+        header = read_batch_header(retried.payload, 0)
+        assert (header.producer_id, header.base_sequence) == (5, 0)  # as first sent
+        # The new batch does not overtake the one sent under the old producer id.
+        assert acc.drain({1: [("t", 1)]}, 1 << 20, now=501, producer_id=9,
+                         producer_epoch=0) == {}
+        acc.complete(retried, 0)
+        (new,) = acc.drain({1: [("t", 1)]}, 1 << 20, now=502, producer_id=9,
+                           producer_epoch=0)[1]
+        assert new.records[0][0] is fresh
+        header = read_batch_header(new.payload, 0)
+        assert (header.producer_id, header.base_sequence) == (9, 0)
+
+    asyncio.run(main())
+
+
+def test_a_leader_missing_from_the_brokers_is_no_leader() -> None:
+    """A partial metadata update can leave a partition's leader that the latest response
+    no longer lists; producing to it failed for good (BROKER_NOT_AVAILABLE) instead of
+    waiting for metadata, and the failure reset the producer's sequences (chaos seed 3)."""
+    from klog.client.network import BrokerMeta, ClusterMetadata, PartitionMeta
+
+    cluster = ClusterMetadata(brokers={1: BrokerMeta(1, "h", 1)},
+                              topics={"t": {0: PartitionMeta("t", 0, 1, 0, (1, 3), (1, 3), 0),
+                                            1: PartitionMeta("t", 1, 3, 0, (3, 1), (3, 1), 0)}})
+    assert cluster.leader_for("t", 0) == 1
+    assert cluster.leader_for("t", 1) is None
