@@ -98,8 +98,8 @@ def unavailable_reason() -> str | None:
 
 
 def netem_available() -> bool:
-    """True when the kernel has sch_netem (a probe qdisc on a dummy-less veth pair in a
-    scratch namespace); Firecracker's kernels do not."""
+    """True when the kernel has sch_netem (a probe qdisc on a veth pair in a scratch
+    namespace); Firecracker's kernels do not ("Specified qdisc kind is unknown")."""
     probe = f"kcnetem-{os.getpid()}"
     try:
         if run(["ip", "netns", "add", probe], check=False).returncode != 0:
