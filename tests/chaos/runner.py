@@ -275,10 +275,7 @@ def read_back(bootstrap: str, topic: str, read_committed: bool, timeout: float =
         "isolation.level": "read_committed" if read_committed else "read_uncommitted",
         "logger": logging.getLogger("rdkafka")})
     try:
-        ends = {}
-        for p in range(PARTITIONS):
-            _low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=20)
-            ends[p] = high
+        ends = {p: _high_watermark(consumer, topic, p, timeout) for p in range(PARTITIONS)}
         consumer.assign([TopicPartition(topic, p, confluent_kafka.OFFSET_BEGINNING)
                          for p in range(PARTITIONS)])
         out: dict[int, list[tuple[int, str]]] = {p: [] for p in range(PARTITIONS)}
@@ -300,13 +297,28 @@ def read_back(bootstrap: str, topic: str, read_committed: bool, timeout: float =
         consumer.close()
 
 
+def _high_watermark(consumer: Any, topic: str, partition: int, timeout: float) -> int:
+    """ListOffsets, retried for ``timeout`` s: right after healing a broker may not know
+    its partitions yet (as in Kafka, UNKNOWN_TOPIC_OR_PARTITION is retriable); one that
+    never learns them is a defect, reported with the error."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return int(consumer.get_watermark_offsets(TopicPartition(topic, partition),
+                                                      timeout=10)[1])
+        except confluent_kafka.KafkaException as exc:
+            if time.monotonic() > deadline:
+                raise HarnessError(f"{topic}-{partition}: no high watermark within "
+                                   f"{timeout:g} s after healing: {exc}") from None
+            time.sleep(1)
+
+
 def end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
     consumer = confluent_kafka.Consumer({"bootstrap.servers": bootstrap,
                                          "group.id": "chaos-ends",
                                          "logger": logging.getLogger("rdkafka")})
     try:
-        return {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=20)[1]
-                for p in range(PARTITIONS)}
+        return {p: _high_watermark(consumer, topic, p, 60) for p in range(PARTITIONS)}
     finally:
         consumer.close()
 
@@ -459,7 +471,6 @@ def run(opts: Options) -> dict[str, Any]:
             result.update(_check(opts, events, workloads, finals, final_committed, verify,
                                  replica_notes, producers_end, recovered_at))
             failed = not result["valid"]
-            (out / "histories.json").write_text(json.dumps(_histories(workloads)))
         except BaseException as exc:
             result["error"] = f"{type(exc).__name__}: {exc}"
             result["valid"] = False
@@ -473,6 +484,8 @@ def run(opts: Options) -> dict[str, Any]:
             for w in workloads.values():
                 w.running.clear()
             result["events"] = [asdict(e) for e in events]
+            with contextlib.suppress(Exception):  # kept with the logs, pass or fail
+                (out / "histories.json").write_text(json.dumps(_histories(workloads)))
             result["wall_time_s"] = round(time.monotonic() - started, 1)
             if cluster is not None:
                 cluster.close_store()
