@@ -125,3 +125,46 @@ def test_schedules_replay_from_their_seed() -> None:
     b = Schedule(42, list(KINDS)).preview(300)
     assert a == b and {s.kind for s in a} == set(KINDS)  # every kind within 300 s
     assert Schedule(43, list(KINDS)).preview(300) != a
+
+
+def _judge(acks: str, lose: bool) -> dict[str, object]:
+    """runner._check on workloads built (never started) with hand-made histories."""
+    from tests.chaos import runner
+    from tests.chaos.workloads import (
+        Clock,
+        GroupWorkload,
+        KlogProducerWorkload,
+        LiveReader,
+        ProducerWorkload,
+        TransactionWorkload,
+    )
+
+    clock = Clock()
+    producers = {name: cls(name, clock, "x:1", name, 2) for name, cls in (
+        ("idempotent", ProducerWorkload), ("klog", KlogProducerWorkload),
+        ("group-feed", ProducerWorkload))}
+    for w in producers.values():
+        w.ops = _ops(6)
+    finals = {"idempotent": _log(_ops(6)), "klog": _log(_ops(6)), "group": _log(_ops(6))}
+    if lose:
+        finals["idempotent"][0] = finals["idempotent"][0][:-1]
+    txn = TransactionWorkload(clock, "x:1", "t", 2, seed=1)
+    txn.txns = [Txn(0, 0, "commit", [(0, "a")], ended=9.0, outcome="committed")]
+    finals["transactions"] = {0: [(0, "a")]}
+    group = GroupWorkload(clock, "x:1", "g", 2, seed=1)
+    group.commits = [Commit(0, 0, 3, 9.0)]
+    workloads = {**producers, "transactions": txn, "group": group,
+                 "reader": LiveReader("reader", clock, "x:1", "idempotent", 2),
+                 "txn-reader": LiveReader("txn-reader", clock, "x:1", "t", 2, True)}
+    opts = runner.Options(seed=1, duration=1, acks=acks)
+    return runner._check(opts, [Event("kill", ["b1"], 0.0, 4.5)], workloads, finals, {0: 3},
+                         {"b1": (0, "")}, [], end=10.0, recovered_at=5.0)
+
+
+def test_loss_fails_an_acks_all_run_and_informs_an_acks_1_run() -> None:
+    assert _judge("all", lose=False)["valid"] is True
+    strict = _judge("all", lose=True)
+    assert strict["valid"] is False and "lost: w-0-4" in str(strict["anomalies"])
+    lossy = _judge("1", lose=True)
+    assert lossy["valid"] is True and "lost: w-0-4" in str(lossy["informational"])
+    assert lossy["table"]["kill"]["lost"] == 1  # w-0-4, sent at 4.0 s: the kill
