@@ -20,6 +20,11 @@ gets INVALID_RECORD (Kafka's ProduceRequest.validateRecords), the others are app
 
 With a producer_byte_rate quota on the client (klog/daemon/quotas.py), the request's
 record bytes are metered first and the response carries the throttle time (KIP-219).
+
+A batch refused for some of its records (a keyless record on a compacted topic, a
+timestamp out of the topic's range, offset deltas out of order) is answered, from v8 on,
+with the index of each of those records and why (KIP-467's record errors), so a producer
+fails exactly those and the others with an error of their own.
 """
 
 from __future__ import annotations
@@ -202,9 +207,15 @@ def _response(ctx: RequestContext, order: list[tuple[str, list[int]]],
             parts = []
             for index in indexes:
                 error, r = results[(name, index)]
-                parts.append(PartitionResponse(index, error) if r is None else PartitionResponse(
-                    index, error, r.base_offset, r.log_append_time_ms, r.log_start_offset,
-                    r.error_message if error else None))
+                if r is None:
+                    parts.append(PartitionResponse(index, error))
+                elif not error:
+                    parts.append(PartitionResponse(index, error, r.base_offset,
+                                                   r.log_append_time_ms, r.log_start_offset))
+                else:
+                    parts.append(PartitionResponse(
+                        index, error, r.base_offset, r.log_append_time_ms, r.log_start_offset,
+                        r.error_message, r.record_errors))
             topics.append((name, parts))
         return [produce.encode_produce_response(ctx.api_version, topics, throttle_ms)]
     responses = []
