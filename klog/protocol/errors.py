@@ -121,6 +121,7 @@ class ErrorCode(IntEnum):
     FETCH_SESSION_TOPIC_ID_ERROR = 106
     INELIGIBLE_REPLICA = 107
     NEW_LEADER_ELECTED = 108
+    TRANSACTION_ABORTABLE = 120
 
 
 #: One record a per-record rule refused (KIP-467): its index in its batch, and why.

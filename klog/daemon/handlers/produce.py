@@ -24,7 +24,12 @@ record bytes are metered first and the response carries the throttle time (KIP-2
 A batch refused for some of its records (a keyless record on a compacted topic, a
 timestamp out of the topic's range, offset deltas out of order) is answered, from v8 on,
 with the index of each of those records and why (KIP-467's record errors), so a producer
-fails exactly those and the others with an error of their own.
+fails exactly those and the others with an error of their own. From v10 on (KIP-951), as
+Kafka 3.9's handleProduceRequest, a partition answered NOT_LEADER_OR_FOLLOWER names the
+leader and epoch this broker knows (its own replica's view, else the metadata cache's) and
+the response the leaders' addresses on the request's listener, so the producer moves
+without a metadata round trip. From v11 on (KIP-890) a partition written outside the
+producer's transaction is TRANSACTION_ABORTABLE; older producers get INVALID_TXN_STATE.
 """
 
 from __future__ import annotations
@@ -39,11 +44,17 @@ from klog.protocol import produce
 from klog.protocol.acls import AclOperation, ResourceType
 from klog.protocol.entities import as_millis
 from klog.protocol.errors import CorruptRecordError, ErrorCode
-from klog.protocol.produce import PartitionResponse
+from klog.protocol.fetch import NodeEndpoint
+from klog.protocol.produce import (
+    CURRENT_LEADER_FROM,
+    TRANSACTION_ABORTABLE_FROM,
+    PartitionResponse,
+)
 from klog.protocol.records.batch import RECORD_BATCH_OVERHEAD, read_batch_header
 from klog.protocol.records.convert import is_legacy
 
 _TOPIC_AUTHORIZATION_FAILED = int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+_NOT_LEADER_OR_FOLLOWER = int(ErrorCode.NOT_LEADER_OR_FOLLOWER)
 _NONE_REFUSED: dict[tuple[str, int], ProduceResult] = {}
 # Module constants: an enum member read through its class costs more, once per request.
 _WRITE, _TOPIC = AclOperation.WRITE, ResourceType.TOPIC
@@ -83,8 +94,12 @@ async def handle(ctx: RequestContext, request: Request) -> Response:
     if transactional_id is not None:
         outside = _not_in_transaction(ctx, transactional_id, entries)
         if outside:
+            # Kafka 3.9: TRANSACTION_ABORTABLE, which producers before v11 do not know
+            not_in_txn = int(ErrorCode.TRANSACTION_ABORTABLE
+                             if ctx.api_version >= TRANSACTION_ABORTABLE_FROM
+                             else ErrorCode.INVALID_TXN_STATE)
             answered: dict[tuple[str, int], tuple[int, Any]] = {
-                tp: (int(ErrorCode.INVALID_TXN_STATE), None) for tp in outside}
+                tp: (not_in_txn, None) for tp in outside}
             answered.update({tp: (r.error_code, r) for tp, r in refused.items()})
             entries = {tp: r for tp, r in entries.items() if tp not in outside}
             if not entries:
@@ -200,9 +215,11 @@ async def _after(ctx: RequestContext, order: list[tuple[str, list[int]]],
 
 def _response(ctx: RequestContext, order: list[tuple[str, list[int]]],
               results: dict[tuple[str, int], tuple[int, Any]], throttle_ms: int = 0) -> Any:
-    if produce.handles(ctx.api_version):
+    version = ctx.api_version
+    if produce.handles(version):
         # The hot path: encoded by hand into one chunk (no kio entity to build and write).
         topics = []
+        moved = False
         for name, indexes in order:
             parts = []
             for index in indexes:
@@ -216,8 +233,11 @@ def _response(ctx: RequestContext, order: list[tuple[str, list[int]]],
                     parts.append(PartitionResponse(
                         index, error, r.base_offset, r.log_append_time_ms, r.log_start_offset,
                         r.error_message, r.record_errors))
+                    moved = moved or error == _NOT_LEADER_OR_FOLLOWER
             topics.append((name, parts))
-        return [produce.encode_produce_response(ctx.api_version, topics, throttle_ms)]
+        nodes = _current_leaders(ctx, topics) if moved and version >= CURRENT_LEADER_FROM \
+            else ()
+        return [produce.encode_produce_response(version, topics, throttle_ms, nodes)]
     responses = []
     for name, indexes in order:
         partition_responses: list[dict[str, Any]] = []
@@ -234,3 +254,30 @@ def _response(ctx: RequestContext, order: list[tuple[str, list[int]]],
             })
         responses.append({"name": name, "partition_responses": partition_responses})
     return ctx.respond({"responses": responses, "throttle_time": throttle_ms})
+
+
+def _current_leaders(ctx: RequestContext, topics: list[tuple[str, list[PartitionResponse]]]
+                     ) -> list[NodeEndpoint]:
+    """KIP-951 (Kafka's getCurrentLeader): each partition answered NOT_LEADER_OR_FOLLOWER
+    gets the leader and epoch of this broker's replica of it, or the metadata cache's when
+    it hosts none (-1, -1 when neither knows); returns the leaders' endpoints on the
+    request's listener (the brokers the cache knows alive)."""
+    rm = ctx.services.replica_manager
+    cache = ctx.services.metadata_cache
+    nodes: dict[int, NodeEndpoint] = {}
+    for name, parts in topics:
+        for part in parts:
+            if part.error_code != _NOT_LEADER_OR_FOLLOWER:
+                continue
+            hosted = rm.get_partition(name, part.index)
+            if hosted is not None:
+                leader, epoch = hosted.leader_id, hosted.leader_epoch
+            else:
+                state = cache.partition_state(name, part.index)
+                leader, epoch = (-1, -1) if state is None else (state.leader, state.leader_epoch)
+            part.current_leader = (leader, epoch)
+            broker = cache.broker(leader) if leader >= 0 else None
+            endpoint = None if broker is None else broker.endpoint(ctx.listener_name)
+            if broker is not None and endpoint is not None:
+                nodes[leader] = NodeEndpoint(leader, endpoint.host, endpoint.port, broker.rack)
+    return list(nodes.values())
