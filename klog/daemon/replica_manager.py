@@ -751,8 +751,7 @@ class ReplicaManager:
                         and count * MIN_RECORD_SIZE <= n - RECORD_BATCH_OVERHEAD):
                     try:
                         check_records(view[RECORD_BATCH_OVERHEAD:], count,
-                                      require_keys=require_keys
-                                      and not attributes & CONTROL_FLAG_MASK)
+                                      require_keys and not attributes & CONTROL_FLAG_MASK)
                     except KafkaError:
                         # the walk's answer, CRC first
                         check_batch(view, read_batch_header(view), from_client=from_client,

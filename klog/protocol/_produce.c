@@ -458,6 +458,9 @@ static int put_count(struct out *o, Py_ssize_t n, int flexible);
  * tuples; 0 to decline. */
 static int put_record_errors(struct out *o, PyObject *record_errors, int flexible)
 {
+    if (record_errors != NULL && PyTuple_CheckExact(record_errors) &&
+        PyTuple_GET_SIZE(record_errors) == 0) /* the usual case: none */
+        return put_count(o, 0, flexible);
     PyObject *seq = record_errors == NULL ? NULL : PySequence_Fast(record_errors, "");
     if (seq == NULL) {
         PyErr_Clear();

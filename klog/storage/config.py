@@ -151,11 +151,17 @@ class LogConfig:
     @property
     def timestamp_limits(self) -> tuple[int, int] | None:
         """(before, after) ms: how far from the broker's clock a produced CreateTime
-        timestamp may be; None when nothing is checked (LogAppendTime, or no limit)."""
-        if self.log_append_time:
+        timestamp may be; None when nothing is checked (LogAppendTime, or no limit).
+        Read for every produced batch: the usual answer (no limit) costs no more calls."""
+        difference = self.message_timestamp_difference_max_ms
+        before = self.message_timestamp_before_max_ms
+        after = self.message_timestamp_after_max_ms
+        if (difference == before == after == LONG_MAX
+                or self.message_timestamp_type == "LogAppendTime"):
             return None
-        before, after = self.timestamp_before_max_ms, self.timestamp_after_max_ms
-        return None if before == after == LONG_MAX else (before, after)
+        # as timestamp_before_max_ms / timestamp_after_max_ms, without their calls
+        return (difference if before == LONG_MAX else before,
+                difference if after == LONG_MAX else after)
 
     def random_segment_jitter(self, rand: float) -> int:
         """Kafka's randomSegmentJitter for ``rand`` in [0, 1): never more than segment.ms."""

@@ -18,14 +18,15 @@
  * Why C: every produced batch is checked; the Python walk costs ~1 us per record, which
  * would double the broker's CPU per GB of small records (benchmarks/RESULTS.md).
  *
- * check_v2(records, count, rules, batch_position, base_timestamp, timestamp_range):
- * ``rules`` has bit 1 for the offset rule and bit 2 for the key rule; ``timestamp_range``
- * is None or (low, high), int64 values. Result: (0, None, min_timestamp_delta,
- * max_timestamp_delta, None) when the records are valid; (1, message, 0, 0, None) for a
- * malformed section (CorruptRecordError); for a well-formed one that breaks a rule,
- * (2, message, 0, 0, record_errors) (InvalidRecordError) or, when some timestamp is out of
- * range, (3, ...) (InvalidTimestampError), ``record_errors`` a list of (index, message) in
- * index order and ``message`` the summary the reference gives. The caller raises.
+ * check_v2(records, count, offset_rule, require_keys, batch_position, base_timestamp,
+ * timestamp_range): the two rules are switched by truth values; ``timestamp_range`` is None
+ * or (low, high), int64 values. Result: (min_timestamp_delta, max_timestamp_delta) when the
+ * records are valid (the path of every produced batch: a pair, nothing more to unpack);
+ * else (1, message, None) for a malformed section (CorruptRecordError), and for a
+ * well-formed one that breaks a rule (2, message, record_errors) (InvalidRecordError) or,
+ * when some timestamp is out of range, (3, message, record_errors)
+ * (InvalidTimestampError), ``record_errors`` a list of (index, message) in index order and
+ * ``message`` the summary the reference gives. The caller raises.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -37,8 +38,7 @@
 /* Below this many bytes the GIL is kept: releasing it costs more than the walk. */
 #define RELEASE_GIL_FROM 65536
 
-#define OFFSET_RULE 1
-#define KEY_RULE 2
+
 #define NO_TIMESTAMP (-1)
 
 /* LogValidator's rules, judged only for a section that decodes. */
@@ -82,7 +82,7 @@ static void add(offenders *o, int64_t index, int rule, int64_t value)
 
 /* The walk: the first malformation stops it (the offenders found so far do not count:
  * the whole section must decode before a rule is judged, as the reference decides). */
-static void check(v2_walk *w, int64_t count, int rules, int64_t base_timestamp,
+static void check(v2_walk *w, int64_t count, int offsets, int keys, int64_t base_timestamp,
                   int check_timestamps, int64_t low, int64_t high, offenders *o,
                   int64_t *min_ts, int64_t *max_ts)
 {
@@ -97,9 +97,9 @@ static void check(v2_walk *w, int64_t count, int rules, int64_t base_timestamp,
             *min_ts = r.timestamp_delta;
         if (index == 0 || r.timestamp_delta > *max_ts)
             *max_ts = r.timestamp_delta;
-        if ((rules & OFFSET_RULE) && r.offset_delta != index) {
+        if (offsets && r.offset_delta != index) {
             add(o, index, OFFSET_DELTA, r.offset_delta);
-        } else if ((rules & KEY_RULE) && r.key_size < 0) {
+        } else if (keys && r.key_size < 0) {
             add(o, index, NO_KEY, 0);
         } else if (check_timestamps) {
             /* Java's long arithmetic: the sum wraps around */
@@ -130,7 +130,7 @@ static PyObject *rule_message(const record_error *e, long long at, long long low
     }
 }
 
-/* The (2 or 3, summary, 0, 0, [(index, message), ...]) answer for the offenders. */
+/* The (2 or 3, summary, [(index, message), ...]) answer for the offenders. */
 static PyObject *refusal(const offenders *o, long long count, long long at, long long low,
                          long long high)
 {
@@ -154,31 +154,32 @@ static PyObject *refusal(const offenders *o, long long count, long long at, long
         Py_DECREF(list);
         return NULL;
     }
-    return Py_BuildValue("(iNiiN)", o->timestamps ? 3 : 2, summary, 0, 0, list);
+    return Py_BuildValue("(iNN)", o->timestamps ? 3 : 2, summary, list);
 }
 
 PyDoc_STRVAR(check_v2_doc,
-             "check_v2(records, count, rules, batch_position, base_timestamp, timestamp_range)\n"
-             "--\n\n"
-             "Check the records section of a v2 batch: (0, None, min_ts_delta, max_ts_delta,\n"
-             "None) if valid, (1, message, 0, 0, None) if malformed, (2 or 3, message, 0, 0,\n"
-             "record_errors) if a rule is broken (see validate.check_records, the reference).");
+             "check_v2(records, count, offset_rule, require_keys, batch_position,\n"
+             "base_timestamp, timestamp_range)\n--\n\n"
+             "Check the records section of a v2 batch: (min_ts_delta, max_ts_delta) if valid,\n"
+             "(1, message, None) if malformed, (2 or 3, message, record_errors) if a rule is\n"
+             "broken (see validate.check_records, the reference).");
 
 static PyObject *check_v2(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 6) {
-        PyErr_SetString(PyExc_TypeError, "check_v2 takes 6 arguments");
+    if (nargs != 7) {
+        PyErr_SetString(PyExc_TypeError, "check_v2 takes 7 arguments");
         return NULL;
     }
     long long count = PyLong_AsLongLong(args[1]);
-    long rules = PyLong_AsLong(args[2]);
-    long long at = PyLong_AsLongLong(args[3]);
-    long long base_timestamp = PyLong_AsLongLong(args[4]);
-    if (PyErr_Occurred())
+    int offsets = PyObject_IsTrue(args[2]);
+    int keys = PyObject_IsTrue(args[3]);
+    long long at = PyLong_AsLongLong(args[4]);
+    long long base_timestamp = PyLong_AsLongLong(args[5]);
+    if (PyErr_Occurred() || offsets < 0 || keys < 0)
         return NULL;
-    int check_timestamps = args[5] != Py_None;
+    int check_timestamps = args[6] != Py_None;
     long long low = 0, high = 0;
-    if (check_timestamps && !PyArg_ParseTuple(args[5], "LL", &low, &high))
+    if (check_timestamps && !PyArg_ParseTuple(args[6], "LL", &low, &high))
         return NULL;
     Py_buffer view;
     if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0)
@@ -189,12 +190,12 @@ static PyObject *check_v2(PyObject *module, PyObject *const *args, Py_ssize_t na
     int64_t min_ts, max_ts;
     if (view.len >= RELEASE_GIL_FROM) {
         Py_BEGIN_ALLOW_THREADS
-        check(&w, count, (int)rules, base_timestamp, check_timestamps, low, high, &o, &min_ts,
-              &max_ts);
+        check(&w, count, offsets, keys, base_timestamp, check_timestamps, low, high, &o,
+              &min_ts, &max_ts);
         Py_END_ALLOW_THREADS
     } else {
-        check(&w, count, (int)rules, base_timestamp, check_timestamps, low, high, &o, &min_ts,
-              &max_ts);
+        check(&w, count, offsets, keys, base_timestamp, check_timestamps, low, high, &o,
+              &min_ts, &max_ts);
     }
     PyBuffer_Release(&view);
     PyObject *result;
@@ -202,14 +203,17 @@ static PyObject *check_v2(PyObject *module, PyObject *const *args, Py_ssize_t na
         PyObject *text = v2_message(&w, count, "position", at);
         if (text == NULL && !PyErr_Occurred())
             text = PyUnicode_FromString("?");
-        result = text == NULL ? NULL : Py_BuildValue("(iNiiO)", 1, text, 0, 0, Py_None);
+        result = text == NULL ? NULL : Py_BuildValue("(iNO)", 1, text, Py_None);
     } else if (o.no_memory) {
         result = PyErr_NoMemory();
     } else if (o.count) {
         result = refusal(&o, count, at, low, high);
-    } else {
-        result = Py_BuildValue("(iOLLO)", 0, Py_None, (long long)min_ts, (long long)max_ts,
-                               Py_None);
+    } else { /* the good path, every produced batch: a pair, no format string to parse */
+        PyObject *low_delta = PyLong_FromLongLong((long long)min_ts);
+        PyObject *high_delta = low_delta == NULL ? NULL : PyLong_FromLongLong((long long)max_ts);
+        result = high_delta == NULL ? NULL : PyTuple_Pack(2, low_delta, high_delta);
+        Py_XDECREF(low_delta);
+        Py_XDECREF(high_delta);
     }
     PyMem_RawFree(o.errors);
     return result;

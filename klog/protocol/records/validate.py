@@ -81,7 +81,6 @@ _TIMESTAMP_DELTA, _OFFSET_DELTA, _KEY_SIZE = itemgetter(0), itemgetter(1), itemg
 
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 _NO_TIMESTAMP = -1  # a record without a timestamp: no limit applies to it
-_OFFSET_RULE, _KEY_RULE = 1, 2  # check_v2's rules, bits
 
 _INT32 = struct.Struct(">i")
 _INT16 = struct.Struct(">h")
@@ -106,7 +105,6 @@ class CheckedBatch:
 def check_records(
     data: bytes | bytearray | memoryview,
     count: int,
-    *,
     require_keys: bool = False,
     offset_rule: bool = True,
     batch_position: int = 0,
@@ -115,6 +113,8 @@ def check_records(
 ) -> tuple[int, int]:
     """Walk the ``count`` records of a (decompressed) v2 records section and apply the
     per-record rules; return the smallest and largest timestamp delta ((0, 0) for none).
+    (Its arguments may be given by position: keywords cost the produce path of every
+    small batch a few hundred instructions in CPython 3.11's argument binding.)
 
     The rules: offset deltas 0..n-1 in order (``offset_rule``), a key on every record
     (``require_keys``), and with ``timestamp_range`` (low, high) every record's timestamp
@@ -123,29 +123,29 @@ def check_records(
     for one that decodes and breaks a rule, InvalidTimestampError if some timestamp is out
     of range, else InvalidRecordError, with ``record_errors`` naming every offender.
     """
-    if timestamp_range is not None:  # both sides compare int64 values
+    if timestamp_range is not None and not (
+            timestamp_range[0] >= _INT64_MIN and timestamp_range[1] <= _INT64_MAX):
+        # both sides compare int64 values
         timestamp_range = (max(timestamp_range[0], _INT64_MIN),
                            min(timestamp_range[1], _INT64_MAX))
     if native is not None:
-        kind, message, low, high, errors = native.check_v2(
-            data, count, (_OFFSET_RULE if offset_rule else 0) | (_KEY_RULE if require_keys
-                                                                 else 0),
-            batch_position, base_timestamp, timestamp_range)
-        if kind:
-            raise _refusal(kind, message, errors)
-        return low, high
+        answer = native.check_v2(data, count, offset_rule, require_keys, batch_position,
+                                 base_timestamp, timestamp_range)
+        if len(answer) == 2:  # valid: the timestamp deltas
+            deltas: tuple[int, int] = answer
+            return deltas
+        raise _refusal(*answer)
     return check_records_reference(data, count, require_keys=require_keys,
                                    offset_rule=offset_rule, batch_position=batch_position,
                                    base_timestamp=base_timestamp,
                                    timestamp_range=timestamp_range)
 
 
-def _refusal(kind: int, message: str | None, errors: list[RecordError] | None) -> KafkaError:
-    """The C twin's answer as the exception the reference raises."""
-    exc: KafkaError
+def _refusal(kind: int, message: str, errors: list[RecordError] | None) -> KafkaError:
+    """The C twin's refusal as the exception the reference raises."""
     if kind == 1:
         return CorruptRecordError(message)
-    exc = InvalidTimestampError(message) if kind == 3 else InvalidRecordError(message)
+    exc: KafkaError = InvalidTimestampError(message) if kind == 3 else InvalidRecordError(message)
     exc.record_errors = tuple(errors or ())
     return exc
 
@@ -299,10 +299,9 @@ def _check_batch(
             "of records cannot hold them"
         )
     create_time = header.timestamp_type is TimestampType.CREATE_TIME
-    low, high = check_records(
-        data, count, require_keys=require_keys, offset_rule=offset_rule,
-        batch_position=position, base_timestamp=header.base_timestamp,
-        timestamp_range=timestamp_range if create_time else None)
+    low, high = check_records(data, count, require_keys, offset_rule, position,
+                              header.base_timestamp,
+                              timestamp_range if create_time else None)
     if not count or not create_time:
         return CheckedBatch(header, data, None, None)
     return CheckedBatch(header, data, header.base_timestamp + low, header.base_timestamp + high)

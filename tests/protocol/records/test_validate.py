@@ -49,13 +49,11 @@ def _native(data: bytes, count: int, *, require_keys: bool, batch_position: int,
             offset_rule: bool = True, base_timestamp: int = 0,
             timestamp_range: tuple[int, int] | None = None) -> Any:
     assert validate.native is not None
-    kind, message, low, high, errors = validate.native.check_v2(
-        data, count, (1 if offset_rule else 0) | (2 if require_keys else 0), batch_position,
-        base_timestamp, timestamp_range)
-    if kind:
-        raise validate._refusal(kind, message, errors)
-    assert errors is None
-    return low, high
+    answer = validate.native.check_v2(data, count, offset_rule, require_keys, batch_position,
+                                      base_timestamp, timestamp_range)
+    if len(answer) == 2:
+        return answer
+    raise validate._refusal(*answer)
 
 
 def _same(data: bytes, count: int, require_keys: bool = False, **rules: Any) -> Any:
