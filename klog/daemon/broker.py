@@ -49,6 +49,7 @@ from klog.daemon.metrics.collectors import (
     LogCleanerCollector,
     LogCollector,
     ReplicaManagerCollector,
+    SocketServerCollector,
 )
 from klog.daemon.producer_ids import ProducerIdManager
 from klog.daemon.quota_store import ClientQuotaAdmin, QuotaConfigLoader
@@ -218,6 +219,7 @@ class Broker:
                 LogCollector(self.log_manager),
                 FetcherLagCollector(self.fetcher_manager),
                 GroupCollector(self.group_coordinator, self.group_manager),
+                SocketServerCollector(self.server),
             ):
                 counting.register(collector)
             if self.log_cleaner is not None:

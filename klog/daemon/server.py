@@ -44,7 +44,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from klog.daemon.config import LISTENER_SECURITY_CONFIGS, BrokerConfig, ConfigSource
-from klog.daemon.connection import Connection, TlsConnection
+from klog.daemon.connection import CLOSE_GRACE_SECONDS, Connection, TlsConnection
 from klog.daemon.connection_quotas import ConnectionQuotas, normalize_address
 from klog.daemon.security.listener import (
     ListenerConfigError,
@@ -264,8 +264,11 @@ class Server:
                 idle = self.connections_max_idle_ms / 1000
                 timeout = (min(TLS_HANDSHAKE_TIMEOUT_SECONDS, idle) if idle > 0
                            else TLS_HANDSHAKE_TIMEOUT_SECONDS)
+                # A TLS close waits for the peer's close_notify no longer than a plaintext
+                # close waits for its last bytes to go out (asyncio's default: 30 s).
                 await asyncio.get_running_loop().connect_accepted_socket(
-                    lambda: conn, sock, ssl=context, ssl_handshake_timeout=timeout)
+                    lambda: conn, sock, ssl=context, ssl_handshake_timeout=timeout,
+                    ssl_shutdown_timeout=CLOSE_GRACE_SECONDS)
         except asyncio.CancelledError:  # the server is closing
             self._drop(conn, sock)
             raise
@@ -276,6 +279,13 @@ class Server:
                          conn.address or "a client", conn.listener_name, exc)
             elif not isinstance(exc, OSError):  # the peer went away; anything else is a bug
                 log.error("cannot serve an accepted connection", exc_info=exc)
+            return
+        if conn.transport is None and not conn.closed:
+            # A guard: asyncio's TLS protocol resolves the handshake's waiter without an
+            # error when its socket is lost error-free during the handshake; then
+            # connection_made never came, nothing will call connection_lost, and the slot
+            # is given back here.
+            self._drop(conn, sock)
 
     @staticmethod
     def _drop(conn: Connection, sock: socket.socket) -> None:
