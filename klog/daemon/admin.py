@@ -609,6 +609,13 @@ class AdminManager:
             raise AdminError(ErrorCode.TOPIC_ALREADY_EXISTS,
                              f"Topic '{name}' already exists.") from None
 
+    async def wait_for_cluster_metadata(self, timeout_ms: int) -> bool:
+        """Wait until this broker has the controller's view of the cluster (its first
+        UpdateMetadata); whether it has it."""
+        cache = self.metadata_cache
+        deadline = time.monotonic() + max(timeout_ms, 0) / 1000
+        return await self._wait_until(lambda: cache.from_controller, deadline)
+
     async def wait_for_topics(self, names: Sequence[str], timeout_ms: int,
                               partitions: Mapping[str, int] | None = None) -> set[str]:
         """Wait until this broker's metadata has every partition of ``names`` with a leader

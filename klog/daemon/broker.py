@@ -319,6 +319,10 @@ class Broker:
         # before the controller loads the __transaction_state partitions led here.
         self.txn_state_manager.startup()
         self.txn_coordinator.startup()
+        # Listening before registering (Kafka's order): the controller, told of this
+        # broker by ZooKeeper, connects at once and its UpdateMetadata waits in the
+        # backlog until ``serve`` -- never a refused connect and a retry later, while
+        # clients already ask this broker for metadata.
         await self.server.start()
         await asyncio.to_thread(self._register_broker)
         # A new ZooKeeper session (after an expiry) has lost the ephemeral registration.

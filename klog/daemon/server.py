@@ -199,8 +199,12 @@ class Server:
             if warning is not None:
                 log.warning("%s", warning)
             sock = await listen_socket(endpoint.host, endpoint.port, self.receive_buffer)
-            # Bound now (the port is known and registered), listening and accepting only
-            # once the broker is ready: Kafka too serves no request before start-up ends.
+            # Listening now, before the broker registers: the controller reaches a broker
+            # as soon as ZooKeeper names it (its connection and first requests wait in the
+            # backlog), as Kafka binds and listens before registering. Accepted and
+            # served only once the broker is ready (``serve``): Kafka too serves no
+            # request before start-up ends.
+            sock.listen(self.backlog)
             bound_port = sock.getsockname()[1]
             self.bound[name] = (endpoint.host, bound_port)
             self.acceptors.append(Acceptor(self, name, sock))
@@ -211,7 +215,6 @@ class Server:
         """Start accepting connections on every listener (after ``start``)."""
         self._serving = True
         for acceptor in self.acceptors:
-            acceptor.sock.listen(self.backlog)
             acceptor.resume()
 
     # -- accepting --------------------------------------------------------------------------
@@ -511,8 +514,9 @@ def check_listeners(config: BrokerConfig, credentials: ScramCredentialCache | No
 
 async def listen_socket(host: str, port: int, receive_buffer: int = DEFAULT_RECEIVE_BUFFER
                         ) -> socket.socket:
-    """A bound, not yet listening, TCP socket for a listener's host and port; accepted
-    sockets inherit its ``receive_buffer`` (SO_RCVBUF; -1: the system's default)."""
+    """A bound, not yet listening, TCP socket for a listener's host and port (the caller
+    calls listen); accepted sockets inherit its ``receive_buffer`` (SO_RCVBUF; -1: the
+    system's default)."""
     if host in _ALL_INTERFACES:
         try:
             return _bind(socket.AF_INET6, ("::", port), receive_buffer, dual_stack=True)
