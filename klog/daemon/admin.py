@@ -463,6 +463,9 @@ class AdminManager:
             controller)
         metadata_cache.add_listener(self.metadata_updated)
         self._metadata_changed = asyncio.Event()
+        # Until when requests wait for the controller's first UpdateMetadata (set by the
+        # first that waits).
+        self._cluster_metadata_deadline: float | None = None
         # Descriptors promised to creations whose logs may not exist yet (descriptors.py).
         self._reserved_descriptors = 0
 
@@ -653,6 +656,17 @@ class AdminManager:
         except NodeExistsError:
             raise AdminError(ErrorCode.TOPIC_ALREADY_EXISTS,
                              f"Topic '{name}' already exists.") from None
+
+    async def wait_for_cluster_metadata(self, timeout_ms: int) -> bool:
+        """Wait until this broker has the controller's view of the cluster (its first
+        UpdateMetadata); whether it has it. ``timeout_ms`` counts from the first request
+        that waits: a broker the controller cannot reach (a wrong advertised listener)
+        holds its first requests, not every one."""
+        cache = self.metadata_cache
+        if self._cluster_metadata_deadline is None:
+            self._cluster_metadata_deadline = time.monotonic() + max(timeout_ms, 0) / 1000
+        return await self._wait_until(lambda: cache.from_controller,
+                                      self._cluster_metadata_deadline)
 
     async def wait_for_topics(self, names: Sequence[str], timeout_ms: int,
                               partitions: Mapping[str, int] | None = None) -> set[str]:

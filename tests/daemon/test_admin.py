@@ -36,6 +36,7 @@ from klog.daemon.config_changes import (
     read_entity_config,
     write_entity_config,
 )
+from klog.daemon.metadata_cache import BrokerEndpoint, BrokerInfo, MetadataCache
 from klog.daemon.metastore import paths
 from klog.daemon.metastore.local import LocalMetadataStore
 from klog.protocol.errors import ErrorCode
@@ -200,6 +201,44 @@ def test_resource_label_is_kafkas() -> None:
     assert resource_label(2, "t") == "ConfigResource(type=TOPIC, name='t')"
     assert resource_label(4, "") == "ConfigResource(type=BROKER, name='')"
     assert resource_label(99, "x") == "ConfigResource(type=UNKNOWN, name='x')"
+
+
+# -- waiting for the controller's first UpdateMetadata ---------------------------------------
+
+
+def _admin_manager(cache: MetadataCache) -> admin_mod.AdminManager:
+    """An AdminManager with only its metadata cache (this wait touches nothing else)."""
+    none: Any = None
+    return admin_mod.AdminManager(cache.broker_id, none, none, cache, none, none, none, none)
+
+
+def test_waiting_for_the_controllers_first_update_metadata() -> None:
+    # A broker just started in cluster mode holds Metadata requests until the controller
+    # tells it the cluster (handlers/metadata.py). They go on when the UpdateMetadata
+    # comes; if it never comes (a wrong advertised listener), the timeout counts from the
+    # first request that waited, so later requests are not held again.
+    import asyncio
+
+    everyone = [BrokerInfo(b, (BrokerEndpoint("PLAINTEXT", "h", 9090 + b),)) for b in (1, 3)]
+
+    async def go() -> None:
+        cache = MetadataCache(broker_id=3, controller_id=1)
+        manager = _admin_manager(cache)
+        waiting = asyncio.get_running_loop().create_task(
+            manager.wait_for_cluster_metadata(60_000))
+        await asyncio.sleep(0.05)
+        assert not waiting.done()
+        cache.update_brokers(everyone, controller_id=1)  # as ControlRequestReceiver does
+        cache.changed()
+        assert await asyncio.wait_for(waiting, 10) is True
+        assert await manager.wait_for_cluster_metadata(60_000) is True  # at once
+
+        lonely = _admin_manager(MetadataCache(broker_id=4, controller_id=1))
+        assert await lonely.wait_for_cluster_metadata(200) is False
+        # Bounded by the first wait's deadline, not 60 s more.
+        assert await asyncio.wait_for(lonely.wait_for_cluster_metadata(60_000), 10) is False
+
+    asyncio.run(asyncio.wait_for(go(), 30))
 
 
 # -- config_changes on a local store --------------------------------------------------------
