@@ -384,3 +384,168 @@ def test_a_read_committed_fetch_waits_for_the_last_stable_offset(tmp_path: Path)
             _close(manager)
 
     asyncio.run(go())
+
+
+# -- KIP-890: a transactional produce is verified before it is appended ---------------------
+
+
+class FakeVerifier:
+    """The coordinator's answers: ``refused`` partitions with their codes, the rest
+    verified; ``meanwhile`` runs while the question is out (a marker landing)."""
+
+    def __init__(self, refused: dict[tuple[str, int], ErrorCode] | None = None) -> None:
+        self.enabled = True
+        self.refused = refused or {}
+        self.calls: list[tuple[Any, ...]] = []
+        self.meanwhile: Any = None
+
+    async def verify(self, txn_id: str, pid: int, epoch: int,
+                     partitions: list[tuple[str, int]], abortable: bool
+                     ) -> dict[tuple[str, int], ErrorCode]:
+        self.calls.append((txn_id, pid, epoch, sorted(partitions), abortable))
+        await asyncio.sleep(0)
+        if self.meanwhile is not None:
+            self.meanwhile()
+        return {tp: code for tp, code in self.refused.items() if tp in partitions}
+
+
+def _txn_batch(seq: int, producer_id: int = 7) -> bytearray:
+    return _value_batch(10, producer_id=producer_id, producer_epoch=0, base_sequence=seq,
+                        is_transactional=True)
+
+
+async def _verifying_leader(tmp_path: Path, verifier: FakeVerifier) -> ReplicaManager:
+    from klog.daemon.metadata_cache import PartitionState
+    from klog.storage.log_manager import LogManager
+
+    manager = ReplicaManager(1, LogManager([tmp_path]), lambda topic: LogConfig())
+    manager.become_leader_or_follower([PartitionState("t", p, 1, 0, (1,), (1,))
+                                       for p in (0, 1)])
+    manager.txn_verifier = verifier
+    return manager
+
+
+def test_a_transactional_produce_is_verified_before_its_first_append(tmp_path: Path) -> None:
+    """Only partitions the coordinator confirms are appended; one whose transaction is
+    ongoing in its log already is not asked about again."""
+    async def go() -> None:
+        verifier = FakeVerifier({("t", 1): ErrorCode.INVALID_TXN_STATE})
+        manager = await _verifying_leader(tmp_path, verifier)
+        try:
+            results = await manager.produce({("t", 0): _txn_batch(0), ("t", 1): _txn_batch(0)},
+                                            1, 0, "tx")
+            assert isinstance(results, dict)
+            assert results[("t", 0)].error_code == 0
+            refused = results[("t", 1)]
+            assert (refused.error_code, refused.error_message) == (
+                ErrorCode.INVALID_TXN_STATE, "Partition was not added to the transaction")
+            assert verifier.calls == [("tx", 7, 0, [("t", 0), ("t", 1)], False)]
+            assert manager.partitions[("t", 1)].log.log_end_offset == 0
+            # Ongoing in t-0 now: its next batch needs no question.
+            results = await manager.produce({("t", 0): _txn_batch(1)}, 1, 0, "tx", True)
+            assert isinstance(results, dict) and results[("t", 0)].error_code == 0
+            assert len(verifier.calls) == 1
+        finally:
+            _close(manager)
+
+    asyncio.run(go())
+
+
+@pytest.mark.parametrize("code, answered, message", [
+    # Retriable for every producer, without a metadata refresh (Kafka's choice).
+    (ErrorCode.NOT_COORDINATOR, ErrorCode.NOT_ENOUGH_REPLICAS, "NOT_COORDINATOR"),
+    (ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_ENOUGH_REPLICAS,
+     "COORDINATOR_NOT_AVAILABLE"),
+    (ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.NOT_ENOUGH_REPLICAS,
+     "COORDINATOR_LOAD_IN_PROGRESS"),
+    (ErrorCode.CONCURRENT_TRANSACTIONS, ErrorCode.NOT_ENOUGH_REPLICAS,
+     "CONCURRENT_TRANSACTIONS"),
+    (ErrorCode.NETWORK_EXCEPTION, ErrorCode.NOT_ENOUGH_REPLICAS, "NETWORK_EXCEPTION"),
+    (ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.INVALID_PRODUCER_EPOCH, None),
+    (ErrorCode.TRANSACTION_ABORTABLE, ErrorCode.TRANSACTION_ABORTABLE, None),
+])
+def test_the_coordinators_errors_as_a_producer_gets_them(
+        tmp_path: Path, code: ErrorCode, answered: ErrorCode, message: str | None) -> None:
+    async def go() -> None:
+        manager = await _verifying_leader(tmp_path, FakeVerifier({("t", 0): code}))
+        try:
+            results = await manager.produce({("t", 0): _txn_batch(0)}, 1, 0, "tx", True)
+            assert isinstance(results, dict)
+            result = results[("t", 0)]
+            assert result.error_code == answered
+            if message is None:
+                assert result.error_message is None
+            else:
+                assert result.error_message == (
+                    "Unable to verify the partition has been added to the transaction. "
+                    f"Underlying error: {message}")
+        finally:
+            _close(manager)
+
+    asyncio.run(go())
+
+
+def test_a_marker_landing_during_verification_refuses_the_write(tmp_path: Path) -> None:
+    """The coordinator confirmed the partition, but aborted the transaction before the
+    append: its ABORT marker reached the partition in between. The late write is refused,
+    and the last stable offset is not held by a transaction nobody will end."""
+    from tests.storage.batches import build_control_batch
+
+    async def go() -> None:
+        verifier = FakeVerifier()
+        manager = await _verifying_leader(tmp_path, verifier)
+        tp = ("t", 0)
+
+        def abort_lands() -> None:
+            marker = bytearray(build_control_batch(0, commit=False, producer_id=7,
+                                                   producer_epoch=0))
+            assert manager.append_records({tp: marker}, 1, origin="coordinator")[tp] \
+                .error_code == 0
+
+        verifier.meanwhile = abort_lands
+        try:
+            results = await manager.produce({tp: _txn_batch(0)}, 1, 0, "tx")
+            assert isinstance(results, dict)
+            assert results[tp].error_code == ErrorCode.INVALID_TXN_STATE
+            partition = manager.partitions[tp]
+            assert partition.log.log_end_offset == 1  # the marker alone
+            assert partition.last_stable_offset == partition.high_watermark == 1
+        finally:
+            _close(manager)
+
+    asyncio.run(go())
+
+
+def test_with_verification_off_nothing_is_asked(tmp_path: Path) -> None:
+    """transaction.partition.verification.enable=false: appended as before KIP-890 (a
+    late write then opens a transaction the last stable offset waits on)."""
+    async def go() -> None:
+        verifier = FakeVerifier({("t", 0): ErrorCode.INVALID_TXN_STATE})
+        verifier.enabled = False
+        manager = await _verifying_leader(tmp_path, verifier)
+        try:
+            results = await manager.produce({("t", 0): _txn_batch(0)}, 1, 0, "tx")
+            assert isinstance(results, dict) and results[("t", 0)].error_code == 0
+            assert verifier.calls == []
+            assert manager.partitions[("t", 0)].last_stable_offset == 0
+        finally:
+            _close(manager)
+
+    asyncio.run(go())
+
+
+def test_two_producers_in_one_transactional_request_are_refused(tmp_path: Path) -> None:
+    async def go() -> None:
+        verifier = FakeVerifier()
+        manager = await _verifying_leader(tmp_path, verifier)
+        try:
+            results = await manager.produce(
+                {("t", 0): _txn_batch(0, 7), ("t", 1): _txn_batch(0, 8)}, 1, 0, "tx")
+            assert isinstance(results, dict)
+            assert {r.error_code for r in results.values()} == {
+                ErrorCode.INVALID_PRODUCER_ID_MAPPING}
+            assert verifier.calls == []
+        finally:
+            _close(manager)
+
+    asyncio.run(go())

@@ -1,9 +1,9 @@
 """The Produce handler with a fake replica manager, no socket: decode, one call
 (``ReplicaManager.produce``), encode. acks=1 answers at once, acks=-1 answers through a
 Deferred when the replica manager gives an awaitable, acks=0 answers nothing (and closes
-the connection on an error), bad acks never reach it; a transactional produce to a
-partition outside the transaction is refused when the coordinator is in-process
-(TRANSACTION_ABORTABLE from v11); record errors (v8+) and CurrentLeader / NodeEndpoints
+the connection on an error), bad acks never reach it; a transactional produce goes with
+its transactional id (KIP-890's verification is the replica manager's), and transactional
+records without one are refused; record errors (v8+) and CurrentLeader / NodeEndpoints
 (v10+) reach the answer."""
 
 from __future__ import annotations
@@ -32,11 +32,14 @@ class FakeReplicaManager:
     def __init__(self, answer: Any) -> None:
         self.answer = answer
         self.calls: list[tuple[dict[tuple[str, int], bytes], int, int]] = []
+        self.transactions: list[tuple[str | None, bool]] = []
 
     async def produce(self, entries: dict[tuple[str, int], Any], required_acks: int,
-                      timeout_ms: int) -> Any:
+                      timeout_ms: int, transactional_id: str | None = None,
+                      abortable: bool = False) -> Any:
         self.calls.append(({tp: bytes(r) for tp, r in entries.items()}, required_acks,
                            timeout_ms))
+        self.transactions.append((transactional_id, abortable))
         return self.answer
 
 
@@ -107,18 +110,7 @@ def test_bad_acks_never_reach_the_replica_manager() -> None:
     assert rm.calls == []
 
 
-class FakeTransactionCoordinator:
-    def __init__(self, missing: list[tuple[str, int]] | None) -> None:
-        self.missing = missing
-        self.calls: list[tuple[str, int, int, list[tuple[str, int]]]] = []
-
-    def verify_partitions(self, txn_id: str, producer_id: int, producer_epoch: int,
-                          partitions: list[tuple[str, int]]) -> list[tuple[str, int]] | None:
-        self.calls.append((txn_id, producer_id, producer_epoch, sorted(partitions)))
-        return self.missing
-
-
-def _txn_request(acks: int) -> Any:
+def _txn_request(acks: int, transactional_id: str | None = "tx") -> Any:
     from klog.protocol.records.v2 import BatchBuilder
 
     def txn_batch(value: bytes) -> bytes:
@@ -130,27 +122,38 @@ def _txn_request(acks: int) -> Any:
     topics = [("a", [(0, txn_batch(b"x")), (2, txn_batch(b"y"))]),
               ("b", [(1, txn_batch(b"z"))])]
     body = b"".join(bytes(piece) for piece in produce.encode_produce_request(
-        VERSION, acks, 1500, topics, "tx"))
+        VERSION, acks, 1500, topics, transactional_id))
     return produce.decode_produce_request(VERSION, bytearray(body))
 
 
-def test_transactional_produce_outside_the_transaction_is_refused_kip_890() -> None:
-    """Partitions the coordinator (in-process) has not added to the producer's ongoing
-    transaction are INVALID_TXN_STATE; the others are appended."""
-    rm = FakeReplicaManager({("a", 0): ProduceResult(0, 10), ("b", 1): ProduceResult(0, 5)})
-    coordinator = FakeTransactionCoordinator([("a", 2)])
-    ctx = context(RequestHeader(0, VERSION, 7, "test", 2), None, replica_manager=rm,
-                  transaction_coordinator=coordinator)
-    answer = _decoded(asyncio.run(handle(ctx, _txn_request(1))))
-    assert coordinator.calls == [("tx", 42, 3, [("a", 0), ("a", 2), ("b", 1)])]
-    assert answer == {("a", 0): (0, 10), ("a", 2): (int(ErrorCode.INVALID_TXN_STATE), -1),
-                      ("b", 1): (0, 5)}
-    assert [sorted(entries) for entries, _acks, _t in rm.calls] == [[("a", 0), ("b", 1)]]
-    # Not coordinated here (None): everything goes to the replica manager.
+def test_a_transactional_produce_is_verified_by_the_replica_manager_kip_890() -> None:
+    """The transactional id goes with the partitions to ``ReplicaManager.produce``, which
+    has the coordinator confirm them; before Produce v11 the client does not understand
+    TRANSACTION_ABORTABLE. Its answers (INVALID_TXN_STATE here) are encoded as given."""
+    answer = {("a", 0): ProduceResult(0, 10),
+              ("a", 2): ProduceResult(int(ErrorCode.INVALID_TXN_STATE),
+                                      error_message="Partition was not added to the "
+                                                    "transaction"),
+              ("b", 1): ProduceResult(0, 5)}
+    rm = FakeReplicaManager(answer)
+    answered = _decoded(asyncio.run(handle(_ctx(rm), _txn_request(1))))
+    assert rm.transactions == [("tx", False)]
+    assert answered == {("a", 0): (0, 10), ("a", 2): (int(ErrorCode.INVALID_TXN_STATE), -1),
+                        ("b", 1): (0, 5)}
+    # A plain produce is no transaction's.
     rm = FakeReplicaManager(OK)
-    ctx = context(RequestHeader(0, VERSION, 7, "test", 2), None, replica_manager=rm,
-                  transaction_coordinator=FakeTransactionCoordinator(None))
-    assert _decoded(asyncio.run(handle(ctx, _txn_request(1)))) == EXPECTED
+    asyncio.run(handle(_ctx(rm), _request(1)))
+    assert rm.transactions == [(None, False)]
+
+
+def test_transactional_records_without_a_transactional_id_are_refused() -> None:
+    """As Kafka's KafkaApis: transactional batches need a transactional id (or they would
+    be appended unverified, a transaction no coordinator knows)."""
+    rm = FakeReplicaManager(OK)
+    answered = _decoded(asyncio.run(handle(_ctx(rm), _txn_request(1, None))))
+    assert set(answered.values()) == {(int(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
+                                       -1)}
+    assert rm.calls == []
 
 
 class ThrottledConnection(FakeConnection):
@@ -299,20 +302,23 @@ def test_a_batch_refused_for_some_records_names_them_kip_467() -> None:
     assert decoded.responses[0].partition_responses[0].error_code == ErrorCode.INVALID_RECORD
 
 
-def test_v11_says_transaction_abortable_for_a_partition_outside_the_transaction() -> None:
-    """Kafka 3.9 (KIP-890): a partition not in the ongoing transaction is
-    TRANSACTION_ABORTABLE for a v11 producer, INVALID_TXN_STATE for older ones."""
-    for version, expected in ((10, ErrorCode.INVALID_TXN_STATE),
-                              (11, ErrorCode.TRANSACTION_ABORTABLE)):
-        rm = FakeReplicaManager({("a", 0): ProduceResult(0, 10), ("b", 1): ProduceResult(0, 5)})
-        ctx = context(RequestHeader(0, version, 7, "test", 2), None, replica_manager=rm,
-                      transaction_coordinator=FakeTransactionCoordinator([("a", 2)]))
+def test_v11_producers_are_told_transaction_abortable() -> None:
+    """Kafka 3.9 (KIP-890): from Produce v11 the replica manager may answer
+    TRANSACTION_ABORTABLE (a partition outside the ongoing transaction); before, it maps it
+    to INVALID_TXN_STATE. The handler says which the producer understands."""
+    for version, abortable in ((10, False), (11, True)):
+        rm = FakeReplicaManager({("a", 0): ProduceResult(0, 10),
+                                 ("a", 2): ProduceResult(int(ErrorCode.TRANSACTION_ABORTABLE)),
+                                 ("b", 1): ProduceResult(0, 5)})
+        ctx = context(RequestHeader(0, version, 7, "test", 2), None, replica_manager=rm)
         request = _txn_request(1)
         body = b"".join(bytes(piece) for piece in produce.encode_produce_request(
             version, 1, 1500, [(t.name, [(p.index, bytes(p.records)) for p in t.partition_data])
                                for t in request.topic_data], "tx"))
         response = asyncio.run(handle(ctx, produce.decode_produce_request(version,
                                                                           bytearray(body))))
+        assert rm.transactions == [("tx", abortable)]
         topics, _ = produce.decode_produce_response(version, b"".join(response))
         codes = {(name, p.index): p.error_code for name, parts in topics for p in parts}
-        assert codes == {("a", 0): 0, ("a", 2): int(expected), ("b", 1): 0}
+        assert codes == {("a", 0): 0, ("a", 2): int(ErrorCode.TRANSACTION_ABORTABLE),
+                         ("b", 1): 0}
