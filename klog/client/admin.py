@@ -1297,15 +1297,26 @@ class AdminClient:
         return results
 
     async def list_transactions(self, states: Sequence[str] = (),
-                                producer_ids: Sequence[int] = ()) -> list[TransactionListing]:
+                                producer_ids: Sequence[int] = (),
+                                duration_filter_ms: int = -1) -> list[TransactionListing]:
         """Every transactional id of every broker (ListTransactions to each; retried while
-        a coordinator loads), optionally only those in ``states`` or of ``producer_ids``."""
+        a coordinator loads), optionally only those in ``states``, of ``producer_ids``, or
+        (``duration_filter_ms`` >= 0, KIP-994) whose transaction has run longer than that.
+        The duration filter needs ListTransactions v1 (Kafka 3.8+): a broker without it is
+        UNSUPPORTED_VERSION, as Kafka's admin client says."""
         await self.client.refresh_metadata([])
         values = {"state_filters": list(states), "producer_id_filters": list(producer_ids),
-                  "duration_filter": -1}
+                  "duration_filter": duration_filter_ms}
         loading = int(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
 
         async def one(broker: int) -> list[TransactionListing]:
+            if duration_filter_ms >= 0:
+                await self.client.api_versions_of(broker)  # connected: its own versions
+                if self.client.api_version(broker, LIST_TRANSACTIONS) < 1:
+                    raise KafkaClientError(
+                        f"broker {broker} does not support ListTransactions v1: the duration "
+                        "filter can be set only with version 1 or higher (Kafka 3.8+); list "
+                        "without --duration-filter", ErrorCode.UNSUPPORTED_VERSION)
             for attempt in range(20):
                 response = await self.client.send(broker, LIST_TRANSACTIONS, values)
                 if int(response.error_code) != loading or attempt == 19:

@@ -310,8 +310,12 @@ class Sender:
             topics.setdefault(batch.topic, []).append((batch.partition, batch.payload))
         try:
             version = self.client.api_version(node, PRODUCE)
+            # A transaction's batches name their transactional id, as Kafka's producer
+            # does: the leader checks it (Write on it; KIP-890's verification with its
+            # coordinator), and refuses transactional records without one.
             body = produce.encode_produce_request(
-                version, self.acks, self.request_timeout_ms, list(topics.items()))
+                version, self.acks, self.request_timeout_ms, list(topics.items()),
+                None if self.txn is None else self.txn.transactional_id)
             future = conn.send_nowait(
                 PRODUCE, version, body, timeout=self.request_timeout_ms / 1000,
                 expect_response=self.acks != 0, decode=produce.decode_produce_response,

@@ -49,6 +49,7 @@ from klog.daemon.metrics.collectors import (
     LogCleanerCollector,
     LogCollector,
     ReplicaManagerCollector,
+    SocketServerCollector,
 )
 from klog.daemon.producer_ids import ProducerIdManager
 from klog.daemon.quota_store import ClientQuotaAdmin, QuotaConfigLoader
@@ -61,9 +62,11 @@ from klog.daemon.security.credentials import ScramCredentialCache, ScramCredenti
 from klog.daemon.security.listener import ListenerConfigError, inter_broker_client_security
 from klog.daemon.server import Server, check_listeners
 from klog.daemon.topic_configs import TopicConfigs
+from klog.daemon.transaction.connections import BrokerConnections
 from klog.daemon.transaction.coordinator import TransactionCoordinator
 from klog.daemon.transaction.markers import MarkerWriter, TransactionMarkerChannelManager
 from klog.daemon.transaction.state_manager import TransactionStateManager
+from klog.daemon.transaction.verification import AddPartitionsToTxnManager
 from klog.protocol import apis
 from klog.storage.log_manager import LogManager
 
@@ -187,6 +190,15 @@ class Broker:
                                             self._replication_endpoint,
                                             _inter_broker_security(config)))
         self.control_requests.add_leadership_listener(self.txn_state_manager)
+        # KIP-890: a transactional produce's partitions are confirmed by the coordinator
+        # (in-process here, else AddPartitionsToTxn v4 on the inter-broker listener) before
+        # the replica manager appends them.
+        self.txn_verifier = AddPartitionsToTxnManager(
+            broker_id, dynamic, self.metadata_cache, self.txn_coordinator,
+            BrokerConnections(broker_id, "txn-verification", dynamic,
+                              self._replication_endpoint, _inter_broker_security(config)))
+        self.replica_manager.txn_verifier = self.txn_verifier
+        dynamic.add_reconfigurable(self.txn_verifier.reconfigure)
         # ACLs (klog/daemon/security/authorizer.py) when authorizer.class.name asks for them.
         self.authorizer = AclAuthorizer.from_config(config, self.metastore)
         self.services = BrokerServices(
@@ -218,6 +230,7 @@ class Broker:
                 LogCollector(self.log_manager),
                 FetcherLagCollector(self.fetcher_manager),
                 GroupCollector(self.group_coordinator, self.group_manager),
+                SocketServerCollector(self.server),
             ):
                 counting.register(collector)
             if self.log_cleaner is not None:
@@ -318,6 +331,10 @@ class Broker:
         # before the controller loads the __transaction_state partitions led here.
         self.txn_state_manager.startup()
         self.txn_coordinator.startup()
+        # Listening before registering (Kafka's order): the controller, told of this
+        # broker by ZooKeeper, connects at once and its UpdateMetadata waits in the
+        # backlog until ``serve`` -- never a refused connect and a retry later, while
+        # clients already ask this broker for metadata.
         await self.server.start()
         await asyncio.to_thread(self._register_broker)
         # A new ZooKeeper session (after an expiry) has lost the ephemeral registration.
@@ -514,6 +531,7 @@ class Broker:
             self.authorizer.shutdown()  # and ACL change notifications
         self.group_coordinator.shutdown()
         await self.group_manager.shutdown()
+        await self.txn_verifier.shutdown()
         await self.txn_coordinator.shutdown()
         await self.txn_state_manager.shutdown()
         await self.producer_ids.close()  # no block claim may outlive the metastore

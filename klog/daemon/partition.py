@@ -35,6 +35,7 @@ from dataclasses import dataclass, field, replace
 from klog.daemon.metadata_cache import PartitionState
 from klog.protocol.errors import ErrorCode, KafkaError
 from klog.storage.log import LogAppendInfo, PartitionLog
+from klog.storage.producer_state import VerificationGuard
 from klog.storage.values import FetchDataInfo, LogOffsetMetadata
 
 log = logging.getLogger(__name__)
@@ -222,6 +223,7 @@ class Partition:
     def append_records_to_leader(
         self, records: bytes | bytearray | memoryview, required_acks: int,
         min_insync_replicas: int, origin: str = "client",
+        verification_guard: VerificationGuard | None = None,
     ) -> LogAppendInfo:
         if not self.is_leader:
             raise NotLeaderOrFollowerError(
@@ -232,9 +234,20 @@ class Partition:
                 f"the size of the ISR {list(self.isr)} is below min.insync.replicas "
                 f"({min_insync_replicas}) for {self.topic}-{self.partition}"
             )
-        info = self.log.append_as_leader(records, self.leader_epoch, origin=origin)
+        info = self.log.append_as_leader(records, self.leader_epoch, origin=origin,
+                                         verification_guard=verification_guard)
         self.maybe_increment_high_watermark()
         return info
+
+    def maybe_start_transaction_verification(self, producer_id: int, sequence: int,
+                                             epoch: int) -> VerificationGuard:
+        """KIP-890 on the leader (Kafka's Partition.maybeStartTransactionVerification):
+        see ``PartitionLog.maybe_start_transaction_verification``."""
+        if not self.is_leader:
+            raise NotLeaderOrFollowerError(
+                f"broker {self.local_broker_id} is not the leader of {self.topic}-{self.partition}"
+            )
+        return self.log.maybe_start_transaction_verification(producer_id, sequence, epoch)
 
     def maybe_increment_high_watermark(self) -> bool:
         """Move the high watermark to the lowest log end offset of the ISR; True if moved."""

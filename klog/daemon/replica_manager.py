@@ -8,7 +8,13 @@ Produce (``produce``; ``append_records`` for the broker's own appends): validate
 the way Kafka's LogValidator does (magic, sizes, timestamps, and every record:
 klog/protocol/records/validate.py), recompresses when the topic's compression.type asks for
 a codec other than the producer's, appends, and for acks=-1 parks a DelayedProduce in the
-produce purgatory until the ISR has the records (``wait_for_isr``). Runs on the event loop
+produce purgatory until the ISR has the records (``wait_for_isr``). A transactional
+produce is first verified (KIP-890 part 1, ``transaction.partition.verification.enable``):
+each partition whose log has no ongoing transaction of the producer yet gets a
+verification guard from its log, ``txn_verifier`` asks the transaction coordinator whether
+the partition is in the producer's ongoing transaction, and only the partitions it confirms
+are appended, each with its guard (a marker written meanwhile voids the guard, so the late
+write is refused instead of opening a transaction nobody will end). Runs on the event loop
 thread, except the record checks that would hold it (inflating a compressed batch,
 recompressing, a big uncompressed walk): those run in the record checker's two threads,
 and the appends they precede still happen on the loop, in each partition's arrival order.
@@ -65,9 +71,11 @@ from klog.protocol.errors import (
     CorruptRecordError,
     ErrorCode,
     InvalidRecordError,
+    InvalidTimestampError,
     KafkaError,
     KafkaStorageError,
     OffsetOutOfRangeError,
+    RecordError,
     RecordTooLargeError,
 )
 from klog.protocol.records.batch import (
@@ -94,6 +102,7 @@ from klog.protocol.records.validate import native as native_record_check
 from klog.storage.config import LogConfig
 from klog.storage.log import LogAppendInfo
 from klog.storage.log_manager import LogManager
+from klog.storage.producer_state import VerificationGuard
 from klog.storage.values import FetchDataInfo, LogOffsetMetadata, TimestampAndOffset
 
 if TYPE_CHECKING:
@@ -138,10 +147,6 @@ _CODEC_BY_NAME = {
 }
 
 
-class InvalidTimestampError(KafkaError):
-    error_code = ErrorCode.INVALID_TIMESTAMP
-
-
 class UnknownTopicOrPartitionError(KafkaError):
     error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
@@ -152,6 +157,22 @@ class FetcherManager(Protocol):
     def add_partitions(self, partitions: dict[TopicPartition, tuple[int, int]]) -> None: ...
 
     def remove_partitions(self, tps: list[TopicPartition]) -> None: ...
+
+
+class TransactionVerifier(Protocol):
+    """KIP-890's question to the transaction coordinator
+    (klog.daemon.transaction.verification.AddPartitionsToTxnManager)."""
+
+    @property
+    def enabled(self) -> bool:
+        """transaction.partition.verification.enable, as it is now (a dynamic config)."""
+        ...
+
+    async def verify(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                     partitions: list[TopicPartition], abortable: bool
+                     ) -> dict[TopicPartition, ErrorCode]:
+        """The partitions not verified, each with its error (none: all verified)."""
+        ...
 
 
 class IsrStore(Protocol):
@@ -211,6 +232,8 @@ class ProduceResult:
     log_start_offset: int = -1
     error_message: str | None = None
     info: LogAppendInfo | None = None
+    # A batch refused for some of its records: each by its index in the batch (KIP-467).
+    record_errors: tuple[RecordError, ...] = ()
 
 
 @dataclass(slots=True)
@@ -313,6 +336,9 @@ class ReplicaManager:
         # later appends to that partition wait for it (arrival order).
         self._appending: dict[TopicPartition, asyncio.Task[ProduceResult]] = {}
         self._check_pool: ThreadPoolExecutor | None = None
+        # KIP-890's verification with the transaction coordinator; the broker sets it (the
+        # verifier needs the coordinator, built after this). None: never verified.
+        self.txn_verifier: TransactionVerifier | None = None
 
     # -- controller decisions --------------------------------------------------------------
 
@@ -516,10 +542,14 @@ class ReplicaManager:
         entries: Mapping[TopicPartition, RecordsBuffer | None],
         required_acks: int,
         origin: str = "client",
+        verification_guards: Mapping[TopicPartition, VerificationGuard] | None = None,
     ) -> dict[TopicPartition, ProduceResult]:
         """Append each partition's batches on its leader replica; errors per partition.
         Every check runs here, on the caller's thread (for the broker's own appends and
-        tests; the produce handler uses ``append_records_from_client``)."""
+        tests; the produce handler uses ``append_records_from_client``).
+        ``verification_guards``: KIP-890's guards from ``verify_transaction`` (a partition
+        without one appends transactional data only to an ongoing transaction); None when
+        transactions are not verified."""
         results: dict[TopicPartition, ProduceResult] = {}
         for tp, records in entries.items():
             try:
@@ -530,13 +560,15 @@ class ReplicaManager:
             except KafkaError as exc:
                 results[tp] = self._refused(tp, exc, records)
                 continue
-            results[tp] = self._append_validated(tp, records, required_acks, origin)
+            results[tp] = self._append_validated(tp, records, required_acks, origin,
+                                                 _guard(verification_guards, tp))
         return results
 
     async def append_records_from_client(
         self,
         entries: Mapping[TopicPartition, RecordsBuffer | None],
         required_acks: int,
+        verification_guards: Mapping[TopicPartition, VerificationGuard] | None = None,
     ) -> dict[TopicPartition, ProduceResult]:
         """The produce handler's append: as ``append_records``, but a partition whose
         check is heavy -- a compressed batch to inflate, a batch to recompress, or more
@@ -561,8 +593,10 @@ class ReplicaManager:
                 budget -= weight
                 inline[tp] = records
             else:
-                later[tp] = self._append_in_order(tp, records, required_acks)
-        results = self.append_records(inline, required_acks) if inline else {}
+                later[tp] = self._append_in_order(tp, records, required_acks,
+                                                  _guard(verification_guards, tp))
+        results = self.append_records(inline, required_acks,
+                                      verification_guards=verification_guards) if inline else {}
         if later:
             # asyncio.wait, not gather: a connection that goes away does not cancel them,
             # so what was started is appended (or refused) all the same.
@@ -573,17 +607,97 @@ class ReplicaManager:
 
     async def produce(self, entries: Mapping[TopicPartition, RecordsBuffer | None],
                       required_acks: int,
-                      timeout_ms: int) -> ProduceResults | Awaitable[ProduceResults]:
-        """A client's Produce (Kafka's appendRecords): ``append_records_from_client``, then
+                      timeout_ms: int, transactional_id: str | None = None,
+                      abortable: bool = False) -> ProduceResults | Awaitable[ProduceResults]:
+        """A client's Produce (Kafka's handleProduceAppend): a transactional one verified
+        first (KIP-890, ``verify_transaction``; ``abortable``: the client understands
+        TRANSACTION_ABORTABLE, Produce v11+), then ``append_records_from_client``, then
         for acks=-1 the wait for the ISR. The results when they are final; else (acks=-1,
         a follower still missing records) an awaitable of them, which the produce
         purgatory completes within ``timeout_ms``: the caller may go on meanwhile."""
-        results = await self.append_records_from_client(entries, required_acks)
+        if transactional_id is not None and self.verifies_transactions:
+            refused, guards = await self._verify_produce(entries, transactional_id, abortable)
+            if refused:
+                entries = {tp: r for tp, r in entries.items() if tp not in refused}
+            results = await self.append_records_from_client(entries, required_acks,
+                                                            guards) if entries else {}
+            results.update(refused)
+        else:
+            results = await self.append_records_from_client(entries, required_acks)
         if required_acks == -1:
             waiting = self.delayed_produce(results, timeout_ms)
             if waiting is not None:
                 return waiting
         return results
+
+    # -- transaction verification (KIP-890 part 1) ----------------------------------------
+
+    @property
+    def verifies_transactions(self) -> bool:
+        """transaction.partition.verification.enable, with a verifier to ask."""
+        verifier = self.txn_verifier
+        return verifier is not None and verifier.enabled
+
+    async def verify_transaction(self, transactional_id: str, producer_id: int,
+                                 producer_epoch: int,
+                                 first_sequences: Mapping[TopicPartition, int],
+                                 abortable: bool
+                                 ) -> tuple[dict[TopicPartition, ErrorCode],
+                                            dict[TopicPartition, VerificationGuard]]:
+        """Kafka's maybeStartTransactionVerificationForPartitions: per partition (mapped to
+        the first sequence the producer writes there) a guard from its log -- none needed
+        where the producer's transaction is ongoing already -- and for those that need
+        one, the coordinator's answer. Returns (errors of the partitions that may not be
+        appended, the guards to append the others with). Call only while
+        ``verifies_transactions``."""
+        verifier = self.txn_verifier
+        assert verifier is not None
+        errors: dict[TopicPartition, ErrorCode] = {}
+        guards: dict[TopicPartition, VerificationGuard] = {}
+        for tp, sequence in first_sequences.items():
+            try:
+                guard = self.leader_partition(*tp).maybe_start_transaction_verification(
+                    producer_id, sequence, producer_epoch)
+            except KafkaError as exc:
+                errors[tp] = exc.error_code
+                continue
+            if guard is not VerificationGuard.SENTINEL:
+                guards[tp] = guard
+        if guards:
+            errors.update(await verifier.verify(transactional_id, producer_id,
+                                                producer_epoch, list(guards), abortable))
+        return errors, guards
+
+    async def _verify_produce(self, entries: Mapping[TopicPartition, RecordsBuffer | None],
+                              transactional_id: str, abortable: bool
+                              ) -> tuple[ProduceResults, dict[TopicPartition,
+                                                              VerificationGuard]]:
+        """The produce side of ``verify_transaction`` (Kafka's handleProduceAppend): the
+        refused partitions' results, with the coordinator's errors as a producer knows
+        them, and the guards of the rest."""
+        producers: set[tuple[int, int]] = set()
+        first_sequences: dict[TopicPartition, int] = {}
+        for tp, records in entries.items():
+            if records is None:
+                continue
+            try:
+                headers = list(iter_batch_headers(memoryview(records)))
+            except KafkaError:
+                continue  # the append refuses it, with its own answer
+            txn = [h for h in headers if h.has_producer_id and h.is_transactional]
+            if txn:
+                producers.update((h.producer_id, h.producer_epoch) for h in txn)
+                first_sequences[tp] = headers[0].base_sequence
+        if not producers:
+            return {}, {}
+        if len(producers) > 1:
+            message = "Transactional records contained more than one producer ID"
+            return {tp: ProduceResult(int(ErrorCode.INVALID_PRODUCER_ID_MAPPING),
+                                      error_message=message) for tp in entries}, {}
+        ((producer_id, producer_epoch),) = producers
+        errors, guards = await self.verify_transaction(
+            transactional_id, producer_id, producer_epoch, first_sequences, abortable)
+        return {tp: _verification_refusal(code) for tp, code in errors.items()}, guards
 
     async def wait_for_isr(self, results: ProduceResults, timeout_ms: int) -> ProduceResults:
         """acks=-1: wait in the produce purgatory until each partition's high watermark
@@ -631,13 +745,15 @@ class ReplicaManager:
         self.fetch_purgatory.check_and_complete(tp)
 
     def _append_in_order(self, tp: TopicPartition, records: RecordsBuffer,
-                         required_acks: int) -> asyncio.Task[ProduceResult]:
+                         required_acks: int, verification_guard: VerificationGuard | None
+                         ) -> asyncio.Task[ProduceResult]:
         loop = asyncio.get_running_loop()
         config = self.partitions[tp].log.config
         checking = loop.run_in_executor(self._checker(), self._validate_in_worker, records,
                                         config)
         task = loop.create_task(self._append_checked(tp, checking, self._appending.get(tp),
-                                                     required_acks, len(records)))
+                                                     required_acks, len(records),
+                                                     verification_guard))
         self._appending[tp] = task
 
         def done(t: asyncio.Task[ProduceResult]) -> None:
@@ -650,7 +766,8 @@ class ReplicaManager:
     async def _append_checked(self, tp: TopicPartition,
                               checking: asyncio.Future[RecordsBuffer | KafkaError],
                               before: asyncio.Task[ProduceResult] | None,
-                              required_acks: int, size: int) -> ProduceResult:
+                              required_acks: int, size: int,
+                              verification_guard: VerificationGuard | None) -> ProduceResult:
         checked = await checking
         if before is not None:
             await asyncio.wait([before])
@@ -660,7 +777,8 @@ class ReplicaManager:
             self.leader_partition(*tp)  # leadership may have moved while it was checked
         except KafkaError as exc:
             return self._refused(tp, exc, size)
-        return self._append_validated(tp, checked, required_acks, "client")
+        return self._append_validated(tp, checked, required_acks, "client",
+                                      verification_guard)
 
     def _validate_in_worker(self, records: RecordsBuffer, config: LogConfig
                             ) -> RecordsBuffer | KafkaError:
@@ -685,12 +803,14 @@ class ReplicaManager:
         return self._check_pool
 
     def _append_validated(self, tp: TopicPartition, records: RecordsBuffer, required_acks: int,
-                          origin: str) -> ProduceResult:
+                          origin: str, verification_guard: VerificationGuard | None = None
+                          ) -> ProduceResult:
         try:
             partition = self.leader_partition(*tp)
             config = partition.log.config
             info = partition.append_records_to_leader(
-                records, required_acks, config.min_insync_replicas, origin
+                records, required_acks, config.min_insync_replicas, origin,
+                verification_guard
             )
         except KafkaError as exc:
             return self._refused(tp, exc, records)
@@ -723,7 +843,8 @@ class ReplicaManager:
             size = records if isinstance(records, int) else \
                 len(records) if records is not None else 0
             self.topic_metrics.record_refused(tp[0], int(exc.error_code), size)
-        return ProduceResult(int(exc.error_code), error_message=str(exc))
+        return ProduceResult(int(exc.error_code), error_message=str(exc),
+                             record_errors=exc.record_errors)
 
     def _validate(self, records: RecordsBuffer, config: LogConfig, origin: str) -> RecordsBuffer:
         """LogValidator: the batch headers, every record (validate.check_batch), the
@@ -733,11 +854,10 @@ class ReplicaManager:
         view = memoryview(records)
         target = None if config.compression_type == "producer" else _CODEC_BY_NAME[
             config.compression_type]
-        max_diff = config.message_timestamp_difference_max_ms
-        check_ts = not config.log_append_time and max_diff < 2**63 - 1
+        limits = config.timestamp_limits
         require_keys = config.compact
         from_client = origin == "client"
-        if target is None and not check_ts:
+        if target is None and limits is None:
             # Then nothing is rewritten, and a produce request usually holds one
             # uncompressed batch per partition: read its header fields in place and check
             # its records section at once rather than walk the headers (same checks, same
@@ -751,8 +871,7 @@ class ReplicaManager:
                         and count * MIN_RECORD_SIZE <= n - RECORD_BATCH_OVERHEAD):
                     try:
                         check_records(view[RECORD_BATCH_OVERHEAD:], count,
-                                      require_keys=require_keys
-                                      and not attributes & CONTROL_FLAG_MASK)
+                                      require_keys and not attributes & CONTROL_FLAG_MASK)
                     except KafkaError:
                         # the walk's answer, CRC first
                         check_batch(view, read_batch_header(view), from_client=from_client,
@@ -765,6 +884,11 @@ class ReplicaManager:
             # batch (LogValidator's conversion; Produce v3+ never gets here with one: the
             # handler refuses it), then is checked as any v2 batch is.
             return self._validate(self._up_convert(view, config, now), config, origin)
+        # The range a CreateTime timestamp must lie in (Kafka's validateTimestamp): each
+        # record's is judged by the walk (offenders named, KIP-467), the header's base and
+        # max timestamps here (the log keeps the producer's max timestamp, which a time
+        # index and time retention then go by).
+        window = None if limits is None else (now - limits[0], now + limits[1])
         # Recompressed batches are written out as each is checked, so that one inflated
         # section at a time is held, never a whole request's.
         out = bytearray() if target is not None else None
@@ -783,16 +907,14 @@ class ReplicaManager:
             batch = None
             if h.magic == MAGIC_V2:
                 batch = check_batch(view, h, from_client=from_client,
-                                    require_keys=require_keys)
-            if check_ts and h.timestamp_type is TimestampType.CREATE_TIME:
-                timestamps: list[int | None] = [h.base_timestamp, h.max_timestamp]
-                if batch is not None and batch.min_timestamp is not None:
-                    timestamps += [batch.min_timestamp, batch.max_timestamp]
-                for ts in timestamps:
-                    if ts is not None and ts >= 0 and abs(ts - now) > max_diff:
+                                    require_keys=require_keys, timestamp_range=window)
+            if window is not None and h.timestamp_type is TimestampType.CREATE_TIME:
+                for ts in (h.base_timestamp, h.max_timestamp):
+                    if ts is not None and ts >= 0 and not window[0] <= ts <= window[1]:
                         raise InvalidTimestampError(
-                            f"timestamp {ts} of a batch is out of range: more than "
-                            f"message.timestamp.difference.max.ms ({max_diff}) from {now}"
+                            f"timestamp {ts} of the batch at position {h.position} is out of "
+                            f"range: the topic's timestamp limits allow [{window[0]}, "
+                            f"{window[1]}] now"
                         )
             if out is not None:
                 assert target is not None
@@ -1256,6 +1378,36 @@ class ReplicaManager:
         self.fetch_purgatory.shutdown()
         if self._owns_timer:
             self.timer.close()
+
+
+def _guard(guards: Mapping[TopicPartition, VerificationGuard] | None, tp: TopicPartition
+           ) -> VerificationGuard | None:
+    """A partition's guard for its append: None when nothing is verified, the sentinel when
+    the partition needed none (its transaction is ongoing, or it has no transactional data)."""
+    if guards is None:
+        return None
+    return guards.get(tp, VerificationGuard.SENTINEL)
+
+
+#: Verification errors a producer may not retry correctly, answered as NOT_ENOUGH_REPLICAS
+#: (retriable, and no metadata refresh), as Kafka's ReplicaManager does.
+_RETRY_VERIFICATION = frozenset({
+    ErrorCode.CONCURRENT_TRANSACTIONS, ErrorCode.NETWORK_EXCEPTION,
+    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_COORDINATOR})
+
+
+def _verification_refusal(code: ErrorCode) -> ProduceResult:
+    """A partition the coordinator did not confirm, as the producer is answered (Kafka's
+    handleProduceAppend postVerificationCallback)."""
+    if code is ErrorCode.INVALID_TXN_STATE:
+        return ProduceResult(int(code), error_message="Partition was not added to the "
+                                                      "transaction")
+    if code in _RETRY_VERIFICATION:
+        return ProduceResult(int(ErrorCode.NOT_ENOUGH_REPLICAS), error_message=(
+            "Unable to verify the partition has been added to the transaction. "
+            f"Underlying error: {code.name}"))
+    return ProduceResult(int(code))
 
 
 def _satisfied(results: list[FetchResult], min_bytes: int) -> bool:

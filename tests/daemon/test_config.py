@@ -245,6 +245,7 @@ EXPECTED_DEFAULTS = {
     "transaction_abort_timed_out_transaction_cleanup_interval_ms": 10000,
     "transaction_remove_expired_transaction_cleanup_interval_ms": 3600000,
     "producer_id_expiration_ms": 86400000,
+    "transaction_partition_verification_enable": True,
     "leader_replication_throttled_rate": LONG_MAX,
     "follower_replication_throttled_rate": LONG_MAX,
 }

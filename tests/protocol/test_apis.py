@@ -95,6 +95,11 @@ KAFKA_3_RANGES = {
     21: (0, 2),  # DeleteRecords
     22: (0, 5),  # InitProducerId
     23: (0, 4),  # OffsetForLeaderEpoch
+    24: (0, 5),  # AddPartitionsToTxn (v4-5: KIP-890's broker-to-broker form)
+    25: (0, 4),  # AddOffsetsToTxn
+    26: (0, 4),  # EndTxn
+    27: (0, 1),  # WriteTxnMarkers
+    28: (0, 4),  # TxnOffsetCommit
     29: (0, 3),  # DescribeAcls
     30: (0, 3),  # CreateAcls
     31: (0, 3),  # DeleteAcls
@@ -109,6 +114,9 @@ KAFKA_3_RANGES = {
     46: (0, 0),  # ListPartitionReassignments
     47: (0, 0),  # OffsetDelete
     60: (0, 1),  # DescribeCluster
+    61: (0, 0),  # DescribeProducers
+    65: (0, 0),  # DescribeTransactions
+    66: (0, 1),  # ListTransactions (v1: KIP-994's duration filter)
 }
 
 
@@ -275,7 +283,7 @@ def test_records_stay_bytes() -> None:
     )
     request = apis.decode_request(0, 3, memoryview(body))
     records = request.topic_data[0].partition_data[0].records
-    # Produce v3-v9 take klog.protocol.produce's path: a slice of the body, not a copy.
+    # Produce v3-v11 take klog.protocol.produce's path: a slice of the body, not a copy.
     assert isinstance(records, memoryview)
     assert records == batch
 

@@ -728,6 +728,8 @@ class BrokerConfig:
     transaction_remove_expired_transaction_cleanup_interval_ms = _Setting[int](
         "transaction.remove.expired.transaction.cleanup.interval.ms")
     producer_id_expiration_ms = _Setting[int]("producer.id.expiration.ms")
+    transaction_partition_verification_enable = _Setting[bool](
+        "transaction.partition.verification.enable")
     leader_replication_throttled_rate = _Setting[int]("leader.replication.throttled.rate")
     follower_replication_throttled_rate = _Setting[int]("follower.replication.throttled.rate")
 

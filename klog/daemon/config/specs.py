@@ -359,6 +359,10 @@ _BROKER_SPEC_LIST: tuple[ConfigSpec, ...] = (
     _spec("producer.id.expiration.ms", _I, "86400000",
           "Forget an idle idempotent producer's state after this long.", minimum=1,
           dynamic=_CW),
+    _spec("transaction.partition.verification.enable", _B, "true",
+          "KIP-890: a partition leader appends a producer's first transactional batch only "
+          "once the transaction coordinator confirms the partition is in its ongoing "
+          "transaction (no hanging transaction from a late write).", dynamic=_CW),
     # Metrics. Kafka's own metrics library's settings are accepted and reported at start-up
     # as not implemented (klog/daemon/metrics: UNIMPLEMENTED_CONFIGS); klog serves its
     # metrics in Prometheus' format on metrics.http.listener.
@@ -601,7 +605,6 @@ _KAFKA_UNIMPLEMENTED_SPEC_LIST: tuple[ConfigSpec, ...] = (
     _k("ssl.secure.random.implementation", _S, None, "L", _PB),
     _k("ssl.trustmanager.algorithm", _S, "PKIX", "M", _PB),
     _k("telemetry.max.bytes", _I, "1048576", "L", _RO, minimum=1),
-    _k("transaction.partition.verification.enable", _B, "true", "L", _CW),
     _k("zookeeper.clientCnxnSocket", _S, None, "M", _RO),
     _k("zookeeper.metadata.migration.enable", _B, "false", "H", _RO),
     _k("zookeeper.ssl.cipher.suites", _LI, None, "L", _RO),
@@ -630,8 +633,7 @@ _UNIMPLEMENTED_KNOWN_NAMES = frozenset({
     "log.flush.start.offset.checkpoint.interval.ms",
     # log.message.format.version: ignored, as Kafka 3.x ignores it from
     # inter.broker.protocol.version 3.0 on (klog whatever that version says).
-    "log.message.format.version", "log.message.timestamp.after.max.ms",
-    "log.message.timestamp.before.max.ms", "log.preallocate",
+    "log.message.format.version", "log.preallocate",
     "metric.reporters", "metrics.num.samples",
     "metrics.recording.level", "metrics.sample.window.ms",
     "num.replica.alter.log.dirs.threads", "password.encoder.secret",
