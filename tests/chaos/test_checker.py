@@ -168,3 +168,12 @@ def test_loss_fails_an_acks_all_run_and_informs_an_acks_1_run() -> None:
     lossy = _judge("1", lose=True)
     assert lossy["valid"] is True and "lost: w-0-4" in str(lossy["informational"])
     assert lossy["table"]["kill"]["lost"] == 1  # w-0-4, sent at 4.0 s: the kill
+
+
+def test_an_acknowledgement_without_an_offset_checks_presence_only() -> None:
+    ops = _ops(4)
+    ops[1].offset = -1
+    total, _per_kind, notes = checker.check_producers(ops, _log(_ops(4)), [])
+    assert notes == [] and total.acked_offset_unknown == 1 and total.offset_mismatch == 0
+    total, _per_kind, notes = checker.check_producers(ops, _log([ops[0], ops[2], ops[3]]), [])
+    assert total.lost == 1

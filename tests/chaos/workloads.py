@@ -183,7 +183,8 @@ class ProducerWorkload(Workload):
         def callback(err: KafkaError | None, msg: Any) -> None:
             op.acked = self.clock.now()
             if err is None:
-                op.status, op.offset = "ok", msg.offset()
+                offset = msg.offset()  # None when the broker's answer carried none
+                op.status, op.offset = "ok", -1 if offset is None else offset
             else:
                 op.status, op.error = "fail", err.name()
                 self._error(err.name())
