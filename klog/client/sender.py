@@ -143,8 +143,9 @@ class Sender:
         acc = self.accumulator
         now = now_ms()
         acc.expire(now)
-        if acc.needs_sequence_reset and not self._requests:
-            # Nothing in flight any more: start over under a new producer id.
+        if acc.needs_sequence_reset and not self._requests and not acc.has_in_flight():
+            # Nothing in flight any more (requests written at once are in flight too,
+            # without a task in _requests): start over under a new producer id.
             log.info("producer id %d: a batch failed for good, getting a new producer id",
                      self.producer_id)
             acc.reset_sequences()

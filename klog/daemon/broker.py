@@ -241,6 +241,7 @@ class Broker:
         self._stopped = asyncio.Event()
         self._shutting_down = False
         self._session_lost = False
+        self._suspended = False  # the metastore connection dropped, the session may stand
         # What start() reached, so that shutdown after a failed start closes only that.
         self._started: set[str] = set()
         self.loop: asyncio.AbstractEventLoop | None = None
@@ -412,12 +413,21 @@ class Broker:
         # re-register from a worker thread once a session follows a lost one.
         if state == "LOST":
             self._session_lost = True
+        elif state == "SUSPENDED":
+            self._suspended = True
         elif state == "CONNECTED" and self._session_lost and not self._shutting_down:
-            self._session_lost = False
+            self._session_lost = self._suspended = False
             loop = self.loop
             if loop is not None and not loop.is_closed():
                 loop.call_soon_threadsafe(
                     lambda: self._tasks.append(loop.create_task(self._reregister())))
+        elif state == "CONNECTED" and self._suspended and not self._shutting_down:
+            # The same session: registrations stand, but the watches went with the
+            # connection; the controller sets its own again.
+            self._suspended = False
+            running = self.loop
+            if running is not None and not running.is_closed():
+                running.call_soon_threadsafe(self.controller.connection_restored)
 
     async def _reregister(self) -> None:
         store = self.metastore

@@ -252,7 +252,12 @@ class LogManager:
                 self.config_for(tp[0]),
                 log_start_offset=log_start_offsets.get(tp, 0),
                 recovery_point=recovery_points.get(tp, 0),
-                high_watermark=high_watermarks.get(tp),
+                # As Kafka's Partition.createLog: the checkpointed high watermark, or 0
+                # (clamped to the log start) when there is none. Never the log end: the
+                # tail past the last checkpoint may be on no other ISR member, and a
+                # leader that loaded it as committed would serve it at once; the high
+                # watermark moves up as the followers fetch (a one-replica ISR: at once).
+                high_watermark=high_watermarks.get(tp, 0),
                 had_clean_shutdown=had_clean_shutdown,
                 clock=self.clock,
                 producer_id_expiration_ms=self.producer_id_expiration_ms,

@@ -131,3 +131,32 @@ def test_retention_and_flush_through_manager(tmp_path: Path) -> None:
         manager.checkpoint_high_watermarks()
         hws = read_offset_checkpoint(tmp_path / "a" / "replication-offset-checkpoint")
         assert hws == {("t", 0): 16}
+
+
+def test_high_watermark_on_load_is_the_checkpointed_one_or_the_log_start(
+        tmp_path: Path) -> None:
+    """A log with no entry in replication-offset-checkpoint (created after the last
+    checkpoint, then a crash) starts at its log start offset, as in Kafka
+    (Partition.createLog: the checkpoint, else 0), not at its log end: that tail may be on
+    no other replica, and a leader would have served it as committed at once."""
+    log_dir = tmp_path / "logs"
+    manager = LogManager([log_dir]).startup()
+    checkpointed = manager.get_or_create_log("t", 0)
+    checkpointed.append_as_leader(build_batch(0, count=5), 0)
+    manager.update_high_watermark("t", 0, 3)
+    manager.checkpoint_high_watermarks()
+    manager.get_or_create_log("t", 1).append_as_leader(build_batch(0, count=4), 0)
+    started_later = manager.get_or_create_log("t", 2)
+    started_later.append_as_leader(build_batch(0, count=6), 0)
+    started_later.update_high_watermark(6)
+    started_later.maybe_increment_log_start_offset(2)  # DeleteRecords, say
+    manager.checkpoint_recovery_points_and_log_start_offsets()
+    manager._unlock_all()  # a crash: no close, no new checkpoint
+    reloaded = LogManager([log_dir]).startup()
+    try:
+        hws = {p: log.high_watermark for (_t, p), log in reloaded.all_logs().items()}
+        ends = {p: log.log_end_offset for (_t, p), log in reloaded.all_logs().items()}
+        assert ends == {0: 5, 1: 4, 2: 6}
+        assert hws == {0: 3, 1: 0, 2: 2}  # clamped to the log start offset
+    finally:
+        reloaded.close()

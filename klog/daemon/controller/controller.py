@@ -138,6 +138,34 @@ class Controller:
         if self._loop is not None and not self._closed:
             self._queue.put_nowait(("controller_change", None))
 
+    def connection_restored(self) -> None:
+        """The metastore connection came back within the same session. ZooKeeper's own
+        client keeps watches across such a blip; kazoo drops them all (metastore/
+        zookeeper.py), so every watch is set again here. Without it a controller went
+        deaf: brokers leaving and joining were never noticed again (the chaos harness,
+        seed 2929: a broker restarted after a ZooKeeper node was cut off never got a
+        LeaderAndIsr and answered its followers UNKNOWN_TOPIC_OR_PARTITION)."""
+        if self._loop is not None and not self._closed:
+            self._queue.put_nowait(("reconnected", None))
+
+    async def _on_reconnected(self) -> None:
+        """Read again what each lost watch was on, setting it anew, and act on what
+        changed meanwhile, as if each watch had fired (each handler re-reads, so an event
+        that changed nothing costs one read)."""
+        if not self.active:
+            await self._elect()  # watches /controller again (or takes office if it went)
+            return
+        await self._call(self.store.exists, paths.CONTROLLER, self._watcher("controller_change"))
+        events: list[tuple[str, Any]] = [("brokers", None), ("topics", None),
+                                         ("isr_change", None), ("delete_topics", None),
+                                         ("reassign_partitions", None),
+                                         (leader_balance.PREFERRED_REPLICA_ELECTION, None)]
+        events += [("topic_data", name) for name in sorted(self.topics)]
+        watched, self.reassignments._watched = self.reassignments._watched, set()
+        events += [("reassign_isr", tp) for tp in sorted(watched)]
+        for event in events:
+            self._queue.put_nowait(event)
+
     async def elect_leaders(self, election_type: int, tps: list[TopicPartition] | None
                             ) -> dict[TopicPartition, tuple[int, str | None]]:
         """ElectLeaders: 0 PREFERRED, 1 UNCLEAN; ``tps`` None = every partition. An event
@@ -208,6 +236,9 @@ class Controller:
     async def _process(self, kind: str, arg: Any) -> None:
         if kind == "controller_change":
             await self._elect()
+            return
+        if kind == "reconnected":
+            await self._on_reconnected()
             return
         if kind in leader_balance.EVENTS:
             await self.balance.process(kind, arg)
