@@ -361,6 +361,11 @@ class Sender:
 
     def _failed_request(self, batches: list[ProducerBatch], exc: KafkaClientError) -> None:
         code = exc.error_code if exc.error_code is not None else ErrorCode.NETWORK_EXCEPTION
+        if code == ErrorCode.BROKER_NOT_AVAILABLE:
+            # The leader the batches were drained for left the metadata before the
+            # connection was made (a broker restarting): nothing was sent, so, as Kafka's
+            # client, wait for the new leader instead of failing the records for good.
+            code = ErrorCode.NETWORK_EXCEPTION
         for batch in batches:
             self._complete_with_error(batch, int(code), str(exc), exc)
         self.client.request_metadata_refresh()

@@ -23,6 +23,7 @@ from klog.client import errors
 from klog.client.accumulator import BufferPool, ProducerBatch, RecordAccumulator
 from klog.client.errors import KafkaClientError, KafkaTimeoutError
 from klog.client.producer import Producer, RecordMetadata, SyncProducer
+from klog.protocol.errors import ErrorCode
 from klog.protocol.records.batch import read_batch_header
 from klog.protocol.records.compression import CompressionType
 from klog.protocol.records.v2 import BatchBuilder
@@ -573,6 +574,43 @@ def test_a_sequence_reset_keeps_the_retries_of_other_partitions_as_they_were_sen
         assert new.records[0][0] is fresh
         header = read_batch_header(new.payload, 0)
         assert (header.producer_id, header.base_sequence) == (9, 0)
+
+    asyncio.run(main())
+
+
+def test_a_leader_gone_from_the_metadata_before_connecting_is_retried() -> None:
+    """Batches drained for a leader that then left the metadata (the connection attempt
+    says BROKER_NOT_AVAILABLE): nothing was sent, so they wait for the new leader. They
+    failed for good (24 records of the chaos harness's long run, seed 2929)."""
+    from klog.client.sender import Sender
+
+    class NoSuchBroker:
+        def __init__(self) -> None:
+            self.refreshes = 0
+
+        async def connect_to(self, node: int) -> None:
+            raise KafkaClientError(f"broker {node} is not in the cluster metadata",
+                                   ErrorCode.BROKER_NOT_AVAILABLE)
+
+        def request_metadata_refresh(self) -> None:
+            self.refreshes += 1
+
+    async def main() -> None:
+        from klog.client.accumulator import now_ms
+
+        acc = RecordAccumulator(batch_size=30, linger_ms=0, idempotent=True)
+        start = now_ms()  # the retry is decided on the clock: within delivery.timeout.ms
+        _append(acc, 0, b"v" * 25, now=start)
+        (batch,) = acc.drain({3: [("t", 0)]}, 1 << 20, now=start + 1, producer_id=5,
+                             producer_epoch=0)[3]
+        client = NoSuchBroker()
+        sender = Sender(client, acc, acks=-1, retries=5,  # type: ignore[arg-type]
+                        request_timeout_ms=1000, max_in_flight=5, max_request_size=1 << 20,
+                        retry_backoff_ms=1, idempotent=True)
+        sender._in_flight_requests[3] = 1
+        await sender._produce(3, [batch])
+        assert not batch.done and batch.attempts == 1
+        assert client.refreshes >= 1
 
     asyncio.run(main())
 
