@@ -55,6 +55,7 @@ from klog.daemon.quota_store import ClientQuotaAdmin, QuotaConfigLoader
 from klog.daemon.quotas import QuotaManagers
 from klog.daemon.replica_fetcher import ReplicaFetcherManager
 from klog.daemon.replica_manager import MetastoreIsrStore, ReplicaManager
+from klog.daemon.replica_selector import selector_for
 from klog.daemon.replication_quota import ReplicationQuotas
 from klog.daemon.security.authorizer import AclAuthorizer
 from klog.daemon.security.credentials import ScramCredentialCache, ScramCredentialManager
@@ -125,6 +126,10 @@ class Broker:
             broker_id, self.replica_manager, self._replication_endpoint, config,
             quota=quotas.follower, security=_inter_broker_security(config))
         self.replica_manager.fetcher_manager = self.fetcher_manager
+        # KIP-392: replica.selector.class sends consumers with a client.rack to a replica
+        # in their rack (klog/daemon/replica_selector.py).
+        self.replica_manager.replica_selector = selector_for(
+            config.replica_selector_class, self.metadata_cache)
         # Producer ids for InitProducerId (klog/daemon/producer_ids.py), claimed in blocks
         # from /latest_producer_id_block.
         self.producer_ids = ProducerIdManager(broker_id, self.metastore)

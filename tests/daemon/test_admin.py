@@ -88,6 +88,19 @@ def test_assign_replicas_checks_partitions_before_replication_factor() -> None:
     assert _code(assign_replicas, [], 1, 1)[0] == ErrorCode.INVALID_REPLICATION_FACTOR
 
 
+def test_assign_replicas_places_by_rack() -> None:
+    racks = {1: "a", 2: "b", 3: "c", 4: "a", 5: "b", 6: "c"}
+    for replicas in assign_replicas(racks, 12, 3).values():
+        assert sorted(racks[b] for b in replicas) == ["a", "b", "c"]
+
+
+def test_assign_replicas_refuses_mixed_racks_as_kafka() -> None:
+    # Kafka's AdminOperationException, answered UNKNOWN_SERVER_ERROR.
+    assert _code(assign_replicas, {1: "a", 2: None}, 1, 1) == (
+        ErrorCode.UNKNOWN_SERVER_ERROR,
+        "Not all brokers have rack information for replica rack aware assignment.")
+
+
 # -- CreateTopics assignments ---------------------------------------------------------------
 
 
@@ -120,6 +133,19 @@ def test_new_partitions_continue_the_round_robin() -> None:
         assert len(replicas) == 2 and len(set(replicas)) == 2
     # Kafka starts the new partitions' round-robin at partition 0's leader.
     assert [added[p][0] for p in (3, 4, 5)] == [2, 3, 1]
+
+
+def test_new_partitions_are_placed_by_rack() -> None:
+    racks = {1: "a", 2: "b", 3: "c"}
+    added = new_partitions_assignment({0: [1, 2], 1: [2, 3]}, racks, 8)
+    assert sorted(added) == [2, 3, 4, 5, 6, 7]
+    for replicas in added.values():
+        assert len({racks[b] for b in replicas}) == 2
+    assert _code(new_partitions_assignment, {0: [1]}, {1: "a", 2: None}, 2) == (
+        ErrorCode.UNKNOWN_SERVER_ERROR,
+        "Not all brokers have rack information for replica rack aware assignment.")
+    # An explicit assignment needs no racks.
+    assert new_partitions_assignment({0: [1]}, {1: "a", 2: None}, 2, [[2]]) == {1: [2]}
 
 
 def test_new_partitions_with_explicit_replicas() -> None:

@@ -66,6 +66,10 @@ def _spec(name: str, type_: ConfigType, default: str | None, doc: str, **kw: Any
     return ConfigSpec(name, type_, default, doc, **kw)
 
 
+#: The replica.selector.class values klog has (KIP-392's one selector Kafka ships).
+RACK_AWARE_REPLICA_SELECTOR = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
+REPLICA_SELECTOR_CLASSES = (RACK_AWARE_REPLICA_SELECTOR,)
+
 #: The authorizer.class.name values that turn on klog's ACL authorizer
 #: (klog/daemon/security/authorizer.py): Kafka's ZooKeeper-mode class and its KRaft-era one.
 ACL_AUTHORIZER_CLASSES = (
@@ -274,7 +278,10 @@ _BROKER_SPEC_LIST: tuple[ConfigSpec, ...] = (
           minimum=0),
     _spec("replica.high.watermark.checkpoint.interval.ms", _L, "5000",
           "How often high watermarks are checkpointed."),
-    _spec("replica.selector.class", _S, None, "Picks the replica a consumer fetches from."),
+    _spec("replica.selector.class", _S, None,
+          "Picks the replica a consumer fetches from (KIP-392): "
+          "org.apache.kafka.common.replica.RackAwareReplicaSelector sends a consumer with a "
+          "client.rack to a replica in its rack; unset, consumers fetch from leaders."),
     _spec("fetch.purgatory.purge.interval.requests", _I, "1000",
           "Purge interval of the fetch purgatory."),
     _spec("producer.purgatory.purge.interval.requests", _I, "1000",
@@ -639,7 +646,7 @@ _UNIMPLEMENTED_KNOWN_NAMES = frozenset({
     "metrics.recording.level", "metrics.sample.window.ms",
     "num.replica.alter.log.dirs.threads", "password.encoder.secret",
     "queued.max.request.bytes", "replica.alter.log.dirs.io.max.bytes.per.second",
-    "replica.high.watermark.checkpoint.interval.ms", "replica.selector.class",
+    "replica.high.watermark.checkpoint.interval.ms",
     "replica.socket.receive.buffer.bytes",
     "zookeeper.max.in.flight.requests", "zookeeper.set.acl", "zookeeper.sync.time.ms",
 })
