@@ -170,6 +170,15 @@ class ReplicaSelector(Protocol):
                                followers: Iterable[ReplicaView]) -> int | None: ...
 
 
+class LogDirMoves(Protocol):
+    """Moves between log dirs (klog.daemon.log_dir_mover.LogDirMover), told which
+    partitions came and went."""
+
+    def partitions_hosted(self, tps: Iterable[TopicPartition]) -> None: ...
+
+    def partitions_stopped(self, tps: Iterable[TopicPartition]) -> None: ...
+
+
 class TransactionVerifier(Protocol):
     """KIP-890's question to the transaction coordinator
     (klog.daemon.transaction.verification.AddPartitionsToTxnManager)."""
@@ -283,7 +292,10 @@ class ReplicaInfo:
 
     partition: int
     size: int
-    offset_lag: int  # log end behind the high watermark; -1 for a log no replica serves
+    # Log end behind the high watermark; -1 for a log no replica serves. A future log
+    # (a move in progress): how far it is behind the partition's log.
+    offset_lag: int
+    is_future: bool = False
 
 
 @dataclass(slots=True)
@@ -354,6 +366,8 @@ class ReplicaManager:
         # KIP-392's replica.selector.class (klog/daemon/replica_selector.py); the broker
         # sets it. None: consumers are never sent to followers.
         self.replica_selector: ReplicaSelector | None = None
+        # Moves between log dirs (klog/daemon/log_dir_mover.py); the broker sets it.
+        self.log_dir_mover: LogDirMoves | None = None
 
     # -- controller decisions --------------------------------------------------------------
 
@@ -416,6 +430,9 @@ class ReplicaManager:
             # Followers: produce requests waiting for acks here can never complete: answer
             # them now. Leaders: their high watermark moved.
             self.try_complete_delayed_requests(tp)
+        if self.log_dir_mover is not None:
+            # A move a restart interrupted goes on once the partition is hosted again.
+            self.log_dir_mover.partitions_hosted(tp for tp, e in errors.items() if not e)
         return errors
 
     def _get_or_create(self, tp: TopicPartition) -> Partition:
@@ -467,6 +484,8 @@ class ReplicaManager:
         tps = list(tps)
         if self.fetcher_manager is not None:
             self.fetcher_manager.remove_partitions(tps)
+        if self.log_dir_mover is not None:
+            self.log_dir_mover.partitions_stopped(tps)
         for tp in tps:
             self.log_creation_failures.pop(tp, None)
             stopped = self.partitions.pop(tp, None)
@@ -536,6 +555,17 @@ class ReplicaManager:
                 continue
             lag = max(plog.high_watermark - plog.log_end_offset, 0) if tp in hosted else -1
             parts.append(ReplicaInfo(tp[1], plog.size, lag))
+        for tp, future in sorted(lm.all_future_logs().items()):
+            held_in = lm.future_log_dir_of(*tp)
+            current = lm.get_log(*tp)
+            if held_in is None:
+                continue
+            parts = by_dir.setdefault(os.path.abspath(held_in), {}).setdefault(tp[0], [])
+            if wanted is not None and tp not in wanted:
+                continue
+            # Kafka's getLogEndOffsetLag of a future replica: the log's end minus its own.
+            lag = current.log_end_offset - future.log_end_offset if current is not None else -1
+            parts.append(ReplicaInfo(tp[1], future.size, lag, is_future=True))
         results = []
         for log_dir in dict.fromkeys(os.path.abspath(d) for d in lm.log_dirs):
             try:

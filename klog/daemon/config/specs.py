@@ -645,7 +645,7 @@ _UNIMPLEMENTED_KNOWN_NAMES = frozenset({
     "metric.reporters", "metrics.num.samples",
     "metrics.recording.level", "metrics.sample.window.ms",
     "num.replica.alter.log.dirs.threads", "password.encoder.secret",
-    "queued.max.request.bytes", "replica.alter.log.dirs.io.max.bytes.per.second",
+    "queued.max.request.bytes",
     "replica.high.watermark.checkpoint.interval.ms",
     "replica.socket.receive.buffer.bytes",
     "zookeeper.max.in.flight.requests", "zookeeper.set.acl", "zookeeper.sync.time.ms",
