@@ -38,6 +38,7 @@ from klog.daemon.group.coordinator import GroupCoordinator
 from klog.daemon.group.metadata_manager import GroupMetadataManager
 from klog.daemon.handlers import BrokerServices, load_handlers
 from klog.daemon.log_cleaner import CleanerConfig, LogCleaner
+from klog.daemon.log_dir_failure import LogDirFailureHandler
 from klog.daemon.log_dir_mover import LogDirMover
 from klog.daemon.metadata_cache import BrokerEndpoint, BrokerInfo, MetadataCache
 from klog.daemon.metastore import paths
@@ -153,6 +154,14 @@ class Broker:
             quota=ReplicationQuotaManager(
                 "AlterLogDirs", config.get("replica.alter.log.dirs.io.max.bytes.per.second")))
         self.replica_manager.log_dir_mover = mover
+        # Failed log dirs (klog/daemon/log_dir_failure.py): an I/O error anywhere on a dir
+        # takes it offline, its partitions' leadership moves, the other dirs go on.
+        self.log_dir_failures = failures = LogDirFailureHandler(
+            broker_id, self.log_manager, self.replica_manager, self.metastore,
+            timeout_ms=config.get("log.dir.failure.timeout.ms"), moves=mover)
+        self.log_manager.failure_listener = failures.report
+        self.replica_manager.on_io_error = failures.report
+        mover.offline_dirs = failures
         dynamic.add_reconfigurable(lambda _old, new: mover.update_quota(
             new.get("replica.alter.log.dirs.io.max.bytes.per.second")))
         # Who may send this broker control requests over the wire: the controller that
@@ -321,6 +330,7 @@ class Broker:
         self.producer_ids.start()
         self.replica_manager.startup()
         self.log_dir_mover.startup()
+        self.log_dir_failures.startup()
         # -- admin (klog/daemon/admin.py): dynamic broker configs from the metastore, and in
         # cluster mode the /config/changes listener; before clients can connect.
         await self.admin.startup()
@@ -539,6 +549,7 @@ class Broker:
         await self.producer_ids.close()  # no block claim may outlive the metastore
         await self.fetcher_manager.shutdown()
         await self.log_dir_mover.shutdown()  # a copy step in flight ends first
+        await self.log_dir_failures.shutdown()
         self.replica_manager.shutdown()  # its purgatories and timer too
         if self.log_cleaner is not None:  # stops at its next check; before the logs close
             await asyncio.to_thread(self.log_cleaner.shutdown)

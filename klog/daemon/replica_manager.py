@@ -57,6 +57,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from klog.daemon.delayed import DelayedFetch, DelayedProduce, FetchKey, FetchParams
@@ -368,6 +369,10 @@ class ReplicaManager:
         self.replica_selector: ReplicaSelector | None = None
         # Moves between log dirs (klog/daemon/log_dir_mover.py); the broker sets it.
         self.log_dir_mover: LogDirMoves | None = None
+        # Where an I/O error met by produce or fetch is reported: the log dir failure
+        # handler (klog/daemon/log_dir_failure.py) takes the dir offline. None: answered
+        # KAFKA_STORAGE_ERROR only.
+        self.on_io_error: Callable[[Path, OSError], None] | None = None
 
     # -- controller decisions --------------------------------------------------------------
 
@@ -476,7 +481,7 @@ class ReplicaManager:
                     # fsyncs) here rather than on the event loop; make_leader then finds
                     # it recorded. Nothing else knows this new log yet.
                     plog.leader_epoch_cache.assign(s.leader_epoch, plog.log_end_offset)
-            except OSError as exc:
+            except (OSError, KafkaError) as exc:  # KafkaStorageError: its dir is offline
                 failures[(s.topic, s.partition)] = str(exc)
         return failures
 
@@ -514,10 +519,36 @@ class ReplicaManager:
     def leader_partition(self, topic: str, partition: int) -> Partition:
         p = self.partitions.get((topic, partition))
         if p is None:
+            self._check_offline(topic, partition)
             raise UnknownTopicOrPartitionError(f"{topic}-{partition} is not hosted here")
         if not p.is_leader:
             raise NotLeaderOrFollowerError(f"not the leader of {topic}-{partition}")
         return p
+
+    # -- offline log dirs -------------------------------------------------------------------
+
+    def _check_offline(self, topic: str, partition: int) -> None:
+        """Kafka's HostedPartition.Offline: KAFKA_STORAGE_ERROR for a partition whose log
+        is in a failed dir (klog/daemon/log_dir_failure.py)."""
+        if (topic, partition) in self.log_manager.offline_partitions:
+            raise KafkaStorageError(f"Partition {topic}-{partition} is in an offline log "
+                                    "directory")
+
+    def mark_offline(self, tps: Iterable[TopicPartition]) -> None:
+        """Their log dir failed (Kafka's markPartitionOffline): no fetcher follows them, no
+        request reads or writes them (KAFKA_STORAGE_ERROR from now on), and requests
+        waiting on them are answered now."""
+        tps = [tp for tp in tps if tp in self.partitions]
+        if self.fetcher_manager is not None:
+            self.fetcher_manager.remove_partitions(tps)
+        for tp in tps:
+            self.partitions.pop(tp, None)
+            self.try_complete_delayed_requests(tp)
+
+    def report_io_error(self, where: Path, exc: OSError) -> None:
+        """An I/O error under ``where`` (a partition's log dir): to the failure handler."""
+        if self.on_io_error is not None:
+            self.on_io_error(where, exc)
 
     def active_producers(self, topic: str, partition: int
                          ) -> tuple[ErrorCode, list[ProducerStateInfo]]:
@@ -567,7 +598,11 @@ class ReplicaManager:
             lag = current.log_end_offset - future.log_end_offset if current is not None else -1
             parts.append(ReplicaInfo(tp[1], future.size, lag, is_future=True))
         results = []
+        offline = {os.path.abspath(d) for d in lm.offline_dirs}
         for log_dir in dict.fromkeys(os.path.abspath(d) for d in lm.log_dirs):
+            if log_dir in offline:  # as Kafka: the dir, with the error and nothing else
+                results.append(LogDirInfo(log_dir, int(ErrorCode.KAFKA_STORAGE_ERROR)))
+                continue
             try:
                 st = os.statvfs(log_dir)
             except OSError:
@@ -861,6 +896,7 @@ class ReplicaManager:
             return self._refused(tp, exc, records)
         except OSError as exc:
             log.error("append to %s-%d failed: %s", tp[0], tp[1], exc)
+            self.report_io_error(partition.log.dir, exc)
             return self._refused(tp, KafkaStorageError(str(exc)), records)
         counts = partition.topic_counts
         if counts is not None:  # metrics on (BrokerTopicMetrics): Kafka's appendToLocalLog
@@ -1110,6 +1146,7 @@ class ReplicaManager:
         a follower may answer (a consumer's Fetch v11+, KIP-392)."""
         p = self.partitions.get((topic, partition))
         if p is None:
+            self._check_offline(topic, partition)
             raise UnknownTopicOrPartitionError(f"{topic}-{partition} is not hosted")
         if current_leader_epoch >= 0:
             p.check_leader_epoch(current_leader_epoch)
@@ -1259,6 +1296,12 @@ class ReplicaManager:
                                p2.log_start_offset if p2 else -1)
         except KafkaError as exc:
             return FetchResult(int(exc.error_code))
+        except OSError as exc:
+            p3 = self.partitions.get((topic, partition_index))
+            log.error("reading %s-%d failed: %s", topic, partition_index, exc)
+            if p3 is not None:
+                self.report_io_error(p3.log.dir, exc)
+            return FetchResult(int(ErrorCode.KAFKA_STORAGE_ERROR))
 
     def _read_for_follower(self, p: Partition, replica_id: int, fetch_offset: int,
                            max_bytes: int, min_one_message: bool,
@@ -1289,8 +1332,12 @@ class ReplicaManager:
         if self.topic_metrics is not None:
             self.topic_metrics.record_replication_in(len(records))
         before = p.high_watermark
-        info = p.append_records_to_follower(records, leader_high_watermark,
-                                            leader_log_start_offset)
+        try:
+            info = p.append_records_to_follower(records, leader_high_watermark,
+                                                leader_log_start_offset)
+        except OSError as exc:
+            self.report_io_error(p.log.dir, exc)
+            raise KafkaStorageError(f"appending to {tp[0]}-{tp[1]} failed: {exc}") from None
         if p.high_watermark != before:
             # Consumers reading from this follower (KIP-392) wait for its high watermark
             # (Kafka's completeDelayedFetchRequests after a follower's fetch).
@@ -1340,6 +1387,8 @@ class ReplicaManager:
         """DelayedProduce's test for one partition: (done, error code)."""
         p = self.partitions.get(tp)
         if p is None:
+            if tp in self.log_manager.offline_partitions:
+                return True, int(ErrorCode.KAFKA_STORAGE_ERROR)
             return True, int(ErrorCode.NOT_LEADER_OR_FOLLOWER)
         return p.check_enough_replicas_reach_offset(required_offset,
                                                     p.log.config.min_insync_replicas)

@@ -25,6 +25,17 @@ their dir's checkpoints. A crash between the two renames leaves the partition's 
 two dirs, which start-up refuses, as Kafka does, naming both. ``preferred_log_dir`` places
 a partition not created yet in the dir a move asked for.
 
+Failed dirs (Kafka's LogDirFailureChannel and LogManager.handleLogDirFailure): an I/O error
+(OSError) met by the manager's own work -- loading at start-up, creating a log, flushing,
+retention, checkpoints -- is reported to ``failure_listener`` (the daemon's
+klog/daemon/log_dir_failure.py, which the append and read paths report to as well) with
+the dir it happened in; without a listener it is raised as before. A dir that fails to
+load at start-up is left offline and the others load, as in Kafka (all of them failing is
+an error). ``handle_log_dir_failure`` takes a dir offline: its logs and future logs leave
+the tables (their files closed, nothing deleted), no new log goes there, and its
+checkpoints and clean-shutdown marker are no longer written; ``live_log_dirs`` are the
+others.
+
 The log cleaner (klog/daemon/log_cleaner.py) lives in the daemon; it plugs in as
 ``cleaner`` (``CleanerHooks``), which the LogManager tells, as Kafka's LogManager tells its
 LogCleaner, before a log is deleted (abort the clean in progress), around a truncation
@@ -41,6 +52,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import logging
 import os
 import shutil
 import threading
@@ -51,6 +63,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from klog.protocol.errors import KafkaStorageError
 from klog.storage.checkpoints import (
     CheckpointError,
     MetaProperties,
@@ -69,6 +82,8 @@ from klog.storage.log import (
     log_future_dir_name,
     parse_partition_dir_name,
 )
+
+logger = logging.getLogger(__name__)
 
 RECOVERY_POINT_CHECKPOINT_FILE = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT_FILE = "log-start-offset-checkpoint"
@@ -91,6 +106,10 @@ class LogDirError(RuntimeError):
 
 class LogDirNotFoundError(ValueError):
     """Kafka's LogDirNotFoundException: a path that is not one of log.dirs."""
+
+
+class NoLiveLogDirError(LogDirError):
+    """Every log dir is offline: nowhere to put a log."""
 
 
 class FutureLogError(RuntimeError):
@@ -172,6 +191,16 @@ class LogManager:
         self.cleaner_offsets: dict[Path, dict[TopicPartition, int]] = {}
         self.cleaner_checkpoints = CleanerCheckpoints()
         self.load_summaries: list[LoadSummary] = []
+        # Dirs taken offline after an I/O error (start-up included), and who hears of
+        # I/O errors met here: (the dir, the error). None: they are raised.
+        self.offline_dirs: set[Path] = set()
+        self.failure_listener: Callable[[Path, OSError], None] | None = None
+        # Partitions whose log was in an offline dir: never made again elsewhere (that
+        # would be an empty replica claiming to be the old one); and whether an offline
+        # dir could not even be listed (then no log is made at all, Kafka's rule for a
+        # partition that is not new while a dir is offline).
+        self.offline_partitions: set[TopicPartition] = set()
+        self._unlisted_offline_dir = False
         # The log cleaner, when the daemon runs one (klog/daemon/log_cleaner.py).
         self.cleaner: CleanerHooks | None = None
         self._closed = False
@@ -182,16 +211,121 @@ class LogManager:
         """Create missing dirs, lock them all, and load every partition. Returns self."""
         with self._lock:
             try:
+                failed: dict[Path, OSError] = {}
                 for log_dir in self.log_dirs:
-                    log_dir.mkdir(parents=True, exist_ok=True)
+                    try:
+                        log_dir.mkdir(parents=True, exist_ok=True)
+                    except OSError as mkdir_error:
+                        failed[log_dir] = mkdir_error
+                        continue
                     self._lock_dir(log_dir)
                 for log_dir in self.log_dirs:
-                    self._load_dir(log_dir)
+                    if log_dir in failed:
+                        continue
+                    try:
+                        self._load_dir(log_dir)
+                    except OSError as load_error:
+                        # As Kafka's loadLogs: the dir goes offline, the others load.
+                        failed[log_dir] = load_error
+                        self._drop_dir_logs(log_dir)
+                if failed and len(failed) == len(self.log_dirs):
+                    raise NoLiveLogDirError(
+                        "Shutdown broker because all log dirs in "
+                        f"{', '.join(map(str, self.log_dirs))} have failed: "
+                        + "; ".join(f"{d}: {e}" for d, e in failed.items()))
+                for log_dir, error in failed.items():
+                    self.offline_dirs.add(log_dir)
+                    self._remember_partitions_of(log_dir)
+                    self._report(log_dir, error)
             except BaseException:
                 self._close_all_quietly()
                 self._unlock_all()
                 raise
         return self
+
+    # -- failed dirs -------------------------------------------------------------------------
+
+    @property
+    def live_log_dirs(self) -> list[Path]:
+        return [d for d in self.log_dirs if d not in self.offline_dirs]
+
+    def is_offline(self, log_dir: Path) -> bool:
+        return log_dir in self.offline_dirs
+
+    def log_dir_containing(self, path: Path | str) -> Path | None:
+        """The configured log dir ``path`` is in (or is), or None."""
+        target = os.path.abspath(path)
+        for log_dir in self.log_dirs:
+            root = os.path.abspath(log_dir)
+            if target == root or target.startswith(root + os.sep):
+                return log_dir
+        return None
+
+    def _report(self, log_dir: Path, exc: OSError) -> None:
+        """An I/O error met in ``log_dir``: to the failure listener, else raised."""
+        listener = self.failure_listener
+        if listener is None:
+            raise exc
+        listener(log_dir, exc)
+
+    def _io_error(self, where: Path, exc: OSError) -> None:
+        self._report(self.log_dir_containing(where) or where, exc)
+
+    def handle_log_dir_failure(self, log_dir: Path
+                               ) -> tuple[list[TopicPartition], list[TopicPartition]]:
+        """Take ``log_dir`` offline (Kafka's LogManager.handleLogDirFailure): its logs and
+        future logs leave the tables, their files are closed (quietly: the disk failed),
+        nothing is deleted. Returns (the partitions whose log was there, those whose future
+        log was). Idempotent. Blocking (closing files): a worker thread."""
+        with self._lock:
+            if log_dir in self.offline_dirs and not self._dir_has_logs(log_dir):
+                return [], []
+            self.offline_dirs.add(log_dir)
+            return self._drop_dir_logs(log_dir)
+
+    def _remember_partitions_of(self, log_dir: Path) -> None:
+        """The partitions a dir that failed at start-up held, from its entries' names."""
+        try:
+            names = [e.name for e in log_dir.iterdir() if e.is_dir()]
+        except OSError:
+            self._unlisted_offline_dir = True
+            return
+        for name in names:
+            with contextlib.suppress(ValueError):
+                parsed = parse_partition_dir_name(name)
+                if not parsed.kind:
+                    self.offline_partitions.add((parsed.topic, parsed.partition))
+
+    def _check_creatable(self, tp: TopicPartition) -> None:
+        if tp in self.offline_partitions:
+            raise KafkaStorageError(f"the log of {tp[0]}-{tp[1]} is in an offline log "
+                                    "directory")
+        if self._unlisted_offline_dir:
+            raise KafkaStorageError(
+                f"Can not create log for {tp[0]}-{tp[1]} because log directories "
+                f"{','.join(map(str, sorted(self.offline_dirs)))} are offline")
+
+    def _dir_has_logs(self, log_dir: Path) -> bool:
+        return log_dir in self._log_dir_of.values() or log_dir in self._future_dir_of.values()
+
+    def _drop_dir_logs(self, log_dir: Path
+                       ) -> tuple[list[TopicPartition], list[TopicPartition]]:
+        current = sorted(tp for tp, d in self._log_dir_of.items() if d == log_dir)
+        futures = sorted(tp for tp, d in self._future_dir_of.items() if d == log_dir)
+        self.offline_partitions.update(current)
+        for tp in current:
+            log = self._logs.pop(tp)
+            del self._log_dir_of[tp]
+            self.high_watermarks.pop(tp, None)
+            _close_quietly(log)
+        for tp in futures:
+            log = self._future_logs.pop(tp)
+            del self._future_dir_of[tp]
+            self._future_locks.pop(tp, None)
+            _close_quietly(log)
+        self._preferred_log_dirs = {tp: d for tp, d in self._preferred_log_dirs.items()
+                                    if d != log_dir}
+        return current, futures
 
     def __enter__(self) -> LogManager:
         return self.startup()
@@ -350,13 +484,17 @@ class LogManager:
 
     def _next_log_dir(self, tp: TopicPartition | None = None) -> Path:
         preferred = self._preferred_log_dirs.pop(tp, None) if tp is not None else None
-        if preferred is not None:
+        if preferred is not None and preferred not in self.offline_dirs:
             return preferred  # a move asked for it before the partition came here
-        counts = {d: 0 for d in self.log_dirs}
+        live = self.live_log_dirs
+        if not live:
+            raise NoLiveLogDirError("no log dir is online to create a log in")
+        counts = {d: 0 for d in live}
         for log_dir in self._log_dir_of.values():
-            counts[log_dir] += 1
+            if log_dir in counts:
+                counts[log_dir] += 1
         # Fewest partitions first; ties go to the first configured dir.
-        return min(self.log_dirs, key=lambda d: counts[d])
+        return min(live, key=lambda d: counts[d])
 
     def get_or_create_log(
         self, topic: str, partition: int, config: LogConfig | None = None
@@ -368,13 +506,20 @@ class LogManager:
             log = self._logs.get(tp)
             if log is not None:
                 return log
+            self._check_creatable(tp)
             log_dir = self._next_log_dir(tp)
-            log = PartitionLog(
-                log_dir / log_dir_name(topic, partition),
-                config or self.config_for(topic),
-                clock=self.clock,
-                producer_id_expiration_ms=self.producer_id_expiration_ms,
-            )
+            try:
+                log = PartitionLog(
+                    log_dir / log_dir_name(topic, partition),
+                    config or self.config_for(topic),
+                    clock=self.clock,
+                    producer_id_expiration_ms=self.producer_id_expiration_ms,
+                )
+            except OSError as exc:
+                # Kafka: an I/O error creating a log takes its dir offline.
+                if self.failure_listener is not None:
+                    self.failure_listener(log_dir, exc)
+                raise
             self._logs[tp] = log
             self._log_dir_of[tp] = log_dir
             return log
@@ -388,6 +533,8 @@ class LogManager:
         tp = (topic, partition)
         self.remove_future_log(topic, partition)
         with self._lock:
+            # A deleted partition whose log was in a failed dir may be made anew later.
+            self.offline_partitions.discard(tp)
             log = self._logs.pop(tp, None)
             log_dir = self._log_dir_of.pop(tp, None)
             self.high_watermarks.pop(tp, None)
@@ -652,8 +799,13 @@ class LogManager:
     def flush_dirty_logs(self, now_ms: int | None = None) -> int:
         """Apply each log's flush policy; returns how many logs flushed."""
         now = self.clock() if now_ms is None else now_ms
-        logs = [*self.all_logs().values(), *self.all_future_logs().values()]
-        return sum(1 for log in logs if log.maybe_flush(now))
+        flushed = 0
+        for log in [*self.all_logs().values(), *self.all_future_logs().values()]:
+            try:
+                flushed += log.maybe_flush(now)
+            except OSError as exc:
+                self._io_error(log.dir, exc)
+        return flushed
 
     def cleanup_logs(self, now_ms: int | None = None) -> int:
         """Retention for every log, pending segment deletions, finished topic deletions.
@@ -669,6 +821,8 @@ class LogManager:
             try:
                 deleted += log.delete_old_segments(now)
                 log.delete_pending(now)
+            except OSError as exc:
+                self._io_error(log.dir, exc)
             finally:
                 if cleaner is not None:
                     cleaner.resume(tp)
@@ -713,24 +867,30 @@ class LogManager:
 
     def checkpoint_recovery_points_and_log_start_offsets(self) -> None:
         with self._lock:
-            for log_dir in self.log_dirs:
-                self._checkpoint_dir(log_dir)
+            for log_dir in self.live_log_dirs:
+                try:
+                    self._checkpoint_dir(log_dir)
+                except OSError as exc:
+                    self._report(log_dir, exc)
 
     def checkpoint_high_watermarks(self) -> None:
         """Write replication-offset-checkpoint (the ReplicaManager's file in Kafka)."""
         with self._lock:
-            for log_dir in self.log_dirs:
+            for log_dir in self.live_log_dirs:
                 logs = self._logs_in(log_dir)
-                write_offset_checkpoint(
-                    log_dir / REPLICATION_OFFSET_CHECKPOINT_FILE,
-                    {tp: log.high_watermark for tp, log in logs.items()},
-                )
+                try:
+                    write_offset_checkpoint(
+                        log_dir / REPLICATION_OFFSET_CHECKPOINT_FILE,
+                        {tp: log.high_watermark for tp, log in logs.items()},
+                    )
+                except OSError as exc:
+                    self._report(log_dir, exc)
 
     # -- meta.properties -----------------------------------------------------------------
 
     def read_meta_properties(self) -> dict[Path, MetaProperties | None]:
         out: dict[Path, MetaProperties | None] = {}
-        for log_dir in self.log_dirs:
+        for log_dir in self.live_log_dirs:
             path = log_dir / META_PROPERTIES_FILE
             out[log_dir] = read_meta_properties(path) if path.exists() else None
         return out
@@ -778,15 +938,27 @@ class LogManager:
                 return
             self._closed = True
             logs = [*self._logs.values(), *self._future_logs.values()]
+            failed: set[Path] = set()
             with ThreadPoolExecutor(max_workers=max(1, min(self.recovery_threads,
                                                            len(logs)))) as pool:
                 list(pool.map(lambda log: log.flush(), logs))
-                for log_dir in self.log_dirs:
-                    self._checkpoint_dir(log_dir)
+                for log_dir in self.live_log_dirs:
+                    try:
+                        self._checkpoint_dir(log_dir)
+                    except OSError as exc:
+                        logger.error("cannot write the checkpoints of %s at shutdown: %s",
+                                     log_dir, exc)
+                        failed.add(log_dir)
                 list(pool.map(lambda log: log.close(), logs))
-            for log_dir in self.log_dirs:
-                (log_dir / CLEAN_SHUTDOWN_FILE).touch()
-                fsync_dir(log_dir)
+            # A dir that failed keeps no clean-shutdown marker: it is recovered at start.
+            for log_dir in self.live_log_dirs:
+                if log_dir not in failed:
+                    (log_dir / CLEAN_SHUTDOWN_FILE).touch()
+                    fsync_dir(log_dir)
             self._unlock_all()
 
 
+def _close_quietly(log: PartitionLog) -> None:
+    """Close a log of a failed dir: its descriptors go, whatever the disk answers."""
+    with contextlib.suppress(Exception):
+        log.close()

@@ -4,10 +4,9 @@ real clients: ``klog reassign execute`` with ``log_dirs`` and a
 consumes; the broker is killed (SIGKILL) or restarted in the middle of the move, which then
 goes on from where its future log stood; ``klog log-dirs describe`` shows the move,
 ``klog reassign verify`` its completion. Every acknowledged record is read back, in order,
-from the moved log.
-
-kafka-python's own ``test_alter_replica_log_dirs`` (a move to the replica's own dir) is in
-tests/interop/test_admin_kafka_python.py's family: see README."""
+from the moved log. Then kafka-python's KafkaAdminClient: alter_replica_log_dirs answered
+as Kafka answers it, a move it asks for, describe_log_dirs after it (kafka-python's own
+integration test ``test_alter_replica_log_dirs`` is run against klog as README says)."""
 
 from __future__ import annotations
 
@@ -226,3 +225,41 @@ def test_a_replica_moves_under_load_across_a_restart(broker: KlogBroker, tmp_pat
     # The consumer read while the replica moved and across the restart.
     assert set(load.consumed) <= set(everything) and len(load.consumed) > len(preload)
     assert os.path.isdir(os.path.join(target, f"{TOPIC}-0"))
+
+
+def test_kafka_pythons_alter_replica_log_dirs(broker: KlogBroker) -> None:
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        from kafka.admin import KafkaAdminClient
+        from kafka.errors import LogDirNotFoundError, NoError, ReplicaNotAvailableError
+        from kafka.structs import TopicPartitionReplica
+
+    producer = ck.Producer({"bootstrap.servers": broker.bootstrap_servers, "acks": "all"})
+    for i in range(200):
+        producer.produce(TOPIC, b"kp-%04d" % i, partition=0)
+    assert producer.flush(30) == 0
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap_servers,
+                             request_timeout_ms=20000)
+    try:
+        source, _future, _size, _ = _where(broker)
+        assert source is not None
+        target = next(d for d in _log_dirs(broker) if d != source)
+        here = TopicPartitionReplica(TOPIC, 0, 0)
+        assert admin.alter_replica_log_dirs({here: source}) == {here: NoError}
+        missing = TopicPartitionReplica(TOPIC, 5, 0)
+        answers = admin.alter_replica_log_dirs({missing: target})
+        assert answers[missing] is ReplicaNotAvailableError
+        answers = admin.alter_replica_log_dirs({here: "/no/such/dir"})
+        assert answers[here] is LogDirNotFoundError
+        assert admin.alter_replica_log_dirs({here: target}) == {here: NoError}
+        _wait(lambda: _where(broker)[:2] == (target, None), 60, "the move to finish")
+        (per_broker,) = admin.describe_log_dirs()
+        dirs = {d["log_dir"]: d for d in per_broker["log_dirs"]}
+        moved = [p for t in dirs[target]["topics"] if t["name"] == TOPIC
+                 for p in t["partitions"]]
+        assert [(p["partition_index"], p["is_future_key"]) for p in moved] == [(0, False)]
+    finally:
+        admin.close()
+    assert _read_all(broker.bootstrap_servers, 200) == [b"kp-%04d" % i for i in range(200)]

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from klog.protocol.errors import KafkaStorageError
 from klog.storage.checkpoints import read_meta_properties, read_offset_checkpoint
 from klog.storage.log_manager import (
     CLEAN_SHUTDOWN_FILE,
@@ -249,3 +250,74 @@ def test_a_crash_between_the_swaps_renames_is_refused_at_start(tmp_path: Path) -
         (tmp_path / name / "t-0").mkdir(parents=True)
     with pytest.raises(LogDirError, match="replacing current replica with future replica"):
         LogManager([tmp_path / "a", tmp_path / "b"]).startup()
+
+
+# -- failed log dirs ------------------------------------------------------------------------
+
+
+def test_a_dir_that_fails_at_start_goes_offline_and_the_others_load(tmp_path: Path) -> None:
+    from klog.storage.log_manager import NoLiveLogDirError
+
+    a, b = tmp_path / "a", tmp_path / "b"
+    with LogManager([a, b]) as manager:
+        manager.get_or_create_log("t", 0).append_as_leader(build_batch(0, count=3), 0)
+    import shutil
+
+    shutil.rmtree(b)
+    b.write_text("not a directory any more")  # b cannot be made or read
+    heard: list[tuple[Path, OSError]] = []
+    manager = LogManager([a, b])
+    manager.failure_listener = lambda d, e: heard.append((d, e))
+    with manager:
+        assert manager.offline_dirs == {b} and manager.live_log_dirs == [a]
+        assert [d for d, _e in heard] == [b]
+        assert manager.get_log("t", 0) is not None
+        # What b held is unknown: no log is made (Kafka's rule for a partition that is
+        # not new while a dir is offline), rather than an empty one standing for an old.
+        with pytest.raises(KafkaStorageError, match=r"log directories .* are offline"):
+            manager.get_or_create_log("u", 0)
+    # Without a listener, or with every dir failed, start-up refuses.
+    with pytest.raises(OSError):
+        LogManager([a, b]).startup()
+    with pytest.raises(NoLiveLogDirError, match="all log dirs in"):
+        LogManager([b]).startup()
+
+
+def test_handle_log_dir_failure_takes_its_logs_away(tmp_path: Path) -> None:
+    a, b = tmp_path / "a", tmp_path / "b"
+    heard: list[Path] = []
+    with LogManager([a, b]) as manager:
+        manager.failure_listener = lambda d, e: heard.append(d)
+        manager.get_or_create_log("t", 0).append_as_leader(build_batch(0, count=3), 0)
+        manager.get_or_create_log("t", 1)
+        manager.create_future_log("t", 0, b)
+        assert manager.handle_log_dir_failure(b) == ([("t", 1)], [("t", 0)])
+        assert manager.handle_log_dir_failure(b) == ([], [])  # once
+        assert manager.get_log("t", 1) is None and manager.future_log("t", 0) is None
+        # t-1's log was in b: it is not made again elsewhere (it would be empty).
+        with pytest.raises(KafkaStorageError, match="offline log directory"):
+            manager.get_or_create_log("t", 1)
+        assert manager.get_or_create_log("u", 0).dir.parent == a  # live dirs only
+        assert manager.get_log("t", 0) is not None and manager.live_log_dirs == [a]
+        manager.checkpoint_high_watermarks()
+        manager.checkpoint_recovery_points_and_log_start_offsets()
+        assert heard == []  # the offline dir is not written to
+    assert (a / CLEAN_SHUTDOWN_FILE).exists() and not (b / CLEAN_SHUTDOWN_FILE).exists()
+
+
+def test_an_io_error_of_a_periodic_task_is_reported(tmp_path: Path) -> None:
+    import errno
+
+    heard: list[tuple[Path, int | None]] = []
+    with LogManager([tmp_path / "a"]) as manager:
+        manager.failure_listener = lambda d, e: heard.append((d, e.errno))
+        log = manager.get_or_create_log("t", 0)
+        log.append_as_leader(build_batch(0, count=3), 0)
+
+        def broken(*_a: object, **_k: object) -> bool:
+            raise OSError(errno.EIO, "Input/output error")
+
+        log.maybe_flush = broken  # type: ignore[method-assign]
+        assert manager.flush_dirty_logs() == 0
+        assert heard == [(tmp_path / "a", errno.EIO)]
+        del log.maybe_flush

@@ -316,6 +316,9 @@ _BROKER_SPEC_LIST: tuple[ConfigSpec, ...] = (
           "Length of each controller_mutation_rate quota sample.", minimum=1),
     _spec("client.quota.callback.class", _C, None,
           "A custom client quota callback; klog has none (start-up refuses a value)."),
+    _spec("log.dir.failure.timeout.ms", _L, "30000",
+          "How long a broker whose log dir failed tries to tell the controller before it "
+          "shuts down.", minimum=1),
     _spec("replica.alter.log.dirs.io.max.bytes.per.second", _L, str(LONG_MAX),
           "Throttle of moves between log directories, bytes/s (dynamic only).", minimum=0,
           dynamic=_CW),
@@ -522,7 +525,6 @@ _KAFKA_UNIMPLEMENTED_SPEC_LIST: tuple[ConfigSpec, ...] = (
     _k("initial.broker.registration.timeout.ms", _I, "60000", "M", _RO),
     _k("kafka.metrics.polling.interval.secs", _I, "10", "L", _RO, minimum=1),
     _k("kafka.metrics.reporters", _LI, "", "L", _RO),
-    _k("log.dir.failure.timeout.ms", _L, "30000", "L", _RO, minimum=1),
     _k("log.local.retention.bytes", _L, "-2", "M", _CW, minimum=-2),
     _k("log.local.retention.ms", _L, "-2", "M", _CW, minimum=-2),
     _k("max.request.partition.size.limit", _I, "2000", "M", _RO, minimum=1),
