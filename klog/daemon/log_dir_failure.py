@@ -2,8 +2,8 @@
 ReplicaManager.handleLogDirFailure.
 
 Owns taking log dirs offline. Whoever meets an I/O error (OSError) on a log dir -- an
-append or a follower's append, a read, the log manager's flushes, retention, checkpoints
-and log creation, from any thread -- calls ``report(path, error)``; the dir (the configured
+append or a follower's append, a read, the log manager's loading, flushes, retention and
+checkpoints, from any thread -- calls ``report(path, error)``; the dir (the configured
 log dir ``path`` is in) is then handled once, on the event loop:
 
 1. the partitions whose log is in it go offline on this broker (``ReplicaManager
@@ -25,7 +25,10 @@ log dir ``path`` is in) is then handled once, on the event loop:
    in-process and reads the same notification from its local metastore.
 
 The broker keeps serving the partitions of its other dirs throughout. A restart brings the
-dir back if it works again (the broker loads it, recovering it as after a crash).
+dir back if it works again (the broker loads it, recovering it as after a crash). Unlike
+Kafka, a log that cannot be *created* only fails its partition (KAFKA_STORAGE_ERROR, as
+klog answered before): creation also fails for reasons that are not the disk's (no
+descriptors left), and an existing log's first write meets a real disk failure anyway.
 """
 
 from __future__ import annotations

@@ -26,8 +26,8 @@ two dirs, which start-up refuses, as Kafka does, naming both. ``preferred_log_di
 a partition not created yet in the dir a move asked for.
 
 Failed dirs (Kafka's LogDirFailureChannel and LogManager.handleLogDirFailure): an I/O error
-(OSError) met by the manager's own work -- loading at start-up, creating a log, flushing,
-retention, checkpoints -- is reported to ``failure_listener`` (the daemon's
+(OSError) met by the manager's own work -- loading at start-up, flushing, retention,
+checkpoints -- is reported to ``failure_listener`` (the daemon's
 klog/daemon/log_dir_failure.py, which the append and read paths report to as well) with
 the dir it happened in; without a listener it is raised as before. A dir that fails to
 load at start-up is left offline and the others load, as in Kafka (all of them failing is
@@ -508,18 +508,15 @@ class LogManager:
                 return log
             self._check_creatable(tp)
             log_dir = self._next_log_dir(tp)
-            try:
-                log = PartitionLog(
-                    log_dir / log_dir_name(topic, partition),
-                    config or self.config_for(topic),
-                    clock=self.clock,
-                    producer_id_expiration_ms=self.producer_id_expiration_ms,
-                )
-            except OSError as exc:
-                # Kafka: an I/O error creating a log takes its dir offline.
-                if self.failure_listener is not None:
-                    self.failure_listener(log_dir, exc)
-                raise
+            # An OSError here is the caller's to answer (KAFKA_STORAGE_ERROR for that
+            # partition); unlike Kafka, it does not take the dir offline: creation also
+            # fails for reasons that are not the disk's (no descriptors left).
+            log = PartitionLog(
+                log_dir / log_dir_name(topic, partition),
+                config or self.config_for(topic),
+                clock=self.clock,
+                producer_id_expiration_ms=self.producer_id_expiration_ms,
+            )
             self._logs[tp] = log
             self._log_dir_of[tp] = log_dir
             return log

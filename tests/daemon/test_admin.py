@@ -1003,3 +1003,32 @@ def test_concurrent_auto_creations_of_one_topic_both_wait_for_its_leaders(
                 t.join(30)
             assert [(a.error_code, len(a.partitions)) for a in answers] == \
                 [(0, partitions)] * 2, attempt
+
+
+def test_creations_refuse_a_mix_of_racked_and_unracked_brokers(tmp_path: Path) -> None:
+    # Kafka's assignReplicasToBrokers: with racks, every broker needs one. CreateTopics and
+    # auto-creation are refused (UNKNOWN_SERVER_ERROR, Kafka's AdminOperationException),
+    # unless the request gives the replica assignment.
+    from klog.daemon.metadata_cache import BrokerEndpoint, BrokerInfo
+
+    with running_broker(tmp_path, broker_rack="rack-a") as node:
+        cache = node.broker.metadata_cache
+        assert node.call(lambda: cache.alive_broker_racks()) == {0: "rack-a"}
+        unracked = BrokerInfo(7, (BrokerEndpoint("PLAINTEXT", "127.0.0.1", 1),), None)
+
+        def add() -> None:
+            cache.brokers[7] = unracked
+
+        node.call(add)
+        with node.connect() as client:
+            refused = _create(client, "mixed", partitions=1, rf=1)
+            assert (refused.error_code, refused.error_message) == (
+                ErrorCode.UNKNOWN_SERVER_ERROR,
+                "Not all brokers have rack information for replica rack aware assignment.")
+            given = _create(client, "given", assignments=[(0, [0])])
+            assert given.error_code == 0
+            node.call(add)  # the creation's UpdateMetadata named the live brokers again
+            assert client.metadata(["auto-mixed"]).topics[0].error_code == \
+                ErrorCode.UNKNOWN_SERVER_ERROR
+            node.call(lambda: cache.brokers.pop(7))
+            assert _create(client, "racked", partitions=2, rf=1).error_code == 0

@@ -97,6 +97,14 @@ def test_a_failed_dir_takes_its_partitions_offline_and_tells_the_controller(
         (name,) = store.get_children(paths.LOG_DIR_EVENT_NOTIFICATION)
         data, _ = store.get(f"{paths.LOG_DIR_EVENT_NOTIFICATION}/{name}")
         assert paths.LogDirEventNotification.decode(data).broker_id == 1
+        # The gauges Kafka has for it: one offline dir, one offline replica.
+        from klog.daemon.metrics.collectors import LogCollector, ReplicaManagerCollector
+
+        figures = {m.name: m.samples[0].value for c in (LogCollector(logs),
+                                                       ReplicaManagerCollector(rm))
+                   for m in c.collect() if m.samples and not m.samples[0].labels}
+        assert figures["kafka_log_logmanager_offlinelogdirectorycount"] == 1
+        assert figures["kafka_server_replicamanager_offlinereplicacount"] == 1
         # Another error in that dir is not handled again.
         handler.report(b, ENOSPC)
         await asyncio.sleep(0.05)
