@@ -14,10 +14,24 @@ $(STAMP): pyproject.toml setup.py $(wildcard klog/*/*.c klog/*/*/*.c klog/*.h)
 	$(PY) -m pip install --quiet -e '.[test]'
 	touch $(STAMP)
 
-setup: $(STAMP)
+# The JVM peers (tests/jvm): our Java programs compiled against Kafka's jars (the 4.x release
+# its pom.xml pins; the client scenarios again against the 3.x client, -P kafka3), and the
+# class paths they run with. Maven's local repository (~/.m2) is the cache.
+JVM      := tests/jvm
+JVMSTAMP := $(JVM)/target/.built
+MVN      := mvn -B -q -Dstyle.color=never -f $(JVM)/pom.xml
+$(JVMSTAMP): $(JVM)/pom.xml $(shell find $(JVM)/src -name '*.java') scripts/setup-system.sh
+	bash scripts/setup-system.sh
+	$(MVN) compile dependency:build-classpath -Dmdep.includeScope=runtime \
+		-Dmdep.outputFile=$(CURDIR)/$(JVM)/target/classpath.txt
+	$(MVN) -P kafka3 compile dependency:build-classpath -Dmdep.includeScope=runtime \
+		-Dmdep.outputFile=$(CURDIR)/$(JVM)/target/kafka3/classpath.txt
+	touch $(JVMSTAMP)
+
+setup: $(STAMP) $(JVMSTAMP)
 
 # ruff, then mypy over klog/ (configured in pyproject.toml), then the suite.
-test: $(STAMP)
+test: $(STAMP) $(JVMSTAMP)
 	$(PY) -m ruff check klog tests benchmarks examples
 	$(PY) -m mypy
 	$(PY) -m pytest -q
@@ -34,4 +48,4 @@ lint: $(STAMP)
 	$(PY) -m mypy
 
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) build *.egg-info $(JVM)/target

@@ -21,6 +21,10 @@ fi
 command -v kcat >/dev/null 2>&1 || missing+=(kcat)
 [ -e /usr/share/zookeeper/bin/zkServer.sh ] || missing+=(zookeeper)
 command -v java >/dev/null 2>&1 || missing+=(default-jre-headless)
+# The JVM peers (tests/jvm: Kafka's Java client, Streams, Connect and tools) are a Maven
+# project compiled by `make setup`: a JDK and Maven.
+command -v javac >/dev/null 2>&1 || missing+=(openjdk-17-jdk-headless)
+command -v mvn >/dev/null 2>&1 || missing+=(maven)
 # The security tests make their TLS certificates with the openssl command line.
 command -v openssl >/dev/null 2>&1 || missing+=(openssl)
 

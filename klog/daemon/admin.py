@@ -44,12 +44,13 @@ from enum import IntEnum
 from typing import TYPE_CHECKING
 
 from klog import placement
-from klog.daemon import descriptors
+from klog.daemon import descriptors, log_levels
 from klog.daemon.config import (
     BROKER_CONFIGS,
     TOPIC_CONFIGS,
     ConfigEntry,
     ConfigError,
+    ConfigSource,
     ConfigType,
     check_topic_config_name,
     describe_broker_configs,
@@ -320,6 +321,50 @@ def _split_list(value: str | None) -> list[str]:
     return [v.strip() for v in (value or "").split(",") if v.strip()]
 
 
+def alter_log_levels(name: str, ops: Sequence[tuple[str, int, str | None]],
+                     validate_only: bool) -> None:
+    """IncrementalAlterConfigs on a BROKER_LOGGER resource, as Kafka's
+    validateLogLevelConfigs then alterLogLevelConfigs: SET a level of an existing logger,
+    DELETE one (not the root's); APPEND and SUBTRACT are refused. Every op is checked
+    before any is applied."""
+    label = resource_label(ResourceType.BROKER_LOGGER, name)
+    names = [logger for logger, _op, _v in ops]
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise AdminError(ErrorCode.INVALID_REQUEST,
+                         f"Error due to duplicate config keys : {','.join(duplicates)}")
+    for logger, op, value in ops:
+        if op in (AlterConfigOp.APPEND, AlterConfigOp.SUBTRACT):
+            raise AdminError(ErrorCode.INVALID_REQUEST,
+                             f"{AlterConfigOp(op).name} operation is not allowed for the "
+                             f"BROKER_LOGGER resource")
+        if op not in (AlterConfigOp.SET, AlterConfigOp.DELETE):
+            raise AdminError(ErrorCode.INVALID_REQUEST,
+                             f"Unknown alter configuration operation type {op} for {logger}")
+        if not log_levels.logger_exists(logger):
+            raise AdminError(ErrorCode.INVALID_REQUEST, f"Invalid config value for resource "
+                             f"{label}: Logger {logger} does not exist!")
+        if op == AlterConfigOp.SET and value not in log_levels.VALID_LOG_LEVELS:
+            raise AdminError(ErrorCode.INVALID_REQUEST, f"Invalid config value for resource "
+                             f"{label}: Cannot set the log level of {logger} to {value} as it "
+                             f"is not a supported log level. Valid log levels are "
+                             f"{', '.join(log_levels.VALID_LOG_LEVELS)}")
+        if op == AlterConfigOp.DELETE and logger == log_levels.ROOT_LOGGER:
+            raise AdminError(ErrorCode.INVALID_REQUEST,
+                             f"Removing the log level of the {log_levels.ROOT_LOGGER} logger "
+                             f"is not allowed")
+    if validate_only:
+        return
+    for logger, op, value in ops:
+        if op == AlterConfigOp.SET:
+            assert value is not None
+            log.info("updating the log level of %s to %s", logger, value)
+            log_levels.set_level(logger, value)
+        else:
+            log.info("unset the log level of %s", logger)
+            log_levels.unset_level(logger)
+
+
 def apply_incremental_ops(current: Mapping[str, str],
                           ops: Sequence[tuple[str, int, str | None]],
                           config_type: Callable[[str], ConfigType | None],
@@ -429,6 +474,9 @@ class AdminManager:
             controller)
         metadata_cache.add_listener(self.metadata_updated)
         self._metadata_changed = asyncio.Event()
+        # Until when requests wait for the controller's first UpdateMetadata (set by the
+        # first that waits).
+        self._cluster_metadata_deadline: float | None = None
         # Descriptors promised to creations whose logs may not exist yet (descriptors.py).
         self._reserved_descriptors = 0
 
@@ -619,6 +667,17 @@ class AdminManager:
         except NodeExistsError:
             raise AdminError(ErrorCode.TOPIC_ALREADY_EXISTS,
                              f"Topic '{name}' already exists.") from None
+
+    async def wait_for_cluster_metadata(self, timeout_ms: int) -> bool:
+        """Wait until this broker has the controller's view of the cluster (its first
+        UpdateMetadata); whether it has it. ``timeout_ms`` counts from the first request
+        that waits: a broker the controller cannot reach (a wrong advertised listener)
+        holds its first requests, not every one."""
+        cache = self.metadata_cache
+        if self._cluster_metadata_deadline is None:
+            self._cluster_metadata_deadline = time.monotonic() + max(timeout_ms, 0) / 1000
+        return await self._wait_until(lambda: cache.from_controller,
+                                      self._cluster_metadata_deadline)
 
     async def wait_for_topics(self, names: Sequence[str], timeout_ms: int,
                               partitions: Mapping[str, int] | None = None) -> set[str]:
@@ -888,8 +947,21 @@ class AdminManager:
             if self._resource_broker_id(name, "empty string") is None:
                 return describe_broker_default_configs(config, keys)
             return describe_broker_configs(config, keys)
+        if resource_type == ResourceType.BROKER_LOGGER:
+            self._logger_resource_broker_id(name)
+            return [ConfigEntry(logger, level, False, ConfigSource.DYNAMIC_BROKER_LOGGER_CONFIG,
+                                False, (), ConfigType.UNKNOWN, None)
+                    for logger, level in log_levels.loggers().items()
+                    if keys is None or logger in keys]
         raise AdminError(ErrorCode.INVALID_REQUEST,
                          f"Unsupported resource type: {self._type_name(resource_type)}")
+
+    def _logger_resource_broker_id(self, name: str) -> int:
+        """A BROKER_LOGGER resource names this broker; it has no cluster default."""
+        broker_id = self._resource_broker_id(name) if name else None
+        if broker_id is None:
+            raise AdminError(ErrorCode.INVALID_REQUEST, "Broker id must not be empty")
+        return broker_id
 
     def _read_config(self, entity_type: str, name: str) -> dict[str, str]:
         store = self.store
@@ -959,6 +1031,11 @@ class AdminManager:
                                                       paths.CONFIG_TYPE_BROKER, entity)
                     props = apply_incremental_ops(current, ops, _broker_config_type,
                                                   _broker_config_default)
+                elif resource_type == ResourceType.BROKER_LOGGER:
+                    self._logger_resource_broker_id(name)
+                    alter_log_levels(name, ops, validate_only)
+                    out.append(NO_ERROR)
+                    continue
                 else:
                     raise AdminError(ErrorCode.INVALID_REQUEST,
                                      f"AlterConfigs is only supported for topics and brokers, "

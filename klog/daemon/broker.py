@@ -51,6 +51,7 @@ from klog.daemon.metrics.collectors import (
     LogCleanerCollector,
     LogCollector,
     ReplicaManagerCollector,
+    SocketServerCollector,
 )
 from klog.daemon.producer_ids import ProducerIdManager
 from klog.daemon.quota_store import ClientQuotaAdmin, QuotaConfigLoader
@@ -255,6 +256,7 @@ class Broker:
                 LogCollector(self.log_manager),
                 FetcherLagCollector(self.fetcher_manager),
                 GroupCollector(self.group_coordinator, self.group_manager),
+                SocketServerCollector(self.server),
             ):
                 counting.register(collector)
             if self.log_cleaner is not None:
@@ -356,6 +358,10 @@ class Broker:
         # before the controller loads the __transaction_state partitions led here.
         self.txn_state_manager.startup()
         self.txn_coordinator.startup()
+        # Listening before registering (Kafka's order): the controller, told of this
+        # broker by ZooKeeper, connects at once and its UpdateMetadata waits in the
+        # backlog until ``serve`` -- never a refused connect and a retry later, while
+        # clients already ask this broker for metadata.
         await self.server.start()
         await asyncio.to_thread(self._register_broker)
         # A new ZooKeeper session (after an expiry) has lost the ephemeral registration.

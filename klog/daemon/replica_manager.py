@@ -73,9 +73,11 @@ from klog.protocol.errors import (
     CorruptRecordError,
     ErrorCode,
     InvalidRecordError,
+    InvalidTimestampError,
     KafkaError,
     KafkaStorageError,
     OffsetOutOfRangeError,
+    RecordError,
     RecordTooLargeError,
 )
 from klog.protocol.records.batch import (
@@ -145,10 +147,6 @@ _CODEC_BY_NAME = {
     "lz4": CompressionType.LZ4,
     "zstd": CompressionType.ZSTD,
 }
-
-
-class InvalidTimestampError(KafkaError):
-    error_code = ErrorCode.INVALID_TIMESTAMP
 
 
 class UnknownTopicOrPartitionError(KafkaError):
@@ -253,6 +251,8 @@ class ProduceResult:
     log_start_offset: int = -1
     error_message: str | None = None
     info: LogAppendInfo | None = None
+    # A batch refused for some of its records: each by its index in the batch (KIP-467).
+    record_errors: tuple[RecordError, ...] = ()
 
 
 @dataclass(slots=True)
@@ -924,7 +924,8 @@ class ReplicaManager:
             size = records if isinstance(records, int) else \
                 len(records) if records is not None else 0
             self.topic_metrics.record_refused(tp[0], int(exc.error_code), size)
-        return ProduceResult(int(exc.error_code), error_message=str(exc))
+        return ProduceResult(int(exc.error_code), error_message=str(exc),
+                             record_errors=exc.record_errors)
 
     def _validate(self, records: RecordsBuffer, config: LogConfig, origin: str) -> RecordsBuffer:
         """LogValidator: the batch headers, every record (validate.check_batch), the
@@ -934,11 +935,10 @@ class ReplicaManager:
         view = memoryview(records)
         target = None if config.compression_type == "producer" else _CODEC_BY_NAME[
             config.compression_type]
-        max_diff = config.message_timestamp_difference_max_ms
-        check_ts = not config.log_append_time and max_diff < 2**63 - 1
+        limits = config.timestamp_limits
         require_keys = config.compact
         from_client = origin == "client"
-        if target is None and not check_ts:
+        if target is None and limits is None:
             # Then nothing is rewritten, and a produce request usually holds one
             # uncompressed batch per partition: read its header fields in place and check
             # its records section at once rather than walk the headers (same checks, same
@@ -952,8 +952,7 @@ class ReplicaManager:
                         and count * MIN_RECORD_SIZE <= n - RECORD_BATCH_OVERHEAD):
                     try:
                         check_records(view[RECORD_BATCH_OVERHEAD:], count,
-                                      require_keys=require_keys
-                                      and not attributes & CONTROL_FLAG_MASK)
+                                      require_keys and not attributes & CONTROL_FLAG_MASK)
                     except KafkaError:
                         # the walk's answer, CRC first
                         check_batch(view, read_batch_header(view), from_client=from_client,
@@ -966,6 +965,11 @@ class ReplicaManager:
             # batch (LogValidator's conversion; Produce v3+ never gets here with one: the
             # handler refuses it), then is checked as any v2 batch is.
             return self._validate(self._up_convert(view, config, now), config, origin)
+        # The range a CreateTime timestamp must lie in (Kafka's validateTimestamp): each
+        # record's is judged by the walk (offenders named, KIP-467), the header's base and
+        # max timestamps here (the log keeps the producer's max timestamp, which a time
+        # index and time retention then go by).
+        window = None if limits is None else (now - limits[0], now + limits[1])
         # Recompressed batches are written out as each is checked, so that one inflated
         # section at a time is held, never a whole request's.
         out = bytearray() if target is not None else None
@@ -984,16 +988,14 @@ class ReplicaManager:
             batch = None
             if h.magic == MAGIC_V2:
                 batch = check_batch(view, h, from_client=from_client,
-                                    require_keys=require_keys)
-            if check_ts and h.timestamp_type is TimestampType.CREATE_TIME:
-                timestamps: list[int | None] = [h.base_timestamp, h.max_timestamp]
-                if batch is not None and batch.min_timestamp is not None:
-                    timestamps += [batch.min_timestamp, batch.max_timestamp]
-                for ts in timestamps:
-                    if ts is not None and ts >= 0 and abs(ts - now) > max_diff:
+                                    require_keys=require_keys, timestamp_range=window)
+            if window is not None and h.timestamp_type is TimestampType.CREATE_TIME:
+                for ts in (h.base_timestamp, h.max_timestamp):
+                    if ts is not None and ts >= 0 and not window[0] <= ts <= window[1]:
                         raise InvalidTimestampError(
-                            f"timestamp {ts} of a batch is out of range: more than "
-                            f"message.timestamp.difference.max.ms ({max_diff}) from {now}"
+                            f"timestamp {ts} of the batch at position {h.position} is out of "
+                            f"range: the topic's timestamp limits allow [{window[0]}, "
+                            f"{window[1]}] now"
                         )
             if out is not None:
                 assert target is not None

@@ -103,7 +103,7 @@ def test_errors(broker: KlogBroker) -> None:
     code, _, err = klog(broker, "configs", "alter", "topic", "cfg-nope", "--set", "a=b")
     assert code == 1 and err.startswith("error:")
     code, _, err = klog(broker, "configs", "describe", "group", "g")
-    assert code == 2 and "topic, broker or user" in err
+    assert code == 2 and "topic, broker, broker-logger or user" in err
     code, _, err = klog(broker, "configs", "describe", "broker", "zero")
     assert code == 2 and "not a number" in err
     code, _, err = klog(broker, "configs", "alter", "topic", "x")

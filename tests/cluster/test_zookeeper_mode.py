@@ -115,3 +115,33 @@ def test_controller_losing_its_session_hands_over_and_rejoins(cluster) -> None:
     wait_until(lambda: described().controller_id == second, 20,
                f"broker {first} to report controller {second}")
     assert [b.node_id for b in described().brokers] == c.ids
+
+
+def test_a_fresh_cluster_creates_a_replicated_topic_at_once(cluster) -> None:
+    # Issue 28: ZooKeeper and three brokers started one after the other; as soon as the
+    # third serves, an RF=3 CreateTopics through librdkafka. It hung for 30 s in half of
+    # the starts ("Failed while waiting for controller"): the broker that had just
+    # started answered Metadata from its own registration -- itself, and the controller
+    # id from ZooKeeper without its address -- before the controller's UpdateMetadata
+    # reached it, and librdkafka waited for that controller without asking again. A few
+    # fresh clusters, each bounded: every creation succeeds, at once.
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    for round_ in range(3):
+        c = cluster(brokers=3, start=False)
+        for broker_id in c.ids:
+            c.start(broker_id)  # returns once the broker serves
+        newest = c.bootstrap_of([c.ids[-1]])
+        admin = AdminClient({"bootstrap.servers": newest, "log_level": 0})
+        futures = admin.create_topics([NewTopic("rf3", 3, 3)], operation_timeout=10,
+                                      request_timeout=15)
+        try:
+            futures["rf3"].result(timeout=15)
+        except Exception as exc:
+            raise AssertionError(f"round {round_}: CreateTopics RF=3 failed: {exc!r}") \
+                from None
+        finally:
+            del admin
+        for p in range(3):
+            c.wait_for_leader("rf3", p)
+        c.close()

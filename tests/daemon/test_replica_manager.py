@@ -129,6 +129,68 @@ def test_a_compacted_topic_needs_keys_also_on_the_shortcut() -> None:
         _validate(keyless, LogConfig(cleanup_policy=("compact",)))
 
 
+@pytest.mark.parametrize("codec", [CompressionType.NONE, CompressionType.LZ4])
+def test_every_keyless_record_is_named_on_a_compacted_topic(codec: CompressionType) -> None:
+    """librdkafka's case (its test 0011): 100 records, every tenth without a key: the batch
+    is refused with the ten named by their index (KIP-467), on the shortcut (one plain
+    batch) and the walk (compressed, recompressed) alike."""
+    records = [(NOW, None if i % 10 == 0 else b"k%d" % i, b"v") for i in range(100)]
+    keyless = memoryview(bytearray(build_batch(records, compression=codec)))
+    for config in (LogConfig(cleanup_policy=("compact",)),
+                   LogConfig(cleanup_policy=("compact",), compression_type="gzip")):
+        with pytest.raises(InvalidRecordError) as caught:
+            _validate(keyless, config)
+        assert [index for index, _ in caught.value.record_errors] == list(range(0, 100, 10))
+        assert str(caught.value).startswith("10 of the 100 records of batch at position 0")
+
+
+def test_timestamps_out_of_range_are_named_and_before_after_are_kafkas() -> None:
+    """message.timestamp.before.max.ms / after.max.ms (KIP-937), falling back to
+    message.timestamp.difference.max.ms while left at their defaults."""
+    stamps = [NOW, NOW - 7_200_000, NOW + 30_000, NOW + 7_200_000, -1]
+    batch = memoryview(build_batch([(ts, b"k", b"v") for ts in stamps]))
+    cases = [
+        (LogConfig(message_timestamp_difference_max_ms=3_600_000), [1, 3]),
+        (LogConfig(message_timestamp_before_max_ms=3_600_000), [1]),
+        (LogConfig(message_timestamp_after_max_ms=10_000), [2, 3]),
+        # before left at its default: difference.max.ms (10 s) stands in for it
+        (LogConfig(message_timestamp_difference_max_ms=10_000,
+                   message_timestamp_after_max_ms=8_000_000), [1]),
+    ]
+    for config, offenders in cases:
+        with pytest.raises(KafkaError) as caught:
+            _validate(batch, config)
+        assert caught.value.error_code == ErrorCode.INVALID_TIMESTAMP
+        assert [index for index, _ in caught.value.record_errors] == offenders
+    assert _validate(batch, LogConfig(message_timestamp_before_max_ms=8_000_000,
+                                      message_timestamp_after_max_ms=8_000_000)) is batch
+    # LogAppendTime topics take the broker's time: no producer's time is judged
+    assert _validate(batch, LogConfig(message_timestamp_type="LogAppendTime",
+                                      message_timestamp_difference_max_ms=1)) is batch
+
+
+def test_a_refused_batch_hands_its_record_errors_to_the_answer(tmp_path: Path) -> None:
+    """Through append_records_from_client, inline and in the checker's worker thread."""
+    keyless = build_batch([(NOW, None if i in (3, 7) else b"k", b"v") for i in range(9)])
+    compressed = build_batch([(NOW, None if i in (3, 7) else b"k", b"v") for i in range(9)],
+                             compression=CompressionType.ZSTD)
+    with running_broker(tmp_path, log_cleanup_policy="compact") as broker:
+        with broker.connect() as client:
+            client.create_topic("c")
+
+        async def go() -> list[Any]:
+            rm = broker.broker.replica_manager
+            inline = await rm.append_records_from_client({("c", 0): keyless}, 1)
+            worker = await rm.append_records_from_client({("c", 0): compressed}, 1)
+            return [inline[("c", 0)], worker[("c", 0)]]
+
+        for result in asyncio.run_coroutine_threadsafe(go(), broker.loop).result(30):
+            assert result.error_code == ErrorCode.INVALID_RECORD
+            assert [index for index, _ in result.record_errors] == [3, 7]
+            assert "has no key" in result.record_errors[0][1]
+            assert result.error_message.startswith("2 of the 9 records")
+
+
 def test_appends_to_a_partition_keep_arrival_order(tmp_path: Path) -> None:
     """A batch checked in a worker thread (zstd) holds back a later plain batch to the same
     partition, which would otherwise be appended first; another partition is not held."""

@@ -286,7 +286,7 @@ def test_records_stay_bytes() -> None:
     )
     request = apis.decode_request(0, 3, memoryview(body))
     records = request.topic_data[0].partition_data[0].records
-    # Produce v3-v9 take klog.protocol.produce's path: a slice of the body, not a copy.
+    # Produce v3-v11 take klog.protocol.produce's path: a slice of the body, not a copy.
     assert isinstance(records, memoryview)
     assert records == batch
 

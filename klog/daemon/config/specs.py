@@ -642,8 +642,7 @@ _UNIMPLEMENTED_KNOWN_NAMES = frozenset({
     "log.flush.start.offset.checkpoint.interval.ms",
     # log.message.format.version: ignored, as Kafka 3.x ignores it from
     # inter.broker.protocol.version 3.0 on (klog whatever that version says).
-    "log.message.format.version", "log.message.timestamp.after.max.ms",
-    "log.message.timestamp.before.max.ms", "log.preallocate",
+    "log.message.format.version", "log.preallocate",
     "metric.reporters", "metrics.num.samples",
     "metrics.recording.level", "metrics.sample.window.ms",
     "num.replica.alter.log.dirs.threads", "password.encoder.secret",

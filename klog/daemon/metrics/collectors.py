@@ -14,6 +14,10 @@ rules give Kafka's MBeans (example_configs/kafka-2_0_0.yml):
   ``kafka_server_fetcherlagmetrics_consumerlag{clientId,topic,partition}``
 - kafka.coordinator.group:type=GroupMetadataManager,name=X ->
   ``kafka_coordinator_group_groupmetadatamanager_x``
+- kafka.server:type=socket-server-metrics,listener=L,networkProcessor=N, attribute
+  connection-count (a Kafka metrics MBean, which kafka-2_0_0.yml leaves out; the
+  exporter's usual listener/networkProcessor rule, as Strimzi's, names it) ->
+  ``kafka_server_socket_server_metrics_connection_count{listener,networkProcessor}``
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ if TYPE_CHECKING:
     from klog.daemon.log_cleaner import LogCleaner
     from klog.daemon.replica_fetcher import ReplicaFetcherManager
     from klog.daemon.replica_manager import ReplicaManager
+    from klog.daemon.server import Server
     from klog.storage.log_manager import LogManager
 
 
@@ -72,6 +77,27 @@ class ReplicaManagerCollector:
         ):
             yield _gauge(f"kafka_server_replicamanager_{name}",
                          f"kafka.server:type=ReplicaManager,name={mbean}", value)
+
+
+class SocketServerCollector:
+    """socket-server-metrics connection-count per listener: the connections that count
+    against the connection limits (klog/daemon/connection_quotas.py) -- from the accept to
+    the socket's close, TLS handshakes and closes under way included, as a Kafka
+    processor's selector holds a channel. One event loop serves every connection:
+    networkProcessor is always 0."""
+
+    def __init__(self, server: Server) -> None:
+        self.server = server
+
+    def collect(self) -> Iterator[Metric]:
+        family = GaugeMetricFamily(
+            "kafka_server_socket_server_metrics_connection_count",
+            "kafka.server:type=socket-server-metrics,listener=L,networkProcessor=N "
+            "connection-count", labels=["listener", "networkProcessor"])
+        counts = self.server.quotas.per_listener
+        for listener in self.server.bound:
+            family.add_metric([listener, "0"], counts.get(listener, 0))
+        yield family
 
 
 class ControllerCollector:

@@ -243,6 +243,24 @@ def test_metadata_hides_topics_the_caller_may_not_describe() -> None:
     assert hidden.partitions == () and hidden.topic_id is None  # its id is not told
 
 
+def test_metadata_by_topic_id_refuses_with_the_id() -> None:
+    a_version = 12
+    # By id (v12), a topic the caller may not describe is refused with its id, which Kafka
+    # does not count as secret, and no name.
+    a = _authorizer((ResourceType.TOPIC, "seen", OP.READ))
+    request = _request(3, a_version, {
+        "topics": [{"name": None, "topic_id": uuid.UUID(int=i)} for i in (1, 2)],
+        "allow_auto_topic_creation": False, "include_cluster_authorized_operations": False,
+        "include_topic_authorized_operations": True})
+    response = asyncio.run(metadata.handle(_ctx(3, a_version, a, metadata_cache=_cache(),
+                                                config={}), request))
+    seen, hidden = response.topics
+    assert (seen.name, seen.error_code, seen.topic_authorized_operations) == (
+        "seen", 0, (1 << 3) | (1 << 8))
+    assert (hidden.name, hidden.error_code, hidden.topic_id, hidden.partitions) == (
+        None, TOPIC_AUTH, uuid.UUID(int=2), ())
+
+
 def test_without_an_authorizer_kip430_answers_every_supported_operation() -> None:
     config = {"auto_create_topics_enable": False}
     response = _metadata(_ctx(3, 10, None, metadata_cache=_cache(), config=config), None)
