@@ -38,6 +38,8 @@ from klog.daemon.group.coordinator import GroupCoordinator
 from klog.daemon.group.metadata_manager import GroupMetadataManager
 from klog.daemon.handlers import BrokerServices, load_handlers
 from klog.daemon.log_cleaner import CleanerConfig, LogCleaner
+from klog.daemon.log_dir_failure import LogDirFailureHandler
+from klog.daemon.log_dir_mover import LogDirMover
 from klog.daemon.metadata_cache import BrokerEndpoint, BrokerInfo, MetadataCache
 from klog.daemon.metastore import paths
 from klog.daemon.metastore.base import MetadataStore, MetastoreError, NodeExistsError, NoNodeError
@@ -56,7 +58,8 @@ from klog.daemon.quota_store import ClientQuotaAdmin, QuotaConfigLoader
 from klog.daemon.quotas import QuotaManagers
 from klog.daemon.replica_fetcher import ReplicaFetcherManager
 from klog.daemon.replica_manager import MetastoreIsrStore, ReplicaManager
-from klog.daemon.replication_quota import ReplicationQuotas
+from klog.daemon.replica_selector import selector_for
+from klog.daemon.replication_quota import ReplicationQuotaManager, ReplicationQuotas
 from klog.daemon.security.authorizer import AclAuthorizer
 from klog.daemon.security.credentials import ScramCredentialCache, ScramCredentialManager
 from klog.daemon.security.listener import ListenerConfigError, inter_broker_client_security
@@ -126,6 +129,10 @@ class Broker:
             broker_id, self.replica_manager, self._replication_endpoint, config,
             quota=quotas.follower, security=_inter_broker_security(config))
         self.replica_manager.fetcher_manager = self.fetcher_manager
+        # KIP-392: replica.selector.class sends consumers with a client.rack to a replica
+        # in their rack (klog/daemon/replica_selector.py).
+        self.replica_manager.replica_selector = selector_for(
+            config.replica_selector_class, self.metadata_cache)
         # Producer ids for InitProducerId (klog/daemon/producer_ids.py), claimed in blocks
         # from /latest_producer_id_block.
         self.producer_ids = ProducerIdManager(broker_id, self.metastore)
@@ -140,6 +147,24 @@ class Broker:
                 CleanerConfig.from_broker_config(new)))
             dynamic.add_reconfigurable(lambda _old, new: cleaner.reconfigure(
                 CleanerConfig.from_broker_config(new)))
+        # Moves between log dirs (AlterReplicaLogDirs, klog/daemon/log_dir_mover.py),
+        # throttled by replica.alter.log.dirs.io.max.bytes.per.second (dynamic).
+        self.log_dir_mover = mover = LogDirMover(
+            self.replica_manager, self.log_manager,
+            fetch_max_bytes=config.replica_fetch_max_bytes,
+            quota=ReplicationQuotaManager(
+                "AlterLogDirs", config.get("replica.alter.log.dirs.io.max.bytes.per.second")))
+        self.replica_manager.log_dir_mover = mover
+        # Failed log dirs (klog/daemon/log_dir_failure.py): an I/O error anywhere on a dir
+        # takes it offline, its partitions' leadership moves, the other dirs go on.
+        self.log_dir_failures = failures = LogDirFailureHandler(
+            broker_id, self.log_manager, self.replica_manager, self.metastore,
+            timeout_ms=config.get("log.dir.failure.timeout.ms"), moves=mover)
+        self.log_manager.failure_listener = failures.report
+        self.replica_manager.on_io_error = failures.report
+        mover.offline_dirs = failures
+        dynamic.add_reconfigurable(lambda _old, new: mover.update_quota(
+            new.get("replica.alter.log.dirs.io.max.bytes.per.second")))
         # Who may send this broker control requests over the wire: the controller that
         # ZooKeeper names, nobody when standalone (klog/daemon/controller/identity.py).
         metastore = self.metastore
@@ -219,7 +244,8 @@ class Broker:
                           else apis.STANDALONE_ADVERTISED),
             scram_credentials=self.scram_credentials,
             fetch_sessions=FetchSessionCache(config.max_incremental_fetch_session_cache_slots),
-            quotas=self.client_quotas, client_quota_admin=self.client_quota_admin)
+            quotas=self.client_quotas, client_quota_admin=self.client_quota_admin,
+            log_dir_mover=self.log_dir_mover)
         self.server = Server(dynamic, load_handlers(), self.services, self.scram_cache,
                              request_metrics=counting.requests if counting else None)
         if counting:
@@ -306,6 +332,8 @@ class Broker:
         # it lives under were created above).
         self.producer_ids.start()
         self.replica_manager.startup()
+        self.log_dir_mover.startup()
+        self.log_dir_failures.startup()
         # -- admin (klog/daemon/admin.py): dynamic broker configs from the metastore, and in
         # cluster mode the /config/changes listener; before clients can connect.
         await self.admin.startup()
@@ -536,6 +564,8 @@ class Broker:
         await self.txn_state_manager.shutdown()
         await self.producer_ids.close()  # no block claim may outlive the metastore
         await self.fetcher_manager.shutdown()
+        await self.log_dir_mover.shutdown()  # a copy step in flight ends first
+        await self.log_dir_failures.shutdown()
         self.replica_manager.shutdown()  # its purgatories and timer too
         if self.log_cleaner is not None:  # stops at its next check; before the logs close
             await asyncio.to_thread(self.log_cleaner.shutdown)

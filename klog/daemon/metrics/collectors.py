@@ -9,6 +9,7 @@ rules give Kafka's MBeans (example_configs/kafka-2_0_0.yml):
 - kafka.server:type=ReplicaManager,name=X -> ``kafka_server_replicamanager_x``
 - kafka.controller:type=KafkaController,name=X -> ``kafka_controller_kafkacontroller_x``
 - kafka.log:type=Log,name=X,topic=T,partition=P -> ``kafka_log_log_x{topic,partition}``
+- kafka.log:type=LogManager,name=X -> ``kafka_log_logmanager_x``
 - kafka.server:type=FetcherLagMetrics,name=ConsumerLag,clientId=C,topic=T,partition=P ->
   ``kafka_server_fetcherlagmetrics_consumerlag{clientId,topic,partition}``
 - kafka.coordinator.group:type=GroupMetadataManager,name=X ->
@@ -63,7 +64,9 @@ class ReplicaManagerCollector:
                 under_min += 1
             elif isr == min_isr:
                 at_min += 1
-        offline = len(self.replica_manager.log_creation_failures)
+        # Replicas whose log could not be made here, or whose log dir failed.
+        offline = len(set(self.replica_manager.log_creation_failures)
+                      | self.replica_manager.log_manager.offline_partitions)
         for name, mbean, value in (
             ("partitioncount", "PartitionCount", len(partitions)),
             ("leadercount", "LeaderCount", leaders),
@@ -126,7 +129,7 @@ class ControllerCollector:
 
 class LogCollector:
     """kafka.log:type=Log: Size, NumLogSegments, LogStartOffset, LogEndOffset per
-    partition log held here."""
+    partition log held here; kafka.log:type=LogManager,name=OfflineLogDirectoryCount."""
 
     def __init__(self, log_manager: LogManager) -> None:
         self.log_manager = log_manager
@@ -147,6 +150,9 @@ class LogCollector:
             families["logstartoffset"].add_metric(labels, plog.log_start_offset)
             families["logendoffset"].add_metric(labels, plog.log_end_offset)
         yield from families.values()
+        yield _gauge("kafka_log_logmanager_offlinelogdirectorycount",
+                     "kafka.log:type=LogManager,name=OfflineLogDirectoryCount",
+                     len(self.log_manager.offline_dirs))
 
 
 class FetcherLagCollector:
