@@ -492,8 +492,11 @@ def run(opts: Options) -> dict[str, Any]:
                 for node in [*cluster.brokers.values(), *cluster.zookeepers.values()]:
                     with contextlib.suppress(Exception):
                         node.kill()
+            # One deadline for them all: a producer flushing to brokers just killed holds
+            # its thread until the deadline, and seven in a row outlived a SIGTERM's wait.
+            stop_deadline = time.monotonic() + 15
             for w in workloads.values():
-                w.stop(15)
+                w.stop(stop_deadline - time.monotonic())
             net.down()
             logging.getLogger().removeHandler(client_log)
             client_log.close()
