@@ -67,6 +67,10 @@ class MetadataCache:
     _names_by_id: dict[uuid.UUID, str] = field(default_factory=dict)
     # Called after each whole update (the admin manager wakes requests waiting for topics).
     _listeners: list[Callable[[], None]] = field(default_factory=list)
+    #: Whether the controller's view of the brokers has arrived (the first UpdateMetadata;
+    #: standalone, the in-process controller's, before the broker serves). Until then a
+    #: cluster-mode broker knows only itself, and the controller's id from ZooKeeper.
+    from_controller: bool = False
 
     # -- updates (controller / UpdateMetadata) ---------------------------------------------
 
@@ -81,6 +85,7 @@ class MetadataCache:
     def update_brokers(self, brokers: Iterable[BrokerInfo], controller_id: int) -> None:
         self.brokers = {b.broker_id: b for b in brokers}
         self.controller_id = controller_id
+        self.from_controller = True
 
     def update_partitions(self, states: Iterable[PartitionState],
                           topic_ids: dict[str, uuid.UUID] | None = None) -> None:
@@ -121,6 +126,11 @@ class MetadataCache:
 
     def alive_broker_ids(self) -> list[int]:
         return sorted(self.brokers)
+
+    def alive_broker_racks(self) -> dict[int, str | None]:
+        """Each live broker's rack (None: broker.rack unset), by broker id: what replica
+        placement is given (Kafka's getAliveBrokers with their racks)."""
+        return {b: self.brokers[b].rack for b in sorted(self.brokers)}
 
     def broker(self, broker_id: int) -> BrokerInfo | None:
         return self.brokers.get(broker_id)

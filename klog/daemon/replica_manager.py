@@ -57,6 +57,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from klog.daemon.delayed import DelayedFetch, DelayedProduce, FetchKey, FetchParams
@@ -71,14 +72,17 @@ from klog.daemon.partition import (
     UnknownLeaderEpochError,
 )
 from klog.daemon.purgatory import DelayedOperationPurgatory, Timer
+from klog.daemon.replica_selector import ClientMetadata, ReplicaView
 from klog.daemon.replication_quota import ReplicationQuotaManager
 from klog.protocol.errors import (
     CorruptRecordError,
     ErrorCode,
     InvalidRecordError,
+    InvalidTimestampError,
     KafkaError,
     KafkaStorageError,
     OffsetOutOfRangeError,
+    RecordError,
     RecordTooLargeError,
 )
 from klog.protocol.records.batch import (
@@ -150,10 +154,6 @@ _CODEC_BY_NAME = {
 }
 
 
-class InvalidTimestampError(KafkaError):
-    error_code = ErrorCode.INVALID_TIMESTAMP
-
-
 class UnknownTopicOrPartitionError(KafkaError):
     error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
@@ -164,6 +164,23 @@ class FetcherManager(Protocol):
     def add_partitions(self, partitions: dict[TopicPartition, tuple[int, int]]) -> None: ...
 
     def remove_partitions(self, tps: list[TopicPartition]) -> None: ...
+
+
+class ReplicaSelector(Protocol):
+    """KIP-392's choice of a consumer's read replica
+    (klog.daemon.replica_selector.RackAwareReplicaSelector)."""
+
+    def preferred_read_replica(self, client: ClientMetadata, leader: ReplicaView,
+                               followers: Iterable[ReplicaView]) -> int | None: ...
+
+
+class LogDirMoves(Protocol):
+    """Moves between log dirs (klog.daemon.log_dir_mover.LogDirMover), told which
+    partitions came and went."""
+
+    def partitions_hosted(self, tps: Iterable[TopicPartition]) -> None: ...
+
+    def partitions_stopped(self, tps: Iterable[TopicPartition]) -> None: ...
 
 
 class TransactionVerifier(Protocol):
@@ -239,6 +256,8 @@ class ProduceResult:
     log_start_offset: int = -1
     error_message: str | None = None
     info: LogAppendInfo | None = None
+    # A batch refused for some of its records: each by its index in the batch (KIP-467).
+    record_errors: tuple[RecordError, ...] = ()
 
 
 @dataclass(slots=True)
@@ -249,6 +268,9 @@ class FetchResult:
     log_start_offset: int = -1
     data: FetchDataInfo | None = None
     aborted_transactions: list[tuple[int, int]] | None = None
+    #: KIP-392: the follower the consumer should read this partition from (no records
+    #: then); -1 for none.
+    preferred_read_replica: int = -1
 
     @property
     def size(self) -> int:
@@ -276,7 +298,10 @@ class ReplicaInfo:
 
     partition: int
     size: int
-    offset_lag: int  # log end behind the high watermark; -1 for a log no replica serves
+    # Log end behind the high watermark; -1 for a log no replica serves. A future log
+    # (a move in progress): how far it is behind the partition's log.
+    offset_lag: int
+    is_future: bool = False
 
 
 @dataclass(slots=True)
@@ -344,6 +369,15 @@ class ReplicaManager:
         # KIP-890's verification with the transaction coordinator; the broker sets it (the
         # verifier needs the coordinator, built after this). None: never verified.
         self.txn_verifier: TransactionVerifier | None = None
+        # KIP-392's replica.selector.class (klog/daemon/replica_selector.py); the broker
+        # sets it. None: consumers are never sent to followers.
+        self.replica_selector: ReplicaSelector | None = None
+        # Moves between log dirs (klog/daemon/log_dir_mover.py); the broker sets it.
+        self.log_dir_mover: LogDirMoves | None = None
+        # Where an I/O error met by produce or fetch is reported: the log dir failure
+        # handler (klog/daemon/log_dir_failure.py) takes the dir offline. None: answered
+        # KAFKA_STORAGE_ERROR only.
+        self.on_io_error: Callable[[Path, OSError], None] | None = None
 
     # -- controller decisions --------------------------------------------------------------
 
@@ -406,6 +440,9 @@ class ReplicaManager:
             # Followers: produce requests waiting for acks here can never complete: answer
             # them now. Leaders: their high watermark moved.
             self.try_complete_delayed_requests(tp)
+        if self.log_dir_mover is not None:
+            # A move a restart interrupted goes on once the partition is hosted again.
+            self.log_dir_mover.partitions_hosted(tp for tp, e in errors.items() if not e)
         return errors
 
     def _get_or_create(self, tp: TopicPartition) -> Partition:
@@ -449,7 +486,7 @@ class ReplicaManager:
                     # fsyncs) here rather than on the event loop; make_leader then finds
                     # it recorded. Nothing else knows this new log yet.
                     plog.leader_epoch_cache.assign(s.leader_epoch, plog.log_end_offset)
-            except OSError as exc:
+            except (OSError, KafkaError) as exc:  # KafkaStorageError: its dir is offline
                 failures[(s.topic, s.partition)] = str(exc)
         return failures
 
@@ -457,6 +494,8 @@ class ReplicaManager:
         tps = list(tps)
         if self.fetcher_manager is not None:
             self.fetcher_manager.remove_partitions(tps)
+        if self.log_dir_mover is not None:
+            self.log_dir_mover.partitions_stopped(tps)
         for tp in tps:
             self.log_creation_failures.pop(tp, None)
             stopped = self.partitions.pop(tp, None)
@@ -485,10 +524,36 @@ class ReplicaManager:
     def leader_partition(self, topic: str, partition: int) -> Partition:
         p = self.partitions.get((topic, partition))
         if p is None:
+            self._check_offline(topic, partition)
             raise UnknownTopicOrPartitionError(f"{topic}-{partition} is not hosted here")
         if not p.is_leader:
             raise NotLeaderOrFollowerError(f"not the leader of {topic}-{partition}")
         return p
+
+    # -- offline log dirs -------------------------------------------------------------------
+
+    def _check_offline(self, topic: str, partition: int) -> None:
+        """Kafka's HostedPartition.Offline: KAFKA_STORAGE_ERROR for a partition whose log
+        is in a failed dir (klog/daemon/log_dir_failure.py)."""
+        if (topic, partition) in self.log_manager.offline_partitions:
+            raise KafkaStorageError(f"Partition {topic}-{partition} is in an offline log "
+                                    "directory")
+
+    def mark_offline(self, tps: Iterable[TopicPartition]) -> None:
+        """Their log dir failed (Kafka's markPartitionOffline): no fetcher follows them, no
+        request reads or writes them (KAFKA_STORAGE_ERROR from now on), and requests
+        waiting on them are answered now."""
+        tps = [tp for tp in tps if tp in self.partitions]
+        if self.fetcher_manager is not None:
+            self.fetcher_manager.remove_partitions(tps)
+        for tp in tps:
+            self.partitions.pop(tp, None)
+            self.try_complete_delayed_requests(tp)
+
+    def report_io_error(self, where: Path, exc: OSError) -> None:
+        """An I/O error under ``where`` (a partition's log dir): to the failure handler."""
+        if self.on_io_error is not None:
+            self.on_io_error(where, exc)
 
     def active_producers(self, topic: str, partition: int
                          ) -> tuple[ErrorCode, list[ProducerStateInfo]]:
@@ -526,8 +591,23 @@ class ReplicaManager:
                 continue
             lag = max(plog.high_watermark - plog.log_end_offset, 0) if tp in hosted else -1
             parts.append(ReplicaInfo(tp[1], plog.size, lag))
+        for tp, future in sorted(lm.all_future_logs().items()):
+            held_in = lm.future_log_dir_of(*tp)
+            current = lm.get_log(*tp)
+            if held_in is None:
+                continue
+            parts = by_dir.setdefault(os.path.abspath(held_in), {}).setdefault(tp[0], [])
+            if wanted is not None and tp not in wanted:
+                continue
+            # Kafka's getLogEndOffsetLag of a future replica: the log's end minus its own.
+            lag = current.log_end_offset - future.log_end_offset if current is not None else -1
+            parts.append(ReplicaInfo(tp[1], future.size, lag, is_future=True))
         results = []
+        offline = {os.path.abspath(d) for d in lm.offline_dirs}
         for log_dir in dict.fromkeys(os.path.abspath(d) for d in lm.log_dirs):
+            if log_dir in offline:  # as Kafka: the dir, with the error and nothing else
+                results.append(LogDirInfo(log_dir, int(ErrorCode.KAFKA_STORAGE_ERROR)))
+                continue
             try:
                 st = os.statvfs(log_dir)
             except OSError:
@@ -821,6 +901,7 @@ class ReplicaManager:
             return self._refused(tp, exc, records)
         except OSError as exc:
             log.error("append to %s-%d failed: %s", tp[0], tp[1], exc)
+            self.report_io_error(partition.log.dir, exc)
             return self._refused(tp, KafkaStorageError(str(exc)), records)
         counts = partition.topic_counts
         if counts is not None:  # metrics on (BrokerTopicMetrics): Kafka's appendToLocalLog
@@ -848,7 +929,8 @@ class ReplicaManager:
             size = records if isinstance(records, int) else \
                 len(records) if records is not None else 0
             self.topic_metrics.record_refused(tp[0], int(exc.error_code), size)
-        return ProduceResult(int(exc.error_code), error_message=str(exc))
+        return ProduceResult(int(exc.error_code), error_message=str(exc),
+                             record_errors=exc.record_errors)
 
     def _validate(self, records: RecordsBuffer, config: LogConfig, origin: str) -> RecordsBuffer:
         """LogValidator: the batch headers, every record (validate.check_batch), the
@@ -858,11 +940,10 @@ class ReplicaManager:
         view = memoryview(records)
         target = None if config.compression_type == "producer" else _CODEC_BY_NAME[
             config.compression_type]
-        max_diff = config.message_timestamp_difference_max_ms
-        check_ts = not config.log_append_time and max_diff < 2**63 - 1
+        limits = config.timestamp_limits
         require_keys = config.compact
         from_client = origin == "client"
-        if target is None and not check_ts:
+        if target is None and limits is None:
             # Then nothing is rewritten, and a produce request usually holds one
             # uncompressed batch per partition: read its header fields in place and check
             # its records section at once rather than walk the headers (same checks, same
@@ -876,8 +957,7 @@ class ReplicaManager:
                         and count * MIN_RECORD_SIZE <= n - RECORD_BATCH_OVERHEAD):
                     try:
                         check_records(view[RECORD_BATCH_OVERHEAD:], count,
-                                      require_keys=require_keys
-                                      and not attributes & CONTROL_FLAG_MASK)
+                                      require_keys and not attributes & CONTROL_FLAG_MASK)
                     except KafkaError:
                         # the walk's answer, CRC first
                         check_batch(view, read_batch_header(view), from_client=from_client,
@@ -890,6 +970,11 @@ class ReplicaManager:
             # batch (LogValidator's conversion; Produce v3+ never gets here with one: the
             # handler refuses it), then is checked as any v2 batch is.
             return self._validate(self._up_convert(view, config, now), config, origin)
+        # The range a CreateTime timestamp must lie in (Kafka's validateTimestamp): each
+        # record's is judged by the walk (offenders named, KIP-467), the header's base and
+        # max timestamps here (the log keeps the producer's max timestamp, which a time
+        # index and time retention then go by).
+        window = None if limits is None else (now - limits[0], now + limits[1])
         # Recompressed batches are written out as each is checked, so that one inflated
         # section at a time is held, never a whole request's.
         out = bytearray() if target is not None else None
@@ -908,16 +993,14 @@ class ReplicaManager:
             batch = None
             if h.magic == MAGIC_V2:
                 batch = check_batch(view, h, from_client=from_client,
-                                    require_keys=require_keys)
-            if check_ts and h.timestamp_type is TimestampType.CREATE_TIME:
-                timestamps: list[int | None] = [h.base_timestamp, h.max_timestamp]
-                if batch is not None and batch.min_timestamp is not None:
-                    timestamps += [batch.min_timestamp, batch.max_timestamp]
-                for ts in timestamps:
-                    if ts is not None and ts >= 0 and abs(ts - now) > max_diff:
+                                    require_keys=require_keys, timestamp_range=window)
+            if window is not None and h.timestamp_type is TimestampType.CREATE_TIME:
+                for ts in (h.base_timestamp, h.max_timestamp):
+                    if ts is not None and ts >= 0 and not window[0] <= ts <= window[1]:
                         raise InvalidTimestampError(
-                            f"timestamp {ts} of a batch is out of range: more than "
-                            f"message.timestamp.difference.max.ms ({max_diff}) from {now}"
+                            f"timestamp {ts} of the batch at position {h.position} is out of "
+                            f"range: the topic's timestamp limits allow [{window[0]}, "
+                            f"{window[1]}] now"
                         )
             if out is not None:
                 assert target is not None
@@ -1056,24 +1139,44 @@ class ReplicaManager:
         return results
 
     def end_offset_metadata(self, topic: str, partition: int, current_leader_epoch: int,
-                            isolation: FetchIsolation) -> LogOffsetMetadata:
+                            isolation: FetchIsolation, fetch_only_leader: bool = True
+                            ) -> LogOffsetMetadata:
         """DelayedFetch's check: where a fetch of ``isolation`` may read up to (Kafka's
         fetchOffsetSnapshot); the KafkaError its read would answer, if any."""
-        return self._leader_for_fetch(topic, partition, current_leader_epoch
-                                      ).end_offset_metadata(isolation)
+        return self._partition_for_fetch(topic, partition, current_leader_epoch,
+                                         fetch_only_leader).end_offset_metadata(isolation)
 
-    def _leader_for_fetch(self, topic: str, partition: int,
-                          current_leader_epoch: int) -> Partition:
-        """The partition a fetch reads, as Kafka checks it: hosted here, then the epoch
-        the client names (when it names one), then leadership."""
+    def _partition_for_fetch(self, topic: str, partition: int, current_leader_epoch: int,
+                             require_leader: bool = True) -> Partition:
+        """The partition a fetch reads, as Kafka checks it (Partition.getLocalLog): hosted
+        here, then the epoch the client names (when it names one), then leadership unless
+        a follower may answer (a consumer's Fetch v11+, KIP-392)."""
         p = self.partitions.get((topic, partition))
         if p is None:
+            self._check_offline(topic, partition)
             raise UnknownTopicOrPartitionError(f"{topic}-{partition} is not hosted")
         if current_leader_epoch >= 0:
             p.check_leader_epoch(current_leader_epoch)
-        if not p.is_leader:
+        if require_leader and not p.is_leader:
             raise NotLeaderOrFollowerError(f"not the leader of {topic}-{partition}")
         return p
+
+    def _preferred_read_replica(self, p: Partition, client: ClientMetadata,
+                                fetch_offset: int) -> int | None:
+        """Kafka's findPreferredReadReplica on a leader: the selector picks among the
+        leader and the in-sync followers whose log covers ``fetch_offset``."""
+        selector = self.replica_selector
+        assert selector is not None
+        now = self.clock()
+        followers = []
+        for broker_id in p.isr:
+            state = p.remote_replicas.get(broker_id)
+            if state is not None and state.log_start_offset <= fetch_offset \
+                    <= state.log_end_offset:
+                followers.append(ReplicaView(broker_id, state.log_end_offset,
+                                             now - state.last_caught_up_time_ms))
+        leader = ReplicaView(self.broker_id, p.log_end_offset, 0)
+        return selector.preferred_read_replica(client, leader, followers)
 
     def should_leader_throttle(self, topic: str, partition: int, replica_id: int) -> bool:
         """Kafka's shouldLeaderThrottle: a throttled partition, the leader's quota exceeded,
@@ -1111,6 +1214,8 @@ class ReplicaManager:
         isolation = params.isolation
         committed = isolation is _TXN_COMMITTED
         from_follower = isolation is _LOG_END
+        client = params.client_metadata
+        starts = params.follower_log_start_offsets
         remaining = params.max_bytes
         min_one = True
         out = []
@@ -1125,15 +1230,18 @@ class ReplicaManager:
                     p = self.partitions.get((topic, partition))
                     # Kafka answers with no records; the follower's position still counts.
                     held = p is None or replica_id not in p.isr
+            start = -1 if starts is None else starts.get((topic, partition), -1)
             if held or (limit <= 0 and not min_one):
                 r = self.read(topic, partition, offset, 0, isolation_committed=committed,
                               from_follower=from_follower, min_one_message=False,
-                              current_leader_epoch=epoch, replica_id=replica_id)
+                              current_leader_epoch=epoch, replica_id=replica_id,
+                              client_metadata=client, follower_log_start_offset=start)
             else:
                 r = self.read(topic, partition, offset, max(limit, 0),
                               isolation_committed=committed, from_follower=from_follower,
                               min_one_message=min_one, current_leader_epoch=epoch,
-                              replica_id=replica_id)
+                              replica_id=replica_id, client_metadata=client,
+                              follower_log_start_offset=start)
             if r.size:
                 min_one = False
                 remaining -= r.size
@@ -1152,15 +1260,33 @@ class ReplicaManager:
         min_one_message: bool,
         current_leader_epoch: int = -1,
         replica_id: int = -1,
+        client_metadata: ClientMetadata | None = None,
+        follower_log_start_offset: int = -1,
     ) -> FetchResult:
         """Read for a consumer (up to the high watermark) or, with ``from_follower``, a
         follower (up to the log end offset). A ``replica_id`` >= 0 also records that
-        follower's position (its fetch offset) on the leader, as Kafka does after the read."""
+        follower's position (its fetch offset, and its log start offset) on the leader, as
+        Kafka does after the read.
+
+        KIP-392: a consumer with ``client_metadata`` (Fetch v11+) may be answered by a
+        follower, up to the follower's high watermark; on the leader, a replica selector
+        may name a follower for it instead (no records, ``preferred_read_replica``)."""
         try:
-            p = self._leader_for_fetch(topic, partition_index, current_leader_epoch)
-            if replica_id >= 0:
-                return self._read_for_follower(p, replica_id, fetch_offset, max_bytes,
-                                               min_one_message, current_leader_epoch)
+            if client_metadata is None or replica_id >= 0:
+                p = self._partition_for_fetch(topic, partition_index, current_leader_epoch)
+                if replica_id >= 0:
+                    return self._read_for_follower(p, replica_id, fetch_offset, max_bytes,
+                                                   min_one_message, follower_log_start_offset,
+                                                   current_leader_epoch)
+            else:
+                p = self._partition_for_fetch(topic, partition_index, current_leader_epoch,
+                                              False)
+                if self.replica_selector is not None and p.is_leader:
+                    preferred = self._preferred_read_replica(p, client_metadata,
+                                                             fetch_offset)
+                    if preferred is not None:
+                        return FetchResult(0, p.high_watermark, p.last_stable_offset,
+                                           p.log_start_offset, preferred_read_replica=preferred)
             hw = p.high_watermark
             lso = p.last_stable_offset
             data = p.read(fetch_offset, max_bytes, isolation_committed=isolation_committed,
@@ -1188,9 +1314,16 @@ class ReplicaManager:
             return FetchResult(int(exc.error_code), aborted_transactions=[])
         except KafkaError as exc:
             return FetchResult(int(exc.error_code))
+        except OSError as exc:
+            p3 = self.partitions.get((topic, partition_index))
+            log.error("reading %s-%d failed: %s", topic, partition_index, exc)
+            if p3 is not None:
+                self.report_io_error(p3.log.dir, exc)
+            return FetchResult(int(ErrorCode.KAFKA_STORAGE_ERROR))
 
     def _read_for_follower(self, p: Partition, replica_id: int, fetch_offset: int,
                            max_bytes: int, min_one_message: bool,
+                           follower_log_start_offset: int = -1,
                            current_leader_epoch: int = -1) -> FetchResult:
         if replica_id not in p.remote_replicas:
             # Kafka's followerReplicaOrThrow: a fetch from a broker that is not one of the
@@ -1208,7 +1341,7 @@ class ReplicaManager:
         data = p.read(fetch_offset, max_bytes, isolation_committed=False, from_follower=True,
                       min_one_message=min_one_message)
         moved = p.update_follower_fetch_state(replica_id, fetch_offset, leader_end,
-                                              self.clock())
+                                              self.clock(), follower_log_start_offset)
         if moved is None:  # no longer the leader meanwhile
             data = FetchDataInfo(data.fetch_offset_metadata)
         elif moved:
@@ -1226,8 +1359,18 @@ class ReplicaManager:
             raise NotLeaderOrFollowerError(f"{tp[0]}-{tp[1]} is not a follower here")
         if self.topic_metrics is not None:
             self.topic_metrics.record_replication_in(len(records))
-        return p.append_records_to_follower(records, leader_high_watermark,
-                                            leader_log_start_offset)
+        before = p.high_watermark
+        try:
+            info = p.append_records_to_follower(records, leader_high_watermark,
+                                                leader_log_start_offset)
+        except OSError as exc:
+            self.report_io_error(p.log.dir, exc)
+            raise KafkaStorageError(f"appending to {tp[0]}-{tp[1]} failed: {exc}") from None
+        if p.high_watermark != before:
+            # Consumers reading from this follower (KIP-392) wait for its high watermark
+            # (Kafka's completeDelayedFetchRequests after a follower's fetch).
+            self.fetch_purgatory.check_and_complete(tp)
+        return info
 
     def truncate_to(self, tp: TopicPartition, offset: int) -> None:
         p = self.partitions.get(tp)
@@ -1272,6 +1415,8 @@ class ReplicaManager:
         """DelayedProduce's test for one partition: (done, error code)."""
         p = self.partitions.get(tp)
         if p is None:
+            if tp in self.log_manager.offline_partitions:
+                return True, int(ErrorCode.KAFKA_STORAGE_ERROR)
             return True, int(ErrorCode.NOT_LEADER_OR_FOLLOWER)
         return p.check_enough_replicas_reach_offset(required_offset,
                                                     p.log.config.min_insync_replicas)
@@ -1434,10 +1579,11 @@ def _verification_refusal(code: ErrorCode) -> ProduceResult:
 
 
 def _satisfied(results: list[FetchResult], min_bytes: int) -> bool:
-    """A fetch answers at once with an error to tell or min_bytes (at least 1) read."""
+    """A fetch answers at once with an error to tell, a preferred read replica to name
+    (KIP-392), or min_bytes (at least 1) read."""
     total = 0
     for r in results:
-        if r.error_code:
+        if r.error_code or r.preferred_read_replica >= 0:
             return True
         total += r.size
     return total >= max(min_bytes, 1)

@@ -26,7 +26,7 @@ Then ``decode_request``/``decode_response`` turn every failure of kio's decoder 
 ValueError for an unknown error code, and a pyo3 panic, which is a BaseException), and
 reject a null where the schema forbids one (kio returns None for a non-nullable array
 encoded as null; Kafka refuses that request). Records fields come back as ``bytes``: one
-copy of the batch bytes, never decoded into records -- except Produce v3-v9 requests, the
+copy of the batch bytes, never decoded into records -- except Produce v3-v11 requests, the
 hot path, which klog.protocol.produce decodes in one pass into the same kio classes with
 records as memoryview slices of the body (no copy; rejects what this path rejects).
 """
@@ -113,7 +113,9 @@ def _kio(api_key: int, name: str, kio_name: str, lo: int, hi: int, flex: int | N
 # kio's oldest. tests/protocol/test_apis.py checks every row against kio's schema index
 # and old_versions, and the advertised ranges against Kafka 3.x's.
 _TABLE: tuple[ApiSpec, ...] = (
-    _kio(0, "Produce", "produce", 0, 13, 9, advertised=(0, 9)),
+    # Produce v10 adds KIP-951's CurrentLeader/NodeEndpoints to the answer, v11 KIP-890's
+    # TRANSACTION_ABORTABLE (klog.protocol.produce codes both, as v3-v9).
+    _kio(0, "Produce", "produce", 0, 13, 9, advertised=(0, 11)),
     _kio(1, "Fetch", "fetch", 0, 18, 12, advertised=(0, 17)),
     _kio(2, "ListOffsets", "list_offsets", 0, 11, 6, advertised=(0, 7)),
     _kio(3, "Metadata", "metadata", 0, 13, 9, advertised=(0, 12)),
@@ -154,6 +156,7 @@ _TABLE: tuple[ApiSpec, ...] = (
     _kio(31, "DeleteAcls", "delete_acls", 0, 3, 2, advertised=(0, 3)),
     _kio(32, "DescribeConfigs", "describe_configs", 0, 4, 4, advertised=(0, 4)),
     _kio(33, "AlterConfigs", "alter_configs", 0, 2, 2, advertised=(0, 2)),
+    _kio(34, "AlterReplicaLogDirs", "alter_replica_log_dirs", 0, 2, 2, advertised=(0, 2)),
     _kio(35, "DescribeLogDirs", "describe_log_dirs", 0, 5, 2, advertised=(0, 4)),
     _kio(36, "SaslAuthenticate", "sasl_authenticate", 0, 2, 2, advertised=(0, 2)),
     _kio(37, "CreatePartitions", "create_partitions", 0, 3, 2, advertised=(0, 3)),

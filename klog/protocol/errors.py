@@ -144,10 +144,21 @@ class ErrorCode(IntEnum):
     VOTER_NOT_FOUND = 127
 
 
+#: One record a per-record rule refused (KIP-467): its index in its batch, and why.
+RecordError = tuple[int, str | None]
+
+
 class KafkaError(Exception):
-    """Base of klog's protocol errors; ``error_code`` is what a client is told."""
+    """Base of klog's protocol errors; ``error_code`` is what a client is told.
+
+    ``record_errors`` names, for a batch refused because of some of its records (Kafka's
+    RecordValidationException), each of those records by its index in the batch, in index
+    order: Produce v8+ answers them (KIP-467), so that a client fails exactly those records
+    and the others with an error of their own. Empty for every other error.
+    """
 
     error_code: ErrorCode = ErrorCode.UNKNOWN_SERVER_ERROR
+    record_errors: tuple[RecordError, ...] = ()
 
 
 class CorruptRecordError(KafkaError):
@@ -163,6 +174,13 @@ class InvalidRecordError(KafkaError):
     """Well-formed bytes whose content breaks a rule (e.g. offsets not increasing)."""
 
     error_code = ErrorCode.INVALID_RECORD
+
+
+class InvalidTimestampError(KafkaError):
+    """A record's CreateTime timestamp outside the range the topic accepts
+    (message.timestamp.before.max.ms / after.max.ms)."""
+
+    error_code = ErrorCode.INVALID_TIMESTAMP
 
 
 class RecordTooLargeError(KafkaError):

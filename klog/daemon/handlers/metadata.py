@@ -22,6 +22,11 @@ all-topics answer and answered TOPIC_AUTHORIZATION_FAILED when named; auto-creat
 Create on the cluster or on the topic. v8+ answer the topic and cluster authorized
 operations (KIP-430) when asked: every supported operation without an authorizer, as
 Kafka does; the cluster's is 0 for a caller without Describe on it.
+
+The controller is named only when it is among the brokers answered (else -1), as
+DescribeCluster answers it. A broker that has not had the controller's first
+UpdateMetadata (just started, in cluster mode) holds the request for it, at most
+FIRST_METADATA_WAIT_MS: until then it knows only itself.
 """
 
 from __future__ import annotations
@@ -40,10 +45,20 @@ _TOPIC_AUTHORIZATION_FAILED = int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
 _OMITTED = -2147483648
 _ZERO_UUID = uuid.UUID(int=0)
 
+#: Longest a broker that has not had the controller's first UpdateMetadata holds a
+#: Metadata request for it (a broker just started; the controller reaches it within
+#: milliseconds, as it listens before it registers).
+FIRST_METADATA_WAIT_MS = 5000
+
 
 async def handle(ctx: RequestContext, request: Request) -> Response:
     services = ctx.services
     cache = services.metadata_cache
+    if not cache.from_controller:
+        # Answered from this broker's own registration alone, a client learns one broker
+        # and no controller, and librdkafka does not ask again for 30 s and more: an
+        # admin request sent to a cluster just started timed out.
+        await services.admin.wait_for_cluster_metadata(FIRST_METADATA_WAIT_MS)
     version = ctx.api_version
     topics_req = request.topics
     topic_ids = [t.topic_id for t in topics_req or () if version >= 12
@@ -98,11 +113,20 @@ def _respond(ctx: RequestContext, request: Request, topics: list[dict[str, Any]]
         cluster_operations = (
             ctx.authorized_operations(ResourceType.CLUSTER, CLUSTER_NAME)
             if ctx.authorize(AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME) else 0)
+    brokers = _brokers(cache, ctx.listener_name)
+    # The controller only among the brokers answered (as DescribeCluster): a broker that
+    # has not had its first UpdateMetadata knows the controller's id (from ZooKeeper) but
+    # not its address, and librdkafka, told of a controller it cannot find, waits for it
+    # without asking again -- an admin request then timed out after 30 s. Kafka's cache
+    # learns both from the same UpdateMetadata; -1 makes the client look again.
+    controller_id = cache.controller_id
+    if controller_id not in {b["node_id"] for b in brokers}:
+        controller_id = -1
     return ctx.respond({
         "throttle_time": 0,
-        "brokers": _brokers(cache, ctx.listener_name),
+        "brokers": brokers,
         "cluster_id": cache.cluster_id,
-        "controller_id": cache.controller_id,
+        "controller_id": controller_id,
         "topics": topics,
         "cluster_authorized_operations": cluster_operations,
     })
@@ -183,7 +207,9 @@ def _topic(cache: MetadataCache, name: str, error: int, listener: str,
             "leader_epoch": state.leader_epoch,
             "replica_nodes": replicas,
             "isr_nodes": isr,
-            "offline_replicas": [r for r in state.replicas if r not in alive],
+            # Dead brokers' replicas, and those the controller knows on failed log dirs.
+            "offline_replicas": [r for r in state.replicas
+                                 if r not in alive or r in state.offline_replicas],
         })
     return {**base, "error_code": 0, "partitions": parts}
 

@@ -27,6 +27,15 @@ response, as Kafka leaves it.
 
 With a producer_byte_rate quota on the client (klog/daemon/quotas.py), the request's
 record bytes are metered first and the response carries the throttle time (KIP-219).
+
+A batch refused for some of its records (a keyless record on a compacted topic, a
+timestamp out of the topic's range, offset deltas out of order) is answered, from v8 on,
+with the index of each of those records and why (KIP-467's record errors), so a producer
+fails exactly those and the others with an error of their own. From v10 on (KIP-951), as
+Kafka 3.9's handleProduceRequest, a partition answered NOT_LEADER_OR_FOLLOWER names the
+leader and epoch this broker knows (its own replica's view, else the metadata cache's) and
+the response the leaders' addresses on the request's listener, so the producer moves
+without a metadata round trip.
 """
 
 from __future__ import annotations
@@ -41,7 +50,12 @@ from klog.protocol import produce
 from klog.protocol.acls import AclOperation, ResourceType
 from klog.protocol.entities import as_millis
 from klog.protocol.errors import ErrorCode
-from klog.protocol.produce import PartitionResponse
+from klog.protocol.fetch import NodeEndpoint
+from klog.protocol.produce import (
+    CURRENT_LEADER_FROM,
+    TRANSACTION_ABORTABLE_FROM,
+    PartitionResponse,
+)
 from klog.protocol.records.batch import (
     LEGACY_RECORD_OVERHEAD_V0,
     LOG_OVERHEAD,
@@ -58,9 +72,7 @@ _UNSUPPORTED_COMPRESSION_TYPE = int(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE)
 _FIRST_ZSTD_VERSION = 7
 _ZSTD = int(CompressionType.ZSTD)
 _COMPRESSION_MASK = 0x07
-
-#: Produce v11 (KIP-890): the client understands TRANSACTION_ABORTABLE.
-_FIRST_ABORTABLE_VERSION = 11
+_NOT_LEADER_OR_FOLLOWER = int(ErrorCode.NOT_LEADER_OR_FOLLOWER)
 # A v2 batch header: batchLength an int32 at byte 8, magic at 16, attributes an int16 at
 # 21 (its flags in byte 22).
 _LENGTH_AT, _MAGIC_AT, _ATTRIBUTES_LOW_AT = 8, 16, 22
@@ -113,7 +125,7 @@ async def handle(ctx: RequestContext, request: Request) -> Response:
         appended = await rm.produce(entries, acks, timeout_ms) if entries else {}
     else:
         appended = await rm.produce(entries, acks, timeout_ms, transactional_id,
-                                    ctx.api_version >= _FIRST_ABORTABLE_VERSION
+                                    ctx.api_version >= TRANSACTION_ABORTABLE_FROM
                                     ) if entries else {}
     if not isinstance(appended, dict):
         # acks=-1: answered once the ISR has it; meanwhile the connection reads the
@@ -225,20 +237,31 @@ async def _after(ctx: RequestContext, order: list[tuple[str, list[int]]],
 
 def _response(ctx: RequestContext, order: list[tuple[str, list[int]]],
               results: dict[tuple[str, int], tuple[int, Any]], throttle_ms: int = 0) -> Any:
-    if produce.handles(ctx.api_version):
+    version = ctx.api_version
+    if produce.handles(version):
         # The hot path: encoded by hand into one chunk (no kio entity to build and write).
         topics = []
+        moved = False
         for name, indexes in order:
             if not indexes:
                 continue
             parts = []
             for index in indexes:
                 error, r = results[(name, index)]
-                parts.append(PartitionResponse(index, error) if r is None else PartitionResponse(
-                    index, error, r.base_offset, r.log_append_time_ms, r.log_start_offset,
-                    r.error_message if error else None))
+                if r is None:
+                    parts.append(PartitionResponse(index, error))
+                elif not error:
+                    parts.append(PartitionResponse(index, error, r.base_offset,
+                                                   r.log_append_time_ms, r.log_start_offset))
+                else:
+                    parts.append(PartitionResponse(
+                        index, error, r.base_offset, r.log_append_time_ms, r.log_start_offset,
+                        r.error_message, r.record_errors))
+                    moved = moved or error == _NOT_LEADER_OR_FOLLOWER
             topics.append((name, parts))
-        return [produce.encode_produce_response(ctx.api_version, topics, throttle_ms)]
+        nodes = _current_leaders(ctx, topics) if moved and version >= CURRENT_LEADER_FROM \
+            else ()
+        return [produce.encode_produce_response(version, topics, throttle_ms, nodes)]
     responses = []
     for name, indexes in order:
         if not indexes:
@@ -257,3 +280,30 @@ def _response(ctx: RequestContext, order: list[tuple[str, list[int]]],
             })
         responses.append({"name": name, "partition_responses": partition_responses})
     return ctx.respond({"responses": responses, "throttle_time": throttle_ms})
+
+
+def _current_leaders(ctx: RequestContext, topics: list[tuple[str, list[PartitionResponse]]]
+                     ) -> list[NodeEndpoint]:
+    """KIP-951 (Kafka's getCurrentLeader): each partition answered NOT_LEADER_OR_FOLLOWER
+    gets the leader and epoch of this broker's replica of it, or the metadata cache's when
+    it hosts none (-1, -1 when neither knows); returns the leaders' endpoints on the
+    request's listener (the brokers the cache knows alive)."""
+    rm = ctx.services.replica_manager
+    cache = ctx.services.metadata_cache
+    nodes: dict[int, NodeEndpoint] = {}
+    for name, parts in topics:
+        for part in parts:
+            if part.error_code != _NOT_LEADER_OR_FOLLOWER:
+                continue
+            hosted = rm.get_partition(name, part.index)
+            if hosted is not None:
+                leader, epoch = hosted.leader_id, hosted.leader_epoch
+            else:
+                state = cache.partition_state(name, part.index)
+                leader, epoch = (-1, -1) if state is None else (state.leader, state.leader_epoch)
+            part.current_leader = (leader, epoch)
+            broker = cache.broker(leader) if leader >= 0 else None
+            endpoint = None if broker is None else broker.endpoint(ctx.listener_name)
+            if broker is not None and endpoint is not None:
+                nodes[leader] = NodeEndpoint(leader, endpoint.host, endpoint.port, broker.rack)
+    return list(nodes.values())

@@ -3,7 +3,8 @@ fake admin, no socket: all topics vs named ones (v0: an empty list is all; v1+: 
 all), auto-creation asked of the admin only for unknown named topics and allowed only when
 the request (v4+) and auto.create.topics.enable both allow it, leaders that are dead or
 lack the request's listener, offline replicas, brokers by listener, internal topics,
-controller and cluster id, duplicate names answered once."""
+controller and cluster id, duplicate names answered once; a broker just started waits for
+the controller's first UpdateMetadata and never names a controller it does not list."""
 
 from __future__ import annotations
 
@@ -59,10 +60,21 @@ class FakeAdmin:
     """Records each auto_create_topics call; answers the chosen error per topic (0 by
     default) and, as the real creation would, puts the topics answered 0 in the cache."""
 
-    def __init__(self, cache: MetadataCache, errors: dict[str, int] | None = None) -> None:
+    def __init__(self, cache: MetadataCache, errors: dict[str, int] | None = None,
+                 controller_update: list[BrokerInfo] | None = None) -> None:
         self.cache = cache
         self.errors = errors or {}
         self.calls: list[tuple[list[str], bool]] = []
+        #: What the controller's first UpdateMetadata brings while a request waits for
+        #: it (None: it does not come in time).
+        self.controller_update = controller_update
+        self.waits: list[int] = []
+
+    async def wait_for_cluster_metadata(self, timeout_ms: int) -> bool:
+        self.waits.append(timeout_ms)
+        if self.controller_update is not None:
+            self.cache.update_brokers(self.controller_update, controller_id=1)
+        return self.cache.from_controller
 
     async def auto_create_topics(self, names: Sequence[str], *, allowed: bool
                                  ) -> dict[str, int]:
@@ -187,6 +199,48 @@ def test_controller_cluster_id_and_internal(version: int) -> None:
         assert response.cluster_id == CLUSTER_ID
     internal = {t.name: t.is_internal for t in response.topics}
     assert internal == {"__consumer_offsets": True, "a": False, "b": False}
+
+
+def _just_started() -> MetadataCache:
+    """Broker 3 just started in cluster mode: its cache holds its own registration and
+    the controller's id (1, read from ZooKeeper), not yet the controller's UpdateMetadata."""
+    cache = MetadataCache(broker_id=3, cluster_id=CLUSTER_ID, controller_id=1)
+    cache.brokers[3] = _broker(3, LISTENER)
+    return cache
+
+
+@pytest.mark.parametrize("version", [1, 4, 9, 12])
+def test_a_broker_just_started_answers_once_the_controller_told_it_the_cluster(
+        version: int) -> None:
+    # Answered from its own registration, librdkafka learned one broker and a controller
+    # it could not find, and waited for it without asking again: a CreateTopics sent to a
+    # cluster just started timed out after 30 s (issue 28).
+    cache = _just_started()
+    everyone = [_broker(1, LISTENER), _broker(2, LISTENER), _broker(3, LISTENER)]
+    admin = FakeAdmin(cache, controller_update=everyone)
+    response = call(version, None, cache, admin)
+    assert admin.waits == [5000]
+    assert [b.node_id for b in response.brokers] == [1, 2, 3]
+    assert response.controller_id == 1
+    # From then on nothing waits.
+    call(version, None, cache, admin)
+    assert admin.waits == [5000]
+
+
+@pytest.mark.parametrize("version", [1, 4, 9, 12])
+def test_no_controller_is_named_that_the_answer_does_not_list(version: int) -> None:
+    # The controller's UpdateMetadata did not come in time: the broker answers what it
+    # knows, and names no controller rather than one without an address.
+    cache = _just_started()
+    admin = FakeAdmin(cache)
+    response = call(version, None, cache, admin)
+    assert admin.waits == [5000]
+    assert [b.node_id for b in response.brokers] == [3]
+    assert response.controller_id == -1
+    # Nor one that is not on the request's listener (as DescribeCluster answers).
+    over_internal = call(version, None, listener="INTERNAL")
+    assert [b.node_id for b in over_internal.brokers] == [0, 2]
+    assert over_internal.controller_id == -1
 
 
 @pytest.mark.parametrize("version", [0, 1, 4, 9, 12])
