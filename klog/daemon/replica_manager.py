@@ -929,7 +929,16 @@ class ReplicaManager:
             size = records if isinstance(records, int) else \
                 len(records) if records is not None else 0
             self.topic_metrics.record_refused(tp[0], int(exc.error_code), size)
-        return ProduceResult(int(exc.error_code), error_message=str(exc),
+        # As Kafka's appendToLocalLog answers a refused append: a message only beside record
+        # errors (its RecordValidationException), and the partition's log start offset
+        # except for the errors it answers before knowing the log (its UNKNOWN append info).
+        code = int(exc.error_code)
+        start = -1
+        if code not in _UNKNOWN_APPEND_INFO:
+            p = self.partitions.get(tp)
+            start = p.log_start_offset if p is not None else -1
+        return ProduceResult(code, log_start_offset=start,
+                             error_message=str(exc) if exc.record_errors else None,
                              record_errors=exc.record_errors)
 
     def _validate(self, records: RecordsBuffer, config: LogConfig, origin: str) -> RecordsBuffer:
@@ -1563,6 +1572,13 @@ _RETRY_VERIFICATION = frozenset({
     ErrorCode.CONCURRENT_TRANSACTIONS, ErrorCode.NETWORK_EXCEPTION,
     ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.COORDINATOR_NOT_AVAILABLE,
     ErrorCode.NOT_COORDINATOR})
+
+
+#: The refusals Kafka answers with its unknown append info (log start offset -1).
+_UNKNOWN_APPEND_INFO = frozenset(int(c) for c in (
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.NOT_LEADER_OR_FOLLOWER,
+    ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.RECORD_LIST_TOO_LARGE, ErrorCode.CORRUPT_MESSAGE,
+    ErrorCode.KAFKA_STORAGE_ERROR))
 
 
 def _verification_refusal(code: ErrorCode) -> ProduceResult:
