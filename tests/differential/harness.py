@@ -344,6 +344,7 @@ _OWN_VALUES = {
     "host": "<host>",
     "port": "<port>",
     "error_message": "<message>",
+    "batch_index_error_message": "<message>",
     "log_dir": "<log dir>",
     "total_bytes": "<disk bytes>",
     "usable_bytes": "<disk bytes>",
@@ -355,7 +356,7 @@ _PRODUCER_ID_FIELDS = ("producer_id", "producer_ids")
 _MEMBER_ID_FIELDS = ("member_id", "leader", "generated_member_id")
 
 
-def _is_now(value: Any) -> bool:
+def is_now(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and \
         abs(value - time.time() * 1000) < _NOW_WINDOW_MS
 
@@ -397,7 +398,7 @@ def normalise(side: Side, tree: Any, key: str = "") -> Any:
         return "<session id>"
     if key in ("records", "record_set") and isinstance(tree, bytes):
         return batches(side, tree)
-    if _is_now(tree):
+    if is_now(tree):
         return "<now>"
     return tree
 
@@ -442,14 +443,14 @@ def batches(side: Side, data: bytes) -> list[Any]:
         (base_offset, length, leader_epoch, magic, crc, attributes, last_delta, base_ts,
          max_ts, producer_id, producer_epoch, base_sequence, count) = \
             _BATCH.unpack_from(data, position)
-        mapped = producer_id >= 0 or _is_now(base_ts) or _is_now(max_ts)
+        mapped = producer_id >= 0 or is_now(base_ts) or is_now(max_ts)
         out.append({
             "base_offset": base_offset, "length": length,
             "partition_leader_epoch": leader_epoch, "magic": magic,
             "crc": "<covers mapped fields>" if mapped else crc,
             "attributes": attributes, "last_offset_delta": last_delta,
-            "base_timestamp": "<now>" if _is_now(base_ts) else base_ts,
-            "max_timestamp": "<now>" if _is_now(max_ts) else max_ts,
+            "base_timestamp": "<now>" if is_now(base_ts) else base_ts,
+            "max_timestamp": "<now>" if is_now(max_ts) else max_ts,
             "producer_id": side.label("producer id", producer_id) if producer_id >= 0
             else producer_id,
             "producer_epoch": producer_epoch, "base_sequence": base_sequence,
