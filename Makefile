@@ -16,7 +16,9 @@ $(STAMP): pyproject.toml setup.py $(wildcard klog/*/*.c klog/*/*/*.c klog/*.h)
 
 # The JVM peers (tests/jvm): our Java programs compiled against Kafka's jars (the 4.x release
 # its pom.xml pins; the client scenarios again against the 3.x client, -P kafka3), and the
-# class paths they run with. Maven's local repository (~/.m2) is the cache.
+# class paths they run with; -P broker: the class path of Apache Kafka's broker itself (the
+# benchmarks against Kafka and the differential test run it). Maven's local repository
+# (~/.m2) is the cache.
 JVM      := tests/jvm
 JVMSTAMP := $(JVM)/target/.built
 MVN      := mvn -B -q -Dstyle.color=never -f $(JVM)/pom.xml
@@ -26,6 +28,8 @@ $(JVMSTAMP): $(JVM)/pom.xml $(shell find $(JVM)/src -name '*.java') scripts/setu
 		-Dmdep.outputFile=$(CURDIR)/$(JVM)/target/classpath.txt
 	$(MVN) -P kafka3 compile dependency:build-classpath -Dmdep.includeScope=runtime \
 		-Dmdep.outputFile=$(CURDIR)/$(JVM)/target/kafka3/classpath.txt
+	$(MVN) -P broker dependency:build-classpath -Dmdep.includeScope=runtime \
+		-Dmdep.outputFile=$(CURDIR)/$(JVM)/target/broker/classpath.txt
 	touch $(JVMSTAMP)
 
 setup: $(STAMP) $(JVMSTAMP)

@@ -35,6 +35,9 @@ def main() -> int:
         [sys.executable, "-m", "benchmarks.bench_reassign", *(["--quick"] if quick else [])],
         [sys.executable, "-m", "benchmarks.bench_elections", *(["--quick"] if quick else [])],
         [sys.executable, "-m", "benchmarks.bench_spark", *(["--quick"] if quick else [])],
+        # klog against Apache Kafka in the same run (needs `make setup`'s Kafka class path)
+        [sys.executable, "-m", "benchmarks.vs_kafka", *(["--quick"] if quick else []),
+         "--json", str(ROOT / "benchmarks" / ".work" / "vs_kafka.json")],
     ]
     status = 0
     for cmd in runs:

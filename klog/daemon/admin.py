@@ -189,7 +189,14 @@ class AdminError(Exception):
         self.error_code = error_code
 
     def api_error(self) -> ApiError:
-        return ApiError(int(self.error_code), str(self))
+        return ApiError(int(self.error_code), str(self) or None)
+
+
+class _UnknownTopic(AdminError):
+    """A topic this broker's metadata does not have, answered without a message."""
+
+    def __init__(self) -> None:
+        super().__init__(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "")
 
 
 # -- validation (pure) ----------------------------------------------------------------------
@@ -342,10 +349,10 @@ def alter_log_levels(name: str, ops: Sequence[tuple[str, int, str | None]],
             raise AdminError(ErrorCode.INVALID_REQUEST,
                              f"Unknown alter configuration operation type {op} for {logger}")
         if not log_levels.logger_exists(logger):
-            raise AdminError(ErrorCode.INVALID_REQUEST, f"Invalid config value for resource "
+            raise AdminError(ErrorCode.INVALID_CONFIG, f"Invalid config value for resource "
                              f"{label}: Logger {logger} does not exist!")
         if op == AlterConfigOp.SET and value not in log_levels.VALID_LOG_LEVELS:
-            raise AdminError(ErrorCode.INVALID_REQUEST, f"Invalid config value for resource "
+            raise AdminError(ErrorCode.INVALID_CONFIG, f"Invalid config value for resource "
                              f"{label}: Cannot set the log level of {logger} to {value} as it "
                              f"is not a supported log level. Valid log levels are "
                              f"{', '.join(log_levels.VALID_LOG_LEVELS)}")
@@ -399,7 +406,7 @@ def apply_incremental_ops(current: Mapping[str, str],
             if kind is None:
                 raise AdminError(ErrorCode.INVALID_CONFIG, f"Unknown config name: {name}")
             if kind is not ConfigType.LIST:
-                raise AdminError(ErrorCode.INVALID_REQUEST,
+                raise AdminError(ErrorCode.INVALID_CONFIG,
                                  f"Config value {verb} is not allowed for config key: {name}")
             old = _split_list(out[name] if name in out else default(name))
             given = _split_list(value)
@@ -741,8 +748,8 @@ class AdminManager:
         marked: list[str] = []
         for name in dict.fromkeys(names):
             if not cache.contains_topic(name):
-                results[name] = ApiError.of(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                                            "This server does not host this topic-partition.")
+                # with no message, as Kafka answers it
+                results[name] = ApiError.of(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
                 continue
             try:
                 await asyncio.to_thread(self._mark_for_deletion, name)
@@ -921,7 +928,8 @@ class AdminManager:
                 result.entries = await self._describe(resource_type, name,
                                                       set(keys) if keys else None)
             except AdminError as exc:
-                result.error_code, result.error_message = int(exc.error_code), str(exc)
+                result.error_code, result.error_message = int(exc.error_code), \
+                    str(exc) or None
             except _STORE_ERRORS as exc:
                 result.error_code, result.error_message = _metastore_failure(exc)
             out.append(result)
@@ -933,8 +941,8 @@ class AdminManager:
         if resource_type == ResourceType.TOPIC:
             validate_topic_name(name)
             if not self.metadata_cache.contains_topic(name):
-                raise AdminError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                                 "This server does not host this topic-partition.")
+                # with no message, as Kafka answers it
+                raise _UnknownTopic()
             overrides = await asyncio.to_thread(self._read_config, paths.CONFIG_TYPE_TOPIC,
                                                 name)
             try:
@@ -949,8 +957,10 @@ class AdminManager:
             return describe_broker_configs(config, keys)
         if resource_type == ResourceType.BROKER_LOGGER:
             self._logger_resource_broker_id(name)
+            # documentation "": Kafka sets none for a logger, and its schema's default goes
+            # out whether or not the request asked for documentation
             return [ConfigEntry(logger, level, False, ConfigSource.DYNAMIC_BROKER_LOGGER_CONFIG,
-                                False, (), ConfigType.UNKNOWN, None)
+                                False, (), ConfigType.UNKNOWN, "")
                     for logger, level in log_levels.loggers().items()
                     if keys is None or logger in keys]
         raise AdminError(ErrorCode.INVALID_REQUEST,
@@ -1072,7 +1082,7 @@ class AdminManager:
         try:
             self.config.log_config(validate_topic_configs(props))
         except ConfigError as exc:
-            raise AdminError(ErrorCode.INVALID_REQUEST,
+            raise AdminError(ErrorCode.INVALID_CONFIG,
                              f"Invalid config value for resource "
                              f"{resource_label(ResourceType.TOPIC, name)}: {exc}") from None
         if validate_only:
@@ -1093,6 +1103,7 @@ class AdminManager:
                 new = current.with_dynamic(current.dynamic_broker_configs, props)
             self._config.validate(new)  # e.g. the log cleaner's bounds on its threads
         except ConfigError as exc:
+            # (a broker config Kafka cannot take is INVALID_REQUEST, unlike a topic's)
             raise AdminError(ErrorCode.INVALID_REQUEST,
                              f"Invalid config value for resource "
                              f"{resource_label(ResourceType.BROKER, name)}: {exc}") from None

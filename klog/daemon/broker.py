@@ -567,6 +567,10 @@ class Broker:
         await self.log_dir_mover.shutdown()  # a copy step in flight ends first
         await self.log_dir_failures.shutdown()
         self.replica_manager.shutdown()  # its purgatories and timer too
+        if "logs" in self._started:
+            # as Kafka's ReplicaManager.shutdown: the high watermarks as they are now (the
+            # periodic checkpoint may be a minute old)
+            await asyncio.to_thread(self.log_manager.checkpoint_high_watermarks)
         if self.log_cleaner is not None:  # stops at its next check; before the logs close
             await asyncio.to_thread(self.log_cleaner.shutdown)
         if "logs" in self._started:

@@ -364,9 +364,16 @@ class Partition:
             return True, int(ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND)
         return False, 0
 
-    def check_leader_epoch(self, current_leader_epoch: int) -> None:
-        """Kafka's fencing of requests that carry the epoch the client believes current."""
-        if current_leader_epoch < 0:
+    def check_leader_epoch(self, current_leader_epoch: int, *,
+                           only_minus_one_absent: bool = False) -> None:
+        """Kafka's fencing of requests that carry the epoch the client believes current.
+
+        Fetch takes any negative epoch for "none given" (Kafka's FetchRequest.optionalEpoch);
+        ListOffsets and OffsetForLeaderEpoch only -1 (``only_minus_one_absent``): there
+        another negative epoch is older than any leader's, so FENCED_LEADER_EPOCH.
+        """
+        if current_leader_epoch == -1 or (current_leader_epoch < 0
+                                          and not only_minus_one_absent):
             return
         if current_leader_epoch < self.leader_epoch:
             raise FencedLeaderEpochError(

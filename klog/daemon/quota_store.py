@@ -214,7 +214,8 @@ def _check_filter(components: Sequence[FilterComponent]) -> None:
                                     f"Duplicate {c.entity_type} filter component entity type")
         seen.add(c.entity_type)
         if c.entity_type not in (USER, CLIENT_ID, IP):
-            raise QuotaRequestError(ErrorCode.INVALID_REQUEST,
+            # (Kafka's own answer for an entity type it does not know)
+            raise QuotaRequestError(ErrorCode.UNSUPPORTED_VERSION,
                                     f"Unexpected quota entity type {c.entity_type!r}")
         if c.match_type not in (MATCH_EXACT, MATCH_DEFAULT, MATCH_SPECIFIED):
             raise QuotaRequestError(ErrorCode.INVALID_REQUEST,

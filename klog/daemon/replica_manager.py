@@ -65,7 +65,12 @@ from klog.daemon.metadata_cache import PartitionState
 from klog.daemon.metastore import paths
 from klog.daemon.metastore.base import BadVersionError, MetadataStore, MetastoreError, NoNodeError
 from klog.daemon.metrics.counters import BYTES_IN, MESSAGES_IN, TOTAL_PRODUCE
-from klog.daemon.partition import FetchIsolation, NotLeaderOrFollowerError, Partition
+from klog.daemon.partition import (
+    FetchIsolation,
+    NotLeaderOrFollowerError,
+    Partition,
+    UnknownLeaderEpochError,
+)
 from klog.daemon.purgatory import DelayedOperationPurgatory, Timer
 from klog.daemon.replica_selector import ClientMetadata, ReplicaView
 from klog.daemon.replication_quota import ReplicationQuotaManager
@@ -924,7 +929,16 @@ class ReplicaManager:
             size = records if isinstance(records, int) else \
                 len(records) if records is not None else 0
             self.topic_metrics.record_refused(tp[0], int(exc.error_code), size)
-        return ProduceResult(int(exc.error_code), error_message=str(exc),
+        # As Kafka's appendToLocalLog answers a refused append: a message only beside record
+        # errors (its RecordValidationException), and the partition's log start offset
+        # except for the errors it answers before knowing the log (its UNKNOWN append info).
+        code = int(exc.error_code)
+        start = -1
+        if code not in _UNKNOWN_APPEND_INFO:
+            p = self.partitions.get(tp)
+            start = p.log_start_offset if p is not None else -1
+        return ProduceResult(code, log_start_offset=start,
+                             error_message=str(exc) if exc.record_errors else None,
                              record_errors=exc.record_errors)
 
     def _validate(self, records: RecordsBuffer, config: LogConfig, origin: str) -> RecordsBuffer:
@@ -1271,7 +1285,8 @@ class ReplicaManager:
                 p = self._partition_for_fetch(topic, partition_index, current_leader_epoch)
                 if replica_id >= 0:
                     return self._read_for_follower(p, replica_id, fetch_offset, max_bytes,
-                                                   min_one_message, follower_log_start_offset)
+                                                   min_one_message, follower_log_start_offset,
+                                                   current_leader_epoch)
             else:
                 p = self._partition_for_fetch(topic, partition_index, current_leader_epoch,
                                               False)
@@ -1291,11 +1306,21 @@ class ReplicaManager:
                            for t in (data.aborted_transactions or [])]
             return FetchResult(0, hw, lso, p.log_start_offset, data, aborted)
         except OffsetOutOfRangeError as exc:
+            if replica_id < 0:
+                # Kafka answers a consumer's OFFSET_OUT_OF_RANGE with unknown offsets (its
+                # createLogReadResult); the consumer resets through ListOffsets.
+                return FetchResult(int(exc.error_code))
+            # klog's followers start over from the leader's log start offset it carries
+            # (Kafka's ask for it with ListOffsets).
             p2 = self.partitions.get((topic, partition_index))
             return FetchResult(int(exc.error_code),
                                p2.high_watermark if p2 else -1,
                                p2.last_stable_offset if p2 else -1,
                                p2.log_start_offset if p2 else -1)
+        except UnknownTopicOrPartitionError as exc:
+            # Kafka answers a partition its metadata does not have before any read, with
+            # an empty list of aborted transactions rather than none (v4+).
+            return FetchResult(int(exc.error_code), aborted_transactions=[])
         except KafkaError as exc:
             return FetchResult(int(exc.error_code))
         except OSError as exc:
@@ -1307,16 +1332,26 @@ class ReplicaManager:
 
     def _read_for_follower(self, p: Partition, replica_id: int, fetch_offset: int,
                            max_bytes: int, min_one_message: bool,
-                           follower_log_start_offset: int = -1) -> FetchResult:
+                           follower_log_start_offset: int = -1,
+                           current_leader_epoch: int = -1) -> FetchResult:
+        if replica_id not in p.remote_replicas:
+            # Kafka's followerReplicaOrThrow: a fetch from a broker that is not one of the
+            # partition's replicas reads nothing: UNKNOWN_LEADER_EPOCH when it names the
+            # epoch (a replica this leader may not know yet, it retries), else
+            # NOT_LEADER_OR_FOLLOWER.
+            log.warning("leader %d refusing a fetch of %s-%d from broker %d: not one of its "
+                        "replicas %s", self.broker_id, p.topic, p.partition, replica_id,
+                        list(p.replicas))
+            message = f"broker {replica_id} is not a replica of {p.topic}-{p.partition}"
+            if current_leader_epoch >= 0:
+                raise UnknownLeaderEpochError(message)
+            raise NotLeaderOrFollowerError(message)
         leader_end = p.log_end_offset
         data = p.read(fetch_offset, max_bytes, isolation_committed=False, from_follower=True,
                       min_one_message=min_one_message)
         moved = p.update_follower_fetch_state(replica_id, fetch_offset, leader_end,
                                               self.clock(), follower_log_start_offset)
-        if moved is None:
-            log.warning("leader %d ignoring a fetch of %s-%d from broker %d: not one of its "
-                        "replicas %s", self.broker_id, p.topic, p.partition, replica_id,
-                        list(p.replicas))
+        if moved is None:  # no longer the leader meanwhile
             data = FetchDataInfo(data.fetch_offset_metadata)
         elif moved:
             self.try_complete_delayed_requests((p.topic, p.partition))
@@ -1373,8 +1408,8 @@ class ReplicaManager:
             p = self.partitions.get((topic, partition_index))
             if p is None:
                 raise UnknownTopicOrPartitionError(f"{topic}-{partition_index} is not hosted")
-            if current_leader_epoch >= 0:
-                p.check_leader_epoch(current_leader_epoch)
+            # as Kafka: only -1 means "no epoch given"
+            p.check_leader_epoch(current_leader_epoch, only_minus_one_absent=True)
             if not p.is_leader:
                 raise NotLeaderOrFollowerError(f"not the leader of {topic}-{partition_index}")
         except KafkaError as exc:
@@ -1537,6 +1572,13 @@ _RETRY_VERIFICATION = frozenset({
     ErrorCode.CONCURRENT_TRANSACTIONS, ErrorCode.NETWORK_EXCEPTION,
     ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.COORDINATOR_NOT_AVAILABLE,
     ErrorCode.NOT_COORDINATOR})
+
+
+#: The refusals Kafka answers with its unknown append info (log start offset -1).
+_UNKNOWN_APPEND_INFO = frozenset(int(c) for c in (
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.NOT_LEADER_OR_FOLLOWER,
+    ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.RECORD_LIST_TOO_LARGE, ErrorCode.CORRUPT_MESSAGE,
+    ErrorCode.KAFKA_STORAGE_ERROR))
 
 
 def _verification_refusal(code: ErrorCode) -> ProduceResult:

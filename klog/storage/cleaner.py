@@ -81,6 +81,7 @@ from klog.protocol.records.compression import DEFAULT_MAX_DECOMPRESSED_SIZE, com
 from klog.protocol.records.control import ControlRecordType, parse_control_key
 from klog.protocol.records.legacy import build_legacy_message, iter_legacy_records
 from klog.protocol.records.v2 import iter_records
+from klog.protocol.records.varint import read_varint, read_varlong
 from klog.storage import cleaner_py as _py
 from klog.storage.checkpoints import (
     CLEANER_OFFSET_CHECKPOINT,
@@ -1131,6 +1132,15 @@ class _Run:
         batch's codec), given a delete horizon when ``need_horizon``."""
         base_timestamp = header.base_timestamp
         attributes = header.attributes
+        if not need_horizon and count:
+            # As Kafka's MemoryRecordsBuilder: the base timestamp is the first retained
+            # record's (its delta 0), not the first record's of the original batch.
+            _length, at = read_varint(records, 0)
+            first_delta, _ = read_varlong(records, at + 1)  # after the attributes byte
+            if first_delta:
+                records = self.map._ops.rebase_timestamps(records, count, -first_delta,
+                                                          position)
+                base_timestamp += first_delta
         if need_horizon:
             # KIP-534: the batch remembers when its tombstones (or its marker) may go; its
             # records' timestamps move to the new base unchanged.

@@ -440,7 +440,8 @@ CORRUPT_BATCHES = {
     "length-huge": (_length_huge, {CORRUPT_MESSAGE, INVALID_RECORD}),
     "length-tiny": (_length_tiny, {CORRUPT_MESSAGE, INVALID_RECORD}),
     "truncated": (_truncated_batch, {CORRUPT_MESSAGE, INVALID_RECORD}),
-    "good-then-corrupt": (_good_then_corrupt, {CORRUPT_MESSAGE}),
+    # a second batch at all is INVALID_RECORD from v3 (Kafka's ProduceRequest.validateRecords)
+    "good-then-corrupt": (_good_then_corrupt, {INVALID_RECORD}),
     "good-then-garbage-tail": (_good_then_garbage_tail, {CORRUPT_MESSAGE, INVALID_RECORD}),
     "negative-last-offset-delta": (_negative_last_offset_delta,
                                    {CORRUPT_MESSAGE, INVALID_RECORD}),

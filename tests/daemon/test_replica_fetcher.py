@@ -304,9 +304,12 @@ def test_offset_for_leader_epoch_and_follower_fetch_over_a_socket(tmp_path: Path
                     ErrorCode.FENCED_LEADER_EPOCH
                 assert fetch(replica_id, 0, new + 1).error_code == \
                     ErrorCode.UNKNOWN_LEADER_EPOCH
-            # A broker that is no replica gets empty records, no error.
+            # A broker that is no replica reads nothing (Kafka's followerReplicaOrThrow):
+            # UNKNOWN_LEADER_EPOCH when it names the epoch, else NOT_LEADER_OR_FOLLOWER.
             stranger = fetch(9, 0)
-            assert (stranger.error_code, bytes(stranger.records or b"")) == (0, b"")
+            assert (stranger.error_code, bytes(stranger.records or b"")) == \
+                (ErrorCode.UNKNOWN_LEADER_EPOCH, b"")
+            assert fetch(9, 0, -1).error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
 
 
 def test_a_stale_zk_version_of_the_same_leadership_is_adopted(tmp_path: Path) -> None:

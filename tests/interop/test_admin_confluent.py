@@ -259,7 +259,7 @@ def test_alter_configs_replaces_the_overrides(admin: AdminClient) -> None:
     assert _topic_config(admin, "cf-alter")["segment.ms"].value == "60000"
     bad = ConfigResource("topic", "cf-alter", set_config={"segment.ms": "soon"})
     (outcome,) = _results(admin.alter_configs([bad])).values()
-    assert _code(outcome) == KafkaError.INVALID_REQUEST
+    assert _code(outcome) == KafkaError.INVALID_CONFIG
 
 
 def test_incremental_alter_configs_reach_the_live_log(admin: AdminClient,

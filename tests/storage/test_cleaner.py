@@ -1066,3 +1066,23 @@ def test_fill_helper_is_deterministic(tmp_path: Path) -> None:
     fill(a, 5, keys=3)
     fill(b, 5, keys=3)
     assert read_all(a) == read_all(b)
+
+
+@pytest.mark.parametrize("use_c", BACKENDS)
+def test_a_rebuilt_batch_starts_at_its_first_kept_record(tmp_path: Path, use_c: bool) -> None:
+    """As Kafka's MemoryRecordsBuilder: a batch that lost its first records has the first
+    kept record's timestamp as its base (that record's delta 0), every timestamp kept (seen
+    by the differential test: the CRCs differed)."""
+    log = make_log(tmp_path, segment_bytes=10_000)
+    produce(log, [(b"a", b"1"), (b"b", b"1"), (b"c", b"1")], ts=T0)
+    produce(log, [(b"a", b"2")], ts=T0 + 100)
+    log.roll()
+    produce(log, [(b"z", b"z")], ts=T0 + 200)
+    before = {r.offset: r.timestamp for r in read_all(log)}
+    clean(log, use_c=use_c)
+    (first, _buf), *_rest = batches(log)
+    assert (first.base_offset, first.records_count) == (0, 2)
+    assert first.base_timestamp == T0 + 1  # "b", the first record kept
+    assert {r.offset: r.timestamp for r in read_all(log)} == {
+        o: t for o, t in before.items() if o != 0}
+    no_damage(log)

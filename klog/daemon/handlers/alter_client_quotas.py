@@ -10,7 +10,9 @@ from klog.protocol.errors import ErrorCode
 
 
 async def handle(ctx: RequestContext, request: Request) -> Response:
-    entries = [([(e.entity_type, e.entity_name) for e in entry.entity],
+    # An entity is a map of type to name in Kafka (ClientQuotaEntity): a type named twice
+    # keeps its last name, and the answer names the entity so.
+    entries = [(list(dict((e.entity_type, e.entity_name) for e in entry.entity).items()),
                 [QuotaOp(op.key, float(op.value), op.remove) for op in entry.ops])
                for entry in request.entries]
     admin = ctx.services.client_quota_admin

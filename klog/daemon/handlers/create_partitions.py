@@ -39,7 +39,8 @@ async def handle(ctx: RequestContext, request: Request) -> Response:
         ]
         results = await admin.create_partitions(specs, timeout_ms=as_millis(request.timeout),
                                                 validate_only=request.validate_only)
-        results.update(dict.fromkeys(denied, ApiError.of(ErrorCode.TOPIC_AUTHORIZATION_FAILED)))
+        results.update(dict.fromkeys(denied, ApiError.of(ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                                                         "Not authorized to alter the topic.")))
         results.update(throttled)
     return ctx.respond({
         "throttle_time": ctx.mutation_throttle_ms,

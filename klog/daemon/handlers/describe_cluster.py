@@ -42,11 +42,14 @@ async def handle(ctx: RequestContext, request: Request) -> Response:
         "cluster_authorized_operations": _UNSET,
     }
     if endpoint_type not in (ENDPOINT_BROKER, ENDPOINT_CONTROLLER):
-        return ctx.respond({**base, "error_code": UNSUPPORTED_ENDPOINT_TYPE if ctx.api_version
+        # (Kafka's error answers leave the cluster id empty)
+        return ctx.respond({**base, "cluster_id": "",
+                            "error_code": UNSUPPORTED_ENDPOINT_TYPE if ctx.api_version
                             else int(ErrorCode.INVALID_REQUEST),
                             "error_message": f"Unsupported endpoint type {endpoint_type}"})
     if endpoint_type != ENDPOINT_BROKER:
-        return ctx.respond({**base, "error_code": MISMATCHED_ENDPOINT_TYPE if ctx.api_version
+        return ctx.respond({**base, "cluster_id": "",
+                            "error_code": MISMATCHED_ENDPOINT_TYPE if ctx.api_version
                             else int(ErrorCode.INVALID_REQUEST),
                             "error_message": "The request was sent to an endpoint of type "
                                              "BROKER, but we wanted an endpoint of type "

@@ -26,7 +26,8 @@ async def handle(ctx: RequestContext, request: Request) -> Response:
         [(r.resource_type, r.resource_name, r.configuration_keys)
          for r, error in zip(request.resources, refused, strict=True) if not error])
     answers = iter(allowed)
-    results = [DescribeConfigsResult(r.resource_type, r.resource_name, error)
+    results = [DescribeConfigsResult(r.resource_type, r.resource_name, error,
+                                     _REFUSAL_MESSAGE)
                if error else next(answers)
                for r, error in zip(request.resources, refused, strict=True)]
     return ctx.respond({
@@ -39,6 +40,10 @@ async def handle(ctx: RequestContext, request: Request) -> Response:
             "configs": [_entry(e, synonyms, documentation) for e in r.entries],
         } for r in results],
     })
+
+
+#: As Kafka, a refused resource says so (its authorization error's message).
+_REFUSAL_MESSAGE = "Not authorized to describe the resource's configs."
 
 
 def config_refusal(ctx: RequestContext, operation: AclOperation, resource_type: int,
@@ -65,5 +70,6 @@ def _entry(entry: ConfigEntry, synonyms: bool, documentation: bool) -> dict[str,
         "synonyms": [{"name": s.name, "value": s.value, "source": int(s.source)}
                      for s in entry.synonyms] if synonyms else [],
         "config_type": int(entry.config_type),
-        "documentation": entry.documentation if documentation else None,
+        "documentation": entry.documentation
+        if documentation or entry.source == ConfigSource.DYNAMIC_BROKER_LOGGER_CONFIG else None,
     }

@@ -36,7 +36,11 @@ async def handle(ctx: RequestContext, request: Request) -> Response:
             partitions.append({
                 "partition_index": index,
                 "error_code": int(error),
-                "error_message": None,
+                # As Kafka: a topic refused or unknown says so; a partition of a known
+                # topic that is not here has no message.
+                "error_message": f"cannot describe the producers of {topic.name}: "
+                                 f"{error.name}" if error != ErrorCode.NONE and (
+                    topic.name in denied or not cache.contains_topic(topic.name)) else None,
                 "active_producers": [{
                     "producer_id": p.producer_id,
                     "producer_epoch": p.producer_epoch,

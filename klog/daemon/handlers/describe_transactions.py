@@ -17,6 +17,12 @@ from klog.protocol.errors import ErrorCode
 
 
 def _state(d: TransactionDescription) -> dict[str, Any]:
+    if d.error_code:
+        # Kafka leaves an error's other fields at its schema's defaults: zeros.
+        return {"error_code": d.error_code, "transactional_id": d.transactional_id,
+                "transaction_state": "", "transaction_timeout": 0,
+                "transaction_start_time": 0, "producer_id": 0, "producer_epoch": 0,
+                "topics": []}
     return {
         "error_code": d.error_code,
         "transactional_id": d.transactional_id,

@@ -150,7 +150,9 @@ async def handle(ctx: RequestContext, request: Request) -> Response:
         allowed = [key for i, key in enumerate(wanted) if i not in refused]
         got = rm.fetch_messages(params, allowed) if allowed else None
         read = iter(await got if got is not None else ())
-        results = [FetchResult(refused[i]) if i in refused else next(read)
+        # Kafka answers these before any read: aborted transactions an empty list (v4+)
+        results = [FetchResult(refused[i], aborted_transactions=[]) if i in refused
+                   else next(read)
                    for i in range(len(wanted))]
     else:
         results = await rm.fetch_messages(params, wanted)

@@ -23,10 +23,14 @@ from klog.protocol.errors import ErrorCode
 GROUP = 0
 TRANSACTION = 1
 
-# Kafka's Errors.message(): the exception's default text, "NONE" for no error.
+# Kafka's Errors.message(): the exception's default text, "NONE" for no error (v0-v3 send
+# it; klog's own words where no client reads them).
 _MESSAGES = {
     ErrorCode.NONE: "NONE",
     ErrorCode.COORDINATOR_NOT_AVAILABLE: "The coordinator is not available.",
+    ErrorCode.GROUP_AUTHORIZATION_FAILED: "Not authorized to describe the group.",
+    ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED:
+        "Not authorized to describe the transactional id.",
 }
 
 
@@ -37,6 +41,8 @@ def _answer(key: str, error: ErrorCode, message: str | None = None,
             "error_message": message if message is not None else _MESSAGES.get(error)}
 
 
+_REFUSED = (int(ErrorCode.GROUP_AUTHORIZATION_FAILED),
+            int(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED))
 #: key type -> (the resource it names, the error when Describe on it is denied).
 _DENIED = {0: (ResourceType.GROUP, ErrorCode.GROUP_AUTHORIZATION_FAILED),
            1: (ResourceType.TRANSACTIONAL_ID, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)}
@@ -73,6 +79,9 @@ async def handle(ctx: RequestContext, request: Request) -> Response:
     if ctx.api_version >= 4:
         key_type = request.key_type
         coordinators = [await _find(ctx, key_type, key) for key in request.coordinator_keys]
+        for c in coordinators:  # Kafka's batched answers leave a refusal's message unset
+            if c["error_code"] in _REFUSED:
+                c["error_message"] = None
         return ctx.respond({"throttle_time": 0, "coordinators": coordinators})
     answer = await _find(ctx, getattr(request, "key_type", GROUP), request.key)
     answer["throttle_time"] = 0

@@ -3,6 +3,11 @@
 "Latest" is the high watermark for read_uncommitted and the last stable offset for
 read_committed, as consumers expect; a timestamp is looked up through the time index and
 answered with the exact record (``ReplicaManager.offset_for_timestamp``).
+
+As Kafka's ReplicaManager.fetchOffset: a partition named twice in one request is answered
+once, INVALID_REQUEST; a special timestamp the request's version does not know (max
+timestamp below v7, tiered storage's -4 and -5, any other negative) is UNSUPPORTED_VERSION;
+a current leader epoch other than -1 is checked (a negative one is fenced).
 """
 
 from __future__ import annotations
@@ -15,6 +20,14 @@ from klog.protocol.errors import ErrorCode, KafkaError
 EARLIEST = -2
 LATEST = -1
 MAX_TIMESTAMP = -3
+#: The special timestamps and the first version that knows each (Kafka's
+#: timestampMinSupportedVersion): -4 earliest local and -5 latest tiered are tiered
+#: storage's, which klog does not serve at v7.
+_FIRST_VERSION = {EARLIEST: 0, LATEST: 0, MAX_TIMESTAMP: 7, -4: 8, -5: 9}
+
+
+def _unsupported(timestamp: int, version: int) -> bool:
+    return timestamp < 0 and version < _FIRST_VERSION.get(timestamp, 1 << 15)
 
 
 async def handle(ctx: RequestContext, request: Request) -> Response:
@@ -23,18 +36,34 @@ async def handle(ctx: RequestContext, request: Request) -> Response:
     from_follower = request.replica_id >= 0
     denied = ctx.denied(AclOperation.DESCRIBE, ResourceType.TOPIC,
                         [t.name for t in request.topics])
+    seen: set[tuple[str, int]] = set()
+    duplicates = {(t.name, p.partition_index) for t in request.topics for p in t.partitions
+                  if (t.name, p.partition_index) in seen
+                  or seen.add((t.name, p.partition_index))}  # type: ignore[func-returns-value]
+    answered: set[tuple[str, int]] = set()
     topics = []
     for topic in request.topics:
         parts = []
         for p in topic.partitions:
             out = {"partition_index": p.partition_index, "error_code": 0,
                    "timestamp": -1, "offset": -1, "leader_epoch": -1}
+            if ctx.api_version == 0:
+                out["old_style_offsets"] = []
+            if (topic.name, p.partition_index) in duplicates:
+                if (topic.name, p.partition_index) not in answered:
+                    answered.add((topic.name, p.partition_index))
+                    parts.append({**out, "error_code": int(ErrorCode.INVALID_REQUEST)})
+                continue
             if topic.name in denied:
                 parts.append({**out, "error_code": int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)})
                 continue
+            if _unsupported(p.timestamp, ctx.api_version):
+                parts.append({**out, "error_code": int(ErrorCode.UNSUPPORTED_VERSION)})
+                continue
             try:
                 partition = rm.leader_partition(topic.name, p.partition_index)
-                partition.check_leader_epoch(getattr(p, "current_leader_epoch", -1))
+                partition.check_leader_epoch(getattr(p, "current_leader_epoch", -1),
+                                             only_minus_one_absent=True)
                 ts = p.timestamp
                 if ts == LATEST:
                     if from_follower:

@@ -17,9 +17,13 @@ next requests (a ``Deferred`` answer). The append itself may wait too, for a hea
 check done off the event loop; the connection's next request waits for that.
 
 Produce v0-v2 (clients of Kafka 0.9/0.10) carry v0/v1 message sets, which the replica
-manager converts to the topic's v2 format as Kafka's LogValidator does. From v3 on a
-request may hold only v2 batches: a partition whose records begin with a v0/v1 message
-gets INVALID_RECORD (Kafka's ProduceRequest.validateRecords), the others are appended.
+manager converts to the topic's v2 format as Kafka's LogValidator does. From v3 on each
+partition's records must be exactly one whole v2 batch (Kafka's
+ProduceRequest.validateRecords): none (empty or cut short), a v0/v1 message or a second
+batch is INVALID_RECORD, a length below any entry's CORRUPT_MESSAGE, zstd below v7
+UNSUPPORTED_COMPRESSION_TYPE -- each without an error message, as Kafka answers them; the
+other partitions are appended. A topic named with no partitions is left out of the
+response, as Kafka leaves it.
 
 With a producer_byte_rate quota on the client (klog/daemon/quotas.py), the request's
 record bytes are metered first and the response carries the throttle time (KIP-219).
@@ -53,17 +57,27 @@ from klog.protocol.produce import (
     PartitionResponse,
 )
 from klog.protocol.records.batch import (
+    LEGACY_RECORD_OVERHEAD_V0,
     LOG_OVERHEAD,
     RECORD_BATCH_OVERHEAD,
     TRANSACTIONAL_FLAG_MASK,
+    CompressionType,
 )
-from klog.protocol.records.convert import is_legacy
 
 _TOPIC_AUTHORIZATION_FAILED = int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+_INVALID_RECORD = int(ErrorCode.INVALID_RECORD)
+_CORRUPT_MESSAGE = int(ErrorCode.CORRUPT_MESSAGE)
+_UNSUPPORTED_COMPRESSION_TYPE = int(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE)
+#: Produce v7 brought zstd (KIP-110).
+_FIRST_ZSTD_VERSION = 7
+_ZSTD = int(CompressionType.ZSTD)
+_COMPRESSION_MASK = 0x07
 _NOT_LEADER_OR_FOLLOWER = int(ErrorCode.NOT_LEADER_OR_FOLLOWER)
 # A v2 batch header: batchLength an int32 at byte 8, magic at 16, attributes an int16 at
 # 21 (its flags in byte 22).
 _LENGTH_AT, _MAGIC_AT, _ATTRIBUTES_LOW_AT = 8, 16, 22
+# A log entry's bytes up to and including its magic byte (Kafka's HEADER_SIZE_UP_TO_MAGIC).
+_UP_TO_MAGIC = _MAGIC_AT + 1
 _TRANSACTIONAL = TRANSACTIONAL_FLAG_MASK
 _NONE_REFUSED: dict[tuple[str, int], ProduceResult] = {}
 # Module constants: an enum member read through its class costs more, once per request.
@@ -99,9 +113,9 @@ async def handle(ctx: RequestContext, request: Request) -> Response:
     # Write on each topic (one dict probe per request without an authorizer).
     refused = _refused(ctx, entries, order)
     if ctx.api_version >= 3:
-        legacy = _legacy(entries)
-        if legacy:
-            refused = {**refused, **legacy}
+        misshapen = _misshapen(entries, ctx.api_version)
+        if misshapen:
+            refused = {**refused, **misshapen}
     if refused:
         entries = {tp: r for tp, r in entries.items() if tp not in refused}
     rm = ctx.services.replica_manager
@@ -153,13 +167,50 @@ def _refused(ctx: RequestContext, entries: dict[tuple[str, int], Any],
             if tp[0] in denied} if denied else {}
 
 
-def _legacy(entries: dict[tuple[str, int], Any]) -> dict[tuple[str, int], ProduceResult]:
-    """Produce v3+ may hold only v2 batches: a partition whose records begin with a v0/v1
-    message gets INVALID_RECORD (Kafka's ProduceRequest.validateRecords)."""
-    return {tp: ProduceResult(int(ErrorCode.INVALID_RECORD),
-                              error_message="produce requests v3+ may only contain record "
-                                            "batches of magic 2")
-            for tp, records in entries.items() if records is not None and is_legacy(records)}
+def _misshapen(entries: dict[tuple[str, int], Any], version: int
+               ) -> dict[tuple[str, int], ProduceResult]:
+    """Kafka's ProduceRequest.validateRecords (v3+): the partitions whose records are not
+    exactly one whole v2 batch (see the module docstring), with their error codes."""
+    out: dict[tuple[str, int], ProduceResult] = {}
+    for tp, records in entries.items():
+        if records is not None:
+            code = _shape_error(records, version)
+            if code:
+                out[tp] = ProduceResult(code)
+    return out
+
+
+def _entry_size(records: Any, position: int) -> int | None:
+    """The size of the log entry at ``position`` with its overhead, None when the bytes
+    hold no whole entry there (Kafka's batch iterator stops), -1 when its length is below
+    any entry's (CORRUPT_MESSAGE)."""
+    left = len(records) - position
+    if left < LOG_OVERHEAD:
+        return None
+    length = int.from_bytes(records[position + _LENGTH_AT:position + _LENGTH_AT + 4], "big",
+                            signed=True)
+    if length < LEGACY_RECORD_OVERHEAD_V0:
+        return -1
+    if left < _UP_TO_MAGIC or left < length + LOG_OVERHEAD:
+        return None
+    return length + LOG_OVERHEAD
+
+
+def _shape_error(records: Any, version: int) -> int:
+    size = _entry_size(records, 0)
+    if size is None:
+        return _INVALID_RECORD  # "must have at least one record batch per partition"
+    if size < 0:
+        return _CORRUPT_MESSAGE
+    if records[_MAGIC_AT] < 2:
+        return _INVALID_RECORD  # "only allowed to contain record batches with magic version 2"
+    if version < _FIRST_ZSTD_VERSION and \
+            records[_ATTRIBUTES_LOW_AT] & _COMPRESSION_MASK == _ZSTD:
+        return _UNSUPPORTED_COMPRESSION_TYPE
+    second = _entry_size(records, size)
+    if second is None:
+        return 0
+    return _CORRUPT_MESSAGE if second < 0 else _INVALID_RECORD  # "exactly one record batch"
 
 
 def _has_transactional_batch(entries: dict[tuple[str, int], Any]) -> bool:
@@ -192,6 +243,8 @@ def _response(ctx: RequestContext, order: list[tuple[str, list[int]]],
         topics = []
         moved = False
         for name, indexes in order:
+            if not indexes:
+                continue
             parts = []
             for index in indexes:
                 error, r = results[(name, index)]
@@ -211,6 +264,8 @@ def _response(ctx: RequestContext, order: list[tuple[str, list[int]]],
         return [produce.encode_produce_response(version, topics, throttle_ms, nodes)]
     responses = []
     for name, indexes in order:
+        if not indexes:
+            continue
         partition_responses: list[dict[str, Any]] = []
         for index in indexes:
             error, r = results[(name, index)]

@@ -27,7 +27,7 @@ class FakeReplicaManager:
     def active_producers(self, topic: str, partition: int
                          ) -> tuple[ErrorCode, list[ProducerStateInfo]]:
         self.calls.append((topic, partition))
-        if partition in (1, 2):  # not hosted here
+        if partition in (1, 2) or topic != "t":  # not hosted here
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, []
         return ErrorCode.NONE, [STATE]
 
@@ -36,7 +36,10 @@ class FakeCache:
     """Knows partitions 0 and 1 of "t" (2 is past its partition count)."""
 
     def partition_state(self, topic: str, partition: int) -> object | None:
-        return object() if partition < 2 else None
+        return object() if topic == "t" and partition < 2 else None
+
+    def contains_topic(self, topic: str) -> bool:
+        return topic == "t"
 
 
 def test_producers_and_errors_per_partition() -> None:
@@ -58,3 +61,17 @@ def test_producers_and_errors_per_partition() -> None:
     assert (p1.partition_index, p1.error_code, p1.active_producers) \
         == (1, ErrorCode.NOT_LEADER_OR_FOLLOWER, ())
     assert (p2.partition_index, p2.error_code) == (2, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    # As Kafka: a partition of a known topic has no message.
+    assert (p0.error_message, p1.error_message, p2.error_message) == (None, None, None)
+
+
+def test_an_unknown_topic_says_so() -> None:
+    rm = FakeReplicaManager()
+    request: Any = apis.decode_request(DESCRIBE_PRODUCERS, 0, apis.encode_request(build(
+        apis.spec_for(DESCRIBE_PRODUCERS).request_entity(0),
+        {"topics": [{"name": "gone", "partition_indexes": [0]}]})))
+    ctx = context(RequestHeader(DESCRIBE_PRODUCERS, 0, 1, "test", 1), replica_manager=rm,
+                  metadata_cache=FakeCache())
+    ((p,),) = [t.partitions for t in asyncio.run(handle(ctx, request)).topics]
+    assert p.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    assert p.error_message is not None and "gone" in p.error_message
