@@ -14,7 +14,6 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Generic, TypeVar, overload
 
-from klog.daemon.config.describe import ConfigSynonym
 from klog.daemon.config.listeners import (
     _WILDCARD_HOSTS,
     Endpoint,
@@ -44,6 +43,7 @@ from klog.daemon.config.values import (
     _MINUTE,
     ConfigError,
     ConfigSource,
+    ConfigSynonym,
     _as_text,
     _bad,
     _csv,
