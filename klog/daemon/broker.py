@@ -36,7 +36,8 @@ from klog.daemon.controller.receiver import ControlRequestReceiver
 from klog.daemon.fetch_session import FetchSessionCache
 from klog.daemon.group.coordinator import GroupCoordinator
 from klog.daemon.group.metadata_manager import GroupMetadataManager
-from klog.daemon.handlers import BrokerServices, load_handlers
+from klog.daemon.handlers import BrokerServices
+from klog.daemon.handlers.table import HANDLERS
 from klog.daemon.log_cleaner import CleanerConfig, LogCleaner
 from klog.daemon.metadata_cache import BrokerEndpoint, BrokerInfo, MetadataCache
 from klog.daemon.metastore import paths
@@ -220,7 +221,7 @@ class Broker:
             scram_credentials=self.scram_credentials,
             fetch_sessions=FetchSessionCache(config.max_incremental_fetch_session_cache_slots),
             quotas=self.client_quotas, client_quota_admin=self.client_quota_admin)
-        self.server = Server(dynamic, load_handlers(), self.services, self.scram_cache,
+        self.server = Server(dynamic, HANDLERS, self.services, self.scram_cache,
                              request_metrics=counting.requests if counting else None)
         if counting:
             # Gauges read from the components' state at each scrape, on the event loop.
