@@ -31,37 +31,31 @@ from klog.daemon.admin import AdminManager
 from klog.daemon.config import BrokerConfig
 from klog.daemon.config.dynamic import DynamicBrokerConfig
 from klog.daemon.controller import Controller
+from klog.daemon.controller.controller import ControllerCollector
 from klog.daemon.controller.identity import ControllerIdentity
 from klog.daemon.controller.receiver import ControlRequestReceiver
 from klog.daemon.fetch_session import FetchSessionCache
-from klog.daemon.group.coordinator import GroupCoordinator
+from klog.daemon.group.coordinator import GroupCollector, GroupCoordinator
 from klog.daemon.group.metadata_manager import GroupMetadataManager
 from klog.daemon.handlers import BrokerServices
 from klog.daemon.handlers.table import HANDLERS
-from klog.daemon.log_cleaner import CleanerConfig, LogCleaner
+from klog.daemon.log_cleaner import CleanerConfig, LogCleaner, LogCleanerCollector
 from klog.daemon.metadata_cache import BrokerEndpoint, BrokerInfo, MetadataCache
 from klog.daemon.metastore import paths
 from klog.daemon.metastore.base import MetadataStore, MetastoreError, NodeExistsError, NoNodeError
 from klog.daemon.metrics import BrokerMetrics, unimplemented_configs
-from klog.daemon.metrics.collectors import (
-    ControllerCollector,
-    FetcherLagCollector,
-    GroupCollector,
-    LogCleanerCollector,
-    LogCollector,
-    ReplicaManagerCollector,
-    SocketServerCollector,
-)
+from klog.daemon.metrics.collectors import LogCollector
 from klog.daemon.producer_ids import ProducerIdManager
 from klog.daemon.quota_store import ClientQuotaAdmin, QuotaConfigLoader
 from klog.daemon.quotas import QuotaManagers
-from klog.daemon.replica_fetcher import ReplicaFetcherManager
+from klog.daemon.replica_fetcher import FetcherLagCollector, ReplicaFetcherManager
 from klog.daemon.replica_manager import MetastoreIsrStore, ReplicaManager
+from klog.daemon.replica_metrics import ReplicaManagerCollector
 from klog.daemon.replication_quota import ReplicationQuotas
 from klog.daemon.security.authorizer import AclAuthorizer
 from klog.daemon.security.credentials import ScramCredentialCache, ScramCredentialManager
 from klog.daemon.security.listener import ListenerConfigError, inter_broker_client_security
-from klog.daemon.server import Server, check_listeners
+from klog.daemon.server import Server, SocketServerCollector, check_listeners
 from klog.daemon.topic_configs import TopicConfigs
 from klog.daemon.transaction.connections import BrokerConnections
 from klog.daemon.transaction.coordinator import TransactionCoordinator
@@ -224,7 +218,8 @@ class Broker:
         self.server = Server(dynamic, HANDLERS, self.services, self.scram_cache,
                              request_metrics=counting.requests if counting else None)
         if counting:
-            # Gauges read from the components' state at each scrape, on the event loop.
+            # Gauges read from the components' state at each scrape, on the event loop;
+            # each component's collector is its own (beside it), the logs' is the metrics'.
             for collector in (
                 ReplicaManagerCollector(self.replica_manager),
                 ControllerCollector(self.controller),

@@ -34,9 +34,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Coroutine, Iterable
+from collections.abc import Callable, Coroutine, Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+from prometheus_client.core import Metric
 
 from klog.daemon.group.group import (
     NO_GENERATION,
@@ -49,6 +51,7 @@ from klog.daemon.group.group import (
     SyncGroupResult,
     join_error,
 )
+from klog.daemon.metrics.collectors import gauge
 from klog.daemon.purgatory import DelayedOperation, DelayedOperationPurgatory, Timer
 from klog.protocol.errors import ErrorCode
 from klog.protocol.internal_topics import GroupMetadataValue
@@ -1172,3 +1175,25 @@ __all__ = [
     "GroupCoordinator",
     "GroupOverview",
 ]
+
+
+class GroupCollector:
+    """kafka.coordinator.group:type=GroupMetadataManager: NumGroups, NumGroups<State>,
+    NumOffsets (groups and committed offsets this broker coordinates)."""
+
+    def __init__(self, coordinator: GroupCoordinator, manager: GroupMetadataManager) -> None:
+        self.coordinator = coordinator
+        self.manager = manager
+
+    def collect(self) -> Iterator[Metric]:
+        by_state = dict.fromkeys(GroupState, 0)
+        groups = list(self.coordinator.groups.values())
+        for group in groups:
+            by_state[group.state] += 1
+        prefix = "kafka_coordinator_group_groupmetadatamanager_"
+        doc = "kafka.coordinator.group:type=GroupMetadataManager,name="
+        yield gauge(f"{prefix}numgroups", f"{doc}NumGroups", len(groups))
+        for state, n in by_state.items():
+            mbean = f"NumGroups{state.value}"
+            yield gauge(f"{prefix}{mbean.lower()}", doc + mbean, n)
+        yield gauge(f"{prefix}numoffsets", f"{doc}NumOffsets", self.manager.num_offsets)
