@@ -52,6 +52,7 @@ from klog.protocol.errors import (
     InvalidRequestError,
     UnsupportedVersionError,
 )
+from klog.protocol.records.varint import read_unsigned
 
 
 class UnknownApiKeyError(InvalidRequestError):
@@ -518,17 +519,8 @@ def _truncated() -> InvalidRequestError:
     return InvalidRequestError("request body is truncated or claims more than it holds")
 
 
-def _uvarint(buf: Any, offset: int, end: int) -> tuple[int, int]:
-    value = 0
-    for shift in (0, 7, 14, 21, 28):
-        if offset >= end:
-            raise _truncated()
-        byte = buf[offset]
-        offset += 1
-        value |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return value, offset
-    raise InvalidRequestError("varint longer than 5 bytes")
+# (buf, offset, end) -> (value, offset after it): at most 5 bytes, InvalidRequestError else.
+_uvarint = functools.partial(read_unsigned, error=InvalidRequestError)
 
 
 def _count(buf: Any, offset: int, end: int, flexible: bool) -> tuple[int, int]:

@@ -69,6 +69,7 @@ from kio.static.constants import EntityType
 
 from klog.protocol.errors import InvalidRequestError, RecordError
 from klog.protocol.fetch import NodeEndpoint, node_endpoints_tags
+from klog.protocol.records.varint import append_unsigned, read_unsigned
 
 # The C twins of decode_produce_request and encode_produce_response
 # (klog/protocol/_produce.c): they do the well-formed common case and decline the rest,
@@ -199,17 +200,8 @@ def _truncated(what: str) -> InvalidRequestError:
                                f"{what}")
 
 
-def _uvarint(view: memoryview, pos: int, end: int) -> tuple[int, int]:
-    value = 0
-    for shift in (0, 7, 14, 21, 28):
-        if pos >= end:
-            raise _truncated("varint")
-        byte = view[pos]
-        pos += 1
-        value |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return value, pos
-    raise InvalidRequestError("varint longer than 5 bytes")
+# (view, pos, end) -> (value, pos after it): at most 5 bytes, InvalidRequestError else.
+_uvarint = functools.partial(read_unsigned, error=InvalidRequestError)
 
 
 def _utf8(view: memoryview, pos: int, length: int, end: int, what: str) -> str:
@@ -422,7 +414,7 @@ def _encode_string(out: bytearray, value: str | None, flexible: bool) -> None:
         return
     raw = value.encode()
     if flexible:
-        _encode_uvarint(out, len(raw) + 1)
+        append_unsigned(out, len(raw) + 1)
     else:
         if len(raw) > 0x7FFF:
             raise ValueError(f"string of {len(raw)} bytes is too long for an int16 length")
@@ -430,16 +422,9 @@ def _encode_string(out: bytearray, value: str | None, flexible: bool) -> None:
     out += raw
 
 
-def _encode_uvarint(out: bytearray, value: int) -> None:
-    while value > 0x7F:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-
-
 def _encode_count(out: bytearray, count: int, flexible: bool) -> None:
     if flexible:
-        _encode_uvarint(out, count + 1)
+        append_unsigned(out, count + 1)
     else:
         out += _I32.pack(count)
 
@@ -540,7 +525,7 @@ def encode_produce_request(
         for index, records in partitions:
             out += _I32.pack(index)
             if flexible:
-                _encode_uvarint(out, len(records) + 1)
+                append_unsigned(out, len(records) + 1)
             else:
                 out += _I32.pack(len(records))
             pieces.append(out)
