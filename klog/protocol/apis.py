@@ -42,12 +42,12 @@ from dataclasses import dataclass, fields, is_dataclass
 from types import MappingProxyType
 from typing import Any, Literal
 
-from kio.schema.index import schema_name_map
 from kio.serial import entity_reader, entity_writer
 from kio.static.constants import EntityType
 from kio.static.protocol import Entity
 
 from klog.protocol import inter_broker, old_versions, produce, transactions
+from klog.protocol.entities import kio_class
 from klog.protocol.errors import (
     InvalidRequestError,
     UnsupportedVersionError,
@@ -249,10 +249,7 @@ def _entity(
         if kind is EntityType.request:
             return inter_broker.request_entity(api_key, version)
         return inter_broker.response_entity(api_key, version)
-    path = schema_name_map[spec.kio_name][version][kind]
-    module_name, _, class_name = path.partition(":")
-    module = __import__(module_name, fromlist=[class_name])
-    entity: type[Entity] = getattr(module, class_name)
+    entity: type[Entity] = kio_class(spec.kio_name, version, kind)
     return entity
 
 

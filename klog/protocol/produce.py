@@ -59,14 +59,15 @@ import datetime
 import functools
 import os
 import struct
+import sys
 import types
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kio.schema.index import schema_name_map
 from kio.static.constants import EntityType
 
+from klog.protocol.entities import kio_class
 from klog.protocol.errors import InvalidRequestError, RecordError
 from klog.protocol.fetch import NodeEndpoint, node_endpoints_tags
 from klog.protocol.records.varint import append_unsigned, read_unsigned
@@ -112,11 +113,9 @@ def handles(version: int) -> bool:
 @functools.cache
 def _request_classes(version: int) -> tuple[type, type, type]:
     """kio's (ProduceRequest, TopicProduceData, PartitionProduceData) for ``version``."""
-    module_name, _, class_name = schema_name_map["produce"][version][EntityType.request] \
-        .partition(":")
-    module = __import__(module_name, fromlist=[class_name])
-    return (getattr(module, class_name), module.TopicProduceData,
-            module.PartitionProduceData)
+    request_cls = kio_class("produce", version, EntityType.request)
+    module = sys.modules[request_cls.__module__]  # its nested entities are beside it
+    return request_cls, module.TopicProduceData, module.PartitionProduceData
 
 
 def _maker(cls: type, names: tuple[str, ...]) -> Callable[..., Any]:
