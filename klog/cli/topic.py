@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 import typer
 
 from klog.cli import console
+from klog.storage.properties import split_assignment
 
 if TYPE_CHECKING:
     from klog.client.admin import AdminClient, ConfigEntry, PartitionDescription, TopicDescription
@@ -113,10 +114,11 @@ def parse_pairs(items: list[str], what: str) -> dict[str, str]:
     """``["k=v", ...]`` -> dict; a usage error for an item without ``=``."""
     out = {}
     for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
+        try:
+            key, value = split_assignment(item)
+        except ValueError:
             fail(f"{what} {item!r} is not key=value", console.EXIT_USAGE)
-        out[key.strip()] = value
+        out[key] = value
     return out
 
 
