@@ -1,9 +1,9 @@
 """ControllerContext: what the controller's parts use of the Controller.
 
-The parts -- leader_balance.py (ElectLeaders, auto rebalance) and reassignment.py
-(KIP-455) -- run inside the controller's event task and work on its state (topics,
-partition states, live brokers) with its helpers (metastore calls in worker threads,
-watches, requests to brokers). controller.py builds them with itself; they are typed by
+The parts -- leader_balance.py (ElectLeaders, auto rebalance), reassignment.py
+(KIP-455) and log_dir_events.py (failed log dirs) -- run inside the controller's event
+task and work on its state (topics, partition states, live brokers) with its helpers
+(metastore calls in worker threads, watches, requests to brokers). controller.py builds them with itself; they are typed by
 this Protocol instead of importing controller.py, so no import cycle joins them.
 """
 
@@ -39,6 +39,7 @@ class ControllerContext(Protocol):
     states: dict[TopicPartition, PartitionState]
     live_brokers: dict[int, BrokerInfo]
     _queue: asyncio.Queue[tuple[str, Any]]
+    _loop: asyncio.AbstractEventLoop | None
     _closed: bool
 
     def _watcher(self, kind: str, arg: object = None) -> Watcher: ...
@@ -48,10 +49,14 @@ class ControllerContext(Protocol):
 
     def _alive(self, broker_id: int) -> bool: ...
 
+    def _replica_online(self, broker_id: int, tp: TopicPartition) -> bool: ...
+
     def _all_partitions(self) -> list[TopicPartition]: ...
 
     async def _choose_leader_async(self, tp: TopicPartition, replicas: tuple[int, ...],
                                    isr: Iterable[int]) -> tuple[int, tuple[int, ...]]: ...
+
+    async def _elect_leaders(self, tps: Iterable[TopicPartition]) -> list[PartitionState]: ...
 
     def _read_partition_states(self, tps: Iterable[TopicPartition]
                                ) -> dict[TopicPartition, PartitionState]: ...
