@@ -3,8 +3,9 @@
 The parts -- leader_balance.py (ElectLeaders, auto rebalance), reassignment.py
 (KIP-455) and log_dir_events.py (failed log dirs) -- run inside the controller's event
 task and work on its state (topics, partition states, live brokers) with its helpers
-(metastore calls in worker threads, watches, requests to brokers). controller.py builds them with itself; they are typed by
-this Protocol instead of importing controller.py, so no import cycle joins them.
+(metastore calls in worker threads, watches, requests to brokers). controller.py builds
+them with itself; they are typed by this Protocol instead of importing controller.py, so
+no import cycle joins them.
 """
 
 from __future__ import annotations
