@@ -35,8 +35,9 @@ from klog.daemon.controller.controller import ControllerCollector
 from klog.daemon.controller.identity import ControllerIdentity
 from klog.daemon.controller.receiver import ControlRequestReceiver
 from klog.daemon.fetch_session import FetchSessionCache
-from klog.daemon.group.coordinator import GroupCollector, GroupCoordinator
+from klog.daemon.group.coordinator import GroupCoordinator
 from klog.daemon.group.metadata_manager import GroupMetadataManager
+from klog.daemon.group.metrics import GroupCollector
 from klog.daemon.handlers import BrokerServices
 from klog.daemon.handlers.table import HANDLERS
 from klog.daemon.log_cleaner import CleanerConfig, LogCleaner, LogCleanerCollector

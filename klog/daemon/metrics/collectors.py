@@ -4,7 +4,7 @@ helper every collector uses (``gauge``) and the logs' collector (``LogCollector`
 Each component owns its collector, beside it: ``ReplicaManagerCollector``
 (replica_metrics.py), ``SocketServerCollector`` (server.py), ``ControllerCollector``
 (controller/controller.py), ``FetcherLagCollector`` (replica_fetcher.py),
-``GroupCollector`` (group/coordinator.py), ``LogCleanerCollector`` (log_cleaner.py); the
+``GroupCollector`` (group/metrics.py), ``LogCleanerCollector`` (log_cleaner.py); the
 logs' is here, their LogManager being storage's. broker.py registers each. A collector is
 handed, in its constructor, the component whose state it reads, and is called by the
 metrics component on the event loop thread (klog/daemon/metrics/__init__.py), where that
