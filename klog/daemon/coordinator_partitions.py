@@ -33,7 +33,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Generic, TypeVar
 
-from klog.daemon.admin import TopicSpec
+from klog.daemon.admin_rules import TopicSpec
 from klog.daemon.tasks import stop_task
 from klog.protocol.errors import CorruptRecordError, ErrorCode
 from klog.protocol.records.batch import BatchHeader, iter_batch_headers

@@ -52,7 +52,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
-from klog.daemon.admin import TopicSpec
+from klog.daemon.admin_rules import TopicSpec
 from klog.daemon.coordinator_partitions import CoordinatorPartitions, read_partition
 from klog.daemon.coordinator_partitions import java_string_hash as java_string_hash
 from klog.daemon.coordinator_partitions import kafka_abs as kafka_abs

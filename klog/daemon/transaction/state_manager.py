@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from klog.daemon.admin import TopicSpec
+from klog.daemon.admin_rules import TopicSpec
 from klog.daemon.coordinator_partitions import CoordinatorPartitions, read_partition
 from klog.daemon.transaction.metadata import (
     DEAD,
