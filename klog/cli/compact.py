@@ -11,9 +11,8 @@ formats of ``klog.daemon.metastore``; the standalone store is read here without 
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import typer
 from rich.table import Table
@@ -34,18 +33,6 @@ _HELP = (
     "__consumer_offsets. Refuses a log dir that a running broker holds or that was not "
     "shut down cleanly. Beyond Kafka, which has no offline cleaner."
 )
-
-
-def _exit(code: int) -> NoReturn:
-    # sys.exit, as klog/cli/inspect.py: typer.Exit would be dropped by main().
-    sys.exit(code)
-
-
-def _fail(message: str, code: int = console.EXIT_DAMAGE) -> NoReturn:
-    try:
-        console.fail(message, code)
-    except typer.Exit as exc:
-        _exit(exc.exit_code)
 
 
 # --------------------------------------------------------------------------- topic configs
@@ -211,7 +198,7 @@ def compact_command(
             t: LogConfig.from_properties(props, ignore_unknown=True) for t, props in raw.items()
         }
     except (MetadataError, LogConfigError, OSError, ValueError, KeyError) as exc:
-        _fail(f"cannot read topic configs: {exc}", console.EXIT_USAGE)
+        console.fail_now(f"cannot read topic configs: {exc}", console.EXIT_USAGE)
     policy = lib.compaction_policy(tuple(topic), configs)
     try:
         total = lib.log_bytes(log_dirs)
@@ -219,11 +206,11 @@ def compact_command(
             report = lib.compact(log_dirs, policy, dry_run=dry_run, roll=roll,
                                  dedupe_buffer_size=dedupe_buffer_size, progress=advance)
     except lib.CompactError as exc:
-        _fail(str(exc), console.EXIT_USAGE)
+        console.fail_now(str(exc), console.EXIT_USAGE)
     except LogDirLockedError as exc:
-        _fail(str(exc))
+        console.fail_now(str(exc))
     except OSError as exc:
-        _fail(f"{exc.filename or log_dirs[0]}: {exc.strerror or exc}")
+        console.fail_now(f"{exc.filename or log_dirs[0]}: {exc.strerror or exc}")
     if json_:
         console.emit_json(report.to_dict())
     else:
@@ -231,7 +218,7 @@ def compact_command(
         for p in report.partitions:
             if p.error:
                 console.warn(f"{p.partition}: not compacted: {p.error}")
-    _exit(console.EXIT_DAMAGE if report.failed else console.EXIT_OK)
+    console.exit_now(console.EXIT_DAMAGE if report.failed else console.EXIT_OK)
 
 
 def register(app: typer.Typer) -> None:
