@@ -36,7 +36,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from klog.daemon import descriptors, log_levels
@@ -654,59 +654,51 @@ class AdminManager:
     async def alter_configs(self, resources: Sequence[tuple[int, str, Mapping[str, str | None]]],
                             *, validate_only: bool = False) -> list[ApiError]:
         """AlterConfigs: each resource's overrides are REPLACED by the given set."""
-        out = []
-        for resource_type, name, configs in resources:
-            try:
-                nulls = [k for k, v in configs.items() if v is None]
-                if nulls:
-                    raise AdminError(ErrorCode.INVALID_REQUEST,
-                                     f"Null value not supported for : {','.join(nulls)}")
-                props = {k: v for k, v in configs.items() if v is not None}
-                await self._alter(resource_type, name, props, validate_only)
-                out.append(NO_ERROR)
-            except AdminError as exc:
-                out.append(exc.api_error())
-            except STORE_ERRORS as exc:
-                out.append(ApiError(*metastore_failure(exc)))
-        return out
+        return [await _outcome(self._replace_configs(resource_type, name, configs,
+                                                     validate_only))
+                for resource_type, name, configs in resources]
+
+    async def _replace_configs(self, resource_type: int, name: str,
+                               configs: Mapping[str, str | None], validate_only: bool) -> None:
+        nulls = [k for k, v in configs.items() if v is None]
+        if nulls:
+            raise AdminError(ErrorCode.INVALID_REQUEST,
+                             f"Null value not supported for : {','.join(nulls)}")
+        props = {k: v for k, v in configs.items() if v is not None}
+        await self._alter(resource_type, name, props, validate_only)
 
     async def incremental_alter_configs(
         self, resources: Sequence[tuple[int, str, Sequence[tuple[str, int, str | None]]]],
         *, validate_only: bool = False,
     ) -> list[ApiError]:
         """IncrementalAlterConfigs: SET/DELETE/APPEND/SUBTRACT on the stored overrides."""
-        out = []
-        for resource_type, name, ops in resources:
-            try:
-                if resource_type == ResourceType.TOPIC:
-                    validate_topic_name(name)
-                    current = await asyncio.to_thread(self._read_config,
-                                                      paths.CONFIG_TYPE_TOPIC, name)
-                    props = apply_incremental_ops(current, ops, topic_config_type,
-                                                  topic_config_default)
-                elif resource_type == ResourceType.BROKER:
-                    broker_id = self._resource_broker_id(name)
-                    entity = paths.DEFAULT_ENTITY if broker_id is None else str(broker_id)
-                    current = await asyncio.to_thread(self._read_config,
-                                                      paths.CONFIG_TYPE_BROKER, entity)
-                    props = apply_incremental_ops(current, ops, broker_config_type,
-                                                  broker_config_default)
-                elif resource_type == ResourceType.BROKER_LOGGER:
-                    self._logger_resource_broker_id(name)
-                    alter_log_levels(name, ops, validate_only)
-                    out.append(NO_ERROR)
-                    continue
-                else:
-                    raise AdminError(ErrorCode.INVALID_REQUEST,
-                                     f"AlterConfigs is only supported for topics and brokers, "
-                                     f"but resource type is {self._type_name(resource_type)}")
-                await self._alter(resource_type, name, props, validate_only)
-                out.append(NO_ERROR)
-            except AdminError as exc:
-                out.append(exc.api_error())
-            except STORE_ERRORS as exc:
-                out.append(ApiError(*metastore_failure(exc)))
-        return out
+        return [await _outcome(self._apply_ops(resource_type, name, ops, validate_only))
+                for resource_type, name, ops in resources]
+
+    async def _apply_ops(self, resource_type: int, name: str,
+                         ops: Sequence[tuple[str, int, str | None]], validate_only: bool
+                         ) -> None:
+        if resource_type == ResourceType.TOPIC:
+            validate_topic_name(name)
+            current = await asyncio.to_thread(self._read_config, paths.CONFIG_TYPE_TOPIC, name)
+            props = apply_incremental_ops(current, ops, topic_config_type,
+                                          topic_config_default)
+        elif resource_type == ResourceType.BROKER:
+            broker_id = self._resource_broker_id(name)
+            entity = paths.DEFAULT_ENTITY if broker_id is None else str(broker_id)
+            current = await asyncio.to_thread(self._read_config, paths.CONFIG_TYPE_BROKER,
+                                              entity)
+            props = apply_incremental_ops(current, ops, broker_config_type,
+                                          broker_config_default)
+        elif resource_type == ResourceType.BROKER_LOGGER:
+            self._logger_resource_broker_id(name)
+            alter_log_levels(name, ops, validate_only)
+            return
+        else:
+            raise AdminError(ErrorCode.INVALID_REQUEST,
+                             f"AlterConfigs is only supported for topics and brokers, "
+                             f"but resource type is {self._type_name(resource_type)}")
+        await self._alter(resource_type, name, props, validate_only)
 
     async def _alter(self, resource_type: int, name: str, props: dict[str, str],
                      validate_only: bool) -> None:
@@ -772,3 +764,15 @@ class AdminManager:
         if self.config.standalone:
             # No listener runs in standalone mode; keep the notifications bounded here.
             purge_obsolete_notifications(store)
+
+
+async def _outcome(change: Awaitable[None]) -> ApiError:
+    """NONE, or the error one resource's change failed with (a metastore failure as Kafka
+    answers it)."""
+    try:
+        await change
+    except AdminError as exc:
+        return exc.api_error()
+    except STORE_ERRORS as exc:
+        return ApiError(*metastore_failure(exc))
+    return NO_ERROR
