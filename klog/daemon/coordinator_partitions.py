@@ -54,6 +54,17 @@ R = TypeVar("R")
 # How long FindCoordinator's topic creation waits for leaders before answering
 # COORDINATOR_NOT_AVAILABLE (clients retry that).
 _CREATE_WAIT_MS = 3000
+#: A failed append to the topic -> what a coordinator answers (Kafka's
+#: appendTransactionToLog, GroupMetadataManager's storeGroup and storeOffsets); each adds
+#: its own answer to the size errors.
+APPEND_ERRORS = {
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_ENOUGH_REPLICAS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.REQUEST_TIMED_OUT: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
+    ErrorCode.KAFKA_STORAGE_ERROR: ErrorCode.NOT_COORDINATOR,
+}
 # Keys whose partition is remembered (the hash is per character; asked on every request,
 # a transactional id on every transactional produce by KIP-890's check).
 _PARTITION_CACHE_SIZE = 100_000

@@ -53,7 +53,11 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from klog.daemon.admin_rules import TopicSpec
-from klog.daemon.coordinator_partitions import CoordinatorPartitions, read_partition
+from klog.daemon.coordinator_partitions import (
+    APPEND_ERRORS,
+    CoordinatorPartitions,
+    read_partition,
+)
 from klog.daemon.coordinator_partitions import java_string_hash as java_string_hash
 from klog.daemon.coordinator_partitions import kafka_abs as kafka_abs
 from klog.daemon.tasks import stop_task
@@ -97,12 +101,7 @@ _COMMIT_ERRORS = {
     # A transactional commit's verification (KIP-890) that could not reach the transaction
     # coordinator: retriable, and without a coordinator lookup, as Kafka answers it.
     ErrorCode.NETWORK_EXCEPTION: ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
-    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    ErrorCode.NOT_ENOUGH_REPLICAS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    ErrorCode.REQUEST_TIMED_OUT: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
-    ErrorCode.KAFKA_STORAGE_ERROR: ErrorCode.NOT_COORDINATOR,
+    **APPEND_ERRORS,
     ErrorCode.MESSAGE_TOO_LARGE: ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
     ErrorCode.RECORD_LIST_TOO_LARGE: ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
     ErrorCode.INVALID_FETCH_SIZE: ErrorCode.INVALID_COMMIT_OFFSET_SIZE,

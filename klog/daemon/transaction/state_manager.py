@@ -33,7 +33,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from klog.daemon.admin_rules import TopicSpec
-from klog.daemon.coordinator_partitions import CoordinatorPartitions, read_partition
+from klog.daemon.coordinator_partitions import (
+    APPEND_ERRORS,
+    CoordinatorPartitions,
+    read_partition,
+)
 from klog.daemon.transaction.metadata import (
     DEAD,
     TransactionMetadata,
@@ -63,12 +67,7 @@ TopicPartition = tuple[str, int]
 
 # Append errors -> what the coordinator answers (Kafka's appendTransactionToLog).
 _APPEND_ERRORS = {
-    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    ErrorCode.NOT_ENOUGH_REPLICAS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    ErrorCode.REQUEST_TIMED_OUT: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
-    ErrorCode.KAFKA_STORAGE_ERROR: ErrorCode.NOT_COORDINATOR,
+    **APPEND_ERRORS,
     ErrorCode.MESSAGE_TOO_LARGE: ErrorCode.UNKNOWN_SERVER_ERROR,
     ErrorCode.RECORD_LIST_TOO_LARGE: ErrorCode.UNKNOWN_SERVER_ERROR,
 }
