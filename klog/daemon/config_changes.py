@@ -41,11 +41,12 @@ from typing import TYPE_CHECKING, Protocol
 
 from klog.daemon.config import ConfigError
 from klog.daemon.metastore import paths
-from klog.daemon.metastore.base import MetadataStore, NodeExistsError, NoNodeError
+from klog.daemon.metastore.base import MetadataStore, NoNodeError
 from klog.daemon.metastore.change_listener import (
     CHANGE_EXPIRATION_MS,
     ChangeNotificationListener,
     purge_obsolete,
+    write_then_notify,
 )
 
 if TYPE_CHECKING:
@@ -83,18 +84,10 @@ def write_entity_config(store: MetadataStore, entity_type: str, entity_name: str
     """Replace an entity's overrides and announce the change; returns the notification's
     path. The config is written first, so a broker that hears of the change reads the new
     overrides (Kafka's AdminZkClient.changeEntityConfig order)."""
-    path = paths.config_path(entity_type, entity_name)
-    data = paths.EntityConfig(config=dict(config)).encode()
-    try:
-        store.set(path, data)
-    except NoNodeError:
-        try:
-            store.create(path, data, make_parents=True)
-        except NodeExistsError:  # created meanwhile by another writer: ours is the newer
-            store.set(path, data)
-    notification = paths.ConfigChangeNotification(f"{entity_type}/{entity_name}").encode()
-    return store.create(paths.config_change_path(), notification, sequential=True,
-                        make_parents=True)
+    return write_then_notify(
+        store, paths.config_path(entity_type, entity_name),
+        paths.EntityConfig(config=dict(config)).encode(), paths.config_change_path(),
+        paths.ConfigChangeNotification(f"{entity_type}/{entity_name}").encode())
 
 
 def purge_obsolete_notifications(store: MetadataStore, now_ms: int | None = None,

@@ -24,13 +24,34 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from klog.daemon.metastore.base import MetadataStore, MetastoreError, NoNodeError
+from klog.daemon.metastore.base import (
+    MetadataStore,
+    MetastoreError,
+    NodeExistsError,
+    NoNodeError,
+)
 
 log = logging.getLogger(__name__)
 
 #: Notifications older than this are deleted by the brokers that process them (Kafka's
 #: ZkNodeChangeNotificationListener.changeExpirationMs).
 CHANGE_EXPIRATION_MS = 15 * 60 * 1000
+
+
+def write_then_notify(store: MetadataStore, path: str, data: bytes, notification_path: str,
+                      notification: bytes) -> str:
+    """The writer's side (blocking): replace ``path``'s data (creating it), then create the
+    sequential notification; returns its path. The data is written first, so a broker that
+    hears of the change reads the new data (Kafka's AdminZkClient.changeEntityConfig
+    order)."""
+    try:
+        store.set(path, data)
+    except NoNodeError:
+        try:
+            store.create(path, data, make_parents=True)
+        except NodeExistsError:  # created meanwhile by another writer: ours is the newer
+            store.set(path, data)
+    return store.create(notification_path, notification, sequential=True, make_parents=True)
 
 
 def change_sequence(child: str, prefix: str) -> int | None:

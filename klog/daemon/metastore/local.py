@@ -303,13 +303,17 @@ class LocalMetadataStore(MetadataStore):
         if not self._started:
             raise SessionExpiredError("the local metadata store is not started (or closed)")
 
+    def _existing(self, path: str) -> _Node:
+        node = self._nodes.get(path)
+        if node is None:
+            raise NoNodeError(f"no node {path}", path)
+        return node
+
     def get(self, path: str, watch: Watcher | None = None) -> tuple[bytes, ZnodeStat]:
         validate_path(path)
         with self._lock:
             self._check_open()
-            node = self._nodes.get(path)
-            if node is None:
-                raise NoNodeError(f"no node {path}", path)
+            node = self._existing(path)
             if watch is not None:
                 self._data_watches.setdefault(path, set()).add(watch)
             return node.data, node.stat()
@@ -327,9 +331,7 @@ class LocalMetadataStore(MetadataStore):
         validate_path(path)
         with self._lock:
             self._check_open()
-            node = self._nodes.get(path)
-            if node is None:
-                raise NoNodeError(f"no node {path}", path)
+            node = self._existing(path)
             if watch is not None:
                 self._child_watches.setdefault(path, set()).add(watch)
             return sorted(node.children)
@@ -474,17 +476,13 @@ class LocalMetadataStore(MetadataStore):
             self._apply_create(p, b"", 0, txn)
 
     def _do_set(self, txn: _Txn, path: str, data: bytes, version: int) -> ZnodeStat:
-        node = self._nodes.get(path)
-        if node is None:
-            raise NoNodeError(f"no node {path}", path)
+        node = self._existing(path)
         self._check_version(node, path, version)
         self._apply_set(path, data, txn)
         return node.stat()
 
     def _do_delete(self, txn: _Txn, path: str, version: int, recursive: bool) -> None:
-        node = self._nodes.get(path)
-        if node is None:
-            raise NoNodeError(f"no node {path}", path)
+        node = self._existing(path)
         self._check_version(node, path, version)
         if node.children and not recursive:
             raise NotEmptyError(f"node {path} has children", path)
