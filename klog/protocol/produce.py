@@ -313,13 +313,11 @@ def _decode_legacy(makers: tuple[Callable[..., Any], ...], view: memoryview) -> 
 
 def _decode_flexible(makers: tuple[Callable[..., Any], ...], view: memoryview) -> Any:
     """v9+: uvarint (length + 1) for strings, counts and records (0 = null), and a tagged-
-    field section closing each struct. Each uvarint's one-byte case is read inline."""
+    field section closing each struct (the C decoder is the fast path; this is its
+    reference)."""
     make_request, make_topic, make_partition = makers
     end = len(view)
-    if end and view[0] < 0x80:
-        raw, pos = view[0], 1
-    else:
-        raw, pos = _uvarint(view, 0, end)
+    raw, pos = _uvarint(view, 0, end)
     transactional_id = None
     if raw:
         transactional_id = _utf8(view, pos, raw - 1, end, "transactional_id")
@@ -328,29 +326,17 @@ def _decode_flexible(makers: tuple[Callable[..., Any], ...], view: memoryview) -
         raise _truncated("acks and timeout")
     acks, timeout_ms = _ACKS_TIMEOUT.unpack_from(view, pos)
     pos += 6
-    if pos < end and view[pos] < 0x80:
-        raw = view[pos]
-        pos += 1
-    else:
-        raw, pos = _uvarint(view, pos, end)
+    raw, pos = _uvarint(view, pos, end)
     topic_count = raw - 1
     _check_count(topic_count, pos, end, _MIN_TOPIC[True], "topic_data")
     topics = []
     for _ in range(topic_count):
-        if pos < end and view[pos] < 0x80:
-            raw = view[pos]
-            pos += 1
-        else:
-            raw, pos = _uvarint(view, pos, end)
+        raw, pos = _uvarint(view, pos, end)
         if not raw:
             raise InvalidRequestError("null topic name, which is not nullable")
         name = _utf8(view, pos, raw - 1, end, "topic name")
         pos += raw - 1
-        if pos < end and view[pos] < 0x80:
-            raw = view[pos]
-            pos += 1
-        else:
-            raw, pos = _uvarint(view, pos, end)
+        raw, pos = _uvarint(view, pos, end)
         partition_count = raw - 1
         _check_count(partition_count, pos, end, _MIN_PARTITION[True], "partition_data")
         partitions = []
@@ -359,11 +345,7 @@ def _decode_flexible(makers: tuple[Callable[..., Any], ...], view: memoryview) -
                 raise _truncated("partition index")
             index = _I32.unpack_from(view, pos)[0]
             pos += 4
-            if pos < end and view[pos] < 0x80:
-                raw = view[pos]
-                pos += 1
-            else:
-                raw, pos = _uvarint(view, pos, end)
+            raw, pos = _uvarint(view, pos, end)
             if not raw:
                 records = None
             elif raw - 1 > end - pos:
