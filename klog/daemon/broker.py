@@ -31,8 +31,8 @@ from klog.daemon.admin import AdminManager
 from klog.daemon.config import BrokerConfig
 from klog.daemon.config.dynamic import DynamicBrokerConfig
 from klog.daemon.controller import Controller
-from klog.daemon.controller.controller import ControllerCollector
 from klog.daemon.controller.identity import ControllerIdentity
+from klog.daemon.controller.metrics import ControllerCollector
 from klog.daemon.controller.receiver import ControlRequestReceiver
 from klog.daemon.fetch_session import FetchSessionCache
 from klog.daemon.group.coordinator import GroupCoordinator

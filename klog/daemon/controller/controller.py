@@ -26,10 +26,8 @@ import dataclasses
 import logging
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
-
-from prometheus_client.core import Metric
 
 from klog.daemon.config_changes import read_entity_config
 from klog.daemon.controller import (
@@ -55,7 +53,6 @@ from klog.daemon.metastore.base import (
     Watcher,
     ZnodeStat,
 )
-from klog.daemon.metrics.collectors import gauge
 from klog.daemon.security.listener import inter_broker_client_security
 from klog.daemon.tasks import answer, returning, stop_task
 from klog.protocol.errors import ErrorCode
@@ -998,30 +995,3 @@ def _replace(state: PartitionState, **changes: Any) -> PartitionState:
     from dataclasses import replace
 
     return replace(state, **changes)
-
-
-class ControllerCollector:
-    """KafkaController's gauges: 1 and the cluster's counts on the active controller, 0 on
-    the other brokers (as Kafka reports them)."""
-
-    def __init__(self, controller: Controller) -> None:
-        self.controller = controller
-
-    def collect(self) -> Iterator[Metric]:
-        c = self.controller
-        active = c.active
-        topics = partitions = offline = 0
-        if active:
-            topics = len(c.topics)
-            partitions = len(c.states)
-            live = c.live_brokers
-            offline = sum(1 for s in c.states.values()
-                          if s.leader < 0 or (live and s.leader not in live))
-        for name, mbean, value in (
-            ("activecontrollercount", "ActiveControllerCount", int(active)),
-            ("offlinepartitionscount", "OfflinePartitionsCount", offline),
-            ("globalpartitioncount", "GlobalPartitionCount", partitions),
-            ("globaltopiccount", "GlobalTopicCount", topics),
-        ):
-            yield gauge(f"kafka_controller_kafkacontroller_{name}",
-                         f"kafka.controller:type=KafkaController,name={mbean}", value)

@@ -3,7 +3,7 @@ helper every collector uses (``gauge``) and the logs' collector (``LogCollector`
 
 Each component owns its collector, beside it: ``ReplicaManagerCollector``
 (replica_metrics.py), ``SocketServerCollector`` (server.py), ``ControllerCollector``
-(controller/controller.py), ``FetcherLagCollector`` (replica_fetcher.py),
+(controller/metrics.py), ``FetcherLagCollector`` (replica_fetcher.py),
 ``GroupCollector`` (group/metrics.py), ``LogCleanerCollector`` (log_cleaner.py); the
 logs' is here, their LogManager being storage's. broker.py registers each. A collector is
 handed, in its constructor, the component whose state it reads, and is called by the
