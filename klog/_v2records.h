@@ -69,7 +69,7 @@ static inline void v2_walk_init(v2_walk *w, const void *data, int64_t n)
 static inline int64_t v2_zigzag(uint64_t raw) { return (int64_t)(raw >> 1) ^ -(int64_t)(raw & 1); }
 
 /* An unsigned LEB128 of at most max_bytes at *pos (advanced), masked to 32 or 64 bits, as
- * klog.protocol.records.varint._read_unsigned reads it. 0, or -1 with w->failure set. */
+ * klog.protocol.records.varint.read_unsigned reads it. 0, or -1 with w->failure set. */
 static inline int v2_read_unsigned(v2_walk *w, int64_t *pos, int max_bytes, uint64_t *out)
 {
     uint64_t value = 0;

@@ -10,13 +10,9 @@ formats of ``klog.daemon.metastore``; the standalone store is read here without 
 
 from __future__ import annotations
 
-import base64
 import json
-import struct
-import sys
-import zlib
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import typer
 from rich.table import Table
@@ -39,18 +35,6 @@ _HELP = (
 )
 
 
-def _exit(code: int) -> NoReturn:
-    # sys.exit, as klog/cli/inspect.py: typer.Exit would be dropped by main().
-    sys.exit(code)
-
-
-def _fail(message: str, code: int = console.EXIT_DAMAGE) -> NoReturn:
-    try:
-        console.fail(message, code)
-    except typer.Exit as exc:
-        _exit(exc.exit_code)
-
-
 # --------------------------------------------------------------------------- topic configs
 
 
@@ -58,60 +42,16 @@ class MetadataError(Exception):
     pass
 
 
-# The standalone store's file format, as klog/daemon/metastore/local.py documents it (that
-# module is not one of the daemon's entry points for the CLI: tests/test_layering.py).
-_SNAPSHOT_MAGIC = b"KLOGMSS1"
-_JOURNAL_MAGIC = b"KLOGMSJ1"
-_SNAPSHOT_HEADER = struct.Struct(">QI")  # payload length, crc32
-_RECORD_HEADER = struct.Struct(">II")  # payload length, crc32
-_MAX_RECORD_BYTES = 256 * 1024 * 1024
-
-
 def read_local_nodes(directory: Path) -> dict[str, bytes]:
-    """Path -> data of every node of a standalone metadata store, read-only.
+    """Path -> data of every node of a standalone metadata store, read-only (the store's
+    own parser of its files, without opening it: opening takes its lock)."""
+    from klog.daemon.metastore.base import MetastoreCorruptError
+    from klog.daemon.metastore.local_format import read_nodes
 
-    The format is the one klog.daemon.metastore.local documents (snapshot, then journal
-    records above its zxid; payloads JSON, node data base64). Read here without opening
-    the store: opening takes its lock and journals the expiry of dead sessions. A damaged
-    journal record ends the reading there, as the store drops a torn tail.
-    """
-
-    nodes: dict[str, bytes] = {}
-    snapshot = directory / "snapshot"
-    zxid = 0
-    if snapshot.exists():
-        raw = snapshot.read_bytes()
-        head = len(_SNAPSHOT_MAGIC) + _SNAPSHOT_HEADER.size
-        if len(raw) < head or raw[: len(_SNAPSHOT_MAGIC)] != _SNAPSHOT_MAGIC:
-            raise MetadataError(f"{snapshot} is not a klog metadata snapshot")
-        length, crc = _SNAPSHOT_HEADER.unpack_from(raw, len(_SNAPSHOT_MAGIC))
-        body = raw[head:]
-        if length != len(body) or zlib.crc32(body) != crc:
-            raise MetadataError(f"{snapshot} is damaged")
-        doc = json.loads(body)
-        zxid = doc["zxid"]
-        for entry in doc["nodes"]:
-            nodes[entry[0]] = base64.b64decode(entry[1])
-    journal = directory / "journal"
-    raw = journal.read_bytes() if journal.exists() else b""
-    pos = len(_JOURNAL_MAGIC)
-    while pos + _RECORD_HEADER.size <= len(raw):
-        length, crc = _RECORD_HEADER.unpack_from(raw, pos)
-        payload = raw[pos + _RECORD_HEADER.size : pos + _RECORD_HEADER.size + length]
-        if not 0 < length <= _MAX_RECORD_BYTES or len(payload) != length or (
-            zlib.crc32(payload) != crc
-        ):
-            break
-        pos += _RECORD_HEADER.size + length
-        doc = json.loads(payload)
-        if doc.get("z", 0) <= zxid:
-            continue
-        for op in doc.get("ops", []):
-            if op[0] in ("c", "s"):
-                nodes[op[1]] = base64.b64decode(op[2])
-            elif op[0] == "d":
-                nodes.pop(op[1], None)
-    return nodes
+    try:
+        return read_nodes(directory)
+    except MetastoreCorruptError as exc:
+        raise MetadataError(str(exc)) from None
 
 
 def _config_of(data: bytes) -> dict[str, str]:
@@ -258,7 +198,7 @@ def compact_command(
             t: LogConfig.from_properties(props, ignore_unknown=True) for t, props in raw.items()
         }
     except (MetadataError, LogConfigError, OSError, ValueError, KeyError) as exc:
-        _fail(f"cannot read topic configs: {exc}", console.EXIT_USAGE)
+        console.fail_now(f"cannot read topic configs: {exc}", console.EXIT_USAGE)
     policy = lib.compaction_policy(tuple(topic), configs)
     try:
         total = lib.log_bytes(log_dirs)
@@ -266,11 +206,11 @@ def compact_command(
             report = lib.compact(log_dirs, policy, dry_run=dry_run, roll=roll,
                                  dedupe_buffer_size=dedupe_buffer_size, progress=advance)
     except lib.CompactError as exc:
-        _fail(str(exc), console.EXIT_USAGE)
+        console.fail_now(str(exc), console.EXIT_USAGE)
     except LogDirLockedError as exc:
-        _fail(str(exc))
+        console.fail_now(str(exc))
     except OSError as exc:
-        _fail(f"{exc.filename or log_dirs[0]}: {exc.strerror or exc}")
+        console.fail_now(f"{exc.filename or log_dirs[0]}: {exc.strerror or exc}")
     if json_:
         console.emit_json(report.to_dict())
     else:
@@ -278,7 +218,7 @@ def compact_command(
         for p in report.partitions:
             if p.error:
                 console.warn(f"{p.partition}: not compacted: {p.error}")
-    _exit(console.EXIT_DAMAGE if report.failed else console.EXIT_OK)
+    console.exit_now(console.EXIT_DAMAGE if report.failed else console.EXIT_OK)
 
 
 def register(app: typer.Typer) -> None:

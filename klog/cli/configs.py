@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import typer
 
@@ -75,20 +75,36 @@ def _resource(kind: str, name: str | None, entity_default: bool = False) -> Conf
     return ConfigResource.of(kind.replace("-", "_"), name)
 
 
+# The arguments and options describe and alter share.
+def _kind_argument() -> Any:
+    return typer.Argument(
+        ..., help="topic, broker, broker-logger (a broker's log levels), user or client.")
+
+
+def _name_argument() -> Any:
+    return typer.Argument(None, help="The topic name, broker id, user name or client id.")
+
+
+def _client_option() -> Any:
+    return typer.Option(
+        None, "--client", help="With user: the quotas of this client id of the user.")
+
+
+def _client_default_option() -> Any:
+    return typer.Option(
+        False, "--client-default", help="With user: the quotas of the user's default client id.")
+
+
 @configs_app.command("describe")
 def describe(
-    kind: str = typer.Argument(
-        ..., help="topic, broker, broker-logger (a broker's log levels), user or client."),
-    name: str | None = typer.Argument(
-        None, help="The topic name, broker id, user name or client id."),
+    kind: str = _kind_argument(),
+    name: str | None = _name_argument(),
     entity_default: bool = typer.Option(
         False, "--entity-default",
         help="The brokers' cluster-wide default configs, or the default user or client id "
              "(kafka-configs --entity-default)."),
-    client: str | None = typer.Option(
-        None, "--client", help="With user: the quotas of this client id of the user."),
-    client_default: bool = typer.Option(
-        False, "--client-default", help="With user: the quotas of the user's default client id."),
+    client: str | None = _client_option(),
+    client_default: bool = _client_default_option(),
     all_: bool = typer.Option(
         False, "--all", "-a",
         help="Every config, defaults and static ones included (default: dynamic only)."),
@@ -137,18 +153,14 @@ def describe(
 
 @configs_app.command("alter")
 def alter(
-    kind: str = typer.Argument(
-        ..., help="topic, broker, broker-logger (a broker's log levels), user or client."),
-    name: str | None = typer.Argument(
-        None, help="The topic name, broker id, user name or client id."),
+    kind: str = _kind_argument(),
+    name: str | None = _name_argument(),
     entity_default: bool = typer.Option(
         False, "--entity-default",
         help="Alter the brokers' cluster-wide default configs, or the default user's or "
              "client id's quotas (kafka-configs --entity-default)."),
-    client: str | None = typer.Option(
-        None, "--client", help="With user: the quotas of this client id of the user."),
-    client_default: bool = typer.Option(
-        False, "--client-default", help="With user: the quotas of the user's default client id."),
+    client: str | None = _client_option(),
+    client_default: bool = _client_default_option(),
     set_: list[str] = typer.Option(
         [], "--set", "-s", help="Set key=value; may be repeated."),
     delete: list[str] = typer.Option(

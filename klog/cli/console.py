@@ -61,6 +61,22 @@ def fail(text: str, code: int = EXIT_DAMAGE) -> NoReturn:
     raise typer.Exit(code)
 
 
+def exit_now(code: int) -> NoReturn:
+    """Exit with ``code`` from inside a command that runs long or returns a status:
+    sys.exit, not typer.Exit, because app.main() runs click with standalone_mode=False,
+    which turns typer.Exit into a return value that main() drops (exit status 0).
+    SystemExit passes through click untouched, in the real binary and in CliRunner alike."""
+    sys.exit(code)
+
+
+def fail_now(text: str, code: int = EXIT_DAMAGE) -> NoReturn:
+    """``fail``, exiting through ``exit_now``."""
+    try:
+        fail(text, code)
+    except typer.Exit as exc:
+        exit_now(exc.exit_code)
+
+
 def _escape(text: str) -> str:
     from rich.markup import escape
 

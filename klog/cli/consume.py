@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from klog.cli import console
+from klog.storage.properties import split_assignment
 
 if TYPE_CHECKING:
     from klog.client.consumer import OffsetSpec
@@ -136,10 +137,11 @@ def consume(
 def _pairs(items: list[str]) -> dict[str, str]:
     out = {}
     for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise ValueError(f"--consumer-property {item!r} is not key=value")
-        out[key.strip()] = value.strip()
+        try:
+            key, value = split_assignment(item)
+        except ValueError:
+            raise ValueError(f"--consumer-property {item!r} is not key=value") from None
+        out[key] = value.strip()
     return out
 
 

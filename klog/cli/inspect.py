@@ -7,9 +7,8 @@ finding lines or JSON, and their outcome into exit codes (0 intact / recovered, 
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.table import Table
@@ -55,20 +54,6 @@ _MAX_HELP = (
 )
 
 
-def _exit(code: int) -> NoReturn:
-    # sys.exit, not typer.Exit: app.main() runs click with standalone_mode=False, which
-    # turns typer.Exit into a return value that main() drops (exit status 0). SystemExit
-    # passes through click untouched, in the real binary and in CliRunner alike.
-    sys.exit(code)
-
-
-def _fail(message: str, code: int = console.EXIT_DAMAGE) -> NoReturn:
-    try:
-        console.fail(message, code)
-    except typer.Exit as exc:
-        _exit(exc.exit_code)
-
-
 def _fmt(value: int | None) -> str:
     return "-" if value is None else str(value)
 
@@ -100,7 +85,7 @@ def _target(path: Path, force: bool) -> lib.Target:
         target: Target = lib.resolve_target(path, force=force)
         return target
     except lib.InspectError as exc:
-        _fail(str(exc), console.EXIT_USAGE)
+        console.fail_now(str(exc), console.EXIT_USAGE)
 
 
 def _print_verify(report: lib.VerifyReport) -> None:
@@ -167,12 +152,12 @@ def verify_command(
         try:
             report = lib.verify(target, max_batch_size=max_message_size, progress=advance)
         except OSError as exc:
-            _fail(f"{exc.filename or path}: {exc.strerror or exc}")
+            console.fail_now(f"{exc.filename or path}: {exc.strerror or exc}")
     if json_:
         console.emit_json(report.to_dict())
     else:
         _print_verify(report)
-    _exit(console.EXIT_DAMAGE if report.damaged else console.EXIT_OK)
+    console.exit_now(console.EXIT_DAMAGE if report.damaged else console.EXIT_OK)
 
 
 def _print_recover(report: lib.RecoveryReport) -> None:
@@ -229,14 +214,14 @@ def recover_command(
                 progress=advance,
             )
         except lib.LogDirLockedError as exc:
-            _fail(str(exc))
+            console.fail_now(str(exc))
         except OSError as exc:
-            _fail(f"{exc.filename or path}: {exc.strerror or exc}")
+            console.fail_now(f"{exc.filename or path}: {exc.strerror or exc}")
     if json_:
         console.emit_json(report.to_dict())
     else:
         _print_recover(report)
-    _exit(console.EXIT_DAMAGE if report.unresolved else console.EXIT_OK)
+    console.exit_now(console.EXIT_DAMAGE if report.unresolved else console.EXIT_OK)
 
 
 def register(app: typer.Typer) -> None:

@@ -15,6 +15,7 @@ from typing import Any
 import typer
 
 from klog.cli import console
+from klog.storage.properties import split_assignment
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
@@ -24,10 +25,10 @@ def parse_assignments(items: list[str], what: str) -> list[tuple[str, str]]:
     """``k=v`` pairs (the value may be empty or contain ``=``); exits on a bad one."""
     pairs = []
     for item in items:
-        name, sep, value = item.partition("=")
-        if not sep or not name:
+        try:
+            pairs.append(split_assignment(item, strip_key=False))
+        except ValueError:
             console.fail(f"{what} must look like key=value, not {item!r}", console.EXIT_USAGE)
-        pairs.append((name, value))
     return pairs
 
 

@@ -7,10 +7,9 @@ Failures are one ``error:`` line and exit status 1; usage errors exit 2.
 
 from __future__ import annotations
 
-import sys
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import typer
 from rich.table import Table
@@ -28,14 +27,6 @@ def register(app: typer.Typer) -> None:
         ),
         no_args_is_help=True,
     )(spark_export)
-
-
-def _fail(message: str, code: int = console.EXIT_DAMAGE) -> NoReturn:
-    try:
-        console.fail(message, code)
-    except typer.Exit as exc:
-        # SystemExit passes through click's standalone_mode=False untouched.
-        sys.exit(exc.exit_code)
 
 
 def _human(n: int) -> str:
@@ -102,7 +93,7 @@ def spark_export(
 ) -> None:
     """Export topic data with Spark."""
     if command_config is not None and bootstrap_server is None:
-        _fail("--command-config goes with --bootstrap-server", console.EXIT_USAGE)
+        console.fail_now("--command-config goes with --bootstrap-server", console.EXIT_USAGE)
     security: dict[str, str] = {}
     if command_config is not None:
         from klog.cli.topic import load_client_security
@@ -113,24 +104,24 @@ def spark_export(
         security = {k: v for k, v in parse_properties(command_config.read_text()).items()
                     if k in KNOWN_SETTINGS}
     if (source is None) == (bootstrap_server is None):
-        _fail("give exactly one of --source DIR or --bootstrap-server HOST:PORT",
+        console.fail_now("give exactly one of --source DIR or --bootstrap-server HOST:PORT",
               console.EXIT_USAGE)
     if bool(topic) == (topic_pattern is not None):
-        _fail("give --topic (one or more) or --topic-pattern", console.EXIT_USAGE)
+        console.fail_now("give --topic (one or more) or --topic-pattern", console.EXIT_USAGE)
     try:
         from klog.spark.export import FORMATS, ExportConfig, ExportError, parse_conf, run_export
         from klog.spark.live import LiveError
         from klog.spark.offline import OfflineError
         from klog.spark.options import OptionsError
     except ImportError as exc:  # pyspark / pyarrow missing
-        _fail(f"spark-export needs the spark extra (pip install 'klog[spark]'): {exc}")
+        console.fail_now(f"spark-export needs the spark extra (pip install 'klog[spark]'): {exc}")
     if format_ not in FORMATS:
-        _fail(f"--format must be one of {', '.join(FORMATS)}, not {format_}",
+        console.fail_now(f"--format must be one of {', '.join(FORMATS)}, not {format_}",
               console.EXIT_USAGE)
     try:
         spark_conf = parse_conf(conf or [])
     except ExportError as exc:
-        _fail(str(exc), console.EXIT_USAGE)
+        console.fail_now(str(exc), console.EXIT_USAGE)
     config = ExportConfig(
         output=output,
         source=source,
@@ -157,12 +148,13 @@ def spark_export(
     try:
         result = run_export(config, progress=None if json_ else progress)
     except ExportError as exc:
-        _fail(str(exc))
+        console.fail_now(str(exc))
     except (OfflineError, LiveError, OptionsError) as exc:  # ours: the message says it all
-        _fail(str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__)
+        console.fail_now(str(exc).strip().splitlines()[0] if str(exc).strip()
+                         else type(exc).__name__)
     except Exception as exc:  # offline/live read errors surface through Spark
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        _fail(f"{type(exc).__name__}: {first}")
+        console.fail_now(f"{type(exc).__name__}: {first}")
     for p in result.partitions:
         if p.lost:
             console.warn(f"{p.topic}-{p.partition}: {p.lost} records after the checkpoint "

@@ -16,9 +16,11 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 import typer
 
 from klog.cli import console
+from klog.storage.properties import split_assignment
 
 if TYPE_CHECKING:
     from klog.client.admin import AdminClient, ConfigEntry, PartitionDescription, TopicDescription
+    from klog.client.errors import KafkaClientError
     from klog.client.security import ClientSecurity
 
 T = TypeVar("T")
@@ -113,10 +115,11 @@ def parse_pairs(items: list[str], what: str) -> dict[str, str]:
     """``["k=v", ...]`` -> dict; a usage error for an item without ``=``."""
     out = {}
     for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
+        try:
+            key, value = split_assignment(item)
+        except ValueError:
             fail(f"{what} {item!r} is not key=value", console.EXIT_USAGE)
-        out[key.strip()] = value
+        out[key] = value
     return out
 
 
@@ -216,24 +219,9 @@ def create(
     results = with_admin(bootstrap_server,
                          lambda admin: admin.create_topics(new, validate_only=dry_run),
                          command_config=command_config)
-    failed = False
-    rows = []
-    for name in names:
-        error = results.get(name)
-        if error is not None and if_not_exists and error.error_code == 36:
-            error = None
-        failed |= error is not None
-        rows.append({"topic": name, "error": None if error is None else str(error)})
-    if json_out:
-        console.emit_json(rows)
-    else:
-        t = table("TOPIC", "STATUS")
-        for row in rows:
-            t.add_row(text(row["topic"]), text(row["error"] or (
-                "OK (dry run)" if dry_run else "OK")))
-        print_table(t)
-    if failed:
-        raise typer.Exit(console.EXIT_DAMAGE)
+    # TOPIC_ALREADY_EXISTS (36) is no failure with --if-not-exists.
+    _report_outcomes(names, results, 36 if if_not_exists else None, json_out,
+                     "OK (dry run)" if dry_run else "OK")
 
 
 @topic_app.command("list")
@@ -530,11 +518,19 @@ def delete_(
     """Delete topics."""
     results = with_admin(bootstrap_server, lambda admin: admin.delete_topics(names),
                          command_config=command_config)
+    # UNKNOWN_TOPIC_OR_PARTITION (3) is no failure with --if-exists.
+    _report_outcomes(names, results, 3 if if_exists else None, json_out, "OK")
+
+
+def _report_outcomes(names: list[str], results: Mapping[str, KafkaClientError | None],
+                     ignored_code: int | None, json_out: bool, ok: str) -> None:
+    """One row per topic: its error, or ``ok``; exits 1 when any failed (``ignored_code``
+    counts as success)."""
     failed = False
     rows = []
     for name in names:
         error = results.get(name)
-        if error is not None and if_exists and error.error_code == 3:
+        if error is not None and error.error_code == ignored_code:
             error = None
         failed |= error is not None
         rows.append({"topic": name, "error": None if error is None else str(error)})
@@ -543,7 +539,7 @@ def delete_(
     else:
         t = table("TOPIC", "STATUS")
         for row in rows:
-            t.add_row(text(row["topic"]), text(row["error"] or "OK"))
+            t.add_row(text(row["topic"]), text(row["error"] or ok))
         print_table(t)
     if failed:
         raise typer.Exit(console.EXIT_DAMAGE)

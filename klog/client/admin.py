@@ -1,5 +1,5 @@
 """The admin client: topics, partitions, configs, offsets, records, cluster, log dirs and
-consumer groups.
+consumer groups (those calls in its part admin_groups.py; its values in admin_types.py).
 
 Owns the routing of admin requests, as Kafka's AdminClient does: CreateTopics, DeleteTopics
 and CreatePartitions go to the controller (re-found and retried once on NOT_CONTROLLER);
@@ -25,16 +25,42 @@ mappings build_request turns into one, each field its own type.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import secrets
 from collections import defaultdict
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
+from klog.client.admin_groups import GroupAdmin
+from klog.client.admin_types import (
+    RESOURCE_BROKER,
+    RESOURCE_BROKER_LOGGER,
+    AlterConfigOp,
+    BrokerDescription,
+    ClusterDescription,
+    ConfigEntry,
+    ConfigResource,
+    ConfigSynonym,
+    GroupDescription,
+    GroupListing,
+    ListedOffset,
+    LogDirDescription,
+    MemberDescription,
+    NewPartitions,
+    NewTopic,
+    OffsetResetSpec,
+    PartitionDescription,
+    PartitionLag,
+    PartitionReassignment,
+    ProducerState,
+    ReplicaLogInfo,
+    TopicDescription,
+    TransactionDescription,
+    TransactionListing,
+)
 from klog.client.errors import (
     INVALID_METADATA,
     KafkaClientError,
+    error_about,
     error_for,
 )
 from klog.client.network import KafkaClient
@@ -51,10 +77,9 @@ from klog.protocol.acls import (
     coerce_enum,
 )
 from klog.protocol.errors import ErrorCode
-from klog.protocol.internal_topics import InternalTopicError
 
 if TYPE_CHECKING:
-    from klog.client.group_coordinator import OffsetAndMetadata
+    pass
 
 #: What a per-partition request to the leaders gives for one partition when it succeeds.
 _R = TypeVar("_R")
@@ -63,8 +88,6 @@ LIST_OFFSETS, CREATE_TOPICS, DELETE_TOPICS, DELETE_RECORDS = 2, 19, 20, 21
 DESCRIBE_CONFIGS, DESCRIBE_LOG_DIRS, CREATE_PARTITIONS = 32, 35, 37
 ALTER_REPLICA_LOG_DIRS = 34
 INCREMENTAL_ALTER_CONFIGS, DESCRIBE_CLUSTER = 44, 60
-OFFSET_COMMIT, OFFSET_FETCH, DESCRIBE_GROUPS, LIST_GROUPS = 8, 9, 15, 16
-DELETE_GROUPS, OFFSET_DELETE = 42, 47
 ALTER_PARTITION_REASSIGNMENTS, LIST_PARTITION_REASSIGNMENTS = 45, 46
 ELECT_LEADERS = 43
 DESCRIBE_USER_SCRAM_CREDENTIALS, ALTER_USER_SCRAM_CREDENTIALS = 50, 51
@@ -81,12 +104,6 @@ MAX_TIMESTAMP = -3
 _OFFSET_SPECS = {"latest": LATEST_TIMESTAMP, "earliest": EARLIEST_TIMESTAMP,
                  "max_timestamp": MAX_TIMESTAMP}
 
-# ConfigResource.Type
-RESOURCE_TOPIC = 2
-RESOURCE_BROKER = 4
-RESOURCE_BROKER_LOGGER = 8
-_RESOURCE_TYPES = {"topic": RESOURCE_TOPIC, "broker": RESOURCE_BROKER,
-                   "broker_logger": RESOURCE_BROKER_LOGGER}
 
 #: DescribeConfigs config_source values, by Kafka's names (ConfigEntry.ConfigSource).
 CONFIG_SOURCES = {
@@ -104,241 +121,35 @@ ALTER_OPS = {"set": 0, "delete": 1, "append": 2, "subtract": 3}
 
 TopicPartition = tuple[str, int]
 
-
-# --- values -------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class NewTopic:
-    """A topic to create; -1 partitions / replication factor = the broker's defaults.
-    ``replica_assignment`` (partition -> broker ids) replaces both."""
-
-    name: str
-    num_partitions: int = -1
-    replication_factor: int = -1
-    replica_assignment: Mapping[int, Sequence[int]] | None = None
-    configs: Mapping[str, str | None] | None = None
-
-
-@dataclass(frozen=True)
-class NewPartitions:
-    """Grow a topic to ``total_count`` partitions; optionally place the new ones."""
-
-    total_count: int
-    new_assignments: Sequence[Sequence[int]] | None = None
-
-
-@dataclass(frozen=True)
-class ConfigResource:
-    """A topic (name) or a broker (id as a string; "" = the cluster-wide default)."""
-
-    resource_type: int
-    name: str
-
-    @classmethod
-    def of(cls, kind: str, name: str) -> ConfigResource:
-        try:
-            return cls(_RESOURCE_TYPES[kind], name)
-        except KeyError:
-            raise ValueError(f"unknown config resource type {kind!r} "
-                             f"(one of {', '.join(_RESOURCE_TYPES)})") from None
-
-    @property
-    def kind(self) -> str:
-        for name, value in _RESOURCE_TYPES.items():
-            if value == self.resource_type:
-                return name
-        return str(self.resource_type)
-
-
-@dataclass(frozen=True)
-class ConfigSynonym:
-    name: str
-    value: str | None
-    source: str
-
-
-@dataclass(frozen=True)
-class ConfigEntry:
-    name: str
-    value: str | None
-    source: str
-    read_only: bool
-    is_sensitive: bool
-    synonyms: tuple[ConfigSynonym, ...] = ()
-    documentation: str | None = None
-
-    @property
-    def is_default(self) -> bool:
-        return self.source == "DEFAULT_CONFIG"
-
-
-@dataclass(frozen=True)
-class AlterConfigOp:
-    """One incremental change: op is set, delete, append or subtract."""
-
-    name: str
-    value: str | None = None
-    op: str = "set"
-
-
-@dataclass(frozen=True)
-class ListedOffset:
-    offset: int
-    timestamp: int
-    leader_epoch: int
-
-
-@dataclass(frozen=True)
-class PartitionDescription:
-    partition: int
-    leader: int
-    leader_epoch: int
-    replicas: tuple[int, ...]
-    isr: tuple[int, ...]
-    offline_replicas: tuple[int, ...]
-    error_code: int
-    log_start_offset: int = -1
-    high_watermark: int = -1
-
-
-@dataclass(frozen=True)
-class TopicDescription:
-    name: str
-    internal: bool
-    topic_id: str | None
-    partitions: tuple[PartitionDescription, ...]
-
-    @property
-    def replication_factor(self) -> int:
-        return max((len(p.replicas) for p in self.partitions), default=0)
-
-
-@dataclass(frozen=True)
-class BrokerDescription:
-    node_id: int
-    host: str
-    port: int
-    rack: str | None
-
-
-@dataclass(frozen=True)
-class ClusterDescription:
-    cluster_id: str | None
-    controller_id: int
-    brokers: tuple[BrokerDescription, ...]
-
-
-@dataclass(frozen=True)
-class ReplicaLogInfo:
-    size: int
-    offset_lag: int
-    is_future: bool
-
-
-@dataclass(frozen=True)
-class LogDirDescription:
-    broker: int
-    log_dir: str
-    error_code: int
-    total_bytes: int
-    usable_bytes: int
-    replicas: Mapping[TopicPartition, ReplicaLogInfo] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class GroupListing:
-    group_id: str
-    protocol_type: str
-    state: str | None  # None from brokers before ListGroups v4
-    broker: int
-
-
-@dataclass(frozen=True)
-class MemberDescription:
-    member_id: str
-    group_instance_id: str | None
-    client_id: str
-    host: str
-    assignment: tuple[TopicPartition, ...]  # decoded for consumer groups
-    topics: tuple[str, ...] = ()  # the member's subscription (consumer groups)
-
-
-@dataclass(frozen=True)
-class GroupDescription:
-    group_id: str
-    state: str  # Kafka's: Empty, Stable, PreparingRebalance, CompletingRebalance, Dead
-    protocol_type: str
-    protocol: str  # the assignor of a consumer group
-    members: tuple[MemberDescription, ...]
-    coordinator: BrokerDescription
-
-
-@dataclass(frozen=True)
-class PartitionLag:
-    """One row of a group's offsets view."""
-
-    topic: str
-    partition: int
-    current_offset: int | None  # committed; None: nothing committed
-    log_end_offset: int | None
-    lag: int | None
-    member_id: str | None
-    host: str | None
-    client_id: str | None
-    metadata: str | None = None
-
-
-@dataclass(frozen=True)
-class PartitionReassignment:
-    """An ongoing reassignment: ``replicas`` is the full set during the move (the target
-    plus the replicas still being removed), as ListPartitionReassignments reports it."""
-
-    replicas: tuple[int, ...]
-    adding_replicas: tuple[int, ...]
-    removing_replicas: tuple[int, ...]
-
-
-@dataclass(frozen=True)
-class OffsetResetSpec:
-    """Where a reset moves a group: kind ``earliest``, ``latest``, ``offset`` (value = the
-    offset), ``datetime`` (value = ms since the epoch) or ``shift`` (value = +/- n)."""
-
-    kind: str
-    value: int = 0
-
-
-@dataclass(frozen=True)
-class ProducerState:
-    """One producer of a partition, as DescribeProducers reports it (Kafka's ProducerState;
-    -1 for an epoch or offset Kafka shows as absent)."""
-
-    producer_id: int
-    producer_epoch: int
-    last_sequence: int
-    last_timestamp: int
-    coordinator_epoch: int  # -1: no marker written yet
-    current_transaction_start_offset: int  # -1: no open transaction
-
-
-@dataclass(frozen=True)
-class TransactionListing:
-    transactional_id: str
-    producer_id: int
-    state: str  # Kafka's: Empty, Ongoing, PrepareCommit, ...
-    coordinator: int  # the broker that answered
-
-
-@dataclass(frozen=True)
-class TransactionDescription:
-    transactional_id: str
-    coordinator: int
-    state: str
-    producer_id: int
-    producer_epoch: int
-    timeout_ms: int
-    start_time_ms: int | None  # None: no transaction running
-    partitions: tuple[TopicPartition, ...]
+# The values are admin_types.py's; exported here too, beside the client.
+__all__ = [
+    "RESOURCE_BROKER",
+    "RESOURCE_BROKER_LOGGER",
+    "AdminClient",
+    "AlterConfigOp",
+    "BrokerDescription",
+    "ClusterDescription",
+    "ConfigEntry",
+    "ConfigResource",
+    "ConfigSynonym",
+    "GroupDescription",
+    "GroupListing",
+    "ListedOffset",
+    "LogDirDescription",
+    "MemberDescription",
+    "NewPartitions",
+    "NewTopic",
+    "OffsetResetSpec",
+    "PartitionDescription",
+    "PartitionLag",
+    "PartitionReassignment",
+    "ProducerState",
+    "ReplicaLogInfo",
+    "TopicDescription",
+    "TopicPartition",
+    "TransactionDescription",
+    "TransactionListing",
+]
 
 
 # --- the client ---------------------------------------------------------------------------
@@ -352,13 +163,6 @@ def _offset_timestamp(spec: str | int) -> int:
             raise ValueError(f"unknown offset spec {spec!r}: earliest, latest, "
                              f"max_timestamp or a timestamp in ms") from None
     return int(spec)
-
-
-def _error(code: int, message: str | None, subject: str) -> KafkaClientError | None:
-    code = int(code)
-    if code == 0:
-        return None
-    return error_for(code, f"{subject}: {message}" if message else subject)
 
 
 def _filter_values(f: AclBindingFilter) -> dict[str, Any]:
@@ -379,7 +183,7 @@ def _entry(principal: str, host: str, operation: int, permission: int) -> Access
                               AclPermissionType(coerce_enum(AclPermissionType, permission)))
 
 
-class AdminClient:
+class AdminClient(GroupAdmin):
     """Cluster administration over a KafkaClient (``async with AdminClient(...)``)."""
 
     def __init__(self, bootstrap_servers: str | Sequence[str], **kwargs: Any) -> None:
@@ -397,10 +201,6 @@ class AdminClient:
 
     async def close(self) -> None:
         await self.client.close()
-
-    @property
-    def _timeout_ms(self) -> int:
-        return self.client.request_timeout_ms
 
     async def _to_controller(self, api_key: int, values: Mapping[str, Any],
                              errors_of: Callable[[Any], Collection[int]]) -> Any:
@@ -440,7 +240,7 @@ class AdminClient:
         }
         response = await self._to_controller(
             CREATE_TOPICS, values, lambda r: {int(t.error_code) for t in r.topics})
-        return {t.name: _error(t.error_code, getattr(t, "error_message", None), t.name)
+        return {t.name: error_about(t.error_code, getattr(t, "error_message", None), t.name)
                 for t in response.topics}
 
     async def delete_topics(self, names: Sequence[str], *, timeout_ms: int | None = None
@@ -452,7 +252,7 @@ class AdminClient:
         }
         response = await self._to_controller(
             DELETE_TOPICS, values, lambda r: {int(t.error_code) for t in r.responses})
-        return {t.name: _error(t.error_code, getattr(t, "error_message", None), t.name)
+        return {t.name: error_about(t.error_code, getattr(t, "error_message", None), t.name)
                 for t in response.responses}
 
     async def create_partitions(self, new_partitions: Mapping[str, int | NewPartitions], *,
@@ -472,7 +272,7 @@ class AdminClient:
                   "timeout": self._timeout_ms if timeout_ms is None else timeout_ms}
         response = await self._to_controller(
             CREATE_PARTITIONS, values, lambda r: {int(t.error_code) for t in r.results})
-        return {t.name: _error(t.error_code, getattr(t, "error_message", None), t.name)
+        return {t.name: error_about(t.error_code, getattr(t, "error_message", None), t.name)
                 for t in response.results}
 
     async def list_topics(self, *, include_internal: bool = False
@@ -686,7 +486,7 @@ class AdminClient:
                 one(node, group) for node, group in self._route_resources(resources).items())):
             for result in response.results:
                 resource = ConfigResource(int(result.resource_type), result.resource_name)
-                error = _error(result.error_code, result.error_message,
+                error = error_about(result.error_code, result.error_message,
                                f"{resource.kind} {resource.name!r}")
                 if error is not None:
                     raise error
@@ -717,7 +517,7 @@ class AdminClient:
                 one(node, group) for node, group in self._route_resources(changes).items())):
             for result in response.responses:
                 resource = ConfigResource(int(result.resource_type), result.resource_name)
-                out[resource] = _error(result.error_code, result.error_message,
+                out[resource] = error_about(result.error_code, result.error_message,
                                        f"{resource.kind} {resource.name!r}")
         return out
 
@@ -745,12 +545,12 @@ class AdminClient:
         is None. A user-level error (e.g. RESOURCE_NOT_FOUND) is raised."""
         response = await self.client.send(None, DESCRIBE_USER_SCRAM_CREDENTIALS, {
             "users": None if users is None else [{"name": u} for u in users]})
-        error = _error(response.error_code, response.error_message, "SCRAM credentials")
+        error = error_about(response.error_code, response.error_message, "SCRAM credentials")
         if error is not None:
             raise error
         out: dict[str, list[tuple[str, int]]] = {}
         for result in response.results:
-            error = _error(result.error_code, result.error_message, f"user {result.user!r}")
+            error = error_about(result.error_code, result.error_message, f"user {result.user!r}")
             if error is not None:
                 raise error
             out[result.user] = [
@@ -780,7 +580,7 @@ class AdminClient:
         response = await self.client.send(None, ALTER_USER_SCRAM_CREDENTIALS, {
             "deletions": [{"name": u, "mechanism": mechanism_id(m)} for u, m in deletions],
             "upsertions": upserts})
-        return {r.user: _error(r.error_code, r.error_message, f"user {r.user!r}")
+        return {r.user: error_about(r.error_code, r.error_message, f"user {r.user!r}")
                 for r in response.results}
 
     async def describe_client_quotas(
@@ -793,7 +593,7 @@ class AdminClient:
             "components": [{"entity_type": t, "match_type": m, "match": n}
                            for t, m, n in components],
             "strict": strict})
-        error = _error(response.error_code, response.error_message, "client quotas")
+        error = error_about(response.error_code, response.error_message, "client quotas")
         if error is not None:
             raise error
         return [({e.entity_type: e.entity_name for e in entry.entity},
@@ -812,7 +612,7 @@ class AdminClient:
                                   "remove": v is None} for k, v in ops.items()]}
                         for entity, ops in entries],
             "validate_only": validate_only})
-        return [_error(r.error_code, r.error_message, "client quota entity " + ", ".join(
+        return [error_about(r.error_code, r.error_message, "client quota entity " + ", ".join(
             f"{e.entity_type}={e.entity_name or '<default>'}" for e in r.entity))
             for r in response.entries]
 
@@ -826,7 +626,7 @@ class AdminClient:
                 for b in sorted(cluster.brokers.values(), key=lambda b: b.node_id)))
         response = await self.client.send(None, DESCRIBE_CLUSTER, {
             "include_cluster_authorized_operations": False, "endpoint_type": 1})
-        error = _error(response.error_code, response.error_message, "describe cluster")
+        error = error_about(response.error_code, response.error_message, "describe cluster")
         if error is not None:
             raise error
         return ClusterDescription(response.cluster_id, int(response.controller_id), tuple(
@@ -844,14 +644,14 @@ class AdminClient:
              "principal": b.entry.principal, "host": b.entry.host,
              "operation": int(b.entry.operation),
              "permission_type": int(b.entry.permission_type)} for b in bindings]})
-        return [_error(r.error_code, r.error_message, f"create ACL {b.pattern} {b.entry}")
+        return [error_about(r.error_code, r.error_message, f"create ACL {b.pattern} {b.entry}")
                 for b, r in zip(bindings, response.results, strict=True)]
 
     async def describe_acls(self, acl_filter: AclBindingFilter = AclBindingFilter()
                             ) -> list[AclBinding]:
         """The ACLs the filter selects (raised: the broker's refusal)."""
         response = await self.client.send(None, DESCRIBE_ACLS, _filter_values(acl_filter))
-        error = _error(response.error_code, response.error_message, "describe ACLs")
+        error = error_about(response.error_code, response.error_message, "describe ACLs")
         if error is not None:
             raise error
         return [AclBinding(_pattern(r.resource_type, r.resource_name, r.pattern_type),
@@ -865,7 +665,7 @@ class AdminClient:
             "filters": [_filter_values(f) for f in filters]})
         out: list[list[AclBinding] | KafkaClientError] = []
         for result in response.filter_results:
-            error = _error(result.error_code, result.error_message, "delete ACLs")
+            error = error_about(result.error_code, result.error_message, "delete ACLs")
             out.append(error if error is not None else [
                 AclBinding(_pattern(m.resource_type, m.resource_name, m.pattern_type),
                            _entry(m.principal, m.host, m.operation, m.permission_type))
@@ -887,7 +687,7 @@ class AdminClient:
 
         out: dict[int, list[LogDirDescription]] = {}
         for broker, response in await asyncio.gather(*(one(b) for b in brokers)):
-            error = _error(getattr(response, "error_code", 0), None, f"broker {broker}")
+            error = error_about(getattr(response, "error_code", 0), None, f"broker {broker}")
             if error is not None:
                 raise error
             out[broker] = [LogDirDescription(
@@ -926,7 +726,7 @@ class AdminClient:
             for t in response.results:
                 for p in t.partitions:
                     key = (t.topic_name, int(p.partition_index), broker)
-                    out[key] = _error(p.error_code, None,
+                    out[key] = error_about(p.error_code, None,
                                       f"replica {t.topic_name}-{p.partition_index}-{broker}")
         return out
 
@@ -957,13 +757,13 @@ class AdminClient:
             ALTER_PARTITION_REASSIGNMENTS, values,
             lambda r: {int(r.error_code)} | {int(p.error_code) for t in r.responses
                                               for p in t.partitions})
-        top = _error(response.error_code, response.error_message, "reassignment")
+        top = error_about(response.error_code, response.error_message, "reassignment")
         out: dict[TopicPartition, KafkaClientError | None] = {tp: top for tp in targets}
         if top is None:
             for t in response.responses:
                 for p in t.partitions:
                     tp = (t.name, int(p.partition_index))
-                    out[tp] = _error(p.error_code, p.error_message, f"{t.name}-{tp[1]}")
+                    out[tp] = error_about(p.error_code, p.error_message, f"{t.name}-{tp[1]}")
         return out
 
     async def list_partition_reassignments(
@@ -980,7 +780,7 @@ class AdminClient:
         response = await self._to_controller(
             LIST_PARTITION_REASSIGNMENTS, {"timeout": self._timeout_ms, "topics": topics},
             lambda r: {int(r.error_code)})
-        error = _error(response.error_code, response.error_message,
+        error = error_about(response.error_code, response.error_message,
                        "list partition reassignments")
         if error is not None:
             raise error
@@ -1034,258 +834,6 @@ class AdminClient:
                                              "no result for this partition"))
         return out
 
-    # -- consumer groups
-
-    async def _group_coordinator(self, group_id: str, key_type: int = 0) -> int:
-        """The coordinator's node id (FindCoordinator, retried while the offsets topic is
-        created or loads); metadata refreshed if the node is not known yet. ``key_type``
-        1: the coordinator of the transactional id ``group_id``."""
-        from klog.client.group_coordinator import find_coordinator
-
-        deadline = asyncio.get_running_loop().time() + self._timeout_ms / 1000
-        while True:
-            try:
-                node_id, _host, _port = await find_coordinator(self.client, group_id, key_type)
-                break
-            except KafkaClientError as exc:
-                if not exc.retriable or asyncio.get_running_loop().time() >= deadline:
-                    raise
-                await asyncio.sleep(0.1)
-        if node_id not in self.client.cluster.brokers:
-            await self.client.refresh_metadata([])
-        return node_id
-
-    async def _to_group_coordinator(self, group_id: str, api_key: int,
-                                    values: Mapping[str, Any],
-                                    error_of: Callable[[Any], int]) -> Any:
-        """Send to the group's coordinator; find it again while the answer says it moved
-        or is loading (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS / NOT_AVAILABLE)."""
-        from klog.client.group_coordinator import COORDINATOR_ERRORS, MAX_VERSIONS
-
-        retry = COORDINATOR_ERRORS | {int(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)}
-        response = None
-        for attempt in range(10):
-            node = await self._group_coordinator(group_id)
-            version = self.client.api_version(node, api_key, MAX_VERSIONS.get(api_key))
-            response = await self.client.send(node, api_key, values, version=version)
-            if int(error_of(response)) not in retry or attempt == 9:
-                return response
-            await asyncio.sleep(0.1 * (attempt + 1))
-        return response
-
-    async def list_groups(self, states: Sequence[str] | None = None) -> list[GroupListing]:
-        """Every group of every broker (ListGroups to each), optionally only those in
-        ``states`` (Kafka's names: Stable, Empty, PreparingRebalance, ...), by id."""
-        await self.client.refresh_metadata([])
-        wanted = list(states or ())
-
-        async def one(broker: int) -> list[GroupListing]:
-            response = await self.client.send(broker, LIST_GROUPS, {
-                "states_filter": wanted, "types_filter": []})
-            error = _error(response.error_code, None, f"listing groups on broker {broker}")
-            if error is not None:
-                raise error
-            return [GroupListing(g.group_id, g.protocol_type,
-                                 getattr(g, "group_state", None) or None, broker)
-                    for g in response.groups]
-
-        found: dict[str, GroupListing] = {}
-        for listing in await asyncio.gather(*(one(b) for b in sorted(self.client.cluster.brokers))):
-            for g in listing:
-                found[g.group_id] = g
-        listed = sorted(found.values(), key=lambda g: g.group_id)
-        if wanted:  # brokers before ListGroups v4 do not filter
-            lowered = {s.lower() for s in wanted}
-            listed = [g for g in listed if g.state is None or g.state.lower() in lowered]
-        return listed
-
-    async def describe_groups(self, group_ids: Sequence[str]) -> dict[str, GroupDescription]:
-        """State, assignor, coordinator and members (with their assignments, decoded for
-        consumer groups) of each group. A group that does not exist is in state Dead."""
-        from klog.client.assignors import decode_assignment, decode_subscription
-
-        async def one(group_id: str) -> GroupDescription:
-            response = await self._to_group_coordinator(
-                group_id, DESCRIBE_GROUPS,
-                {"groups": [group_id], "include_authorized_operations": False},
-                lambda r: r.groups[0].error_code if r.groups else 0)
-            node = await self._group_coordinator(group_id)
-            meta = self.client.cluster.brokers.get(node)
-            coordinator = BrokerDescription(node, meta.host if meta else "?",
-                                            meta.port if meta else -1,
-                                            meta.rack if meta else None)
-            g = response.groups[0]
-            error = _error(g.error_code, getattr(g, "error_message", None),
-                           f"group {group_id!r}")
-            if error is not None:
-                raise error
-            members = []
-            for m in g.members:
-                assignment: tuple[TopicPartition, ...] = ()
-                topics: tuple[str, ...] = ()
-                if g.protocol_type == "consumer":
-                    # A member's blobs are its own business: undecodable ones show nothing.
-                    with contextlib.suppress(InternalTopicError):
-                        assignment = tuple(decode_assignment(bytes(m.member_assignment)))
-                    with contextlib.suppress(InternalTopicError):
-                        if m.member_metadata:
-                            topics = decode_subscription(bytes(m.member_metadata)).topics
-                members.append(MemberDescription(
-                    m.member_id, getattr(m, "group_instance_id", None), m.client_id,
-                    m.client_host, assignment, topics))
-            return GroupDescription(g.group_id, g.group_state, g.protocol_type,
-                                    g.protocol_data, tuple(members), coordinator)
-
-        results = await asyncio.gather(*(one(g) for g in group_ids))
-        return {d.group_id: d for d in results}
-
-    async def delete_groups(self, group_ids: Sequence[str]
-                            ) -> dict[str, KafkaClientError | None]:
-        """Delete groups and their committed offsets (only empty groups can go:
-        NON_EMPTY_GROUP otherwise); group id -> None or the error."""
-        async def one(group_id: str) -> tuple[str, KafkaClientError | None]:
-            try:
-                response = await self._to_group_coordinator(
-                    group_id, DELETE_GROUPS, {"groups_names": [group_id]},
-                    lambda r: r.results[0].error_code if r.results else 0)
-            except KafkaClientError as exc:
-                return group_id, exc
-            codes = {r.group_id: r.error_code for r in response.results}
-            return group_id, _error(codes.get(group_id, ErrorCode.UNKNOWN_SERVER_ERROR),
-                                    None, f"group {group_id!r}")
-
-        return dict(await asyncio.gather(*(one(g) for g in group_ids)))
-
-    async def list_group_offsets(self, group_id: str,
-                                 partitions: Sequence[TopicPartition] | None = None
-                                 ) -> dict[TopicPartition, OffsetAndMetadata]:
-        """The group's committed offsets (``partitions`` None: all it has), as
-        klog.client.group_coordinator.OffsetAndMetadata; partitions without a committed
-        offset are left out."""
-        from klog.client.fetcher import TopicPartition as TP
-        from klog.client.group_coordinator import (
-            offset_fetch_values,
-            parse_offset_fetch,
-        )
-
-        wanted = None if partitions is None else [TP(*tp) for tp in partitions]
-        values = offset_fetch_values(group_id, wanted)
-
-        def error_of(r: Any) -> int:
-            return parse_offset_fetch(r, group_id).error
-
-        response = await self._to_group_coordinator(group_id, OFFSET_FETCH, values, error_of)
-        found = parse_offset_fetch(response, group_id)
-        error = _error(found.error, None, f"group {group_id!r}")
-        if error is not None:
-            raise error
-        for tp, code in found.partition_errors.items():
-            raise error_for(code, f"group {group_id!r}: {tp[0]}-{tp[1]}")
-        return {(tp.topic, tp.partition): om for tp, om in sorted(found.offsets.items())
-                if om.offset >= 0}
-
-    async def alter_group_offsets(self, group_id: str, offsets: Mapping[TopicPartition, int]
-                                  ) -> dict[TopicPartition, KafkaClientError | None]:
-        """Commit offsets for the group as an admin (generation -1, no member id): the
-        coordinator accepts it only while the group has no active members."""
-        from klog.client.fetcher import TopicPartition as TP
-        from klog.client.group_coordinator import (
-            OffsetAndMetadata,
-            offset_commit_values,
-            parse_offset_commit,
-        )
-
-        values = offset_commit_values(
-            group_id, {TP(*tp): OffsetAndMetadata(int(o)) for tp, o in offsets.items()})
-
-        def error_of(r: Any) -> int:
-            return next((c for c in parse_offset_commit(r).values() if c), 0)
-
-        response = await self._to_group_coordinator(group_id, OFFSET_COMMIT, values, error_of)
-        return {(tp.topic, tp.partition): _error(code, None, f"{tp.topic}-{tp.partition}")
-                for tp, code in parse_offset_commit(response).items()}
-
-    async def delete_group_offsets(self, group_id: str, partitions: Sequence[TopicPartition]
-                                   ) -> dict[TopicPartition, KafkaClientError | None]:
-        """Forget the group's committed offsets of these partitions (OffsetDelete); a
-        partition the group still consumes answers GROUP_SUBSCRIBED_TO_TOPIC."""
-        by_topic: dict[str, list[dict[str, int]]] = defaultdict(list)
-        for topic, partition in partitions:
-            by_topic[topic].append({"partition_index": partition})
-        values = {"group_id": group_id,
-                  "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]}
-        response = await self._to_group_coordinator(
-            group_id, OFFSET_DELETE, values, lambda r: r.error_code)
-        error = _error(response.error_code, None, f"group {group_id!r}")
-        if error is not None:
-            raise error
-        return {(t.name, int(p.partition_index)):
-                _error(p.error_code, None, f"{t.name}-{p.partition_index}")
-                for t in response.topics for p in t.partitions}
-
-    async def group_lag(self, group_id: str) -> tuple[GroupDescription, list[PartitionLag]]:
-        """What `kafka-consumer-groups --describe` shows: for every partition the group
-        has a committed offset for or has assigned, the committed offset, the log end
-        offset, the lag and the member consuming it."""
-        description = (await self.describe_groups([group_id]))[group_id]
-        committed = await self.list_group_offsets(group_id)
-        owner: dict[TopicPartition, MemberDescription] = {}
-        for m in description.members:
-            for tp in m.assignment:
-                owner[(tp[0], tp[1])] = m
-        partitions = sorted(set(committed) | set(owner))
-        ends = await self.list_offsets({tp: "latest" for tp in partitions},
-                                       raise_errors=False) if partitions else {}
-        rows = []
-        for tp in partitions:
-            om = committed.get(tp)
-            end = ends.get(tp)
-            log_end = end.offset if isinstance(end, ListedOffset) else None
-            current = None if om is None else om.offset
-            lag = None if current is None or log_end is None else max(0, log_end - current)
-            member = owner.get(tp)
-            rows.append(PartitionLag(tp[0], tp[1], current, log_end, lag,
-                                     None if member is None else member.member_id,
-                                     None if member is None else member.host,
-                                     None if member is None else member.client_id,
-                                     None if om is None else om.metadata))
-        return description, rows
-
-    async def plan_group_offsets_reset(self, group_id: str,
-                                       partitions: Sequence[TopicPartition],
-                                       spec: OffsetResetSpec) -> dict[TopicPartition, int]:
-        """The new offset of each partition for a reset (kafka-consumer-groups
-        --reset-offsets): earliest, latest, an offset, the first offset at or after a time
-        (the end when there is none), or the committed offset shifted (KafkaClientError
-        for a partition with nothing committed, as Kafka refuses it). Offsets are kept
-        within [log start offset, log end offset]."""
-        parts = sorted(set(partitions))
-        if not parts:
-            return {}
-        starts = await self.list_offsets({tp: "earliest" for tp in parts})
-        ends = await self.list_offsets({tp: "latest" for tp in parts})
-        plan: dict[TopicPartition, int] = {}
-        if spec.kind == "datetime":
-            found = await self.list_offsets({tp: spec.value for tp in parts})
-            for tp in parts:
-                hit = found[tp].offset
-                plan[tp] = hit if hit >= 0 else ends[tp].offset
-        elif spec.kind == "shift":
-            committed = await self.list_group_offsets(group_id, parts)
-            for tp in parts:
-                om = committed.get(tp)
-                if om is None:
-                    raise KafkaClientError(
-                        f"cannot shift the offset of {tp[0]}-{tp[1]}: group {group_id!r} "
-                        "has no committed offset for it")
-                plan[tp] = om.offset + spec.value
-        else:
-            for tp in parts:
-                plan[tp] = {"earliest": starts[tp].offset, "latest": ends[tp].offset,
-                            "offset": spec.value}[spec.kind]
-        return {tp: max(starts[tp].offset, min(offset, ends[tp].offset))
-                for tp, offset in plan.items()}
-
     # -- transactions
 
     async def describe_producers(self, partitions: Sequence[TopicPartition], *,
@@ -1321,7 +869,7 @@ class AdminClient:
                                           request(broker_id, wanted))
         results: dict[TopicPartition, list[ProducerState] | KafkaClientError] = {}
         for tp, code, producers in parse(response):
-            error = _error(code, None, f"{tp[0]}-{tp[1]} on broker {broker_id}")
+            error = error_about(code, None, f"{tp[0]}-{tp[1]} on broker {broker_id}")
             results[tp] = producers if error is None else error
         return results
 
@@ -1351,7 +899,7 @@ class AdminClient:
                 if int(response.error_code) != loading or attempt == 19:
                     break
                 await asyncio.sleep(0.1 * (attempt + 1))
-            error = _error(response.error_code, None,
+            error = error_about(response.error_code, None,
                            f"listing transactions on broker {broker}")
             if error is not None:
                 raise error
@@ -1385,7 +933,7 @@ class AdminClient:
                 if code not in retry or attempt == 9:
                     break
                 await asyncio.sleep(0.1 * (attempt + 1))
-            error = _error(code, None, f"transactional id {txn_id!r}")
+            error = error_about(code, None, f"transactional id {txn_id!r}")
             if error is not None:
                 return error
             s = states[0]

@@ -115,6 +115,16 @@ def error_for(error_code: int, message: str | None = None) -> KafkaClientError:
     return KafkaClientError(text, code)
 
 
+def error_about(error_code: int, message: str | None, subject: str
+                ) -> KafkaClientError | None:
+    """The exception for a non-zero code about ``subject`` (``subject: message``); None for
+    0 (NONE). The admin client's per-item answers."""
+    code = int(error_code)
+    if code == 0:
+        return None
+    return error_for(code, f"{subject}: {message}" if message else subject)
+
+
 def raise_for(error_code: int, message: str | None = None) -> None:
     """Raise the KafkaClientError for ``error_code``; nothing for 0 (NONE)."""
     if int(error_code) != 0:

@@ -32,38 +32,34 @@ from klog.daemon.config import BrokerConfig
 from klog.daemon.config.dynamic import DynamicBrokerConfig
 from klog.daemon.controller import Controller
 from klog.daemon.controller.identity import ControllerIdentity
+from klog.daemon.controller.metrics import ControllerCollector
 from klog.daemon.controller.receiver import ControlRequestReceiver
 from klog.daemon.fetch_session import FetchSessionCache
 from klog.daemon.group.coordinator import GroupCoordinator
 from klog.daemon.group.metadata_manager import GroupMetadataManager
-from klog.daemon.handlers import BrokerServices, load_handlers
-from klog.daemon.log_cleaner import CleanerConfig, LogCleaner
+from klog.daemon.group.metrics import GroupCollector
+from klog.daemon.handlers import BrokerServices
+from klog.daemon.handlers.table import HANDLERS
+from klog.daemon.log_cleaner import CleanerConfig, LogCleaner, LogCleanerCollector
 from klog.daemon.log_dir_failure import LogDirFailureHandler
 from klog.daemon.log_dir_mover import LogDirMover
 from klog.daemon.metadata_cache import BrokerEndpoint, BrokerInfo, MetadataCache
 from klog.daemon.metastore import paths
 from klog.daemon.metastore.base import MetadataStore, MetastoreError, NodeExistsError, NoNodeError
 from klog.daemon.metrics import BrokerMetrics, unimplemented_configs
-from klog.daemon.metrics.collectors import (
-    ControllerCollector,
-    FetcherLagCollector,
-    GroupCollector,
-    LogCleanerCollector,
-    LogCollector,
-    ReplicaManagerCollector,
-    SocketServerCollector,
-)
+from klog.daemon.metrics.collectors import LogCollector
 from klog.daemon.producer_ids import ProducerIdManager
 from klog.daemon.quota_store import ClientQuotaAdmin, QuotaConfigLoader
 from klog.daemon.quotas import QuotaManagers
-from klog.daemon.replica_fetcher import ReplicaFetcherManager
+from klog.daemon.replica_fetcher import FetcherLagCollector, ReplicaFetcherManager
 from klog.daemon.replica_manager import MetastoreIsrStore, ReplicaManager
+from klog.daemon.replica_metrics import ReplicaManagerCollector
 from klog.daemon.replica_selector import selector_for
 from klog.daemon.replication_quota import ReplicationQuotaManager, ReplicationQuotas
 from klog.daemon.security.authorizer import AclAuthorizer
 from klog.daemon.security.credentials import ScramCredentialCache, ScramCredentialManager
 from klog.daemon.security.listener import ListenerConfigError, inter_broker_client_security
-from klog.daemon.server import Server, check_listeners
+from klog.daemon.server import Server, SocketServerCollector, check_listeners
 from klog.daemon.topic_configs import TopicConfigs
 from klog.daemon.transaction.connections import BrokerConnections
 from klog.daemon.transaction.coordinator import TransactionCoordinator
@@ -246,10 +242,11 @@ class Broker:
             fetch_sessions=FetchSessionCache(config.max_incremental_fetch_session_cache_slots),
             quotas=self.client_quotas, client_quota_admin=self.client_quota_admin,
             log_dir_mover=self.log_dir_mover)
-        self.server = Server(dynamic, load_handlers(), self.services, self.scram_cache,
+        self.server = Server(dynamic, HANDLERS, self.services, self.scram_cache,
                              request_metrics=counting.requests if counting else None)
         if counting:
-            # Gauges read from the components' state at each scrape, on the event loop.
+            # Gauges read from the components' state at each scrape, on the event loop;
+            # each component's collector is its own (beside it), the logs' is the metrics'.
             for collector in (
                 ReplicaManagerCollector(self.replica_manager),
                 ControllerCollector(self.controller),

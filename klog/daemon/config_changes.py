@@ -34,16 +34,20 @@ thread) only schedule work on the loop.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-import time
 import urllib.parse
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from klog.daemon.config import ConfigError
 from klog.daemon.metastore import paths
-from klog.daemon.metastore.base import MetadataStore, MetastoreError, NodeExistsError, NoNodeError
+from klog.daemon.metastore.base import MetadataStore, NoNodeError
+from klog.daemon.metastore.change_listener import (
+    CHANGE_EXPIRATION_MS,
+    ChangeNotificationListener,
+    purge_obsolete,
+    write_then_notify,
+)
 
 if TYPE_CHECKING:
     from klog.daemon.config.dynamic import DynamicBrokerConfig
@@ -53,9 +57,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-#: Notifications older than this are deleted by the brokers that process them (Kafka's
-#: ZkNodeChangeNotificationListener.changeExpirationMs).
-CHANGE_EXPIRATION_MS = 15 * 60 * 1000
 
 
 # -- the metastore side (blocking; call from worker threads) -------------------------------
@@ -83,47 +84,17 @@ def write_entity_config(store: MetadataStore, entity_type: str, entity_name: str
     """Replace an entity's overrides and announce the change; returns the notification's
     path. The config is written first, so a broker that hears of the change reads the new
     overrides (Kafka's AdminZkClient.changeEntityConfig order)."""
-    path = paths.config_path(entity_type, entity_name)
-    data = paths.EntityConfig(config=dict(config)).encode()
-    try:
-        store.set(path, data)
-    except NoNodeError:
-        try:
-            store.create(path, data, make_parents=True)
-        except NodeExistsError:  # created meanwhile by another writer: ours is the newer
-            store.set(path, data)
-    notification = paths.ConfigChangeNotification(f"{entity_type}/{entity_name}").encode()
-    return store.create(paths.config_change_path(), notification, sequential=True,
-                        make_parents=True)
+    return write_then_notify(
+        store, paths.config_path(entity_type, entity_name),
+        paths.EntityConfig(config=dict(config)).encode(), paths.config_change_path(),
+        paths.ConfigChangeNotification(f"{entity_type}/{entity_name}").encode())
 
 
 def purge_obsolete_notifications(store: MetadataStore, now_ms: int | None = None,
                                  expiration_ms: int = CHANGE_EXPIRATION_MS) -> int:
     """Delete notifications created more than ``expiration_ms`` ago; returns how many."""
-    now = int(time.time() * 1000) if now_ms is None else now_ms
-    try:
-        children = store.get_children(paths.CONFIG_CHANGES)
-    except NoNodeError:
-        return 0
-    deleted = 0
-    for child in children:
-        if not child.startswith(paths.CONFIG_CHANGE_PREFIX):
-            continue
-        path = f"{paths.CONFIG_CHANGES}/{child}"
-        stat = store.exists(path)
-        if stat is None or now - stat.ctime <= expiration_ms:
-            continue
-        with contextlib.suppress(NoNodeError):
-            store.delete(path)
-            deleted += 1
-    return deleted
-
-
-def _sequence(child: str) -> int | None:
-    try:
-        return paths.sequence_number(child, paths.CONFIG_CHANGE_PREFIX)
-    except ValueError:
-        return None
+    return purge_obsolete(store, paths.CONFIG_CHANGES, paths.CONFIG_CHANGE_PREFIX, now_ms,
+                          expiration_ms)
 
 
 # -- the broker side -------------------------------------------------------------------------
@@ -149,13 +120,9 @@ class ConfigChangeManager:
         self.replica_manager = replica_manager
         self.log_manager = log_manager
         self.controller = controller
-        self.last_executed_change = -1
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._listening = False
-        self._closed = False
-        self._pending = False
+        # The notifications' listener (cluster mode only).
+        self._listener: ChangeNotificationListener | None = None
         self._started = False  # start-up's own load is reported by Broker.startup
-        self._task: asyncio.Task[None] | None = None
         # Told the (desanitized) name of a user entity that changed (/config/users: SCRAM
         # credentials, klog/daemon/security/credentials.py).
         self._user_listeners: list[Callable[[str], Awaitable[None]]] = []
@@ -172,15 +139,12 @@ class ConfigChangeManager:
     async def startup(self) -> None:
         """Load this broker's dynamic configs; in cluster mode, start listening first so a
         change written while loading is not missed."""
-        self._loop = asyncio.get_running_loop()
         if not self.config.current.standalone:
-            self._listening = True
-            children = await asyncio.to_thread(self.store.get_children, paths.CONFIG_CHANGES,
-                                               self._on_children)
-            seqs = [s for s in map(_sequence, children) if s is not None]
+            self._listener = ChangeNotificationListener(
+                self.store, paths.CONFIG_CHANGES, paths.CONFIG_CHANGE_PREFIX, "config",
+                self._handle, data_error=paths.ZNodeDataError)
             # Everything up to now is read below and on demand, as the changes say.
-            self.last_executed_change = max(seqs, default=-1)
-            self.store.add_session_listener(self._on_session)
+            await self._listener.start()
         await self.reload_broker_configs()
         self._started = True
         await self._load_local_topic_configs()
@@ -202,10 +166,14 @@ class ConfigChangeManager:
             except ConfigError as exc:
                 log.warning("cannot apply the config of topic %s: %s", topic, exc)
 
+    @property
+    def last_executed_change(self) -> int:
+        """The sequence of the last notification processed (-1: none, or standalone)."""
+        return -1 if self._listener is None else self._listener.last_executed_change
+
     def shutdown(self) -> None:
-        self._closed = True
-        if self._task is not None:
-            self._task.cancel()
+        if self._listener is not None:
+            self._listener.close()
 
     # -- applying ------------------------------------------------------------------------
 
@@ -265,58 +233,8 @@ class ConfigChangeManager:
 
     # -- listening (cluster mode) --------------------------------------------------------
 
-    def _on_children(self, event: Any) -> None:
-        self._schedule()
-
-    def _on_session(self, state: str) -> None:
-        if state == "CONNECTED":  # watches were lost with the connection: re-read
-            self._schedule()
-
-    def _schedule(self) -> None:
-        loop = self._loop
-        if self._closed or loop is None or loop.is_closed():
-            return
-        with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
-            loop.call_soon_threadsafe(self._kick)
-
-    def _kick(self) -> None:
-        self._pending = True
-        if self._task is None or self._task.done():
-            self._task = asyncio.get_running_loop().create_task(self._process())
-
-    async def _process(self) -> None:
-        while self._pending and not self._closed:
-            self._pending = False
-            try:
-                await self._process_once()
-            except asyncio.CancelledError:
-                raise
-            except MetastoreError as exc:
-                log.warning("cannot read config change notifications: %s", exc)
-            except Exception:
-                log.exception("applying config change notifications failed")
-
-    async def _process_once(self) -> None:
-        store = self.store
-        children = await asyncio.to_thread(store.get_children, paths.CONFIG_CHANGES,
-                                           self._on_children)
-        fresh = sorted((seq, child) for child in children
-                       if (seq := _sequence(child)) is not None
-                       and seq > self.last_executed_change)
-        for seq, child in fresh:
-            try:
-                data, _stat = await asyncio.to_thread(store.get,
-                                                      f"{paths.CONFIG_CHANGES}/{child}")
-                note = paths.ConfigChangeNotification.decode(data)
-            except NoNodeError:
-                continue  # purged meanwhile
-            except paths.ZNodeDataError as exc:
-                log.warning("ignored config change %s: %s", child, exc)
-            else:
-                await self._apply(note)
-            self.last_executed_change = seq
-        if fresh:
-            await asyncio.to_thread(purge_obsolete_notifications, store)
+    async def _handle(self, child: str, data: bytes) -> None:
+        await self._apply(paths.ConfigChangeNotification.decode(data))
 
     async def _apply(self, note: paths.ConfigChangeNotification) -> None:
         kind, name = note.entity_type, note.entity_name

@@ -76,10 +76,10 @@ import os
 import socket
 import time
 import types
-from collections.abc import Awaitable, Coroutine, Generator, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Coroutine, Generator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
-from klog.daemon.handlers import Deferred, RequestContext, Response
+from klog.daemon.handlers import BrokerServices, Deferred, Handler, RequestContext, Response
 from klog.daemon.metrics.counters import FETCH, SAMPLE_MASK
 from klog.daemon.security.listener import ListenerSecurity
 from klog.daemon.security.principal import ANONYMOUS, USER_TYPE, KafkaPrincipal
@@ -101,7 +101,6 @@ from klog.protocol.framing import (
 if TYPE_CHECKING:
     from klog.daemon.metrics.counters import RequestMetrics, RequestTiming
     from klog.daemon.quotas import ClientQuotaManager
-    from klog.daemon.server import Server
 
 log = logging.getLogger(__name__)
 
@@ -195,8 +194,29 @@ class ShortSendError(ConnectionError):
 TLS_REGION_CHUNK = 256 << 10
 
 
+class ConnectionOwner(Protocol):
+    """What a connection uses of the server that accepted it (klog/daemon/server.py's
+    Server): the handler table and services, the limits, the queued-request count it
+    shares with its sibling connections, and where it reports its end. A Protocol, so that
+    this module does not import server.py, which imports it."""
+
+    handlers: Mapping[int, Handler]
+    services: BrokerServices
+    request_metrics: RequestMetrics | None
+    advertised: Mapping[int, apis.VersionRange]
+    max_request_bytes: int
+    queued_max_requests: int
+    queued: int
+    connections: set[Connection]
+    paused: set[Connection]
+
+    def connection_closed(self, conn: Connection) -> None: ...
+
+    def request_done(self) -> None: ...
+
+
 class Connection(asyncio.Protocol):
-    def __init__(self, server: Server, listener_name: str, address: str | None = None,
+    def __init__(self, server: ConnectionOwner, listener_name: str, address: str | None = None,
                  security: ListenerSecurity | None = None) -> None:
         self.server = server
         self.services = server.services

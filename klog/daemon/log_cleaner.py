@@ -46,11 +46,14 @@ import logging
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from prometheus_client.core import GaugeMetricFamily, Metric
+
+from klog.daemon.metrics.collectors import gauge
 from klog.storage.cleaner import (
     Cleaner,
     CleanerStats,
@@ -728,3 +731,43 @@ __all__ = [
     "storage_cleaner",
     "validate_reconfiguration",
 ]
+
+
+class LogCleanerCollector:
+    """The log cleaner (klog/daemon/log_cleaner.py): Kafka's LogCleanerManager gauges
+    max-dirty-percent and uncleanable-partitions-count and LogCleaner's
+    time-since-last-run-ms (as the JMX exporter names them), plus, per compacted partition,
+    klog's own ``klog_log_cleaner_dirty_ratio`` and ``klog_log_cleaner_last_clean_timestamp_ms``
+    (Kafka exposes no per-partition figure; the issue asks for one)."""
+
+    def __init__(self, cleaner: LogCleaner, clock: Callable[[], int]) -> None:
+        self.cleaner = cleaner
+        self.clock = clock
+
+    def collect(self) -> Iterator[Metric]:
+        statuses = self.cleaner.status()
+        now = self.clock()
+        yield gauge("kafka_log_logcleanermanager_max_dirty_percent",
+                     "kafka.log:type=LogCleanerManager,name=max-dirty-percent",
+                     int(100 * max((s.dirty_ratio for s in statuses), default=0.0)))
+        yield gauge("kafka_log_logcleanermanager_uncleanable_partitions_count",
+                     "kafka.log:type=LogCleanerManager,name=uncleanable-partitions-count",
+                     len(self.cleaner.uncleanable_partitions()))
+        last = max((s.last_clean.at_ms for s in statuses if s.last_clean is not None),
+                   default=None)
+        yield gauge("kafka_log_logcleaner_time_since_last_run_ms",
+                     "kafka.log:type=LogCleaner,name=time-since-last-run-ms",
+                     0 if last is None else max(0, now - last))
+        ratio = GaugeMetricFamily("klog_log_cleaner_dirty_ratio",
+                                  "Dirty bytes over all bytes past the cleaner checkpoint, as "
+                                  "of the cleaner's last selection round",
+                                  labels=["topic", "partition"])
+        cleaned = GaugeMetricFamily("klog_log_cleaner_last_clean_timestamp_ms",
+                                    "When the partition was last cleaned (ms since the epoch)",
+                                    labels=["topic", "partition"])
+        for s in statuses:
+            ratio.add_metric([s.topic, str(s.partition)], s.dirty_ratio)
+            if s.last_clean is not None:
+                cleaned.add_metric([s.topic, str(s.partition)], s.last_clean.at_ms)
+        yield ratio
+        yield cleaned

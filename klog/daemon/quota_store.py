@@ -26,7 +26,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from klog.daemon.metastore import paths
-from klog.daemon.metastore.base import MetadataStore, NodeExistsError, NoNodeError
+from klog.daemon.metastore.base import MetadataStore, NoNodeError
+from klog.daemon.metastore.change_listener import write_then_notify
 from klog.daemon.quotas import DEFAULT, EntityKey, QuotaConfigs, entity_key
 from klog.daemon.security.credentials import desanitize, sanitize
 from klog.protocol.client_quotas import CLIENT_ID, IP, QUOTA_KEYS, USER
@@ -94,17 +95,8 @@ def write_entity(store: MetadataStore, entity: EntityKey, config: Mapping[str, s
     """Replace the entity's configs and announce the change (the config first, as Kafka's
     AdminZkClient.changeEntityConfig)."""
     path, note = entity_path(entity)
-    data = paths.EntityConfig(config=dict(config)).encode()
-    try:
-        store.set(path, data)
-    except NoNodeError:
-        try:
-            store.create(path, data, make_parents=True)
-        except NodeExistsError:
-            store.set(path, data)
-    store.create(paths.config_change_path(),
-                 paths.ConfigChangeNotification(note).encode(),
-                 sequential=True, make_parents=True)
+    write_then_notify(store, path, paths.EntityConfig(config=dict(config)).encode(),
+                      paths.config_change_path(), paths.ConfigChangeNotification(note).encode())
 
 
 def _children(store: MetadataStore, path: str) -> list[str]:

@@ -42,9 +42,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+from prometheus_client.core import GaugeMetricFamily, Metric
 
 from klog.client.frames import FrameReader
 from klog.client.security import ClientSecurity, SaslAuthenticationError
@@ -562,3 +564,24 @@ class ReplicaFetcherManager:
         self._stopped = []
         for fetcher in fetchers:
             await fetcher.stop()
+
+
+class FetcherLagCollector:
+    """kafka.server:type=FetcherLagMetrics,name=ConsumerLag: per followed partition, the
+    leader's high watermark minus this replica's log end after its last fetch."""
+
+    def __init__(self, fetchers: ReplicaFetcherManager) -> None:
+        self.fetchers = fetchers
+
+    def collect(self) -> Iterator[Metric]:
+        family = GaugeMetricFamily(
+            "kafka_server_fetcherlagmetrics_consumerlag",
+            "kafka.server:type=FetcherLagMetrics,name=ConsumerLag",
+            labels=["clientId", "topic", "partition"])
+        for fetcher in list(self.fetchers.fetchers.values()):
+            # Kafka's replica fetcher thread name is its client id.
+            client_id = f"ReplicaFetcherThread-{fetcher.fetcher_id}-{fetcher.leader_id}"
+            for (topic, partition), state in fetcher.partitions.items():
+                if state.lag is not None:
+                    family.add_metric([client_id, topic, str(partition)], state.lag)
+        yield family

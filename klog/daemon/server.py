@@ -40,8 +40,10 @@ import math
 import socket
 import ssl
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
+
+from prometheus_client.core import GaugeMetricFamily, Metric
 
 from klog.daemon.config import LISTENER_SECURITY_CONFIGS, BrokerConfig, ConfigSource
 from klog.daemon.connection import CLOSE_GRACE_SECONDS, Connection, TlsConnection
@@ -565,3 +567,24 @@ def _bind(family: int, address: Any, receive_buffer: int, dual_stack: bool = Fal
 def _display(sock: socket.socket) -> str:
     host = sock.getsockname()[0]
     return f"[{host}]" if ":" in host else host
+
+
+class SocketServerCollector:
+    """socket-server-metrics connection-count per listener: the connections that count
+    against the connection limits (klog/daemon/connection_quotas.py) -- from the accept to
+    the socket's close, TLS handshakes and closes under way included, as a Kafka
+    processor's selector holds a channel. One event loop serves every connection:
+    networkProcessor is always 0."""
+
+    def __init__(self, server: Server) -> None:
+        self.server = server
+
+    def collect(self) -> Iterator[Metric]:
+        family = GaugeMetricFamily(
+            "kafka_server_socket_server_metrics_connection_count",
+            "kafka.server:type=socket-server-metrics,listener=L,networkProcessor=N "
+            "connection-count", labels=["listener", "networkProcessor"])
+        counts = self.server.quotas.per_listener
+        for listener in self.server.bound:
+            family.add_metric([listener, "0"], counts.get(listener, 0))
+        yield family

@@ -42,16 +42,17 @@ from dataclasses import dataclass, fields, is_dataclass
 from types import MappingProxyType
 from typing import Any, Literal
 
-from kio.schema.index import schema_name_map
 from kio.serial import entity_reader, entity_writer
 from kio.static.constants import EntityType
 from kio.static.protocol import Entity
 
 from klog.protocol import inter_broker, old_versions, produce, transactions
+from klog.protocol.entities import kio_class
 from klog.protocol.errors import (
     InvalidRequestError,
     UnsupportedVersionError,
 )
+from klog.protocol.records.varint import read_unsigned
 
 
 class UnknownApiKeyError(InvalidRequestError):
@@ -249,10 +250,7 @@ def _entity(
         if kind is EntityType.request:
             return inter_broker.request_entity(api_key, version)
         return inter_broker.response_entity(api_key, version)
-    path = schema_name_map[spec.kio_name][version][kind]
-    module_name, _, class_name = path.partition(":")
-    module = __import__(module_name, fromlist=[class_name])
-    entity: type[Entity] = getattr(module, class_name)
+    entity: type[Entity] = kio_class(spec.kio_name, version, kind)
     return entity
 
 
@@ -519,17 +517,8 @@ def _truncated() -> InvalidRequestError:
     return InvalidRequestError("request body is truncated or claims more than it holds")
 
 
-def _uvarint(buf: Any, offset: int, end: int) -> tuple[int, int]:
-    value = 0
-    for shift in (0, 7, 14, 21, 28):
-        if offset >= end:
-            raise _truncated()
-        byte = buf[offset]
-        offset += 1
-        value |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return value, offset
-    raise InvalidRequestError("varint longer than 5 bytes")
+# (buf, offset, end) -> (value, offset after it): at most 5 bytes, InvalidRequestError else.
+_uvarint = functools.partial(read_unsigned, error=InvalidRequestError)
 
 
 def _count(buf: Any, offset: int, end: int, flexible: bool) -> tuple[int, int]:

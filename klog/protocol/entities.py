@@ -8,6 +8,8 @@ target class declares, drops the rest, and converts plain Python values to what 
 writers expect (``timedelta`` for ``*_ms`` durations, kio's ErrorCode enum, tuples).
 
 Field plans are computed once per class, so building is a few dict lookups per field.
+``kio_class`` is the one place that finds kio's class of an API version (apis.py,
+old_versions.py and produce.py load theirs through it).
 """
 
 from __future__ import annotations
@@ -18,11 +20,25 @@ import functools
 import typing
 import uuid
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 from kio.schema.errors import ErrorCode as KioErrorCode
+from kio.schema.index import schema_name_map
+from kio.static.constants import EntityType
 
 _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
+
+
+def kio_class(kio_name: str, version: int,
+              kind: Literal[EntityType.request, EntityType.response]) -> type:
+    """kio's class of ``version`` of the API kio calls ``kio_name`` (``"produce"``), its
+    request or response as ``kind`` says; imported on first use (kio has a module
+    per API version). KeyError for a version kio does not have."""
+    path = schema_name_map[kio_name][version][kind]
+    module_name, _, class_name = path.partition(":")
+    module = __import__(module_name, fromlist=[class_name])
+    cls: type = getattr(module, class_name)
+    return cls
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -37,6 +37,7 @@ of every request.
 
 from __future__ import annotations
 
+import functools
 import struct
 from collections.abc import Mapping
 from typing import NamedTuple
@@ -51,6 +52,7 @@ from klog.protocol.apis import (
     spec_for,
 )
 from klog.protocol.errors import ErrorCode, InvalidRequestError, UnsupportedVersionError
+from klog.protocol.records.varint import read_unsigned
 
 #: Kafka's socket.request.max.bytes default: the largest request frame a broker accepts.
 DEFAULT_MAX_REQUEST_BYTES = 104_857_600
@@ -402,19 +404,8 @@ def _read_nullable_string(frame: bytes | bytearray | memoryview, offset: int
     return bytes(frame[offset:end]).decode("utf-8", "replace"), end
 
 
-def _read_uvarint(frame: bytes | bytearray | memoryview, offset: int) -> tuple[int, int]:
-    value = 0
-    for shift in range(0, 35, 7):  # at most 5 bytes for a 32-bit unsigned varint
-        if offset >= len(frame):
-            raise InvalidRequestError("truncated varint")
-        byte = frame[offset]
-        offset += 1
-        value |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            if value > 0xFFFFFFFF:
-                break
-            return value, offset
-    raise InvalidRequestError("varint longer than 32 bits")
+# (frame, offset) -> (value, offset after it): at most 5 bytes, InvalidRequestError else.
+_read_uvarint = functools.partial(read_unsigned, error=InvalidRequestError)
 
 
 def skip_tagged_fields(frame: bytes | bytearray | memoryview, offset: int) -> int:

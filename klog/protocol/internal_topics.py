@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, TypeVar
 
 from klog.protocol.errors import CorruptRecordError
+from klog.protocol.records.varint import append_unsigned, read_unsigned
 
 
 class InternalTopicError(CorruptRecordError):
@@ -106,15 +107,8 @@ class _Reader:
 
     def uvarint(self) -> int:
         # Kafka's readUnsignedVarint: at most 5 bytes for a 32-bit value.
-        value = 0
-        for shift in range(0, 35, 7):
-            self._need(1, "varint")
-            b = self._buf[self.pos]
-            self.pos += 1
-            value |= (b & 0x7F) << shift
-            if not b & 0x80:
-                return value
-        raise InternalTopicError(f"varint longer than 5 bytes at position {self.pos}")
+        value, self.pos = read_unsigned(self._buf, self.pos, self._end, error=InternalTopicError)
+        return value
 
     def _length(self, compact: bool, nullable: bool, what: str) -> int | None:
         n = self.uvarint() - 1 if compact else (self.int16() if what == "string" else self.int32())
@@ -178,10 +172,7 @@ class _Writer:
         self.buf += st.pack(value)
 
     def uvarint(self, value: int) -> None:
-        while value >= 0x80:
-            self.buf.append((value & 0x7F) | 0x80)
-            value >>= 7
-        self.buf.append(value)
+        append_unsigned(self.buf, value)
 
     def length(self, n: int | None, compact: bool, short: bool) -> None:
         if compact:

@@ -19,6 +19,8 @@ from __future__ import annotations
 import struct
 from collections.abc import Sequence
 
+from klog.protocol.records.varint import append_unsigned
+
 MIN_VERSION = 0
 MAX_VERSION = 8
 FLEXIBLE_FROM = 8
@@ -27,13 +29,6 @@ _I32 = struct.Struct(">i")
 _I16 = struct.Struct(">h")
 _PARTITION = struct.Struct(">ih")  # partition_index, error_code
 _NO_TAGS = b"\x00"
-
-
-def _uvarint(out: bytearray, value: int) -> None:
-    while value > 0x7F:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
 
 
 def encode_offset_commit_response(
@@ -51,20 +46,20 @@ def encode_offset_commit_response(
     if version >= 3:
         out += _I32.pack(throttle_time_ms)
     if flexible:
-        _uvarint(out, len(topics) + 1)
+        append_unsigned(out, len(topics) + 1)
     else:
         out += _I32.pack(len(topics))
     for name, partitions in topics:
         raw = name.encode()
         if flexible:
-            _uvarint(out, len(raw) + 1)
+            append_unsigned(out, len(raw) + 1)
         else:
             if len(raw) > 0x7FFF:
                 raise ValueError(f"topic name of {len(raw)} bytes is too long")
             out += _I16.pack(len(raw))
         out += raw
         if flexible:
-            _uvarint(out, len(partitions) + 1)
+            append_unsigned(out, len(partitions) + 1)
         else:
             out += _I32.pack(len(partitions))
         for index, error_code in partitions:

@@ -54,7 +54,6 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, ClassVar, Literal
 
-from kio.schema.index import schema_name_map
 from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
 from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
 from kio.schema.response_header.v0.header import ResponseHeader as ResponseHeaderV0
@@ -62,6 +61,8 @@ from kio.schema.response_header.v1.header import ResponseHeader as ResponseHeade
 from kio.static.constants import EntityType
 from kio.static.primitive import i16, i32, i64
 from kio.static.protocol import Entity
+
+from klog.protocol.entities import kio_class
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,21 +183,12 @@ def handles(api_key: int, version: int) -> bool:
     return version in _DERIVATIONS.get((api_key, _REQ), {})
 
 
-def _kio_class(api_key: int, version: int,
-               kind: Literal[EntityType.request, EntityType.response]) -> type:
-    path = schema_name_map[_KIO_NAMES[api_key]][version][kind]
-    module_name, _, class_name = path.partition(":")
-    module = __import__(module_name, fromlist=[class_name])
-    cls: type = getattr(module, class_name)
-    return cls
-
-
 @functools.cache
 def entity(api_key: int, version: int,
            kind: Literal[EntityType.request, EntityType.response]) -> type[Entity]:
     """The class of ``version`` (request or response) of ``api_key``; KeyError if none."""
     derivation = _DERIVATIONS[(api_key, kind)][version]
-    base = _kio_class(api_key, derivation.base, kind)
+    base = kio_class(_KIO_NAMES[api_key], derivation.base, kind)
     built: dict[type, type] = {}
     return typing.cast("type[Entity]", _derive(base, version, derivation, built))
 

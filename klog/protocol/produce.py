@@ -59,16 +59,18 @@ import datetime
 import functools
 import os
 import struct
+import sys
 import types
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kio.schema.index import schema_name_map
 from kio.static.constants import EntityType
 
+from klog.protocol.entities import kio_class
 from klog.protocol.errors import InvalidRequestError, RecordError
 from klog.protocol.fetch import NodeEndpoint, node_endpoints_tags
+from klog.protocol.records.varint import append_unsigned, read_unsigned
 
 # The C twins of decode_produce_request and encode_produce_response
 # (klog/protocol/_produce.c): they do the well-formed common case and decline the rest,
@@ -111,11 +113,9 @@ def handles(version: int) -> bool:
 @functools.cache
 def _request_classes(version: int) -> tuple[type, type, type]:
     """kio's (ProduceRequest, TopicProduceData, PartitionProduceData) for ``version``."""
-    module_name, _, class_name = schema_name_map["produce"][version][EntityType.request] \
-        .partition(":")
-    module = __import__(module_name, fromlist=[class_name])
-    return (getattr(module, class_name), module.TopicProduceData,
-            module.PartitionProduceData)
+    request_cls = kio_class("produce", version, EntityType.request)
+    module = sys.modules[request_cls.__module__]  # its nested entities are beside it
+    return request_cls, module.TopicProduceData, module.PartitionProduceData
 
 
 def _maker(cls: type, names: tuple[str, ...]) -> Callable[..., Any]:
@@ -199,17 +199,8 @@ def _truncated(what: str) -> InvalidRequestError:
                                f"{what}")
 
 
-def _uvarint(view: memoryview, pos: int, end: int) -> tuple[int, int]:
-    value = 0
-    for shift in (0, 7, 14, 21, 28):
-        if pos >= end:
-            raise _truncated("varint")
-        byte = view[pos]
-        pos += 1
-        value |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return value, pos
-    raise InvalidRequestError("varint longer than 5 bytes")
+# (view, pos, end) -> (value, pos after it): at most 5 bytes, InvalidRequestError else.
+_uvarint = functools.partial(read_unsigned, error=InvalidRequestError)
 
 
 def _utf8(view: memoryview, pos: int, length: int, end: int, what: str) -> str:
@@ -322,13 +313,11 @@ def _decode_legacy(makers: tuple[Callable[..., Any], ...], view: memoryview) -> 
 
 def _decode_flexible(makers: tuple[Callable[..., Any], ...], view: memoryview) -> Any:
     """v9+: uvarint (length + 1) for strings, counts and records (0 = null), and a tagged-
-    field section closing each struct. Each uvarint's one-byte case is read inline."""
+    field section closing each struct (the C decoder is the fast path; this is its
+    reference)."""
     make_request, make_topic, make_partition = makers
     end = len(view)
-    if end and view[0] < 0x80:
-        raw, pos = view[0], 1
-    else:
-        raw, pos = _uvarint(view, 0, end)
+    raw, pos = _uvarint(view, 0, end)
     transactional_id = None
     if raw:
         transactional_id = _utf8(view, pos, raw - 1, end, "transactional_id")
@@ -337,29 +326,17 @@ def _decode_flexible(makers: tuple[Callable[..., Any], ...], view: memoryview) -
         raise _truncated("acks and timeout")
     acks, timeout_ms = _ACKS_TIMEOUT.unpack_from(view, pos)
     pos += 6
-    if pos < end and view[pos] < 0x80:
-        raw = view[pos]
-        pos += 1
-    else:
-        raw, pos = _uvarint(view, pos, end)
+    raw, pos = _uvarint(view, pos, end)
     topic_count = raw - 1
     _check_count(topic_count, pos, end, _MIN_TOPIC[True], "topic_data")
     topics = []
     for _ in range(topic_count):
-        if pos < end and view[pos] < 0x80:
-            raw = view[pos]
-            pos += 1
-        else:
-            raw, pos = _uvarint(view, pos, end)
+        raw, pos = _uvarint(view, pos, end)
         if not raw:
             raise InvalidRequestError("null topic name, which is not nullable")
         name = _utf8(view, pos, raw - 1, end, "topic name")
         pos += raw - 1
-        if pos < end and view[pos] < 0x80:
-            raw = view[pos]
-            pos += 1
-        else:
-            raw, pos = _uvarint(view, pos, end)
+        raw, pos = _uvarint(view, pos, end)
         partition_count = raw - 1
         _check_count(partition_count, pos, end, _MIN_PARTITION[True], "partition_data")
         partitions = []
@@ -368,11 +345,7 @@ def _decode_flexible(makers: tuple[Callable[..., Any], ...], view: memoryview) -
                 raise _truncated("partition index")
             index = _I32.unpack_from(view, pos)[0]
             pos += 4
-            if pos < end and view[pos] < 0x80:
-                raw = view[pos]
-                pos += 1
-            else:
-                raw, pos = _uvarint(view, pos, end)
+            raw, pos = _uvarint(view, pos, end)
             if not raw:
                 records = None
             elif raw - 1 > end - pos:
@@ -422,7 +395,7 @@ def _encode_string(out: bytearray, value: str | None, flexible: bool) -> None:
         return
     raw = value.encode()
     if flexible:
-        _encode_uvarint(out, len(raw) + 1)
+        append_unsigned(out, len(raw) + 1)
     else:
         if len(raw) > 0x7FFF:
             raise ValueError(f"string of {len(raw)} bytes is too long for an int16 length")
@@ -430,16 +403,9 @@ def _encode_string(out: bytearray, value: str | None, flexible: bool) -> None:
     out += raw
 
 
-def _encode_uvarint(out: bytearray, value: int) -> None:
-    while value > 0x7F:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-
-
 def _encode_count(out: bytearray, count: int, flexible: bool) -> None:
     if flexible:
-        _encode_uvarint(out, count + 1)
+        append_unsigned(out, count + 1)
     else:
         out += _I32.pack(count)
 
@@ -540,7 +506,7 @@ def encode_produce_request(
         for index, records in partitions:
             out += _I32.pack(index)
             if flexible:
-                _encode_uvarint(out, len(records) + 1)
+                append_unsigned(out, len(records) + 1)
             else:
                 out += _I32.pack(len(records))
             pieces.append(out)

@@ -19,6 +19,7 @@ import struct
 from dataclasses import dataclass
 
 from klog.protocol.errors import InvalidRequestError
+from klog.protocol.records.varint import read_unsigned
 
 DESCRIBE_TRANSACTIONS = 65
 
@@ -70,13 +71,8 @@ class _Reader:
         return value
 
     def uvarint(self) -> int:
-        value = 0
-        for shift in range(0, 35, 7):
-            byte = self._take(1)[0]
-            value |= (byte & 0x7F) << shift
-            if byte < 0x80:
-                return value
-        raise InvalidRequestError("varint longer than 5 bytes")
+        value, self.pos = read_unsigned(self.view, self.pos, error=InvalidRequestError)
+        return value
 
     def count(self) -> int:
         n = self.uvarint() - 1

@@ -42,6 +42,7 @@ from typing import Any
 
 from klog.spark.options import OptionsError, parse_offsets_json, parse_options
 from klog.storage.checkpoints import atomic_write_text
+from klog.storage.properties import split_assignment
 
 FORMATS = ("parquet", "json", "csv", "orc")
 STAGING_DIR = "_klog_staging"
@@ -278,10 +279,12 @@ def parse_conf(items: Iterable[str]) -> dict[str, str]:
     the first ``=`` and may be empty. Raises ExportError naming the first malformed one."""
     conf: dict[str, str] = {}
     for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise ExportError(f"--conf {item!r}: expected KEY=VALUE, e.g. spark.driver.memory=4g")
-        conf[key.strip()] = value
+        try:
+            key, value = split_assignment(item)
+        except ValueError:
+            raise ExportError(
+                f"--conf {item!r}: expected KEY=VALUE, e.g. spark.driver.memory=4g") from None
+        conf[key] = value
     return conf
 
 

@@ -1,12 +1,13 @@
-"""Log compaction: the offset map, what may be cleaned, and the cleaning of one log.
+"""Log compaction: the cleaning of one log.
 
-This module owns the storage half of Kafka's log cleaner (LogCleaner.scala's ``Cleaner``,
-``OffsetMap``/``SkimpyOffsetMap``, ``LogToClean`` and LogCleanerManager's pure offset
-arithmetic). It cleans one log at a time when asked; it has no threads, no schedule and no
-broker config: the broker's cleaner manager (klog/daemon/) picks the dirtiest log, calls
-``Cleaner.clean`` from its own threads and keeps the ``cleaner-offset-checkpoint``
-through ``CleanerCheckpoints``; ``klog compact`` (klog/tools/compact.py) calls the same
-``Cleaner`` offline.
+This module owns the storage half of Kafka's log cleaner (LogCleaner.scala's ``Cleaner``),
+with the offset map in offset_map.py (``OffsetMap``, Kafka's SkimpyOffsetMap) and what may
+be cleaned in cleanable.py (``LogToClean``, LogCleanerManager's pure offset arithmetic,
+the cleaner checkpoint); it exports their names too. It cleans one log at a time when
+asked; it has no threads, no schedule and no broker config: the broker's cleaner
+manager (klog/daemon/) picks the dirtiest log, calls ``Cleaner.clean`` from its own
+threads and keeps the ``cleaner-offset-checkpoint`` through ``CleanerCheckpoints``;
+``klog compact`` (klog/tools/compact.py) calls the same ``Cleaner`` offline.
 
 A compacted log has a *clean* section (already cleaned: at most one record per key) and a
 *dirty* section after it (from the checkpointed first dirty offset). Cleaning:
@@ -52,15 +53,13 @@ place) and takes the log's lock only to swap segments in.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import struct
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, fields
-from pathlib import Path
-from typing import NamedTuple, Protocol, cast
+from typing import NamedTuple
 
 from klog.protocol.errors import CorruptRecordError
 from klog.protocol.records.batch import (
@@ -82,12 +81,16 @@ from klog.protocol.records.control import ControlRecordType, parse_control_key
 from klog.protocol.records.legacy import build_legacy_message, iter_legacy_records
 from klog.protocol.records.v2 import iter_records
 from klog.protocol.records.varint import read_varint, read_varlong
-from klog.storage import cleaner_py as _py
 from klog.storage.checkpoints import (
-    CLEANER_OFFSET_CHECKPOINT,
     TopicPartition,
-    read_offset_checkpoint,
-    write_offset_checkpoint,
+)
+from klog.storage.cleanable import (
+    CleanerCheckpoints,
+    LogToClean,
+    OffsetsToClean,
+    cleanable_offsets,
+    cleaner_checkpoint_path,
+    max_compaction_delay,
 )
 from klog.storage.files import CLEANED_FILE_SUFFIX
 from klog.storage.index import (
@@ -97,23 +100,11 @@ from klog.storage.index import (
     TransactionIndex,
 )
 from klog.storage.log import PartitionLog, SegmentsChangedError
+from klog.storage.offset_map import BYTES_PER_ENTRY, OffsetMap, key_hash
 from klog.storage.segment import LogSegment
 from klog.storage.walk import BatchWalk
 
-# The C twin of cleaner_py; absent without a compiler, or skipped with KLOG_PURE_PYTHON=1.
-_c: object | None = None
-if not os.environ.get("KLOG_PURE_PYTHON"):
-    try:
-        from klog.storage import _cleaner as _c_module
-
-        _c = _c_module
-    except ImportError:  # pragma: no cover - depends on the build
-        _c = None
-
-Buffer = bytes | bytearray | memoryview
-
 INT32_MAX = 2**31 - 1
-LONG_MAX = 2**63 - 1
 
 # Kafka's defaults (KafkaConfig / CleanerConfig).
 DEFAULT_DEDUPE_BUFFER_SIZE = 128 * 1024 * 1024  # log.cleaner.dedupe.buffer.size
@@ -124,8 +115,6 @@ DEFAULT_MAX_MESSAGE_SIZE = 1024 * 1024 + 12  # message.max.bytes: where buffers 
 _V2_HEADER = struct.Struct(">qiibIhiqqqhii")  # the v2 batch header (batch.py's layout)
 _CRC = struct.Struct(">I")
 
-HASH_SIZE = 16  # MD5, as Kafka's SkimpyOffsetMap (log.cleaner.hash.algorithm=MD5)
-BYTES_PER_ENTRY = HASH_SIZE + 8  # Kafka's 24 bytes per offset map entry
 
 
 class LogCleaningAbortedError(Exception):
@@ -141,150 +130,12 @@ class LogCleaningAbortedError(Exception):
 # ==============================================================================================
 
 
-class OffsetMap:
-    """Key hash -> offset of its latest record, in a fixed byte budget (Kafka's SkimpyOffsetMap).
-
-    Open addressing over ``memory // 24`` slots of 24 bytes (16-byte MD5 of the key, 8-byte
-    offset); a slot whose bytes are all zero is empty. Two keys with the same MD5 are the
-    same key, as in Kafka. Not thread-safe.
-
-    ``use_c``: None takes the C extension when it is built, False forces the Python twin
-    (same slots, same probing, same results), True requires the extension.
-    """
-
-    bytes_per_entry = BYTES_PER_ENTRY
-
-    def __init__(self, memory: int, *, use_c: bool | None = None) -> None:
-        if memory < BYTES_PER_ENTRY:
-            raise ValueError(f"an offset map needs at least {BYTES_PER_ENTRY} bytes, not {memory}")
-        self.memory = memory
-        self.slots = memory // BYTES_PER_ENTRY
-        self._ops = _backend(use_c)
-        self._table = bytearray(self.slots * BYTES_PER_ENTRY)
-        self._size = 0
-        self._latest_offset = -1
-        self._dirty = False  # the table holds entries (clear has work to do)
-
-    @property
-    def size(self) -> int:
-        """Entries in the map (distinct key hashes)."""
-        return self._size
-
-    @property
-    def utilization(self) -> float:
-        """size / slots."""
-        return self._size / self.slots
-
-    @property
-    def latest_offset(self) -> int:
-        """The highest offset put (or set by ``update_latest_offset``); -1 when empty."""
-        return self._latest_offset
-
-    def update_latest_offset(self, offset: int) -> None:
-        """Say that the map covers the log up to ``offset`` (records without keys, gaps)."""
-        self._latest_offset = offset
-
-    def put(self, key: bytes | bytearray | memoryview, offset: int) -> None:
-        """Map ``key`` to ``offset``; raises ValueError when a new key finds the map full."""
-        added = self._ops.table_put(self._table, self.slots, self._ops.md5(key), offset)
-        if added < 0:
-            raise ValueError("attempt to add a new entry to a full offset map")
-        self._size += added
-        self._latest_offset = offset
-        self._dirty = True
-
-    def get(self, key: bytes | bytearray | memoryview) -> int:
-        """The offset mapped for ``key``, or -1."""
-        return int(self._ops.table_get(self._table, self.slots, self._ops.md5(key)))
-
-    def clear(self) -> None:
-        """Empty the map (size 0, latest offset -1) keeping its memory."""
-        if self._dirty:
-            self._ops.table_clear(self._table)
-        self._size = 0
-        self._latest_offset = -1
-        self._dirty = False
-
-    @property
-    def is_c(self) -> bool:
-        """Whether the C extension does this map's work."""
-        return self._ops is not _py
-
-    # -- the cleaner's batch operations (one call per records section) --------------------
-
-    def put_records(
-        self, data: bytes | bytearray | memoryview, count: int, base_offset: int,
-        start_offset: int, max_size: int, batch_position: int = 0,
-    ) -> tuple[int, bool]:
-        """Put the keys of a decompressed v2 records section (offsets >= ``start_offset``)
-        while the map holds fewer than ``max_size`` entries: (records read, full).
-        CorruptRecordError (naming the batch at ``batch_position``) for a malformed
-        section; the map must then be cleared before it is used again."""
-        self._dirty = True
-        try:
-            size, read, last_put, full = self._ops.map_records(
-                self._table, self.slots, self._size, max_size, data, count, base_offset,
-                start_offset, batch_position,
-            )
-        except ValueError as exc:
-            raise CorruptRecordError(str(exc)) from None
-        self._size = size
-        if last_put >= 0:
-            self._latest_offset = last_put
-        return read, full
-
-    def filter_records(
-        self, data: bytes | bytearray | memoryview, count: int, base_offset: int,
-        base_timestamp: int, retain_deletes: bool, batch_position: int = 0,
-    ) -> _py.FilterResult:
-        """Which records of a decompressed v2 records section a cleaning keeps."""
-        try:
-            result = self._ops.filter_records(
-                self._table, self.slots, self._latest_offset, data, count, base_offset,
-                base_timestamp, retain_deletes, batch_position,
-            )
-        except ValueError as exc:
-            raise CorruptRecordError(str(exc)) from None
-        return _py.FilterResult(*result)
-
-    def table_bytes(self) -> bytes:
-        """A copy of the table (tests compare the C and Python maps byte for byte)."""
-        return bytes(self._table)
 
 
-class _Ops(Protocol):
-    """The functions ``_cleaner.c`` and ``cleaner_py`` both provide."""
-
-    def md5(self, data: Buffer, /) -> bytes: ...
-    def table_put(self, table: bytearray, slots: int, key_hash: bytes, offset: int, /) -> int: ...
-    def table_get(self, table: bytearray, slots: int, key_hash: bytes, /) -> int: ...
-    def table_clear(self, table: bytearray, /) -> None: ...
-    def map_records(
-        self, table: bytearray, slots: int, size: int, max_size: int, data: Buffer, count: int,
-        base_offset: int, start_offset: int, batch_position: int, /,
-    ) -> tuple[int, int, int, bool]: ...
-    def filter_records(
-        self, table: bytearray, slots: int, latest_offset: int, data: Buffer, count: int,
-        base_offset: int, base_timestamp: int, retain_deletes: bool, batch_position: int, /,
-    ) -> tuple[bytes | None, int, int, int, int, int, int, int]: ...
-    def rebase_timestamps(
-        self, data: Buffer, count: int, shift: int, batch_position: int, /
-    ) -> bytes: ...
 
 
-def _backend(use_c: bool | None) -> _Ops:
-    if use_c is False:
-        return cast(_Ops, _py)
-    if _c is None:
-        if use_c:
-            raise RuntimeError("klog.storage._cleaner is not built (python setup.py build_ext)")
-        return cast(_Ops, _py)
-    return cast(_Ops, _c)
 
 
-def key_hash(key: bytes | bytearray | memoryview) -> bytes:
-    """The 16 bytes a key is mapped by (MD5, as Kafka's default log.cleaner.hash.algorithm)."""
-    return hashlib.md5(key).digest()
 
 
 # ==============================================================================================
@@ -420,165 +271,20 @@ class Throttler:
 # ==============================================================================================
 
 
-class OffsetsToClean(NamedTuple):
-    """Kafka's OffsetsToClean: [first_dirty_offset, first_uncleanable_dirty_offset).
-
-    ``force_update_checkpoint``: the checkpointed offset was out of the log's range and was
-    reset to the log start offset; the manager should write the checkpoint again.
-    """
-
-    first_dirty_offset: int
-    first_uncleanable_dirty_offset: int
-    force_update_checkpoint: bool = False
 
 
-def cleanable_offsets(
-    log: PartitionLog,
-    checkpoint_offset: int | None,
-    now_ms: int,
-    *,
-    last_stable_offset: int | None = None,
-) -> OffsetsToClean:
-    """Where cleaning may start and where it must stop (LogCleanerManager.cleanableOffsets).
-
-    Starts at the checkpointed first dirty offset (the log start offset when there is none,
-    or when it is below the log start offset or past the log end offset: then
-    ``force_update_checkpoint``). Stops before the first of: the active segment; the last
-    stable offset (``last_stable_offset``; None takes the log's own: its high watermark
-    lowered to the first offset of an undecided transaction, so that every transaction the
-    cleaner meets is committed or aborted); the first dirty segment holding a record newer than
-    ``now_ms - min.compaction.lag.ms`` (the log's config).
-
-    Holds the log's lock while it reads segments (their indexes are mapped lazily).
-    """
-    with log._lock:
-        return _cleanable_offsets(log, checkpoint_offset, now_ms, last_stable_offset)
 
 
-def _cleanable_offsets(
-    log: PartitionLog, checkpoint_offset: int | None, now_ms: int, last_stable_offset: int | None
-) -> OffsetsToClean:
-    segments = log.segments
-    log_start = log.log_start_offset
-    first_dirty = log_start if checkpoint_offset is None else checkpoint_offset
-    force = False
-    if first_dirty < log_start or first_dirty > log.log_end_offset:
-        # A truncated log, or corruption at its end: the whole log is dirty again.
-        first_dirty, force = log_start, True
-    if last_stable_offset is None:
-        last_stable_offset = _last_stable_offset(log)
-    active_base = segments[-1].base_offset
-    candidates = [last_stable_offset, active_base]
-    lag = max(log.config.min_compaction_lag_ms, 0)
-    if lag > 0:
-        for segment in _non_active_from(segments, first_dirty):
-            if segment.largest_timestamp > now_ms - lag:
-                candidates.append(segment.base_offset)
-                break
-    return OffsetsToClean(first_dirty, max(first_dirty, min(candidates)), force)
 
 
-def _last_stable_offset(log: PartitionLog) -> int:
-    """Kafka's UnifiedLog.lastStableOffset: the first unstable offset, capped by the HW."""
-    unstable = log.producer_state.first_unstable_offset
-    hw = log.high_watermark
-    return hw if unstable is None else min(unstable, hw)
 
 
-def _non_active_from(segments: Sequence[LogSegment], offset: int) -> list[LogSegment]:
-    """Kafka's nonActiveLogSegmentsFrom: the inactive segments from the one holding
-    ``offset`` (the floor segment) on; none when ``offset`` is in the active segment."""
-    active_base = segments[-1].base_offset
-    if offset > active_base:
-        return []
-    return _segments_between(segments, offset, active_base)
 
 
-def _segments_between(segments: Sequence[LogSegment], start: int, end: int) -> list[LogSegment]:
-    """Kafka's logSegments(from, to): segments that may hold offsets in [start, end)."""
-    chosen = []
-    for i, segment in enumerate(segments):
-        next_base = segments[i + 1].base_offset if i + 1 < len(segments) else LONG_MAX
-        if next_base > start and segment.base_offset < end:
-            chosen.append(segment)
-    return chosen
 
 
-def max_compaction_delay(log: PartitionLog, first_dirty_offset: int, now_ms: int) -> int:
-    """How long past max.compaction.lag.ms the oldest dirty record is (0 if not past).
-
-    Kafka's LogCleanerManager.maxCompactionDelay: the earliest first-batch timestamp of the
-    dirty inactive segments against ``now_ms - max.compaction.lag.ms``. A positive delay
-    makes the log due now, whatever its dirty ratio.
-    """
-    with log._lock:
-        dirty = _non_active_from(log.segments, first_dirty_offset)
-        timestamps = [ts for ts in (s.first_batch_timestamp() for s in dirty) if ts and ts > 0]
-    earliest = min(timestamps) if timestamps else LONG_MAX
-    clean_until = now_ms - max(log.config.max_compaction_lag_ms, 0)
-    return clean_until - earliest if earliest < clean_until else 0
 
 
-class LogToClean:
-    """A log and the offsets of its dirty section (Kafka's LogToClean); ordered by ratio.
-
-    ``clean_bytes``: bytes of the segments below ``first_dirty_offset``; ``dirty_bytes``
-    (Kafka's cleanableBytes): bytes of the segments from the one holding the first dirty
-    offset up to (excluding) the segment holding ``uncleanable_offset``;
-    ``cleanable_ratio`` = dirty / (clean + dirty). ``first_uncleanable_offset`` is the base
-    offset of that segment: cleaning stops there.
-    """
-
-    def __init__(
-        self,
-        log: PartitionLog,
-        first_dirty_offset: int,
-        uncleanable_offset: int,
-        *,
-        needs_compaction_now: bool = False,
-    ) -> None:
-        self.log = log
-        self.first_dirty_offset = first_dirty_offset
-        self.uncleanable_offset = uncleanable_offset
-        self.needs_compaction_now = needs_compaction_now
-        with log._lock:
-            self._measure(log, first_dirty_offset, uncleanable_offset)
-
-    def _measure(self, log: PartitionLog, first_dirty_offset: int, uncleanable_offset: int) -> None:
-        segments = log.segments
-        self.clean_bytes = sum(s.size for s in _segments_between(segments, -1, first_dirty_offset))
-        uncleanable = _non_active_from(segments, uncleanable_offset)
-        first_uncleanable = (uncleanable[0] if uncleanable else segments[-1]).base_offset
-        self.first_uncleanable_offset = first_uncleanable
-        self.dirty_bytes = sum(
-            s.size
-            for s in _segments_between(
-                segments, min(first_dirty_offset, first_uncleanable), first_uncleanable
-            )
-        )
-
-    @property
-    def topic_partition(self) -> TopicPartition:
-        return (self.log.topic, self.log.partition)
-
-    @property
-    def total_bytes(self) -> int:
-        return self.clean_bytes + self.dirty_bytes
-
-    @property
-    def cleanable_ratio(self) -> float:
-        total = self.total_bytes
-        return self.dirty_bytes / total if total else 0.0
-
-    def __lt__(self, other: LogToClean) -> bool:
-        return self.cleanable_ratio < other.cleanable_ratio
-
-    def __repr__(self) -> str:
-        return (
-            f"LogToClean({self.log.topic}-{self.log.partition}, dirty "
-            f"[{self.first_dirty_offset}, {self.first_uncleanable_offset}), "
-            f"ratio {self.cleanable_ratio:.3f})"
-        )
 
 
 def group_segments_by_size(
@@ -1257,50 +963,8 @@ def _wall_clock_ms() -> int:
 # ==============================================================================================
 
 
-class CleanerCheckpoints:
-    """The ``cleaner-offset-checkpoint`` file of each log dir (first dirty offset per partition).
-
-    Thread-safe, across instances too (one lock in the process for all of them and all
-    dirs): the cleaner threads update it after each cleaning, LogManager.delete_log removes
-    partitions it deletes. Written atomically (temporary file, fsync, rename) in Kafka's
-    offset checkpoint format.
-    """
-
-    _lock = threading.Lock()
-
-    def read(self, log_dir: Path | str) -> dict[TopicPartition, int]:
-        """The dir's checkpoint ({} when missing)."""
-        with self._lock:
-            path = Path(log_dir) / CLEANER_OFFSET_CHECKPOINT
-            return read_offset_checkpoint(path) if path.exists() else {}
-
-    def update(
-        self,
-        log_dir: Path | str,
-        update: TopicPartition | None = None,
-        offset: int | None = None,
-        *,
-        remove: Iterable[TopicPartition] = (),
-    ) -> None:
-        """Set ``update``'s first dirty offset and/or drop ``remove``; rewrite the file."""
-        with self._lock:
-            path = Path(log_dir) / CLEANER_OFFSET_CHECKPOINT
-            offsets = read_offset_checkpoint(path) if path.exists() else {}
-            for tp in remove:
-                offsets.pop(tp, None)
-            if update is not None:
-                if offset is None:
-                    raise ValueError("an update needs an offset")
-                offsets[update] = offset
-            write_offset_checkpoint(path, offsets)
-
-    def remove(self, log_dir: Path | str, topic_partition: TopicPartition) -> None:
-        """Drop one partition (deleted, or moved to another dir)."""
-        self.update(log_dir, remove=(topic_partition,))
 
 
-def cleaner_checkpoint_path(log_dir: Path | str) -> Path:
-    return Path(log_dir) / CLEANER_OFFSET_CHECKPOINT
 
 
 __all__ = [

@@ -58,9 +58,9 @@ def _slot(h1: int, h2: int, attempt: int, slots: int, previous: int) -> int:
     return (previous + 1) % slots
 
 
-def table_put(table: bytearray, slots: int, key_hash: bytes, offset: int) -> int:
-    """Map ``key_hash`` to ``offset``: 1 for a new entry, 0 for an overwrite, -1 when the
-    table has no free slot for a new key."""
+def _probe(table: bytearray, slots: int, key_hash: bytes) -> tuple[int, bool]:
+    """(byte position, holds the key) of the first slot on ``key_hash``'s probe sequence
+    that holds it or is empty; (-1, False) when the table has neither for it."""
     h1, h2 = _first_slot(key_hash, slots)
     slot = 0
     for attempt in range(slots + RANDOM_PROBES):
@@ -68,28 +68,30 @@ def table_put(table: bytearray, slots: int, key_hash: bytes, offset: int) -> int
         pos = slot * ENTRY_SIZE
         entry = table[pos : pos + ENTRY_SIZE]
         if entry == _EMPTY:
-            table[pos : pos + HASH_SIZE] = key_hash
-            table[pos + HASH_SIZE : pos + ENTRY_SIZE] = offset.to_bytes(8, "little", signed=True)
-            return 1
+            return pos, False
         if entry[:HASH_SIZE] == key_hash:
-            table[pos + HASH_SIZE : pos + ENTRY_SIZE] = offset.to_bytes(8, "little", signed=True)
-            return 0
-    return -1
+            return pos, True
+    return -1, False
+
+
+def table_put(table: bytearray, slots: int, key_hash: bytes, offset: int) -> int:
+    """Map ``key_hash`` to ``offset``: 1 for a new entry, 0 for an overwrite, -1 when the
+    table has no free slot for a new key."""
+    pos, found = _probe(table, slots, key_hash)
+    if pos < 0:
+        return -1
+    if not found:
+        table[pos : pos + HASH_SIZE] = key_hash
+    table[pos + HASH_SIZE : pos + ENTRY_SIZE] = offset.to_bytes(8, "little", signed=True)
+    return 0 if found else 1
 
 
 def table_get(table: bytearray, slots: int, key_hash: bytes) -> int:
     """The offset mapped for ``key_hash``, or -1."""
-    h1, h2 = _first_slot(key_hash, slots)
-    slot = 0
-    for attempt in range(slots + RANDOM_PROBES):
-        slot = _slot(h1, h2, attempt, slots, slot)
-        pos = slot * ENTRY_SIZE
-        entry = table[pos : pos + ENTRY_SIZE]
-        if entry == _EMPTY:
-            return -1
-        if entry[:HASH_SIZE] == key_hash:
-            return int.from_bytes(entry[HASH_SIZE:], "little", signed=True)
-    return -1
+    pos, found = _probe(table, slots, key_hash)
+    if not found:
+        return -1
+    return int.from_bytes(table[pos + HASH_SIZE : pos + ENTRY_SIZE], "little", signed=True)
 
 
 def table_clear(table: bytearray) -> None:

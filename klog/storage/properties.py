@@ -16,6 +16,10 @@
 
 Errors are ``PropertiesError`` with the 1-based line of the entry; callers wrap it in
 their own error (CheckpointError, ConfigError). Text only: decoding bytes is the caller's.
+
+One ``key=value`` item given on a command line (``--override``, ``--config``,
+``--consumer-property``, ``--header``, spark-export's ``--conf``) is not properties text
+but a plain assignment: ``split_assignment`` is the one splitter of those.
 """
 
 from __future__ import annotations
@@ -45,6 +49,19 @@ def parse_properties(text: str) -> dict[str, str]:
         key, value = _split_entry(line)
         props[_unescape(key, lineno)] = _unescape(value, lineno)
     return props
+
+
+def split_assignment(item: str, *, strip_key: bool = True) -> tuple[str, str]:
+    """``key=value`` as (key, value): split at the first ``=``, so the value may be empty or
+    hold ``=`` itself, and is kept as given; the key is stripped of surrounding whitespace
+    unless ``strip_key`` is False. ValueError when there is no ``=`` or the key is empty
+    (callers say which option it came from)."""
+    key, sep, value = item.partition("=")
+    if strip_key:
+        key = key.strip()
+    if not sep or not key:
+        raise ValueError(f"{item!r} is not key=value")
+    return key, value
 
 
 def _logical_lines(text: str) -> Iterator[tuple[int, str]]:

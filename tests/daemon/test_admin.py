@@ -20,7 +20,8 @@ from typing import Any
 import pytest
 
 from klog.daemon import admin as admin_mod
-from klog.daemon.admin import (
+from klog.daemon import admin_rules
+from klog.daemon.admin_rules import (
     AdminError,
     AlterConfigOp,
     apply_incremental_ops,
@@ -182,8 +183,8 @@ def test_new_partitions_refused(count: int, proposed: list[list[int]] | None,
 
 def _topic_ops(current: dict[str, str], ops: list[tuple[str, int, str | None]]
                ) -> dict[str, str]:
-    return apply_incremental_ops(current, ops, admin_mod._topic_config_type,
-                                 admin_mod._topic_config_default)
+    return apply_incremental_ops(current, ops, admin_rules.topic_config_type,
+                                 admin_rules.topic_config_default)
 
 
 def test_incremental_set_delete_append_subtract() -> None:

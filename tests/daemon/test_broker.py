@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from klog.daemon.admin import TopicSpec
+from klog.daemon.admin_rules import TopicSpec
 from klog.daemon.broker import METASTORE_DIR, Broker
 from klog.daemon.config import BrokerConfig
 from klog.daemon.metastore import paths
@@ -249,7 +249,7 @@ def test_deleting_a_topic_through_the_metastore(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("name", ["", ".", "..", "x" * 250, "bad name", "ünïcode"])
 def test_invalid_topic_names(tmp_path: Path, name: str) -> None:
-    from klog.daemon.admin import AdminError, validate_topic_name
+    from klog.daemon.admin_rules import AdminError, validate_topic_name
 
     with pytest.raises(AdminError) as info:
         validate_topic_name(name)

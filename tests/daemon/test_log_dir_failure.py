@@ -98,7 +98,8 @@ def test_a_failed_dir_takes_its_partitions_offline_and_tells_the_controller(
         data, _ = store.get(f"{paths.LOG_DIR_EVENT_NOTIFICATION}/{name}")
         assert paths.LogDirEventNotification.decode(data).broker_id == 1
         # The gauges Kafka has for it: one offline dir, one offline replica.
-        from klog.daemon.metrics.collectors import LogCollector, ReplicaManagerCollector
+        from klog.daemon.metrics.collectors import LogCollector
+        from klog.daemon.replica_metrics import ReplicaManagerCollector
 
         figures = {m.name: m.samples[0].value for c in (LogCollector(logs),
                                                        ReplicaManagerCollector(rm))

@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 
-from klog.daemon.admin import TopicSpec
+from klog.daemon.admin_rules import TopicSpec
 from klog.daemon.broker import Broker
 from klog.daemon.config import BrokerConfig
 from klog.daemon.metadata_cache import PartitionState

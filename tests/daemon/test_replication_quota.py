@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from klog.daemon.admin import ResourceType
+from klog.daemon.admin_rules import ResourceType
 from klog.daemon.broker import Broker
 from klog.daemon.config import BrokerConfig
 from klog.daemon.replication_quota import (
@@ -153,7 +153,7 @@ FETCH_MAX = "20000"  # replica.fetch.max.bytes: the throttle's granularity
 
 async def _fill(broker: Broker, topic: str, count: int) -> int:
     """Append ``count`` batches of one RECORD-byte record to ``topic``-0; returns bytes."""
-    from klog.daemon.admin import TopicSpec
+    from klog.daemon.admin_rules import TopicSpec
     from tests.daemon.test_replica_fetcher import _batch
 
     await broker.admin.create_topics([TopicSpec(topic, 1, 1)])

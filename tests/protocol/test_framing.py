@@ -353,7 +353,7 @@ def test_truncated_headers() -> None:
         (struct.pack(">hhih", 3, 4, 1, -2), "invalid client_id length"),
         (struct.pack(">hhih", 3, 12, 1, -1) + b"\x05", "cannot fit"),
         (struct.pack(">hhih", 3, 12, 1, -1) + b"\x01\x00\x7f", "past the end"),
-        (struct.pack(">hhih", 3, 12, 1, -1) + b"\xff\xff\xff\xff\xff\x01", "longer than 32"),
+        (struct.pack(">hhih", 3, 12, 1, -1) + b"\xff\xff\xff\xff\xff\x01", "longer than 5 bytes"),
     ],
 )
 def test_malformed_headers(data: bytes, message: str) -> None:

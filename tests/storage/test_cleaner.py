@@ -28,7 +28,7 @@ from klog.protocol.records.decode import iter_records
 from klog.protocol.records.legacy import build_legacy_message_set
 from klog.protocol.records.record import Record
 from klog.protocol.records.v2 import build_batch
-from klog.storage import cleaner as cleaner_module
+from klog.storage import offset_map as offset_map_module
 from klog.storage.cleaner import (
     BYTES_PER_ENTRY,
     Cleaner,
@@ -49,7 +49,7 @@ from klog.tools.inspect import DAMAGE, verify
 
 T0 = 1_600_000_000_000
 DAY = 86_400_000
-BACKENDS = [False, True] if cleaner_module._c is not None else [False]
+BACKENDS = [False, True] if offset_map_module._c is not None else [False]
 
 
 class Clock:
@@ -169,7 +169,7 @@ def test_offset_map_basics(use_c: bool) -> None:
 
 
 def test_offset_map_backends_fill_the_same_table() -> None:
-    if cleaner_module._c is None:
+    if offset_map_module._c is None:
         pytest.skip("the C extension is not built")
     a, b = OffsetMap(100 * 24, use_c=False), OffsetMap(100 * 24, use_c=True)
     for i in range(90):
@@ -476,7 +476,7 @@ def consume(log: PartitionLog, *, committed: bool) -> list[Record]:
     """What a consumer fetching from the log start sees: read_committed stops at the last
     stable offset and skips aborted transactions with the fetch's aborted list (Kafka's
     Fetcher); read_uncommitted reads up to the high watermark. Markers are never seen."""
-    from klog.storage.cleaner import _last_stable_offset
+    from klog.storage.cleanable import _last_stable_offset
 
     end = _last_stable_offset(log) if committed else log.high_watermark
     out: list[Record] = []

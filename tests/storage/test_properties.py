@@ -14,6 +14,7 @@ from klog.storage.properties import (
     escape_property,
     format_properties,
     parse_properties,
+    split_assignment,
 )
 
 
@@ -148,3 +149,19 @@ def test_escape_matches_properties_store() -> None:
     assert escape_property(" a b", is_key=False) == "\\ a b"
     assert escape_property("é", is_key=False) == "\\u00E9"
     assert escape_property("\U0001F600", is_key=False) == "\\uD83D\\uDE00"
+
+
+@pytest.mark.parametrize(("item", "strip_key", "expected"), [
+    ("a=b", True, ("a", "b")),
+    (" a =b=c ", True, ("a", "b=c ")),  # the value kept whole, as given
+    ("a=", True, ("a", "")),
+    (" a =b", False, (" a ", "b")),  # a header name may hold blanks
+])
+def test_split_assignment(item: str, strip_key: bool, expected: tuple[str, str]) -> None:
+    assert split_assignment(item, strip_key=strip_key) == expected
+
+
+@pytest.mark.parametrize("item", ["a", "", "=b", " =b"])
+def test_split_assignment_refuses_an_item_without_a_key(item: str) -> None:
+    with pytest.raises(ValueError, match="is not key=value"):
+        split_assignment(item)

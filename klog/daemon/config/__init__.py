@@ -63,7 +63,6 @@ from klog.daemon.config.broker import (
 )
 from klog.daemon.config.describe import (
     ConfigEntry,
-    ConfigSynonym,
     describe_broker_configs,
     describe_broker_default_configs,
     describe_topic_configs,
@@ -79,7 +78,6 @@ from klog.daemon.config.specs import (
     LISTENER_OVERRIDABLE_CONFIGS,
     LISTENER_SECURITY_CONFIGS,
     TOPIC_CONFIGS,
-    ConfigSpec,
     TopicConfigSpec,
     broker_synonyms,
 )
@@ -100,6 +98,8 @@ from klog.daemon.config.values import (
     SECURITY_PROTOCOLS,
     ConfigError,
     ConfigSource,
+    ConfigSpec,
+    ConfigSynonym,
     ConfigType,
     format_value,
     java_double,

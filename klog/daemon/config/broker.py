@@ -14,7 +14,6 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Generic, TypeVar, overload
 
-from klog.daemon.config.describe import ConfigSynonym
 from klog.daemon.config.listeners import (
     _WILDCARD_HOSTS,
     Endpoint,
@@ -45,6 +44,7 @@ from klog.daemon.config.values import (
     _MINUTE,
     ConfigError,
     ConfigSource,
+    ConfigSynonym,
     _as_text,
     _bad,
     _csv,
@@ -52,7 +52,7 @@ from klog.daemon.config.values import (
     parse_value,
 )
 from klog.storage.config import LogConfig, LogConfigError
-from klog.storage.properties import PropertiesError, parse_properties
+from klog.storage.properties import PropertiesError, parse_properties, split_assignment
 
 #: listener.name.<listener>.<mechanism>.sasl.jaas.config (Kafka's JaasContext keys).
 _JAAS_KEY_RE = re.compile(r"listener\.name\.([^.]+)\.[^.]+\.sasl\.jaas\.config")
@@ -168,10 +168,10 @@ class BrokerConfig:
             except PropertiesError as exc:
                 raise ConfigError(str(exc)) from None
         for item in overrides:
-            key, sep, value = item.partition("=")
-            key = key.strip()
-            if not sep or not key:
-                raise ConfigError(f"invalid override {item!r}: expected key=value")
+            try:
+                key, value = split_assignment(item)
+            except ValueError:
+                raise ConfigError(f"invalid override {item!r}: expected key=value") from None
             props[key] = value
         return cls.from_dict(props)
 

@@ -1,8 +1,9 @@
 """DescribeConfigs entries: values, sources, synonyms, types, read-only and sensitive flags.
 
-This module owns ``ConfigEntry`` / ``ConfigSynonym`` and their making for a topic (its
-overrides over the broker's defaults), a broker (``describe_broker_configs``) and the
-cluster-wide broker default (``describe_broker_default_configs``), as Kafka answers them.
+This module owns ``ConfigEntry`` (its ``ConfigSynonym`` is values.py's) and their making
+for a topic (its overrides over the broker's defaults), a broker
+(``describe_broker_configs``) and the cluster-wide broker default
+(``describe_broker_default_configs``), as Kafka answers them.
 """
 
 from __future__ import annotations
@@ -21,20 +22,13 @@ from klog.daemon.config.specs import (
     broker_synonyms,
 )
 from klog.daemon.config.validation import validate_topic_configs
-from klog.daemon.config.values import ConfigSource, ConfigType, format_value
+from klog.daemon.config.values import ConfigSource, ConfigSynonym, ConfigType, format_value
 
 if TYPE_CHECKING:
     from klog.daemon.config.broker import BrokerConfig
 
 
 # -- DescribeConfigs -------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class ConfigSynonym:
-    name: str
-    value: str | None
-    source: int
 
 
 @dataclass(frozen=True, slots=True)

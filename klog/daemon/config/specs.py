@@ -25,30 +25,12 @@ from klog.daemon.config.values import (
     PER_LISTENER,
     READ_ONLY,
     SECURITY_PROTOCOLS,
+    ConfigSpec,
     ConfigType,
 )
 from klog.storage.config import LogConfig
 
 # -- config definitions ----------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class ConfigSpec:
-    """One config key: Kafka's name, type, default (as its string form) and validation."""
-
-    name: str
-    type: ConfigType
-    default: str | None
-    doc: str
-    minimum: float | None = None
-    maximum: float | None = None
-    choices: tuple[str, ...] | None = None
-    ignore_case: bool = False
-    dynamic: str = READ_ONLY
-
-    @property
-    def read_only(self) -> bool:
-        return self.dynamic == READ_ONLY
 
 
 _B, _S, _I, _SH, _L, _D, _LI, _C, _P = (

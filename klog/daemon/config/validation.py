@@ -17,12 +17,12 @@ from klog.daemon.config.specs import (
     _THROTTLED_RE,
     BROKER_CONFIGS,
     TOPIC_CONFIGS,
-    ConfigSpec,
 )
 from klog.daemon.config.values import (
     PER_BROKER,
     PER_LISTENER,
     ConfigError,
+    ConfigSpec,
     _bad,
     _csv,
     format_value,

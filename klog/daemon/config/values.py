@@ -2,21 +2,19 @@
 
 This module owns the vocabulary every other part of klog.daemon.config shares: the limits
 (INT_MAX, LONG_MAX), ``ConfigError`` (one line naming the key and the bad value), the
-DescribeConfigs ids (``ConfigSource``, ``ConfigType``), the dynamic update modes, and the
-parsing and formatting of one value by its ``ConfigSpec`` (``parse_value``,
+DescribeConfigs ids (``ConfigSource``, ``ConfigType``) and synonyms (``ConfigSynonym``),
+the dynamic update modes, one key's definition (``ConfigSpec``; specs.py holds them all),
+and the parsing and formatting of one value by its ``ConfigSpec`` (``parse_value``,
 ``format_value``, ``java_double``), Kafka's ConfigDef rules.
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from decimal import Decimal
 from enum import IntEnum
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from klog.daemon.config.specs import ConfigSpec
-
+from typing import Any
 
 INT_MAX = 2**31 - 1
 LONG_MAX = 2**63 - 1
@@ -66,6 +64,34 @@ READ_ONLY = "read-only"
 PER_BROKER = "per-broker"
 CLUSTER_WIDE = "cluster-wide"
 PER_LISTENER = "per-listener"
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigSpec:
+    """One config key: Kafka's name, type, default (as its string form) and validation."""
+
+    name: str
+    type: ConfigType
+    default: str | None
+    doc: str
+    minimum: float | None = None
+    maximum: float | None = None
+    choices: tuple[str, ...] | None = None
+    ignore_case: bool = False
+    dynamic: str = READ_ONLY
+
+    @property
+    def read_only(self) -> bool:
+        return self.dynamic == READ_ONLY
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigSynonym:
+    """One synonym of a DescribeConfigs entry: a layer that sets the config, and its value."""
+
+    name: str
+    value: str | None
+    source: int
 
 
 # -- value parsing and formatting ------------------------------------------------------

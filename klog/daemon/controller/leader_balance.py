@@ -55,7 +55,7 @@ from klog.daemon.tasks import answer, returning
 from klog.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
-    from klog.daemon.controller.controller import Controller
+    from klog.daemon.controller.context import ControllerContext
 
 log = logging.getLogger(__name__)
 
@@ -146,7 +146,7 @@ def failure_message(tp: TopicPartition, election_type: int) -> str:
 # -- the controller side -------------------------------------------------------------------
 
 class LeaderBalancer:
-    def __init__(self, controller: Controller) -> None:
+    def __init__(self, controller: ControllerContext) -> None:
         self.controller = controller
         self._timer: asyncio.TimerHandle | None = None
 

@@ -33,7 +33,7 @@ from klog.daemon.metastore.base import NoNodeError
 from klog.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
-    from klog.daemon.controller.controller import Controller
+    from klog.daemon.controller.context import ControllerContext
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +44,7 @@ _STORAGE_ERROR = int(ErrorCode.KAFKA_STORAGE_ERROR)
 class LogDirEvents:
     """See the module docstring."""
 
-    def __init__(self, controller: Controller) -> None:
+    def __init__(self, controller: ControllerContext) -> None:
         self.controller = controller
         # broker id -> its replicas on offline log dirs (Kafka's replicasOnOfflineDirs)
         self.offline: dict[int, set[TopicPartition]] = {}

@@ -38,7 +38,7 @@ from klog.daemon.metastore.base import BadVersionError, NoNodeError
 from klog.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
-    from klog.daemon.controller.controller import Controller
+    from klog.daemon.controller.context import ControllerContext
 
 log = logging.getLogger(__name__)
 
@@ -79,7 +79,7 @@ def reassign_to(ra: paths.ReplicaAssignment, target: Sequence[int]) -> paths.Rep
 
 
 class ReassignmentManager:
-    def __init__(self, controller: Controller) -> None:
+    def __init__(self, controller: ControllerContext) -> None:
         self.controller = controller
         # Partitions whose state znode carries our watch (one watch each, re-armed on fire).
         self._watched: set[TopicPartition] = set()

@@ -3,7 +3,8 @@
 Owns every group of the ``__consumer_offsets`` partitions this broker leads (``groups``)
 and answers JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit (membership checks;
 the offsets themselves go to the GroupMetadataManager), OffsetDelete, DescribeGroups,
-ListGroups and DeleteGroups as Kafka 3.x's GroupCoordinator does:
+ListGroups and DeleteGroups as Kafka 3.x's GroupCoordinator does (the last three in its
+part listing.py; its delayed operations in delayed_ops.py, its gauges in metrics.py):
 
 - JoinGroup: a new dynamic member (v4+) is first told MEMBER_ID_REQUIRED with its
   generated id and waits in ``pending_members`` (expiring after its session timeout); the
@@ -34,10 +35,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Coroutine, Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
+from klog.daemon.group.delayed_ops import (
+    DelayedHeartbeat,
+    DelayedJoin,
+    DelayedSync,
+    InitialDelayedJoin,
+    join_key,
+    sync_key,
+)
 from klog.daemon.group.group import (
     NO_GENERATION,
     UNKNOWN_MEMBER_ID,
@@ -48,6 +56,13 @@ from klog.daemon.group.group import (
     Protocols,
     SyncGroupResult,
     join_error,
+)
+from klog.daemon.group.listing import (
+    AUTHORIZED_OPERATIONS_OMITTED,
+    GROUP_AUTHORIZED_OPERATIONS,
+    DescribedGroup,
+    GroupListing,
+    GroupOverview,
 )
 from klog.daemon.purgatory import DelayedOperation, DelayedOperationPurgatory, Timer
 from klog.protocol.errors import ErrorCode
@@ -64,137 +79,7 @@ log = logging.getLogger(__name__)
 # no member id to heartbeat with, and a defunct one must not hold a rebalance forever.
 NEW_MEMBER_JOIN_TIMEOUT_MS = 5 * 60 * 1000
 
-# DescribeGroups' authorized_operations without an authorizer: READ, DELETE, DESCRIBE
-# (AclOperation codes 3, 6, 8), what Kafka reports for a group when no ACLs apply.
-GROUP_AUTHORIZED_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
-AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
-
-_ALL_STATES = {s.value.lower(): s for s in GroupState}
-
-
-@dataclass(frozen=True, slots=True)
-class GroupOverview:
-    group_id: str
-    protocol_type: str
-    state: str
-
-
-@dataclass(frozen=True, slots=True)
-class DescribedGroup:
-    group_id: str
-    error: ErrorCode
-    state: str = ""
-    protocol_type: str = ""
-    protocol_data: str = ""
-    members: tuple[dict[str, Any], ...] = ()
-
-
-# ---------------------------------------------------------------------------------------------
-# Delayed operations
-
-
-class DelayedHeartbeat(DelayedOperation):
-    def __init__(self, coordinator: GroupCoordinator, group: GroupMetadata, member_id: str,
-                 is_pending: bool, timeout_ms: int) -> None:
-        super().__init__(timeout_ms)
-        self.coordinator = coordinator
-        self.group = group
-        self.member_id = member_id
-        self.is_pending = is_pending
-
-    def try_complete(self) -> bool:
-        if self.coordinator._heartbeat_done(self.group, self.member_id, self.is_pending):
-            return self.force_complete()
-        return False
-
-    def on_complete(self) -> None:
-        pass
-
-    def on_expiration(self) -> None:
-        self.coordinator._on_expire_heartbeat(self.group, self.member_id, self.is_pending)
-
-
-class DelayedJoin(DelayedOperation):
-    def __init__(self, coordinator: GroupCoordinator, group: GroupMetadata,
-                 timeout_ms: int) -> None:
-        super().__init__(timeout_ms)
-        self.coordinator = coordinator
-        self.group = group
-
-    def try_complete(self) -> bool:
-        if self.group.has_all_members_joined():
-            return self.force_complete()
-        return False
-
-    def on_complete(self) -> None:
-        self.coordinator._on_complete_join(self.group)
-
-
-class InitialDelayedJoin(DelayedJoin):
-    """The first rebalance of an Empty group: wait ``delay_ms`` for more members, and again
-    (up to ``remaining_ms`` in total) as long as new members keep arriving."""
-
-    def __init__(self, coordinator: GroupCoordinator, group: GroupMetadata,
-                 configured_delay_ms: int, delay_ms: int, remaining_ms: int) -> None:
-        super().__init__(coordinator, group, delay_ms)
-        self.configured_delay_ms = configured_delay_ms
-        self.remaining_ms = remaining_ms
-
-    def try_complete(self) -> bool:
-        return False
-
-    def on_complete(self) -> None:
-        group = self.group
-        if group.new_member_added and self.remaining_ms != 0:
-            group.new_member_added = False
-            delay = min(self.configured_delay_ms, self.remaining_ms)
-            remaining = max(self.remaining_ms - self.delay_ms, 0)
-            self.coordinator.rebalance_purgatory.try_complete_else_watch(
-                InitialDelayedJoin(self.coordinator, group, self.configured_delay_ms, delay,
-                                   remaining),
-                [_join_key(group.group_id)],
-            )
-        else:
-            super().on_complete()
-
-
-class DelayedSync(DelayedOperation):
-    """Members that got their JoinGroup answer must SyncGroup within the rebalance timeout."""
-
-    def __init__(self, coordinator: GroupCoordinator, group: GroupMetadata,
-                 generation_id: int, timeout_ms: int) -> None:
-        super().__init__(timeout_ms)
-        self.coordinator = coordinator
-        self.group = group
-        self.generation_id = generation_id
-
-    def try_complete(self) -> bool:
-        group = self.group
-        if (self.generation_id != group.generation_id
-                or group.state not in (GroupState.COMPLETING_REBALANCE, GroupState.STABLE)
-                or not group.pending_sync_members):
-            return self.force_complete()
-        return False
-
-    def on_complete(self) -> None:
-        pass
-
-    def on_expiration(self) -> None:
-        self.coordinator._on_expire_sync(self.group, self.generation_id)
-
-
-def _join_key(group_id: str) -> tuple[str, str]:
-    return ("join", group_id)
-
-
-def _sync_key(group_id: str) -> tuple[str, str]:
-    return ("sync", group_id)
-
-
-# ---------------------------------------------------------------------------------------------
-
-
-class GroupCoordinator:
+class GroupCoordinator(GroupListing):
     """See the module docstring. ``groups`` maps group id -> GroupMetadata (this broker's)."""
 
     def __init__(self, config: DynamicBrokerConfig, manager: GroupMetadataManager) -> None:
@@ -324,7 +209,7 @@ class GroupCoordinator:
             for member in list(group.members.values()):
                 group.maybe_invoke_join_callback(
                     member, join_error(member.member_id, ErrorCode.NOT_COORDINATOR))
-            self.rebalance_purgatory.check_and_complete(_join_key(group.group_id))
+            self.rebalance_purgatory.check_and_complete(join_key(group.group_id))
         elif previous in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
             for member in list(group.members.values()):
                 group.maybe_invoke_sync_callback(
@@ -401,7 +286,7 @@ class GroupCoordinator:
                 rebalance_timeout_ms, session_timeout_ms, protocol_type, protocols, reason,
                 respond)
         if group.is_(GroupState.PREPARING_REBALANCE):
-            self.rebalance_purgatory.check_and_complete(_join_key(group_id))
+            self.rebalance_purgatory.check_and_complete(join_key(group_id))
 
     def _accept_joining_member(self, group: GroupMetadata, member_id: str) -> bool:
         max_size = self._config.group_max_size
@@ -644,7 +529,7 @@ class GroupCoordinator:
         if group.is_(GroupState.COMPLETING_REBALANCE):
             self._reset_and_propagate_assignment_error(group, ErrorCode.REBALANCE_IN_PROGRESS)
         group.pending_sync_members.clear()
-        self.rebalance_purgatory.check_and_complete(_sync_key(group.group_id))
+        self.rebalance_purgatory.check_and_complete(sync_key(group.group_id))
         delay: DelayedJoin
         if group.is_(GroupState.EMPTY):
             initial = self._config.group_initial_rebalance_delay_ms
@@ -655,7 +540,7 @@ class GroupCoordinator:
         group.transition_to(GroupState.PREPARING_REBALANCE)
         log.info("preparing to rebalance group %s with old generation %d (reason: %s)",
                  group.group_id, group.generation_id, reason)
-        self.rebalance_purgatory.try_complete_else_watch(delay, [_join_key(group.group_id)])
+        self.rebalance_purgatory.try_complete_else_watch(delay, [join_key(group.group_id)])
 
     def _on_complete_join(self, group: GroupMetadata) -> None:
         for member in group.not_yet_rejoined_members():
@@ -673,7 +558,7 @@ class GroupCoordinator:
             log.warning("group %s: no member rejoined; waiting again", group.group_id)
             self.rebalance_purgatory.try_complete_else_watch(
                 DelayedJoin(self, group, group.rebalance_timeout_ms),
-                [_join_key(group.group_id)])
+                [join_key(group.group_id)])
             return
         group.init_next_generation()
         if group.is_(GroupState.EMPTY):
@@ -690,7 +575,7 @@ class GroupCoordinator:
             group.pending_sync_members.add(member.member_id)
         self.rebalance_purgatory.try_complete_else_watch(
             DelayedSync(self, group, group.generation_id, group.rebalance_timeout_ms),
-            [_sync_key(group.group_id)])
+            [sync_key(group.group_id)])
 
     async def _store_empty_group(self, group: GroupMetadata) -> None:
         error = await self.manager.store_group(group.group_id, group.to_value({}))
@@ -716,7 +601,7 @@ class GroupCoordinator:
 
     def _remove_pending_sync_member(self, group: GroupMetadata, member_id: str) -> None:
         group.pending_sync_members.discard(member_id)
-        self.rebalance_purgatory.check_and_complete(_sync_key(group.group_id))
+        self.rebalance_purgatory.check_and_complete(sync_key(group.group_id))
 
     # -- heartbeats and sessions ----------------------------------------------------------
 
@@ -773,7 +658,7 @@ class GroupCoordinator:
                                                 member_id: str) -> None:
         group.remove_pending_member(member_id)
         if group.is_(GroupState.PREPARING_REBALANCE):
-            self.rebalance_purgatory.check_and_complete(_join_key(group.group_id))
+            self.rebalance_purgatory.check_and_complete(join_key(group.group_id))
 
     def _remove_member_and_update_group(self, group: GroupMetadata, member: MemberMetadata,
                                         reason: str) -> None:
@@ -786,7 +671,7 @@ class GroupCoordinator:
         if state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
             self._maybe_prepare_rebalance(group, reason)
         elif state is GroupState.PREPARING_REBALANCE:
-            self.rebalance_purgatory.check_and_complete(_join_key(group.group_id))
+            self.rebalance_purgatory.check_and_complete(join_key(group.group_id))
 
     # -- SyncGroup ------------------------------------------------------------------------
 
@@ -1086,83 +971,6 @@ class GroupCoordinator:
             for tp in eligible:
                 errors[tp] = ErrorCode(result)
         return ErrorCode.NONE, errors
-
-    # -- DescribeGroups / ListGroups / DeleteGroups ----------------------------------------
-
-    def describe_groups(self, group_ids: Iterable[str]) -> list[DescribedGroup]:
-        described = []
-        for group_id in group_ids:
-            error = self._validate(group_id, allow_empty_id=True)
-            if error is not None:
-                described.append(DescribedGroup(group_id, error))
-                continue
-            group = self.groups.get(group_id)
-            if group is None or group.is_(GroupState.DEAD):
-                state = (GroupState.EMPTY if group is None
-                         and group_id in self.manager.groups_with_offsets() else GroupState.DEAD)
-                described.append(DescribedGroup(group_id, ErrorCode.NONE, str(state)))
-                continue
-            summary = group.summary()
-            described.append(DescribedGroup(
-                group_id, ErrorCode.NONE, str(summary["group_state"]),
-                str(summary["protocol_type"]), str(summary["protocol_data"]),
-                # summary() is a dict[str, object] for the JSON views; members is its list.
-                tuple(summary["members"]),  # type: ignore[arg-type]
-            ))
-        return described
-
-    def list_groups(
-        self, states_filter: Iterable[str] = ()
-    ) -> tuple[ErrorCode, list[GroupOverview]]:
-        if not self._active:
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE, []
-        wanted = {s.lower() for s in states_filter}
-        overviews: dict[str, GroupOverview] = {}
-        for group_id, group in self.groups.items():
-            if group.is_(GroupState.DEAD):
-                continue
-            overviews[group_id] = GroupOverview(group_id, group.protocol_type or "",
-                                                str(group.state))
-        for group_id in self.manager.groups_with_offsets():
-            if group_id not in overviews:
-                overviews[group_id] = GroupOverview(group_id, "", str(GroupState.EMPTY))
-        groups = [o for o in overviews.values() if not wanted or o.state.lower() in wanted]
-        # As Kafka: the groups known so far, flagged as incomplete while a partition loads.
-        error = (ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if self._any_partition_loading()
-                 else ErrorCode.NONE)
-        return error, groups
-
-    def _any_partition_loading(self) -> bool:
-        is_loading = getattr(self.manager, "is_loading", None)
-        if is_loading is None:
-            return False
-        return any(is_loading(p) for p in range(getattr(self.manager, "num_partitions", 0)))
-
-    async def delete_groups(self, group_ids: Iterable[str]) -> dict[str, ErrorCode]:
-        results: dict[str, ErrorCode] = {}
-        for group_id in dict.fromkeys(group_ids):
-            error = self._validate(group_id, allow_empty_id=True)
-            if error is not None:
-                results[group_id] = error
-                continue
-            group = self.groups.get(group_id)
-            has_offsets = group_id in self.manager.groups_with_offsets()
-            if group is None or group.is_(GroupState.DEAD):
-                if not has_offsets:
-                    results[group_id] = ErrorCode.GROUP_ID_NOT_FOUND
-                    continue
-            elif not group.is_(GroupState.EMPTY):
-                results[group_id] = ErrorCode.NON_EMPTY_GROUP
-                continue
-            if group is not None:
-                group.transition_to(GroupState.DEAD)
-                self.groups.pop(group_id, None)
-            error = await self.manager.store_group(group_id, None)
-            if error == ErrorCode.NONE:
-                error = await self.manager.delete_group_offsets(group_id)
-            results[group_id] = ErrorCode(error)
-        return results
-
 
 __all__ = [
     "AUTHORIZED_OPERATIONS_OMITTED",

@@ -1,22 +1,20 @@
 """GroupMetadataManager: consumer group offsets and group metadata in ``__consumer_offsets``.
 
-Owns, for the partitions of ``__consumer_offsets`` this broker leads:
+Owns, for the partitions of ``__consumer_offsets`` this broker leads (where a group lives,
+the topic's creation, leadership and loading being CoordinatorPartitions' machinery,
+klog/daemon/coordinator_partitions.py, shared with the transaction coordinator):
 
-- where a group lives: partition ``abs(String.hashCode(group)) % partitions`` (Kafka's
-  ``Utils.abs``: Integer.MIN_VALUE maps to 0), the partition count being the topic's when it
-  exists, ``offsets.topic.num.partitions`` before;
-- creating the topic on first use (FindCoordinator): compacted, ``offsets.topic.*`` settings;
+- the topic's settings: compacted, ``offsets.topic.*``;
 - the offsets cache (group -> (topic, partition) -> OffsetAndMetadata) and the last group
   metadata value stored or loaded per group;
 - writing offset commits, group metadata and their tombstones as Kafka 3.x does: key
   OffsetCommitKey v1 / GroupMetadataKey v2, value OffsetCommitValue v3 (v1 when the commit
   carries an explicit expire timestamp) / GroupMetadataValue v3, in one v2 batch per call,
   record timestamps = the commit time, codec ``offsets.topic.compression.codec``;
-- loading a partition when this broker becomes its leader: the log is read in chunks of
-  ``offsets.load.buffer.size`` in a worker thread (the loop is never blocked by it), the
-  result installed on the loop; meanwhile the partition's groups get
-  COORDINATOR_LOAD_IN_PROGRESS. Transactional offset commits count once their COMMIT marker
-  is read (aborted ones are dropped), as in Kafka; those with no marker yet stay pending.
+- what a partition's load reads (``offsets.load.buffer.size`` at a time, in a worker
+  thread) and installs on the loop. Transactional offset commits count once their COMMIT
+  marker is read (aborted ones are dropped), as in Kafka; those with no marker yet stay
+  pending.
   Leadership lost: the partition's groups are dropped (``on_partition_unloaded``);
 - transactional offset commits (TxnOffsetCommit): written as Kafka writes them, one
   transactional batch carrying the producer id and epoch (never grouped with other
@@ -47,7 +45,6 @@ appends cost far less than ours). A cache update follows its own append's outcom
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import struct
 import time
@@ -55,9 +52,16 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
-from klog.daemon.admin import TopicSpec
+from klog.daemon.admin_rules import TopicSpec
+from klog.daemon.coordinator_partitions import (
+    APPEND_ERRORS,
+    CoordinatorPartitions,
+    read_partition,
+)
+from klog.daemon.coordinator_partitions import java_string_hash as java_string_hash
+from klog.daemon.coordinator_partitions import kafka_abs as kafka_abs
 from klog.daemon.tasks import stop_task
-from klog.protocol.errors import CorruptRecordError, ErrorCode
+from klog.protocol.errors import ErrorCode
 from klog.protocol.internal_topics import (
     CONSUMER_PROTOCOL_TYPE,
     ConsumerProtocolSubscription,
@@ -69,15 +73,14 @@ from klog.protocol.internal_topics import (
     UnknownVersionError,
     read_offsets_key,
 )
-from klog.protocol.records.batch import NO_SEQUENCE, CompressionType, iter_batch_headers
+from klog.protocol.records.batch import NO_SEQUENCE, BatchHeader, CompressionType
 from klog.protocol.records.decode import iter_records
 from klog.protocol.records.v2 import BatchBuilder
 
 if TYPE_CHECKING:
     from klog.daemon.admin import AdminManager
-    from klog.daemon.config.broker import BrokerConfig
     from klog.daemon.config.dynamic import DynamicBrokerConfig
-    from klog.daemon.metadata_cache import MetadataCache, PartitionState
+    from klog.daemon.metadata_cache import MetadataCache
     from klog.daemon.replica_manager import ReplicaManager
     from klog.storage.log import PartitionLog
     from klog.storage.producer_state import VerificationGuard
@@ -90,11 +93,6 @@ TopicPartition = tuple[str, int]
 # Control record key: version int16, type int16 (0 = abort, 1 = commit).
 _CONTROL_KEY = struct.Struct(">hh")
 _CONTROL_COMMIT = 1
-# How long FindCoordinator's topic creation waits for leaders before answering
-# COORDINATOR_NOT_AVAILABLE (clients retry that).
-_CREATE_WAIT_MS = 3000
-# Group ids whose partition is remembered (the hash is per character).
-_PARTITION_CACHE_SIZE = 100_000
 # Expiration yields to the loop after this many groups.
 _EXPIRE_SLICE = 200
 
@@ -103,12 +101,7 @@ _COMMIT_ERRORS = {
     # A transactional commit's verification (KIP-890) that could not reach the transaction
     # coordinator: retriable, and without a coordinator lookup, as Kafka answers it.
     ErrorCode.NETWORK_EXCEPTION: ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
-    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    ErrorCode.NOT_ENOUGH_REPLICAS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    ErrorCode.REQUEST_TIMED_OUT: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
-    ErrorCode.KAFKA_STORAGE_ERROR: ErrorCode.NOT_COORDINATOR,
+    **APPEND_ERRORS,
     ErrorCode.MESSAGE_TOO_LARGE: ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
     ErrorCode.RECORD_LIST_TOO_LARGE: ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
     ErrorCode.INVALID_FETCH_SIZE: ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
@@ -131,20 +124,6 @@ class OffsetAndMetadata:
     metadata: str = ""
     commit_timestamp: int = -1
     expire_timestamp: int | None = None  # only commits of OffsetCommit v1..v4 carry one
-
-
-def java_string_hash(s: str) -> int:
-    """Java's String.hashCode: over UTF-16 code units, int32 arithmetic."""
-    data = s.encode("utf-16-be", "surrogatepass")
-    h = 0
-    for (unit,) in struct.iter_unpack(">H", data):
-        h = (31 * h + unit) & 0xFFFFFFFF
-    return h - (1 << 32) if h & 0x80000000 else h
-
-
-def kafka_abs(n: int) -> int:
-    """Kafka's Utils.abs: Math.abs, except Integer.MIN_VALUE -> 0."""
-    return 0 if n == -(2**31) else abs(n)
 
 
 _I16 = struct.Struct(">h")
@@ -318,67 +297,45 @@ def read_offsets_partition(plog: PartitionLog, buffer_size: int,
     """Read a whole ``__consumer_offsets`` partition (any thread): offsets and groups."""
     result = LoadResult()
     pending: dict[int, dict[tuple[str, TopicPartition], OffsetAndMetadata | None]] = {}
-    position = plog.log_start_offset
-    end = plog.log_end_offset
-    buffer_size = max(buffer_size, 1)
-    while position < end and not is_stopped():
-        data = plog.read(position, buffer_size, None, True).read_bytes()
-        if not data:
-            break
-        view = memoryview(data)
-        next_position = position
-        for h in iter_batch_headers(view):
-            next_position = max(next_position, h.last_offset + 1)
-            if h.last_offset < position:
-                continue
-            try:
-                h.ensure_valid(view)
-                if h.is_control:
-                    txn = pending.pop(h.producer_id, {})
-                    for record in iter_records(view, h):
-                        if record.key is not None and len(record.key) >= _CONTROL_KEY.size:
-                            _version, kind = _CONTROL_KEY.unpack_from(record.key)
-                            if kind == _CONTROL_COMMIT:
-                                for (group, tp), om in txn.items():
-                                    current = result.offsets.get(group, {}).get(tp)
-                                    if not _newer_than(current, om):
-                                        result.put_offset(group, tp, om)
-                    continue
-                txn_offsets = pending.setdefault(h.producer_id, {}) \
-                    if h.is_transactional else None
-                for record in iter_records(view, h):
-                    if record.offset >= position:
-                        result.apply(record.key, record.value, txn_offsets)
-            except CorruptRecordError as exc:
-                log.error("%s: skipping a corrupt batch at offset %s: %s", plog.dir.name,
-                          h.base_offset, exc)
-                result.skipped += 1
-        if next_position <= position:
-            break  # nothing whole in the chunk: a torn tail; never spin
-        position = next_position
-    result.end_offset = position
+
+    def visit(view: memoryview, h: BatchHeader, position: int) -> None:
+        h.ensure_valid(view)
+        if h.is_control:
+            txn = pending.pop(h.producer_id, {})
+            for record in iter_records(view, h):
+                if record.key is not None and len(record.key) >= _CONTROL_KEY.size:
+                    _version, kind = _CONTROL_KEY.unpack_from(record.key)
+                    if kind == _CONTROL_COMMIT:
+                        for (group, tp), om in txn.items():
+                            current = result.offsets.get(group, {}).get(tp)
+                            if not _newer_than(current, om):
+                                result.put_offset(group, tp, om)
+            return
+        txn_offsets = pending.setdefault(h.producer_id, {}) if h.is_transactional else None
+        for record in iter_records(view, h):
+            if record.offset >= position:
+                result.apply(record.key, record.value, txn_offsets)
+
+    result.end_offset, corrupt = read_partition(plog, buffer_size, is_stopped, visit)
+    result.skipped += corrupt
     result.pending_txn = {pid: txn for pid, txn in pending.items() if txn}
     return result
 
 
-class GroupMetadataManager:
+class GroupMetadataManager(CoordinatorPartitions[LoadResult]):
     """See the module docstring. Lives on the broker's event loop thread."""
+
+    topic = OFFSETS_TOPIC
 
     def __init__(self, broker_id: int, config: DynamicBrokerConfig,
                  metadata_cache: MetadataCache, replica_manager: ReplicaManager,
                  admin: AdminManager) -> None:
-        self.broker_id = broker_id
-        self._config = config
-        self.metadata_cache = metadata_cache
-        self.replica_manager = replica_manager
-        # Creates __consumer_offsets when a group first needs it.
-        self.admin = admin
+        super().__init__(broker_id, config, metadata_cache, replica_manager, admin)
         self.clock: Callable[[], int] = lambda: int(time.time() * 1000)
         # group -> (topic, partition) -> committed offset; groups of owned partitions only.
         self._offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]] = {}
         # group -> the last group metadata value stored or loaded (absent after a tombstone).
         self._group_values: dict[str, GroupMetadataValue] = {}
-        self._owned: set[int] = set()
         # offsets partition -> producer id -> group -> (topic, partition) -> the offset a
         # transaction committed, pending until its marker (complete_transaction).
         self._txn_offsets: dict[int, dict[int, dict[str, dict[TopicPartition,
@@ -387,20 +344,10 @@ class GroupMetadataManager:
         # committed), applied once the load is installed (the load may have read the log
         # before the marker was appended).
         self._deferred_markers: dict[int, list[tuple[int, bool]]] = {}
-        # partition -> the load generation under way; a resignation bumps the generation
-        # so that a load finishing afterwards is dropped.
-        self._loading: dict[int, int] = {}
-        self._generation: dict[int, int] = {}
-        self._load_tasks: set[asyncio.Task[None]] = set()
-        self._partition_count: int | None = None
-        self._partition_cache: dict[str, int] = {}  # for _partition_cache_count partitions
-        self._partition_cache_count = 0
-        self._creating: asyncio.Task[None] | None = None
         # offsets partition -> records waiting for the grouped append, and its outcome.
         self._pending: dict[int, tuple[list[tuple[bytes, bytes | None]],
                                        asyncio.Future[ErrorCode], int]] = {}
         self._expire_task: asyncio.Task[None] | None = None
-        self._shutting_down = False
         # Hooks the group coordinator sets (no-ops until then).
         self.on_group_loaded: Callable[[str, GroupMetadataValue], None] = lambda g, v: None
         self.on_partition_unloaded: Callable[[int], None] = lambda p: None
@@ -410,58 +357,23 @@ class GroupMetadataManager:
         self.group_state_of: Callable[[str], str | None] = lambda g: None
 
     @property
-    def config(self) -> BrokerConfig:
-        return self._config.current
-
-    # -- where groups live -----------------------------------------------------------------
-
-    @property
-    def num_partitions(self) -> int:
-        if self._partition_count is not None:
-            return self._partition_count
-        existing = len(self.metadata_cache.partitions(OFFSETS_TOPIC))
-        if existing:
-            # Fixed once the topic exists (as Kafka reads it once from ZooKeeper).
-            self._partition_count = existing
-            return existing
-        return self.config.offsets_topic_num_partitions
-
-    @property
     def num_offsets(self) -> int:
         """Committed offsets held for the groups coordinated here (Kafka's NumOffsets)."""
         return sum(len(offsets) for offsets in self._offsets.values())
 
-    def partition_for(self, group_id: str) -> int:
-        count = self.num_partitions
-        cache = self._partition_cache
-        if self._partition_cache_count != count:
-            cache.clear()
-            self._partition_cache_count = count
-        partition = cache.get(group_id)
-        if partition is None:
-            if len(cache) >= _PARTITION_CACHE_SIZE:
-                cache.clear()
-            partition = kafka_abs(java_string_hash(group_id)) % count
-            cache[group_id] = partition
-        return partition
-
-    def coordinator_error(self, group_id: str) -> ErrorCode | None:
-        if self._shutting_down:
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        partition = self.partition_for(group_id)
-        if partition in self._loading:
-            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
-        if partition in self._owned:
-            return None
-        return ErrorCode.NOT_COORDINATOR
-
-    def is_loading(self, partition: int) -> bool:
-        return partition in self._loading
-
-    def owned_partitions(self) -> set[int]:
-        return set(self._owned)
-
     # -- the topic ---------------------------------------------------------------------------
+
+    def _configured_partitions(self) -> int:
+        return self.config.offsets_topic_num_partitions
+
+    def _load_buffer_size(self) -> int:
+        return self.config.offsets_load_buffer_size
+
+    def _topic_spec(self) -> TopicSpec:
+        return TopicSpec(OFFSETS_TOPIC,
+                         num_partitions=self.config.offsets_topic_num_partitions,
+                         replication_factor=self.config.offsets_topic_replication_factor,
+                         configs=self.offsets_topic_configs())
 
     def offsets_topic_configs(self) -> dict[str, str | None]:
         return {
@@ -470,100 +382,24 @@ class GroupMetadataManager:
             "segment.bytes": str(self.config.offsets_topic_segment_bytes),
         }
 
-    async def ensure_offsets_topic(self) -> None:
-        """Create ``__consumer_offsets`` if it does not exist (once, however many ask) and
-        wait a little for its leaders; failures are logged (callers see no coordinator)."""
-        if self.metadata_cache.contains_topic(OFFSETS_TOPIC):
-            return
-        if self._creating is None or self._creating.done():
-            self._creating = asyncio.get_running_loop().create_task(self._create_topic())
-        with contextlib.suppress(Exception):
-            await asyncio.shield(self._creating)
-
-    async def _create_topic(self) -> None:
-        spec = TopicSpec(
-            OFFSETS_TOPIC,
-            num_partitions=self.config.offsets_topic_num_partitions,
-            replication_factor=self.config.offsets_topic_replication_factor,
-            configs=self.offsets_topic_configs(),
-        )
-        results = await self.admin.create_topics([spec], timeout_ms=_CREATE_WAIT_MS)
-        result = results[OFFSETS_TOPIC]
-        if result.error_code not in (0, int(ErrorCode.TOPIC_ALREADY_EXISTS)):
-            log.warning("cannot create %s: %s (%s)", OFFSETS_TOPIC,
-                        ErrorCode(result.error_code).name, result.error_message)
-        else:
-            log.info("created %s (%d partitions, replication factor %d)", OFFSETS_TOPIC,
-                     spec.num_partitions, spec.replication_factor)
-
     # -- leadership ---------------------------------------------------------------------------
 
-    def on_leader_and_isr(self, states: Iterable[PartitionState],
-                          errors: Mapping[TopicPartition, int]) -> None:
-        """After LeaderAndIsr: load the offsets partitions led here, unload the others."""
-        broker_id = self.broker_id
-        for state in states:
-            if state.topic != OFFSETS_TOPIC or broker_id not in state.replicas:
-                continue
-            if errors.get((state.topic, state.partition), 0) == 0 \
-                    and state.leader == broker_id:
-                self.become_leader(state.partition)
-            else:
-                self.resign(state.partition)
-
-    def on_stop_replica(self, tps: Iterable[TopicPartition]) -> None:
-        for topic, partition in tps:
-            if topic == OFFSETS_TOPIC:
-                self.resign(partition)
-
-    def become_leader(self, partition: int) -> None:
-        """Start loading ``partition`` (no-op when loaded or loading already)."""
-        if self._shutting_down or partition in self._owned or partition in self._loading:
-            return
-        generation = self._generation.get(partition, 0) + 1
-        self._generation[partition] = generation
-        self._loading[partition] = generation
-        loop = asyncio.get_running_loop()
-        task = loop.create_task(self._load(partition, generation))
-        self._load_tasks.add(task)
-        task.add_done_callback(self._load_tasks.discard)
-
-    def resign(self, partition: int) -> None:
-        """Leadership of ``partition`` is gone: drop its groups from the caches."""
-        self._generation[partition] = self._generation.get(partition, 0) + 1
-        was_loading = self._loading.pop(partition, None) is not None
-        was_owned = partition in self._owned
-        self._owned.discard(partition)
+    def _drop(self, partition: int, was_held: bool) -> None:
         for group in [g for g in self._offsets if self.partition_for(g) == partition]:
             del self._offsets[group]
         for group in [g for g in self._group_values if self.partition_for(g) == partition]:
             del self._group_values[group]
         self._txn_offsets.pop(partition, None)
         self._deferred_markers.pop(partition, None)
-        if was_owned or was_loading:
-            log.info("unloaded %s-%d", OFFSETS_TOPIC, partition)
+        if was_held:
             self.on_partition_unloaded(partition)
 
-    async def _load(self, partition: int, generation: int) -> None:
-        started = time.monotonic()
-        replica = self.replica_manager.get_partition(OFFSETS_TOPIC, partition)
-        if replica is None:
-            self._loading.pop(partition, None)
-            return
+    def _read(self, plog: PartitionLog, buffer_size: int, is_stopped: Callable[[], bool]
+              ) -> LoadResult:
+        return read_offsets_partition(plog, buffer_size, is_stopped)
 
-        def stale() -> bool:
-            return self._generation.get(partition) != generation
-
-        try:
-            result = await asyncio.to_thread(read_offsets_partition, replica.log,
-                                             self.config.offsets_load_buffer_size, stale)
-        except Exception:
-            log.exception("loading %s-%d failed", OFFSETS_TOPIC, partition)
-            if self._loading.get(partition) == generation:
-                del self._loading[partition]
-            return
-        if self._loading.get(partition) != generation:
-            return  # resigned (or re-elected) while reading: a newer load owns it
+    def _install(self, partition: int, epoch: int, result: LoadResult,
+                 started: float) -> None:
         for group, offsets in result.offsets.items():
             self._offsets[group] = offsets
         txns: dict[int, dict[str, dict[TopicPartition, OffsetAndMetadata]]] = {}
@@ -584,8 +420,7 @@ class GroupMetadataManager:
                 self.on_group_loaded(group, value)
             except Exception:
                 log.exception("the coordinator failed to take group %s", group)
-        del self._loading[partition]
-        self._owned.add(partition)
+        self._mark_loaded(partition)
         for producer_id, committed in self._deferred_markers.pop(partition, ()):
             self.complete_transaction(partition, producer_id, committed)
         # An empty partition (most of the 50, usually) is not worth a line at INFO.
@@ -901,19 +736,16 @@ class GroupMetadataManager:
 
     def startup(self) -> None:
         """Start the expiration task (on the broker's loop)."""
-        self._shutting_down = False
+        super().startup()
         if self._expire_task is None:
             self._expire_task = asyncio.get_running_loop().create_task(self._expire_loop())
 
     async def shutdown(self) -> None:
         self._shutting_down = True
-        tasks = [t for t in (self._expire_task, self._creating, *self._load_tasks)
-                 if t is not None]
-        for task in tasks:
-            await stop_task(task, what="a group metadata task")
+        if self._expire_task is not None:
+            await stop_task(self._expire_task, what="a group metadata task")
         self._expire_task = None
-        self._loading.clear()
-        self._owned.clear()
+        await super().shutdown()
         self._offsets.clear()
         self._txn_offsets.clear()
         self._deferred_markers.clear()

@@ -1,4 +1,5 @@
-"""Request handlers: one module per API family; ``HANDLERS`` maps api_key -> handler.
+"""Request handlers: one module per API family; table.py's ``HANDLERS`` maps api_key ->
+handler.
 
 A handler is ``async def handle(ctx, request) -> response`` where ``request`` is the
 decoded kio entity, ``ctx.services`` the broker's components it may call
@@ -13,7 +14,6 @@ logic, encode.
 
 from __future__ import annotations
 
-import importlib
 import logging
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass
@@ -253,72 +253,3 @@ class Deferred:
 
 # A coroutine function: the connection starts it with send(None) outside any task.
 Handler = Callable[[RequestContext, Request], Coroutine[Any, Any, Response]]
-
-# api_key -> module defining ``handle``; imported when the broker starts.
-_MODULES: dict[int, str] = {
-    0: "produce",
-    1: "fetch",
-    2: "list_offsets",
-    3: "metadata",
-    4: "leader_and_isr",
-    5: "stop_replica",
-    6: "update_metadata",
-    7: "controlled_shutdown",
-    8: "offset_commit",
-    9: "offset_fetch",
-    10: "find_coordinator",
-    11: "join_group",
-    12: "heartbeat",
-    13: "leave_group",
-    14: "sync_group",
-    15: "describe_groups",
-    16: "list_groups",
-    17: "sasl_handshake",
-    18: "api_versions",
-    19: "create_topics",
-    20: "delete_topics",
-    21: "delete_records",
-    22: "init_producer_id",
-    23: "offset_for_leader_epoch",
-    24: "add_partitions_to_txn",
-    25: "add_offsets_to_txn",
-    26: "end_txn",
-    27: "write_txn_markers",
-    28: "txn_offset_commit",
-    29: "describe_acls",
-    30: "create_acls",
-    31: "delete_acls",
-    32: "describe_configs",
-    33: "alter_configs",
-    34: "alter_replica_log_dirs",
-    35: "describe_log_dirs",
-    36: "sasl_authenticate",
-    37: "create_partitions",
-    42: "delete_groups",
-    43: "elect_leaders",
-    44: "incremental_alter_configs",
-    45: "alter_partition_reassignments",
-    46: "list_partition_reassignments",
-    47: "offset_delete",
-    48: "describe_client_quotas",
-    49: "alter_client_quotas",
-    50: "describe_user_scram_credentials",
-    51: "alter_user_scram_credentials",
-    60: "describe_cluster",
-    61: "describe_producers",
-    65: "describe_transactions",
-    66: "list_transactions",
-}
-
-
-def load_handlers() -> dict[int, Handler]:
-    table: dict[int, Handler] = {}
-    for api_key, module in _MODULES.items():
-        mod = importlib.import_module(f"klog.daemon.handlers.{module}")
-        table[api_key] = mod.handle
-    return table
-
-
-def register(api_key: int, module: str) -> None:
-    """Add a handler module (for API families landing in later changes)."""
-    _MODULES[api_key] = module

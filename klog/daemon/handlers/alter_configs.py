@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from klog.daemon.admin import ApiError
+from klog.daemon.admin_rules import ApiError
 from klog.daemon.handlers import Request, RequestContext, Response
 from klog.daemon.handlers.describe_configs import config_refusal
 from klog.protocol.acls import AclOperation

@@ -4,7 +4,7 @@ partitions count against the client's controller_mutation_rate (KIP-599)."""
 
 from __future__ import annotations
 
-from klog.daemon.admin import ApiError, PartitionsSpec
+from klog.daemon.admin_rules import ApiError, PartitionsSpec
 from klog.daemon.handlers import Request, RequestContext, Response
 from klog.protocol.acls import AclOperation, ResourceType
 from klog.protocol.entities import as_millis

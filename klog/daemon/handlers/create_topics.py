@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from klog.daemon.admin import ZERO_UUID, TopicResult, TopicSpec
+from klog.daemon.admin_rules import ZERO_UUID, TopicResult, TopicSpec
 from klog.daemon.handlers import Request, RequestContext, Response
 from klog.protocol.acls import CLUSTER_NAME, AclOperation, ResourceType
 from klog.protocol.entities import as_millis

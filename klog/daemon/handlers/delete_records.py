@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from klog.daemon.admin import DeleteRecordsResult
+from klog.daemon.admin_rules import DeleteRecordsResult
 from klog.daemon.handlers import Request, RequestContext, Response
 from klog.protocol.acls import AclOperation, ResourceType
 from klog.protocol.errors import ErrorCode

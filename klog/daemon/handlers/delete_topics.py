@@ -12,7 +12,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from klog.daemon.admin import ZERO_UUID, ApiError
+from klog.daemon.admin_rules import ZERO_UUID, ApiError
 from klog.daemon.handlers import Request, RequestContext, Response
 from klog.protocol.acls import AclOperation, ResourceType
 from klog.protocol.entities import as_millis

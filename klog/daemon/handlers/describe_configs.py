@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from klog.daemon.admin import DescribeConfigsResult
+from klog.daemon.admin_rules import DescribeConfigsResult
 from klog.daemon.config import ConfigEntry, ConfigSource
 from klog.daemon.handlers import Request, RequestContext, Response
 from klog.protocol.acls import CLUSTER_NAME, AclOperation, ResourceType

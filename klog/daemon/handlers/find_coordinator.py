@@ -57,7 +57,7 @@ async def _find(ctx: RequestContext, key_type: int, key: str) -> dict[str, Any]:
     if key_type == GROUP:
         manager = services.group_manager
         if not cache.contains_topic(OFFSETS_TOPIC):
-            await manager.ensure_offsets_topic()
+            await manager.ensure_topic()
         state = cache.partition_state(OFFSETS_TOPIC, manager.partition_for(key))
     elif key_type == TRANSACTION:
         txns = services.transaction_coordinator.state_manager

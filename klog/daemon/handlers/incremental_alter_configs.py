@@ -3,7 +3,7 @@ broker's dynamic config overrides."""
 
 from __future__ import annotations
 
-from klog.daemon.admin import ApiError
+from klog.daemon.admin_rules import ApiError
 from klog.daemon.handlers import Request, RequestContext, Response
 from klog.daemon.handlers.describe_configs import config_refusal
 from klog.protocol.acls import AclOperation

@@ -9,7 +9,7 @@ Owns the directory given to it:
                        is acknowledged
     journal.torn.<n>   a torn journal tail moved aside at start-up (kept, never deleted)
 
-File formats (big-endian):
+File formats (big-endian; parsed in local_format.py, which offline readers use too):
 
     snapshot: b"KLOGMSS1" | u64 payload length | u32 crc32(payload) | payload
     journal:  b"KLOGMSJ1" | records...
@@ -43,7 +43,6 @@ import json
 import os
 import queue
 import secrets
-import struct
 import threading
 import time
 import zlib
@@ -76,15 +75,16 @@ from klog.daemon.metastore.base import (
     sequential_name,
     validate_path,
 )
+from klog.daemon.metastore.local_format import (
+    JOURNAL_MAGIC,
+    RECORD_HEADER,
+    SNAPSHOT_HEADER,
+    SNAPSHOT_MAGIC,
+    parse_record,
+    parse_snapshot,
+)
 
-SNAPSHOT_MAGIC = b"KLOGMSS1"
-JOURNAL_MAGIC = b"KLOGMSJ1"
-_SNAPSHOT_HEADER = struct.Struct(">QI")
-_RECORD_HEADER = struct.Struct(">II")
 _R = TypeVar("_R")
-# A record holds one transaction; a multi of many max-size payloads is still far below this.
-# A length above it is damage, not data (checked before any allocation).
-MAX_RECORD_BYTES = 256 * 1024 * 1024
 DEFAULT_SNAPSHOT_BYTES = 1024 * 1024
 
 _JournalOp = list[Any]
@@ -303,13 +303,17 @@ class LocalMetadataStore(MetadataStore):
         if not self._started:
             raise SessionExpiredError("the local metadata store is not started (or closed)")
 
+    def _existing(self, path: str) -> _Node:
+        node = self._nodes.get(path)
+        if node is None:
+            raise NoNodeError(f"no node {path}", path)
+        return node
+
     def get(self, path: str, watch: Watcher | None = None) -> tuple[bytes, ZnodeStat]:
         validate_path(path)
         with self._lock:
             self._check_open()
-            node = self._nodes.get(path)
-            if node is None:
-                raise NoNodeError(f"no node {path}", path)
+            node = self._existing(path)
             if watch is not None:
                 self._data_watches.setdefault(path, set()).add(watch)
             return node.data, node.stat()
@@ -327,9 +331,7 @@ class LocalMetadataStore(MetadataStore):
         validate_path(path)
         with self._lock:
             self._check_open()
-            node = self._nodes.get(path)
-            if node is None:
-                raise NoNodeError(f"no node {path}", path)
+            node = self._existing(path)
             if watch is not None:
                 self._child_watches.setdefault(path, set()).add(watch)
             return sorted(node.children)
@@ -474,17 +476,13 @@ class LocalMetadataStore(MetadataStore):
             self._apply_create(p, b"", 0, txn)
 
     def _do_set(self, txn: _Txn, path: str, data: bytes, version: int) -> ZnodeStat:
-        node = self._nodes.get(path)
-        if node is None:
-            raise NoNodeError(f"no node {path}", path)
+        node = self._existing(path)
         self._check_version(node, path, version)
         self._apply_set(path, data, txn)
         return node.stat()
 
     def _do_delete(self, txn: _Txn, path: str, version: int, recursive: bool) -> None:
-        node = self._nodes.get(path)
-        if node is None:
-            raise NoNodeError(f"no node {path}", path)
+        node = self._existing(path)
         self._check_version(node, path, version)
         if node.children and not recursive:
             raise NotEmptyError(f"node {path} has children", path)
@@ -619,7 +617,7 @@ class LocalMetadataStore(MetadataStore):
         payload = json.dumps(
             {"z": txn.zxid, "t": txn.time_ms, "ops": txn.ops}, separators=(",", ":")
         ).encode("ascii")
-        frame = _RECORD_HEADER.pack(len(payload), zlib.crc32(payload)) + payload
+        frame = RECORD_HEADER.pack(len(payload), zlib.crc32(payload)) + payload
         start = self._journal_size
         try:
             written = os.write(self._journal_fd, frame)
@@ -646,7 +644,7 @@ class LocalMetadataStore(MetadataStore):
         body = payload.encode("ascii")
         tmp = self.directory / "snapshot.tmp"
         with open(tmp, "wb") as f:
-            f.write(SNAPSHOT_MAGIC + _SNAPSHOT_HEADER.pack(len(body), zlib.crc32(body)) + body)
+            f.write(SNAPSHOT_MAGIC + SNAPSHOT_HEADER.pack(len(body), zlib.crc32(body)) + body)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, self.directory / "snapshot")
@@ -681,32 +679,14 @@ class LocalMetadataStore(MetadataStore):
             self._replay_journal(journal)
 
     def _load_snapshot(self, path: Path) -> None:
-        raw = path.read_bytes()
-        head = len(SNAPSHOT_MAGIC) + _SNAPSHOT_HEADER.size
-
-        def bad(why: str) -> MetastoreCorruptError:
-            return MetastoreCorruptError(
-                f"metadata snapshot {path} is damaged ({why}); nothing was changed"
-            )
-
-        if len(raw) < head or raw[: len(SNAPSHOT_MAGIC)] != SNAPSHOT_MAGIC:
-            raise bad("not a klog metadata snapshot")
-        length, crc = _SNAPSHOT_HEADER.unpack_from(raw, len(SNAPSHOT_MAGIC))
-        if length != len(raw) - head:
-            raise bad(f"length field {length} but {len(raw) - head} bytes follow the header")
-        body = memoryview(raw)[head:]
-        if zlib.crc32(body) != crc:
-            raise bad("checksum mismatch")
         try:
-            doc = json.loads(bytes(body))
-            zxid = doc["zxid"]
-            entries = doc["nodes"]
-            if not isinstance(zxid, int) or not isinstance(entries, list):
-                raise ValueError("bad top-level fields")
+            zxid, entries = parse_snapshot(path.read_bytes())
             for e in entries:
                 self._load_snapshot_node(e)
         except (ValueError, KeyError, TypeError, IndexError, RecursionError) as e:
-            raise bad(str(e) or type(e).__name__) from None
+            raise MetastoreCorruptError(
+                f"metadata snapshot {path} is damaged ({str(e) or type(e).__name__}); "
+                "nothing was changed") from None
         self._zxid = zxid
 
     def _load_snapshot_node(self, e: Any) -> None:
@@ -742,7 +722,7 @@ class LocalMetadataStore(MetadataStore):
         view = memoryview(raw)
         pos = magic_len
         while pos < len(raw):
-            record, why = self._parse_record(view, pos)
+            record, why = parse_record(view, pos)
             if record is None:
                 following = self._find_valid_record(raw, pos + 1)
                 if following is not None:
@@ -761,28 +741,7 @@ class LocalMetadataStore(MetadataStore):
                     f"metadata journal {path}: record at byte {pos} cannot be applied ({e}); "
                     "nothing was changed"
                 ) from None
-            pos += _RECORD_HEADER.size + length
-
-    @staticmethod
-    def _parse_record(view: memoryview, pos: int) -> tuple[tuple[int, Any] | None, str]:
-        remaining = len(view) - pos
-        if remaining < _RECORD_HEADER.size:
-            return None, f"{remaining} bytes, too short for a record header"
-        length, crc = _RECORD_HEADER.unpack_from(view, pos)
-        if length == 0 or length > MAX_RECORD_BYTES:
-            return None, f"impossible record length {length}"
-        if length > remaining - _RECORD_HEADER.size:
-            return None, f"record of {length} bytes runs past the end of the file"
-        payload = view[pos + _RECORD_HEADER.size : pos + _RECORD_HEADER.size + length]
-        if zlib.crc32(payload) != crc:
-            return None, "checksum mismatch"
-        try:
-            doc = json.loads(bytes(payload))
-        except (ValueError, RecursionError):
-            return None, "payload is not JSON"
-        if not isinstance(doc, dict):
-            return None, "payload is not a transaction"
-        return (length, doc), ""
+            pos += RECORD_HEADER.size + length
 
     @classmethod
     def _find_valid_record(cls, raw: bytes, start: int) -> int | None:
@@ -792,10 +751,10 @@ class LocalMetadataStore(MetadataStore):
         confirmed by length and checksum; linear in the damaged tail."""
         view = memoryview(raw)
         needle = b'{"z":'
-        k = raw.find(needle, start + _RECORD_HEADER.size)
+        k = raw.find(needle, start + RECORD_HEADER.size)
         while k != -1:
-            header_at = k - _RECORD_HEADER.size
-            record, _ = cls._parse_record(view, header_at)
+            header_at = k - RECORD_HEADER.size
+            record, _ = parse_record(view, header_at)
             if record is not None:
                 return header_at
             k = raw.find(needle, k + 1)

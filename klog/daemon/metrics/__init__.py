@@ -3,8 +3,9 @@
 Owns ``BrokerMetrics``, the component broker.py builds and hands to those that count: the
 replica manager (``topics``: Kafka's BrokerTopicMetrics; ``isr``: ISR shrinks and
 expands), the server's connections (``requests``: Kafka's RequestMetrics), and the
-collectors of state read at scrape time (klog/daemon/metrics/collectors.py: partition and
-leader counts, the controller's gauges, log sizes, fetcher lag, groups). With
+collectors of state read at scrape time (each beside its component -- partition and
+leader counts, the controller's gauges, fetcher lag, groups, connections, the cleaner --
+and the log sizes of klog/daemon/metrics/collectors.py). With
 ``metrics.http.listener`` unset (the default) nothing counts: the components are handed
 None and the hot paths skip one ``is None`` test.
 
@@ -20,9 +21,9 @@ process collector, read from /proc in the HTTP thread.
 Names follow the Prometheus JMX exporter's standard Kafka rules (example_configs/
 kafka-2_0_0.yml), so dashboards and alerts written for Kafka read klog's figures.
 
-Adding figures (the log cleaner, the transaction coordinator, quotas): write a collector --
-any object with ``collect() -> Iterable[prometheus_client.core.Metric]`` reading your
-component's state -- and have broker.py call ``metrics.register(collector)`` after
+Adding figures (the transaction coordinator, quotas): write a collector beside your
+component -- any object with ``collect() -> Iterable[prometheus_client.core.Metric]``
+reading your component's state -- and have broker.py call ``metrics.register(collector)`` after
 building your component. It runs on the event loop at each scrape: read state, do not
 block or await. Counters on a hot path are plain integers on your component (as
 counters.py does), read by your collector; prometheus_client's Counter takes a lock per

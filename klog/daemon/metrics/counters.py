@@ -18,17 +18,14 @@ with ``quantile`` labels "0.50" ... "0.999" and its Count ``..._count``.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterator, Sequence
+from typing import Any, Protocol
 
 from prometheus_client.core import Metric
 
 from klog.protocol import apis
 from klog.protocol.errors import ErrorCode
 from klog.protocol.fetch import request_replica_id
-
-if TYPE_CHECKING:
-    from klog.daemon.replica_manager import FetchResult
 
 TopicPartition = tuple[str, int]
 
@@ -66,6 +63,18 @@ _NOT_FAILED_FETCH = frozenset(int(c) for c in (
     ErrorCode.REPLICA_NOT_AVAILABLE, ErrorCode.KAFKA_STORAGE_ERROR,
     ErrorCode.OFFSET_OUT_OF_RANGE))
 _MESSAGE_TOO_LARGE = int(ErrorCode.MESSAGE_TOO_LARGE)
+
+
+class FetchOutcome(Protocol):
+    """What ``record_fetch`` reads of one partition's read (the replica manager's
+    FetchResult): typed by this so that the counters need not import the replica manager,
+    which imports them."""
+
+    @property
+    def error_code(self) -> int: ...
+
+    @property
+    def size(self) -> int: ...
 
 
 def _counter(name: str, doc: str) -> Metric:
@@ -120,7 +129,7 @@ class BrokerTopicMetrics:
             counts[BYTES_REJECTED] += size
 
     def record_fetch(self, from_follower: bool, wanted: list[Any],
-                     results: list[FetchResult]) -> None:
+                     results: Sequence[FetchOutcome]) -> None:
         """A fetch's final read: ``wanted`` the FetchKeys (topic first), ``results`` in
         the same order. A consumer's bytes are bytes out; a follower's, replication bytes
         out (all topics only), as Kafka's KafkaApis counts them."""

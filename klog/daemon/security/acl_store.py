@@ -20,9 +20,7 @@ A pattern with no entries left has its znode deleted. Blocking: call from worker
 
 from __future__ import annotations
 
-import contextlib
 import json
-import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -52,8 +50,6 @@ EXTENDED_ACL_CHANGES = "/kafka-acl-extended-changes"
 ACL_CHANGE_PREFIX = "acl_changes_"
 #: Both change paths, literal first.
 CHANGE_PATHS = (ACL_CHANGES, EXTENDED_ACL_CHANGES)
-#: Notifications older than this are deleted (ZkNodeChangeNotificationListener).
-CHANGE_EXPIRATION_MS = 15 * 60 * 1000
 _STORES = ((PatternType.LITERAL, ACL_PATH), (PatternType.PREFIXED, EXTENDED_ACL_PATH))
 
 Entries = frozenset[AccessControlEntry]
@@ -181,31 +177,3 @@ def update_resource(store: MetadataStore, pattern: ResourcePattern,
     prefix, data = encode_change(pattern)
     store.create(prefix, data, sequential=True, make_parents=True)
     return current, new
-
-
-def change_sequence(child: str) -> int | None:
-    if not child.startswith(ACL_CHANGE_PREFIX):
-        return None
-    digits = child[len(ACL_CHANGE_PREFIX):]
-    return int(digits) if digits.isdigit() else None
-
-
-def purge_obsolete_changes(store: MetadataStore, change_path: str,
-                           now_ms: int | None = None,
-                           expiration_ms: int = CHANGE_EXPIRATION_MS) -> int:
-    now = int(time.time() * 1000) if now_ms is None else now_ms
-    try:
-        children = store.get_children(change_path)
-    except NoNodeError:
-        return 0
-    deleted = 0
-    for child in children:
-        if change_sequence(child) is None:
-            continue
-        stat = store.exists(f"{change_path}/{child}")
-        if stat is None or now - stat.ctime <= expiration_ms:
-            continue
-        with contextlib.suppress(NoNodeError):
-            store.delete(f"{change_path}/{child}")
-            deleted += 1
-    return deleted

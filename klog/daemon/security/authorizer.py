@@ -36,13 +36,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 from klog.daemon.config.specs import ACL_AUTHORIZER_CLASSES
-from klog.daemon.metastore.base import MetadataStore, MetastoreError, NoNodeError
+from klog.daemon.metastore.base import MetadataStore, MetastoreError
+from klog.daemon.metastore.change_listener import ChangeNotificationListener, purge_obsolete
 from klog.daemon.security import acl_store
 from klog.daemon.security.principal import KafkaPrincipal
 from klog.protocol.acls import (
@@ -104,12 +106,8 @@ class AclAuthorizer:
         self._prefix_counts: defaultdict[ResourceType, Counter[int]] = defaultdict(Counter)
         self._prefix_lengths: dict[ResourceType, tuple[int, ...]] = {}
         self._cache: dict[tuple[Any, ...], bool] = {}
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._last_change = {path: -1 for path in acl_store.CHANGE_PATHS}
-        self._pending = False
-        self._reload_wanted = False
-        self._task: asyncio.Task[None] | None = None
-        self._closed = False
+        # One listener per change path (literal, extended), cluster mode only.
+        self._listeners: list[ChangeNotificationListener] = []
 
     @classmethod
     def from_config(cls, config: Any, metastore: MetadataStore) -> AclAuthorizer | None:
@@ -124,18 +122,20 @@ class AclAuthorizer:
 
     async def startup(self) -> None:
         """Load every ACL; in cluster mode listen for changes first, so none is missed."""
-        self._loop = asyncio.get_running_loop()
         store = self.store
         if store is None:
             return
         if self.watch_changes:
-            for path in acl_store.CHANGE_PATHS:
-                await asyncio.to_thread(store.ensure_path, path)
-                children = await asyncio.to_thread(store.get_children, path,
-                                                   self._on_children)
-                seqs = [s for s in map(acl_store.change_sequence, children) if s is not None]
-                self._last_change[path] = max(seqs, default=-1)
-            store.add_session_listener(self._on_session)
+            for i, path in enumerate(acl_store.CHANGE_PATHS):
+                listener = ChangeNotificationListener(
+                    store, path, acl_store.ACL_CHANGE_PREFIX, "ACL",
+                    functools.partial(self._handle, path), data_error=acl_store.AclDataError,
+                    ensure_path=True,
+                    # A new session: every ACL read again, once (before the first path's
+                    # notifications).
+                    on_new_session=self.reload if i == 0 else None)
+                await listener.start()
+                self._listeners.append(listener)
         await self.reload()
 
     async def reload(self) -> None:
@@ -151,9 +151,8 @@ class AclAuthorizer:
                  sum(len(e) for e in acls.values()), len(acls))
 
     def shutdown(self) -> None:
-        self._closed = True
-        if self._task is not None:
-            self._task.cancel()
+        for listener in self._listeners:
+            listener.close()
 
     # -- decisions -------------------------------------------------------------------------
 
@@ -317,7 +316,8 @@ class AclAuthorizer:
             return
         for path in acl_store.CHANGE_PATHS:
             with contextlib.suppress(MetastoreError):
-                await asyncio.to_thread(acl_store.purge_obsolete_changes, self.store, path)
+                await asyncio.to_thread(purge_obsolete, self.store, path,
+                                        acl_store.ACL_CHANGE_PREFIX)
 
     async def delete_acls(self, filters: Sequence[AclBindingFilter]
                           ) -> list[tuple[int, str | None, list[AclBinding]]]:
@@ -405,61 +405,10 @@ class AclAuthorizer:
 
     # -- listening (cluster mode) ------------------------------------------------------------
 
-    def _on_children(self, event: Any) -> None:
-        self._schedule()
-
-    def _on_session(self, state: str) -> None:
-        if state == "CONNECTED":
-            self._schedule(reload=True)
-
-    def _schedule(self, reload: bool = False) -> None:
-        loop = self._loop
-        if self._closed or loop is None or loop.is_closed():
-            return
-        with contextlib.suppress(RuntimeError):
-            loop.call_soon_threadsafe(self._kick, reload)
-
-    def _kick(self, reload: bool) -> None:
-        self._pending = True
-        self._reload_wanted = self._reload_wanted or reload
-        if self._task is None or self._task.done():
-            self._task = asyncio.get_running_loop().create_task(self._process())
-
-    async def _process(self) -> None:
-        while self._pending and not self._closed:
-            self._pending = False
-            try:
-                if self._reload_wanted:
-                    self._reload_wanted = False
-                    await self.reload()
-                for path in acl_store.CHANGE_PATHS:
-                    await self._process_changes(path)
-            except asyncio.CancelledError:
-                raise
-            except MetastoreError as exc:
-                log.warning("cannot read ACL change notifications: %s", exc)
-            except Exception:
-                log.exception("applying ACL change notifications failed")
-
-    async def _process_changes(self, path: str) -> None:
-        store = self.store
-        assert store is not None
-        children = await asyncio.to_thread(store.get_children, path, self._on_children)
-        fresh = sorted((seq, child) for child in children
-                       if (seq := acl_store.change_sequence(child)) is not None
-                       and seq > self._last_change[path])
-        for seq, child in fresh:
-            try:
-                data, _stat = await asyncio.to_thread(store.get, f"{path}/{child}")
-                pattern = acl_store.decode_change(path, data)
-                entries, _version = await asyncio.to_thread(acl_store.read_resource, store,
-                                                            pattern)
-            except NoNodeError:
-                pass  # purged meanwhile
-            except acl_store.AclDataError as exc:
-                log.warning("ignored ACL change %s/%s: %s", path, child, exc)
-            else:
-                self._apply(pattern, entries)
-            self._last_change[path] = seq
-        if fresh:
-            await asyncio.to_thread(acl_store.purge_obsolete_changes, store, path)
+    async def _handle(self, path: str, child: str, data: bytes) -> None:
+        """One notification: re-read the pattern it names and apply it."""
+        assert self.store is not None
+        pattern = acl_store.decode_change(path, data)
+        entries, _version = await asyncio.to_thread(acl_store.read_resource, self.store,
+                                                    pattern)
+        self._apply(pattern, entries)

@@ -252,6 +252,16 @@ class TransactionCoordinator:
                   metadata.transactional_id, metadata.state_name)
         return ErrorCode.UNKNOWN_SERVER_ERROR
 
+    def _metadata_of(self, transactional_id: str, producer_id: int
+                     ) -> tuple[ErrorCode | None, int, TransactionMetadata | None]:
+        """(error, coordinator epoch, metadata): the metadata only when this coordinator
+        holds the id for ``producer_id``; else the error (not coordinator here, loading,
+        ...; INVALID_PRODUCER_ID_MAPPING for an unknown id or another producer id)."""
+        error, coordinator_epoch, metadata = self.state_manager.get(transactional_id)
+        if error is None and (metadata is None or metadata.producer_id != producer_id):
+            return ErrorCode.INVALID_PRODUCER_ID_MAPPING, coordinator_epoch, None
+        return error, coordinator_epoch, metadata
+
     # -- AddPartitionsToTxn / AddOffsetsToTxn -------------------------------------------------
 
     async def add_partitions(self, transactional_id: str, producer_id: int,
@@ -262,11 +272,9 @@ class TransactionCoordinator:
             return ErrorCode.INVALID_REQUEST
         wanted = set(partitions)
         sm = self.state_manager
-        error, coordinator_epoch, metadata = sm.get(transactional_id)
-        if error is not None:
-            return error
-        if metadata is None or metadata.producer_id != producer_id:
-            return ErrorCode.INVALID_PRODUCER_ID_MAPPING
+        error, coordinator_epoch, metadata = self._metadata_of(transactional_id, producer_id)
+        if metadata is None:
+            return error if error is not None else ErrorCode.INVALID_PRODUCER_ID_MAPPING
         if metadata.producer_epoch != producer_epoch:
             return ErrorCode.PRODUCER_FENCED
         if metadata.pending_transition_in_progress \
@@ -291,11 +299,9 @@ class TransactionCoordinator:
         wanted = list(dict.fromkeys(partitions))
         if not transactional_id:
             return dict.fromkeys(wanted, ErrorCode.INVALID_REQUEST)
-        error, _epoch, metadata = self.state_manager.get(transactional_id)
-        if error is None:
-            if metadata is None or metadata.producer_id != producer_id:
-                error = ErrorCode.INVALID_PRODUCER_ID_MAPPING
-            elif metadata.producer_epoch != producer_epoch:
+        error, _epoch, metadata = self._metadata_of(transactional_id, producer_id)
+        if metadata is not None:
+            if metadata.producer_epoch != producer_epoch:
                 error = ErrorCode.PRODUCER_FENCED
             elif metadata.state in (PREPARE_COMMIT, PREPARE_ABORT):
                 error = ErrorCode.CONCURRENT_TRANSACTIONS
@@ -317,11 +323,9 @@ class TransactionCoordinator:
         if not transactional_id:
             return ErrorCode.INVALID_REQUEST
         sm = self.state_manager
-        error, coordinator_epoch, metadata = sm.get(transactional_id)
-        if error is not None:
-            return error
-        if metadata is None or metadata.producer_id != producer_id:
-            return ErrorCode.INVALID_PRODUCER_ID_MAPPING
+        error, coordinator_epoch, metadata = self._metadata_of(transactional_id, producer_id)
+        if metadata is None:
+            return error if error is not None else ErrorCode.INVALID_PRODUCER_ID_MAPPING
         if (from_client and producer_epoch != metadata.producer_epoch) \
                 or producer_epoch < metadata.producer_epoch:
             return ErrorCode.PRODUCER_FENCED

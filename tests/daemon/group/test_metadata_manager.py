@@ -110,7 +110,7 @@ def _manager(broker: InProcessBroker) -> GroupMetadataManager:
 def _wait_coordinator(broker: InProcessBroker, group: str, timeout: float = 15.0) -> None:
     deadline = time.monotonic() + timeout
     mgr = _manager(broker)
-    _run(broker, mgr.ensure_offsets_topic)
+    _run(broker, mgr.ensure_topic)
     while time.monotonic() < deadline:
         if broker.call(lambda: mgr.coordinator_error(group)) is None:
             return

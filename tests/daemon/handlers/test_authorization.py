@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from klog.daemon.admin import TopicResult
+from klog.daemon.admin_rules import TopicResult
 from klog.daemon.handlers import (
     RequestContext,
     add_partitions_to_txn,

@@ -110,6 +110,7 @@ class Env:
         self.coordinator._active = True
         for p in range(PARTITIONS):  # loaded, at coordinator epoch 5
             self.sm._cache[p] = {}
+            self.sm._owned.add(p)
             self.sm._epochs[p] = 5
 
     def states(self, txn_id: str) -> list[str]:
@@ -187,6 +188,7 @@ def test_request_errors() -> None:
         assert (await init(env))[0] is ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
         del env.sm._loading[p]
         del env.sm._cache[p]
+        env.sm._owned.discard(p)
         assert await c.end_transaction("t", 1001, 0, True) is ErrorCode.NOT_COORDINATOR
 
     run(go)
@@ -424,6 +426,7 @@ def test_verify_partitions_in_transaction_kip_890() -> None:
             ("a", 0): ErrorCode.COORDINATOR_LOAD_IN_PROGRESS}
         del env.sm._loading[p]
         del env.sm._cache[p]
+        env.sm._owned.discard(p)
         assert verify("t", 1001, 0, [("a", 0)]) == {("a", 0): ErrorCode.NOT_COORDINATOR}
 
     run(go)
