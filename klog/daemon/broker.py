@@ -38,7 +38,7 @@ from klog.daemon.group.coordinator import GroupCoordinator
 from klog.daemon.group.metadata_manager import GroupMetadataManager
 from klog.daemon.handlers import BrokerServices, load_handlers
 from klog.daemon.log_cleaner import CleanerConfig, LogCleaner
-from klog.daemon.metadata_cache import BrokerEndpoint, BrokerInfo, MetadataCache
+from klog.daemon.metadata_cache import BrokerEndpoint, MetadataCache
 from klog.daemon.metastore import paths
 from klog.daemon.metastore.base import MetadataStore, MetastoreError, NodeExistsError, NoNodeError
 from klog.daemon.metrics import BrokerMetrics, unimplemented_configs
@@ -383,9 +383,9 @@ class Broker:
                 f"broker id {self.broker_id} is already registered at {path}: another broker "
                 "with this broker.id is running"
             ) from None
-        self.metadata_cache.brokers[self.broker_id] = BrokerInfo(
-            self.broker_id, tuple(endpoints), self.config.broker_rack
-        )
+        # (Not in this broker's metadata cache yet: that is the controller's to fill. A
+        # Metadata answer naming this broker alone, with no topics, made librdkafka drop
+        # every other broker and forget its topics.)
         stat = store.exists(path)
         if stat is not None:
             self.control_requests.broker_epoch = stat.czxid

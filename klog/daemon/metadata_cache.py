@@ -6,10 +6,17 @@ Fetch and the admin handlers; listeners hear of each update once it is whole. Ow
 the event loop thread: no locking. Readers get
 immutable values (PartitionState, BrokerInfo), replaced wholesale on each update, so a
 handler never sees half an update.
+
+Until the controller's first update the cache knows nothing, not even this broker (as
+Kafka's): ``initialized`` says whether it has had one, and ``wait_initialized`` waits for
+it (a broker started in a cluster accepts connections before the controller has told it
+anything).
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -67,6 +74,10 @@ class MetadataCache:
     _names_by_id: dict[uuid.UUID, str] = field(default_factory=dict)
     # Called after each whole update (the admin manager wakes requests waiting for topics).
     _listeners: list[Callable[[], None]] = field(default_factory=list)
+    # Set by the controller's first broker list; the event (made on first wait, on the
+    # event loop) wakes the requests waiting for it.
+    initialized: bool = False
+    _initialized_event: asyncio.Event | None = None
 
     # -- updates (controller / UpdateMetadata) ---------------------------------------------
 
@@ -75,12 +86,25 @@ class MetadataCache:
 
     def changed(self) -> None:
         """An update is complete: tell the listeners."""
+        if self.initialized and self._initialized_event is not None:
+            self._initialized_event.set()
         for listener in self._listeners:
             listener()
+
+    async def wait_initialized(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds for the controller's first update; whether the
+        cache has had it."""
+        if not self.initialized:
+            if self._initialized_event is None:
+                self._initialized_event = asyncio.Event()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._initialized_event.wait(), timeout)
+        return self.initialized
 
     def update_brokers(self, brokers: Iterable[BrokerInfo], controller_id: int) -> None:
         self.brokers = {b.broker_id: b for b in brokers}
         self.controller_id = controller_id
+        self.initialized = True
 
     def update_partitions(self, states: Iterable[PartitionState],
                           topic_ids: dict[str, uuid.UUID] | None = None) -> None:

@@ -12,6 +12,14 @@ misconfiguration visible). v0 lists only the replicas and ISR members reachable 
 listener and, with a leader, flags any it left out as REPLICA_NOT_AVAILABLE; v1+ list them
 all (dead ones in offline_replicas from v5).
 
+A broker in a cluster accepts connections before the controller's first UpdateMetadata
+has told it who the brokers and topics are; a Metadata request that comes then waits for
+it (up to ``UNINITIALIZED_WAIT_S``), as a Kafka KRaft broker serves no request before it
+has caught up with the metadata. Answered from the empty cache instead (Kafka's ZooKeeper
+mode does that), librdkafka 2.10+ drops every broker the answer does not name and takes
+the topics asked for as deleted: a producer then fails what it has in flight and every
+message after.
+
 Authorization, as Kafka's KafkaApis: topics the caller may not Describe are left out of an
 all-topics answer and answered TOPIC_AUTHORIZATION_FAILED when named; auto-creation needs
 Create on the cluster or on the topic. v8+ answer the topic and cluster authorized
@@ -32,11 +40,16 @@ _INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 _TOPIC_AUTHORIZATION_FAILED = int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
 #: KIP-430's "not asked for" (INT32_MIN).
 _OMITTED = -2147483648
+#: How long a Metadata request waits for the controller's first UpdateMetadata; then it is
+#: answered from what the broker knows (nothing: no brokers, no topics).
+UNINITIALIZED_WAIT_S = 10.0
 
 
 async def handle(ctx: RequestContext, request: Request) -> Response:
     services = ctx.services
     cache = services.metadata_cache
+    if not cache.initialized:
+        await cache.wait_initialized(UNINITIALIZED_WAIT_S)
     version = ctx.api_version
     topics_req = request.topics
     if topics_req is None or (version == 0 and not topics_req):

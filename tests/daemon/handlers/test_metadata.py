@@ -246,3 +246,35 @@ def test_known_topic_without_partitions_is_unknown() -> None:
     response = call(9, ["ghost"], cache, admin)
     ghost = topics_of(response)["ghost"]
     assert (int(ghost.error_code), list(ghost.partitions)) == (UNKNOWN, [])
+
+
+def test_a_request_before_the_first_update_metadata_waits_for_it() -> None:
+    """A broker just started in a cluster knows nothing until the controller's first
+    UpdateMetadata: a Metadata request then waits for it rather than naming no broker
+    but itself (or none) and no topic, which librdkafka takes for the cluster."""
+    filled = _cache()
+    empty = MetadataCache(broker_id=0, cluster_id=CLUSTER_ID)
+
+    async def scenario() -> Any:
+        values = {"topics": [{"name": "a", "topic_id": uuid.UUID(int=0)}],
+                  "allow_auto_topic_creation": False,
+                  "include_cluster_authorized_operations": False,
+                  "include_topic_authorized_operations": False}
+        request = build(apis.spec_for(METADATA).request_entity(12), values)
+        connection = SimpleNamespace(listener_name=LISTENER, peer="127.0.0.1:5555")
+        ctx = context(RequestHeader(METADATA, 12, 1, "t", 2), connection,
+                      config={"auto_create_topics_enable": False}, metadata_cache=empty,
+                      admin=FakeAdmin(empty))
+        answer = asyncio.ensure_future(handle(ctx, request))
+        await asyncio.sleep(0.05)
+        assert not answer.done()
+        # The controller's update arrives (UpdateMetadata: brokers, then partitions).
+        empty.update_brokers([filled.broker(b) for b in filled.alive_broker_ids()],
+                             filled.controller_id)
+        empty.update_partitions(list(filled.partitions("a").values()), TOPIC_IDS)
+        empty.changed()
+        return await asyncio.wait_for(answer, 1)
+
+    response = asyncio.run(scenario())
+    assert [b.node_id for b in response.brokers] == [0, 1]
+    assert int(topics_of(response)["a"].error_code) == NONE
