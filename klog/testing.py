@@ -6,9 +6,11 @@
         producer = Producer({"bootstrap.servers": broker.bootstrap_servers})
 
 The broker runs as a separate process (``python -m klog broker start``) on a free port of
-127.0.0.1 with its data in a temporary directory, removed afterwards. ``stop()`` shuts it
-down cleanly (SIGTERM), ``kill()`` kills it (SIGKILL, as a crash), ``start()`` starts it
-again on the same port and data, so tests can check what survives a restart.
+127.0.0.1 with its data in a temporary directory, removed afterwards. ``start()`` returns
+once the broker answers a request (its port accepts connections a little earlier: a
+broker listens before it registers, and serves once started). ``stop()`` shuts it down
+cleanly (SIGTERM), ``kill()`` kills it (SIGKILL, as a crash), ``start()`` starts it again
+on the same port and data, so tests can check what survives a restart.
 
 Installed with klog, this module is registered as a pytest plugin (entry point
 ``pytest11``): the ``klog_broker`` fixture gives each test its own broker; use
@@ -22,6 +24,7 @@ import os
 import shutil
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import tempfile
@@ -42,6 +45,53 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 class BrokerStartError(RuntimeError):
     pass
+
+
+#: ApiVersions v0 (api key 18), correlation id 1, no client id: a request every Kafka
+#: broker answers, written out by hand (this module imports nothing of klog).
+_API_VERSIONS_V0 = struct.pack(">ihhih", 10, 18, 0, 1, -1)
+
+
+class _ServingProbe:
+    """Asks a broker for its ApiVersions until it answers: one connection, opened again
+    when refused or closed. A listener that does not speak plaintext (TLS) closes the
+    probe's connection instead of answering; that happens only once the broker accepts
+    connections, so two such closes in a row count as serving too."""
+
+    def __init__(self, host: str, port: int) -> None:
+        self.address = (host, port)
+        self.sock: socket.socket | None = None
+        self.received = b""
+        self.closes = 0
+
+    def answered(self) -> bool:
+        """True once the broker serves; waits up to ~0.2 s for it."""
+        try:
+            if self.sock is None:
+                self.sock = socket.create_connection(self.address, timeout=0.2)
+                self.sock.sendall(_API_VERSIONS_V0)
+                self.received = b""
+            chunk = self.sock.recv(8 - len(self.received))
+        except TimeoutError:
+            return False  # listening, not serving yet: the request waits in the backlog
+        except (ConnectionResetError, BrokenPipeError):
+            chunk = b""
+        except OSError:  # refused: not listening yet
+            self.closes = 0
+            self.close()
+            time.sleep(0.02)
+            return False
+        if not chunk:
+            self.close()
+            self.closes += 1
+            return self.closes >= 2
+        self.received += chunk
+        return len(self.received) == 8 and struct.unpack(">ii", self.received)[1] == 1
+
+    def close(self) -> None:
+        if self.sock is not None:
+            self.sock.close()
+            self.sock = None
 
 
 class KlogBroker:
@@ -88,16 +138,18 @@ class KlogBroker:
                                         stdin=subprocess.DEVNULL)
         log.close()
         deadline = time.monotonic() + self.start_timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise BrokerStartError(
-                    f"klog broker exited with {self.process.returncode}:\n{self.log_tail()}")
-            with contextlib.suppress(OSError), socket.create_connection(
-                    (self.host, self.port), timeout=0.2):
-                return self
-            time.sleep(0.02)
+        probe = _ServingProbe(self.host, self.port)
+        try:
+            while time.monotonic() < deadline:
+                if self.process.poll() is not None:
+                    raise BrokerStartError(f"klog broker exited with "
+                                           f"{self.process.returncode}:\n{self.log_tail()}")
+                if probe.answered():
+                    return self
+        finally:
+            probe.close()
         self.kill()
-        raise BrokerStartError(f"klog broker did not open port {self.port} within "
+        raise BrokerStartError(f"klog broker did not serve on port {self.port} within "
                                f"{self.start_timeout} s:\n{self.log_tail()}")
 
     def stop(self, timeout: float = 30.0) -> int | None:

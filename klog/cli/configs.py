@@ -65,17 +65,20 @@ def _resource(kind: str, name: str | None, entity_default: bool = False) -> Conf
     elif name is None:
         fail(f"name the {kind} (or, for brokers, give --entity-default)", console.EXIT_USAGE)
 
-    if kind not in ("topic", "broker"):
-        fail(f"unknown resource type {kind!r}: topic, broker or user, or client for client-id "
-             "quotas", console.EXIT_USAGE)
-    if kind == "broker" and name != "" and not name.isdigit():
+    if kind not in ("topic", "broker", "broker-logger"):
+        fail(f"unknown resource type {kind!r}: topic, broker, broker-logger or user, or client "
+             "for client-id quotas", console.EXIT_USAGE)
+    if kind.startswith("broker") and name != "" and not name.isdigit():
         fail(f"broker id {name!r} is not a number", console.EXIT_USAGE)
-    return ConfigResource.of(kind, name)
+    if kind == "broker-logger" and not name:
+        fail("name the broker whose loggers to show", console.EXIT_USAGE)
+    return ConfigResource.of(kind.replace("-", "_"), name)
 
 
 @configs_app.command("describe")
 def describe(
-    kind: str = typer.Argument(..., help="topic, broker, user or client."),
+    kind: str = typer.Argument(
+        ..., help="topic, broker, broker-logger (a broker's log levels), user or client."),
     name: str | None = typer.Argument(
         None, help="The topic name, broker id, user name or client id."),
     entity_default: bool = typer.Option(
@@ -134,7 +137,8 @@ def describe(
 
 @configs_app.command("alter")
 def alter(
-    kind: str = typer.Argument(..., help="topic, broker, user or client."),
+    kind: str = typer.Argument(
+        ..., help="topic, broker, broker-logger (a broker's log levels), user or client."),
     name: str | None = typer.Argument(
         None, help="The topic name, broker id, user name or client id."),
     entity_default: bool = typer.Option(

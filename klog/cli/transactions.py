@@ -44,12 +44,18 @@ def _none(value: int | None) -> str:
 
 @transactions_app.command("list")
 def list_(
+    duration_filter: int | None = typer.Option(
+        None, "--duration-filter", metavar="MS",
+        help="Only transactions running longer than this many milliseconds (< 0: all); "
+             "needs ListTransactions v1 (Kafka 3.8+, klog)."),
     json_out: bool = json_option(),
     bootstrap_server: str | None = bootstrap_option(),
     command_config: Path | None = command_config_option(),
 ) -> None:
     """List the transactional ids every broker coordinates."""
-    listed = with_admin(bootstrap_server, lambda admin: admin.list_transactions(),
+    duration_ms = -1 if duration_filter is None or duration_filter < 0 else duration_filter
+    listed = with_admin(bootstrap_server,
+                        lambda admin: admin.list_transactions(duration_filter_ms=duration_ms),
                         command_config=command_config)
     rows = [{"transactional_id": t.transactional_id, "coordinator": t.coordinator,
              "producer_id": t.producer_id, "state": t.state} for t in listed]

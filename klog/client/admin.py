@@ -61,6 +61,7 @@ _R = TypeVar("_R")
 
 LIST_OFFSETS, CREATE_TOPICS, DELETE_TOPICS, DELETE_RECORDS = 2, 19, 20, 21
 DESCRIBE_CONFIGS, DESCRIBE_LOG_DIRS, CREATE_PARTITIONS = 32, 35, 37
+ALTER_REPLICA_LOG_DIRS = 34
 INCREMENTAL_ALTER_CONFIGS, DESCRIBE_CLUSTER = 44, 60
 OFFSET_COMMIT, OFFSET_FETCH, DESCRIBE_GROUPS, LIST_GROUPS = 8, 9, 15, 16
 DELETE_GROUPS, OFFSET_DELETE = 42, 47
@@ -901,6 +902,34 @@ class AdminClient:
             ) for d in response.results]
         return out
 
+    async def alter_replica_log_dirs(self, moves: Mapping[tuple[str, int, int], str]
+                                     ) -> dict[tuple[str, int, int], KafkaClientError | None]:
+        """Move replicas between the log dirs of their brokers (AlterReplicaLogDirs, one
+        request per broker): (topic, partition, broker) -> the absolute dir; each replica
+        -> None when its move started (or it is there), else the error its broker gave
+        (REPLICA_NOT_AVAILABLE: not on that broker yet)."""
+        by_broker: dict[int, dict[str, dict[str, list[int]]]] = defaultdict(
+            lambda: defaultdict(lambda: defaultdict(list)))
+        for (topic, partition, broker), path in sorted(moves.items()):
+            by_broker[broker][path][topic].append(partition)
+
+        async def one(broker: int, dirs: dict[str, dict[str, list[int]]]) -> Any:
+            return await self.client.send(broker, ALTER_REPLICA_LOG_DIRS, {"dirs": [
+                {"path": path, "topics": [{"name": t, "partitions": ps}
+                                          for t, ps in topics.items()]}
+                for path, topics in dirs.items()]})
+
+        brokers = sorted(by_broker)
+        answers = await asyncio.gather(*(one(b, by_broker[b]) for b in brokers))
+        out: dict[tuple[str, int, int], KafkaClientError | None] = {}
+        for broker, response in zip(brokers, answers, strict=True):
+            for t in response.results:
+                for p in t.partitions:
+                    key = (t.topic_name, int(p.partition_index), broker)
+                    out[key] = _error(p.error_code, None,
+                                      f"replica {t.topic_name}-{p.partition_index}-{broker}")
+        return out
+
     # -- partition reassignments
 
     async def topic_metadata(self, names: Sequence[str]) -> dict[str, TopicDescription]:
@@ -1297,15 +1326,26 @@ class AdminClient:
         return results
 
     async def list_transactions(self, states: Sequence[str] = (),
-                                producer_ids: Sequence[int] = ()) -> list[TransactionListing]:
+                                producer_ids: Sequence[int] = (),
+                                duration_filter_ms: int = -1) -> list[TransactionListing]:
         """Every transactional id of every broker (ListTransactions to each; retried while
-        a coordinator loads), optionally only those in ``states`` or of ``producer_ids``."""
+        a coordinator loads), optionally only those in ``states``, of ``producer_ids``, or
+        (``duration_filter_ms`` >= 0, KIP-994) whose transaction has run longer than that.
+        The duration filter needs ListTransactions v1 (Kafka 3.8+): a broker without it is
+        UNSUPPORTED_VERSION, as Kafka's admin client says."""
         await self.client.refresh_metadata([])
         values = {"state_filters": list(states), "producer_id_filters": list(producer_ids),
-                  "duration_filter": -1}
+                  "duration_filter": duration_filter_ms}
         loading = int(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
 
         async def one(broker: int) -> list[TransactionListing]:
+            if duration_filter_ms >= 0:
+                await self.client.api_versions_of(broker)  # connected: its own versions
+                if self.client.api_version(broker, LIST_TRANSACTIONS) < 1:
+                    raise KafkaClientError(
+                        f"broker {broker} does not support ListTransactions v1: the duration "
+                        "filter can be set only with version 1 or higher (Kafka 3.8+); list "
+                        "without --duration-filter", ErrorCode.UNSUPPORTED_VERSION)
             for attempt in range(20):
                 response = await self.client.send(broker, LIST_TRANSACTIONS, values)
                 if int(response.error_code) != loading or attempt == 19:

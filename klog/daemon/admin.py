@@ -44,12 +44,13 @@ from enum import IntEnum
 from typing import TYPE_CHECKING
 
 from klog import placement
-from klog.daemon import descriptors
+from klog.daemon import descriptors, log_levels
 from klog.daemon.config import (
     BROKER_CONFIGS,
     TOPIC_CONFIGS,
     ConfigEntry,
     ConfigError,
+    ConfigSource,
     ConfigType,
     check_topic_config_name,
     describe_broker_configs,
@@ -89,9 +90,12 @@ log = logging.getLogger(__name__)
 MAX_TOPIC_NAME_LENGTH = 249
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
 # Kafka's exception -> error code mapping for the placement refusals (Errors.java).
+# A mix of racked and unracked brokers is Kafka's AdminOperationException, which it
+# answers UNKNOWN_SERVER_ERROR (klog keeps the message, which says what to fix).
 _PLACEMENT_ERROR_CODES: dict[type[placement.PlacementError], ErrorCode] = {
     placement.InvalidPartitionsError: ErrorCode.INVALID_PARTITIONS,
     placement.InvalidReplicationFactorError: ErrorCode.INVALID_REPLICATION_FACTOR,
+    placement.MixedRacksError: ErrorCode.UNKNOWN_SERVER_ERROR,
 }
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 ZERO_UUID = uuid.UUID(int=0)
@@ -209,14 +213,17 @@ def validate_topic_name(name: str) -> None:
                          "than ASCII alphanumerics, '.', '_' and '-'")
 
 
-def assign_replicas(brokers: Sequence[int], num_partitions: int, replication_factor: int,
-                    start_partition: int = 0, rng: random.Random | None = None,
+def assign_replicas(brokers: Mapping[int, str | None] | Sequence[int], num_partitions: int,
+                    replication_factor: int, start_partition: int = 0,
+                    rng: random.Random | None = None,
                     fixed_start_index: int = -1) -> dict[int, list[int]]:
-    """``placement.assign_replicas`` (Kafka's rack-unaware placement), its refusals as the
-    AdminError with the code Kafka answers for them."""
+    """``placement.assign_replicas_to_brokers`` (Kafka's assignReplicasToBrokers: rack-aware
+    when the brokers have racks, ``brokers`` mapping each to its rack; a plain sequence of
+    ids has none), its refusals as the AdminError with the code Kafka answers for them."""
+    racks = brokers if isinstance(brokers, Mapping) else dict.fromkeys(brokers)
     try:
-        return placement.assign_replicas(brokers, num_partitions, replication_factor,
-                                         start_partition, rng, fixed_start_index)
+        return placement.assign_replicas_to_brokers(racks, num_partitions, replication_factor,
+                                                    start_partition, rng, fixed_start_index)
     except placement.PlacementError as exc:
         raise AdminError(_PLACEMENT_ERROR_CODES[type(exc)], str(exc)) from None
 
@@ -246,11 +253,13 @@ def check_assignment(assignment: Mapping[int, Sequence[int]], brokers: Iterable[
                          f"{', '.join(map(str, unknown))}.")
 
 
-def new_partitions_assignment(existing: Mapping[int, Sequence[int]], brokers: Sequence[int],
+def new_partitions_assignment(existing: Mapping[int, Sequence[int]],
+                              brokers: Mapping[int, str | None] | Sequence[int],
                               count: int, proposed: Sequence[Sequence[int]] | None = None,
                               rng: random.Random | None = None) -> dict[int, list[int]]:
     """The replicas of the partitions CreatePartitions adds to a topic that has
-    ``existing``, growing it to ``count`` (Kafka's checks, messages and placement)."""
+    ``existing``, growing it to ``count`` (Kafka's checks, messages and placement:
+    rack-aware when ``brokers`` map to racks, continuing the topic's round-robin)."""
     old = len(existing)
     increment = count - old
     if increment < 0:
@@ -265,8 +274,11 @@ def new_partitions_assignment(existing: Mapping[int, Sequence[int]], brokers: Se
         raise AdminError(ErrorCode.UNKNOWN_SERVER_ERROR,
                          "the topic does not have partition 0 in its assignment")
     if proposed is None:
+        # Kafka's startIndex: into the brokers sorted by id, whichever placement runs.
         start = next((i for i, b in enumerate(ids) if b >= first[0]), 0)
-        return assign_replicas(ids, increment, len(first), start_partition=old, rng=rng,
+        racks = {b: brokers[b] for b in ids} if isinstance(brokers, Mapping) \
+            else dict.fromkeys(ids)
+        return assign_replicas(racks, increment, len(first), start_partition=old, rng=rng,
                                fixed_start_index=start)
     unknown = sorted({b for r in proposed for b in r} - set(ids))
     if unknown:
@@ -307,6 +319,50 @@ def resource_label(resource_type: int, name: str) -> str:
 
 def _split_list(value: str | None) -> list[str]:
     return [v.strip() for v in (value or "").split(",") if v.strip()]
+
+
+def alter_log_levels(name: str, ops: Sequence[tuple[str, int, str | None]],
+                     validate_only: bool) -> None:
+    """IncrementalAlterConfigs on a BROKER_LOGGER resource, as Kafka's
+    validateLogLevelConfigs then alterLogLevelConfigs: SET a level of an existing logger,
+    DELETE one (not the root's); APPEND and SUBTRACT are refused. Every op is checked
+    before any is applied."""
+    label = resource_label(ResourceType.BROKER_LOGGER, name)
+    names = [logger for logger, _op, _v in ops]
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise AdminError(ErrorCode.INVALID_REQUEST,
+                         f"Error due to duplicate config keys : {','.join(duplicates)}")
+    for logger, op, value in ops:
+        if op in (AlterConfigOp.APPEND, AlterConfigOp.SUBTRACT):
+            raise AdminError(ErrorCode.INVALID_REQUEST,
+                             f"{AlterConfigOp(op).name} operation is not allowed for the "
+                             f"BROKER_LOGGER resource")
+        if op not in (AlterConfigOp.SET, AlterConfigOp.DELETE):
+            raise AdminError(ErrorCode.INVALID_REQUEST,
+                             f"Unknown alter configuration operation type {op} for {logger}")
+        if not log_levels.logger_exists(logger):
+            raise AdminError(ErrorCode.INVALID_REQUEST, f"Invalid config value for resource "
+                             f"{label}: Logger {logger} does not exist!")
+        if op == AlterConfigOp.SET and value not in log_levels.VALID_LOG_LEVELS:
+            raise AdminError(ErrorCode.INVALID_REQUEST, f"Invalid config value for resource "
+                             f"{label}: Cannot set the log level of {logger} to {value} as it "
+                             f"is not a supported log level. Valid log levels are "
+                             f"{', '.join(log_levels.VALID_LOG_LEVELS)}")
+        if op == AlterConfigOp.DELETE and logger == log_levels.ROOT_LOGGER:
+            raise AdminError(ErrorCode.INVALID_REQUEST,
+                             f"Removing the log level of the {log_levels.ROOT_LOGGER} logger "
+                             f"is not allowed")
+    if validate_only:
+        return
+    for logger, op, value in ops:
+        if op == AlterConfigOp.SET:
+            assert value is not None
+            log.info("updating the log level of %s to %s", logger, value)
+            log_levels.set_level(logger, value)
+        else:
+            log.info("unset the log level of %s", logger)
+            log_levels.unset_level(logger)
 
 
 def apply_incremental_ops(current: Mapping[str, str],
@@ -418,6 +474,9 @@ class AdminManager:
             controller)
         metadata_cache.add_listener(self.metadata_updated)
         self._metadata_changed = asyncio.Event()
+        # Until when requests wait for the controller's first UpdateMetadata (set by the
+        # first that waits).
+        self._cluster_metadata_deadline: float | None = None
         # Descriptors promised to creations whose logs may not exist yet (descriptors.py).
         self._reserved_descriptors = 0
 
@@ -541,7 +600,7 @@ class AdminManager:
             raise AdminError(ErrorCode.INVALID_REQUEST,
                              f"Null value not supported for topic configs : {','.join(nulls)}")
         config = self.config
-        brokers = cache.alive_broker_ids()
+        brokers = cache.alive_broker_racks()
         if spec.assignments:
             if spec.num_partitions != -1 or spec.replication_factor != -1:
                 raise AdminError(ErrorCode.INVALID_REQUEST,
@@ -608,6 +667,17 @@ class AdminManager:
         except NodeExistsError:
             raise AdminError(ErrorCode.TOPIC_ALREADY_EXISTS,
                              f"Topic '{name}' already exists.") from None
+
+    async def wait_for_cluster_metadata(self, timeout_ms: int) -> bool:
+        """Wait until this broker has the controller's view of the cluster (its first
+        UpdateMetadata); whether it has it. ``timeout_ms`` counts from the first request
+        that waits: a broker the controller cannot reach (a wrong advertised listener)
+        holds its first requests, not every one."""
+        cache = self.metadata_cache
+        if self._cluster_metadata_deadline is None:
+            self._cluster_metadata_deadline = time.monotonic() + max(timeout_ms, 0) / 1000
+        return await self._wait_until(lambda: cache.from_controller,
+                                      self._cluster_metadata_deadline)
 
     async def wait_for_topics(self, names: Sequence[str], timeout_ms: int,
                               partitions: Mapping[str, int] | None = None) -> set[str]:
@@ -781,7 +851,7 @@ class AdminManager:
                                  f"'{spec.name}'.")
             existing = {p: list(ra.replicas) for p, ra in current.partitions.items()}
             added = new_partitions_assignment(existing,
-                                              self.metadata_cache.alive_broker_ids(),
+                                              self.metadata_cache.alive_broker_racks(),
                                               spec.count, spec.assignments)
             local = self._local_partitions(added.values())
             self._check_descriptors(local)
@@ -877,8 +947,21 @@ class AdminManager:
             if self._resource_broker_id(name, "empty string") is None:
                 return describe_broker_default_configs(config, keys)
             return describe_broker_configs(config, keys)
+        if resource_type == ResourceType.BROKER_LOGGER:
+            self._logger_resource_broker_id(name)
+            return [ConfigEntry(logger, level, False, ConfigSource.DYNAMIC_BROKER_LOGGER_CONFIG,
+                                False, (), ConfigType.UNKNOWN, None)
+                    for logger, level in log_levels.loggers().items()
+                    if keys is None or logger in keys]
         raise AdminError(ErrorCode.INVALID_REQUEST,
                          f"Unsupported resource type: {self._type_name(resource_type)}")
+
+    def _logger_resource_broker_id(self, name: str) -> int:
+        """A BROKER_LOGGER resource names this broker; it has no cluster default."""
+        broker_id = self._resource_broker_id(name) if name else None
+        if broker_id is None:
+            raise AdminError(ErrorCode.INVALID_REQUEST, "Broker id must not be empty")
+        return broker_id
 
     def _read_config(self, entity_type: str, name: str) -> dict[str, str]:
         store = self.store
@@ -948,6 +1031,11 @@ class AdminManager:
                                                       paths.CONFIG_TYPE_BROKER, entity)
                     props = apply_incremental_ops(current, ops, _broker_config_type,
                                                   _broker_config_default)
+                elif resource_type == ResourceType.BROKER_LOGGER:
+                    self._logger_resource_broker_id(name)
+                    alter_log_levels(name, ops, validate_only)
+                    out.append(NO_ERROR)
+                    continue
                 else:
                     raise AdminError(ErrorCode.INVALID_REQUEST,
                                      f"AlterConfigs is only supported for topics and brokers, "

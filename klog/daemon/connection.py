@@ -56,6 +56,12 @@ shuts down its sending side (end of stream) still has every whole request it sen
 processed and answered -- an acks=0 producer that closes right after its last request
 expects it in the log, and a half-closed client can still read -- and the connection is
 closed once they are done.
+
+A connection holds its slot in the connection limits (klog/daemon/connection_quotas.py)
+until its socket is closed, whichever way it ends, and gives it back in
+``connection_lost``. So every close ends: an abrupt one at once, a graceful one (after the
+peer's end of stream, after a failed authentication: what is written still goes out, and
+on TLS the peer's close_notify is awaited) within CLOSE_GRACE_SECONDS.
 """
 
 from __future__ import annotations
@@ -117,6 +123,12 @@ _COALESCE_SECONDS = 0.0005
 #: stops reading its socket: enough for a pipelining client's next requests to be ready
 #: when the current one finishes (one more request always fits, whatever its size).
 READ_AHEAD_BYTES = 1 << 20
+
+#: Longest a graceful close (after the peer's end of stream, after a failed authentication)
+#: waits for the answers written to go out and, on TLS, for the peer's close_notify before
+#: the connection is dropped; until then it holds its slot in the connection limits. Kafka
+#: closes at once; a client still reading its last answers gets this long.
+CLOSE_GRACE_SECONDS = 5.0
 
 #: Answers one connection may have waiting (``Deferred``) before it stops starting new
 #: requests: more than a producer keeps in flight with idempotence (5).
@@ -274,7 +286,7 @@ class Connection(asyncio.Protocol):
 
     def _frames_received(self, frames: list[memoryview]) -> None:
         self.last_active = received = time.monotonic()
-        if not frames:
+        if not frames or self.closed:  # closing: nothing more is read into the queue
             return
         self.server.queued += len(frames)
         if not self.busy and not self.queue and self._started is None and not self.closed \
@@ -331,7 +343,11 @@ class Connection(asyncio.Protocol):
         return not self.tls
 
     def connection_lost(self, exc: Exception | None) -> None:
+        # The one place a connected socket is known to be closed, however it ended (our
+        # close or abort, a graceful close finished or cut short, the peer's reset or end
+        # of stream): its slot in the connection limits is given back here.
         self.closed = True
+        self.transport = None
         self.release()
         self.server.queued -= len(self.queue)
         self.queue.clear()
@@ -382,14 +398,7 @@ class Connection(asyncio.Protocol):
         if self.transport is not None and not self.closed:
             self.transport.pause_reading()
         delay = self.security.failed_authentication_delay_ms / 1000
-        asyncio.get_running_loop().call_later(delay, self._close_gracefully)
-
-    def _close_gracefully(self) -> None:
-        self._flush_out()
-        if self.transport is not None and not self.closed:
-            self.transport.close()  # what is written still goes out
-        self.closed = True
-        self._wakeup.set()
+        asyncio.get_running_loop().call_later(delay, self._close_after_writes)
 
     def _raw_sasl_token(self, frame: memoryview) -> None:
         """A SASL token sent bare after a v0 SaslHandshake; answered bare (a size, the
@@ -463,8 +472,9 @@ class Connection(asyncio.Protocol):
             self.server.paused.discard(self)
 
     def close(self) -> None:
-        """Close at once, dropping anything not yet written (an error, shutdown, idle)."""
-        if self.transport is not None and not self.closed:
+        """Close at once, dropping anything not yet written (an error, shutdown, idle).
+        Also cuts short a graceful close still under way (``_close_after_writes``)."""
+        if self.transport is not None:  # not lost yet: abort is idempotent
             self.transport.abort()
         self.closed = True
         self._wakeup.set()
@@ -473,12 +483,35 @@ class Connection(asyncio.Protocol):
         if drainer is not None and not drainer.done() and drainer is not asyncio.current_task():
             drainer.cancel()  # its answers have nowhere to go
 
-    def _finish(self) -> None:
-        """Close after the peer's end of stream: what is written still goes out."""
+    def _close_after_writes(self) -> None:
+        """Close gracefully -- after the peer's end of stream, after a failed
+        authentication's delay: what is written still goes out -- within
+        CLOSE_GRACE_SECONDS. The connection holds its slot in the connection limits until
+        the socket is closed (``connection_lost``), so a close must end even when the peer
+        does not play along: a plaintext transport waits for its write buffer to drain, a
+        TLS transport for the peer's close_notify; past the grace the transport is
+        aborted. A TLS transport must also be reading: asyncio's TLS shutdown reads the
+        peer's close_notify and end of stream only while its protocol reads, and a close
+        begun while reading is paused (as a failed authentication pauses it) after the
+        peer's end of stream never ends, nor times out -- the connection kept its slot for
+        good, in CLOSE-WAIT."""
         self._flush_out()
-        if self.transport is not None and not self.closed:
-            self.transport.close()
         self.closed = True
+        self._wakeup.set()
+        transport = self.transport
+        if transport is None:
+            return
+        if not transport.is_closing():  # else closing already (asyncio's TLS shutdown)
+            if self.tls:
+                transport.resume_reading()  # what arrives now is dropped: closed is set
+            transport.close()
+        asyncio.get_running_loop().call_later(CLOSE_GRACE_SECONDS, self._close_overdue)
+
+    def _close_overdue(self) -> None:
+        if self.transport is not None:
+            log.debug("connection %s: not closed gracefully within %.0f s; dropping it",
+                      self.peer, CLOSE_GRACE_SECONDS)
+            self.transport.abort()
 
     # -- processing -------------------------------------------------------------------------
 
@@ -499,7 +532,7 @@ class Connection(asyncio.Protocol):
                     if self._eof:
                         if self._drainer is not None and not self._drainer.done():
                             await asyncio.wait([self._drainer])
-                        self._finish()
+                        self._close_after_writes()
                         break
                     self._wakeup.clear()
                     await self._wakeup.wait()

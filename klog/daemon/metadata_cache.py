@@ -6,17 +6,10 @@ Fetch and the admin handlers; listeners hear of each update once it is whole. Ow
 the event loop thread: no locking. Readers get
 immutable values (PartitionState, BrokerInfo), replaced wholesale on each update, so a
 handler never sees half an update.
-
-Until the controller's first update the cache knows nothing, not even this broker (as
-Kafka's): ``initialized`` says whether it has had one, and ``wait_initialized`` waits for
-it (a broker started in a cluster accepts connections before the controller has told it
-anything).
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -74,10 +67,10 @@ class MetadataCache:
     _names_by_id: dict[uuid.UUID, str] = field(default_factory=dict)
     # Called after each whole update (the admin manager wakes requests waiting for topics).
     _listeners: list[Callable[[], None]] = field(default_factory=list)
-    # Set by the controller's first broker list; the event (made on first wait, on the
-    # event loop) wakes the requests waiting for it.
-    initialized: bool = False
-    _initialized_event: asyncio.Event | None = None
+    #: Whether the controller's view of the brokers has arrived (the first UpdateMetadata;
+    #: standalone, the in-process controller's, before the broker serves). Until then a
+    #: cluster-mode broker knows only itself, and the controller's id from ZooKeeper.
+    from_controller: bool = False
 
     # -- updates (controller / UpdateMetadata) ---------------------------------------------
 
@@ -86,25 +79,13 @@ class MetadataCache:
 
     def changed(self) -> None:
         """An update is complete: tell the listeners."""
-        if self.initialized and self._initialized_event is not None:
-            self._initialized_event.set()
         for listener in self._listeners:
             listener()
-
-    async def wait_initialized(self, timeout: float) -> bool:
-        """Wait up to ``timeout`` seconds for the controller's first update; whether the
-        cache has had it."""
-        if not self.initialized:
-            if self._initialized_event is None:
-                self._initialized_event = asyncio.Event()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._initialized_event.wait(), timeout)
-        return self.initialized
 
     def update_brokers(self, brokers: Iterable[BrokerInfo], controller_id: int) -> None:
         self.brokers = {b.broker_id: b for b in brokers}
         self.controller_id = controller_id
-        self.initialized = True
+        self.from_controller = True
 
     def update_partitions(self, states: Iterable[PartitionState],
                           topic_ids: dict[str, uuid.UUID] | None = None) -> None:
@@ -145,6 +126,11 @@ class MetadataCache:
 
     def alive_broker_ids(self) -> list[int]:
         return sorted(self.brokers)
+
+    def alive_broker_racks(self) -> dict[int, str | None]:
+        """Each live broker's rack (None: broker.rack unset), by broker id: what replica
+        placement is given (Kafka's getAliveBrokers with their racks)."""
+        return {b: self.brokers[b].rack for b in sorted(self.brokers)}
 
     def broker(self, broker_id: int) -> BrokerInfo | None:
         return self.brokers.get(broker_id)

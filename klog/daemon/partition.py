@@ -35,6 +35,7 @@ from dataclasses import dataclass, field, replace
 from klog.daemon.metadata_cache import PartitionState
 from klog.protocol.errors import ErrorCode, KafkaError
 from klog.storage.log import LogAppendInfo, PartitionLog
+from klog.storage.producer_state import VerificationGuard
 from klog.storage.values import FetchDataInfo, LogOffsetMetadata
 
 log = logging.getLogger(__name__)
@@ -71,6 +72,9 @@ class ReplicaState:
 
     broker_id: int
     log_end_offset: int = -1
+    # As the follower's fetches say (Fetch v5+); -1 unknown. KIP-392's read replica
+    # choice needs a follower's log to cover the consumer's offset.
+    log_start_offset: int = -1
     last_caught_up_time_ms: int = 0
     last_fetch_time_ms: int = 0
     last_fetch_leader_log_end_offset: int = 0
@@ -222,6 +226,7 @@ class Partition:
     def append_records_to_leader(
         self, records: bytes | bytearray | memoryview, required_acks: int,
         min_insync_replicas: int, origin: str = "client",
+        verification_guard: VerificationGuard | None = None,
     ) -> LogAppendInfo:
         if not self.is_leader:
             raise NotLeaderOrFollowerError(
@@ -232,9 +237,20 @@ class Partition:
                 f"the size of the ISR {list(self.isr)} is below min.insync.replicas "
                 f"({min_insync_replicas}) for {self.topic}-{self.partition}"
             )
-        info = self.log.append_as_leader(records, self.leader_epoch, origin=origin)
+        info = self.log.append_as_leader(records, self.leader_epoch, origin=origin,
+                                         verification_guard=verification_guard)
         self.maybe_increment_high_watermark()
         return info
+
+    def maybe_start_transaction_verification(self, producer_id: int, sequence: int,
+                                             epoch: int) -> VerificationGuard:
+        """KIP-890 on the leader (Kafka's Partition.maybeStartTransactionVerification):
+        see ``PartitionLog.maybe_start_transaction_verification``."""
+        if not self.is_leader:
+            raise NotLeaderOrFollowerError(
+                f"broker {self.local_broker_id} is not the leader of {self.topic}-{self.partition}"
+            )
+        return self.log.maybe_start_transaction_verification(producer_id, sequence, epoch)
 
     def maybe_increment_high_watermark(self) -> bool:
         """Move the high watermark to the lowest log end offset of the ISR; True if moved."""
@@ -260,14 +276,17 @@ class Partition:
         return self.isr + tuple(r for r in self.pending_isr if r not in self.isr)
 
     def update_follower_fetch_state(self, replica_id: int, fetch_offset: int,
-                                    leader_end_offset: int, now_ms: int | None = None
-                                    ) -> bool | None:
-        """A follower fetched from ``fetch_offset``: record its position, maybe add it to the
-        ISR, maybe move the high watermark. None if ``replica_id`` is not a replica of this
-        partition (Kafka then answers with empty records); else whether the HW moved."""
+                                    leader_end_offset: int, now_ms: int | None = None,
+                                    log_start_offset: int = -1) -> bool | None:
+        """A follower fetched from ``fetch_offset``: record its position (and its log start
+        offset, when the fetch says it), maybe add it to the ISR, maybe move the high
+        watermark. None if ``replica_id`` is not a replica of this partition (Kafka then
+        answers with empty records); else whether the HW moved."""
         remote = self.remote_replicas.get(replica_id)
         if remote is None or not self.is_leader:
             return None
+        if log_start_offset >= 0:
+            remote.log_start_offset = log_start_offset
         remote.update_fetch_state(fetch_offset, leader_end_offset,
                                   _now_ms() if now_ms is None else now_ms)
         self.maybe_expand_isr(remote)

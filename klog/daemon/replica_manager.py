@@ -8,7 +8,13 @@ Produce (``produce``; ``append_records`` for the broker's own appends): validate
 the way Kafka's LogValidator does (magic, sizes, timestamps, and every record:
 klog/protocol/records/validate.py), recompresses when the topic's compression.type asks for
 a codec other than the producer's, appends, and for acks=-1 parks a DelayedProduce in the
-produce purgatory until the ISR has the records (``wait_for_isr``). Runs on the event loop
+produce purgatory until the ISR has the records (``wait_for_isr``). A transactional
+produce is first verified (KIP-890 part 1, ``transaction.partition.verification.enable``):
+each partition whose log has no ongoing transaction of the producer yet gets a
+verification guard from its log, ``txn_verifier`` asks the transaction coordinator whether
+the partition is in the producer's ongoing transaction, and only the partitions it confirms
+are appended, each with its guard (a marker written meanwhile voids the guard, so the late
+write is refused instead of opening a transaction nobody will end). Runs on the event loop
 thread, except the record checks that would hold it (inflating a compressed batch,
 recompressing, a big uncompressed walk): those run in the record checker's two threads,
 and the appends they precede still happen on the loop, in each partition's arrival order.
@@ -51,6 +57,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from klog.daemon.delayed import DelayedFetch, DelayedProduce, FetchKey, FetchParams
@@ -60,14 +67,17 @@ from klog.daemon.metastore.base import BadVersionError, MetadataStore, Metastore
 from klog.daemon.metrics.counters import BYTES_IN, MESSAGES_IN, TOTAL_PRODUCE
 from klog.daemon.partition import FetchIsolation, NotLeaderOrFollowerError, Partition
 from klog.daemon.purgatory import DelayedOperationPurgatory, Timer
+from klog.daemon.replica_selector import ClientMetadata, ReplicaView
 from klog.daemon.replication_quota import ReplicationQuotaManager
 from klog.protocol.errors import (
     CorruptRecordError,
     ErrorCode,
     InvalidRecordError,
+    InvalidTimestampError,
     KafkaError,
     KafkaStorageError,
     OffsetOutOfRangeError,
+    RecordError,
     RecordTooLargeError,
 )
 from klog.protocol.records.batch import (
@@ -94,6 +104,7 @@ from klog.protocol.records.validate import native as native_record_check
 from klog.storage.config import LogConfig
 from klog.storage.log import LogAppendInfo
 from klog.storage.log_manager import LogManager
+from klog.storage.producer_state import VerificationGuard
 from klog.storage.values import FetchDataInfo, LogOffsetMetadata, TimestampAndOffset
 
 if TYPE_CHECKING:
@@ -138,10 +149,6 @@ _CODEC_BY_NAME = {
 }
 
 
-class InvalidTimestampError(KafkaError):
-    error_code = ErrorCode.INVALID_TIMESTAMP
-
-
 class UnknownTopicOrPartitionError(KafkaError):
     error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
@@ -152,6 +159,39 @@ class FetcherManager(Protocol):
     def add_partitions(self, partitions: dict[TopicPartition, tuple[int, int]]) -> None: ...
 
     def remove_partitions(self, tps: list[TopicPartition]) -> None: ...
+
+
+class ReplicaSelector(Protocol):
+    """KIP-392's choice of a consumer's read replica
+    (klog.daemon.replica_selector.RackAwareReplicaSelector)."""
+
+    def preferred_read_replica(self, client: ClientMetadata, leader: ReplicaView,
+                               followers: Iterable[ReplicaView]) -> int | None: ...
+
+
+class LogDirMoves(Protocol):
+    """Moves between log dirs (klog.daemon.log_dir_mover.LogDirMover), told which
+    partitions came and went."""
+
+    def partitions_hosted(self, tps: Iterable[TopicPartition]) -> None: ...
+
+    def partitions_stopped(self, tps: Iterable[TopicPartition]) -> None: ...
+
+
+class TransactionVerifier(Protocol):
+    """KIP-890's question to the transaction coordinator
+    (klog.daemon.transaction.verification.AddPartitionsToTxnManager)."""
+
+    @property
+    def enabled(self) -> bool:
+        """transaction.partition.verification.enable, as it is now (a dynamic config)."""
+        ...
+
+    async def verify(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                     partitions: list[TopicPartition], abortable: bool
+                     ) -> dict[TopicPartition, ErrorCode]:
+        """The partitions not verified, each with its error (none: all verified)."""
+        ...
 
 
 class IsrStore(Protocol):
@@ -211,6 +251,8 @@ class ProduceResult:
     log_start_offset: int = -1
     error_message: str | None = None
     info: LogAppendInfo | None = None
+    # A batch refused for some of its records: each by its index in the batch (KIP-467).
+    record_errors: tuple[RecordError, ...] = ()
 
 
 @dataclass(slots=True)
@@ -221,6 +263,9 @@ class FetchResult:
     log_start_offset: int = -1
     data: FetchDataInfo | None = None
     aborted_transactions: list[tuple[int, int]] | None = None
+    #: KIP-392: the follower the consumer should read this partition from (no records
+    #: then); -1 for none.
+    preferred_read_replica: int = -1
 
     @property
     def size(self) -> int:
@@ -248,7 +293,10 @@ class ReplicaInfo:
 
     partition: int
     size: int
-    offset_lag: int  # log end behind the high watermark; -1 for a log no replica serves
+    # Log end behind the high watermark; -1 for a log no replica serves. A future log
+    # (a move in progress): how far it is behind the partition's log.
+    offset_lag: int
+    is_future: bool = False
 
 
 @dataclass(slots=True)
@@ -313,6 +361,18 @@ class ReplicaManager:
         # later appends to that partition wait for it (arrival order).
         self._appending: dict[TopicPartition, asyncio.Task[ProduceResult]] = {}
         self._check_pool: ThreadPoolExecutor | None = None
+        # KIP-890's verification with the transaction coordinator; the broker sets it (the
+        # verifier needs the coordinator, built after this). None: never verified.
+        self.txn_verifier: TransactionVerifier | None = None
+        # KIP-392's replica.selector.class (klog/daemon/replica_selector.py); the broker
+        # sets it. None: consumers are never sent to followers.
+        self.replica_selector: ReplicaSelector | None = None
+        # Moves between log dirs (klog/daemon/log_dir_mover.py); the broker sets it.
+        self.log_dir_mover: LogDirMoves | None = None
+        # Where an I/O error met by produce or fetch is reported: the log dir failure
+        # handler (klog/daemon/log_dir_failure.py) takes the dir offline. None: answered
+        # KAFKA_STORAGE_ERROR only.
+        self.on_io_error: Callable[[Path, OSError], None] | None = None
 
     # -- controller decisions --------------------------------------------------------------
 
@@ -375,6 +435,9 @@ class ReplicaManager:
             # Followers: produce requests waiting for acks here can never complete: answer
             # them now. Leaders: their high watermark moved.
             self.try_complete_delayed_requests(tp)
+        if self.log_dir_mover is not None:
+            # A move a restart interrupted goes on once the partition is hosted again.
+            self.log_dir_mover.partitions_hosted(tp for tp, e in errors.items() if not e)
         return errors
 
     def _get_or_create(self, tp: TopicPartition) -> Partition:
@@ -418,7 +481,7 @@ class ReplicaManager:
                     # fsyncs) here rather than on the event loop; make_leader then finds
                     # it recorded. Nothing else knows this new log yet.
                     plog.leader_epoch_cache.assign(s.leader_epoch, plog.log_end_offset)
-            except OSError as exc:
+            except (OSError, KafkaError) as exc:  # KafkaStorageError: its dir is offline
                 failures[(s.topic, s.partition)] = str(exc)
         return failures
 
@@ -426,6 +489,8 @@ class ReplicaManager:
         tps = list(tps)
         if self.fetcher_manager is not None:
             self.fetcher_manager.remove_partitions(tps)
+        if self.log_dir_mover is not None:
+            self.log_dir_mover.partitions_stopped(tps)
         for tp in tps:
             self.log_creation_failures.pop(tp, None)
             stopped = self.partitions.pop(tp, None)
@@ -454,10 +519,36 @@ class ReplicaManager:
     def leader_partition(self, topic: str, partition: int) -> Partition:
         p = self.partitions.get((topic, partition))
         if p is None:
+            self._check_offline(topic, partition)
             raise UnknownTopicOrPartitionError(f"{topic}-{partition} is not hosted here")
         if not p.is_leader:
             raise NotLeaderOrFollowerError(f"not the leader of {topic}-{partition}")
         return p
+
+    # -- offline log dirs -------------------------------------------------------------------
+
+    def _check_offline(self, topic: str, partition: int) -> None:
+        """Kafka's HostedPartition.Offline: KAFKA_STORAGE_ERROR for a partition whose log
+        is in a failed dir (klog/daemon/log_dir_failure.py)."""
+        if (topic, partition) in self.log_manager.offline_partitions:
+            raise KafkaStorageError(f"Partition {topic}-{partition} is in an offline log "
+                                    "directory")
+
+    def mark_offline(self, tps: Iterable[TopicPartition]) -> None:
+        """Their log dir failed (Kafka's markPartitionOffline): no fetcher follows them, no
+        request reads or writes them (KAFKA_STORAGE_ERROR from now on), and requests
+        waiting on them are answered now."""
+        tps = [tp for tp in tps if tp in self.partitions]
+        if self.fetcher_manager is not None:
+            self.fetcher_manager.remove_partitions(tps)
+        for tp in tps:
+            self.partitions.pop(tp, None)
+            self.try_complete_delayed_requests(tp)
+
+    def report_io_error(self, where: Path, exc: OSError) -> None:
+        """An I/O error under ``where`` (a partition's log dir): to the failure handler."""
+        if self.on_io_error is not None:
+            self.on_io_error(where, exc)
 
     def active_producers(self, topic: str, partition: int
                          ) -> tuple[ErrorCode, list[ProducerStateInfo]]:
@@ -495,8 +586,23 @@ class ReplicaManager:
                 continue
             lag = max(plog.high_watermark - plog.log_end_offset, 0) if tp in hosted else -1
             parts.append(ReplicaInfo(tp[1], plog.size, lag))
+        for tp, future in sorted(lm.all_future_logs().items()):
+            held_in = lm.future_log_dir_of(*tp)
+            current = lm.get_log(*tp)
+            if held_in is None:
+                continue
+            parts = by_dir.setdefault(os.path.abspath(held_in), {}).setdefault(tp[0], [])
+            if wanted is not None and tp not in wanted:
+                continue
+            # Kafka's getLogEndOffsetLag of a future replica: the log's end minus its own.
+            lag = current.log_end_offset - future.log_end_offset if current is not None else -1
+            parts.append(ReplicaInfo(tp[1], future.size, lag, is_future=True))
         results = []
+        offline = {os.path.abspath(d) for d in lm.offline_dirs}
         for log_dir in dict.fromkeys(os.path.abspath(d) for d in lm.log_dirs):
+            if log_dir in offline:  # as Kafka: the dir, with the error and nothing else
+                results.append(LogDirInfo(log_dir, int(ErrorCode.KAFKA_STORAGE_ERROR)))
+                continue
             try:
                 st = os.statvfs(log_dir)
             except OSError:
@@ -516,10 +622,14 @@ class ReplicaManager:
         entries: Mapping[TopicPartition, RecordsBuffer | None],
         required_acks: int,
         origin: str = "client",
+        verification_guards: Mapping[TopicPartition, VerificationGuard] | None = None,
     ) -> dict[TopicPartition, ProduceResult]:
         """Append each partition's batches on its leader replica; errors per partition.
         Every check runs here, on the caller's thread (for the broker's own appends and
-        tests; the produce handler uses ``append_records_from_client``)."""
+        tests; the produce handler uses ``append_records_from_client``).
+        ``verification_guards``: KIP-890's guards from ``verify_transaction`` (a partition
+        without one appends transactional data only to an ongoing transaction); None when
+        transactions are not verified."""
         results: dict[TopicPartition, ProduceResult] = {}
         for tp, records in entries.items():
             try:
@@ -530,13 +640,15 @@ class ReplicaManager:
             except KafkaError as exc:
                 results[tp] = self._refused(tp, exc, records)
                 continue
-            results[tp] = self._append_validated(tp, records, required_acks, origin)
+            results[tp] = self._append_validated(tp, records, required_acks, origin,
+                                                 _guard(verification_guards, tp))
         return results
 
     async def append_records_from_client(
         self,
         entries: Mapping[TopicPartition, RecordsBuffer | None],
         required_acks: int,
+        verification_guards: Mapping[TopicPartition, VerificationGuard] | None = None,
     ) -> dict[TopicPartition, ProduceResult]:
         """The produce handler's append: as ``append_records``, but a partition whose
         check is heavy -- a compressed batch to inflate, a batch to recompress, or more
@@ -561,8 +673,10 @@ class ReplicaManager:
                 budget -= weight
                 inline[tp] = records
             else:
-                later[tp] = self._append_in_order(tp, records, required_acks)
-        results = self.append_records(inline, required_acks) if inline else {}
+                later[tp] = self._append_in_order(tp, records, required_acks,
+                                                  _guard(verification_guards, tp))
+        results = self.append_records(inline, required_acks,
+                                      verification_guards=verification_guards) if inline else {}
         if later:
             # asyncio.wait, not gather: a connection that goes away does not cancel them,
             # so what was started is appended (or refused) all the same.
@@ -573,17 +687,97 @@ class ReplicaManager:
 
     async def produce(self, entries: Mapping[TopicPartition, RecordsBuffer | None],
                       required_acks: int,
-                      timeout_ms: int) -> ProduceResults | Awaitable[ProduceResults]:
-        """A client's Produce (Kafka's appendRecords): ``append_records_from_client``, then
+                      timeout_ms: int, transactional_id: str | None = None,
+                      abortable: bool = False) -> ProduceResults | Awaitable[ProduceResults]:
+        """A client's Produce (Kafka's handleProduceAppend): a transactional one verified
+        first (KIP-890, ``verify_transaction``; ``abortable``: the client understands
+        TRANSACTION_ABORTABLE, Produce v11+), then ``append_records_from_client``, then
         for acks=-1 the wait for the ISR. The results when they are final; else (acks=-1,
         a follower still missing records) an awaitable of them, which the produce
         purgatory completes within ``timeout_ms``: the caller may go on meanwhile."""
-        results = await self.append_records_from_client(entries, required_acks)
+        if transactional_id is not None and self.verifies_transactions:
+            refused, guards = await self._verify_produce(entries, transactional_id, abortable)
+            if refused:
+                entries = {tp: r for tp, r in entries.items() if tp not in refused}
+            results = await self.append_records_from_client(entries, required_acks,
+                                                            guards) if entries else {}
+            results.update(refused)
+        else:
+            results = await self.append_records_from_client(entries, required_acks)
         if required_acks == -1:
             waiting = self.delayed_produce(results, timeout_ms)
             if waiting is not None:
                 return waiting
         return results
+
+    # -- transaction verification (KIP-890 part 1) ----------------------------------------
+
+    @property
+    def verifies_transactions(self) -> bool:
+        """transaction.partition.verification.enable, with a verifier to ask."""
+        verifier = self.txn_verifier
+        return verifier is not None and verifier.enabled
+
+    async def verify_transaction(self, transactional_id: str, producer_id: int,
+                                 producer_epoch: int,
+                                 first_sequences: Mapping[TopicPartition, int],
+                                 abortable: bool
+                                 ) -> tuple[dict[TopicPartition, ErrorCode],
+                                            dict[TopicPartition, VerificationGuard]]:
+        """Kafka's maybeStartTransactionVerificationForPartitions: per partition (mapped to
+        the first sequence the producer writes there) a guard from its log -- none needed
+        where the producer's transaction is ongoing already -- and for those that need
+        one, the coordinator's answer. Returns (errors of the partitions that may not be
+        appended, the guards to append the others with). Call only while
+        ``verifies_transactions``."""
+        verifier = self.txn_verifier
+        assert verifier is not None
+        errors: dict[TopicPartition, ErrorCode] = {}
+        guards: dict[TopicPartition, VerificationGuard] = {}
+        for tp, sequence in first_sequences.items():
+            try:
+                guard = self.leader_partition(*tp).maybe_start_transaction_verification(
+                    producer_id, sequence, producer_epoch)
+            except KafkaError as exc:
+                errors[tp] = exc.error_code
+                continue
+            if guard is not VerificationGuard.SENTINEL:
+                guards[tp] = guard
+        if guards:
+            errors.update(await verifier.verify(transactional_id, producer_id,
+                                                producer_epoch, list(guards), abortable))
+        return errors, guards
+
+    async def _verify_produce(self, entries: Mapping[TopicPartition, RecordsBuffer | None],
+                              transactional_id: str, abortable: bool
+                              ) -> tuple[ProduceResults, dict[TopicPartition,
+                                                              VerificationGuard]]:
+        """The produce side of ``verify_transaction`` (Kafka's handleProduceAppend): the
+        refused partitions' results, with the coordinator's errors as a producer knows
+        them, and the guards of the rest."""
+        producers: set[tuple[int, int]] = set()
+        first_sequences: dict[TopicPartition, int] = {}
+        for tp, records in entries.items():
+            if records is None:
+                continue
+            try:
+                headers = list(iter_batch_headers(memoryview(records)))
+            except KafkaError:
+                continue  # the append refuses it, with its own answer
+            txn = [h for h in headers if h.has_producer_id and h.is_transactional]
+            if txn:
+                producers.update((h.producer_id, h.producer_epoch) for h in txn)
+                first_sequences[tp] = headers[0].base_sequence
+        if not producers:
+            return {}, {}
+        if len(producers) > 1:
+            message = "Transactional records contained more than one producer ID"
+            return {tp: ProduceResult(int(ErrorCode.INVALID_PRODUCER_ID_MAPPING),
+                                      error_message=message) for tp in entries}, {}
+        ((producer_id, producer_epoch),) = producers
+        errors, guards = await self.verify_transaction(
+            transactional_id, producer_id, producer_epoch, first_sequences, abortable)
+        return {tp: _verification_refusal(code) for tp, code in errors.items()}, guards
 
     async def wait_for_isr(self, results: ProduceResults, timeout_ms: int) -> ProduceResults:
         """acks=-1: wait in the produce purgatory until each partition's high watermark
@@ -631,13 +825,15 @@ class ReplicaManager:
         self.fetch_purgatory.check_and_complete(tp)
 
     def _append_in_order(self, tp: TopicPartition, records: RecordsBuffer,
-                         required_acks: int) -> asyncio.Task[ProduceResult]:
+                         required_acks: int, verification_guard: VerificationGuard | None
+                         ) -> asyncio.Task[ProduceResult]:
         loop = asyncio.get_running_loop()
         config = self.partitions[tp].log.config
         checking = loop.run_in_executor(self._checker(), self._validate_in_worker, records,
                                         config)
         task = loop.create_task(self._append_checked(tp, checking, self._appending.get(tp),
-                                                     required_acks, len(records)))
+                                                     required_acks, len(records),
+                                                     verification_guard))
         self._appending[tp] = task
 
         def done(t: asyncio.Task[ProduceResult]) -> None:
@@ -650,7 +846,8 @@ class ReplicaManager:
     async def _append_checked(self, tp: TopicPartition,
                               checking: asyncio.Future[RecordsBuffer | KafkaError],
                               before: asyncio.Task[ProduceResult] | None,
-                              required_acks: int, size: int) -> ProduceResult:
+                              required_acks: int, size: int,
+                              verification_guard: VerificationGuard | None) -> ProduceResult:
         checked = await checking
         if before is not None:
             await asyncio.wait([before])
@@ -660,7 +857,8 @@ class ReplicaManager:
             self.leader_partition(*tp)  # leadership may have moved while it was checked
         except KafkaError as exc:
             return self._refused(tp, exc, size)
-        return self._append_validated(tp, checked, required_acks, "client")
+        return self._append_validated(tp, checked, required_acks, "client",
+                                      verification_guard)
 
     def _validate_in_worker(self, records: RecordsBuffer, config: LogConfig
                             ) -> RecordsBuffer | KafkaError:
@@ -685,17 +883,20 @@ class ReplicaManager:
         return self._check_pool
 
     def _append_validated(self, tp: TopicPartition, records: RecordsBuffer, required_acks: int,
-                          origin: str) -> ProduceResult:
+                          origin: str, verification_guard: VerificationGuard | None = None
+                          ) -> ProduceResult:
         try:
             partition = self.leader_partition(*tp)
             config = partition.log.config
             info = partition.append_records_to_leader(
-                records, required_acks, config.min_insync_replicas, origin
+                records, required_acks, config.min_insync_replicas, origin,
+                verification_guard
             )
         except KafkaError as exc:
             return self._refused(tp, exc, records)
         except OSError as exc:
             log.error("append to %s-%d failed: %s", tp[0], tp[1], exc)
+            self.report_io_error(partition.log.dir, exc)
             return self._refused(tp, KafkaStorageError(str(exc)), records)
         counts = partition.topic_counts
         if counts is not None:  # metrics on (BrokerTopicMetrics): Kafka's appendToLocalLog
@@ -723,7 +924,8 @@ class ReplicaManager:
             size = records if isinstance(records, int) else \
                 len(records) if records is not None else 0
             self.topic_metrics.record_refused(tp[0], int(exc.error_code), size)
-        return ProduceResult(int(exc.error_code), error_message=str(exc))
+        return ProduceResult(int(exc.error_code), error_message=str(exc),
+                             record_errors=exc.record_errors)
 
     def _validate(self, records: RecordsBuffer, config: LogConfig, origin: str) -> RecordsBuffer:
         """LogValidator: the batch headers, every record (validate.check_batch), the
@@ -733,11 +935,10 @@ class ReplicaManager:
         view = memoryview(records)
         target = None if config.compression_type == "producer" else _CODEC_BY_NAME[
             config.compression_type]
-        max_diff = config.message_timestamp_difference_max_ms
-        check_ts = not config.log_append_time and max_diff < 2**63 - 1
+        limits = config.timestamp_limits
         require_keys = config.compact
         from_client = origin == "client"
-        if target is None and not check_ts:
+        if target is None and limits is None:
             # Then nothing is rewritten, and a produce request usually holds one
             # uncompressed batch per partition: read its header fields in place and check
             # its records section at once rather than walk the headers (same checks, same
@@ -751,8 +952,7 @@ class ReplicaManager:
                         and count * MIN_RECORD_SIZE <= n - RECORD_BATCH_OVERHEAD):
                     try:
                         check_records(view[RECORD_BATCH_OVERHEAD:], count,
-                                      require_keys=require_keys
-                                      and not attributes & CONTROL_FLAG_MASK)
+                                      require_keys and not attributes & CONTROL_FLAG_MASK)
                     except KafkaError:
                         # the walk's answer, CRC first
                         check_batch(view, read_batch_header(view), from_client=from_client,
@@ -765,6 +965,11 @@ class ReplicaManager:
             # batch (LogValidator's conversion; Produce v3+ never gets here with one: the
             # handler refuses it), then is checked as any v2 batch is.
             return self._validate(self._up_convert(view, config, now), config, origin)
+        # The range a CreateTime timestamp must lie in (Kafka's validateTimestamp): each
+        # record's is judged by the walk (offenders named, KIP-467), the header's base and
+        # max timestamps here (the log keeps the producer's max timestamp, which a time
+        # index and time retention then go by).
+        window = None if limits is None else (now - limits[0], now + limits[1])
         # Recompressed batches are written out as each is checked, so that one inflated
         # section at a time is held, never a whole request's.
         out = bytearray() if target is not None else None
@@ -783,16 +988,14 @@ class ReplicaManager:
             batch = None
             if h.magic == MAGIC_V2:
                 batch = check_batch(view, h, from_client=from_client,
-                                    require_keys=require_keys)
-            if check_ts and h.timestamp_type is TimestampType.CREATE_TIME:
-                timestamps: list[int | None] = [h.base_timestamp, h.max_timestamp]
-                if batch is not None and batch.min_timestamp is not None:
-                    timestamps += [batch.min_timestamp, batch.max_timestamp]
-                for ts in timestamps:
-                    if ts is not None and ts >= 0 and abs(ts - now) > max_diff:
+                                    require_keys=require_keys, timestamp_range=window)
+            if window is not None and h.timestamp_type is TimestampType.CREATE_TIME:
+                for ts in (h.base_timestamp, h.max_timestamp):
+                    if ts is not None and ts >= 0 and not window[0] <= ts <= window[1]:
                         raise InvalidTimestampError(
-                            f"timestamp {ts} of a batch is out of range: more than "
-                            f"message.timestamp.difference.max.ms ({max_diff}) from {now}"
+                            f"timestamp {ts} of the batch at position {h.position} is out of "
+                            f"range: the topic's timestamp limits allow [{window[0]}, "
+                            f"{window[1]}] now"
                         )
             if out is not None:
                 assert target is not None
@@ -931,24 +1134,44 @@ class ReplicaManager:
         return results
 
     def end_offset_metadata(self, topic: str, partition: int, current_leader_epoch: int,
-                            isolation: FetchIsolation) -> LogOffsetMetadata:
+                            isolation: FetchIsolation, fetch_only_leader: bool = True
+                            ) -> LogOffsetMetadata:
         """DelayedFetch's check: where a fetch of ``isolation`` may read up to (Kafka's
         fetchOffsetSnapshot); the KafkaError its read would answer, if any."""
-        return self._leader_for_fetch(topic, partition, current_leader_epoch
-                                      ).end_offset_metadata(isolation)
+        return self._partition_for_fetch(topic, partition, current_leader_epoch,
+                                         fetch_only_leader).end_offset_metadata(isolation)
 
-    def _leader_for_fetch(self, topic: str, partition: int,
-                          current_leader_epoch: int) -> Partition:
-        """The partition a fetch reads, as Kafka checks it: hosted here, then the epoch
-        the client names (when it names one), then leadership."""
+    def _partition_for_fetch(self, topic: str, partition: int, current_leader_epoch: int,
+                             require_leader: bool = True) -> Partition:
+        """The partition a fetch reads, as Kafka checks it (Partition.getLocalLog): hosted
+        here, then the epoch the client names (when it names one), then leadership unless
+        a follower may answer (a consumer's Fetch v11+, KIP-392)."""
         p = self.partitions.get((topic, partition))
         if p is None:
+            self._check_offline(topic, partition)
             raise UnknownTopicOrPartitionError(f"{topic}-{partition} is not hosted")
         if current_leader_epoch >= 0:
             p.check_leader_epoch(current_leader_epoch)
-        if not p.is_leader:
+        if require_leader and not p.is_leader:
             raise NotLeaderOrFollowerError(f"not the leader of {topic}-{partition}")
         return p
+
+    def _preferred_read_replica(self, p: Partition, client: ClientMetadata,
+                                fetch_offset: int) -> int | None:
+        """Kafka's findPreferredReadReplica on a leader: the selector picks among the
+        leader and the in-sync followers whose log covers ``fetch_offset``."""
+        selector = self.replica_selector
+        assert selector is not None
+        now = self.clock()
+        followers = []
+        for broker_id in p.isr:
+            state = p.remote_replicas.get(broker_id)
+            if state is not None and state.log_start_offset <= fetch_offset \
+                    <= state.log_end_offset:
+                followers.append(ReplicaView(broker_id, state.log_end_offset,
+                                             now - state.last_caught_up_time_ms))
+        leader = ReplicaView(self.broker_id, p.log_end_offset, 0)
+        return selector.preferred_read_replica(client, leader, followers)
 
     def should_leader_throttle(self, topic: str, partition: int, replica_id: int) -> bool:
         """Kafka's shouldLeaderThrottle: a throttled partition, the leader's quota exceeded,
@@ -986,6 +1209,8 @@ class ReplicaManager:
         isolation = params.isolation
         committed = isolation is _TXN_COMMITTED
         from_follower = isolation is _LOG_END
+        client = params.client_metadata
+        starts = params.follower_log_start_offsets
         remaining = params.max_bytes
         min_one = True
         out = []
@@ -1000,15 +1225,18 @@ class ReplicaManager:
                     p = self.partitions.get((topic, partition))
                     # Kafka answers with no records; the follower's position still counts.
                     held = p is None or replica_id not in p.isr
+            start = -1 if starts is None else starts.get((topic, partition), -1)
             if held or (limit <= 0 and not min_one):
                 r = self.read(topic, partition, offset, 0, isolation_committed=committed,
                               from_follower=from_follower, min_one_message=False,
-                              current_leader_epoch=epoch, replica_id=replica_id)
+                              current_leader_epoch=epoch, replica_id=replica_id,
+                              client_metadata=client, follower_log_start_offset=start)
             else:
                 r = self.read(topic, partition, offset, max(limit, 0),
                               isolation_committed=committed, from_follower=from_follower,
                               min_one_message=min_one, current_leader_epoch=epoch,
-                              replica_id=replica_id)
+                              replica_id=replica_id, client_metadata=client,
+                              follower_log_start_offset=start)
             if r.size:
                 min_one = False
                 remaining -= r.size
@@ -1027,15 +1255,32 @@ class ReplicaManager:
         min_one_message: bool,
         current_leader_epoch: int = -1,
         replica_id: int = -1,
+        client_metadata: ClientMetadata | None = None,
+        follower_log_start_offset: int = -1,
     ) -> FetchResult:
         """Read for a consumer (up to the high watermark) or, with ``from_follower``, a
         follower (up to the log end offset). A ``replica_id`` >= 0 also records that
-        follower's position (its fetch offset) on the leader, as Kafka does after the read."""
+        follower's position (its fetch offset, and its log start offset) on the leader, as
+        Kafka does after the read.
+
+        KIP-392: a consumer with ``client_metadata`` (Fetch v11+) may be answered by a
+        follower, up to the follower's high watermark; on the leader, a replica selector
+        may name a follower for it instead (no records, ``preferred_read_replica``)."""
         try:
-            p = self._leader_for_fetch(topic, partition_index, current_leader_epoch)
-            if replica_id >= 0:
-                return self._read_for_follower(p, replica_id, fetch_offset, max_bytes,
-                                               min_one_message)
+            if client_metadata is None or replica_id >= 0:
+                p = self._partition_for_fetch(topic, partition_index, current_leader_epoch)
+                if replica_id >= 0:
+                    return self._read_for_follower(p, replica_id, fetch_offset, max_bytes,
+                                                   min_one_message, follower_log_start_offset)
+            else:
+                p = self._partition_for_fetch(topic, partition_index, current_leader_epoch,
+                                              False)
+                if self.replica_selector is not None and p.is_leader:
+                    preferred = self._preferred_read_replica(p, client_metadata,
+                                                             fetch_offset)
+                    if preferred is not None:
+                        return FetchResult(0, p.high_watermark, p.last_stable_offset,
+                                           p.log_start_offset, preferred_read_replica=preferred)
             hw = p.high_watermark
             lso = p.last_stable_offset
             data = p.read(fetch_offset, max_bytes, isolation_committed=isolation_committed,
@@ -1053,14 +1298,21 @@ class ReplicaManager:
                                p2.log_start_offset if p2 else -1)
         except KafkaError as exc:
             return FetchResult(int(exc.error_code))
+        except OSError as exc:
+            p3 = self.partitions.get((topic, partition_index))
+            log.error("reading %s-%d failed: %s", topic, partition_index, exc)
+            if p3 is not None:
+                self.report_io_error(p3.log.dir, exc)
+            return FetchResult(int(ErrorCode.KAFKA_STORAGE_ERROR))
 
     def _read_for_follower(self, p: Partition, replica_id: int, fetch_offset: int,
-                           max_bytes: int, min_one_message: bool) -> FetchResult:
+                           max_bytes: int, min_one_message: bool,
+                           follower_log_start_offset: int = -1) -> FetchResult:
         leader_end = p.log_end_offset
         data = p.read(fetch_offset, max_bytes, isolation_committed=False, from_follower=True,
                       min_one_message=min_one_message)
         moved = p.update_follower_fetch_state(replica_id, fetch_offset, leader_end,
-                                              self.clock())
+                                              self.clock(), follower_log_start_offset)
         if moved is None:
             log.warning("leader %d ignoring a fetch of %s-%d from broker %d: not one of its "
                         "replicas %s", self.broker_id, p.topic, p.partition, replica_id,
@@ -1081,8 +1333,18 @@ class ReplicaManager:
             raise NotLeaderOrFollowerError(f"{tp[0]}-{tp[1]} is not a follower here")
         if self.topic_metrics is not None:
             self.topic_metrics.record_replication_in(len(records))
-        return p.append_records_to_follower(records, leader_high_watermark,
-                                            leader_log_start_offset)
+        before = p.high_watermark
+        try:
+            info = p.append_records_to_follower(records, leader_high_watermark,
+                                                leader_log_start_offset)
+        except OSError as exc:
+            self.report_io_error(p.log.dir, exc)
+            raise KafkaStorageError(f"appending to {tp[0]}-{tp[1]} failed: {exc}") from None
+        if p.high_watermark != before:
+            # Consumers reading from this follower (KIP-392) wait for its high watermark
+            # (Kafka's completeDelayedFetchRequests after a follower's fetch).
+            self.fetch_purgatory.check_and_complete(tp)
+        return info
 
     def truncate_to(self, tp: TopicPartition, offset: int) -> None:
         p = self.partitions.get(tp)
@@ -1127,6 +1389,8 @@ class ReplicaManager:
         """DelayedProduce's test for one partition: (done, error code)."""
         p = self.partitions.get(tp)
         if p is None:
+            if tp in self.log_manager.offline_partitions:
+                return True, int(ErrorCode.KAFKA_STORAGE_ERROR)
             return True, int(ErrorCode.NOT_LEADER_OR_FOLLOWER)
         return p.check_enough_replicas_reach_offset(required_offset,
                                                     p.log.config.min_insync_replicas)
@@ -1258,11 +1522,42 @@ class ReplicaManager:
             self.timer.close()
 
 
+def _guard(guards: Mapping[TopicPartition, VerificationGuard] | None, tp: TopicPartition
+           ) -> VerificationGuard | None:
+    """A partition's guard for its append: None when nothing is verified, the sentinel when
+    the partition needed none (its transaction is ongoing, or it has no transactional data)."""
+    if guards is None:
+        return None
+    return guards.get(tp, VerificationGuard.SENTINEL)
+
+
+#: Verification errors a producer may not retry correctly, answered as NOT_ENOUGH_REPLICAS
+#: (retriable, and no metadata refresh), as Kafka's ReplicaManager does.
+_RETRY_VERIFICATION = frozenset({
+    ErrorCode.CONCURRENT_TRANSACTIONS, ErrorCode.NETWORK_EXCEPTION,
+    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_COORDINATOR})
+
+
+def _verification_refusal(code: ErrorCode) -> ProduceResult:
+    """A partition the coordinator did not confirm, as the producer is answered (Kafka's
+    handleProduceAppend postVerificationCallback)."""
+    if code is ErrorCode.INVALID_TXN_STATE:
+        return ProduceResult(int(code), error_message="Partition was not added to the "
+                                                      "transaction")
+    if code in _RETRY_VERIFICATION:
+        return ProduceResult(int(ErrorCode.NOT_ENOUGH_REPLICAS), error_message=(
+            "Unable to verify the partition has been added to the transaction. "
+            f"Underlying error: {code.name}"))
+    return ProduceResult(int(code))
+
+
 def _satisfied(results: list[FetchResult], min_bytes: int) -> bool:
-    """A fetch answers at once with an error to tell or min_bytes (at least 1) read."""
+    """A fetch answers at once with an error to tell, a preferred read replica to name
+    (KIP-392), or min_bytes (at least 1) read."""
     total = 0
     for r in results:
-        if r.error_code:
+        if r.error_code or r.preferred_read_replica >= 0:
             return True
         total += r.size
     return total >= max(min_bytes, 1)

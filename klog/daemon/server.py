@@ -44,7 +44,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from klog.daemon.config import LISTENER_SECURITY_CONFIGS, BrokerConfig, ConfigSource
-from klog.daemon.connection import Connection, TlsConnection
+from klog.daemon.connection import CLOSE_GRACE_SECONDS, Connection, TlsConnection
 from klog.daemon.connection_quotas import ConnectionQuotas, normalize_address
 from klog.daemon.security.listener import (
     ListenerConfigError,
@@ -199,8 +199,12 @@ class Server:
             if warning is not None:
                 log.warning("%s", warning)
             sock = await listen_socket(endpoint.host, endpoint.port, self.receive_buffer)
-            # Bound now (the port is known and registered), listening and accepting only
-            # once the broker is ready: Kafka too serves no request before start-up ends.
+            # Listening now, before the broker registers: the controller reaches a broker
+            # as soon as ZooKeeper names it (its connection and first requests wait in the
+            # backlog), as Kafka binds and listens before registering. Accepted and
+            # served only once the broker is ready (``serve``): Kafka too serves no
+            # request before start-up ends.
+            sock.listen(self.backlog)
             bound_port = sock.getsockname()[1]
             self.bound[name] = (endpoint.host, bound_port)
             self.acceptors.append(Acceptor(self, name, sock))
@@ -211,7 +215,6 @@ class Server:
         """Start accepting connections on every listener (after ``start``)."""
         self._serving = True
         for acceptor in self.acceptors:
-            acceptor.sock.listen(self.backlog)
             acceptor.resume()
 
     # -- accepting --------------------------------------------------------------------------
@@ -264,8 +267,11 @@ class Server:
                 idle = self.connections_max_idle_ms / 1000
                 timeout = (min(TLS_HANDSHAKE_TIMEOUT_SECONDS, idle) if idle > 0
                            else TLS_HANDSHAKE_TIMEOUT_SECONDS)
+                # A TLS close waits for the peer's close_notify no longer than a plaintext
+                # close waits for its last bytes to go out (asyncio's default: 30 s).
                 await asyncio.get_running_loop().connect_accepted_socket(
-                    lambda: conn, sock, ssl=context, ssl_handshake_timeout=timeout)
+                    lambda: conn, sock, ssl=context, ssl_handshake_timeout=timeout,
+                    ssl_shutdown_timeout=CLOSE_GRACE_SECONDS)
         except asyncio.CancelledError:  # the server is closing
             self._drop(conn, sock)
             raise
@@ -276,6 +282,13 @@ class Server:
                          conn.address or "a client", conn.listener_name, exc)
             elif not isinstance(exc, OSError):  # the peer went away; anything else is a bug
                 log.error("cannot serve an accepted connection", exc_info=exc)
+            return
+        if conn.transport is None and not conn.closed:
+            # A guard: asyncio's TLS protocol resolves the handshake's waiter without an
+            # error when its socket is lost error-free during the handshake; then
+            # connection_made never came, nothing will call connection_lost, and the slot
+            # is given back here.
+            self._drop(conn, sock)
 
     @staticmethod
     def _drop(conn: Connection, sock: socket.socket) -> None:
@@ -501,8 +514,9 @@ def check_listeners(config: BrokerConfig, credentials: ScramCredentialCache | No
 
 async def listen_socket(host: str, port: int, receive_buffer: int = DEFAULT_RECEIVE_BUFFER
                         ) -> socket.socket:
-    """A bound, not yet listening, TCP socket for a listener's host and port; accepted
-    sockets inherit its ``receive_buffer`` (SO_RCVBUF; -1: the system's default)."""
+    """A bound, not yet listening, TCP socket for a listener's host and port (the caller
+    calls listen); accepted sockets inherit its ``receive_buffer`` (SO_RCVBUF; -1: the
+    system's default)."""
     if host in _ALL_INTERFACES:
         try:
             return _bind(socket.AF_INET6, ("::", port), receive_buffer, dual_stack=True)

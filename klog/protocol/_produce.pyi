@@ -19,6 +19,11 @@ def configure(
 # the body to the Python decoder.
 def decode(version: int, body: memoryview, /) -> Any | None: ...
 
+# node_endpoints: None, or (node_id, host, port, rack) tuples (v10+).
 def encode(
-    version: int, topics: Sequence[tuple[str, Sequence[Any]]], throttle_time_ms: int, /
+    version: int,
+    topics: Sequence[tuple[str, Sequence[Any]]],
+    throttle_time_ms: int,
+    node_endpoints: Sequence[tuple[int, str, int, str | None]] | None,
+    /,
 ) -> bytes | None: ...

@@ -26,7 +26,7 @@ Then ``decode_request``/``decode_response`` turn every failure of kio's decoder 
 ValueError for an unknown error code, and a pyo3 panic, which is a BaseException), and
 reject a null where the schema forbids one (kio returns None for a non-nullable array
 encoded as null; Kafka refuses that request). Records fields come back as ``bytes``: one
-copy of the batch bytes, never decoded into records -- except Produce v3-v9 requests, the
+copy of the batch bytes, never decoded into records -- except Produce v3-v11 requests, the
 hot path, which klog.protocol.produce decodes in one pass into the same kio classes with
 records as memoryview slices of the body (no copy; rejects what this path rejects).
 """
@@ -113,7 +113,9 @@ def _kio(api_key: int, name: str, kio_name: str, lo: int, hi: int, flex: int | N
 # kio's oldest. tests/protocol/test_apis.py checks every row against kio's schema index
 # and old_versions, and the advertised ranges against Kafka 3.x's.
 _TABLE: tuple[ApiSpec, ...] = (
-    _kio(0, "Produce", "produce", 0, 13, 9, advertised=(0, 9)),
+    # Produce v10 adds KIP-951's CurrentLeader/NodeEndpoints to the answer, v11 KIP-890's
+    # TRANSACTION_ABORTABLE (klog.protocol.produce codes both, as v3-v9).
+    _kio(0, "Produce", "produce", 0, 13, 9, advertised=(0, 11)),
     _kio(1, "Fetch", "fetch", 0, 18, 12, advertised=(0, 17)),
     _kio(2, "ListOffsets", "list_offsets", 0, 11, 6, advertised=(0, 7)),
     _kio(3, "Metadata", "metadata", 0, 13, 9, advertised=(0, 12)),
@@ -138,14 +140,15 @@ _TABLE: tuple[ApiSpec, ...] = (
     _kio(21, "DeleteRecords", "delete_records", 0, 2, 2, advertised=(0, 2)),
     _kio(22, "InitProducerId", "init_producer_id", 0, 6, 2, advertised=(0, 5)),
     _kio(23, "OffsetForLeaderEpoch", "offset_for_leader_epoch", 0, 4, 4, advertised=(0, 4)),
-    # Transactions: Kafka 3.x's client-facing ranges (v4+ are KIP-890's, broker-to-broker
-    # verification and TRANSACTION_ABORTABLE, not implemented); WriteTxnMarkers v1 is the
-    # oldest kio has (Kafka 3.x: v0-v1).
-    _kio(24, "AddPartitionsToTxn", "add_partitions_to_txn", 0, 5, 3, advertised=(0, 3)),
-    _kio(25, "AddOffsetsToTxn", "add_offsets_to_txn", 0, 4, 3, advertised=(0, 3)),
-    _kio(26, "EndTxn", "end_txn", 0, 5, 3, advertised=(0, 3)),
-    _kio(27, "WriteTxnMarkers", "write_txn_markers", 1, 2, 1, advertised=(1, 1)),
-    _kio(28, "TxnOffsetCommit", "txn_offset_commit", 0, 5, 3, advertised=(0, 3)),
+    # Transactions: Kafka 3.9's ranges. AddPartitionsToTxn v4-5 is KIP-890's batched
+    # broker-to-broker form (verify_only); AddOffsetsToTxn, EndTxn and TxnOffsetCommit v4
+    # mean the client understands TRANSACTION_ABORTABLE. WriteTxnMarkers v0 is derived
+    # (old_versions: kio's oldest is v1).
+    _kio(24, "AddPartitionsToTxn", "add_partitions_to_txn", 0, 5, 3, advertised=(0, 5)),
+    _kio(25, "AddOffsetsToTxn", "add_offsets_to_txn", 0, 4, 3, advertised=(0, 4)),
+    _kio(26, "EndTxn", "end_txn", 0, 5, 3, advertised=(0, 4)),
+    _kio(27, "WriteTxnMarkers", "write_txn_markers", 0, 2, 1, advertised=(0, 1)),
+    _kio(28, "TxnOffsetCommit", "txn_offset_commit", 0, 5, 3, advertised=(0, 4)),
     # The ACL APIs (KIP-140): kio has v1-3; v0, before PREFIXED patterns, went in Kafka 4
     # and is derived by old_versions (kafka-python before api_version 2.0 sends it).
     _kio(29, "DescribeAcls", "describe_acls", 0, 3, 2, advertised=(0, 3)),
@@ -153,6 +156,7 @@ _TABLE: tuple[ApiSpec, ...] = (
     _kio(31, "DeleteAcls", "delete_acls", 0, 3, 2, advertised=(0, 3)),
     _kio(32, "DescribeConfigs", "describe_configs", 0, 4, 4, advertised=(0, 4)),
     _kio(33, "AlterConfigs", "alter_configs", 0, 2, 2, advertised=(0, 2)),
+    _kio(34, "AlterReplicaLogDirs", "alter_replica_log_dirs", 0, 2, 2, advertised=(0, 2)),
     _kio(35, "DescribeLogDirs", "describe_log_dirs", 0, 5, 2, advertised=(0, 4)),
     _kio(36, "SaslAuthenticate", "sasl_authenticate", 0, 2, 2, advertised=(0, 2)),
     _kio(37, "CreatePartitions", "create_partitions", 0, 3, 2, advertised=(0, 3)),
@@ -174,7 +178,7 @@ _TABLE: tuple[ApiSpec, ...] = (
     _kio(60, "DescribeCluster", "describe_cluster", 0, 2, 0, advertised=(0, 1)),
     _kio(61, "DescribeProducers", "describe_producers", 0, 0, 0, advertised=(0, 0)),
     _kio(65, "DescribeTransactions", "describe_transactions", 0, 0, 0, advertised=(0, 0)),
-    _kio(66, "ListTransactions", "list_transactions", 0, 2, 0, advertised=(0, 0)),
+    _kio(66, "ListTransactions", "list_transactions", 0, 2, 0, advertised=(0, 1)),
 )
 
 API_TABLE: Mapping[int, ApiSpec] = MappingProxyType({spec.api_key: spec for spec in _TABLE})

@@ -121,12 +121,44 @@ class ErrorCode(IntEnum):
     FETCH_SESSION_TOPIC_ID_ERROR = 106
     INELIGIBLE_REPLICA = 107
     NEW_LEADER_ELECTED = 108
+    OFFSET_MOVED_TO_TIERED_STORAGE = 109
+    FENCED_MEMBER_EPOCH = 110
+    UNRELEASED_INSTANCE_ID = 111
+    UNSUPPORTED_ASSIGNOR = 112
+    STALE_MEMBER_EPOCH = 113
+    MISMATCHED_ENDPOINT_TYPE = 114
+    UNSUPPORTED_ENDPOINT_TYPE = 115
+    UNKNOWN_CONTROLLER_ID = 116
+    UNKNOWN_SUBSCRIPTION_ID = 117
+    TELEMETRY_TOO_LARGE = 118
+    INVALID_REGISTRATION = 119
+    # KIP-890: the transaction must be aborted, after which the transactional id is usable
+    # again (clients of Produce v11+, TxnOffsetCommit v4+, ... understand it).
+    TRANSACTION_ABORTABLE = 120
+    INVALID_RECORD_STATE = 121
+    SHARE_SESSION_NOT_FOUND = 122
+    INVALID_SHARE_SESSION_EPOCH = 123
+    FENCED_STATE_EPOCH = 124
+    INVALID_VOTER_KEY = 125
+    DUPLICATE_VOTER = 126
+    VOTER_NOT_FOUND = 127
+
+
+#: One record a per-record rule refused (KIP-467): its index in its batch, and why.
+RecordError = tuple[int, str | None]
 
 
 class KafkaError(Exception):
-    """Base of klog's protocol errors; ``error_code`` is what a client is told."""
+    """Base of klog's protocol errors; ``error_code`` is what a client is told.
+
+    ``record_errors`` names, for a batch refused because of some of its records (Kafka's
+    RecordValidationException), each of those records by its index in the batch, in index
+    order: Produce v8+ answers them (KIP-467), so that a client fails exactly those records
+    and the others with an error of their own. Empty for every other error.
+    """
 
     error_code: ErrorCode = ErrorCode.UNKNOWN_SERVER_ERROR
+    record_errors: tuple[RecordError, ...] = ()
 
 
 class CorruptRecordError(KafkaError):
@@ -142,6 +174,13 @@ class InvalidRecordError(KafkaError):
     """Well-formed bytes whose content breaks a rule (e.g. offsets not increasing)."""
 
     error_code = ErrorCode.INVALID_RECORD
+
+
+class InvalidTimestampError(KafkaError):
+    """A record's CreateTime timestamp outside the range the topic accepts
+    (message.timestamp.before.max.ms / after.max.ms)."""
+
+    error_code = ErrorCode.INVALID_TIMESTAMP
 
 
 class RecordTooLargeError(KafkaError):

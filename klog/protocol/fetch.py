@@ -89,6 +89,23 @@ class NodeEndpoint:
     rack: str | None = None
 
 
+def node_endpoints_tags(nodes: Sequence[NodeEndpoint]) -> bytes:
+    """A response's tagged-field section holding only NodeEndpoints as tag 0 (KIP-951:
+    FetchResponse v16+, ProduceResponse v10+ alike)."""
+    field_buf = bytearray()
+    _array_len(field_buf, len(nodes), True)
+    for node in nodes:
+        field_buf += _I32.pack(node.node_id)
+        _string(field_buf, node.host, True)
+        field_buf += _I32.pack(node.port)
+        if node.rack is None:
+            field_buf += b"\x00"
+        else:
+            _string(field_buf, node.rack, True)
+        field_buf += b"\x00"  # the endpoint's own tagged fields: none
+    return b"\x01\x00" + encode_uvarint(len(field_buf)) + bytes(field_buf)
+
+
 def request_replica_id(request: Any) -> int:
     """The replica id of a decoded FetchRequest of any version: the broker id of the
     follower sending it, -1 for a consumer. v15+ carry it in ReplicaState (KIP-903)."""
@@ -166,18 +183,7 @@ def encode_fetch_response(
             buf += b"\x00"  # topic tagged fields
     if flexible:
         if node_endpoints and version >= NODE_ENDPOINTS_FROM:
-            field_buf = bytearray()
-            _array_len(field_buf, len(node_endpoints), True)
-            for node in node_endpoints:
-                field_buf += _I32.pack(node.node_id)
-                _string(field_buf, node.host, True)
-                field_buf += _I32.pack(node.port)
-                if node.rack is None:
-                    field_buf += b"\x00"
-                else:
-                    _string(field_buf, node.rack, True)
-                field_buf += b"\x00"
-            buf += b"\x01\x00" + encode_uvarint(len(field_buf)) + field_buf
+            buf += node_endpoints_tags(node_endpoints)
         else:
             buf += b"\x00"  # response tagged fields: none
     if buf:

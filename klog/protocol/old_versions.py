@@ -1,8 +1,9 @@
 """Entities of the old API versions Kafka 3.x still serves and kio does not carry.
 
 Owns: Produce v0-2, Fetch v0-3, ListOffsets v0, OffsetCommit v0-1, OffsetFetch v0,
-CreateTopics v0-1, DeleteTopics v0, OffsetForLeaderEpoch v0-1, DescribeAcls v0, CreateAcls
-v0, DeleteAcls v0, DescribeConfigs v0 and DescribeLogDirs v0, requests and responses.
+CreateTopics v0-1, DeleteTopics v0, OffsetForLeaderEpoch v0-1, WriteTxnMarkers v0,
+DescribeAcls v0, CreateAcls v0, DeleteAcls v0, DescribeConfigs v0, AlterReplicaLogDirs v0
+and DescribeLogDirs v0, requests and responses.
 
 kio generated its entities from Kafka 4.0's JSON specs, and Kafka 4.0 removed these versions
 (KIP-896); Kafka 3.x (ZooKeeper mode) serves them, and the clients of Kafka 0.9-0.11's era
@@ -31,6 +32,7 @@ The differences, from clients/src/main/resources/common/message/*.json of Kafka 
   DeleteTopicsResponse   ThrottleTimeMs 1+ (the request's v0 is v1)
   OffsetForLeaderEpochRequest   CurrentLeaderEpoch 2+
   OffsetForLeaderEpochResponse  ThrottleTimeMs 2+, LeaderEpoch 1+
+  WriteTxnMarkers        v0 is v1 without flexible encodings (v1 only enabled them)
   DescribeAclsRequest    PatternTypeFilter 1+ (absent: LITERAL, its default)
   DescribeAclsResponse   PatternType 1+
   CreateAclsRequest      ResourcePatternType 1+ (absent: LITERAL)
@@ -38,6 +40,7 @@ The differences, from clients/src/main/resources/common/message/*.json of Kafka 
   DeleteAclsResponse     PatternType 1+
   DescribeConfigsRequest IncludeSynonyms 1+
   DescribeConfigsResponse  IsDefault 0 only; ConfigSource 1+, Synonyms 1+
+  AlterReplicaLogDirs    v0 is v1 (v1 changed only how throttling is applied)
   DescribeLogDirs        v0 is v1 (v1 changed only how throttling is applied)
 """
 
@@ -52,6 +55,10 @@ from types import MappingProxyType
 from typing import Any, ClassVar, Literal
 
 from kio.schema.index import schema_name_map
+from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
+from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
+from kio.schema.response_header.v0.header import ResponseHeader as ResponseHeaderV0
+from kio.schema.response_header.v1.header import ResponseHeader as ResponseHeaderV1
 from kio.static.constants import EntityType
 from kio.static.primitive import i16, i32, i64
 from kio.static.protocol import Entity
@@ -87,8 +94,9 @@ def _d(base: int, drop: Mapping[str, set[str]] | None = None,
 _KIO_NAMES: Mapping[int, str] = MappingProxyType({
     0: "produce", 1: "fetch", 2: "list_offsets", 8: "offset_commit", 9: "offset_fetch",
     19: "create_topics", 20: "delete_topics", 23: "offset_for_leader_epoch",
+    27: "write_txn_markers",
     29: "describe_acls", 30: "create_acls", 31: "delete_acls", 32: "describe_configs",
-    35: "describe_log_dirs",
+    34: "alter_replica_log_dirs", 35: "describe_log_dirs",
 })
 
 _REQ, _RESP = EntityType.request, EntityType.response
@@ -143,6 +151,8 @@ _DERIVATIONS: Mapping[tuple[int, EntityType], Mapping[int, _Derivation]] = Mappi
         0: _d(2, {"OffsetForLeaderEpochResponse": {"throttle_time"},
                   "EpochEndOffset": {"leader_epoch"}}),
     },
+    (27, _REQ): {0: _d(1)},
+    (27, _RESP): {0: _d(1)},
     # ACLs v0 predate prefixed patterns (KIP-290): every pattern and filter is LITERAL,
     # which the handlers assume when the field is absent.
     (29, _REQ): {0: _d(1, {"DescribeAclsRequest": {"pattern_type_filter"}})},
@@ -155,6 +165,8 @@ _DERIVATIONS: Mapping[tuple[int, EntityType], Mapping[int, _Derivation]] = Mappi
     (32, _RESP): {0: _d(1, {"DescribeConfigsResourceResult": {"config_source", "synonyms"}},
                         {"DescribeConfigsResourceResult": (
                             _Add("is_default", bool, "bool", "read_only", False),)})},
+    (34, _REQ): {0: _d(1)},
+    (34, _RESP): {0: _d(1)},
     (35, _REQ): {0: _d(1)},
     (35, _RESP): {0: _d(1)},
 })
@@ -219,9 +231,11 @@ def _derive(base: type, version: int, derivation: _Derivation, built: dict[type,
     namespace = {
         "__type__": base.__type__,  # type: ignore[attr-defined]
         "__version__": i16(version),
-        "__flexible__": False,  # every version derived here predates flexible versions
+        # Every version derived here predates flexible versions (WriteTxnMarkers v0 is
+        # derived from the flexible v1: the same fields, compact encodings off).
+        "__flexible__": False,
         "__api_key__": base.__api_key__,  # type: ignore[attr-defined]
-        "__header_schema__": base.__header_schema__,  # type: ignore[attr-defined]
+        "__header_schema__": _plain_header(base),
         "__module__": __name__,
     }
     cls = dataclasses.make_dataclass(name, specs, namespace=namespace, frozen=True,
@@ -230,6 +244,19 @@ def _derive(base: type, version: int, derivation: _Derivation, built: dict[type,
     cls.__annotations__.update({k: ClassVar for k in namespace if k != "__module__"})
     built[base] = cls
     return cls
+
+
+def _plain_header(base: type) -> type:
+    """The header schema of a non-flexible version: the base's own, unless the base is
+    flexible (request header v2 / response header v1), then v1 / v0."""
+    header: type = base.__header_schema__  # type: ignore[attr-defined]
+    if not base.__flexible__:  # type: ignore[attr-defined]
+        return header
+    if header is RequestHeaderV2:
+        return RequestHeaderV1
+    if header is ResponseHeaderV1:
+        return ResponseHeaderV0
+    return header
 
 
 def _rebuild_type(annotation: Any, version: int, derivation: _Derivation,

@@ -1,20 +1,24 @@
-"""Produce requests and responses, v3-v9, coded by hand for the broker's hot path.
+"""Produce requests and responses, v3-v11, coded by hand for the broker's hot path.
 
-Owns the wire layout of ProduceRequest and ProduceResponse versions 3 through 9 (what the
-broker advertises). kio decodes the same bytes, but on the path of every produced batch it
-costs a schema walk (apis' pre-check) plus kio's reader, and hands the records back as a
-copy. Here one pass reads the request, checking every length and count against the bytes
-that remain before using it, and each partition's records come back as a memoryview slice
-of the caller's buffer: writable when the frame is, so the log patches offsets and leader
-epoch into the receive buffer itself (as Kafka does). The entities built are kio's own
-classes for the version, so nothing downstream can tell which decoder ran.
+Owns the wire layout of ProduceRequest and ProduceResponse versions 3 through 11 (what the
+broker advertises from v3 on). kio decodes the same bytes, but on the path of every
+produced batch it costs a schema walk (apis' pre-check) plus kio's reader, and hands the
+records back as a copy. Here one pass reads the request, checking every length and count
+against the bytes that remain before using it, and each partition's records come back as
+a memoryview slice of the caller's buffer: writable when the frame is, so the log patches
+offsets and leader epoch into the receive buffer itself (as Kafka does). The entities
+built are kio's own classes for the version, so nothing downstream can tell which decoder
+ran.
 
-klog/protocol/_produce.c is the C twin of the decoder and the response encoder for the
-well-formed common case; it declines anything else. The Python code here is the reference,
-what runs where the C code declines (raising the precise error), and the whole path
-without a C compiler or with KLOG_PURE_PYTHON=1.
+klog/protocol/_produce.c is the C twin of the decoder and the response encoder: it does
+every well-formed request and every response, record errors and KIP-951's fields
+included, and declines anything else (a malformed request, a value out of range). The
+Python code here is the reference, what runs where the C code declines (raising the
+precise error), and the whole path without a C compiler or with KLOG_PURE_PYTHON=1.
 
-Grammar (ProduceRequest.json / ProduceResponse.json; v9 is the first flexible version):
+Grammar (ProduceRequest.json / ProduceResponse.json; v9 is the first flexible version;
+v10 adds KIP-951's tagged fields to the response and nothing to the request; v11 only
+allows TRANSACTION_ABORTABLE among the errors, KIP-890):
 
     ProduceRequest       => transactional_id:nullable_string acks:int16 timeout_ms:int32
                             topic_data:[TopicProduceData] TAGS
@@ -27,13 +31,18 @@ Grammar (ProduceRequest.json / ProduceResponse.json; v9 is the first flexible ve
                             log_append_time_ms:int64 log_start_offset:int64 (v5+)
                             record_errors:[batch_index:int32
                                            batch_index_error_message:nullable_string] (v8+)
-                            error_message:nullable_string (v8+) TAGS
+                            error_message:nullable_string (v8+)
+                            TAGS [tag 0 (v10+): CurrentLeader => leader_id:int32
+                                                 leader_epoch:int32 TAGS]
+    response TAGS (v10+)     [tag 0: NodeEndpoints => [node_id:int32 host:string port:int32
+                                                       rack:nullable_string TAGS]]
 
     v3-v8: strings are int16 length + UTF-8 (-1 = null), arrays an int32 count (-1 = null),
            records an int32 length (-1 = null); no TAGS.
-    v9:    compact forms: uvarint (length + 1) for strings, arrays and records (0 = null),
+    v9+:   compact forms: uvarint (length + 1) for strings, arrays and records (0 = null),
            and TAGS (uvarint count, then per field uvarint tag, uvarint size, bytes) ending
-           every struct.
+           every struct. A tagged field at its default (CurrentLeader -1/-1, no
+           NodeEndpoints) is left out, as Kafka's writer leaves it out.
 
 Rejected as InvalidRequestError, exactly where kio (behind apis' checks) rejects: a
 truncated body, a length or count beyond what remains, negative lengths other than -1, a
@@ -58,7 +67,8 @@ from typing import Any
 from kio.schema.index import schema_name_map
 from kio.static.constants import EntityType
 
-from klog.protocol.errors import InvalidRequestError
+from klog.protocol.errors import InvalidRequestError, RecordError
+from klog.protocol.fetch import NodeEndpoint, node_endpoints_tags
 
 # The C twins of decode_produce_request and encode_produce_response
 # (klog/protocol/_produce.c): they do the well-formed common case and decline the rest,
@@ -70,8 +80,11 @@ if not os.environ.get("KLOG_PURE_PYTHON"):
         from klog.protocol import _produce as _native
 
 MIN_VERSION = 3
-MAX_VERSION = 9
+MAX_VERSION = 11
 FLEXIBLE_FROM = 9
+RECORD_ERRORS_FROM = 8  # KIP-467
+CURRENT_LEADER_FROM = 10  # KIP-951: CurrentLeader and NodeEndpoints
+TRANSACTION_ABORTABLE_FROM = 11  # KIP-890: older producers get INVALID_TXN_STATE instead
 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
@@ -80,6 +93,8 @@ _LEGACY_HEAD = struct.Struct(">hii")  # acks, timeout_ms, topic count
 _PARTITION_HEAD_LEGACY = struct.Struct(">ii")  # index, records length
 _PARTITION_HEAD = struct.Struct(">ihq")  # index, error_code, base_offset
 _I64 = struct.Struct(">q")
+_LEADER = struct.Struct(">ii")  # CurrentLeader: leader id, leader epoch
+_NO_LEADER = (-1, -1)
 _NO_TAGS = b"\x00"
 
 # The fewest bytes a topic / partition entry can take: bounds what an array count may claim
@@ -306,7 +321,7 @@ def _decode_legacy(makers: tuple[Callable[..., Any], ...], view: memoryview) -> 
 
 
 def _decode_flexible(makers: tuple[Callable[..., Any], ...], view: memoryview) -> Any:
-    """v9: uvarint (length + 1) for strings, counts and records (0 = null), and a tagged-
+    """v9+: uvarint (length + 1) for strings, counts and records (0 = null), and a tagged-
     field section closing each struct. Each uvarint's one-byte case is read inline."""
     make_request, make_topic, make_partition = makers
     end = len(view)
@@ -384,7 +399,12 @@ def _decode_flexible(makers: tuple[Callable[..., Any], ...], view: memoryview) -
 
 @dataclass(slots=True)
 class PartitionResponse:
-    """One partition's outcome, in plain values (-1 where there is nothing to say)."""
+    """One partition's outcome, in plain values (-1 where there is nothing to say).
+
+    ``record_errors`` (v8+): the records that made the batch fail, as (batch index,
+    message) in index order; ``current_leader`` (v10+): (leader id, leader epoch) for a
+    partition answered NOT_LEADER_OR_FOLLOWER, None (or -1, -1) to leave it out.
+    """
 
     index: int
     error_code: int = 0
@@ -392,7 +412,8 @@ class PartitionResponse:
     log_append_time_ms: int = -1
     log_start_offset: int = -1
     error_message: str | None = None
-    record_errors: Sequence[tuple[int, str | None]] = ()  # (batch index, message)
+    record_errors: Sequence[RecordError] = ()
+    current_leader: tuple[int, int] | None = None
 
 
 def _encode_string(out: bytearray, value: str | None, flexible: bool) -> None:
@@ -427,29 +448,36 @@ def encode_produce_response(
     version: int,
     topics: Sequence[tuple[str, Sequence[PartitionResponse]]],
     throttle_time_ms: int = 0,
+    node_endpoints: Sequence[NodeEndpoint] = (),
 ) -> bytes:
     """The ProduceResponse body (no header) for ``version``: ``topics`` is a sequence of
-    (topic name, partition responses) in the order the request named them."""
+    (topic name, partition responses) in the order the request named them;
+    ``node_endpoints`` (v10+) the brokers the partitions' CurrentLeader fields name."""
     if not handles(version):
         raise ValueError(f"Produce v{version} is not encoded here (v{MIN_VERSION}-"
                          f"v{MAX_VERSION})")
     if _native is not None and _native_ready(version):
-        body: bytes | None = _native.encode(version, topics, throttle_time_ms)
+        body: bytes | None = _native.encode(
+            version, topics, throttle_time_ms,
+            [(n.node_id, n.host, n.port, n.rack) for n in node_endpoints]
+            if node_endpoints else None)
         if body is not None:
             return body
-    return python_encode(version, topics, throttle_time_ms)
+    return python_encode(version, topics, throttle_time_ms, node_endpoints)
 
 
 def python_encode(
     version: int,
     topics: Sequence[tuple[str, Sequence[PartitionResponse]]],
     throttle_time_ms: int = 0,
+    node_endpoints: Sequence[NodeEndpoint] = (),
 ) -> bytes:
     """encode_produce_response in Python: the reference, and what runs where the C encoder
-    declines (per-batch record errors, values out of range) or is not built."""
+    declines (values out of range or of another type) or is not built."""
     flexible = version >= FLEXIBLE_FROM
     with_log_start = version >= 5
-    with_errors = version >= 8
+    with_errors = version >= RECORD_ERRORS_FROM
+    with_leaders = version >= CURRENT_LEADER_FROM
     out = bytearray()
     _encode_count(out, len(topics), flexible)
     for name, partitions in topics:
@@ -469,12 +497,18 @@ def python_encode(
                         out += _NO_TAGS
                 _encode_string(out, p.error_message, flexible)
             if flexible:
-                out += _NO_TAGS
+                leader = p.current_leader
+                if with_leaders and leader is not None and tuple(leader) != _NO_LEADER:
+                    # one tagged field, tag 0 of 9 bytes: id, epoch, its own (no) tags
+                    out += b"\x01\x00\x09" + _LEADER.pack(*leader) + _NO_TAGS
+                else:
+                    out += _NO_TAGS
         if flexible:
             out += _NO_TAGS
     out += _I32.pack(throttle_time_ms)
     if flexible:
-        out += _NO_TAGS
+        out += node_endpoints_tags(node_endpoints) if with_leaders and node_endpoints \
+            else _NO_TAGS
     return bytes(out)
 
 
@@ -534,7 +568,8 @@ def decode_produce_response(
 
     The bytes come from the network: every length and count is checked against what
     remains first; anything that does not fit the grammar raises InvalidResponseError.
-    Tagged fields (none is defined) are skipped.
+    A partition's CurrentLeader (v10+) is read; other tagged fields, NodeEndpoints among
+    them, are skipped.
     """
     if not handles(version):
         raise ValueError(f"Produce v{version} is not decoded here (v{MIN_VERSION}-"
@@ -543,7 +578,8 @@ def decode_produce_response(
     end = len(view)
     flexible = version >= FLEXIBLE_FROM
     with_log_start = version >= 5
-    with_errors = version >= 8
+    with_errors = version >= RECORD_ERRORS_FROM
+    with_leaders = version >= CURRENT_LEADER_FROM
     try:
         pos = 0
 
@@ -577,16 +613,22 @@ def decode_produce_response(
             pos += n
             return text
 
-        def skip_tags(where: str) -> None:
+        def skip_tags(where: str, leader: list[tuple[int, int]] | None = None) -> None:
+            """Step over a tagged-field section; with ``leader``, keep tag 0 there (a
+            partition's CurrentLeader, v10+)."""
             nonlocal pos
             if not flexible:
                 return
             tags, pos = _uvarint(view, pos, end)
             for _ in range(tags):
-                _, pos = _uvarint(view, pos, end)
+                tag, pos = _uvarint(view, pos, end)
                 size, pos = _uvarint(view, pos, end)
                 if size > end - pos:
                     raise _truncated(f"tagged field in {where}")
+                if leader is not None and tag == 0:
+                    if size < _LEADER.size:
+                        raise InvalidResponseError(f"a CurrentLeader of {size} bytes")
+                    leader.append(_LEADER.unpack_from(view, pos))
                 pos += size
 
         topics: list[tuple[str, list[PartitionResponse]]] = []
@@ -618,10 +660,12 @@ def decode_produce_response(
                         record_errors.append((batch_index, string("record error message")))
                         skip_tags("record error")
                     message = string("error message")
-                skip_tags("partition response")
+                leader: list[tuple[int, int]] = []
+                skip_tags("partition response", leader if with_leaders else None)
                 partitions.append(PartitionResponse(index, error_code, base_offset,
                                                     log_append_time, log_start_offset,
-                                                    message, record_errors))
+                                                    message, record_errors,
+                                                    leader[-1] if leader else None))
             skip_tags("topic response")
             topics.append((name, partitions))
         if end - pos < 4:

@@ -131,6 +131,38 @@ class LogConfig:
     def log_append_time(self) -> bool:
         return self.message_timestamp_type == "LogAppendTime"
 
+    @property
+    def timestamp_before_max_ms(self) -> int:
+        """How far behind the broker's clock a CreateTime timestamp may be: Kafka 3.6+'s
+        messageTimestampBeforeMaxMs -- message.timestamp.before.max.ms, or, while that is
+        left at its default, message.timestamp.difference.max.ms (KIP-937)."""
+        if self.message_timestamp_before_max_ms != LONG_MAX:
+            return self.message_timestamp_before_max_ms
+        return self.message_timestamp_difference_max_ms
+
+    @property
+    def timestamp_after_max_ms(self) -> int:
+        """How far ahead of the broker's clock a CreateTime timestamp may be (as
+        ``timestamp_before_max_ms``, with message.timestamp.after.max.ms)."""
+        if self.message_timestamp_after_max_ms != LONG_MAX:
+            return self.message_timestamp_after_max_ms
+        return self.message_timestamp_difference_max_ms
+
+    @property
+    def timestamp_limits(self) -> tuple[int, int] | None:
+        """(before, after) ms: how far from the broker's clock a produced CreateTime
+        timestamp may be; None when nothing is checked (LogAppendTime, or no limit).
+        Read for every produced batch: the usual answer (no limit) costs no more calls."""
+        difference = self.message_timestamp_difference_max_ms
+        before = self.message_timestamp_before_max_ms
+        after = self.message_timestamp_after_max_ms
+        if (difference == before == after == LONG_MAX
+                or self.message_timestamp_type == "LogAppendTime"):
+            return None
+        # as timestamp_before_max_ms / timestamp_after_max_ms, without their calls
+        return (difference if before == LONG_MAX else before,
+                difference if after == LONG_MAX else after)
+
     def random_segment_jitter(self, rand: float) -> int:
         """Kafka's randomSegmentJitter for ``rand`` in [0, 1): never more than segment.ms."""
         if self.segment_jitter_ms == 0:

@@ -86,7 +86,11 @@ from klog.storage.files import (
 )
 from klog.storage.index import AbortedTxn, CorruptIndexError
 from klog.storage.leader_epoch import LEADER_EPOCH_CHECKPOINT_FILENAME, LeaderEpochFileCache
-from klog.storage.producer_state import BatchMetadata, ProducerStateManager
+from klog.storage.producer_state import (
+    BatchMetadata,
+    ProducerStateManager,
+    VerificationGuard,
+)
 from klog.storage.scan import _iter_file_batches, _ScanState, scan_segment
 from klog.storage.segment import LogSegment, fastread
 from klog.storage.values import FetchDataInfo, LogOffsetMetadata, TimestampAndOffset
@@ -605,6 +609,7 @@ class PartitionLog:
         leader_epoch: int,
         *,
         origin: str = "client",
+        verification_guard: VerificationGuard | None = None,
     ) -> LogAppendInfo:
         """Validate ``records`` (whole batches), assign offsets from the log end offset,
         stamp ``leader_epoch``, and append. Records are not decoded.
@@ -612,6 +617,10 @@ class PartitionLog:
         ``origin`` is "client" (producers: no control batches, sequence checks) or
         "coordinator" (transaction markers). A duplicate of one of a producer's last 5
         batches is not appended: its original offsets come back with ``duplicate=True``.
+        ``verification_guard`` (KIP-890): when the broker verifies transactions, the guard
+        ``maybe_start_transaction_verification`` gave (or the sentinel); a transactional
+        batch that neither continues an ongoing transaction here nor carries the
+        producer's current guard is INVALID_TXN_STATE. None: not checked.
         Compressed v0/v1 wrappers would need recompression to assign inner offsets and
         raise UnsupportedForMessageFormatError.
 
@@ -625,7 +634,7 @@ class PartitionLog:
                 info = self._append_one_plain_batch(records, leader_epoch)
                 if info is not None:
                     return info
-            return self._append_as_leader(records, leader_epoch, origin)
+            return self._append_as_leader(records, leader_epoch, origin, verification_guard)
         finally:
             lock.release()
 
@@ -708,7 +717,8 @@ class PartitionLog:
         return info
 
     def _append_as_leader(
-        self, records: bytes | bytearray | memoryview, leader_epoch: int, origin: str
+        self, records: bytes | bytearray | memoryview, leader_epoch: int, origin: str,
+        verification_guard: VerificationGuard | None = None,
     ) -> LogAppendInfo:
         headers = self._headers(records)
         now = self.clock()
@@ -727,11 +737,15 @@ class PartitionLog:
                     duplicate = self.producer_state.find_duplicate_batch(h)
                     if duplicate is not None:
                         return self._duplicate_info(duplicate, h)
+                    self.producer_state.check_verified(h, verification_guard)
                     self.producer_state.check_append(h)
         else:
             for h in headers:
                 if h.is_control and h.has_producer_id:
                     self.producer_state.check_marker(h, h.payload(records))
+                elif h.has_producer_id:
+                    # A coordinator's transactional data (offset commits of a transaction).
+                    self.producer_state.check_verified(h, verification_guard)
         for h in headers:
             if h.magic < MAGIC_V2 and h.attributes & COMPRESSION_CODEC_MASK:
                 raise UnsupportedForMessageFormatError(
@@ -761,6 +775,19 @@ class PartitionLog:
         return self._append(
             buf, assigned, leader_epoch, assign_epoch=True, now=now, log_append=log_append
         )
+
+    @_locked
+    def maybe_start_transaction_verification(self, producer_id: int, sequence: int,
+                                             epoch: int) -> VerificationGuard:
+        """KIP-890: the sentinel when ``producer_id`` has an ongoing transaction here (its
+        next batches need no verification), else the guard of its verification in
+        progress, begun now if none is (Kafka's UnifiedLog.maybeStartTransactionVerification).
+        The append that follows the coordinator's answer presents the guard."""
+        state = self.producer_state
+        if state.has_ongoing_transaction(producer_id):
+            return VerificationGuard.SENTINEL
+        return state.maybe_create_verification_state_entry(
+            producer_id, sequence, epoch, self.clock()).guard
 
     @staticmethod
     def _stamp_log_append_time(buf: bytearray | memoryview, h: BatchHeader, now: int) -> None:

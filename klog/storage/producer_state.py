@@ -8,6 +8,15 @@ and completed-but-unreplicated transactions (for the last stable offset); and th
 headers, except the COMMIT/ABORT type of a transaction marker, read from the one record of
 a control batch.
 
+KIP-890 part 1 (transaction verification): before a leader appends the first batch of a
+producer's transaction it asks the transaction coordinator whether the partition is in the
+ongoing transaction; meanwhile the producer has a ``VerificationStateEntry`` here whose
+``VerificationGuard`` the append must present. Any transactional append of the producer
+(data, which starts the transaction here, or a marker, which ends it) removes the entry,
+so a verification answered before a marker landed cannot let a late write open a
+transaction the coordinator no longer knows (the ABA case of Kafka's VerificationGuard).
+Entries live in memory only and expire with producer.id.expiration.ms.
+
 Snapshot format, version 1 (Kafka's ProducerStateManager; big-endian)::
 
     version: int16 (= 1)
@@ -162,6 +171,45 @@ def list_snapshot_offsets(directory: Path) -> list[int]:
 
 
 # -- in-memory state --------------------------------------------------------------------------
+
+
+class VerificationGuard:
+    """One transaction verification's token (Kafka's VerificationGuard): equal only to
+    itself. ``SENTINEL`` stands for "no verification started"; it verifies nothing."""
+
+    __slots__ = ()
+    SENTINEL: VerificationGuard
+
+    def verify(self, request_guard: VerificationGuard | None) -> bool:
+        """True when ``request_guard`` is this very guard and not the sentinel."""
+        return self is not VerificationGuard.SENTINEL and request_guard is self
+
+    def __repr__(self) -> str:
+        return "VerificationGuard(SENTINEL)" if self is VerificationGuard.SENTINEL \
+            else f"VerificationGuard({id(self):#x})"
+
+
+VerificationGuard.SENTINEL = VerificationGuard()
+
+
+@dataclass(slots=True)
+class VerificationStateEntry:
+    """A producer's verification in progress on this partition (Kafka's
+    VerificationStateEntry): its guard, when it began, and the lowest sequence (with its
+    epoch) seen while verifying -- a batch with a higher sequence is out of order until
+    the lowest one is appended, so a retried first batch is not overtaken by the next."""
+
+    timestamp: int
+    lowest_sequence: int
+    epoch: int
+    guard: VerificationGuard = field(default_factory=VerificationGuard)
+
+    def maybe_update_lowest_sequence_and_epoch(self, sequence: int, epoch: int) -> None:
+        if epoch == self.epoch and sequence < self.lowest_sequence:
+            self.lowest_sequence = sequence
+        if epoch > self.epoch:
+            self.epoch = epoch
+            self.lowest_sequence = sequence
 
 
 @dataclass(frozen=True, slots=True)
@@ -319,6 +367,8 @@ class ProducerStateManager:
         # first offset -> producer id, for transactions not yet ended / not yet stable.
         self.ongoing_txns: dict[int, int] = {}
         self.unreplicated_txns: dict[int, CompletedTxn] = {}
+        # producer id -> its transaction verification in progress (KIP-890; memory only).
+        self.verification_states: dict[int, VerificationStateEntry] = {}
         self.map_end_offset = 0
         self.last_snap_offset = 0
 
@@ -418,10 +468,58 @@ class ProducerStateManager:
         )
 
     def remove_expired_producers(self, now_ms: int) -> int:
+        """Forget producers idle for producer.id.expiration.ms, and verifications begun
+        that long ago and never appended (Kafka's removeExpiredProducers)."""
         expired = [pid for pid, e in self.producers.items() if self._is_expired(e, now_ms)]
         for pid in expired:
             del self.producers[pid]
+        limit = self.producer_id_expiration_ms
+        for pid in [pid for pid, v in self.verification_states.items()
+                    if now_ms - v.timestamp >= limit]:
+            del self.verification_states[pid]
         return len(expired)
+
+    # -- transaction verification (KIP-890 part 1) -----------------------------------------
+
+    def has_ongoing_transaction(self, producer_id: int) -> bool:
+        """Has ``producer_id`` a transaction this partition's log has data of, not ended?"""
+        entry = self.producers.get(producer_id)
+        return entry is not None and entry.current_txn_first_offset is not None
+
+    def maybe_create_verification_state_entry(self, producer_id: int, sequence: int,
+                                              epoch: int, now_ms: int
+                                              ) -> VerificationStateEntry:
+        """The producer's verification entry, made if it has none; its lowest sequence
+        follows ``sequence``/``epoch`` (Kafka's maybeCreateVerificationStateEntry)."""
+        entry = self.verification_states.get(producer_id)
+        if entry is None:
+            entry = self.verification_states[producer_id] = VerificationStateEntry(
+                now_ms, sequence, epoch)
+        entry.maybe_update_lowest_sequence_and_epoch(sequence, epoch)
+        return entry
+
+    def verification_guard(self, producer_id: int) -> VerificationGuard:
+        """The guard of the producer's verification in progress, else the sentinel."""
+        entry = self.verification_states.get(producer_id)
+        return VerificationGuard.SENTINEL if entry is None else entry.guard
+
+    def check_verified(self, header: BatchHeader, request_guard: VerificationGuard | None
+                       ) -> None:
+        """KIP-890's rule for a leader's append of a transactional data batch: either the
+        producer has an ongoing transaction here already, or the append carries the guard
+        of its verification in progress. INVALID_TXN_STATE otherwise -- the transaction
+        was never added here, or a marker ended it since it was verified. ``request_guard``
+        None: the broker does not verify (transaction.partition.verification.enable off,
+        or a broker-internal append)."""
+        if request_guard is None or not header.is_transactional or header.is_control:
+            return
+        pid = header.producer_id
+        if self.has_ongoing_transaction(pid) or self.verification_guard(pid).verify(
+                request_guard):
+            return
+        raise InvalidTxnStateError(
+            f"Record was not part of an ongoing transaction (producer {pid}, epoch "
+            f"{header.producer_epoch}, {self.log_dir.name})")
 
     # -- appends ---------------------------------------------------------------------------
 
@@ -437,6 +535,17 @@ class ProducerStateManager:
         """
         if not header.has_producer_id:
             return
+        verifying = self.verification_states.get(header.producer_id)
+        if verifying is not None and not header.is_control \
+                and header.base_sequence != NO_SEQUENCE \
+                and header.base_sequence > verifying.lowest_sequence:
+            # Kafka's ProducerAppendInfo.checkSequence: a lower sequence still waits for
+            # its verification; this one must not overtake it.
+            raise OutOfOrderSequenceError(
+                f"out of order sequence number for producer {header.producer_id} at offset "
+                f"{header.base_offset} in partition {self.log_dir.name}: "
+                f"{header.base_sequence} (incoming seq. number), "
+                f"{verifying.lowest_sequence} (earliest seen sequence)")
         entry = self.producers.get(header.producer_id)
         if entry is None:
             # As Kafka 3.x: with no state for the producer (its batches were removed by
@@ -512,6 +621,10 @@ class ProducerStateManager:
         entry = self.producers.get(pid)
         if entry is None:
             entry = self.producers[pid] = ProducerStateEntry(pid)
+        if header.is_transactional and self.verification_states:
+            # Data started the transaction here, or a marker ended it: either way the
+            # verification is spent (Kafka's UnifiedLog.updateProducers).
+            self.verification_states.pop(pid, None)
         if header.is_control:
             if entry_bytes is None:
                 raise ValueError("a control batch needs its bytes to read the marker type")

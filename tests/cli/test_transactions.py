@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -224,6 +225,58 @@ def test_list_describe_find_hanging_and_abort(broker: InProcessBroker) -> None:
         assert described["topic_partitions"] == []  # markers written: nothing pending
         assert _offsets(broker, ("tx", 0)) == (4, 4)  # 3 records and the COMMIT marker
         loop.run_until_complete(producer.close())
+    finally:
+        loop.close()
+
+
+def test_list_with_a_duration_filter(broker: InProcessBroker) -> None:
+    """``--duration-filter MS`` (kafka-transactions.sh list, KIP-994: ListTransactions v1):
+    only the ids whose transaction has run longer than MS; < 0, all. As Kafka's
+    coordinator compares now with the start time of every id, an id with no transaction
+    running (start time -1) is listed whatever the filter."""
+    from klog.client.admin import AdminClient, NewTopic
+    from klog.client.producer import Producer
+
+    bs = f"127.0.0.1:{broker.port}"
+
+    async def setup() -> Producer:
+        async with AdminClient(bs) as admin:
+            await admin.create_topics([NewTopic("dur", 1, 1)])
+        idle = Producer(bs, transactional_id="dur-idle")
+        await idle.init_transactions()
+        await idle.close()
+        running = Producer(bs, transactional_id="dur-open", transaction_timeout_ms=600_000)
+        await running.init_transactions()
+        running.begin_transaction()
+        await running.send("dur", b"x", partition=0)
+        await running.flush()
+        return running
+
+    def listed(*args: str) -> dict[str, str]:
+        code, out, err = klog(broker, "transactions", "list", *args, "--json")
+        assert code == 0, err
+        return {t["transactional_id"]: t["state"] for t in json.loads(out)
+                if t["transactional_id"].startswith("dur-")}
+
+    loop = asyncio.new_event_loop()
+    try:
+        running = loop.run_until_complete(setup())
+        both = {"dur-idle": "Empty", "dur-open": "Ongoing"}
+        assert listed() == both
+        time.sleep(0.05)
+        assert listed("--duration-filter", "10") == both
+        assert listed("--duration-filter", "3600000") == {"dur-idle": "Empty"}
+        assert listed("--duration-filter", "-1") == both
+        code, out, err = klog(broker, "transactions", "list", "--duration-filter", "3600000")
+        assert code == 0, err
+        rows = [line.split() for line in out.splitlines()]
+        assert rows[0] == ["TransactionalId", "Coordinator", "ProducerId", "TransactionState"]
+        names = {row[0] for row in rows[1:]}
+        assert "dur-idle" in names and "dur-open" not in names
+        code, out, err = klog(broker, "transactions", "list", "--duration-filter", "soon")
+        assert code != 0 and out == ""
+        loop.run_until_complete(running.abort_transaction())
+        loop.run_until_complete(running.close())
     finally:
         loop.close()
 

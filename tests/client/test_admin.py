@@ -252,3 +252,21 @@ def test_partition_reassignments_alter_cancel_list(broker: KlogBroker) -> None:
         assert await admin.list_partition_reassignments([("adm-move", 0)]) == {}
 
     run(broker, body)
+
+
+def test_list_transactions_duration_filter_needs_list_transactions_v1(
+        broker: KlogBroker) -> None:
+    """KIP-994's filter goes in ListTransactions v1; against a broker that has only v0 the
+    admin client says so (UNSUPPORTED_VERSION) rather than list unfiltered, as Kafka's."""
+    from klog.protocol.errors import ErrorCode
+
+    async def body(admin: AdminClient) -> None:
+        assert isinstance(await admin.list_transactions(duration_filter_ms=1000), list)
+        (node,) = admin.client.cluster.brokers
+        admin.client._api_versions[node][66] = (0, 0)  # as a Kafka before 3.8 announces
+        with pytest.raises(KafkaClientError) as refused:
+            await admin.list_transactions(duration_filter_ms=1000)
+        assert refused.value.error_code == ErrorCode.UNSUPPORTED_VERSION
+        assert isinstance(await admin.list_transactions(), list)  # v0 without the filter
+
+    run(broker, body)

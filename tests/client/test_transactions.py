@@ -146,3 +146,36 @@ def test_a_transactional_producer_needs_idempotence_and_a_transaction() -> None:
             producer.begin_transaction()
 
     asyncio.run(main())
+
+
+def test_a_transactional_producers_requests_name_its_transactional_id(tmp_path: Any) -> None:
+    """Kafka's producer puts its transactional id in every Produce request: the leader
+    authorizes it and verifies the transaction with its coordinator (KIP-890), and refuses
+    transactional records without one (TRANSACTIONAL_ID_AUTHORIZATION_FAILED)."""
+    from klog.client.producer import Producer
+    from tests.daemon.wire import InProcessBroker
+
+    broker = InProcessBroker(tmp_path).start()
+    rm = broker.broker.replica_manager
+    produce = rm.produce
+    named: list[str | None] = []
+
+    async def spy(entries: Any, acks: int, timeout_ms: int, transactional_id: str | None = None,
+                  abortable: bool = False) -> Any:
+        named.append(transactional_id)
+        return await produce(entries, acks, timeout_ms, transactional_id, abortable)
+
+    rm.produce = spy  # type: ignore[method-assign]
+
+    async def main() -> None:
+        async with Producer(f"127.0.0.1:{broker.port}", transactional_id="tx-named") as p:
+            await p.init_transactions()
+            p.begin_transaction()
+            await p.send_and_wait("named", b"v", partition=0)
+            await p.commit_transaction()
+
+    try:
+        asyncio.run(main())
+    finally:
+        broker.stop()
+    assert named and set(named) == {"tx-named"}

@@ -390,3 +390,63 @@ def test_killing_the_controller_takes_it_out_of_the_isrs_it_followed(
     assert state is not None and state.leader == leader
     assert sorted(state.isr) == sorted(r for r in assigned if r != controller)
     assert _consume_all(c.bootstrap_of([leader, follower]), "k") == [b"before", b"after"]
+
+
+def _leader_epoch(c: Cluster, topic: str) -> int:
+    state = c.partition_state(topic, 0)
+    assert state is not None
+    return state.leader_epoch
+
+
+def test_a_follower_names_the_leader_to_a_producer_that_missed_the_move(cluster: Any) -> None:
+    """Produce v10+ (KIP-951) against real brokers: a produce to a follower is answered
+    NOT_LEADER_OR_FOLLOWER with the leader and its epoch (the follower's own replica's
+    view) and the leader's endpoint (v9: the error alone). Once the leader died and came
+    back as a follower, it names the new leader and epoch the same way."""
+    from klog.protocol.errors import ErrorCode
+    from klog.protocol.records.v2 import build_batch
+    from tests.daemon.wire import WireClient
+
+    c: Cluster = cluster(2)
+    c.create_topic("m", 1, 2)
+    c.wait_for_isr("m", 0, c.ids)
+    leader = c.leader("m", 0)
+    (follower,) = [i for i in c.ids if i != leader]
+    epoch = _leader_epoch(c, "m")
+    batch = build_batch([(int(time.time() * 1000), b"k", b"v")])
+
+    def produce_to(broker_id: int, version: int) -> Any:
+        b = c.broker(broker_id)
+        with WireClient((b.host, b.port)) as client:
+            return client.produce("m", 0, batch, version=version)
+
+    def error_of(broker_id: int) -> int:
+        return int(produce_to(broker_id, 10).responses[0].partition_responses[0].error_code)
+
+    # the state znode names the leader before the brokers have taken the partition up (a
+    # broker that has not answers UNKNOWN_TOPIC_OR_PARTITION meanwhile)
+    wait_until(lambda: error_of(leader) == 0, 30, "the leader takes a produce")
+    wait_until(lambda: error_of(follower) == ErrorCode.NOT_LEADER_OR_FOLLOWER, 30,
+               "the follower hosts the partition")
+    answer = produce_to(follower, 10)
+    part = answer.responses[0].partition_responses[0]
+    assert part.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    assert (part.current_leader.leader_id, part.current_leader.leader_epoch) == (leader, epoch)
+    assert [(n.node_id, n.host, n.port) for n in answer.node_endpoints] == [
+        (leader, c.broker(leader).host, c.broker(leader).port)]
+    old = produce_to(follower, 9).responses[0].partition_responses[0]
+    assert old.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    # the leader dies: the survivor leads; the old leader, back as a follower, names it
+    c.kill(leader)
+    assert c.wait_for_leader("m", 0, exclude={leader}) == follower
+    c.start(leader)
+    c.wait_for_isr("m", 0, c.ids, timeout=40)
+    new_epoch = _leader_epoch(c, "m")
+    wait_until(lambda: error_of(leader) == ErrorCode.NOT_LEADER_OR_FOLLOWER, 30,
+               "the old leader hosts the partition again, as a follower")
+    answer = produce_to(leader, 11)
+    part = answer.responses[0].partition_responses[0]
+    assert part.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    assert (part.current_leader.leader_id, part.current_leader.leader_epoch) == (
+        follower, new_epoch)
+    assert [n.node_id for n in answer.node_endpoints] == [follower]

@@ -8,6 +8,7 @@ in cluster mode on a real ZooKeeper, fed by another writer.
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 import uuid
@@ -35,6 +36,7 @@ from klog.daemon.config_changes import (
     read_entity_config,
     write_entity_config,
 )
+from klog.daemon.metadata_cache import BrokerEndpoint, BrokerInfo, MetadataCache
 from klog.daemon.metastore import paths
 from klog.daemon.metastore.local import LocalMetadataStore
 from klog.protocol.errors import ErrorCode
@@ -45,7 +47,7 @@ pytestmark = pytest.mark.timeout(60)
 API_VERSIONS, CREATE_TOPICS, DELETE_TOPICS, DELETE_RECORDS = 18, 19, 20, 21
 DESCRIBE_CONFIGS, ALTER_CONFIGS, DESCRIBE_LOG_DIRS = 32, 33, 35
 CREATE_PARTITIONS, INCREMENTAL_ALTER_CONFIGS, DESCRIBE_CLUSTER = 37, 44, 60
-TOPIC, BROKER = 2, 4
+TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
 
 
 def _code(fn: Any, *args: Any, **kwargs: Any) -> tuple[ErrorCode, str]:
@@ -88,6 +90,19 @@ def test_assign_replicas_checks_partitions_before_replication_factor() -> None:
     assert _code(assign_replicas, [], 1, 1)[0] == ErrorCode.INVALID_REPLICATION_FACTOR
 
 
+def test_assign_replicas_places_by_rack() -> None:
+    racks = {1: "a", 2: "b", 3: "c", 4: "a", 5: "b", 6: "c"}
+    for replicas in assign_replicas(racks, 12, 3).values():
+        assert sorted(racks[b] for b in replicas) == ["a", "b", "c"]
+
+
+def test_assign_replicas_refuses_mixed_racks_as_kafka() -> None:
+    # Kafka's AdminOperationException, answered UNKNOWN_SERVER_ERROR.
+    assert _code(assign_replicas, {1: "a", 2: None}, 1, 1) == (
+        ErrorCode.UNKNOWN_SERVER_ERROR,
+        "Not all brokers have rack information for replica rack aware assignment.")
+
+
 # -- CreateTopics assignments ---------------------------------------------------------------
 
 
@@ -120,6 +135,19 @@ def test_new_partitions_continue_the_round_robin() -> None:
         assert len(replicas) == 2 and len(set(replicas)) == 2
     # Kafka starts the new partitions' round-robin at partition 0's leader.
     assert [added[p][0] for p in (3, 4, 5)] == [2, 3, 1]
+
+
+def test_new_partitions_are_placed_by_rack() -> None:
+    racks = {1: "a", 2: "b", 3: "c"}
+    added = new_partitions_assignment({0: [1, 2], 1: [2, 3]}, racks, 8)
+    assert sorted(added) == [2, 3, 4, 5, 6, 7]
+    for replicas in added.values():
+        assert len({racks[b] for b in replicas}) == 2
+    assert _code(new_partitions_assignment, {0: [1]}, {1: "a", 2: None}, 2) == (
+        ErrorCode.UNKNOWN_SERVER_ERROR,
+        "Not all brokers have rack information for replica rack aware assignment.")
+    # An explicit assignment needs no racks.
+    assert new_partitions_assignment({0: [1]}, {1: "a", 2: None}, 2, [[2]]) == {1: [2]}
 
 
 def test_new_partitions_with_explicit_replicas() -> None:
@@ -199,6 +227,44 @@ def test_resource_label_is_kafkas() -> None:
     assert resource_label(2, "t") == "ConfigResource(type=TOPIC, name='t')"
     assert resource_label(4, "") == "ConfigResource(type=BROKER, name='')"
     assert resource_label(99, "x") == "ConfigResource(type=UNKNOWN, name='x')"
+
+
+# -- waiting for the controller's first UpdateMetadata ---------------------------------------
+
+
+def _admin_manager(cache: MetadataCache) -> admin_mod.AdminManager:
+    """An AdminManager with only its metadata cache (this wait touches nothing else)."""
+    none: Any = None
+    return admin_mod.AdminManager(cache.broker_id, none, none, cache, none, none, none, none)
+
+
+def test_waiting_for_the_controllers_first_update_metadata() -> None:
+    # A broker just started in cluster mode holds Metadata requests until the controller
+    # tells it the cluster (handlers/metadata.py). They go on when the UpdateMetadata
+    # comes; if it never comes (a wrong advertised listener), the timeout counts from the
+    # first request that waited, so later requests are not held again.
+    import asyncio
+
+    everyone = [BrokerInfo(b, (BrokerEndpoint("PLAINTEXT", "h", 9090 + b),)) for b in (1, 3)]
+
+    async def go() -> None:
+        cache = MetadataCache(broker_id=3, controller_id=1)
+        manager = _admin_manager(cache)
+        waiting = asyncio.get_running_loop().create_task(
+            manager.wait_for_cluster_metadata(60_000))
+        await asyncio.sleep(0.05)
+        assert not waiting.done()
+        cache.update_brokers(everyone, controller_id=1)  # as ControlRequestReceiver does
+        cache.changed()
+        assert await asyncio.wait_for(waiting, 10) is True
+        assert await manager.wait_for_cluster_metadata(60_000) is True  # at once
+
+        lonely = _admin_manager(MetadataCache(broker_id=4, controller_id=1))
+        assert await lonely.wait_for_cluster_metadata(200) is False
+        # Bounded by the first wait's deadline, not 60 s more.
+        assert await asyncio.wait_for(lonely.wait_for_cluster_metadata(60_000), 10) is False
+
+    asyncio.run(asyncio.wait_for(go(), 30))
 
 
 # -- config_changes on a local store --------------------------------------------------------
@@ -553,10 +619,69 @@ def test_describe_broker_configs(client: WireClient) -> None:
     assert _broker_resource(client, "x").error_message == \
         "Broker id must be an integer, but it is: x"
     other = client.call(DESCRIBE_CONFIGS, 4, {
-        "resources": [{"resource_type": 8, "resource_name": "0", "configuration_keys": None}],
+        "resources": [{"resource_type": 99, "resource_name": "0", "configuration_keys": None}],
         "include_synonyms": False, "include_documentation": False}).results[0]
     assert (other.error_code, other.error_message) == (
-        ErrorCode.INVALID_REQUEST, "Unsupported resource type: BROKER_LOGGER")
+        ErrorCode.INVALID_REQUEST, "Unsupported resource type: 99")
+
+
+def _loggers(client: WireClient, name: str = "0", keys: list[str] | None = None) -> Any:
+    return client.call(DESCRIBE_CONFIGS, 4, {
+        "resources": [{"resource_type": BROKER_LOGGER, "resource_name": name,
+                       "configuration_keys": keys}],
+        "include_synonyms": True, "include_documentation": False}).results[0]
+
+
+def test_broker_loggers_are_described_and_their_levels_changed(client: WireClient) -> None:
+    # kafka-configs --entity-type broker-loggers (Kafka's Log4jController): every logger of
+    # the broker with its level, changed by IncrementalAlterConfigs until the broker stops.
+    name = "klog.daemon.admin"
+    described = _loggers(client)
+    assert described.error_code == 0
+    levels = {c.name: c.value for c in described.configs}
+    root = levels["root"]
+    assert root in {"FATAL", "ERROR", "WARN", "INFO", "DEBUG", "TRACE", "ALL"}
+    assert name in levels
+    assert all(c.config_source == ConfigSource.DYNAMIC_BROKER_LOGGER_CONFIG
+               and not c.read_only and not c.is_sensitive and not list(c.synonyms)
+               for c in described.configs)
+    try:
+        assert _incremental(client, BROKER_LOGGER, "0", [(name, 0, "TRACE")],
+                            validate_only=True).error_code == 0
+        assert [c.value for c in _loggers(client, keys=[name]).configs] == [levels[name]]
+        assert _incremental(client, BROKER_LOGGER, "0", [(name, 0, "DEBUG")]).error_code == 0
+        assert [(c.name, c.value) for c in _loggers(client, keys=[name]).configs] == [
+            (name, "DEBUG")]
+        assert logging.getLogger(name).level == logging.DEBUG  # the broker runs in here
+        assert _incremental(client, BROKER_LOGGER, "0", [(name, 1, None)]).error_code == 0
+        assert [c.value for c in _loggers(client, keys=[name]).configs] == [root]
+        assert logging.getLogger(name).level == logging.NOTSET
+    finally:
+        logging.getLogger(name).setLevel(logging.NOTSET)
+    label = "ConfigResource(type=BROKER_LOGGER, name='0')"
+    for ops, message in [
+        ([("no.such.logger", 0, "DEBUG")],
+         f"Invalid config value for resource {label}: Logger no.such.logger does not exist!"),
+        ([(name, 0, "LOUD")],
+         f"Invalid config value for resource {label}: Cannot set the log level of {name} to "
+         f"LOUD as it is not a supported log level. Valid log levels are FATAL, ERROR, WARN, "
+         f"INFO, DEBUG, TRACE"),
+        ([("root", 1, None)], "Removing the log level of the root logger is not allowed"),
+        ([(name, 2, "DEBUG")], "APPEND operation is not allowed for the BROKER_LOGGER resource"),
+        ([("root", 0, "DEBUG"), (name, 3, "x")],
+         "SUBTRACT operation is not allowed for the BROKER_LOGGER resource"),
+        ([(name, 0, "DEBUG"), (name, 1, None)], f"Error due to duplicate config keys : {name}"),
+    ]:
+        r = _incremental(client, BROKER_LOGGER, "0", ops)
+        assert (r.error_code, r.error_message) == (ErrorCode.INVALID_REQUEST, message)
+    # Nothing of a refused request was applied.
+    assert logging.getLogger(name).level == logging.NOTSET
+    assert _loggers(client, keys=["root"]).configs[0].value == root
+    assert _loggers(client, "").error_message == "Broker id must not be empty"
+    assert _loggers(client, "7").error_code == ErrorCode.INVALID_REQUEST
+    r = _incremental(client, BROKER_LOGGER, "", [(name, 0, "DEBUG")])
+    assert (r.error_code, r.error_message) == (ErrorCode.INVALID_REQUEST,
+                                               "Broker id must not be empty")
 
 
 def _alter(client: WireClient, resource_type: int, name: str, configs: dict[str, str | None],
@@ -977,3 +1102,32 @@ def test_concurrent_auto_creations_of_one_topic_both_wait_for_its_leaders(
                 t.join(30)
             assert [(a.error_code, len(a.partitions)) for a in answers] == \
                 [(0, partitions)] * 2, attempt
+
+
+def test_creations_refuse_a_mix_of_racked_and_unracked_brokers(tmp_path: Path) -> None:
+    # Kafka's assignReplicasToBrokers: with racks, every broker needs one. CreateTopics and
+    # auto-creation are refused (UNKNOWN_SERVER_ERROR, Kafka's AdminOperationException),
+    # unless the request gives the replica assignment.
+    from klog.daemon.metadata_cache import BrokerEndpoint, BrokerInfo
+
+    with running_broker(tmp_path, broker_rack="rack-a") as node:
+        cache = node.broker.metadata_cache
+        assert node.call(lambda: cache.alive_broker_racks()) == {0: "rack-a"}
+        unracked = BrokerInfo(7, (BrokerEndpoint("PLAINTEXT", "127.0.0.1", 1),), None)
+
+        def add() -> None:
+            cache.brokers[7] = unracked
+
+        node.call(add)
+        with node.connect() as client:
+            refused = _create(client, "mixed", partitions=1, rf=1)
+            assert (refused.error_code, refused.error_message) == (
+                ErrorCode.UNKNOWN_SERVER_ERROR,
+                "Not all brokers have rack information for replica rack aware assignment.")
+            given = _create(client, "given", assignments=[(0, [0])])
+            assert given.error_code == 0
+            node.call(add)  # the creation's UpdateMetadata named the live brokers again
+            assert client.metadata(["auto-mixed"]).topics[0].error_code == \
+                ErrorCode.UNKNOWN_SERVER_ERROR
+            node.call(lambda: cache.brokers.pop(7))
+            assert _create(client, "racked", partitions=2, rf=1).error_code == 0

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import socket
+import struct
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -59,6 +61,56 @@ def test_start_registers_the_broker_and_becomes_controller(tmp_path: Path) -> No
             assert broker.controller is not None and broker.controller.epoch == 2
             assert broker.metadata_cache.cluster_id == cluster_id
             assert (tmp_path / "meta.properties").read_text().count(cluster_id) == 1
+
+    run(go)
+
+
+def test_the_broker_listens_before_it_registers_and_serves_once_started(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Kafka's order (its SocketServer binds and listens before the broker registers): the
+    # moment ZooKeeper names the broker, the controller can connect, and what it sends
+    # waits until the broker serves. klog registered first and listened only at the end,
+    # so the controller's first UpdateMetadata to a new broker met a refused connect.
+    register = Broker._register_broker
+    early: dict[str, socket.socket] = {}
+
+    def connect_then_register(broker: Broker) -> None:  # in start-up's worker thread
+        port = broker.server.bound["PLAINTEXT"][1]
+        sock = socket.create_connection(("127.0.0.1", port), timeout=5)
+        sock.sendall(struct.pack(">ihhih", 10, 18, 0, 7, -1))  # ApiVersions v0, cid 7
+        early["sock"] = sock
+        assert broker.metastore.exists(paths.broker_path(broker.broker_id)) is None
+        register(broker)
+
+    monkeypatch.setattr(Broker, "_register_broker", connect_then_register)
+
+    def answer(sock: socket.socket) -> tuple[int, int]:
+        size, correlation_id = struct.unpack(">ii", sock.recv(8, socket.MSG_WAITALL))
+        return size, correlation_id
+
+    async def go() -> None:
+        broker = Broker(_config(tmp_path))
+        starting = asyncio.get_running_loop().create_task(broker.start())
+        while "sock" not in early and not starting.done():
+            await asyncio.sleep(0.01)
+        if "sock" not in early:
+            failure = starting.exception()
+            await broker.shutdown()
+            pytest.fail(f"no connection before the broker registers: {failure!r}")
+        sock = early["sock"]
+        try:
+            sock.setblocking(False)
+            if not starting.done():  # not served before start-up ends
+                with pytest.raises(BlockingIOError):
+                    sock.recv(1)
+            await starting
+            assert broker.metastore.exists(paths.broker_path(0)) is not None
+            sock.settimeout(10)
+            size, correlation_id = await asyncio.to_thread(answer, sock)
+            assert correlation_id == 7 and size > 4  # answered once the broker serves
+        finally:
+            sock.close()
+            await broker.shutdown()
 
     run(go)
 

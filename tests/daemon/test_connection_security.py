@@ -1,14 +1,18 @@
 """TLS and SASL on real sockets (daemon/connection.py, server.py with daemon/security/):
 what a client may send before authenticating, failures, raw v0 tokens, sessions that
-expire, client certificates, TLS against plaintext and the reverse, fetches through TLS."""
+expire, client certificates, TLS against plaintext and the reverse, fetches through TLS;
+every way a connection ends (client close or reset, broker close, failed authentication,
+failed TLS handshake, idle close) gives its connection slot back, on every listener type."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import socket
 import ssl
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,7 +24,7 @@ from klog.protocol import scram
 from klog.protocol.errors import ErrorCode
 from klog.protocol.records.v2 import build_batch
 from tests.daemon.security.certs import Pki
-from tests.daemon.wire import InProcessBroker, WireClient, closed_without_answer
+from tests.daemon.wire import InProcessBroker, WireClient, closed_without_answer, reset_on_close
 
 JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
         'username="admin" password="admin-secret" user_admin="admin-secret" '
@@ -404,3 +408,217 @@ def test_dynamic_key_store_checks_as_kafka(tmp_path: Path, pki: Pki,
             handshake("SSL")
     finally:
         running.stop()
+
+
+# -- every way a connection ends gives its slot back ---------------------------------------
+#
+# A connection counts against the connection limits (max.connections, .per.ip) from its
+# accept until its socket is closed; the socket-server connection-count metric shows the
+# same count. On every listener type and however the connection ends, both must come back
+# to what they were. A SASL_SSL connection whose authentication failed once kept its slot
+# for good (asyncio's TLS close never ended after the client's end of stream had arrived
+# while reading was paused), and a handful of wrong passwords locked a host out.
+
+LISTENER_TYPES = ["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
+UNKNOWN_API_FRAME = (10).to_bytes(4, "big") + (9999).to_bytes(2, "big") + bytes(8)
+
+
+def _four_listeners(pki: Pki, **overrides: str) -> dict[str, str]:
+    return {
+        "listeners": ",".join(f"{t}://127.0.0.1:0" for t in LISTENER_TYPES),
+        "ssl.keystore.type": "PEM", "ssl.keystore.location": str(pki.server_keystore),
+        "ssl.truststore.type": "PEM", "ssl.truststore.location": str(pki.ca_cert),
+        "ssl.client.auth": "requested",
+        "sasl.enabled.mechanisms": "PLAIN",
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS,
+        "listener.name.sasl_ssl.plain.sasl.jaas.config": JAAS,
+        "connection.failed.authentication.delay.ms": "200",
+        "metrics.http.listener": "127.0.0.1:0",
+        **overrides,
+    }
+
+
+@pytest.fixture(scope="module")
+def four(tmp_path_factory: pytest.TempPathFactory, pki: Pki) -> Iterator[InProcessBroker]:
+    """A broker with a listener of each security protocol, metrics on."""
+    running = InProcessBroker(tmp_path_factory.mktemp("slots"), _four_listeners(pki)).start()
+    try:
+        yield running
+    finally:
+        running.stop()
+
+
+@dataclasses.dataclass(frozen=True)
+class Slots:
+    """What the limits count (in total, per listener, per address), the connections
+    being served, and the connection-count metric per listener as /metrics serves it."""
+
+    total: int
+    per_listener: dict[str, int]
+    per_ip: dict[str, int]
+    served: int
+    metric: dict[str, float]
+
+
+def slots(broker: InProcessBroker) -> Slots:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    server = broker.broker.server
+    total, per_listener, per_ip, served = broker.call(lambda: (
+        server.quotas.total,
+        {k: v for k, v in server.quotas.per_listener.items() if v},
+        dict(server.quotas.per_ip), len(server.connections)))
+    bound = broker.broker.metrics.bound
+    assert bound is not None
+    with urllib.request.urlopen(f"http://127.0.0.1:{bound[1]}/metrics", timeout=10) as resp:
+        text = resp.read().decode()
+    metric = {s.labels["listener"]: s.value
+              for family in text_string_to_metric_families(text)
+              if family.name == "kafka_server_socket_server_metrics_connection_count"
+              for s in family.samples}
+    return Slots(total, per_listener, per_ip, served, metric)
+
+
+def wait_for_slots(broker: InProcessBroker, expected: Slots, timeout: float = 15.0) -> Slots:
+    """The slots once they equal ``expected``, or as they are after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        now = slots(broker)
+        if now == expected or time.monotonic() > deadline:
+            return now
+        time.sleep(0.05)
+
+
+def connected(broker: InProcessBroker, pki: Pki, listener: str,
+              password: str | None = "alice-secret") -> WireClient:
+    """A connection to ``listener`` through TLS and SASL as it asks, one request
+    answered (an authentication with ``password`` on SASL listeners; None: no
+    authentication)."""
+    wire = (tls_client(broker, pki, listener=listener) if "SSL" in listener
+            else client(broker, listener))
+    if "SASL" in listener and password is not None:
+        result = authenticate_plain(wire, password=password)
+        assert result.error_code == (0 if password == "alice-secret"
+                                     else ErrorCode.SASL_AUTHENTICATION_FAILED)
+    else:
+        assert wire.call(18, 0, {}).error_code == 0
+    return wire
+
+
+def closed_by_broker(sock: socket.socket, timeout: float = 10.0) -> bool:
+    """The broker ended the connection within ``timeout`` (what it sent first is read
+    and dropped; a TLS alert or a reset count as an end)."""
+    deadline = time.monotonic() + timeout
+    sock.settimeout(0.2)
+    while time.monotonic() < deadline:
+        try:
+            if not sock.recv(65536):
+                return True
+        except TimeoutError:
+            continue
+        except (ConnectionError, ssl.SSLError):
+            return True
+    return False
+
+
+@pytest.mark.parametrize("listener", LISTENER_TYPES)
+@pytest.mark.parametrize("ending", ["client close", "client reset", "broker close"])
+def test_a_served_connection_gives_its_slot_back(four: InProcessBroker, pki: Pki,
+                                                 listener: str, ending: str) -> None:
+    before = slots(four)
+    wire = connected(four, pki, listener)
+    during = slots(four)
+    assert during.total == before.total + 1
+    assert during.metric[listener] == before.metric[listener] + 1
+    if ending == "client reset":
+        reset_on_close(wire.sock)
+    elif ending == "broker close":  # a request for an API that does not exist
+        wire.send_raw(UNKNOWN_API_FRAME)
+        assert closed_by_broker(wire.sock)
+    wire.close()
+    assert wait_for_slots(four, before) == before
+
+
+@pytest.mark.parametrize("listener", ["SASL_PLAINTEXT", "SASL_SSL"])
+@pytest.mark.parametrize("client_closes", [True, False], ids=["client closes", "client waits"])
+def test_a_failed_authentication_gives_its_slot_back(four: InProcessBroker, pki: Pki,
+                                                     listener: str, client_closes: bool
+                                                     ) -> None:
+    before = slots(four)
+    for _ in range(3):
+        wire = connected(four, pki, listener, password="wrong")
+        if client_closes:  # as librdkafka does at once on the failure's answer
+            wire.close()
+        else:  # the broker closes after connection.failed.authentication.delay.ms
+            assert closed_by_broker(wire.sock)
+            wire.close()
+    assert wait_for_slots(four, before) == before
+    with connected(four, pki, listener):  # the right password is served
+        pass
+    assert wait_for_slots(four, before) == before
+
+
+@pytest.mark.parametrize("listener", ["SSL", "SASL_SSL"])
+@pytest.mark.parametrize("failure", ["client distrusts the broker", "not TLS",
+                                     "untrusted client certificate"])
+def test_a_failed_tls_handshake_gives_its_slot_back(four: InProcessBroker, pki: Pki,
+                                                    listener: str, failure: str) -> None:
+    before = slots(four)
+    for _ in range(3):
+        raw = socket.create_connection(("127.0.0.1", port(four, listener)), timeout=5)
+        if failure == "not TLS":  # a Kafka request where a ClientHello belongs
+            raw.sendall(UNKNOWN_API_FRAME)
+            assert closed_by_broker(raw)
+            raw.close()
+            continue
+        if failure == "client distrusts the broker":
+            ctx = ssl.create_default_context(cafile=str(pki.rogue_ca_cert))
+        else:
+            ctx = ssl.create_default_context(cafile=str(pki.ca_cert))
+            ctx.load_cert_chain(str(pki.rogue_cert), str(pki.rogue_key))
+        with pytest.raises((ssl.SSLError, ConnectionError)):
+            tls = ctx.wrap_socket(raw, server_hostname="localhost")
+            # TLS 1.3: the broker's refusal of the client certificate comes after the
+            # client's side of the handshake is done, at the first read
+            tls.sendall(UNKNOWN_API_FRAME)
+            if not tls.recv(1):
+                raise ConnectionError("closed")
+        raw.close()
+    assert wait_for_slots(four, before) == before
+
+
+def test_idle_and_silent_connections_give_their_slots_back(tmp_path: Path, pki: Pki
+                                                          ) -> None:
+    # connections.max.idle.ms closes idle connections of every listener type; on TLS
+    # listeners it also bounds the handshake of a client that connects and says nothing.
+    running = InProcessBroker(tmp_path, _four_listeners(
+        pki, **{"connections.max.idle.ms": "500"})).start()
+    try:
+        before = slots(running)
+        clients = [connected(running, pki, listener) for listener in LISTENER_TYPES]
+        silent = [socket.create_connection(("127.0.0.1", port(running, listener)), timeout=5)
+                  for listener in ("SSL", "SASL_SSL")]
+        assert slots(running).total == before.total + 6
+        for wire in clients:
+            assert closed_by_broker(wire.sock)
+        for sock in silent:
+            assert closed_by_broker(sock)
+        assert wait_for_slots(running, before) == before
+        for wire in clients:
+            wire.close()
+        for sock in silent:
+            sock.close()
+    finally:
+        running.stop()
+
+
+def test_a_silent_peer_cannot_hold_a_graceful_close_open(four: InProcessBroker,
+                                                        pki: Pki) -> None:
+    # A failed authentication closes gracefully: on TLS the broker sends its close_notify
+    # and waits for the peer's. A client that neither answers nor closes held the slot
+    # for asyncio's 30 s shutdown timeout; the close is bounded by CLOSE_GRACE_SECONDS
+    # (klog/daemon/connection.py: 5 s).
+    before = slots(four)
+    wire = connected(four, pki, "SASL_SSL", password="wrong")
+    assert wait_for_slots(four, before, timeout=15) == before
+    wire.close()

@@ -1,9 +1,7 @@
-"""Tests for klog.daemon.metadata_cache: the topic id index Fetch v13+ resolves ids with;
-waiting for the controller's first update."""
+"""Tests for klog.daemon.metadata_cache: the topic id index Fetch v13+ resolves ids with."""
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 
 from klog.daemon.metadata_cache import MetadataCache, PartitionState
@@ -25,20 +23,3 @@ def test_topic_ids_resolve_both_ways_and_follow_a_recreated_topic() -> None:
     cache.set_topic_ids({"t": OLD})
     assert cache.topic_by_id(OLD) == "t" and cache.topic_by_id(NEW) is None
     assert cache.topic_by_id(uuid.UUID(int=0)) is None
-
-
-def test_wait_initialized_returns_once_the_controller_has_sent_brokers() -> None:
-    cache = MetadataCache(0)
-    assert not cache.initialized and not cache.brokers  # not even this broker
-
-    async def scenario() -> tuple[bool, bool]:
-        nothing = await cache.wait_initialized(0.05)
-        waiting = asyncio.ensure_future(cache.wait_initialized(10))
-        await asyncio.sleep(0.01)
-        assert not waiting.done()
-        cache.update_brokers([], controller_id=1)
-        cache.changed()
-        return nothing, await asyncio.wait_for(waiting, 1)
-
-    assert asyncio.run(scenario()) == (False, True)
-    assert asyncio.run(cache.wait_initialized(0)) is True

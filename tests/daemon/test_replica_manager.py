@@ -129,6 +129,68 @@ def test_a_compacted_topic_needs_keys_also_on_the_shortcut() -> None:
         _validate(keyless, LogConfig(cleanup_policy=("compact",)))
 
 
+@pytest.mark.parametrize("codec", [CompressionType.NONE, CompressionType.LZ4])
+def test_every_keyless_record_is_named_on_a_compacted_topic(codec: CompressionType) -> None:
+    """librdkafka's case (its test 0011): 100 records, every tenth without a key: the batch
+    is refused with the ten named by their index (KIP-467), on the shortcut (one plain
+    batch) and the walk (compressed, recompressed) alike."""
+    records = [(NOW, None if i % 10 == 0 else b"k%d" % i, b"v") for i in range(100)]
+    keyless = memoryview(bytearray(build_batch(records, compression=codec)))
+    for config in (LogConfig(cleanup_policy=("compact",)),
+                   LogConfig(cleanup_policy=("compact",), compression_type="gzip")):
+        with pytest.raises(InvalidRecordError) as caught:
+            _validate(keyless, config)
+        assert [index for index, _ in caught.value.record_errors] == list(range(0, 100, 10))
+        assert str(caught.value).startswith("10 of the 100 records of batch at position 0")
+
+
+def test_timestamps_out_of_range_are_named_and_before_after_are_kafkas() -> None:
+    """message.timestamp.before.max.ms / after.max.ms (KIP-937), falling back to
+    message.timestamp.difference.max.ms while left at their defaults."""
+    stamps = [NOW, NOW - 7_200_000, NOW + 30_000, NOW + 7_200_000, -1]
+    batch = memoryview(build_batch([(ts, b"k", b"v") for ts in stamps]))
+    cases = [
+        (LogConfig(message_timestamp_difference_max_ms=3_600_000), [1, 3]),
+        (LogConfig(message_timestamp_before_max_ms=3_600_000), [1]),
+        (LogConfig(message_timestamp_after_max_ms=10_000), [2, 3]),
+        # before left at its default: difference.max.ms (10 s) stands in for it
+        (LogConfig(message_timestamp_difference_max_ms=10_000,
+                   message_timestamp_after_max_ms=8_000_000), [1]),
+    ]
+    for config, offenders in cases:
+        with pytest.raises(KafkaError) as caught:
+            _validate(batch, config)
+        assert caught.value.error_code == ErrorCode.INVALID_TIMESTAMP
+        assert [index for index, _ in caught.value.record_errors] == offenders
+    assert _validate(batch, LogConfig(message_timestamp_before_max_ms=8_000_000,
+                                      message_timestamp_after_max_ms=8_000_000)) is batch
+    # LogAppendTime topics take the broker's time: no producer's time is judged
+    assert _validate(batch, LogConfig(message_timestamp_type="LogAppendTime",
+                                      message_timestamp_difference_max_ms=1)) is batch
+
+
+def test_a_refused_batch_hands_its_record_errors_to_the_answer(tmp_path: Path) -> None:
+    """Through append_records_from_client, inline and in the checker's worker thread."""
+    keyless = build_batch([(NOW, None if i in (3, 7) else b"k", b"v") for i in range(9)])
+    compressed = build_batch([(NOW, None if i in (3, 7) else b"k", b"v") for i in range(9)],
+                             compression=CompressionType.ZSTD)
+    with running_broker(tmp_path, log_cleanup_policy="compact") as broker:
+        with broker.connect() as client:
+            client.create_topic("c")
+
+        async def go() -> list[Any]:
+            rm = broker.broker.replica_manager
+            inline = await rm.append_records_from_client({("c", 0): keyless}, 1)
+            worker = await rm.append_records_from_client({("c", 0): compressed}, 1)
+            return [inline[("c", 0)], worker[("c", 0)]]
+
+        for result in asyncio.run_coroutine_threadsafe(go(), broker.loop).result(30):
+            assert result.error_code == ErrorCode.INVALID_RECORD
+            assert [index for index, _ in result.record_errors] == [3, 7]
+            assert "has no key" in result.record_errors[0][1]
+            assert result.error_message.startswith("2 of the 9 records")
+
+
 def test_appends_to_a_partition_keep_arrival_order(tmp_path: Path) -> None:
     """A batch checked in a worker thread (zstd) holds back a later plain batch to the same
     partition, which would otherwise be appended first; another partition is not held."""
@@ -318,6 +380,291 @@ def test_a_read_committed_fetch_waits_for_the_last_stable_offset(tmp_path: Path)
             assert partition.last_stable_offset == 3
             assert log.reads == 2 and result.error_code == 0
             assert result.size == len(open_txn) + len(_value_batch(100)) + len(marker)
+        finally:
+            _close(manager)
+
+    asyncio.run(go())
+
+
+# -- KIP-890: a transactional produce is verified before it is appended ---------------------
+
+
+class FakeVerifier:
+    """The coordinator's answers: ``refused`` partitions with their codes, the rest
+    verified; ``meanwhile`` runs while the question is out (a marker landing)."""
+
+    def __init__(self, refused: dict[tuple[str, int], ErrorCode] | None = None) -> None:
+        self.enabled = True
+        self.refused = refused or {}
+        self.calls: list[tuple[Any, ...]] = []
+        self.meanwhile: Any = None
+
+    async def verify(self, txn_id: str, pid: int, epoch: int,
+                     partitions: list[tuple[str, int]], abortable: bool
+                     ) -> dict[tuple[str, int], ErrorCode]:
+        self.calls.append((txn_id, pid, epoch, sorted(partitions), abortable))
+        await asyncio.sleep(0)
+        if self.meanwhile is not None:
+            self.meanwhile()
+        return {tp: code for tp, code in self.refused.items() if tp in partitions}
+
+
+def _txn_batch(seq: int, producer_id: int = 7) -> bytearray:
+    return _value_batch(10, producer_id=producer_id, producer_epoch=0, base_sequence=seq,
+                        is_transactional=True)
+
+
+async def _verifying_leader(tmp_path: Path, verifier: FakeVerifier) -> ReplicaManager:
+    from klog.daemon.metadata_cache import PartitionState
+    from klog.storage.log_manager import LogManager
+
+    manager = ReplicaManager(1, LogManager([tmp_path]), lambda topic: LogConfig())
+    manager.become_leader_or_follower([PartitionState("t", p, 1, 0, (1,), (1,))
+                                       for p in (0, 1)])
+    manager.txn_verifier = verifier
+    return manager
+
+
+def test_a_transactional_produce_is_verified_before_its_first_append(tmp_path: Path) -> None:
+    """Only partitions the coordinator confirms are appended; one whose transaction is
+    ongoing in its log already is not asked about again."""
+    async def go() -> None:
+        verifier = FakeVerifier({("t", 1): ErrorCode.INVALID_TXN_STATE})
+        manager = await _verifying_leader(tmp_path, verifier)
+        try:
+            results = await manager.produce({("t", 0): _txn_batch(0), ("t", 1): _txn_batch(0)},
+                                            1, 0, "tx")
+            assert isinstance(results, dict)
+            assert results[("t", 0)].error_code == 0
+            refused = results[("t", 1)]
+            assert (refused.error_code, refused.error_message) == (
+                ErrorCode.INVALID_TXN_STATE, "Partition was not added to the transaction")
+            assert verifier.calls == [("tx", 7, 0, [("t", 0), ("t", 1)], False)]
+            assert manager.partitions[("t", 1)].log.log_end_offset == 0
+            # Ongoing in t-0 now: its next batch needs no question.
+            results = await manager.produce({("t", 0): _txn_batch(1)}, 1, 0, "tx", True)
+            assert isinstance(results, dict) and results[("t", 0)].error_code == 0
+            assert len(verifier.calls) == 1
+        finally:
+            _close(manager)
+
+    asyncio.run(go())
+
+
+@pytest.mark.parametrize("code, answered, message", [
+    # Retriable for every producer, without a metadata refresh (Kafka's choice).
+    (ErrorCode.NOT_COORDINATOR, ErrorCode.NOT_ENOUGH_REPLICAS, "NOT_COORDINATOR"),
+    (ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_ENOUGH_REPLICAS,
+     "COORDINATOR_NOT_AVAILABLE"),
+    (ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.NOT_ENOUGH_REPLICAS,
+     "COORDINATOR_LOAD_IN_PROGRESS"),
+    (ErrorCode.CONCURRENT_TRANSACTIONS, ErrorCode.NOT_ENOUGH_REPLICAS,
+     "CONCURRENT_TRANSACTIONS"),
+    (ErrorCode.NETWORK_EXCEPTION, ErrorCode.NOT_ENOUGH_REPLICAS, "NETWORK_EXCEPTION"),
+    (ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.INVALID_PRODUCER_EPOCH, None),
+    (ErrorCode.TRANSACTION_ABORTABLE, ErrorCode.TRANSACTION_ABORTABLE, None),
+])
+def test_the_coordinators_errors_as_a_producer_gets_them(
+        tmp_path: Path, code: ErrorCode, answered: ErrorCode, message: str | None) -> None:
+    async def go() -> None:
+        manager = await _verifying_leader(tmp_path, FakeVerifier({("t", 0): code}))
+        try:
+            results = await manager.produce({("t", 0): _txn_batch(0)}, 1, 0, "tx", True)
+            assert isinstance(results, dict)
+            result = results[("t", 0)]
+            assert result.error_code == answered
+            if message is None:
+                assert result.error_message is None
+            else:
+                assert result.error_message == (
+                    "Unable to verify the partition has been added to the transaction. "
+                    f"Underlying error: {message}")
+        finally:
+            _close(manager)
+
+    asyncio.run(go())
+
+
+def test_a_marker_landing_during_verification_refuses_the_write(tmp_path: Path) -> None:
+    """The coordinator confirmed the partition, but aborted the transaction before the
+    append: its ABORT marker reached the partition in between. The late write is refused,
+    and the last stable offset is not held by a transaction nobody will end."""
+    from tests.storage.batches import build_control_batch
+
+    async def go() -> None:
+        verifier = FakeVerifier()
+        manager = await _verifying_leader(tmp_path, verifier)
+        tp = ("t", 0)
+
+        def abort_lands() -> None:
+            marker = bytearray(build_control_batch(0, commit=False, producer_id=7,
+                                                   producer_epoch=0))
+            assert manager.append_records({tp: marker}, 1, origin="coordinator")[tp] \
+                .error_code == 0
+
+        verifier.meanwhile = abort_lands
+        try:
+            results = await manager.produce({tp: _txn_batch(0)}, 1, 0, "tx")
+            assert isinstance(results, dict)
+            assert results[tp].error_code == ErrorCode.INVALID_TXN_STATE
+            partition = manager.partitions[tp]
+            assert partition.log.log_end_offset == 1  # the marker alone
+            assert partition.last_stable_offset == partition.high_watermark == 1
+        finally:
+            _close(manager)
+
+    asyncio.run(go())
+
+
+def test_with_verification_off_nothing_is_asked(tmp_path: Path) -> None:
+    """transaction.partition.verification.enable=false: appended as before KIP-890 (a
+    late write then opens a transaction the last stable offset waits on)."""
+    async def go() -> None:
+        verifier = FakeVerifier({("t", 0): ErrorCode.INVALID_TXN_STATE})
+        verifier.enabled = False
+        manager = await _verifying_leader(tmp_path, verifier)
+        try:
+            results = await manager.produce({("t", 0): _txn_batch(0)}, 1, 0, "tx")
+            assert isinstance(results, dict) and results[("t", 0)].error_code == 0
+            assert verifier.calls == []
+            assert manager.partitions[("t", 0)].last_stable_offset == 0
+        finally:
+            _close(manager)
+
+    asyncio.run(go())
+
+
+def test_two_producers_in_one_transactional_request_are_refused(tmp_path: Path) -> None:
+    async def go() -> None:
+        verifier = FakeVerifier()
+        manager = await _verifying_leader(tmp_path, verifier)
+        try:
+            results = await manager.produce(
+                {("t", 0): _txn_batch(0, 7), ("t", 1): _txn_batch(0, 8)}, 1, 0, "tx")
+            assert isinstance(results, dict)
+            assert {r.error_code for r in results.values()} == {
+                ErrorCode.INVALID_PRODUCER_ID_MAPPING}
+            assert verifier.calls == []
+        finally:
+            _close(manager)
+
+    asyncio.run(go())
+
+
+# -- KIP-392: preferred read replicas and consumers reading from followers -------------------
+
+
+def _consumer(rack: str, min_bytes: int = 1, max_wait_ms: int = 0) -> Any:
+    from klog.daemon.delayed import FetchParams
+    from klog.daemon.partition import FetchIsolation
+    from klog.daemon.replica_selector import ClientMetadata
+
+    return FetchParams(-1, max_wait_ms, min_bytes, 1 << 20, FetchIsolation.HIGH_WATERMARK,
+                       ClientMetadata(rack, "PLAINTEXT"))
+
+
+def _racked_cache() -> Any:
+    from klog.daemon.metadata_cache import BrokerEndpoint, BrokerInfo, MetadataCache
+
+    cache = MetadataCache(1)
+    cache.update_brokers([BrokerInfo(b, (BrokerEndpoint("PLAINTEXT", "h", 9000 + b),), rack)
+                          for b, rack in {1: "a", 2: "b", 3: "c"}.items()], 1)
+    return cache
+
+
+def test_a_leader_names_the_follower_in_the_consumers_rack(tmp_path: Path) -> None:
+    from klog.daemon.delayed import FetchParams
+    from klog.daemon.metadata_cache import PartitionState
+    from klog.daemon.partition import FetchIsolation
+    from klog.daemon.replica_selector import RackAwareReplicaSelector
+    from klog.storage.log_manager import LogManager
+
+    async def go() -> None:
+        manager = ReplicaManager(1, LogManager([tmp_path]), lambda topic: LogConfig())
+        manager.replica_selector = RackAwareReplicaSelector(_racked_cache())
+        try:
+            tp = ("t", 0)
+            manager.become_leader_or_follower([PartitionState("t", 0, 1, 0, (1, 2, 3),
+                                                              (1, 2, 3))])
+            for _ in range(3):
+                manager.append_records({tp: _value_batch(100)}, 1)
+            end = manager.partitions[tp].log_end_offset
+            # Follower 2 has everything (log start 0), follower 3 only up to offset 1.
+            follower = FetchParams(2, 0, 1, 1 << 20, FetchIsolation.LOG_END,
+                                   follower_log_start_offsets={tp: 0})
+            await manager.fetch_messages(follower, [("t", 0, end, 1 << 20, 0)])
+            await manager.fetch_messages(FetchParams(3, 0, 1, 1 << 20, FetchIsolation.LOG_END),
+                                         [("t", 0, 1, 1 << 20, 0)])
+            assert manager.partitions[tp].remote_replicas[2].log_start_offset == 0
+            # A consumer in rack b is sent to broker 2, at once (no long poll), no records.
+            (r,) = await asyncio.wait_for(manager.fetch_messages(
+                _consumer("b", min_bytes=1 << 20, max_wait_ms=600_000),
+                [("t", 0, 0, 1 << 20, -1)]), 10)
+            assert (r.error_code, r.preferred_read_replica, r.size) == (0, 2, 0)
+            assert r.high_watermark == manager.partitions[tp].high_watermark
+            # Rack c: broker 3's log reaches offset 1, not 2: the leader answers there.
+            (r,) = await manager.fetch_messages(_consumer("c"), [("t", 0, 1, 1 << 20, -1)])
+            assert r.preferred_read_replica == 3
+            (r,) = await manager.fetch_messages(_consumer("c"), [("t", 0, 2, 1 << 20, -1)])
+            assert r.preferred_read_replica == -1 and r.error_code == 0
+            # The leader's own rack, no rack, or a pre-v11 consumer: the leader answers.
+            for params in (_consumer("a"), _consumer(""), _params(1)):
+                (r,) = await manager.fetch_messages(params, [("t", 0, 0, 1 << 20, -1)])
+                assert r.preferred_read_replica == -1 and r.size > 0
+            # Out of the ISR: never preferred.
+            manager.become_leader_or_follower([PartitionState("t", 0, 1, 1, (1, 2, 3),
+                                                              (1, 3))])
+            (r,) = await manager.fetch_messages(_consumer("b"), [("t", 0, 0, 1 << 20, -1)])
+            assert r.preferred_read_replica == -1
+        finally:
+            _close(manager)
+
+    asyncio.run(go())
+
+
+def test_a_follower_serves_v11_consumers_up_to_its_high_watermark(tmp_path: Path) -> None:
+    from klog.daemon.metadata_cache import PartitionState
+    from klog.storage.log_manager import LogManager
+
+    async def go() -> None:
+        manager = ReplicaManager(1, LogManager([tmp_path]), lambda topic: LogConfig())
+        try:
+            tp = ("t", 0)
+            manager.become_leader_or_follower([PartitionState("t", 0, 2, 5, (2, 1), (2, 1))])
+            first = bytearray(build_batch([(NOW, None, b"a" * 50)], base_offset=0,
+                                          partition_leader_epoch=5))
+            second = bytearray(build_batch([(NOW, None, b"b" * 50)], base_offset=1,
+                                           partition_leader_epoch=5))
+            manager.append_as_follower(tp, first, 1, 0)  # the leader's high watermark: 1
+            manager.append_as_follower(tp, second, 1, 0)
+            p = manager.partitions[tp]
+            assert (p.high_watermark, p.log_end_offset) == (1, 2)
+            # A consumer without client metadata (Fetch v0-v10) is for leaders only.
+            (r,) = await manager.fetch_messages(_params(1), [("t", 0, 0, 1 << 20, -1)])
+            assert r.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+            # Fetch v11+: read up to the follower's high watermark.
+            (r,) = await manager.fetch_messages(_consumer("b"), [("t", 0, 0, 1 << 20, 5)])
+            assert r.error_code == 0 and r.size == len(first) and r.high_watermark == 1
+            # Between the high watermark and the log end: nothing yet; past the log end:
+            # OFFSET_OUT_OF_RANGE (the consumer goes back to the leader).
+            (r,) = await manager.fetch_messages(_consumer("b"), [("t", 0, 1, 1 << 20, 5)])
+            assert (r.error_code, r.size) == (0, 0)
+            (r,) = await manager.fetch_messages(_consumer("b"), [("t", 0, 3, 1 << 20, 5)])
+            assert r.error_code == ErrorCode.OFFSET_OUT_OF_RANGE
+            # The leader epoch the consumer names is checked as on a leader.
+            (r,) = await manager.fetch_messages(_consumer("b"), [("t", 0, 0, 1 << 20, 4)])
+            assert r.error_code == ErrorCode.FENCED_LEADER_EPOCH
+            (r,) = await manager.fetch_messages(_consumer("b"), [("t", 0, 0, 1 << 20, 6)])
+            assert r.error_code == ErrorCode.UNKNOWN_LEADER_EPOCH
+            # A consumer waiting at the follower's high watermark is answered when the
+            # next replica fetch moves it (Kafka's completeDelayedFetchRequests).
+            waiting = asyncio.ensure_future(manager.fetch_messages(
+                _consumer("b", max_wait_ms=600_000), [("t", 0, 1, 1 << 20, 5)]))
+            await asyncio.sleep(0)
+            assert manager.fetch_purgatory.delayed() == 1 and not waiting.done()
+            manager.append_as_follower(tp, bytearray(), 2, 0)
+            (r,) = await asyncio.wait_for(waiting, 10)
+            assert r.error_code == 0 and r.size == len(second) and r.high_watermark == 2
         finally:
             _close(manager)
 

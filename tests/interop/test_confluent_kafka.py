@@ -410,3 +410,68 @@ def test_empty_partition_offsets(bootstrap: str, topic: str) -> None:
     _produce_all(_producer(bootstrap), topic, [{"value": b"one"}])
     got = _consume(bootstrap, topic, 1, offset=0)
     assert [(m.offset(), m.value()) for m in got] == [(0, b"one")]
+
+
+# -- per-record errors (KIP-467) --------------------------------------------------------------
+
+
+def _one_batch(bootstrap: str, topic: str, items: list[dict[str, Any]]
+               ) -> dict[int, KafkaError | None]:
+    """Produce ``items`` to partition 0 as one batch (a long linger gathers them) and give
+    each one's delivery error (None: delivered), by its index."""
+    producer = _producer(bootstrap, **{"linger.ms": 2000, "batch.num.messages": 10_000,
+                                       "retries": 0})
+    outcomes: dict[int, KafkaError | None] = {}
+    for i, item in enumerate(items):
+        producer.produce(topic, partition=0, **item,
+                         on_delivery=lambda err, _msg, i=i: outcomes.__setitem__(i, err))
+    assert producer.flush(30) == 0
+    assert sorted(outcomes) == list(range(len(items)))
+    return outcomes
+
+
+def _codes(outcomes: dict[int, KafkaError | None], code: int) -> list[int]:
+    return sorted(i for i, err in outcomes.items() if err is not None and err.code() == code)
+
+
+def test_keyless_records_fail_alone_on_a_compacted_topic(bootstrap: str, topic: str) -> None:
+    """librdkafka's own test (0011_produce_batch, its record-fail case) against Kafka: one
+    batch of 100 records, every tenth without a key, to a cleanup.policy=compact topic. The
+    broker names the ten in the response's record errors (KIP-467), so librdkafka fails
+    exactly them with INVALID_RECORD and the other 90 with _INVALID_DIFFERENT_RECORD.
+    (Before, the batch was refused whole without record errors: all 100 INVALID_RECORD.)"""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, 1, 1, config={"cleanup.policy": "compact"})]
+                        )[topic].result(timeout=20)
+    items = [{"value": f"test message #{i}".encode(),
+              "key": None if i % 10 == 0 else f"test message #{i}".encode()}
+             for i in range(100)]
+    outcomes = _one_batch(bootstrap, topic, items)
+    assert _codes(outcomes, KafkaError.INVALID_RECORD) == list(range(0, 100, 10))
+    assert _codes(outcomes, KafkaError._INVALID_DIFFERENT_RECORD) == [
+        i for i in range(100) if i % 10]
+    # nothing of the refused batch was appended; a batch of keyed records is
+    keyed = _one_batch(bootstrap, topic, [{"value": b"v", "key": b"k"}])
+    assert keyed == {0: None}
+    got = _consume(bootstrap, topic, 1)
+    assert [(m.offset(), m.key()) for m in got] == [(0, b"k")]
+
+
+def test_records_with_timestamps_out_of_range_fail_alone(bootstrap: str, topic: str) -> None:
+    """message.timestamp.difference.max.ms: the two records an hour old are named (the
+    partition's error is INVALID_TIMESTAMP); librdkafka fails each record named, when more
+    than one is, with INVALID_RECORD, and the others with _INVALID_DIFFERENT_RECORD."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, 1, 1, config={
+        "message.timestamp.difference.max.ms": "600000"})])[topic].result(timeout=20)
+    now = int(time.time() * 1000)
+    items = [{"value": b"v", "timestamp": now - 3_600_000 if i in (3, 7) else now}
+             for i in range(20)]
+    outcomes = _one_batch(bootstrap, topic, items)
+    assert _codes(outcomes, KafkaError.INVALID_RECORD) == [3, 7]
+    assert _codes(outcomes, KafkaError._INVALID_DIFFERENT_RECORD) == [
+        i for i in range(20) if i not in (3, 7)]

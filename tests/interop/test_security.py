@@ -1,7 +1,8 @@
 """Real clients over TLS and SASL: confluent-kafka (librdkafka) and kafka-python against
 SSL with a client certificate, SASL_SSL with PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512
 (users created through confluent-kafka's AlterUserScramCredentials), aiokafka over
-SASL_SSL, re-authentication, wrong passwords and a missing client certificate."""
+SASL_SSL, re-authentication, wrong passwords and a missing client certificate; failed
+authentications and handshakes give their connection slots back (max.connections.per.ip)."""
 
 from __future__ import annotations
 
@@ -276,5 +277,86 @@ def test_pkcs12_stores_on_both_sides(tmp_path: Any, pki: Pki) -> None:
             env={"COLUMNS": "200"})
         assert result.exit_code == 0, result.stderr
         assert "p12" in json.dumps(json.loads(result.stdout))
+    finally:
+        running.stop()
+
+
+def connection_slots(broker: InProcessBroker) -> tuple[int, dict[str, float]]:
+    """The connections 127.0.0.1 holds against max.connections.per.ip, and the
+    socket-server connection-count metric per listener as /metrics serves it."""
+    import urllib.request
+
+    from prometheus_client.parser import text_string_to_metric_families
+
+    server = broker.broker.server
+    held = broker.call(lambda: server.quotas.per_ip.get("127.0.0.1", 0))
+    bound = broker.broker.metrics.bound
+    assert bound is not None
+    with urllib.request.urlopen(f"http://127.0.0.1:{bound[1]}/metrics", timeout=10) as resp:
+        text = resp.read().decode()
+    metric = {s.labels["listener"]: s.value
+              for family in text_string_to_metric_families(text)
+              if family.name == "kafka_server_socket_server_metrics_connection_count"
+              for s in family.samples}
+    return held, metric
+
+
+def wait_for_connection_slots(broker: InProcessBroker, expected: tuple[int, dict[str, float]],
+                              timeout: float = 15.0) -> tuple[int, dict[str, float]]:
+    deadline = time.monotonic() + timeout
+    while True:
+        now = connection_slots(broker)
+        if now == expected or time.monotonic() > deadline:
+            return now
+        time.sleep(0.1)
+
+
+def poll_for(admins: list[AdminClient], seconds: float) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        for admin in admins:
+            admin.poll(0.05)
+
+
+def test_failed_authentications_and_handshakes_give_their_connection_slots_back(
+        tmp_path: Any, pki: Pki) -> None:
+    # The user's report (issue 28): SASL_SSL, max.connections.per.ip=10, five librdkafka
+    # admin clients with a wrong password, each trying for a while and then destroyed;
+    # then the right password was locked out ("Broker transport failure") while the
+    # wrong clients' connections were long gone. Also TLS handshakes that fail on an SSL
+    # listener requiring client certificates. After each: the right client is served,
+    # and the slots and the connection-count metric are back to what they were.
+    running = InProcessBroker(tmp_path, {
+        "listeners": "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0,SASL_SSL://127.0.0.1:0",
+        "ssl.keystore.type": "PEM", "ssl.keystore.location": str(pki.server_keystore),
+        "ssl.truststore.type": "PEM", "ssl.truststore.location": str(pki.ca_cert),
+        "listener.name.ssl.ssl.client.auth": "required",
+        "sasl.enabled.mechanisms": "PLAIN",
+        "listener.name.sasl_ssl.plain.sasl.jaas.config": JAAS,
+        "max.connections.per.ip": "10",
+        "metrics.http.listener": "127.0.0.1:0",
+    }).start()
+    quiet = {"log_level": 0, "reconnect.backoff.ms": 100,
+             "reconnect.backoff.max.ms": 500}
+    sasl = {**confluent_settings(running, pki, "PLAIN"), **quiet}
+    ssl_listener = {**confluent_settings(running, pki, "SSL"), **quiet}
+    without_certificate = {k: v for k, v in ssl_listener.items()
+                           if k not in ("ssl.certificate.location", "ssl.key.location")}
+    untrusted_certificate = {**ssl_listener, "ssl.certificate.location": str(pki.rogue_cert),
+                             "ssl.key.location": str(pki.rogue_key)}
+    distrusting = {**ssl_listener, "ssl.ca.location": str(pki.rogue_ca_cert)}
+    try:
+        before = connection_slots(running)
+        for wrong in [{**sasl, "sasl.password": "wrong"}, without_certificate,
+                      untrusted_certificate, distrusting]:
+            errors: list[ck.KafkaError] = []
+            admins = [AdminClient({**wrong, "error_cb": errors.append}) for _ in range(5)]
+            poll_for(admins, 3.0)  # each reconnects and fails again meanwhile
+            del admins  # destroyed: librdkafka closes their connections
+            assert errors  # they failed as they should
+            admin = AdminClient(sasl if "sasl.mechanism" in wrong else ssl_listener)
+            assert admin.list_topics(timeout=20).brokers  # served, not locked out
+            del admin
+            assert wait_for_connection_slots(running, before) == before
     finally:
         running.stop()

@@ -33,6 +33,8 @@ BROKER_APIS = {
     0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24,
     25, 26, 27, 29, 30, 31, 32, 33, 35, 36, 37, 42, 43, 44, 45, 46, 47, 50, 51, 60,
 }
+# Issue 33's JBOD moves: AlterReplicaLogDirs.
+BROKER_APIS |= {34}
 # Issue 21's tools side: TxnOffsetCommit, DescribeProducers, DescribeTransactions,
 # ListTransactions.
 BROKER_APIS |= {28, 61, 65, 66}
@@ -95,11 +97,17 @@ KAFKA_3_RANGES = {
     21: (0, 2),  # DeleteRecords
     22: (0, 5),  # InitProducerId
     23: (0, 4),  # OffsetForLeaderEpoch
+    24: (0, 5),  # AddPartitionsToTxn (v4-5: KIP-890's broker-to-broker form)
+    25: (0, 4),  # AddOffsetsToTxn
+    26: (0, 4),  # EndTxn
+    27: (0, 1),  # WriteTxnMarkers
+    28: (0, 4),  # TxnOffsetCommit
     29: (0, 3),  # DescribeAcls
     30: (0, 3),  # CreateAcls
     31: (0, 3),  # DeleteAcls
     32: (0, 4),  # DescribeConfigs
     33: (0, 2),  # AlterConfigs
+    34: (0, 2),  # AlterReplicaLogDirs
     35: (0, 4),  # DescribeLogDirs
     37: (0, 3),  # CreatePartitions
     42: (0, 2),  # DeleteGroups
@@ -109,6 +117,9 @@ KAFKA_3_RANGES = {
     46: (0, 0),  # ListPartitionReassignments
     47: (0, 0),  # OffsetDelete
     60: (0, 1),  # DescribeCluster
+    61: (0, 0),  # DescribeProducers
+    65: (0, 0),  # DescribeTransactions
+    66: (0, 1),  # ListTransactions (v1: KIP-994's duration filter)
 }
 
 
@@ -275,7 +286,7 @@ def test_records_stay_bytes() -> None:
     )
     request = apis.decode_request(0, 3, memoryview(body))
     records = request.topic_data[0].partition_data[0].records
-    # Produce v3-v9 take klog.protocol.produce's path: a slice of the body, not a copy.
+    # Produce v3-v11 take klog.protocol.produce's path: a slice of the body, not a copy.
     assert isinstance(records, memoryview)
     assert records == batch
 

@@ -4,12 +4,14 @@ ProduceResponse encoder, checked against kio (behind apis' checks) as the refere
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime
 import io
 import random
 import struct
 import time
 import tracemalloc
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -22,6 +24,7 @@ from kio.static.primitive import Records, i8, i16, i32, i64
 from klog.protocol import apis, produce
 from klog.protocol.entities import build
 from klog.protocol.errors import InvalidRequestError
+from klog.protocol.fetch import NodeEndpoint
 
 VERSIONS = list(range(produce.MIN_VERSION, produce.MAX_VERSION + 1))
 
@@ -173,7 +176,7 @@ def test_accepts_bytes_bytearray_and_memoryview(version: int) -> None:
         assert produce.decode_produce_request(version, form) == entity
 
 
-def test_decode_request_takes_the_fast_path_for_v3_to_v9(monkeypatch) -> None:
+def test_decode_request_takes_the_fast_path_for_v3_to_v11(monkeypatch) -> None:
     calls = []
     original = produce.decode_produce_request
 
@@ -186,20 +189,20 @@ def test_decode_request_takes_the_fast_path_for_v3_to_v9(monkeypatch) -> None:
         body = encode(make_request(version, [("t", [(0, b"r")])]))
         assert apis.decode_request(0, version, memoryview(bytearray(body))).acks == 1
     assert calls == VERSIONS
-    body = encode(make_request(10, [("t", [(0, b"r")])]))
-    assert apis.decode_request(0, 10, body).acks == 1  # kio's path beyond v9
+    body = encode(make_request(12, [("t", [(0, b"r")])]))
+    assert apis.decode_request(0, 12, body).acks == 1  # kio's path beyond v11
     assert calls == VERSIONS
 
 
 def test_writable_frames_still_decode_through_kio() -> None:
     # kio's reader refuses writable buffers; decode_request hands it a read-only view.
-    body = encode(make_request(10, [("t", [(0, b"r")])]))
-    assert apis.decode_request(0, 10, memoryview(bytearray(body))).acks == 1
-    assert apis.decode_request(0, 10, bytearray(body)).acks == 1
+    body = encode(make_request(12, [("t", [(0, b"r")])]))
+    assert apis.decode_request(0, 12, memoryview(bytearray(body))).acks == 1
+    assert apis.decode_request(0, 12, bytearray(body)).acks == 1
 
 
 def test_versions_outside_the_range_are_not_decoded_here() -> None:
-    for version in (2, 10, 13):
+    for version in (2, 12, 13):
         assert not produce.handles(version)
         with pytest.raises(ValueError):
             produce.decode_produce_request(version, b"")
@@ -347,23 +350,29 @@ def test_a_count_near_the_frame_size_costs_no_more_than_the_bytes() -> None:
 
 
 def _kio_response(version: int, topics: list[tuple[str, list[produce.PartitionResponse]]],
-                  throttle_ms: int) -> bytes:
-    entity = build(response_class(version), {
-        "responses": [
-            {"name": name, "partition_responses": [
-                {"index": p.index, "error_code": p.error_code, "base_offset": p.base_offset,
-                 "log_append_time": None if p.log_append_time_ms == -1 else
-                 p.log_append_time_ms,
-                 "log_start_offset": p.log_start_offset,
-                 "record_errors": [{"batch_index": i, "batch_index_error_message": m}
-                                   for i, m in p.record_errors],
-                 "error_message": p.error_message}
-                for p in partitions]}
-            for name, partitions in topics
-        ],
+                  throttle_ms: int, nodes: Sequence[NodeEndpoint] = ()) -> bytes:
+    def partition(p: produce.PartitionResponse) -> dict[str, Any]:
+        fields: dict[str, Any] = {
+            "index": p.index, "error_code": p.error_code, "base_offset": p.base_offset,
+            "log_append_time": None if p.log_append_time_ms == -1 else p.log_append_time_ms,
+            "log_start_offset": p.log_start_offset,
+            "record_errors": [{"batch_index": i, "batch_index_error_message": m}
+                              for i, m in p.record_errors],
+            "error_message": p.error_message}
+        if version >= 10 and p.current_leader is not None:
+            fields["current_leader"] = {"leader_id": p.current_leader[0],
+                                        "leader_epoch": p.current_leader[1]}
+        return fields
+
+    values: dict[str, Any] = {
+        "responses": [{"name": name, "partition_responses": [partition(p) for p in partitions]}
+                      for name, partitions in topics],
         "throttle_time": throttle_ms,
-    })
-    return encode(entity)
+    }
+    if version >= 10:
+        values["node_endpoints"] = [{"node_id": n.node_id, "host": n.host, "port": n.port,
+                                     "rack": n.rack} for n in nodes]
+    return encode(build(response_class(version), values))
 
 
 _ERROR_CODES = [int(code) for code in KioErrorCode]
@@ -379,7 +388,14 @@ partition_responses = st.builds(
     record_errors=st.lists(st.tuples(st.integers(0, 2**31 - 1),
                                      st.one_of(st.none(), st.text(max_size=20))),
                            max_size=3),
+    current_leader=st.one_of(st.none(), st.just((-1, -1)),
+                             st.tuples(st.integers(-(2**31), 2**31 - 1),
+                                       st.integers(-(2**31), 2**31 - 1))),
 )
+node_endpoints = st.lists(st.builds(
+    NodeEndpoint, node_id=st.integers(-(2**31), 2**31 - 1), host=st.text(max_size=20),
+    port=st.integers(-(2**31), 2**31 - 1), rack=st.one_of(st.none(), st.text(max_size=8))),
+    max_size=3)
 response_topics = st.lists(
     st.tuples(st.text(min_size=1, max_size=30), st.lists(partition_responses, max_size=4)),
     max_size=4,
@@ -389,10 +405,12 @@ response_topics = st.lists(
 @pytest.mark.parametrize("version", VERSIONS)
 def test_responses_are_the_bytes_kio_writes(version: int) -> None:
     @_CASE
-    @given(response_topics, st.integers(0, 2**31 - 1))
-    def check(topics: list[tuple[str, list[produce.PartitionResponse]]], throttle: int) -> None:
-        ours = produce.encode_produce_response(version, topics, throttle)
-        assert ours == _kio_response(version, topics, throttle)
+    @given(response_topics, st.integers(0, 2**31 - 1), node_endpoints)
+    def check(topics: list[tuple[str, list[produce.PartitionResponse]]], throttle: int,
+              nodes: list[NodeEndpoint]) -> None:
+        ours = produce.encode_produce_response(version, topics, throttle, nodes)
+        assert ours == _kio_response(version, topics, throttle, nodes)
+        assert ours == produce.python_encode(version, topics, throttle, nodes)
         decoded = apis.decode_response(0, version, ours)
         assert [t.name for t in decoded.responses] == [name for name, _ in topics]
 
@@ -403,11 +421,14 @@ def test_responses_are_the_bytes_kio_writes(version: int) -> None:
 def test_typical_responses_are_the_bytes_kio_writes(version: int) -> None:
     topics = [
         ("t", [produce.PartitionResponse(0, 0, 42, -1, 0)]),
-        ("errors", [produce.PartitionResponse(3, 6, error_message="not the leader"),
+        ("errors", [produce.PartitionResponse(3, 6, error_message="not the leader",
+                                              current_leader=(2, 7)),
                     produce.PartitionResponse(4, 87, record_errors=[(0, "bad"), (2, None)])]),
         ("empty", []),
     ]
-    assert produce.encode_produce_response(version, topics) == _kio_response(version, topics, 0)
+    nodes = [NodeEndpoint(2, "broker-2.example", 9092, "rack-a")]
+    assert produce.encode_produce_response(version, topics, 0, nodes) == _kio_response(
+        version, topics, 0, nodes)
 
 
 native_only = pytest.mark.skipif(
@@ -439,7 +460,7 @@ def test_the_c_decoder_declines_what_it_does_not_take() -> None:
     assert produce._native.decode(9, body) is None  # bytes, not a memoryview
     assert produce._native.decode(9, memoryview(body).cast("B", (len(body),))) is not None
     assert produce._native.decode(2, memoryview(body)) is None  # not a version it handles
-    assert produce._native.decode(10, memoryview(body)) is None
+    assert produce._native.decode(12, memoryview(body)) is None
     tagged = body[:-1] + b"\x01\x00\x00"  # a tagged field closing the request
     assert produce._native.decode(9, memoryview(tagged)) is None
     with pytest.raises(InvalidRequestError, match="tagged field"):
@@ -449,16 +470,19 @@ def test_the_c_decoder_declines_what_it_does_not_take() -> None:
 @native_only
 @pytest.mark.parametrize("version", VERSIONS)
 def test_the_c_encoder_writes_the_python_encoders_bytes(version: int) -> None:
+    """Every response, record errors and KIP-951's fields included: the C encoder declines
+    nothing well-formed."""
     @_CASE
-    @given(response_topics, st.integers(-(2**31), 2**31 - 1))
-    def check(topics: list[tuple[str, list[produce.PartitionResponse]]], throttle: int) -> None:
-        native = produce._native.encode(version, topics, throttle)
-        python = produce.python_encode(version, topics, throttle)
-        has_record_errors = any(p.record_errors for _, parts in topics for p in parts)
-        if has_record_errors and version >= 8:
-            assert native is None
-        else:
-            assert native == python
+    @given(response_topics, st.integers(-(2**31), 2**31 - 1), node_endpoints)
+    def check(topics: list[tuple[str, list[produce.PartitionResponse]]], throttle: int,
+              nodes: list[NodeEndpoint]) -> None:
+        topics = [(name, [dataclasses.replace(p, record_errors=tuple(p.record_errors))
+                          for p in parts]) for name, parts in topics]
+        native = produce._native.encode(
+            version, topics, throttle,
+            [(n.node_id, n.host, n.port, n.rack) for n in nodes] if nodes else None)
+        assert native is not None
+        assert native == produce.python_encode(version, topics, throttle, nodes)
 
     check()
 
@@ -470,17 +494,27 @@ def test_the_c_encoder_declines_what_python_refuses() -> None:
                 [("t", [P(0, 0, 0, 0, 0, "\ud800")])], [("t", [object()])], [("t",)],
                 [("x" * 0x8000, [])]):
         version = 8
-        assert produce._native.encode(version, bad, 0) is None
+        assert produce._native.encode(version, bad, 0, None) is None
         with pytest.raises((ValueError, TypeError, AttributeError, struct.error,
                             UnicodeEncodeError)):
             produce.python_encode(version, bad, 0)
-    assert produce._native.encode(9, [("x" * 0x8000, [])], 0) == \
+    assert produce._native.encode(9, [("x" * 0x8000, [])], 0, None) == \
         produce.python_encode(9, [("x" * 0x8000, [])], 0)  # compact strings have no limit
+    # out of range in the new fields: declined, and the Python encoder refuses them too
+    for bad_part, nodes in ((P(0, record_errors=[(2**31, "x")]), None),
+                            (P(0, record_errors=[(1, "\ud800")]), None),
+                            (P(0, current_leader=(2**31, 0)), None),
+                            (P(0), [(2**31, "h", 1, None)]),
+                            (P(0), [(1, "h", -(2**31) - 1, None)])):
+        assert produce._native.encode(10, [("t", [bad_part])], 0, nodes) is None
+        with pytest.raises((struct.error, UnicodeEncodeError)):
+            produce.python_encode(10, [("t", [bad_part])], 0,
+                                  [NodeEndpoint(*n) for n in nodes or ()])
 
 
 def test_response_versions_outside_the_range_are_refused() -> None:
     with pytest.raises(ValueError):
-        produce.encode_produce_response(10, [])
+        produce.encode_produce_response(12, [])
 
 
 def test_frames_from_the_frame_decoder_give_writable_records() -> None:
@@ -538,12 +572,14 @@ def test_entity_maker_falls_back_to_the_constructor_for_other_shapes() -> None:
 
 
 def _expected_fields(version: int, p: produce.PartitionResponse) -> produce.PartitionResponse:
-    """What a version carries of ``p``: older versions have no log start offset or errors."""
+    """What a version carries of ``p``: older versions have no log start offset or errors,
+    v10+ a CurrentLeader when it is not the default."""
+    leader = p.current_leader if version >= 10 and p.current_leader != (-1, -1) else None
     return produce.PartitionResponse(
         p.index, p.error_code, p.base_offset, p.log_append_time_ms,
         p.log_start_offset if version >= 5 else -1,
         p.error_message if version >= 8 else None,
-        list(p.record_errors) if version >= 8 else [])
+        list(p.record_errors) if version >= 8 else [], leader)
 
 
 @pytest.mark.parametrize("version", VERSIONS)
@@ -576,10 +612,11 @@ def test_client_request_records_are_not_copied() -> None:
 @pytest.mark.parametrize("version", VERSIONS)
 def test_client_decodes_responses_kio_wrote(version: int) -> None:
     @_CASE
-    @given(response_topics, st.integers(0, 2**31 - 1))
-    def check(topics: list[tuple[str, list[produce.PartitionResponse]]], throttle: int) -> None:
+    @given(response_topics, st.integers(0, 2**31 - 1), node_endpoints)
+    def check(topics: list[tuple[str, list[produce.PartitionResponse]]], throttle: int,
+              nodes: list[NodeEndpoint]) -> None:
         decoded, throttle_ms = produce.decode_produce_response(
-            version, _kio_response(version, topics, throttle))
+            version, _kio_response(version, topics, throttle, nodes))
         assert throttle_ms == throttle
         assert decoded == [(name, [_expected_fields(version, p) for p in partitions])
                            for name, partitions in topics]
@@ -591,8 +628,9 @@ def test_client_decodes_responses_kio_wrote(version: int) -> None:
 def test_every_truncated_response_is_invalid(version: int) -> None:
     topics = [("t", [produce.PartitionResponse(0, 0, 42, -1, 0)]),
               ("errors", [produce.PartitionResponse(4, 87, record_errors=[(0, "bad")],
-                                                    error_message="no")])]
-    body = _kio_response(version, topics, 0)
+                                                    error_message="no"),
+                          produce.PartitionResponse(5, 6, current_leader=(3, 9))])]
+    body = _kio_response(version, topics, 0, [NodeEndpoint(3, "h", 9092)])
     for cut in range(len(body)):
         with pytest.raises(produce.InvalidResponseError):
             produce.decode_produce_response(version, body[:cut])

@@ -17,7 +17,11 @@ from klog.storage.log import (
     log_delete_dir_name,
     parse_partition_dir_name,
 )
-from klog.storage.producer_state import OutOfOrderSequenceError
+from klog.storage.producer_state import (
+    InvalidTxnStateError,
+    OutOfOrderSequenceError,
+    VerificationGuard,
+)
 from klog.storage.scan import scan_segment
 
 from .batches import build_batch, build_control_batch
@@ -523,9 +527,9 @@ def _spy_general(log: PartitionLog) -> list[int]:
     calls: list[int] = []
     general = log._append_as_leader
 
-    def spy(records, leader_epoch, origin):  # type: ignore[no-untyped-def]
+    def spy(records, leader_epoch, origin, guard=None):  # type: ignore[no-untyped-def]
         calls.append(1)
-        return general(records, leader_epoch, origin)
+        return general(records, leader_epoch, origin, guard)
 
     log._append_as_leader = spy  # type: ignore[method-assign]
     return calls
@@ -834,3 +838,64 @@ def test_truncation_releases_ended_transactions_below_the_high_watermark(
     log.truncate_to(4)
     assert log.producer_state.first_unstable_offset is None
     log.close()
+
+
+# -- KIP-890: transaction verification ----------------------------------------------------
+
+
+def _txn(offset: int = 0, seq: int = 0, pid: int = 5, epoch: int = 0) -> bytes:
+    return build_batch(offset, count=1, producer_id=pid, producer_epoch=epoch,
+                       base_sequence=seq, attributes=0x10)
+
+
+def test_the_first_transactional_append_presents_its_verification_guard(tmp_path: Path) -> None:
+    log = make_log(tmp_path)
+    guard = log.maybe_start_transaction_verification(5, 0, 0)
+    assert guard is not VerificationGuard.SENTINEL
+    # Asked again while it waits (a retry): the same verification.
+    assert log.maybe_start_transaction_verification(5, 0, 0) is guard
+    with pytest.raises(InvalidTxnStateError):
+        log.append_as_leader(_txn(), 0, verification_guard=VerificationGuard.SENTINEL)
+    assert log.log_end_offset == 0
+    log.append_as_leader(_txn(), 0, verification_guard=guard)
+    # Ongoing now: the next batches need no verification, and the guard is spent.
+    assert log.maybe_start_transaction_verification(5, 1, 0) is VerificationGuard.SENTINEL
+    log.append_as_leader(_txn(seq=1), 0, verification_guard=VerificationGuard.SENTINEL)
+    assert log.log_end_offset == 2
+
+
+def test_a_marker_between_verification_and_append_refuses_the_late_write(
+        tmp_path: Path) -> None:
+    """The coordinator confirmed the partition, then aborted the transaction: its marker
+    reached the log before the verified write did. The write is refused instead of
+    opening a transaction nobody ends (the last stable offset stays free)."""
+    log = make_log(tmp_path)
+    log.append_as_leader(_txn(), 0, verification_guard=log.maybe_start_transaction_verification(
+        5, 0, 0))
+    log.append_as_leader(build_control_batch(0, commit=False, producer_id=5, producer_epoch=0),
+                         0, origin="coordinator")
+    guard = log.maybe_start_transaction_verification(5, 1, 0)
+    log.append_as_leader(build_control_batch(0, commit=False, producer_id=5, producer_epoch=0),
+                         0, origin="coordinator")
+    with pytest.raises(InvalidTxnStateError):
+        log.append_as_leader(_txn(seq=1), 0, verification_guard=guard)
+    assert log.log_end_offset == 3
+    assert log.producer_state.first_unstable_offset == 0  # completed, not yet replicated
+    log.update_high_watermark(3)
+    assert log.producer_state.first_unstable_offset is None
+
+
+def test_a_coordinators_transactional_data_is_verified_too(tmp_path: Path) -> None:
+    """Transactional offset commits (origin coordinator) carry the guard as produces do;
+    markers never need one; None (verification off, broker-internal appends) checks
+    nothing."""
+    log = make_log(tmp_path)
+    with pytest.raises(InvalidTxnStateError):
+        log.append_as_leader(_txn(), 0, origin="coordinator",
+                             verification_guard=VerificationGuard.SENTINEL)
+    guard = log.maybe_start_transaction_verification(5, -1, 0)
+    log.append_as_leader(_txn(), 0, origin="coordinator", verification_guard=guard)
+    log.append_as_leader(build_control_batch(0, commit=True, producer_id=5, producer_epoch=0),
+                         0, origin="coordinator", verification_guard=VerificationGuard.SENTINEL)
+    log.append_as_leader(_txn(pid=9), 0)
+    assert log.log_end_offset == 3

@@ -12,9 +12,11 @@ from klog.storage.files import producer_snapshot_file_path
 from klog.storage.producer_state import (
     CorruptSnapshotError,
     InvalidProducerEpochError,
+    InvalidTxnStateError,
     OutOfOrderSequenceError,
     ProducerSnapshotEntry,
     ProducerStateManager,
+    VerificationGuard,
     encode_snapshot,
     read_snapshot,
     write_snapshot,
@@ -151,3 +153,86 @@ def test_corpus_snapshots(kafka_corpus: Path) -> None:
     assert len(snapshots) == 9
     for path in snapshots:
         assert read_snapshot(path) == []  # no idempotent producers in the corpus
+
+
+# -- transaction verification (KIP-890 part 1) ------------------------------------------------
+
+TXN = 0x10
+
+
+def test_a_guard_verifies_only_itself_and_the_sentinel_nothing() -> None:
+    guard, other = VerificationGuard(), VerificationGuard()
+    assert guard.verify(guard)
+    assert not guard.verify(other) and not guard.verify(None)
+    assert not guard.verify(VerificationGuard.SENTINEL)
+    assert not VerificationGuard.SENTINEL.verify(VerificationGuard.SENTINEL)
+
+
+def test_a_transactional_batch_needs_an_ongoing_transaction_or_its_guard(tmp_path: Path) -> None:
+    state = ProducerStateManager(tmp_path)
+    first = build_batch(0, count=1, producer_id=5, producer_epoch=0, base_sequence=0,
+                        attributes=TXN)
+    # Not verified at all (None): nothing is checked, as with verification off.
+    state.check_verified(header(first), None)
+    # Verification on, no guard of its own: refused.
+    with pytest.raises(InvalidTxnStateError, match="not part of an ongoing transaction"):
+        state.check_verified(header(first), VerificationGuard.SENTINEL)
+    entry = state.maybe_create_verification_state_entry(5, 0, 0, now_ms=1000)
+    with pytest.raises(InvalidTxnStateError):
+        state.check_verified(header(first), VerificationGuard())  # another verification's
+    state.check_verified(header(first), entry.guard)
+    # The same entry while it waits; its guard is what the append presents.
+    assert state.maybe_create_verification_state_entry(5, 0, 0, now_ms=2000) is entry
+    assert state.verification_guard(5) is entry.guard
+    # The first transactional append spends the verification; from then on the
+    # transaction is ongoing here and needs none.
+    state.update_from_batch(header(first), first)
+    assert state.verification_states == {}
+    assert state.has_ongoing_transaction(5)
+    second = build_batch(1, count=1, producer_id=5, producer_epoch=0, base_sequence=1,
+                         attributes=TXN)
+    state.check_verified(header(second), VerificationGuard.SENTINEL)
+    # Idempotent (non-transactional) and control batches are not this check's.
+    plain = build_batch(2, count=1, producer_id=6, producer_epoch=0, base_sequence=0)
+    state.check_verified(header(plain), VerificationGuard.SENTINEL)
+
+
+def test_a_marker_voids_a_verification_in_progress(tmp_path: Path) -> None:
+    """The ABA case: the coordinator confirmed the partition, then aborted the transaction
+    (its marker landed) before the append: the guard answered before the marker no longer
+    lets the late write in."""
+    state = ProducerStateManager(tmp_path)
+    entry = state.maybe_create_verification_state_entry(5, 0, 0, now_ms=1000)
+    abort = build_control_batch(0, commit=False, producer_id=5, producer_epoch=0)
+    state.update_from_batch(header(abort), abort)
+    assert state.verification_guard(5) is VerificationGuard.SENTINEL
+    late = build_batch(1, count=1, producer_id=5, producer_epoch=0, base_sequence=0,
+                       attributes=TXN)
+    with pytest.raises(InvalidTxnStateError):
+        state.check_verified(header(late), entry.guard)
+
+
+def test_a_verification_keeps_the_lowest_sequence_waiting(tmp_path: Path) -> None:
+    """A higher sequence may not overtake a lower one still being verified (Kafka's
+    VerificationStateEntry); a new epoch starts over."""
+    state = ProducerStateManager(tmp_path)
+    state.maybe_create_verification_state_entry(5, 3, 0, now_ms=1000)
+    state.maybe_create_verification_state_entry(5, 0, 0, now_ms=1000)
+    ahead = build_batch(0, count=1, producer_id=5, producer_epoch=0, base_sequence=3,
+                        attributes=TXN)
+    with pytest.raises(OutOfOrderSequenceError, match="earliest seen sequence"):
+        state.check_append(header(ahead))
+    lowest = build_batch(0, count=1, producer_id=5, producer_epoch=0, base_sequence=0,
+                         attributes=TXN)
+    state.check_append(header(lowest))
+    entry = state.maybe_create_verification_state_entry(5, 7, 1, now_ms=1000)
+    assert (entry.epoch, entry.lowest_sequence) == (1, 7)
+
+
+def test_verifications_never_appended_expire(tmp_path: Path) -> None:
+    state = ProducerStateManager(tmp_path, producer_id_expiration_ms=1000)
+    state.maybe_create_verification_state_entry(5, 0, 0, now_ms=10_000)
+    state.remove_expired_producers(10_999)
+    assert 5 in state.verification_states
+    state.remove_expired_producers(11_000)
+    assert state.verification_states == {}

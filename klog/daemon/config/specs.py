@@ -66,6 +66,10 @@ def _spec(name: str, type_: ConfigType, default: str | None, doc: str, **kw: Any
     return ConfigSpec(name, type_, default, doc, **kw)
 
 
+#: The replica.selector.class values klog has (KIP-392's one selector Kafka ships).
+RACK_AWARE_REPLICA_SELECTOR = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
+REPLICA_SELECTOR_CLASSES = (RACK_AWARE_REPLICA_SELECTOR,)
+
 #: The authorizer.class.name values that turn on klog's ACL authorizer
 #: (klog/daemon/security/authorizer.py): Kafka's ZooKeeper-mode class and its KRaft-era one.
 ACL_AUTHORIZER_CLASSES = (
@@ -274,7 +278,10 @@ _BROKER_SPEC_LIST: tuple[ConfigSpec, ...] = (
           minimum=0),
     _spec("replica.high.watermark.checkpoint.interval.ms", _L, "5000",
           "How often high watermarks are checkpointed."),
-    _spec("replica.selector.class", _S, None, "Picks the replica a consumer fetches from."),
+    _spec("replica.selector.class", _S, None,
+          "Picks the replica a consumer fetches from (KIP-392): "
+          "org.apache.kafka.common.replica.RackAwareReplicaSelector sends a consumer with a "
+          "client.rack to a replica in its rack; unset, consumers fetch from leaders."),
     _spec("fetch.purgatory.purge.interval.requests", _I, "1000",
           "Purge interval of the fetch purgatory."),
     _spec("producer.purgatory.purge.interval.requests", _I, "1000",
@@ -309,6 +316,9 @@ _BROKER_SPEC_LIST: tuple[ConfigSpec, ...] = (
           "Length of each controller_mutation_rate quota sample.", minimum=1),
     _spec("client.quota.callback.class", _C, None,
           "A custom client quota callback; klog has none (start-up refuses a value)."),
+    _spec("log.dir.failure.timeout.ms", _L, "30000",
+          "How long a broker whose log dir failed tries to tell the controller before it "
+          "shuts down.", minimum=1),
     _spec("replica.alter.log.dirs.io.max.bytes.per.second", _L, str(LONG_MAX),
           "Throttle of moves between log directories, bytes/s (dynamic only).", minimum=0,
           dynamic=_CW),
@@ -359,6 +369,10 @@ _BROKER_SPEC_LIST: tuple[ConfigSpec, ...] = (
     _spec("producer.id.expiration.ms", _I, "86400000",
           "Forget an idle idempotent producer's state after this long.", minimum=1,
           dynamic=_CW),
+    _spec("transaction.partition.verification.enable", _B, "true",
+          "KIP-890: a partition leader appends a producer's first transactional batch only "
+          "once the transaction coordinator confirms the partition is in its ongoing "
+          "transaction (no hanging transaction from a late write).", dynamic=_CW),
     # Metrics. Kafka's own metrics library's settings are accepted and reported at start-up
     # as not implemented (klog/daemon/metrics: UNIMPLEMENTED_CONFIGS); klog serves its
     # metrics in Prometheus' format on metrics.http.listener.
@@ -511,7 +525,6 @@ _KAFKA_UNIMPLEMENTED_SPEC_LIST: tuple[ConfigSpec, ...] = (
     _k("initial.broker.registration.timeout.ms", _I, "60000", "M", _RO),
     _k("kafka.metrics.polling.interval.secs", _I, "10", "L", _RO, minimum=1),
     _k("kafka.metrics.reporters", _LI, "", "L", _RO),
-    _k("log.dir.failure.timeout.ms", _L, "30000", "L", _RO, minimum=1),
     _k("log.local.retention.bytes", _L, "-2", "M", _CW, minimum=-2),
     _k("log.local.retention.ms", _L, "-2", "M", _CW, minimum=-2),
     _k("max.request.partition.size.limit", _I, "2000", "M", _RO, minimum=1),
@@ -601,7 +614,6 @@ _KAFKA_UNIMPLEMENTED_SPEC_LIST: tuple[ConfigSpec, ...] = (
     _k("ssl.secure.random.implementation", _S, None, "L", _PB),
     _k("ssl.trustmanager.algorithm", _S, "PKIX", "M", _PB),
     _k("telemetry.max.bytes", _I, "1048576", "L", _RO, minimum=1),
-    _k("transaction.partition.verification.enable", _B, "true", "L", _CW),
     _k("zookeeper.clientCnxnSocket", _S, None, "M", _RO),
     _k("zookeeper.metadata.migration.enable", _B, "false", "H", _RO),
     _k("zookeeper.ssl.cipher.suites", _LI, None, "L", _RO),
@@ -630,13 +642,12 @@ _UNIMPLEMENTED_KNOWN_NAMES = frozenset({
     "log.flush.start.offset.checkpoint.interval.ms",
     # log.message.format.version: ignored, as Kafka 3.x ignores it from
     # inter.broker.protocol.version 3.0 on (klog whatever that version says).
-    "log.message.format.version", "log.message.timestamp.after.max.ms",
-    "log.message.timestamp.before.max.ms", "log.preallocate",
+    "log.message.format.version", "log.preallocate",
     "metric.reporters", "metrics.num.samples",
     "metrics.recording.level", "metrics.sample.window.ms",
     "num.replica.alter.log.dirs.threads", "password.encoder.secret",
-    "queued.max.request.bytes", "replica.alter.log.dirs.io.max.bytes.per.second",
-    "replica.high.watermark.checkpoint.interval.ms", "replica.selector.class",
+    "queued.max.request.bytes",
+    "replica.high.watermark.checkpoint.interval.ms",
     "replica.socket.receive.buffer.bytes",
     "zookeeper.max.in.flight.requests", "zookeeper.set.acl", "zookeeper.sync.time.ms",
 })

@@ -5,8 +5,11 @@ broker's endpoint on ``inter.broker.listener.name``) and a FIFO queue of control
 (LeaderAndIsr, UpdateMetadata, StopReplica), sent one at a time in order by a task of its
 own, as Kafka's RequestSendThread does. A request is built when it is sent, at the highest
 version both sides speak (our known range, the broker's ApiVersions answer). A failed send
-(connection refused, reset, timed out) reconnects after a short backoff and resends the
-same request; requests are dropped only when the broker leaves the cluster.
+(connection refused, reset, timed out) reconnects after a backoff (RETRY_BACKOFF_S,
+doubling while the broker stays unreachable, at most RETRY_BACKOFF_MAX_S) and resends the
+same request, for as long as the broker is registered: its queue is dropped only when it
+leaves /brokers/ids (``remove_broker``). The first failure is logged as a warning, the
+delivery that ends a run of failures at info level.
 
 The request builders here turn the controller's values (PartitionState, BrokerInfo) into
 values for klog.protocol.inter_broker entities of any version: keys of other versions are
@@ -41,8 +44,11 @@ TopicPartition = tuple[str, int]
 Values = dict[str, Any]
 
 #: Wait before reconnecting to a broker that failed a send (Kafka's RequestSendThread
-#: backs off 300 ms after a failed send).
-RETRY_BACKOFF_S = 0.3
+#: pauses 100 ms after a failed connect or send) ...
+RETRY_BACKOFF_S = 0.1
+#: ... doubled at each further failure up to this (the reconnect backoff of Kafka's
+#: NetworkClient grows to reconnect.backoff.max.ms, 1 s by default).
+RETRY_BACKOFF_MAX_S = 1.0
 
 _NAMES = {inter_broker.LEADER_AND_ISR: "LeaderAndIsr", inter_broker.STOP_REPLICA: "StopReplica",
           inter_broker.UPDATE_METADATA: "UpdateMetadata"}
@@ -117,14 +123,17 @@ class _BrokerSender:
                     "sending %s to broker %d at %s:%d failed (%s); retrying", name,
                     self.broker_id, *self.address, exc)
                 self._close_connection()
-                await asyncio.sleep(RETRY_BACKOFF_S)
+                await asyncio.sleep(retry_backoff(self._failures))
                 continue
             except Exception:
                 log.exception("cannot send %s to broker %d: request dropped", name,
                               self.broker_id)
                 self.queue.popleft()
                 continue
-            self._failures = 0
+            if self._failures:
+                log.info("sent %s to broker %d at %s:%d after %d failed attempts", name,
+                         self.broker_id, *self.address, self._failures)
+                self._failures = 0
             self.queue.popleft()
             _log_errors(self.broker_id, name, response)
             if request.on_response is not None:
@@ -142,6 +151,12 @@ class _BrokerSender:
     async def close(self) -> None:
         await stop_task(self.task, what=f"the controller's sender to broker {self.broker_id}")
         self._close_connection()
+
+
+def retry_backoff(failures: int) -> float:
+    """Seconds to wait after the ``failures``-th failure in a row (1: the first)."""
+    doublings: int = min(max(failures - 1, 0), 16)
+    return min(RETRY_BACKOFF_S * (1 << doublings), RETRY_BACKOFF_MAX_S)
 
 
 def _pick_version(conn: BrokerConnection, api_key: int) -> int | None:

@@ -1014,11 +1014,16 @@ class GroupCoordinator:
         member_id: str,
         group_instance_id: str | None,
         offsets: dict[tuple[str, int], Any],
+        transactional_id: str | None = None,
+        abortable: bool = False,
     ) -> dict[tuple[str, int], ErrorCode]:
         """TxnOffsetCommit: store ``offsets`` as the transaction's pending commits (Kafka's
         handleTxnCommitOffsets). A group nobody knows is created Empty; the committer is
         checked only when it names a member or generation (v3+, KIP-447), and, unlike a
-        plain commit, a transaction may commit into a group that has members."""
+        plain commit, a transaction may commit into a group that has members. With a
+        ``transactional_id`` the group's offsets partition is verified to be in the
+        transaction first (KIP-890; ``abortable``: TxnOffsetCommit v4+ understands
+        TRANSACTION_ABORTABLE)."""
         error = self._validate(group_id, allow_empty_id=True)
         if error is not None:
             return dict.fromkeys(offsets, error)
@@ -1034,7 +1039,7 @@ class GroupCoordinator:
             if error is not None:
                 return dict.fromkeys(offsets, error)
         stored = await self.manager.store_txn_offsets(group_id, producer_id, producer_epoch,
-                                                      offsets)
+                                                      offsets, transactional_id, abortable)
         return {tp: ErrorCode(stored.get(tp, ErrorCode.NONE)) for tp in offsets}
 
     def _validate_offset_commit(self, group: GroupMetadata, generation_id: int, member_id: str,

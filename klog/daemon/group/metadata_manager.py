@@ -69,7 +69,7 @@ from klog.protocol.internal_topics import (
     UnknownVersionError,
     read_offsets_key,
 )
-from klog.protocol.records.batch import CompressionType, iter_batch_headers
+from klog.protocol.records.batch import NO_SEQUENCE, CompressionType, iter_batch_headers
 from klog.protocol.records.decode import iter_records
 from klog.protocol.records.v2 import BatchBuilder
 
@@ -80,6 +80,7 @@ if TYPE_CHECKING:
     from klog.daemon.metadata_cache import MetadataCache, PartitionState
     from klog.daemon.replica_manager import ReplicaManager
     from klog.storage.log import PartitionLog
+    from klog.storage.producer_state import VerificationGuard
 
 log = logging.getLogger(__name__)
 
@@ -99,6 +100,9 @@ _EXPIRE_SLICE = 200
 
 # Append errors -> what an offset commit answers (Kafka's GroupMetadataManager.storeOffsets).
 _COMMIT_ERRORS = {
+    # A transactional commit's verification (KIP-890) that could not reach the transaction
+    # coordinator: retriable, and without a coordinator lookup, as Kafka answers it.
+    ErrorCode.NETWORK_EXCEPTION: ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
     ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: ErrorCode.COORDINATOR_NOT_AVAILABLE,
     ErrorCode.NOT_ENOUGH_REPLICAS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
     ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND: ErrorCode.COORDINATOR_NOT_AVAILABLE,
@@ -702,11 +706,16 @@ class GroupMetadataManager:
         return out
 
     async def store_txn_offsets(self, group_id: str, producer_id: int, producer_epoch: int,
-                                offsets: Mapping[TopicPartition, OffsetAndMetadata]
+                                offsets: Mapping[TopicPartition, OffsetAndMetadata],
+                                transactional_id: str | None = None, abortable: bool = False
                                 ) -> dict[TopicPartition, ErrorCode]:
         """A transaction's offset commits (TxnOffsetCommit): appended as one transactional
         batch of ``producer_id``/``producer_epoch``, then pending until
-        ``complete_transaction``; an error per partition."""
+        ``complete_transaction``; an error per partition. With ``transactional_id``, while
+        the broker verifies transactions (KIP-890), the transaction coordinator first
+        confirms that the group's offsets partition is in the ongoing transaction (the
+        AddOffsetsToTxn before), so a late commit cannot open a transaction in
+        ``__consumer_offsets`` that nobody ends."""
         error = self.coordinator_error(group_id)
         if error is not None:
             return {tp: error for tp in offsets}
@@ -726,10 +735,13 @@ class GroupMetadataManager:
             valid[tp] = om
         if not valid:
             return out
-        code = self._check_producer_epoch(partition, producer_id, producer_epoch)
+        code, guards = await self._verify(partition, transactional_id, producer_id,
+                                          producer_epoch, abortable)
+        if code is ErrorCode.NONE:
+            code = self._check_producer_epoch(partition, producer_id, producer_epoch)
         if code is ErrorCode.NONE:
             code = await self._append_transactional(partition, producer_id, producer_epoch,
-                                                    records)
+                                                    records, guards)
         if code is ErrorCode.NONE:
             if partition in self._owned:
                 txn = self._txn_offsets.setdefault(partition, {}).setdefault(producer_id, {})
@@ -741,6 +753,20 @@ class GroupMetadataManager:
         for tp in valid:
             out[tp] = code
         return out
+
+    async def _verify(self, partition: int, transactional_id: str | None, producer_id: int,
+                      producer_epoch: int, abortable: bool
+                      ) -> tuple[ErrorCode, dict[TopicPartition, VerificationGuard] | None]:
+        """KIP-890 for a transactional commit (Kafka's handleTxnCommitOffsets): the
+        coordinator's error, else NONE and the guards to append with (None: the broker does
+        not verify)."""
+        rm = self.replica_manager
+        if transactional_id is None or not rm.verifies_transactions:
+            return ErrorCode.NONE, None
+        tp = (OFFSETS_TOPIC, partition)
+        errors, guards = await rm.verify_transaction(
+            transactional_id, producer_id, producer_epoch, {tp: NO_SEQUENCE}, abortable)
+        return errors.get(tp, ErrorCode.NONE), guards
 
     def _check_producer_epoch(self, partition: int, producer_id: int,
                               producer_epoch: int) -> ErrorCode:
@@ -757,7 +783,9 @@ class GroupMetadataManager:
 
     async def _append_transactional(self, partition: int, producer_id: int,
                                     producer_epoch: int,
-                                    records: list[tuple[bytes, bytes | None]]) -> ErrorCode:
+                                    records: list[tuple[bytes, bytes | None]],
+                                    guards: dict[TopicPartition, VerificationGuard] | None
+                                    ) -> ErrorCode:
         # Sequence 0 as Kafka: coordinator appends are not sequence-checked.
         builder = BatchBuilder(compression=self._codec(), producer_id=producer_id,
                                producer_epoch=producer_epoch, base_sequence=0,
@@ -768,7 +796,8 @@ class GroupMetadataManager:
         rm = self.replica_manager
         tp = (OFFSETS_TOPIC, partition)
         acks = self.config.offsets_commit_required_acks
-        results = rm.append_records({tp: builder.build()}, acks, origin="coordinator")
+        results = rm.append_records({tp: builder.build()}, acks, origin="coordinator",
+                                    verification_guards=guards)
         if acks == -1:
             results = await rm.wait_for_isr(results, self.config.offsets_commit_timeout_ms)
         try:

@@ -1,6 +1,7 @@
 """DescribeConfigs (v0-4): topic and broker configs with sources (v0: is_default),
-synonyms (when asked), types (v3+) and documentation (v3+, when asked). Broker resource ""
-is the cluster default, as in Kafka. DescribeConfigs on the topic, or on the cluster for a
+synonyms (when asked), types (v3+) and documentation (v3+, when asked), and a broker's
+loggers with their levels (BROKER_LOGGER). Broker resource "" is the cluster default, as
+in Kafka. DescribeConfigs on the topic, or on the cluster for a
 broker, is needed (``config_refusal``)."""
 
 from __future__ import annotations

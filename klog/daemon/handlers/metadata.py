@@ -12,23 +12,26 @@ misconfiguration visible). v0 lists only the replicas and ISR members reachable 
 listener and, with a leader, flags any it left out as REPLICA_NOT_AVAILABLE; v1+ list them
 all (dead ones in offline_replicas from v5).
 
-A broker in a cluster accepts connections before the controller's first UpdateMetadata
-has told it who the brokers and topics are; a Metadata request that comes then waits for
-it (up to ``UNINITIALIZED_WAIT_S``), as a Kafka KRaft broker serves no request before it
-has caught up with the metadata. Answered from the empty cache instead (Kafka's ZooKeeper
-mode does that), librdkafka 2.10+ drops every broker the answer does not name and takes
-the topics asked for as deleted: a producer then fails what it has in flight and every
-message after.
+From v12 topics may be asked for by topic id (Kafka's admin client describes and deletes
+topics by id this way): the ids known answer their topics, names included; an unknown id
+answers UNKNOWN_TOPIC_ID, a topic the caller may not Describe TOPIC_AUTHORIZATION_FAILED,
+both with the id and no name (ids are not secret, as Kafka says); nothing is auto-created.
 
 Authorization, as Kafka's KafkaApis: topics the caller may not Describe are left out of an
 all-topics answer and answered TOPIC_AUTHORIZATION_FAILED when named; auto-creation needs
 Create on the cluster or on the topic. v8+ answer the topic and cluster authorized
 operations (KIP-430) when asked: every supported operation without an authorizer, as
 Kafka does; the cluster's is 0 for a caller without Describe on it.
+
+The controller is named only when it is among the brokers answered (else -1), as
+DescribeCluster answers it. A broker that has not had the controller's first
+UpdateMetadata (just started, in cluster mode) holds the request for it, at most
+FIRST_METADATA_WAIT_MS: until then it knows only itself.
 """
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 from klog.daemon.handlers import Request, RequestContext, Response
@@ -40,18 +43,29 @@ _INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 _TOPIC_AUTHORIZATION_FAILED = int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
 #: KIP-430's "not asked for" (INT32_MIN).
 _OMITTED = -2147483648
-#: How long a Metadata request waits for the controller's first UpdateMetadata; then it is
-#: answered from what the broker knows (nothing: no brokers, no topics).
-UNINITIALIZED_WAIT_S = 10.0
+_ZERO_UUID = uuid.UUID(int=0)
+
+#: Longest a broker that has not had the controller's first UpdateMetadata holds a
+#: Metadata request for it (a broker just started; the controller reaches it within
+#: milliseconds, as it listens before it registers).
+FIRST_METADATA_WAIT_MS = 5000
 
 
 async def handle(ctx: RequestContext, request: Request) -> Response:
     services = ctx.services
     cache = services.metadata_cache
-    if not cache.initialized:
-        await cache.wait_initialized(UNINITIALIZED_WAIT_S)
+    if not cache.from_controller:
+        # Answered from this broker's own registration alone, a client learns one broker
+        # and no controller, and librdkafka does not ask again for 30 s and more: an
+        # admin request sent to a cluster just started timed out.
+        await services.admin.wait_for_cluster_metadata(FIRST_METADATA_WAIT_MS)
     version = ctx.api_version
     topics_req = request.topics
+    topic_ids = [t.topic_id for t in topics_req or () if version >= 12
+                 and t.topic_id is not None and t.topic_id != _ZERO_UUID]
+    if topic_ids:
+        return _respond(ctx, request, _by_topic_ids(ctx, request,
+                                                    list(dict.fromkeys(topic_ids))))
     if topics_req is None or (version == 0 and not topics_req):
         names = cache.topic_names()
         requested = False
@@ -88,19 +102,59 @@ async def handle(ctx: RequestContext, request: Request) -> Response:
         elif with_operations:
             topic["topic_authorized_operations"] = ctx.authorized_operations(
                 ResourceType.TOPIC, topic["name"])
+    return _respond(ctx, request, topics)
+
+
+def _respond(ctx: RequestContext, request: Request, topics: list[dict[str, Any]]) -> Response:
+    cache = ctx.services.metadata_cache
     cluster_operations = _OMITTED
-    if version >= 8 and getattr(request, "include_cluster_authorized_operations", False):
+    if ctx.api_version >= 8 and getattr(request, "include_cluster_authorized_operations",
+                                         False):
         cluster_operations = (
             ctx.authorized_operations(ResourceType.CLUSTER, CLUSTER_NAME)
             if ctx.authorize(AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME) else 0)
+    brokers = _brokers(cache, ctx.listener_name)
+    # The controller only among the brokers answered (as DescribeCluster): a broker that
+    # has not had its first UpdateMetadata knows the controller's id (from ZooKeeper) but
+    # not its address, and librdkafka, told of a controller it cannot find, waits for it
+    # without asking again -- an admin request then timed out after 30 s. Kafka's cache
+    # learns both from the same UpdateMetadata; -1 makes the client look again.
+    controller_id = cache.controller_id
+    if controller_id not in {b["node_id"] for b in brokers}:
+        controller_id = -1
     return ctx.respond({
         "throttle_time": 0,
-        "brokers": _brokers(cache, ctx.listener_name),
+        "brokers": brokers,
         "cluster_id": cache.cluster_id,
-        "controller_id": cache.controller_id,
+        "controller_id": controller_id,
         "topics": topics,
         "cluster_authorized_operations": cluster_operations,
     })
+
+
+def _by_topic_ids(ctx: RequestContext, request: Request,
+                  topic_ids: list[uuid.UUID]) -> list[dict[str, Any]]:
+    """The topics of a v12+ request that names them by id (see the module docstring)."""
+    cache = ctx.services.metadata_cache
+    names = {tid: cache.topic_by_id(tid) for tid in topic_ids}
+    denied = ctx.denied(AclOperation.DESCRIBE, ResourceType.TOPIC,
+                        [n for n in names.values() if n is not None])
+    with_operations = getattr(request, "include_topic_authorized_operations", False)
+    topics: list[dict[str, Any]] = []
+    for tid, name in names.items():
+        if name is None or name in denied:
+            error = ErrorCode.UNKNOWN_TOPIC_ID if name is None \
+                else ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            topics.append({"error_code": int(error), "name": None, "topic_id": tid,
+                           "is_internal": False, "topic_authorized_operations": _OMITTED,
+                           "partitions": []})
+            continue
+        topic = _topic(cache, name, 0, ctx.listener_name, ctx.api_version)
+        if with_operations:
+            topic["topic_authorized_operations"] = ctx.authorized_operations(
+                ResourceType.TOPIC, name)
+        topics.append(topic)
+    return topics
 
 
 def _brokers(cache: MetadataCache, listener: str) -> list[dict[str, Any]]:

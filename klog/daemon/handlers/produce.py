@@ -4,11 +4,14 @@ Decode, one call, encode: ``ReplicaManager.produce`` validates, appends and, for
 waits in its produce purgatory until the ISR has the data (immediately when the ISR is the
 leader alone) or the request timeout passes. acks must be 0, 1 or -1 (else
 INVALID_REQUIRED_ACKS for every partition). acks=0 gets no response at all, as in Kafka.
-A transactional produce is appended like any other (the log checks the producer's epoch
-and the transactional bit); when this broker coordinates its transactional id, a
-partition not added to the ongoing transaction is refused with INVALID_TXN_STATE (KIP-890
-part 1, checked in-process only). With an authorizer: Write on the TransactionalId and on
-each topic (TRANSACTIONAL_ID_AUTHORIZATION_FAILED, TOPIC_AUTHORIZATION_FAILED).
+A transactional produce goes to the replica manager with its transactional id, which
+first has the transaction coordinator confirm the partitions not yet in the producer's
+ongoing transaction (KIP-890 part 1, transaction.partition.verification.enable): a
+partition the coordinator did not add is INVALID_TXN_STATE (TRANSACTION_ABORTABLE for
+Produce v11+), a coordinator that cannot answer NOT_ENOUGH_REPLICAS (retriable). As Kafka,
+transactional records without a transactional id are refused as a whole
+(TRANSACTIONAL_ID_AUTHORIZATION_FAILED). With an authorizer: Write on the TransactionalId
+and on each topic (TRANSACTIONAL_ID_AUTHORIZATION_FAILED, TOPIC_AUTHORIZATION_FAILED).
 While an acks=-1 produce waits for the ISR, the connection goes on with the producer's
 next requests (a ``Deferred`` answer). The append itself may wait too, for a heavy record
 check done off the event loop; the connection's next request waits for that.
@@ -20,6 +23,15 @@ gets INVALID_RECORD (Kafka's ProduceRequest.validateRecords), the others are app
 
 With a producer_byte_rate quota on the client (klog/daemon/quotas.py), the request's
 record bytes are metered first and the response carries the throttle time (KIP-219).
+
+A batch refused for some of its records (a keyless record on a compacted topic, a
+timestamp out of the topic's range, offset deltas out of order) is answered, from v8 on,
+with the index of each of those records and why (KIP-467's record errors), so a producer
+fails exactly those and the others with an error of their own. From v10 on (KIP-951), as
+Kafka 3.9's handleProduceRequest, a partition answered NOT_LEADER_OR_FOLLOWER names the
+leader and epoch this broker knows (its own replica's view, else the metadata cache's) and
+the response the leaders' addresses on the request's listener, so the producer moves
+without a metadata round trip.
 """
 
 from __future__ import annotations
@@ -33,12 +45,26 @@ from klog.daemon.replica_manager import ProduceResult
 from klog.protocol import produce
 from klog.protocol.acls import AclOperation, ResourceType
 from klog.protocol.entities import as_millis
-from klog.protocol.errors import CorruptRecordError, ErrorCode
-from klog.protocol.produce import PartitionResponse
-from klog.protocol.records.batch import RECORD_BATCH_OVERHEAD, read_batch_header
+from klog.protocol.errors import ErrorCode
+from klog.protocol.fetch import NodeEndpoint
+from klog.protocol.produce import (
+    CURRENT_LEADER_FROM,
+    TRANSACTION_ABORTABLE_FROM,
+    PartitionResponse,
+)
+from klog.protocol.records.batch import (
+    LOG_OVERHEAD,
+    RECORD_BATCH_OVERHEAD,
+    TRANSACTIONAL_FLAG_MASK,
+)
 from klog.protocol.records.convert import is_legacy
 
 _TOPIC_AUTHORIZATION_FAILED = int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+_NOT_LEADER_OR_FOLLOWER = int(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+# A v2 batch header: batchLength an int32 at byte 8, magic at 16, attributes an int16 at
+# 21 (its flags in byte 22).
+_LENGTH_AT, _MAGIC_AT, _ATTRIBUTES_LOW_AT = 8, 16, 22
+_TRANSACTIONAL = TRANSACTIONAL_FLAG_MASK
 _NONE_REFUSED: dict[tuple[str, int], ProduceResult] = {}
 # Module constants: an enum member read through its class costs more, once per request.
 _WRITE, _TOPIC = AclOperation.WRITE, ResourceType.TOPIC
@@ -62,8 +88,11 @@ async def handle(ctx: RequestContext, request: Request) -> Response:
         results = {tp: (int(ErrorCode.INVALID_REQUIRED_ACKS), None) for tp in entries}
         return _response(ctx, order, results, throttle_ms)
     transactional_id = getattr(request, "transactional_id", None)  # v3+
-    if transactional_id is not None and not ctx.authorize(
-            AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id):
+    if (transactional_id is not None and not ctx.authorize(
+            AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id)) or (
+            transactional_id is None and _has_transactional_batch(entries)):
+        # Kafka's KafkaApis: transactional records need an authorized transactional id
+        # (without one they would escape KIP-890's verification).
         results = {tp: (int(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED), None)
                    for tp in entries}
         return _response(ctx, order, results, throttle_ms)
@@ -75,20 +104,15 @@ async def handle(ctx: RequestContext, request: Request) -> Response:
             refused = {**refused, **legacy}
     if refused:
         entries = {tp: r for tp, r in entries.items() if tp not in refused}
-    if transactional_id is not None:
-        outside = _not_in_transaction(ctx, transactional_id, entries)
-        if outside:
-            answered: dict[tuple[str, int], tuple[int, Any]] = {
-                tp: (int(ErrorCode.INVALID_TXN_STATE), None) for tp in outside}
-            answered.update({tp: (r.error_code, r) for tp, r in refused.items()})
-            entries = {tp: r for tp, r in entries.items() if tp not in outside}
-            if not entries:
-                return _response(ctx, order, answered, throttle_ms)
-            return await _produce_rest(ctx, request, order, entries, answered, throttle_ms)
     rm = ctx.services.replica_manager
     # The timeout matters to acks=-1 only (converting it costs as much as a small append).
     timeout_ms = as_millis(request.timeout) if acks == -1 else 0
-    appended = await rm.produce(entries, acks, timeout_ms) if entries else {}
+    if transactional_id is None:
+        appended = await rm.produce(entries, acks, timeout_ms) if entries else {}
+    else:
+        appended = await rm.produce(entries, acks, timeout_ms, transactional_id,
+                                    ctx.api_version >= TRANSACTION_ABORTABLE_FROM
+                                    ) if entries else {}
     if not isinstance(appended, dict):
         # acks=-1: answered once the ISR has it; meanwhile the connection reads the
         # producer's next request (responses still go out in request order).
@@ -138,51 +162,18 @@ def _legacy(entries: dict[tuple[str, int], Any]) -> dict[tuple[str, int], Produc
             for tp, records in entries.items() if records is not None and is_legacy(records)}
 
 
-def _not_in_transaction(ctx: RequestContext, transactional_id: str,
-                        entries: dict[tuple[str, int], Any]) -> set[tuple[str, int]]:
-    """KIP-890 part 1, when this broker coordinates the transactional id: partitions the
-    producer writes outside its ongoing transaction (a hanging transaction otherwise).
-    Elsewhere (another broker coordinates) nothing is checked here."""
-    coordinator = ctx.services.transaction_coordinator
-    if coordinator is None:
-        return set()
-    producer = _producer(entries)
-    if producer is None:
-        return set()
-    missing = coordinator.verify_partitions(transactional_id, *producer, list(entries))
-    return set(missing or ())
-
-
-def _producer(entries: dict[tuple[str, int], Any]) -> tuple[int, int] | None:
-    """(producer id, epoch) of the first transactional batch of the request, if any."""
+def _has_transactional_batch(entries: dict[tuple[str, int], Any]) -> bool:
+    """Does a partition's first batch carry the transactional flag? As Kafka's
+    RequestUtils.hasTransactionalRecords, only a first batch whose length fits the bytes
+    counts (garbage is the append's to refuse). A v2 header's magic and attributes bytes
+    are read in place: asked of every produce without a transactional id."""
     for records in entries.values():
-        if records is None or len(records) < RECORD_BATCH_OVERHEAD:
-            continue
-        try:
-            header = read_batch_header(records, 0)
-        except CorruptRecordError:
-            continue  # the append refuses it, with its own answer
-        if header.magic >= 2 and header.is_transactional and not header.is_control:
-            return header.producer_id, header.producer_epoch
-    return None
-
-
-async def _produce_rest(ctx: RequestContext, request: Any, order: list[tuple[str, list[int]]],
-                        entries: dict[tuple[str, int], Any],
-                        results: dict[tuple[str, int], tuple[int, Any]], throttle_ms: int
-                        ) -> Any:
-    """The partitions left after some were refused: appended, answered together."""
-    acks = request.acks
-    timeout_ms = as_millis(request.timeout) if acks == -1 else 0
-    appended = await ctx.services.replica_manager.produce(entries, acks, timeout_ms)
-    if not isinstance(appended, dict):
-        appended = await appended
-    if acks == 0:
-        if ctx.connection is not None:
-            ctx.connection.close()
-        return None
-    results.update({tp: (r.error_code, r) for tp, r in appended.items()})
-    return _response(ctx, order, results, throttle_ms)
+        if records is not None and len(records) >= RECORD_BATCH_OVERHEAD \
+                and records[_MAGIC_AT] >= 2 and records[_ATTRIBUTES_LOW_AT] & _TRANSACTIONAL:
+            length = int.from_bytes(records[_LENGTH_AT:_LENGTH_AT + 4], "big", signed=True)
+            if RECORD_BATCH_OVERHEAD <= length + LOG_OVERHEAD <= len(records):
+                return True
+    return False
 
 
 async def _after(ctx: RequestContext, order: list[tuple[str, list[int]]],
@@ -195,18 +186,29 @@ async def _after(ctx: RequestContext, order: list[tuple[str, list[int]]],
 
 def _response(ctx: RequestContext, order: list[tuple[str, list[int]]],
               results: dict[tuple[str, int], tuple[int, Any]], throttle_ms: int = 0) -> Any:
-    if produce.handles(ctx.api_version):
+    version = ctx.api_version
+    if produce.handles(version):
         # The hot path: encoded by hand into one chunk (no kio entity to build and write).
         topics = []
+        moved = False
         for name, indexes in order:
             parts = []
             for index in indexes:
                 error, r = results[(name, index)]
-                parts.append(PartitionResponse(index, error) if r is None else PartitionResponse(
-                    index, error, r.base_offset, r.log_append_time_ms, r.log_start_offset,
-                    r.error_message if error else None))
+                if r is None:
+                    parts.append(PartitionResponse(index, error))
+                elif not error:
+                    parts.append(PartitionResponse(index, error, r.base_offset,
+                                                   r.log_append_time_ms, r.log_start_offset))
+                else:
+                    parts.append(PartitionResponse(
+                        index, error, r.base_offset, r.log_append_time_ms, r.log_start_offset,
+                        r.error_message, r.record_errors))
+                    moved = moved or error == _NOT_LEADER_OR_FOLLOWER
             topics.append((name, parts))
-        return [produce.encode_produce_response(ctx.api_version, topics, throttle_ms)]
+        nodes = _current_leaders(ctx, topics) if moved and version >= CURRENT_LEADER_FROM \
+            else ()
+        return [produce.encode_produce_response(version, topics, throttle_ms, nodes)]
     responses = []
     for name, indexes in order:
         partition_responses: list[dict[str, Any]] = []
@@ -223,3 +225,30 @@ def _response(ctx: RequestContext, order: list[tuple[str, list[int]]],
             })
         responses.append({"name": name, "partition_responses": partition_responses})
     return ctx.respond({"responses": responses, "throttle_time": throttle_ms})
+
+
+def _current_leaders(ctx: RequestContext, topics: list[tuple[str, list[PartitionResponse]]]
+                     ) -> list[NodeEndpoint]:
+    """KIP-951 (Kafka's getCurrentLeader): each partition answered NOT_LEADER_OR_FOLLOWER
+    gets the leader and epoch of this broker's replica of it, or the metadata cache's when
+    it hosts none (-1, -1 when neither knows); returns the leaders' endpoints on the
+    request's listener (the brokers the cache knows alive)."""
+    rm = ctx.services.replica_manager
+    cache = ctx.services.metadata_cache
+    nodes: dict[int, NodeEndpoint] = {}
+    for name, parts in topics:
+        for part in parts:
+            if part.error_code != _NOT_LEADER_OR_FOLLOWER:
+                continue
+            hosted = rm.get_partition(name, part.index)
+            if hosted is not None:
+                leader, epoch = hosted.leader_id, hosted.leader_epoch
+            else:
+                state = cache.partition_state(name, part.index)
+                leader, epoch = (-1, -1) if state is None else (state.leader, state.leader_epoch)
+            part.current_leader = (leader, epoch)
+            broker = cache.broker(leader) if leader >= 0 else None
+            endpoint = None if broker is None else broker.endpoint(ctx.listener_name)
+            if broker is not None and endpoint is not None:
+                nodes[leader] = NodeEndpoint(leader, endpoint.host, endpoint.port, broker.rack)
+    return list(nodes.values())

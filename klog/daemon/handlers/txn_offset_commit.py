@@ -1,11 +1,14 @@
-"""TxnOffsetCommit (v0-v3): a transaction's offset commits for a consumer group.
+"""TxnOffsetCommit (v0-v4): a transaction's offset commits for a consumer group.
 
 As Kafka's KafkaApis: a partition of a topic this broker's metadata does not know gets
 UNKNOWN_TOPIC_OR_PARTITION; the rest go to the group coordinator
 (``GroupCoordinator.commit_txn_offsets``), which keeps them pending until the transaction's
 marker reaches the group's ``__consumer_offsets`` partition. The commit timestamp is now;
 v2+ carry the leader epoch, v3+ the member id, generation and group instance id (KIP-447:
-checked when given). A null metadata string is stored as "".
+checked when given). A null metadata string is stored as "". While the broker verifies
+transactions (KIP-890), the group's offsets partition must be in the producer's ongoing
+transaction (its AddOffsetsToTxn): a late commit of an ended transaction is
+INVALID_TXN_STATE, TRANSACTION_ABORTABLE from v4 (whose clients understand it).
 
 Authorization, as Kafka: Write on the TransactionalId (else every partition answers
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED), then Read on the group (else
@@ -22,6 +25,9 @@ from klog.daemon.group.metadata_manager import OffsetAndMetadata
 from klog.daemon.handlers import Request, RequestContext, Response
 from klog.protocol.acls import AclOperation, ResourceType
 from klog.protocol.errors import ErrorCode
+
+#: TxnOffsetCommit v4 (KIP-890): the client understands TRANSACTION_ABORTABLE.
+FIRST_ABORTABLE_VERSION = 4
 
 
 async def handle(ctx: RequestContext, request: Request) -> Response:
@@ -65,6 +71,8 @@ async def handle(ctx: RequestContext, request: Request) -> Response:
             getattr(request, "member_id", ""),
             getattr(request, "group_instance_id", None),
             offsets,
+            request.transactional_id,
+            ctx.api_version >= FIRST_ABORTABLE_VERSION,
         ))
     topics: dict[str, list[dict[str, Any]]] = {}
     for tp in dict.fromkeys(order):

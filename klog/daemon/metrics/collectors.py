@@ -9,10 +9,15 @@ rules give Kafka's MBeans (example_configs/kafka-2_0_0.yml):
 - kafka.server:type=ReplicaManager,name=X -> ``kafka_server_replicamanager_x``
 - kafka.controller:type=KafkaController,name=X -> ``kafka_controller_kafkacontroller_x``
 - kafka.log:type=Log,name=X,topic=T,partition=P -> ``kafka_log_log_x{topic,partition}``
+- kafka.log:type=LogManager,name=X -> ``kafka_log_logmanager_x``
 - kafka.server:type=FetcherLagMetrics,name=ConsumerLag,clientId=C,topic=T,partition=P ->
   ``kafka_server_fetcherlagmetrics_consumerlag{clientId,topic,partition}``
 - kafka.coordinator.group:type=GroupMetadataManager,name=X ->
   ``kafka_coordinator_group_groupmetadatamanager_x``
+- kafka.server:type=socket-server-metrics,listener=L,networkProcessor=N, attribute
+  connection-count (a Kafka metrics MBean, which kafka-2_0_0.yml leaves out; the
+  exporter's usual listener/networkProcessor rule, as Strimzi's, names it) ->
+  ``kafka_server_socket_server_metrics_connection_count{listener,networkProcessor}``
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ if TYPE_CHECKING:
     from klog.daemon.log_cleaner import LogCleaner
     from klog.daemon.replica_fetcher import ReplicaFetcherManager
     from klog.daemon.replica_manager import ReplicaManager
+    from klog.daemon.server import Server
     from klog.storage.log_manager import LogManager
 
 
@@ -58,7 +64,9 @@ class ReplicaManagerCollector:
                 under_min += 1
             elif isr == min_isr:
                 at_min += 1
-        offline = len(self.replica_manager.log_creation_failures)
+        # Replicas whose log could not be made here, or whose log dir failed.
+        offline = len(set(self.replica_manager.log_creation_failures)
+                      | self.replica_manager.log_manager.offline_partitions)
         for name, mbean, value in (
             ("partitioncount", "PartitionCount", len(partitions)),
             ("leadercount", "LeaderCount", leaders),
@@ -69,6 +77,27 @@ class ReplicaManagerCollector:
         ):
             yield _gauge(f"kafka_server_replicamanager_{name}",
                          f"kafka.server:type=ReplicaManager,name={mbean}", value)
+
+
+class SocketServerCollector:
+    """socket-server-metrics connection-count per listener: the connections that count
+    against the connection limits (klog/daemon/connection_quotas.py) -- from the accept to
+    the socket's close, TLS handshakes and closes under way included, as a Kafka
+    processor's selector holds a channel. One event loop serves every connection:
+    networkProcessor is always 0."""
+
+    def __init__(self, server: Server) -> None:
+        self.server = server
+
+    def collect(self) -> Iterator[Metric]:
+        family = GaugeMetricFamily(
+            "kafka_server_socket_server_metrics_connection_count",
+            "kafka.server:type=socket-server-metrics,listener=L,networkProcessor=N "
+            "connection-count", labels=["listener", "networkProcessor"])
+        counts = self.server.quotas.per_listener
+        for listener in self.server.bound:
+            family.add_metric([listener, "0"], counts.get(listener, 0))
+        yield family
 
 
 class ControllerCollector:
@@ -100,7 +129,7 @@ class ControllerCollector:
 
 class LogCollector:
     """kafka.log:type=Log: Size, NumLogSegments, LogStartOffset, LogEndOffset per
-    partition log held here."""
+    partition log held here; kafka.log:type=LogManager,name=OfflineLogDirectoryCount."""
 
     def __init__(self, log_manager: LogManager) -> None:
         self.log_manager = log_manager
@@ -121,6 +150,9 @@ class LogCollector:
             families["logstartoffset"].add_metric(labels, plog.log_start_offset)
             families["logendoffset"].add_metric(labels, plog.log_end_offset)
         yield from families.values()
+        yield _gauge("kafka_log_logmanager_offlinelogdirectorycount",
+                     "kafka.log:type=LogManager,name=OfflineLogDirectoryCount",
+                     len(self.log_manager.offline_dirs))
 
 
 class FetcherLagCollector:

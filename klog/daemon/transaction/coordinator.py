@@ -31,8 +31,12 @@ fenced); every ``transaction.remove.expired.transaction.cleanup.interval.ms`` id
 (Empty/CompleteCommit/CompleteAbort) for ``transactional.id.expiration.ms`` are removed
 (Dead, a tombstone).
 
+``verify_partitions_in_transaction`` answers KIP-890's question of a partition leader
+(AddPartitionsToTxn v4+ with verify_only): is the partition in the producer's ongoing
+transaction?
+
 ``describe`` and ``list_transactions`` are the read-only view of DescribeTransactions and
-ListTransactions.
+ListTransactions (v1: the duration filter of KIP-994).
 
 Runs on the broker's event loop.
 """
@@ -273,19 +277,35 @@ class TransactionCoordinator:
         transit = metadata.prepare_add_partitions(wanted, self.clock())
         return await sm.append(metadata, coordinator_epoch, transit)
 
-    def verify_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                          partitions: Iterable[TopicPartition]) -> list[TopicPartition] | None:
-        """KIP-890 part 1, in-process only: the partitions a transactional produce writes
-        that are not in the producer's ongoing transaction; None when this broker does
-        not coordinate the id, or the producer is not its current one (nothing is checked
-        then: the log fences a stale epoch with its own error)."""
+    def verify_partitions_in_transaction(
+            self, transactional_id: str, producer_id: int, producer_epoch: int,
+            partitions: Iterable[TopicPartition]) -> dict[TopicPartition, ErrorCode]:
+        """KIP-890 part 1 (Kafka's handleVerifyPartitionsInTransaction, AddPartitionsToTxn
+        v4+ with verify_only): per partition NONE when it is in the producer's transaction,
+        TRANSACTION_ABORTABLE when not (a transaction ended, or never added there: the
+        write must not open one). One error for all when the transaction cannot be
+        checked: NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS / ..., an unknown id or
+        another producer id INVALID_PRODUCER_ID_MAPPING, another epoch PRODUCER_FENCED,
+        a commit or abort being completed CONCURRENT_TRANSACTIONS. A pending transition
+        is not waited for: the leader's log has the last word (its verification guard)."""
+        wanted = list(dict.fromkeys(partitions))
+        if not transactional_id:
+            return dict.fromkeys(wanted, ErrorCode.INVALID_REQUEST)
         error, _epoch, metadata = self.state_manager.get(transactional_id)
-        if error is not None or metadata is None or metadata.producer_id != producer_id \
-                or metadata.producer_epoch != producer_epoch:
-            return None
-        if metadata.state != ONGOING:
-            return list(partitions)
-        return [tp for tp in partitions if tp not in metadata.partitions]
+        if error is None:
+            if metadata is None or metadata.producer_id != producer_id:
+                error = ErrorCode.INVALID_PRODUCER_ID_MAPPING
+            elif metadata.producer_epoch != producer_epoch:
+                error = ErrorCode.PRODUCER_FENCED
+            elif metadata.state in (PREPARE_COMMIT, PREPARE_ABORT):
+                error = ErrorCode.CONCURRENT_TRANSACTIONS
+        if error is not None:
+            log.debug("verifying %s for %s: %s", wanted, transactional_id, error.name)
+            return dict.fromkeys(wanted, error)
+        assert metadata is not None
+        added = metadata.partitions
+        return {tp: ErrorCode.NONE if tp in added else ErrorCode.TRANSACTION_ABORTABLE
+                for tp in wanted}
 
     # -- EndTxn ------------------------------------------------------------------------------
 
@@ -525,8 +545,12 @@ class TransactionCoordinator:
         return out
 
     def list_transactions(self, states_filter: Iterable[str] = (),
-                          producer_ids_filter: Iterable[int] = ()) -> TransactionList:
-        """ListTransactions over the ids this broker coordinates (Dead ones never)."""
+                          producer_ids_filter: Iterable[int] = (),
+                          duration_filter_ms: int = -1) -> TransactionList:
+        """ListTransactions over the ids this broker coordinates (Dead ones never); with
+        ``duration_filter_ms`` >= 0 (v1, KIP-994) only those whose transaction started more
+        than that long ago (Kafka compares now with the start time of every listed id,
+        whatever its state)."""
         if not self._active:
             return TransactionList(int(ErrorCode.COORDINATOR_NOT_AVAILABLE), [], [])
         if self.state_manager.loading_partitions():
@@ -535,12 +559,14 @@ class TransactionCoordinator:
         states = {STATES_BY_NAME[n] for n in state_names if n in STATES_BY_NAME}
         unknown = [n for n in state_names if n not in STATES_BY_NAME]
         producer_ids = set(producer_ids_filter)
+        now = self.clock()
         listings = [
             TransactionListing(m.transactional_id, m.producer_id, m.state_name)
             for m in self.state_manager.all_metadata()
             if m.state != DEAD
             and (not producer_ids or m.producer_id in producer_ids)
             and (not state_names or m.state in states)
+            and (duration_filter_ms < 0 or now - m.txn_start_timestamp > duration_filter_ms)
         ]
         return TransactionList(0, unknown, listings)
 

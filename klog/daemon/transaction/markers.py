@@ -31,8 +31,9 @@ from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from klog.client.errors import KafkaClientError
-from klog.client.network import BrokerConnection, build_request
+from klog.client.network import build_request
 from klog.client.security import ClientSecurity
+from klog.daemon.transaction.connections import BrokerConnections
 from klog.protocol import apis
 from klog.protocol.errors import ErrorCode
 from klog.protocol.records.control import (
@@ -113,14 +114,10 @@ class TransactionMarkerChannelManager:
                  security: ClientSecurity | None = None) -> None:
         self.broker_id = broker_id
         self._config = config
-        #: The inter-broker listener's TLS and SASL (None: PLAINTEXT).
-        self.security = security
         self.metadata_cache = metadata_cache
         self.writer = writer
-        # (host, port) of a broker on the inter-broker listener.
-        self._endpoint = endpoint
-        self._connections: dict[int, BrokerConnection] = {}
-        self._connecting: dict[int, asyncio.Lock] = {}
+        self.connections = BrokerConnections(broker_id, "txn-coordinator", config, endpoint,
+                                             security)
 
     async def send_markers(self, producer_id: int, producer_epoch: int,
                            coordinator_epoch: int, committed: bool,
@@ -178,33 +175,13 @@ class TransactionMarkerChannelManager:
             raise
         except (KafkaClientError, OSError) as exc:
             log.info("sending WriteTxnMarkers to broker %d failed (%s); retrying", leader, exc)
-            self._drop(leader)
+            self.connections.drop(leader)
             return {tp: int(ErrorCode.NETWORK_EXCEPTION) for tp in tps}
-
-    async def _connection(self, broker_id: int) -> BrokerConnection:
-        lock = self._connecting.setdefault(broker_id, asyncio.Lock())
-        async with lock:
-            conn = self._connections.get(broker_id)
-            if conn is not None and not conn.closed:
-                return conn
-            address = await self._endpoint(broker_id)
-            if address is None:
-                raise KafkaClientError(f"broker {broker_id} has no known endpoint")
-            conn = BrokerConnection(broker_id, *address,
-                                    client_id=f"broker-{self.broker_id}-txn-coordinator",
-                                    security=self.security)
-            await conn.connect(self._timeout_s)
-            self._connections[broker_id] = conn
-            return conn
-
-    @property
-    def _timeout_s(self) -> float:
-        return max(self._config.current.request_timeout_ms, 100) / 1000
 
     async def _send_remote(self, leader: int, tps: list[TopicPartition], producer_id: int,
                            producer_epoch: int, coordinator_epoch: int, committed: bool
                            ) -> dict[TopicPartition, int]:
-        conn = await self._connection(leader)
+        conn = await self.connections.get(leader)
         spec = apis.spec_for(WRITE_TXN_MARKERS)
         theirs = conn.api_versions.get(WRITE_TXN_MARKERS)
         version = None if theirs is None else min(spec.max_version, theirs[1])
@@ -221,7 +198,7 @@ class TransactionMarkerChannelManager:
         }]}
         entity = build_request(spec.request_entity(version), values)
         response = await conn.request(WRITE_TXN_MARKERS, version, entity,
-                                      timeout=self._timeout_s)
+                                      timeout=self.connections.timeout_s)
         out = {tp: int(ErrorCode.UNKNOWN_SERVER_ERROR) for tp in tps}
         for marker in response.markers:
             if marker.producer_id != producer_id:
@@ -231,11 +208,5 @@ class TransactionMarkerChannelManager:
                     out[(topic.name, int(p.partition_index))] = int(p.error_code)
         return out
 
-    def _drop(self, broker_id: int) -> None:
-        conn = self._connections.pop(broker_id, None)
-        if conn is not None:
-            conn.close()
-
     async def shutdown(self) -> None:
-        for broker_id in list(self._connections):
-            self._drop(broker_id)
+        self.connections.close()

@@ -56,7 +56,8 @@ class FakeManager:
         return dict.fromkeys(offsets, ErrorCode.NONE)
 
     async def store_txn_offsets(self, group_id: str, producer_id: int, producer_epoch: int,
-                                offsets: dict[tuple[str, int], Any]
+                                offsets: dict[tuple[str, int], Any],
+                                transactional_id: str | None = None, abortable: bool = False
                                 ) -> dict[tuple[str, int], ErrorCode]:
         self.txn_offsets.setdefault(producer_id, {}).setdefault(group_id, {}).update(offsets)
         return dict.fromkeys(offsets, ErrorCode.NONE)

@@ -243,6 +243,24 @@ def test_metadata_hides_topics_the_caller_may_not_describe() -> None:
     assert hidden.partitions == () and hidden.topic_id is None  # its id is not told
 
 
+def test_metadata_by_topic_id_refuses_with_the_id() -> None:
+    a_version = 12
+    # By id (v12), a topic the caller may not describe is refused with its id, which Kafka
+    # does not count as secret, and no name.
+    a = _authorizer((ResourceType.TOPIC, "seen", OP.READ))
+    request = _request(3, a_version, {
+        "topics": [{"name": None, "topic_id": uuid.UUID(int=i)} for i in (1, 2)],
+        "allow_auto_topic_creation": False, "include_cluster_authorized_operations": False,
+        "include_topic_authorized_operations": True})
+    response = asyncio.run(metadata.handle(_ctx(3, a_version, a, metadata_cache=_cache(),
+                                                config={}), request))
+    seen, hidden = response.topics
+    assert (seen.name, seen.error_code, seen.topic_authorized_operations) == (
+        "seen", 0, (1 << 3) | (1 << 8))
+    assert (hidden.name, hidden.error_code, hidden.topic_id, hidden.partitions) == (
+        None, TOPIC_AUTH, uuid.UUID(int=2), ())
+
+
 def test_without_an_authorizer_kip430_answers_every_supported_operation() -> None:
     config = {"auto_create_topics_enable": False}
     response = _metadata(_ctx(3, 10, None, metadata_cache=_cache(), config=config), None)
@@ -408,7 +426,7 @@ def test_txn_offset_commit_needs_transactional_id_group_and_topic() -> None:
 
     async def commit_txn_offsets(*args: Any) -> dict[Any, ErrorCode]:
         calls.append(args)
-        return {tp: ErrorCode.NONE for tp in args[-1]}
+        return {tp: ErrorCode.NONE for tp in args[6]}  # the offsets
 
     coordinator = SimpleNamespace(commit_txn_offsets=commit_txn_offsets)
     request = _request(28, 3, {
@@ -432,7 +450,42 @@ def test_txn_offset_commit_needs_transactional_id_group_and_topic() -> None:
     assert errors(_authorizer((ResourceType.TRANSACTIONAL_ID, "tx", OP.WRITE),
                               (ResourceType.GROUP, "g", OP.READ),
                               (ResourceType.TOPIC, "a", OP.READ))) == {"a": 0, "b": TOPIC_AUTH}
-    assert [sorted(c[-1]) for c in calls] == [[("a", 0)]]
+    assert [sorted(c[6]) for c in calls] == [[("a", 0)]]
+
+
+def test_add_partitions_to_txn_v4_is_for_brokers_only() -> None:
+    """KIP-890's batched form needs ClusterAction (brokers verifying with the
+    coordinator); without it the whole request is CLUSTER_AUTHORIZATION_FAILED and no
+    transaction is looked at. v3 and below stay the producers' (Write on the id)."""
+    from klog.daemon.handlers import add_partitions_to_txn
+    from klog.protocol.acls import CLUSTER_NAME
+
+    calls: list[Any] = []
+
+    def verify(*args: Any) -> dict[Any, ErrorCode]:
+        calls.append(args)
+        return dict.fromkeys(args[3], ErrorCode.NONE)
+
+    coordinator = SimpleNamespace(verify_partitions_in_transaction=verify)
+    cache = MetadataCache(0)
+    cache.update_partitions([PartitionState("a", 0, 0, 0, (0,), (0,))])
+    request = _request(24, 4, {"transactions": [
+        {"transactional_id": "tx", "producer_id": 1, "producer_epoch": 0, "verify_only": True,
+         "topics": [{"name": "a", "partitions": [0]}]}]})
+    writer_only = _authorizer((ResourceType.TRANSACTIONAL_ID, "tx", OP.WRITE),
+                              (ResourceType.TOPIC, "a", OP.WRITE))
+    response = _respond(asyncio.run(add_partitions_to_txn.handle(
+        _ctx(24, 4, writer_only, transaction_coordinator=coordinator, metadata_cache=cache),
+        request)), 24, 4)
+    assert int(response.error_code) == CLUSTER_AUTH and response.results_by_transaction == ()
+    assert calls == []
+    broker = _authorizer((ResourceType.CLUSTER, CLUSTER_NAME, OP.CLUSTER_ACTION))
+    response = _respond(asyncio.run(add_partitions_to_txn.handle(
+        _ctx(24, 4, broker, transaction_coordinator=coordinator, metadata_cache=cache),
+        request)), 24, 4)
+    assert int(response.error_code) == 0 and len(calls) == 1
+    assert [int(p.partition_error_code) for r in response.results_by_transaction
+            for t in r.topic_results for p in t.results_by_partition] == [0]
 
 
 def test_describe_producers_needs_read_on_the_topic() -> None:
@@ -456,7 +509,7 @@ def test_describe_and_list_transactions_show_only_describable_ids() -> None:
                                            {"a": [0], "secret": [1]}) for i in ("tx", "other")}
     coordinator = SimpleNamespace(
         describe=lambda ids: [described[i] for i in ids],
-        list_transactions=lambda states, pids: SimpleNamespace(
+        list_transactions=lambda states, pids, duration: SimpleNamespace(
             error_code=0, unknown_state_filters=[],
             transactions=[SimpleNamespace(transactional_id=i, producer_id=7, state="Ongoing")
                           for i in ("tx", "other")]))

@@ -3,7 +3,8 @@ fake admin, no socket: all topics vs named ones (v0: an empty list is all; v1+: 
 all), auto-creation asked of the admin only for unknown named topics and allowed only when
 the request (v4+) and auto.create.topics.enable both allow it, leaders that are dead or
 lack the request's listener, offline replicas, brokers by listener, internal topics,
-controller and cluster id, duplicate names answered once."""
+controller and cluster id, duplicate names answered once; a broker just started waits for
+the controller's first UpdateMetadata and never names a controller it does not list."""
 
 from __future__ import annotations
 
@@ -59,10 +60,21 @@ class FakeAdmin:
     """Records each auto_create_topics call; answers the chosen error per topic (0 by
     default) and, as the real creation would, puts the topics answered 0 in the cache."""
 
-    def __init__(self, cache: MetadataCache, errors: dict[str, int] | None = None) -> None:
+    def __init__(self, cache: MetadataCache, errors: dict[str, int] | None = None,
+                 controller_update: list[BrokerInfo] | None = None) -> None:
         self.cache = cache
         self.errors = errors or {}
         self.calls: list[tuple[list[str], bool]] = []
+        #: What the controller's first UpdateMetadata brings while a request waits for
+        #: it (None: it does not come in time).
+        self.controller_update = controller_update
+        self.waits: list[int] = []
+
+    async def wait_for_cluster_metadata(self, timeout_ms: int) -> bool:
+        self.waits.append(timeout_ms)
+        if self.controller_update is not None:
+            self.cache.update_brokers(self.controller_update, controller_id=1)
+        return self.cache.from_controller
 
     async def auto_create_topics(self, names: Sequence[str], *, allowed: bool
                                  ) -> dict[str, int]:
@@ -189,6 +201,48 @@ def test_controller_cluster_id_and_internal(version: int) -> None:
     assert internal == {"__consumer_offsets": True, "a": False, "b": False}
 
 
+def _just_started() -> MetadataCache:
+    """Broker 3 just started in cluster mode: its cache holds its own registration and
+    the controller's id (1, read from ZooKeeper), not yet the controller's UpdateMetadata."""
+    cache = MetadataCache(broker_id=3, cluster_id=CLUSTER_ID, controller_id=1)
+    cache.brokers[3] = _broker(3, LISTENER)
+    return cache
+
+
+@pytest.mark.parametrize("version", [1, 4, 9, 12])
+def test_a_broker_just_started_answers_once_the_controller_told_it_the_cluster(
+        version: int) -> None:
+    # Answered from its own registration, librdkafka learned one broker and a controller
+    # it could not find, and waited for it without asking again: a CreateTopics sent to a
+    # cluster just started timed out after 30 s (issue 28).
+    cache = _just_started()
+    everyone = [_broker(1, LISTENER), _broker(2, LISTENER), _broker(3, LISTENER)]
+    admin = FakeAdmin(cache, controller_update=everyone)
+    response = call(version, None, cache, admin)
+    assert admin.waits == [5000]
+    assert [b.node_id for b in response.brokers] == [1, 2, 3]
+    assert response.controller_id == 1
+    # From then on nothing waits.
+    call(version, None, cache, admin)
+    assert admin.waits == [5000]
+
+
+@pytest.mark.parametrize("version", [1, 4, 9, 12])
+def test_no_controller_is_named_that_the_answer_does_not_list(version: int) -> None:
+    # The controller's UpdateMetadata did not come in time: the broker answers what it
+    # knows, and names no controller rather than one without an address.
+    cache = _just_started()
+    admin = FakeAdmin(cache)
+    response = call(version, None, cache, admin)
+    assert admin.waits == [5000]
+    assert [b.node_id for b in response.brokers] == [3]
+    assert response.controller_id == -1
+    # Nor one that is not on the request's listener (as DescribeCluster answers).
+    over_internal = call(version, None, listener="INTERNAL")
+    assert [b.node_id for b in over_internal.brokers] == [0, 2]
+    assert over_internal.controller_id == -1
+
+
 @pytest.mark.parametrize("version", [0, 1, 4, 9, 12])
 def test_unknown_topic_auto_created_when_config_allows(version: int) -> None:
     admin = FakeAdmin(_cache())
@@ -248,33 +302,33 @@ def test_known_topic_without_partitions_is_unknown() -> None:
     assert (int(ghost.error_code), list(ghost.partitions)) == (UNKNOWN, [])
 
 
-def test_a_request_before_the_first_update_metadata_waits_for_it() -> None:
-    """A broker just started in a cluster knows nothing until the controller's first
-    UpdateMetadata: a Metadata request then waits for it rather than naming no broker
-    but itself (or none) and no topic, which librdkafka takes for the cluster."""
-    filled = _cache()
-    empty = MetadataCache(broker_id=0, cluster_id=CLUSTER_ID)
+def call_by_ids(version: int, ids: list[uuid.UUID], cache: MetadataCache | None = None,
+                admin: FakeAdmin | None = None, **ctx_kwargs: Any) -> Any:
+    cache = cache if cache is not None else _cache()
+    request = build(apis.spec_for(METADATA).request_entity(version), {
+        "topics": [{"name": None, "topic_id": i} for i in ids],
+        "allow_auto_topic_creation": True, "include_cluster_authorized_operations": False,
+        "include_topic_authorized_operations": False})
+    connection = SimpleNamespace(listener_name=LISTENER, peer="127.0.0.1:5555")
+    ctx = context(RequestHeader(METADATA, version, 1, "t", 2), connection,
+                  config={"auto_create_topics_enable": True}, metadata_cache=cache,
+                  admin=admin if admin is not None else FakeAdmin(cache), **ctx_kwargs)
+    response = asyncio.run(handle(ctx, request))
+    # What goes on the wire decodes back (names may be null from v12).
+    return apis.decode_response(METADATA, version, apis.encode_response(response))
 
-    async def scenario() -> Any:
-        values = {"topics": [{"name": "a", "topic_id": uuid.UUID(int=0)}],
-                  "allow_auto_topic_creation": False,
-                  "include_cluster_authorized_operations": False,
-                  "include_topic_authorized_operations": False}
-        request = build(apis.spec_for(METADATA).request_entity(12), values)
-        connection = SimpleNamespace(listener_name=LISTENER, peer="127.0.0.1:5555")
-        ctx = context(RequestHeader(METADATA, 12, 1, "t", 2), connection,
-                      config={"auto_create_topics_enable": False}, metadata_cache=empty,
-                      admin=FakeAdmin(empty))
-        answer = asyncio.ensure_future(handle(ctx, request))
-        await asyncio.sleep(0.05)
-        assert not answer.done()
-        # The controller's update arrives (UpdateMetadata: brokers, then partitions).
-        empty.update_brokers([filled.broker(b) for b in filled.alive_broker_ids()],
-                             filled.controller_id)
-        empty.update_partitions(list(filled.partitions("a").values()), TOPIC_IDS)
-        empty.changed()
-        return await asyncio.wait_for(answer, 1)
 
-    response = asyncio.run(scenario())
-    assert [b.node_id for b in response.brokers] == [0, 1]
-    assert int(topics_of(response)["a"].error_code) == NONE
+def test_topics_by_id_from_v12() -> None:
+    # Kafka's admin client describes (and deletes) topics by id with Metadata v12: known
+    # ids answer their topics, names included; an unknown id UNKNOWN_TOPIC_ID with the id
+    # and no name; nothing is auto-created. (klog answered by names only: nothing, or a
+    # topic without an id, and Kafka's client threw IllegalStateException.)
+    admin = FakeAdmin(_cache())
+    stranger = uuid.UUID(int=99)
+    response = call_by_ids(12, [TOPIC_IDS["b"], stranger, TOPIC_IDS["b"]], admin.cache, admin)
+    assert admin.calls == []
+    known, unknown = response.topics
+    assert (known.name, known.topic_id, int(known.error_code)) == ("b", TOPIC_IDS["b"], NONE)
+    assert [int(p.leader_id) for p in known.partitions] == [1]
+    assert (unknown.name, unknown.topic_id, int(unknown.error_code), list(unknown.partitions)) \
+        == (None, stranger, int(ErrorCode.UNKNOWN_TOPIC_ID), [])

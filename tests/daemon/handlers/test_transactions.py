@@ -1,7 +1,8 @@
 """The transaction handlers with a fake coordinator, no socket: InitProducerId (with a
 transactional id), AddPartitionsToTxn, AddOffsetsToTxn, EndTxn and WriteTxnMarkers decode,
 make one call and encode; PRODUCER_FENCED becomes INVALID_PRODUCER_EPOCH for the versions
-that predate it; AddPartitionsToTxn with an unknown partition fails as a whole."""
+that predate it; AddPartitionsToTxn with an unknown partition fails as a whole; its v4-v5
+(KIP-890, brokers only) add or verify a batch of transactions."""
 
 from __future__ import annotations
 
@@ -47,6 +48,12 @@ class FakeCoordinator:
                               committed: bool) -> ErrorCode:
         self.calls.append(("end", txn_id, pid, epoch, committed))
         return self.error
+
+    def verify_partitions_in_transaction(self, txn_id: str, pid: int, epoch: int,
+                                         partitions: Any) -> dict[tuple[str, int], ErrorCode]:
+        self.calls.append(("verify", txn_id, pid, epoch, sorted(partitions)))
+        return {tp: ErrorCode.NONE if tp[1] == 0 else ErrorCode.TRANSACTION_ABORTABLE
+                for tp in partitions}
 
 
 class FakeMetadataCache:
@@ -106,7 +113,44 @@ def test_add_partitions(version: int) -> None:
     assert coordinator.calls == []
 
 
-@pytest.mark.parametrize("version", [0, 3])
+def _v4_results(response: Any) -> dict[str, set[tuple[str, int, int]]]:
+    return {r.transactional_id: {(t.name, p.partition_index, p.partition_error_code)
+                                 for t in r.topic_results for p in t.results_by_partition}
+            for r in response.results_by_transaction}
+
+
+@pytest.mark.parametrize("version", [4, 5])
+def test_add_partitions_v4_adds_or_verifies_each_transaction_kip_890(version: int) -> None:
+    """The brokers' batched form: per transaction, ``verify_only`` asks the coordinator
+    whether each partition is in the ongoing transaction, else the partitions are added;
+    a transaction with an unknown partition fails alone."""
+    coordinator = FakeCoordinator(ErrorCode.CONCURRENT_TRANSACTIONS)
+    values = {"transactions": [
+        {"transactional_id": "verify", "producer_id": 1, "producer_epoch": 0,
+         "verify_only": True, "topics": [{"name": "a", "partitions": [0, 1]}]},
+        {"transactional_id": "add", "producer_id": 2, "producer_epoch": 5,
+         "verify_only": False, "topics": [{"name": "a", "partitions": [0]},
+                                          {"name": "b", "partitions": [2]}]},
+        {"transactional_id": "unknown", "producer_id": 3, "producer_epoch": 0,
+         "verify_only": True, "topics": [{"name": "a", "partitions": [0]},
+                                         {"name": "gone", "partitions": [0]}]},
+    ]}
+    cache = FakeMetadataCache({("a", 0), ("a", 1), ("b", 2)})
+    r = _call(add_partitions_to_txn, 24, version, values, transaction_coordinator=coordinator,
+              metadata_cache=cache)
+    assert r.error_code == 0
+    abortable = int(ErrorCode.TRANSACTION_ABORTABLE)
+    assert _v4_results(r) == {
+        "verify": {("a", 0, 0), ("a", 1, abortable)},
+        "add": {("a", 0, ErrorCode.CONCURRENT_TRANSACTIONS),
+                ("b", 2, ErrorCode.CONCURRENT_TRANSACTIONS)},
+        "unknown": {("a", 0, ErrorCode.OPERATION_NOT_ATTEMPTED),
+                    ("gone", 0, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)}}
+    assert sorted(coordinator.calls) == [("add", "add", 2, 5, [("a", 0), ("b", 2)]),
+                                         ("verify", "verify", 1, 0, [("a", 0), ("a", 1)])]
+
+
+@pytest.mark.parametrize("version", [0, 3, 4])
 def test_add_offsets_adds_the_groups_offsets_partition(version: int) -> None:
     coordinator = FakeCoordinator()
     groups = SimpleNamespace(partition_for=lambda group: 17 if group == "g" else -1)
@@ -120,7 +164,8 @@ def test_add_offsets_adds_the_groups_offsets_partition(version: int) -> None:
 @pytest.mark.parametrize("version, fenced", [(0, ErrorCode.INVALID_PRODUCER_EPOCH),
                                              (1, ErrorCode.INVALID_PRODUCER_EPOCH),
                                              (2, ErrorCode.PRODUCER_FENCED),
-                                             (3, ErrorCode.PRODUCER_FENCED)])
+                                             (3, ErrorCode.PRODUCER_FENCED),
+                                             (4, ErrorCode.PRODUCER_FENCED)])
 def test_end_txn(version: int, fenced: ErrorCode) -> None:
     coordinator = FakeCoordinator(ErrorCode.PRODUCER_FENCED)
     values = {"transactional_id": "t", "producer_id": 42, "producer_epoch": 3,
@@ -130,7 +175,8 @@ def test_end_txn(version: int, fenced: ErrorCode) -> None:
     assert coordinator.calls == [("end", "t", 42, 3, True)]
 
 
-def test_write_txn_markers() -> None:
+@pytest.mark.parametrize("version", [0, 1])
+def test_write_txn_markers(version: int) -> None:
     class Writer:
         def __init__(self) -> None:
             self.calls: list[tuple[Any, ...]] = []
@@ -149,7 +195,7 @@ def test_write_txn_markers() -> None:
         {"producer_id": 43, "producer_epoch": 0, "transaction_result": True,
          "coordinator_epoch": 7, "topics": [{"name": "a", "partition_indexes": [2]}]},
     ]}
-    r = _call(write_txn_markers, 27, 1, values, txn_marker_writer=writer)
+    r = _call(write_txn_markers, 27, version, values, txn_marker_writer=writer)
     assert writer.calls == [(42, 3, 7, False, [("a", 0), ("a", 1), ("gone", 4)]),
                             (43, 0, 7, True, [("a", 2)])]
     assert [(m.producer_id, [(t.name, [(p.partition_index, p.error_code)

@@ -7,6 +7,8 @@ import asyncio
 from collections.abc import Iterable
 from typing import Any
 
+import pytest
+
 from klog.daemon.handlers import describe_transactions, list_transactions
 from klog.daemon.transaction.coordinator import (
     TransactionDescription,
@@ -36,18 +38,22 @@ class FakeTransactionCoordinator:
                 for i in ids]
 
     def list_transactions(self, states_filter: Iterable[str] = (),
-                          producer_ids_filter: Iterable[int] = ()) -> TransactionList:
-        self.calls.append((list(states_filter), list(producer_ids_filter)))
+                          producer_ids_filter: Iterable[int] = (),
+                          duration_filter_ms: int = -1) -> TransactionList:
+        self.calls.append((list(states_filter), list(producer_ids_filter),
+                           duration_filter_ms))
         return TransactionList(0, ["Bogus"], [TransactionListing("tx-1", 42, "Ongoing")])
 
 
-def _call(module: Any, api_key: int, values: dict[str, Any], coordinator: Any) -> Any:
-    request = apis.decode_request(api_key, 0, apis.encode_request(
-        build(apis.spec_for(api_key).request_entity(0), values)))
-    ctx = context(RequestHeader(api_key, 0, 1, "test", 1), transaction_coordinator=coordinator)
+def _call(module: Any, api_key: int, values: dict[str, Any], coordinator: Any,
+          version: int = 0) -> Any:
+    request = apis.decode_request(api_key, version, apis.encode_request(
+        build(apis.spec_for(api_key).request_entity(version), values)))
+    ctx = context(RequestHeader(api_key, version, 1, "test", 1),
+                  transaction_coordinator=coordinator)
     response = asyncio.run(module.handle(ctx, request))
     # What goes on the wire decodes back.
-    return apis.decode_response(api_key, 0, apis.encode_response(response))
+    return apis.decode_response(api_key, version, apis.encode_response(response))
 
 
 def test_describe_transactions() -> None:
@@ -66,14 +72,23 @@ def test_describe_transactions() -> None:
         == ("nope", ErrorCode.TRANSACTIONAL_ID_NOT_FOUND)
 
 
-def test_list_transactions_passes_the_filters() -> None:
+@pytest.mark.parametrize("version", [0, 1])
+def test_list_transactions_passes_the_filters(version: int) -> None:
     coordinator = FakeTransactionCoordinator()
     response = _call(list_transactions, LIST,
-                     {"state_filters": ["Ongoing", "Bogus"], "producer_id_filters": [42]},
-                     coordinator)
-    assert coordinator.calls == [(["Ongoing", "Bogus"], [42])]
+                     {"state_filters": ["Ongoing", "Bogus"], "producer_id_filters": [42],
+                      "duration_filter": 5000}, coordinator, version)
+    # v0 has no duration filter: all (-1); v1 carries it (KIP-994).
+    assert coordinator.calls == [(["Ongoing", "Bogus"], [42], 5000 if version else -1)]
     assert response.error_code == ErrorCode.NONE
     assert list(response.unknown_state_filters) == ["Bogus"]
     assert [(t.transactional_id, t.producer_id, t.transaction_state)
             for t in response.transaction_states] == [("tx-1", 42, "Ongoing")]
+
+
+def test_list_transactions_v1_without_a_duration_filter_lists_all() -> None:
+    coordinator = FakeTransactionCoordinator()
+    _call(list_transactions, LIST, {"state_filters": [], "producer_id_filters": []},
+          coordinator, 1)
+    assert coordinator.calls == [([], [], -1)]
 

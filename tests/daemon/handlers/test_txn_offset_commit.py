@@ -33,7 +33,7 @@ class FakeCoordinator:
 
     async def commit_txn_offsets(self, *args: Any) -> dict[tuple[str, int], ErrorCode]:
         self.calls.append(args)
-        return dict.fromkeys(args[-1], self.error)
+        return dict.fromkeys(args[6], self.error)  # the offsets
 
 
 def _request(version: int) -> Any:
@@ -62,14 +62,18 @@ def _run(version: int, coordinator: FakeCoordinator) -> Any:
             for t in response.topics for p in t.partitions}
 
 
-@pytest.mark.parametrize("version", [0, 1, 2, 3])
+@pytest.mark.parametrize("version", [0, 1, 2, 3, 4])
 def test_one_call_with_the_transactions_offsets(version: int) -> None:
     coordinator = FakeCoordinator()
     errors = _run(version, coordinator)
     assert errors == {("t", 0): ErrorCode.NONE, ("t", 1): ErrorCode.NONE,
                       ("gone", 0): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
-    ((group, pid, epoch, generation, member, instance, offsets),) = coordinator.calls
+    ((group, pid, epoch, generation, member, instance, offsets, txn_id, abortable),) = \
+        coordinator.calls
     assert (group, pid, epoch) == ("g", 42, 3)
+    # The transactional id, for KIP-890's verification of the offsets partition; v4
+    # clients understand TRANSACTION_ABORTABLE.
+    assert (txn_id, abortable) == ("tx", version >= 4)
     # v3 (KIP-447) names the member; before, the defaults mean "not checked".
     assert (generation, member, instance) == ((5, "m-1", None) if version >= 3
                                               else (-1, "", None))

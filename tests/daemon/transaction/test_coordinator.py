@@ -363,6 +363,72 @@ def test_describe_and_list() -> None:
     run(go)
 
 
+def test_list_with_a_duration_filter_kip_994() -> None:
+    """Only the ids whose transaction started more than the filter ago; an id with no
+    transaction running has start time -1, so Kafka's rule lists it for any filter."""
+    async def go(env: Env) -> None:
+        c = env.coordinator
+        await init(env, "old")
+        await init(env, "new")
+        await init(env, "idle")
+        await c.add_partitions("old", 1001, 0, {("x", 0)})
+        env.now = NOW + 60_000
+        await c.add_partitions("new", 1002, 0, {("x", 1)})
+        env.now = NOW + 61_000
+
+        def listed(duration_ms: int) -> list[str]:
+            return sorted(t.transactional_id
+                          for t in c.list_transactions(duration_filter_ms=duration_ms)
+                          .transactions)
+
+        assert listed(-1) == ["idle", "new", "old"]
+        assert listed(30_000) == ["idle", "old"]
+        assert listed(61_000) == ["idle"]  # "old" ran exactly 61 s: not longer
+        assert listed(0) == ["idle", "new", "old"]
+
+    run(go)
+
+
+def test_verify_partitions_in_transaction_kip_890() -> None:
+    """AddPartitionsToTxn v4 with verify_only, the coordinator's side: a partition is
+    confirmed only while it is in the producer's ongoing transaction."""
+    async def go(env: Env) -> None:
+        c = env.coordinator
+        verify = c.verify_partitions_in_transaction
+        assert verify("nobody", 1, 0, [("a", 0)]) == {
+            ("a", 0): ErrorCode.INVALID_PRODUCER_ID_MAPPING}
+        assert verify("", 1, 0, [("a", 0)]) == {("a", 0): ErrorCode.INVALID_REQUEST}
+        await init(env)
+        # Empty: nothing added yet.
+        assert verify("t", 1001, 0, [("a", 0)]) == {("a", 0): ErrorCode.TRANSACTION_ABORTABLE}
+        await c.add_partitions("t", 1001, 0, {("a", 0)})
+        assert verify("t", 1001, 0, [("a", 0), ("a", 1)]) == {
+            ("a", 0): ErrorCode.NONE, ("a", 1): ErrorCode.TRANSACTION_ABORTABLE}
+        assert verify("t", 999, 0, [("a", 0)]) == {
+            ("a", 0): ErrorCode.INVALID_PRODUCER_ID_MAPPING}
+        assert verify("t", 1001, 1, [("a", 0)]) == {("a", 0): ErrorCode.PRODUCER_FENCED}
+        # Ending: the markers are being written.
+        env.markers.gate = asyncio.Event()
+        assert await c.end_transaction("t", 1001, 0, committed=False) is ErrorCode.NONE
+        await settle()
+        assert verify("t", 1001, 0, [("a", 0)]) == {("a", 0): ErrorCode.CONCURRENT_TRANSACTIONS}
+        env.markers.gate.set()
+        await settle()
+        # Aborted: a late write of the partition is no longer in any transaction.
+        assert env.metadata("t").state_name == "CompleteAbort"
+        assert verify("t", 1001, 0, [("a", 0)]) == {("a", 0): ErrorCode.TRANSACTION_ABORTABLE}
+        # Not coordinated here (moved), or loading.
+        p = env.sm.partition_for("t")
+        env.sm._loading[p] = 1
+        assert verify("t", 1001, 0, [("a", 0)]) == {
+            ("a", 0): ErrorCode.COORDINATOR_LOAD_IN_PROGRESS}
+        del env.sm._loading[p]
+        del env.sm._cache[p]
+        assert verify("t", 1001, 0, [("a", 0)]) == {("a", 0): ErrorCode.NOT_COORDINATOR}
+
+    run(go)
+
+
 def test_what_is_written_loads_back(tmp_path: Any) -> None:
     """Records as the state manager writes them, read back from a real log by the loader
     (the last value per id wins; a tombstone removes the id)."""

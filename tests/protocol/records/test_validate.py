@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from klog.protocol.errors import (
     CorruptRecordError,
     InvalidRecordError,
+    InvalidTimestampError,
     KafkaError,
     RecordTooLargeError,
 )
@@ -23,6 +24,7 @@ from klog.protocol.records.batch import (
     CRC_OFFSET,
     RECORD_BATCH_OVERHEAD,
     CompressionType,
+    TimestampType,
     crc32c,
     read_batch_header,
 )
@@ -36,26 +38,30 @@ _CASE = settings(max_examples=300, deadline=None, database=None,
                  suppress_health_check=[HealthCheck.too_slow])
 
 
-def _outcome(fn: Any, data: bytes, count: int, require_keys: bool) -> Any:
+def _outcome(fn: Any, data: bytes, count: int, require_keys: bool, **rules: Any) -> Any:
     try:
-        return fn(data, count, require_keys=require_keys, batch_position=7)
+        return fn(data, count, require_keys=require_keys, batch_position=7, **rules)
     except KafkaError as exc:
-        return type(exc), str(exc)
+        return type(exc), str(exc), exc.record_errors
 
 
-def _native(data: bytes, count: int, *, require_keys: bool, batch_position: int) -> Any:
-    kind, message, low, high = validate.native.check_v2(data, count, require_keys,  # type: ignore
-                                                        batch_position)
-    if kind:
-        raise (CorruptRecordError if kind == 1 else InvalidRecordError)(message)
-    return low, high
+def _native(data: bytes, count: int, *, require_keys: bool, batch_position: int,
+            offset_rule: bool = True, base_timestamp: int = 0,
+            timestamp_range: tuple[int, int] | None = None) -> Any:
+    assert validate.native is not None
+    answer = validate.native.check_v2(data, count, offset_rule, require_keys, batch_position,
+                                      base_timestamp, timestamp_range)
+    if len(answer) == 2:
+        return answer
+    raise validate._refusal(*answer)
 
 
-def _same(data: bytes, count: int, require_keys: bool = False) -> Any:
+def _same(data: bytes, count: int, require_keys: bool = False, **rules: Any) -> Any:
     """The reference's outcome, after checking the C twin's is the same (when built)."""
-    python = _outcome(validate.check_records_reference, data, count, require_keys)
+    python = _outcome(validate.check_records_reference, data, count, require_keys, **rules)
     if validate.native is not None:
-        assert _outcome(_native, data, count, require_keys) == python, (data.hex(), count)
+        assert _outcome(_native, data, count, require_keys, **rules) == python, (
+            data.hex(), count, rules)
     return python
 
 
@@ -139,17 +145,111 @@ def test_a_valid_section_gives_its_timestamp_range() -> None:
 
 def test_offset_deltas_must_be_0_to_n_minus_1_in_order() -> None:
     records = [(0, b"k", b"v", [])] * 3
-    for deltas in ([0, 2, 1], [1, 2, 3], [0, 0, 1], [0, 1, 5]):
-        kind, message = _same(_section(records, deltas), 3)
+    for deltas, offenders in (([0, 2, 1], [1, 2]), ([1, 2, 3], [0, 1, 2]), ([0, 0, 1], [1, 2]),
+                              ([0, 1, 5], [2])):
+        kind, message, errors = _same(_section(records, deltas), 3)
         assert kind is InvalidRecordError and "offset delta" in message
+        assert [index for index, _ in errors] == offenders
+        assert message.startswith(f"{len(offenders)} of the 3 records of batch at position 7")
+    # a batch at rest (compacted) may have gaps: without the offset rule they pass
+    assert _same(_section(records, [0, 4, 9]), 3, offset_rule=False) == (0, 0)
 
 
 def test_a_compacted_topic_needs_a_key_on_every_record() -> None:
     section = _section([(0, b"k", b"v", []), (0, None, b"v", [])])
     assert _same(section, 2) == (0, 0)
+    no_key = ("record 1 of batch at position 7 has no key: a compacted topic cannot accept a "
+              "record without a key")
     assert _same(section, 2, True) == (
-        InvalidRecordError, "record 1 of batch at position 7 has no key: a compacted topic "
-        "cannot accept a record without a key")
+        InvalidRecordError, f"1 of the 2 records of batch at position 7 were refused; the "
+        f"first: {no_key}", ((1, no_key),))
+
+
+def test_every_keyless_record_is_named_and_no_other() -> None:
+    """librdkafka's case (test 0011): 100 records, every tenth without a key, to a
+    compacted topic: the ten are named, by their index in the batch, in order."""
+    records = [(i, None if i % 10 == 0 else b"key-%d" % i, b"value", []) for i in range(100)]
+    kind, message, errors = _same(_section(records), 100, True)
+    assert kind is InvalidRecordError
+    assert [index for index, _ in errors] == list(range(0, 100, 10))
+    assert all("has no key" in text for _, text in errors)
+    assert message.startswith("10 of the 100 records of batch at position 7 were refused")
+
+
+BASE = NOW - 1000  # the batch's base timestamp in the timestamp tests
+
+
+def test_timestamps_out_of_range_are_named_as_timestamp_errors() -> None:
+    records = [(0, b"k", b"v", []), (-60_000, b"k", b"v", []), (1000, b"k", b"v", []),
+               (10**7, b"k", b"v", [])]
+    section = _section(records)
+    window = (NOW - 30_000, NOW + 5_000)
+    kind, _message, errors = _same(section, 4, base_timestamp=BASE, timestamp_range=window)
+    assert kind is InvalidTimestampError
+    assert [index for index, _ in errors] == [1, 3]
+    assert f"has timestamp {BASE - 60_000}, outside [{window[0]}, {window[1]}]" in errors[0][1]
+    # within the range (its ends included), all pass and the deltas come back
+    assert _same(section, 4, base_timestamp=BASE,
+                 timestamp_range=(BASE - 60_000, BASE + 10**7)) == (-60_000, 10**7)
+    # no range: no timestamp rule at all
+    assert _same(section, 4, base_timestamp=BASE) == (-60_000, 10**7)
+
+
+def test_a_record_without_a_timestamp_is_not_judged() -> None:
+    """-1 (NO_TIMESTAMP) passes any range, as in Kafka; other negative timestamps do not."""
+    records = [(0, b"k", b"v", []), (-1 - BASE, b"k", b"v", []), (-2 - BASE, b"k", b"v", [])]
+    kind, _message, errors = _same(_section(records), 3, base_timestamp=BASE,
+                                   timestamp_range=(NOW - 10_000, NOW + 10_000))
+    assert kind is InvalidTimestampError and [index for index, _ in errors] == [2]
+
+
+def test_each_record_is_told_the_first_rule_it_breaks() -> None:
+    """Offset delta, then key, then timestamp; one timestamp offender makes the batch's
+    error INVALID_TIMESTAMP (Kafka's processRecordErrors), the rest stay named."""
+    records = [(0, None, b"v", []), (10**9, b"k", b"v", []), (10**9, None, b"v", []),
+               (10**9, b"k", b"v", [])]
+    deltas = [0, 1, 2, 7]
+    kind, _message, errors = _same(_section(records, deltas), 4, True, base_timestamp=BASE,
+                                   timestamp_range=(NOW - 10_000, NOW + 10_000))
+    assert kind is InvalidTimestampError
+    assert [(index, text.split(": ")[0].split(" has ")[1]) for index, text in errors] == [
+        (0, "no key"), (1, f"timestamp {BASE + 10**9}, outside [{NOW - 10_000}, "
+                           f"{NOW + 10_000}], the range the topic's timestamp limits allow now"),
+        (2, "no key"), (3, "offset delta 7")]
+    # without a timestamp offender the batch's error is INVALID_RECORD
+    kind, _message, errors = _same(_section(records, deltas), 4, True, base_timestamp=BASE)
+    assert kind is InvalidRecordError and [index for index, _ in errors] == [0, 2, 3]
+
+
+def test_timestamps_wrap_around_as_javas_longs() -> None:
+    """A hostile delta: base + delta is computed as Kafka computes it (int64), on both sides."""
+    base = 2**62
+    wrapped = base + 2**63 - 1 - 2**64  # -(2**62) - 1
+    records = [(2**63 - 1, b"k", b"v", [])]
+    assert _same(_section(records), 1, base_timestamp=base,
+                 timestamp_range=(wrapped - 5, wrapped + 5)) == (2**63 - 1, 2**63 - 1)
+    kind, _message, errors = _same(_section(records), 1, base_timestamp=base,
+                                   timestamp_range=(0, 2**63 - 1))
+    assert kind is InvalidTimestampError and f"timestamp {wrapped}," in errors[0][1]
+    # the check clamps a range beyond int64 before either side sees it
+    assert validate.check_records(_section(records), 1, base_timestamp=0,
+                                  timestamp_range=(-(2**70), 2**70)) == (2**63 - 1, 2**63 - 1)
+
+
+@native_only
+@_CASE
+@given(st.lists(st.tuples(st.integers(-(2**45), 2**45), st.booleans()), min_size=1,
+                max_size=8), st.lists(st.integers(-2, 9), min_size=8, max_size=8),
+       st.booleans(), st.booleans(), st.integers(-(2**62), 2**62),
+       st.one_of(st.none(), st.tuples(st.integers(-(2**63), 2**63 - 1),
+                                      st.integers(-(2**63), 2**63 - 1))))
+def test_native_and_reference_agree_on_every_rule(
+        rows: list[tuple[int, bool]], deltas: list[int], keys: bool, offsets: bool,
+        base: int, window: tuple[int, int] | None) -> None:
+    records = [(ts, b"k" if keyed else None, b"v", []) for ts, keyed in rows]
+    section = _section(records, deltas[:len(records)])
+    _same(section, len(records), keys, offset_rule=offsets, base_timestamp=base,
+          timestamp_range=window)
 
 
 def test_malformation_wins_over_a_broken_rule() -> None:
@@ -235,6 +335,23 @@ def test_control_batches_need_no_key_on_a_compacted_topic() -> None:
     _check(marker, require_keys=True)
     with pytest.raises(InvalidRecordError):
         _check(build_batch([(NOW, None, b"v")]), require_keys=True)
+
+
+@pytest.mark.parametrize("codec", [CompressionType.NONE, CompressionType.ZSTD])
+def test_check_batch_judges_each_record_of_a_create_time_batch(codec: CompressionType) -> None:
+    window = (NOW - 60_000, NOW + 60_000)
+    late = build_batch([(NOW, b"k", b"v"), (NOW - 3_600_000, b"k", b"v"), (NOW, None, b"v"),
+                        (NOW + 3_600_000, b"k", b"v"), (NOW + 3_600_000, None, b"v")],
+                       compression=codec)
+    with pytest.raises(InvalidTimestampError) as caught:
+        _check(late, timestamp_range=window, require_keys=True)
+    assert [index for index, _ in caught.value.record_errors] == [1, 2, 3, 4]
+    assert ["timestamp" in text for _, text in caught.value.record_errors] == [
+        True, False, True, False]  # a record without a key is told so first
+    # a LogAppendTime batch's records carry no producer's time to judge
+    stamped = build_batch([(NOW - 3_600_000, b"k", b"v")], compression=codec,
+                          timestamp_type=TimestampType.LOG_APPEND_TIME, log_append_time=NOW)
+    _check(stamped, timestamp_range=window)
 
 
 @pytest.mark.parametrize("target", list(CompressionType))
