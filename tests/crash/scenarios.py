@@ -851,6 +851,124 @@ class Topics(Scenario):
                 site.cluster.wait_for_isr(self.GROWN, p, site.broker_ids(), timeout=30)
 
 
+class Retention(Scenario):
+    """A topic whose small segments roll and go by ``retention.bytes`` (the broker's
+    retention pass runs every half second), and one partition's records deleted up to its
+    last one by DeleteRecords: afterwards each partition starts and ends where it did
+    (nothing deleted comes back, nothing kept is gone) and every record read is the one
+    acknowledged at its offset."""
+
+    name = "retention"
+    feature = "log roll, retention by size and DeleteRecords: the log start offset kept"
+    TOPIC = "crash-retention"
+
+    def build(self, site: Site) -> None:
+        site.create_topic(self.TOPIC, partitions=2, configs={
+            "segment.bytes": "1024", "retention.bytes": "3072", "cleanup.policy": "delete"})
+        reports = produce_all(site, self.TOPIC,
+                              [(n % 2, None, b"%04d" % n + b"." * 96) for n in range(300)],
+                              **{"linger.ms": 1, "batch.num.messages": 2})
+        self.acked = {(p, off): v for p, off, _, v in reports.acked}
+        # Retention has deleted the oldest segments of both partitions.
+        wait_until(lambda: all(o > 0 for o in self._starts(site).values()), 30,
+                   "retention to delete the oldest segments")
+        # Then the records of partition 1 up to its last one, inside its active segment:
+        # only the log start offset says they are gone.
+        last = end_offsets(site, self.TOPIC, 2)[1] - 1
+        (future,) = site.admin().delete_records([TopicPartition(self.TOPIC, 1, last)]).values()
+        assert future.result(30).low_watermark == last
+        # Retention is done once two of its passes leave the same log starts.
+        previous: list[dict[int, int]] = [{}]
+
+        def settled() -> bool:
+            now = self._starts(site)
+            same, previous[0] = now == previous[0], now
+            return same
+
+        wait_until(settled, 30, "retention to settle", interval=1.0)
+        self.before = self.observe(site)
+        assert self.before["starts"][1] == last, self.before
+
+    def _starts(self, site: Site) -> dict[int, int]:
+        futures = site.admin().list_offsets(
+            {TopicPartition(self.TOPIC, p): OffsetSpec.earliest() for p in range(2)},
+            request_timeout=10)
+        return {tp.partition: f.result(15).offset for tp, f in futures.items()}
+
+    def observe(self, site: Site) -> dict[str, Any]:
+        starts = dict(wait_until(lambda: self._starts(site), 20,
+                                 f"ListOffsets earliest of {self.TOPIC}"))
+        records = read_all(site, self.TOPIC, 2)
+        return {"starts": starts, "ends": end_offsets(site, self.TOPIC, 2),
+                "records": {p: [(off, v) for off, _, v in r] for p, r in records.items()}}
+
+    def check(self, site: Site) -> None:
+        after = self.observe(site)
+        assert after["starts"] == self.before["starts"], (
+            f"log start offsets moved: {self.before['starts']} before, {after['starts']} after")
+        assert after["ends"] == self.before["ends"], "high watermarks moved"
+        for p in (0, 1):
+            read = after["records"][p]
+            assert [off for off, _ in read] == list(range(after["starts"][p],
+                                                          after["ends"][p])), p
+            assert all(self.acked[(p, off)] == v for off, v in read), p
+        assert after == self.before
+
+
+class LogDirMove(Scenario):
+    """A replica moving to the hit broker's other log dir (AlterReplicaLogDirs, as
+    ``kafka-reassign-partitions`` with ``log_dirs`` asks) at 1 KB/s
+    (replica.alter.log.dirs.io.max.bytes.per.second): at the disruption its future log is
+    part-copied. Afterwards, with the throttle removed, the move completes -- the replica in
+    the new dir, no future replica left -- and every acknowledged record reads back, and
+    takes the next."""
+
+    name = "log-dir-move"
+    feature = "a replica moving between log dirs (AlterReplicaLogDirs) in progress"
+    TOPIC = "crash-log-dir"
+    THROTTLE = "replica.alter.log.dirs.io.max.bytes.per.second"
+
+    def build(self, site: Site) -> None:
+        site.create_topic(self.TOPIC)
+        # Small batches: a copy step takes whole batches.
+        self.values = [b"%04d" % n + b"." * 1000 for n in range(200)]
+        produce_all(site, self.TOPIC, [(0, None, v) for v in self.values],
+                    **{"batch.num.messages": 2, "linger.ms": 1})
+        self._throttle(site, "1024")
+        (current, _), = self._where(site)
+        self.dest = next(str(d) for d in site.log_dirs(site.target) if str(d) != current)
+        replica = (self.TOPIC, 0, site.target)
+        errors = _run(lambda admin: admin.alter_replica_log_dirs({replica: self.dest}), site)
+        assert errors == {replica: None}, errors
+        wait_until(lambda: len(self._where(site)) == 2, 20, "the future replica made")
+        (_, future), = [w for w in self._where(site) if w[0] == self.dest]
+        assert future, self._where(site)
+
+    def _throttle(self, site: Site, value: str | None) -> None:
+        resource = ConfigResource(ResourceType.BROKER, str(site.target))
+        resource.add_incremental_config(ConfigEntry(
+            self.THROTTLE, value, incremental_operation=AlterConfigOpType.SET
+            if value is not None else AlterConfigOpType.DELETE))
+        for future in site.admin().incremental_alter_configs([resource]).values():
+            future.result(30)
+
+    def _where(self, site: Site) -> list[tuple[str, bool]]:
+        """(log dir, is future) of each replica of the partition on the hit broker."""
+        described = _run(lambda admin: admin.describe_log_dirs(
+            [site.target], {self.TOPIC: [0]}), site)
+        return sorted((d.log_dir, info.is_future) for d in described[site.target]
+                      for tp, info in d.replicas.items() if tp == (self.TOPIC, 0))
+
+    def check(self, site: Site) -> None:
+        self._throttle(site, None)
+        wait_until(lambda: self._where(site) == [(self.dest, False)], 60,
+                   f"the replica moved to {self.dest}")
+        got = read_all(site, self.TOPIC, 1)
+        assert [v for _, _, v in got[0]] == self.values
+        reports = produce_all(site, self.TOPIC, [(0, None, b"after")])
+        assert [off for _, off, _, _ in reports.acked] == [len(self.values)]
+
+
 class Reassignment(Scenario):
     """A reassignment in progress at the disruption: ``klog reassign execute`` adds a
     replica that catches up under 1 KB/s replication throttles (set on every broker and
@@ -923,7 +1041,7 @@ class Reassignment(Scenario):
 
 SCENARIOS: tuple[type[Scenario], ...] = (
     IdempotentProducer, Transactions, Compaction, Groups, ScramUsers, Acls, ClientQuotas,
-    DynamicConfigs, Topics, Reassignment,
+    DynamicConfigs, Topics, Retention, LogDirMove, Reassignment,
 )
 
 

@@ -7,7 +7,8 @@ A site gives scenarios what they need to place their state on the broker that wi
 picks a group or transactional id whose coordinator it is. Each broker listens twice:
 PLAINTEXT (``bootstrap_servers``; every such client is User:ANONYMOUS) and SASL_PLAINTEXT
 with SCRAM (``sasl_bootstrap_servers``), and runs the ACL authorizer with
-``allow.everyone.if.no.acl.found``, so only the resources a scenario gives ACLs are guarded.
+``allow.everyone.if.no.acl.found``, so only the resources a scenario gives ACLs are guarded;
+it has two log dirs.
 """
 
 from __future__ import annotations
@@ -74,11 +75,17 @@ BROKER_OVERRIDES: dict[str, str] = {
     "group.initial.rebalance.delay.ms": "0",
     "group.min.session.timeout.ms": "1000",
     "log.cleaner.backoff.ms": "200",
+    "log.retention.check.interval.ms": "500",
     "auto.create.topics.enable": "false",
     # A follower's fetch takes at most this much of a partition while its throttle allows
     # (Kafka's default, 1 MB, would move the reassignment scenario's data in one fetch).
     "replica.fetch.max.bytes": "65536",
 }
+
+
+def two_log_dirs(data_dir: Path) -> list[Path]:
+    """A broker's log dirs: two (JBOD), so that a replica can move between them."""
+    return [data_dir / "logs", data_dir / "logs-b"]
 
 
 def listeners(plain_port: int, sasl_port: int) -> str:
@@ -213,7 +220,8 @@ class Site(ABC):
     def log_tails(self, lines: int = 60) -> str: ...
 
     @abstractmethod
-    def log_dirs(self) -> list[Path]: ...
+    def log_dirs(self, broker_id: int | None = None) -> list[Path]:
+        """The log dirs of broker ``broker_id`` (None: of every broker)."""
 
     def reset_admin(self) -> None:
         with self._admin_lock:
@@ -234,7 +242,8 @@ class StandaloneSite(Site):
         plain, sasl = free_port(), free_port()
         self.sasl_ports = {0: sasl}
         self.broker = KlogBroker(root / "broker", port=plain, overrides={
-            **BROKER_OVERRIDES, "listeners": listeners(plain, sasl)})
+            **BROKER_OVERRIDES, "listeners": listeners(plain, sasl),
+            "log.dirs": ",".join(str(d) for d in two_log_dirs(root / "broker"))})
 
     def start(self) -> StandaloneSite:
         self.broker.start()
@@ -273,8 +282,8 @@ class StandaloneSite(Site):
     def log_tails(self, lines: int = 60) -> str:
         return f"--- broker 0 ---\n{self.broker.log_tail(lines)}"
 
-    def log_dirs(self) -> list[Path]:
-        return [self.broker.log_dir]
+    def log_dirs(self, broker_id: int | None = None) -> list[Path]:
+        return two_log_dirs(self.broker.data_dir)
 
     def close(self) -> None:
         super().close()
@@ -294,6 +303,8 @@ class ClusterSite(Site):
         for broker_id, broker in cluster.brokers.items():
             self.sasl_ports[broker_id] = free_port()
             broker.overrides["listeners"] = listeners(broker.port, self.sasl_ports[broker_id])
+            broker.overrides["log.dirs"] = ",".join(str(d)
+                                                    for d in two_log_dirs(broker.data_dir))
         self.target = -1
 
     def start(self) -> ClusterSite:
@@ -412,8 +423,9 @@ class ClusterSite(Site):
         return "\n".join(f"--- broker {i} ---\n{self.cluster.broker(i).log_tail(lines)}"
                          for i in self.cluster.ids)
 
-    def log_dirs(self) -> list[Path]:
-        return [self.cluster.broker(i).log_dir for i in self.cluster.ids]
+    def log_dirs(self, broker_id: int | None = None) -> list[Path]:
+        ids = self.cluster.ids if broker_id is None else [broker_id]
+        return [d for i in ids for d in two_log_dirs(self.cluster.broker(i).data_dir)]
 
 
 # ---------------------------------------------------------------------------- disruptions
