@@ -150,6 +150,8 @@ def stopped_broker(tmp_path: Path) -> Iterator[tuple[StandaloneSite, list[str], 
     own cleaner off (the cleanings are this test's)."""
     site = StandaloneSite(tmp_path)
     site.broker.overrides["log.cleaner.enable"] = "false"
+    # One log dir (the site's brokers have two): every topic's partition in ``log_dir``.
+    site.broker.overrides["log.dirs"] = str(site.broker.data_dir / "logs")
     topics = [f"crash-step-{i:02d}" for i in range(TOPICS)]
     try:
         site.start()
