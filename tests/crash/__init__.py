@@ -19,9 +19,11 @@ Standalone (tests/crash/test_standalone.py) the disruption hits the one broker; 
 3-broker ZooKeeper cluster (tests/crash/test_cluster.py) it hits the broker that leads
 every scenario partition and coordinates every scenario group and transactional id, once as
 a broker that is not the controller (``leader``) and once as the controller
-(``controller``). One broker (or cluster) per disruption serves every scenario at once:
-they use their own topics, groups, users and ids and do not interfere. Each cell of the
-matrix (disruption x scenario) is one test, so a failure names both.
+(``controller``). One broker (or cluster) per disruption -- a *world* -- serves every
+scenario at once: they use their own topics, groups, users and ids and do not interfere.
+A module's worlds are started, built and disrupted a few side by side
+(``site.PARALLEL_WORLDS``: most of a world's time is waiting), then checked. Each cell of
+the matrix (disruption x scenario) is one test, so a failure names both.
 
 Compaction's swap gets its own test (tests/crash/test_compaction_steps.py): a crash at every
 step of a clean and swap, one topic per step, all read by one broker start.

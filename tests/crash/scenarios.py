@@ -274,6 +274,9 @@ class IdempotentProducer(Scenario):
         site.create_topic(self.TOPIC, partitions=2)
         self.reports = Deliveries()
         self.sent = 0
+        # Messages are sent up to this many: set at the disruption to what ~40 s more take
+        # (past any disruption), so that a world checked minutes later reads a bounded log.
+        self.limit = 1 << 62
         self.stop = threading.Event()
         self.producer = site.producer(**{
             "enable.idempotence": True, "linger.ms": 5, "message.timeout.ms": 120000,
@@ -285,6 +288,9 @@ class IdempotentProducer(Scenario):
     def _produce(self) -> None:
         while not self.stop.is_set():
             n = self.sent
+            if n >= self.limit:
+                self.producer.poll(0.1)
+                continue
             try:
                 self.producer.produce(self.TOPIC, value=b"%08d" % n, partition=n % 2,
                                       on_delivery=self.reports)
@@ -298,6 +304,7 @@ class IdempotentProducer(Scenario):
 
     def before_disruption(self, site: Site) -> None:
         self.acked_before = len(self.reports)
+        self.limit = self.sent + 40 * 1000
 
     def check(self, site: Site) -> None:
         wait_until(lambda: len(self.reports) >= self.acked_before + 500, 60,
@@ -361,7 +368,7 @@ class Transactions(Scenario):
         self._transaction(site, self.abandoned, self.OPEN, "abandoned")
         # Open at the disruption; its producer commits after (its timeout outlasts every
         # world's build and disruption).
-        self.later = self._producer(site, ids["later"], 300000)
+        self.later = self._producer(site, ids["later"], 900000)
         self._transaction(site, self.later, self.OPEN, "later")
         self._check_ended(site)
 
