@@ -37,3 +37,25 @@ def test_every_name_said_not_implemented_is_unimplemented() -> None:
             assert set(group) <= UNIMPLEMENTED_BROKER_CONFIGS, name
         else:
             assert name in UNIMPLEMENTED_BROKER_CONFIGS, name
+
+
+def _crash_section() -> str:
+    return README.read_text().split("### After a crash\n", 1)[1].split("\n#")[0]
+
+
+def test_the_crash_matrix_table_lists_every_scenario() -> None:
+    from tests.crash.scenarios import SCENARIOS
+
+    rows = [line for line in _crash_section().splitlines() if line.startswith("| `")]
+    listed = [re.match(r"\| `([^`]+)`", row).group(1) for row in rows]  # type: ignore[union-attr]
+    assert listed == [s.name for s in SCENARIOS]
+
+
+def test_the_crash_section_names_every_disruption() -> None:
+    from tests.crash.site import DISRUPTIONS, PAUSE_S
+
+    section = _crash_section()
+    for disruption in DISRUPTIONS:
+        assert f"`{disruption.name}`" in section
+    assert f"SIGSTOP for {PAUSE_S:g} s" in section
+    assert "`leader`" in section and "`controller`" in section

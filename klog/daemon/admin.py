@@ -129,6 +129,7 @@ class AdminManager:
         self.store = metastore
         self.metadata_cache = metadata_cache
         self.replica_manager = replica_manager
+        self.log_manager = log_manager
         self.controller = controller
         self.config_changes = ConfigChangeManager(
             broker_id, config, metastore, topic_configs, replica_manager, log_manager,
@@ -538,10 +539,13 @@ class AdminManager:
                              ) -> dict[tuple[str, int], DeleteRecordsResult]:
         """Move each partition's log start offset up to the requested offset (-1: the high
         watermark). Segments wholly below it go with the next retention pass, as in Kafka.
-        The low watermark answered is the leader's new log start offset."""
+        The low watermark answered is the leader's new log start offset, written to the
+        log-start-offset checkpoint before the answer: a crash must not bring the records
+        back."""
         rm = self.replica_manager
         cache = self.metadata_cache
         results: dict[tuple[str, int], DeleteRecordsResult] = {}
+        moved: list[tuple[str, int]] = []
         for tp, offset in offsets.items():
             if cache.partition_state(*tp) is None:
                 results[tp] = DeleteRecordsResult(-1, int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
@@ -559,7 +563,8 @@ class AdminManager:
                                      f"The offset {target} for partition {tp[0]}-{tp[1]} is "
                                      f"not valid")
                 # Off the loop: the log's lock may be held by a flush in progress.
-                await asyncio.to_thread(plog.maybe_increment_log_start_offset, target)
+                if await asyncio.to_thread(plog.maybe_increment_log_start_offset, target):
+                    moved.append(tp)
                 results[tp] = DeleteRecordsResult(plog.log_start_offset, 0)
             except AdminError as exc:
                 results[tp] = DeleteRecordsResult(-1, int(exc.error_code))
@@ -568,6 +573,10 @@ class AdminManager:
             except OSError as exc:
                 log.error("delete records on %s-%d failed: %s", tp[0], tp[1], exc)
                 results[tp] = DeleteRecordsResult(-1, int(ErrorCode.KAFKA_STORAGE_ERROR))
+        if moved:
+            # (A failing log dir is reported to the failure handler, which takes its
+            # partitions offline.)
+            await asyncio.to_thread(self.log_manager.checkpoint_log_start_offsets, moved)
         return results
 
     # -- describing configs --------------------------------------------------------------

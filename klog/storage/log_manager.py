@@ -857,6 +857,11 @@ class LogManager:
             log_dir / RECOVERY_POINT_CHECKPOINT_FILE,
             {tp: log.recovery_point for tp, log in logs.items()},
         )
+        self._write_log_start_offsets(log_dir, logs)
+
+    @staticmethod
+    def _write_log_start_offsets(log_dir: Path, logs: dict[TopicPartition, PartitionLog]
+                                 ) -> None:
         # Kafka records only log start offsets above the first segment's base offset.
         write_offset_checkpoint(
             log_dir / LOG_START_OFFSET_CHECKPOINT_FILE,
@@ -866,6 +871,20 @@ class LogManager:
                 if log.log_start_offset > log.segments[0].base_offset
             },
         )
+
+    def checkpoint_log_start_offsets(self, partitions: Iterable[TopicPartition]) -> None:
+        """Write now the log-start-offset checkpoint of each live dir holding one of
+        ``partitions``. DeleteRecords calls it: its answer tells the client the records
+        are gone, and with the periodic checkpoint alone a kill before the next one brought
+        back those of the active segment (or of any segment retention had not deleted)."""
+        with self._lock:
+            live = self.live_log_dirs
+            dirs = {self._log_dir_of[tp] for tp in partitions if tp in self._log_dir_of}
+            for log_dir in sorted(d for d in dirs if d in live):
+                try:
+                    self._write_log_start_offsets(log_dir, self._logs_in(log_dir))
+                except OSError as exc:
+                    self._report(log_dir, exc)
 
     def checkpoint_recovery_points_and_log_start_offsets(self) -> None:
         with self._lock:

@@ -1,14 +1,17 @@
 """Brokers in ZooKeeper mode: registration under the chroot, a duplicate broker.id refused,
-re-registration after the ZooKeeper session expires, controller failover on kill -9."""
+re-registration after the ZooKeeper session expires, controller failover on kill -9, a
+restarted broker's Metadata answers held until the controller has told it the cluster."""
 
 from __future__ import annotations
 
+import threading
 import time
 
 from klog.daemon.metastore import paths
 from klog.daemon.metastore.zookeeper import ZooKeeperMetadataStore
 from klog.testing import BrokerStartError, KlogBroker
 from tests.cluster.conftest import SHORT_TIMEOUTS, wait_until
+from tests.daemon.wire import WireClient
 
 
 def test_chroot_is_created_and_holds_the_cluster(cluster, zk_server) -> None:
@@ -115,6 +118,47 @@ def test_controller_losing_its_session_hands_over_and_rejoins(cluster) -> None:
     wait_until(lambda: described().controller_id == second, 20,
                f"broker {first} to report controller {second}")
     assert [b.node_id for b in described().brokers] == c.ids
+
+
+def test_a_restarted_broker_answers_metadata_once_the_controller_has_told_it(cluster) -> None:
+    """A broker accepts connections before the controller's first UpdateMetadata reaches
+    it (here held back: the controller is paused meanwhile). A Metadata request then waits
+    for it: answered at once, it named this broker alone and no topic, and librdkafka
+    (2.10+) took that for the cluster -- it dropped the other brokers, failing what it had
+    in flight to them, and took the topics for deleted (found by tests/crash)."""
+    c = cluster(brokers=3)
+    c.create_topic("t", partitions=1, replication_factor=3)
+    controller = c.wait_for_controller()
+    target = next(b for b in c.ids if b != controller)
+    assert c.stop(target) == 0
+    c.wait(lambda: target not in c.registered(), 20, f"broker {target} to deregister")
+    answers: list[tuple[float, list[int], dict[str, int]]] = []
+    c.pause(controller)
+    try:
+        broker = c.start(target)
+        started = time.monotonic()
+
+        def ask() -> None:
+            with WireClient((broker.host, broker.port), timeout=20) as client:
+                for topics in (None, ["t"]):
+                    r = client.metadata(topics)
+                    answers.append((time.monotonic() - started,
+                                    sorted(b.node_id for b in r.brokers),
+                                    {t.name: int(t.error_code) for t in r.topics}))
+
+        asker = threading.Thread(target=ask)
+        asker.start()
+        time.sleep(1.5)
+    finally:
+        c.resume(controller)
+    asker.join(20)
+    assert len(answers) == 2, answers
+    # Told by the controller: every other live broker and the topic. (On a slow machine the
+    # paused controller's ZooKeeper session may end first; then the next controller tells
+    # it, without the paused one.)
+    for _waited, brokers, topics in answers:
+        assert target in brokers and len(brokers) >= 2, answers
+        assert topics == {"t": 0}, answers
 
 
 def test_watches_are_set_again_after_a_zookeeper_connection_blip(tmp_path) -> None:

@@ -41,6 +41,7 @@ from klog.daemon.metadata_cache import BrokerEndpoint, BrokerInfo, MetadataCache
 from klog.daemon.metastore import paths
 from klog.daemon.metastore.local import LocalMetadataStore
 from klog.protocol.errors import ErrorCode
+from klog.storage import checkpoints as cp
 from tests.daemon.wire import InProcessBroker, WireClient, batch, running_broker
 
 pytestmark = pytest.mark.timeout(60)
@@ -557,6 +558,27 @@ def test_delete_records(node: InProcessBroker, client: WireClient) -> None:
                    configs={"cleanup.policy": "compact"}).error_code == 0
     client.produce("kept", 0, batch(1, key=b"k"))
     assert delete({0: 1}, name="kept") == {0: (-1, ErrorCode.POLICY_VIOLATION)}
+
+
+def test_delete_records_is_checkpointed_before_it_is_answered(tmp_path: Path) -> None:
+    # The log start offset went to its checkpoint only every
+    # log.flush.start.offset.checkpoint.interval.ms (60 s) and at a clean stop: killed
+    # before, the broker brought back records DeleteRecords had answered deleted (those of
+    # segments retention had not removed yet; found by tests/crash, scenario retention).
+    node = InProcessBroker(tmp_path, {}).start()
+    try:
+        with node.connect() as client:
+            assert _create(client, "gone", partitions=1).error_code == 0
+            client.produce("gone", 0, batch(5))
+            r = client.call(DELETE_RECORDS, 2, {"topics": [{"name": "gone", "partitions": [
+                {"partition_index": 0, "offset": 3}]}], "timeout": 5000})
+            assert [(p.low_watermark, p.error_code) for p in r.topics[0].partitions] == [(3, 0)]
+            # Read while the broker runs: no periodic checkpoint or clean stop since.
+            checkpoint = tmp_path / "logs" / cp.LOG_START_OFFSET_CHECKPOINT
+            assert checkpoint.exists()
+            assert cp.read_offset_checkpoint(checkpoint) == {("gone", 0): 3}
+    finally:
+        node.stop()
 
 
 def test_describe_topic_configs(client: WireClient) -> None:

@@ -163,6 +163,30 @@ def test_high_watermark_on_load_is_the_checkpointed_one_or_the_log_start(
         reloaded.close()
 
 
+def test_checkpoint_log_start_offsets_of_the_dirs_of_some_partitions(tmp_path: Path) -> None:
+    """DeleteRecords' checkpoint: the log start offsets of the dirs holding the partitions
+    named, written at once; a crash after it starts the log there."""
+    dirs = [tmp_path / "a", tmp_path / "b"]
+    manager = LogManager(dirs).startup()
+    for p in range(2):  # one partition a dir
+        log = manager.get_or_create_log("t", p)
+        log.append_as_leader(build_batch(0, count=6), 0)
+        log.update_high_watermark(6)
+        log.maybe_increment_log_start_offset(3 + p)
+    where = {p: manager.log_dir_containing(manager.get_log("t", p).dir)  # type: ignore[union-attr]
+             for p in range(2)}
+    manager.checkpoint_log_start_offsets([("t", 1)])
+    assert read_offset_checkpoint(where[1] / "log-start-offset-checkpoint") == {("t", 1): 4}
+    assert not (where[0] / "log-start-offset-checkpoint").exists()  # only the dir asked for
+    manager._unlock_all()  # a crash: no close, no periodic checkpoint
+    reloaded = LogManager(dirs).startup()
+    try:
+        starts = {p: log.log_start_offset for (_t, p), log in reloaded.all_logs().items()}
+        assert starts == {0: 0, 1: 4}
+    finally:
+        reloaded.close()
+
+
 # -- future logs: moving a partition to another log dir ------------------------------------
 
 
