@@ -267,6 +267,7 @@ def audit_segment(
     max_batch_size: int,
     progress: Progress | None = None,
     partition: str | None = None,
+    check_records: bool = True,
 ) -> SegmentAudit:
     """Recovery's scan of a ``.log`` (sizes, CRCs, offsets from ``base_offset`` on) and the
     records of each v2 batch, in one walk of the file.
@@ -276,7 +277,8 @@ def audit_segment(
     Recovery keeps it, as Kafka's does (LogSegment.recover checks sizes and CRCs, never
     records): the bytes are what the producer sent, and cutting there would take every
     later batch with it. A compressed batch is inflated up to the decompression bound,
-    beyond which it is a warning (not checked).
+    beyond which it is a warning (not checked). ``check_records`` False leaves the records
+    alone (recovery's own scan: sizes and CRCs only).
     """
     records: list[Finding] = []
     indexed = _indexed_positions(log, base_offset)
@@ -285,7 +287,7 @@ def audit_segment(
     def on_batch(position: int, header: BatchHeader, entry: memoryview) -> None:
         if position in indexed:
             batch_ends[position] = header.last_offset
-        if header.magic != MAGIC_V2:
+        if header.magic != MAGIC_V2 or not check_records:
             return
         base = header.base_offset
         try:
@@ -341,17 +343,25 @@ def _indexed_positions(log: Path, base_offset: int) -> set[int]:
 # -- a segment's indexes --------------------------------------------------------------------
 
 
+def _size_finding(
+    kind: str, path: Path, entry_size: int, partition: str | None
+) -> Finding | None:
+    """Damage when an index file is not a whole number of entries (judged first, as
+    Kafka's sanity check does: nothing in such a file is trusted)."""
+    size = file_size(path)
+    if size % entry_size:
+        return _finding(DAMAGE, f"{kind} size {size} is not a multiple of {entry_size}",
+                        path, partition=partition)
+    return None
+
+
 def _shape_finding(
-    kind: str, path: Path, shape: IndexShape, entry_size: int, active: bool,
-    partition: str | None, locate: Callable[[tuple[int, ...]], tuple[int | None, int | None]],
+    kind: str, path: Path, shape: IndexShape, active: bool, partition: str | None,
+    locate: Callable[[tuple[int, ...]], tuple[int | None, int | None]],
 ) -> Finding | None:
     """What an index's shape says beyond its entries: a fault, or a zero-filled tail (no
     finding for an ``active`` segment's: a broker preallocates it, as Kafka does)."""
     if shape.problem is not None:
-        if shape.entry is None:
-            size = file_size(path)
-            return _finding(DAMAGE, f"{kind} size {size} is not a multiple of {entry_size}",
-                            path, partition=partition)
         offset, position = (None, None) if shape.bad is None else locate(shape.bad)
         return _finding(DAMAGE, f"{kind} {shape.problem}", path,
                         partition=partition, offset=offset, position=position)
@@ -389,14 +399,12 @@ def audit_offset_index(
     path = offset_index_file_path(log.parent, base_offset)
     if not path.exists():
         return _finding(REBUILDABLE, "offset index is missing", path, partition=partition)
-    if path.stat().st_size == 0:
-        return None
+    size_fault = _size_finding("offset index", path, OFFSET_INDEX_ENTRY_SIZE, partition)
+    if size_fault is not None or file_size(path) == 0:
+        return size_fault
     index = OffsetIndex(path, base_offset, writable=False)
     try:
         shape = index.shape()
-        if shape.problem is not None and shape.entry is None:
-            return _shape_finding("offset index", path, shape, OFFSET_INDEX_ENTRY_SIZE, active,
-                                  partition, lambda bad: (bad[0], bad[1]))
         fd = os.open(log, os.O_RDONLY)
         try:
             for n, entry in enumerate(islice(index.iter_entries(), shape.written)):
@@ -428,8 +436,8 @@ def audit_offset_index(
             os.close(fd)
     finally:
         index.close_handler()
-    return _shape_finding("offset index", path, shape, OFFSET_INDEX_ENTRY_SIZE, active,
-                          partition, lambda bad: (bad[0], bad[1]))
+    return _shape_finding("offset index", path, shape, active, partition,
+                          lambda bad: (bad[0], bad[1]))
 
 
 def audit_time_index(
@@ -446,14 +454,12 @@ def audit_time_index(
     path = time_index_file_path(log.parent, base_offset)
     if not path.exists():
         return _finding(REBUILDABLE, "time index is missing", path, partition=partition)
-    if path.stat().st_size == 0:
-        return None
+    size_fault = _size_finding("time index", path, TIME_INDEX_ENTRY_SIZE, partition)
+    if size_fault is not None or file_size(path) == 0:
+        return size_fault
     index = TimeIndex(path, base_offset, writable=False)
     try:
         shape = index.shape()
-        if shape.problem is not None and shape.entry is None:
-            return _shape_finding("time index", path, shape, TIME_INDEX_ENTRY_SIZE, active,
-                                  partition, lambda bad: (bad[1], None))
         previous = None
         for n, entry in enumerate(islice(index.iter_entries(), shape.written)):
             where = {"partition": partition, "offset": entry.offset}
@@ -482,7 +488,7 @@ def audit_time_index(
             previous = entry
     finally:
         index.close_handler()
-    return _shape_finding("time index", path, shape, TIME_INDEX_ENTRY_SIZE, active, partition,
+    return _shape_finding("time index", path, shape, active, partition,
                           lambda bad: (bad[1], None))
 
 
@@ -494,11 +500,11 @@ def audit_txn_index(
     path = txn_index_file_path(log.parent, base_offset)
     if not path.exists():
         return None
+    size_fault = _size_finding("transaction index", path, ABORTED_TXN_SIZE, partition)
+    if size_fault is not None:
+        return size_fault
     data = path.read_bytes()
     shape = txn_index_shape(data, base_offset)
-    if shape.problem is not None and shape.entry is None:
-        return _shape_finding("transaction index", path, shape, ABORTED_TXN_SIZE, False,
-                              partition, lambda bad: (bad[3], None))
     if last_offset is not None:
         usable = memoryview(data)[: shape.usable * ABORTED_TXN_SIZE]
         for n, (_v, _pid, _first, last, _lso) in enumerate(ABORTED_TXN_ENTRY.iter_unpack(usable)):
@@ -509,8 +515,8 @@ def audit_txn_index(
                     f"last {last_offset}",
                     path, partition=partition, offset=last,
                 )
-    return _shape_finding("transaction index", path, shape, ABORTED_TXN_SIZE, False,
-                          partition, lambda bad: (bad[3], None))
+    return _shape_finding("transaction index", path, shape, False, partition,
+                          lambda bad: (bad[3], None))
 
 
 def audit_indexes(

@@ -388,9 +388,10 @@ class _MmapIndex:
     def shape(self) -> IndexShape:
         """How far the file's entries obey index_entries.py's rules (the one rule set of
         a sound index: this class's ``sanity_check``, the audit and dump-segment ask it)."""
-        return self._judge(b"" if self._mmap is None else self._mmap, self.base_offset)
+        return self._shape_of(b"" if self._mmap is None else self._mmap)
 
-    _judge: ClassVar[Callable[[bytes | mmap.mmap, int], IndexShape]]
+    def _shape_of(self, data: bytes | mmap.mmap) -> IndexShape:
+        raise NotImplementedError
 
     def _iter_raw(self, struct_: struct.Struct) -> Iterator[tuple[int, ...]]:
         """All valid entries as raw tuples, read in bounded chunks."""
@@ -413,7 +414,9 @@ class OffsetIndex(_MmapIndex):
 
     entry_size = OFFSET_INDEX_ENTRY_SIZE
     kind = "offset index"
-    _judge = staticmethod(offset_index_shape)
+
+    def _shape_of(self, data: bytes | mmap.mmap) -> IndexShape:
+        return offset_index_shape(data, self.base_offset)
 
     def _after_load(self) -> None:
         self._last_offset = self.base_offset
@@ -591,7 +594,9 @@ class TimeIndex(_MmapIndex):
 
     entry_size = TIME_INDEX_ENTRY_SIZE
     kind = "time index"
-    _judge = staticmethod(time_index_shape)
+
+    def _shape_of(self, data: bytes | mmap.mmap) -> IndexShape:
+        return time_index_shape(data, self.base_offset)
 
     def _after_load(self) -> None:
         self._last_entry = TimestampOffset(NO_TIMESTAMP, self.base_offset)
