@@ -334,8 +334,7 @@ def _indexed_positions(log: Path, base_offset: int) -> set[int]:
     except OSError:
         return set()
     try:
-        written = index.shape().written
-        return {entry.position for entry in islice(index.iter_entries(), written)}
+        return {entry.position for entry in islice(index.iter_entries(), _checked(index.shape()))}
     finally:
         index.close_handler()
 
@@ -407,7 +406,7 @@ def audit_offset_index(
         shape = index.shape()
         fd = os.open(log, os.O_RDONLY)
         try:
-            for n, entry in enumerate(islice(index.iter_entries(), shape.written)):
+            for n, entry in enumerate(islice(index.iter_entries(), _checked(shape))):
                 if batch_ends is not None:
                     ends_at = batch_ends.get(entry.position)
                 else:
@@ -432,12 +431,39 @@ def audit_offset_index(
                         f"{entry.position}, but the batch there ends at offset {ends_at}",
                         path, **where,
                     )
+            if shape.problem is not None and shape.usable > 0:
+                entry, previous = index.entry(shape.usable), index.entry(shape.usable - 1)
+                return _finding(
+                    DAMAGE,
+                    _does_not_follow("offset index", shape.usable, ("offset", "position"),
+                                     entry, previous),
+                    path, partition=partition, offset=entry.offset, position=entry.position,
+                )
         finally:
             os.close(fd)
     finally:
         index.close_handler()
     return _shape_finding("offset index", path, shape, active, partition,
                           lambda bad: (bad[0], bad[1]))
+
+
+def _checked(shape: IndexShape) -> int:
+    """The entries to check against the log: the written ones, or, when entry 0 is at
+    fault, entry 0 (whose fault the log names: no batch there, or one past its offset)."""
+    return shape.written if shape.problem is None else max(shape.usable, 1)
+
+
+def _does_not_follow(
+    kind: str, n: int, names: tuple[str, str], entry: tuple[int, int],
+    previous: tuple[int, int],
+) -> str:
+    """An index fault after entry 0, as the audit words it: an entry (the first of a
+    zero tail that garbage follows, or the faulty one) that does not follow its
+    predecessor (index_entries.py's rules say why)."""
+    return (
+        f"{kind} entry {n} ({names[0]} {entry[0]}, {names[1]} {entry[1]}) does not follow "
+        f"entry {n - 1} ({names[0]} {previous[0]}, {names[1]} {previous[1]})"
+    )
 
 
 def audit_time_index(
@@ -461,7 +487,7 @@ def audit_time_index(
     try:
         shape = index.shape()
         previous = None
-        for n, entry in enumerate(islice(index.iter_entries(), shape.written)):
+        for n, entry in enumerate(islice(index.iter_entries(), _checked(shape))):
             where = {"partition": partition, "offset": entry.offset}
             if n == shape.unordered and previous is not None:
                 return _finding(
@@ -486,6 +512,14 @@ def audit_time_index(
                     path, **where,
                 )
             previous = entry
+        if shape.problem is not None and shape.usable > 0:
+            entry, previous = index.entry(shape.usable), index.entry(shape.usable - 1)
+            return _finding(
+                DAMAGE,
+                _does_not_follow("time index", shape.usable, ("timestamp", "offset"), entry,
+                                 previous),
+                path, partition=partition, offset=entry.offset,
+            )
     finally:
         index.close_handler()
     return _shape_finding("time index", path, shape, active, partition,
@@ -515,6 +549,18 @@ def audit_txn_index(
                     f"last {last_offset}",
                     path, partition=partition, offset=last,
                 )
+    if shape.bad is not None:
+        version, _pid, first, last, _lso = shape.bad
+        said = (
+            f"has version {version}" if version != 0
+            else f"has first offset {first} after last offset {last}" if first > last
+            else f"ends at offset {last}, before the segment's base {base_offset}"
+            if last < base_offset
+            else None
+        )
+        if said is not None:
+            return _finding(DAMAGE, f"transaction index entry {shape.entry} {said}", path,
+                            partition=partition, offset=last)
     return _shape_finding("transaction index", path, shape, False, partition,
                           lambda bad: (bad[3], None))
 
