@@ -577,10 +577,13 @@ class OffsetIndex(_MmapIndex):
             )
         shape = self.shape()
         if not shape.sound:
+            # "near": the first entry of the chunk of _CHUNK_ENTRIES that holds the fault
+            # (one entry before it, after the first chunk: chunks overlap by one).
+            chunk = shape.usable // _CHUNK_ENTRIES
+            near = chunk * _CHUNK_ENTRIES - 1 if chunk else 0
             raise CorruptIndexError(
                 f"corrupt index found, index file ({self.path}) has entries that do not "
-                f"increase (near entry {shape.usable}); a zero-filled tail means an unclean "
-                "shutdown"
+                f"increase (near entry {near}); a zero-filled tail means an unclean shutdown"
             )
 
 
