@@ -388,9 +388,16 @@ class _MmapIndex:
     def shape(self) -> IndexShape:
         """How far the file's entries obey index_entries.py's rules (the one rule set of
         a sound index: this class's ``sanity_check``, the audit and dump-segment ask it)."""
-        return self._shape_of(b"" if self._mmap is None else self._mmap)
+        if self._mmap is None:
+            return self._shape_of(b"")
+        # The valid entries only: a writable index's preallocated room is not its content.
+        view = memoryview(self._mmap)[: self._entries * self.entry_size]
+        try:
+            return self._shape_of(view)
+        finally:
+            view.release()  # an exported view would pin the mapping
 
-    def _shape_of(self, data: bytes | mmap.mmap) -> IndexShape:
+    def _shape_of(self, data: memoryview | bytes) -> IndexShape:
         raise NotImplementedError
 
     def _iter_raw(self, struct_: struct.Struct) -> Iterator[tuple[int, ...]]:
@@ -415,7 +422,7 @@ class OffsetIndex(_MmapIndex):
     entry_size = OFFSET_INDEX_ENTRY_SIZE
     kind = "offset index"
 
-    def _shape_of(self, data: bytes | mmap.mmap) -> IndexShape:
+    def _shape_of(self, data: memoryview | bytes) -> IndexShape:
         return offset_index_shape(data, self.base_offset)
 
     def _after_load(self) -> None:
@@ -598,7 +605,7 @@ class TimeIndex(_MmapIndex):
     entry_size = TIME_INDEX_ENTRY_SIZE
     kind = "time index"
 
-    def _shape_of(self, data: bytes | mmap.mmap) -> IndexShape:
+    def _shape_of(self, data: memoryview | bytes) -> IndexShape:
         return time_index_shape(data, self.base_offset)
 
     def _after_load(self) -> None:

@@ -101,3 +101,15 @@ def test_the_index_classes_judge_by_the_same_rules(tmp_path: Path) -> None:
         assert tindex.shape() == IndexShape(2, 2, 2)
     finally:
         tindex.close_handler()
+
+
+def test_a_writable_index_is_judged_by_its_entries_not_its_room(tmp_path: Path) -> None:
+    # An active segment's index: preallocated to segment.index.bytes, two entries in it.
+    index = OffsetIndex(tmp_path / "00000000000000000000.index", 0, max_index_size=4096)
+    try:
+        index.append(5, 100)
+        index.append(9, 300)
+        assert index.shape() == IndexShape(2, 2, 2)
+        index.sanity_check(log_size=400)
+    finally:
+        index.close()
