@@ -1,14 +1,15 @@
 """Storage's own checks of a log dir at rest, as findings; and the log dir's one lock.
 
-This module owns the judgement over the files of a log dir that no broker is changing:
-a segment's bytes, its three indexes against it, a partition dir's other files and the
-checkpoint files. Each check reads, changes nothing and returns ``Finding`` values;
-``klog verify`` reports them and ``klog recover`` acts on them (klog/tools/verify/). The
-rules are storage's own, not the tools': the scan is recovery's (``scan.scan_segment``),
-an index's shape is judged by index_entries.py (the rules its ``sanity_check`` uses), a
-batch an index entry names is read by walk.py's ``read_entry_at``. Memory does not grow
-with a segment's size: the log is walked in bounded chunks and an index entry costs the
-one batch it names.
+This module owns the judgement over the files of a log dir that no broker is changing: a
+segment's bytes, its three indexes against it, a partition dir's other files (producer
+state snapshots, leftovers) and the checkpoint files. Each check reads, changes nothing
+and returns ``Finding`` values; ``klog verify`` reports them and ``klog recover`` acts on
+them (klog/tools/verify/). The rules are storage's own, not the tools': the scan is
+recovery's (``scan.scan_segment``), an index's shape is judged by index_entries.py (the
+rules its ``sanity_check`` uses), a batch an index entry names is read by walk.py's
+``read_entry_at``. Memory does not grow with a segment's size: the log is walked once, in
+bounded chunks, and the batches the offset index names are noted as the walk passes them
+(read again, one each, only where no walk ran: a segment recovery trusts).
 
 Severities:
 
@@ -17,7 +18,8 @@ Severities:
 - ``rebuildable``: a missing index, or one left preallocated (a zero-filled tail) by an
   unclean shutdown. Kafka rebuilds these at startup; the data is intact.
 - ``warning``: oddities that lose nothing (checkpoint entries for absent partitions,
-  leftover ``.swap``/``.cleaned``/``.deleted`` files, a log dir held by a running broker).
+  leftover ``.swap``/``.cleaned``/``.deleted`` files, producer state snapshots a broker
+  would delete, a log dir held by a running broker).
 
 An active segment's indexes are preallocated while a broker writes them: checked with
 ``active`` (the last segment of a partition whose log dir a broker holds), their zero
@@ -64,6 +66,7 @@ from klog.storage.files import (
     LEFTOVER_FILE_SUFFIXES,
     LOG_FILE_NAME_RE,
     offset_index_file_path,
+    producer_snapshot_file_path,
     time_index_file_path,
     txn_index_file_path,
 )
@@ -76,6 +79,7 @@ from klog.storage.index_entries import (
     IndexShape,
     txn_index_shape,
 )
+from klog.storage.producer_state import CorruptSnapshotError, list_snapshot_offsets, read_snapshot
 from klog.storage.scan import SegmentScan, scan_segment
 from klog.storage.walk import read_entry_at
 
@@ -741,6 +745,32 @@ def audit_leader_epochs(
     if problem is None:
         return []
     return [_finding(DAMAGE, problem[0], path, partition=partition, offset=problem[1])]
+
+
+def audit_producer_snapshots(
+    partition_dir: Path, log_end_offset: int | None, *, partition: str | None = None
+) -> list[Finding]:
+    """What is wrong with a partition's producer state snapshots (``<offset>.snapshot``):
+    one that does not parse (version, CRC, size), or one taken beyond the log end offset.
+    Warnings: a broker deletes such a snapshot at startup and rebuilds producer state from
+    the log (Kafka's ProducerStateManager), so nothing is lost."""
+    found = []
+    for offset in list_snapshot_offsets(partition_dir):
+        path = producer_snapshot_file_path(partition_dir, offset)
+        try:
+            read_snapshot(path)
+        except (CorruptSnapshotError, KafkaError, OSError) as exc:
+            found.append(_finding(
+                WARNING, f"unreadable producer state snapshot ({exc}); a broker deletes it and "
+                "rebuilds producer state from the log", path, partition=partition,
+                offset=offset))
+            continue
+        if log_end_offset is not None and offset > log_end_offset:
+            found.append(_finding(
+                WARNING, f"producer state snapshot at offset {offset} is beyond the log end "
+                f"offset {log_end_offset} (a broker deletes it at startup)", path,
+                partition=partition, offset=offset))
+    return found
 
 
 def file_size(path: Path) -> int:

@@ -91,3 +91,19 @@ def test_a_tool_creates_no_lock_file(tmp_path: Path) -> None:
     with audit.log_dir_lock_held(tmp_path):
         pass
     assert not (tmp_path / ".lock").exists()
+
+
+def test_producer_snapshots_a_broker_would_delete(tmp_path: Path) -> None:
+    from klog.storage.producer_state import ProducerSnapshotEntry, write_snapshot
+
+    pdir = tmp_path / "t-0"
+    pdir.mkdir()
+    assert audit.audit_producer_snapshots(pdir, 10) == []
+    entry = ProducerSnapshotEntry(7, 0, 5, 3, 0, 1_600_000_000_000, -1, -1)
+    write_snapshot(pdir / "00000000000000000010.snapshot", [entry])
+    write_snapshot(pdir / "00000000000000000020.snapshot", [entry])
+    (pdir / "00000000000000000005.snapshot").write_bytes(b"\x00\x01garbage")
+    found = audit.audit_producer_snapshots(pdir, 10, partition="t-0")
+    assert [(f.severity, f.offset) for f in found] == [(audit.WARNING, 5), (audit.WARNING, 20)]
+    assert "unreadable producer state snapshot" in found[0].message
+    assert "beyond the log end offset 10" in found[1].message

@@ -170,6 +170,7 @@ class _Verifier:
             report.log_start_offset = log_start
             self.add(*found)
         self.add(*audit.audit_leader_epochs(pdir.path, leo, partition=pdir.name))
+        self.add(*audit.audit_producer_snapshots(pdir.path, leo, partition=pdir.name))
 
 
 def verify(
