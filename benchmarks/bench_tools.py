@@ -50,7 +50,7 @@ def bench_verify(size: int) -> Result:
     path = WORK / "verify" / "bench-0" / "00000000000000000000.log"
     path.parent.mkdir(parents=True, exist_ok=True)
     write_segment(path, size, records_per_batch=500, record_size=1000)
-    from klog.tools.inspect import verify
+    from klog.tools.verify import verify
 
     def in_process() -> float:
         start = time.perf_counter()
@@ -65,7 +65,7 @@ def bench_verify(size: int) -> Result:
     startup = best_of(3, lambda: run_timed([*KLOG, "--version"]))
     mb = path.stat().st_size / 1e6
     return Result(
-        f"verify of a {mb / 1000:.2f} GB segment (tools.inspect.verify, in process)",
+        f"verify of a {mb / 1000:.2f} GB segment (tools.verify.verify, in process)",
         mb / lib,
         "MB/s",
         baseline=mb / raw,

@@ -184,7 +184,7 @@ def compact_command(
     """Compact the partitions of compacted topics in a stopped broker's log dirs."""
     from klog.storage.config import LogConfig, LogConfigError
     from klog.tools import compact as lib
-    from klog.tools.inspect import LogDirLockedError
+    from klog.tools.verify import LogDirLockedError
 
     try:
         if zookeeper_connect:

@@ -1,4 +1,4 @@
-"""``klog verify`` and ``klog recover``: formatting over ``klog.tools.inspect``.
+"""``klog verify`` and ``klog recover``: formatting over ``klog.tools.verify``.
 
 The checks and repairs live in the library; this module turns their reports into a table,
 finding lines or JSON, and their outcome into exit codes (0 intact / recovered, 1 damage,
@@ -19,14 +19,14 @@ from klog.cli import console
 if TYPE_CHECKING:
     from rich.console import JustifyMethod
 
-    from klog.tools import inspect as lib
-    from klog.tools.inspect import Target
+    from klog.tools import verify as lib
+    from klog.tools.verify import Target
 
 
 def _lib() -> Any:
     # Imported when a command runs, not when the CLI starts: `klog --help` and the other
     # commands should not pay for loading the inspection library.
-    from klog.tools import inspect as lib
+    from klog.tools import verify as lib
 
     return lib
 

@@ -9,7 +9,8 @@ Kafka's LogLoader does. KRaft's metadata snapshots (``<offset>-<epoch>.checkpoin
 named here too: klog runs in ZooKeeper mode but ``klog dump-segment`` reads them.
 
 Everything that names or recognises these files (segment.py, log.py, producer_state.py,
-the offline tools, spark/offline.py) takes the names from here. Pure functions on names and
+audit.py, the offline tools, spark/offline.py) takes the names from here, and the offline
+tools take a partition dir's name pattern from here too. Pure functions on names and
 paths: nothing here touches the file system.
 """
 
@@ -40,6 +41,13 @@ KRAFT_BOOTSTRAP_FILENAME = "bootstrap.checkpoint"
 LOG_FILE_NAME_RE = re.compile(r"^([0-9]{20})\.log$")
 # The other files named after a segment's base offset.
 SEGMENT_COMPANION_FILE_NAME_RE = re.compile(r"^[0-9]{20}\.(index|timeindex|txnindex|snapshot)$")
+# A partition dir: <topic>-<partition> (groups 1 and 2), optionally with the suffix Kafka
+# gives dirs awaiting deletion, future replicas (alter-log-dirs) and strays:
+# "<topic>-<p>.<32 hex>-delete" (groups 3 and 4). A topic name is Kafka's legal characters
+# only, at most 249 of them (Topic.validate).
+PARTITION_DIR_NAME_RE = re.compile(
+    r"^([a-zA-Z0-9._-]{1,249})-([0-9]+)(?:\.([0-9a-f]{32})-(delete|future|stray))?$"
+)
 # A KRaft metadata snapshot: groups 1 and 2 are the end offset and the epoch.
 KRAFT_SNAPSHOT_FILE_NAME_RE = re.compile(r"^(\d{20})-(\d{10})\.checkpoint$")
 

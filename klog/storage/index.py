@@ -52,11 +52,9 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import mmap
-import operator
 import os
 import struct
 import sys
-from array import array
 from bisect import bisect_right
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -64,22 +62,41 @@ from pathlib import Path
 from socket import ntohl as _be32  # not networking: a C byte swap for the bisect key
 from typing import ClassVar, NamedTuple
 
+from klog.storage.index_entries import (
+    ABORTED_TXN_ENTRY,
+    OFFSET_ENTRY,
+    TIME_ENTRY,
+    IndexShape,
+    offset_index_entries,
+    offset_index_shape,
+    time_index_entries,
+    time_index_shape,
+    txn_index_shape,
+)
+from klog.storage.index_entries import (
+    ABORTED_TXN_SIZE as ABORTED_TXN_SIZE,
+)
+from klog.storage.index_entries import (
+    ABORTED_TXN_VERSION as ABORTED_TXN_VERSION,
+)
+from klog.storage.index_entries import (
+    OFFSET_INDEX_ENTRY_SIZE as OFFSET_INDEX_ENTRY_SIZE,
+)
+from klog.storage.index_entries import (
+    TIME_INDEX_ENTRY_SIZE as TIME_INDEX_ENTRY_SIZE,
+)
+
 DEFAULT_MAX_INDEX_SIZE = 10 * 1024 * 1024  # segment.index.bytes
 DEFAULT_INDEX_INTERVAL_BYTES = 4096  # index.interval.bytes: an offset index entry this often
 WARM_SECTION_BYTES = 8192  # Kafka's AbstractIndex warm section
 INT32_MAX = 2**31 - 1
 NO_TIMESTAMP = -1
 
-OFFSET_INDEX_ENTRY_SIZE = 8
-TIME_INDEX_ENTRY_SIZE = 12
-ABORTED_TXN_SIZE = 34
-ABORTED_TXN_VERSION = 0
-
-_OFFSET_ENTRY = struct.Struct(">ii")
+_OFFSET_ENTRY = OFFSET_ENTRY
 # Two consecutive offset index entries in one unpack (the read path's check of a guess).
 OFFSET_ENTRY_PAIR = struct.Struct(">iiii")
-_TIME_ENTRY = struct.Struct(">qi")
-_ABORTED_TXN = struct.Struct(">hqqqq")
+_TIME_ENTRY = TIME_ENTRY
+_ABORTED_TXN = ABORTED_TXN_ENTRY
 
 # Bound on bytes held in memory when a whole index file is checked or listed.
 _CHUNK_ENTRIES = 65536
@@ -368,6 +385,21 @@ class _MmapIndex:
             raise PermissionError(f"{self.kind} {self.path} is not open for writing")
         return self._mmap
 
+    def shape(self) -> IndexShape:
+        """How far the file's entries obey index_entries.py's rules (the one rule set of
+        a sound index: this class's ``sanity_check``, the audit and dump-segment ask it)."""
+        if self._mmap is None:
+            return self._shape_of(b"")
+        # The valid entries only: a writable index's preallocated room is not its content.
+        view = memoryview(self._mmap)[: self._entries * self.entry_size]
+        try:
+            return self._shape_of(view)
+        finally:
+            view.release()  # an exported view would pin the mapping
+
+    def _shape_of(self, data: memoryview | bytes) -> IndexShape:
+        raise NotImplementedError
+
     def _iter_raw(self, struct_: struct.Struct) -> Iterator[tuple[int, ...]]:
         """All valid entries as raw tuples, read in bounded chunks."""
         if self._mmap is None:
@@ -377,11 +409,6 @@ class _MmapIndex:
         for start in range(0, end, step):
             chunk = self._mmap[start : min(end, start + step)]
             yield from struct_.iter_unpack(chunk)
-
-
-def _strictly_increasing(values: array[int] | list[int]) -> bool:
-    # map(operator.lt, ...) runs in C, so a 10 MiB index checks in milliseconds.
-    return all(map(operator.lt, values, values[1:]))
 
 
 class OffsetIndex(_MmapIndex):
@@ -394,6 +421,9 @@ class OffsetIndex(_MmapIndex):
 
     entry_size = OFFSET_INDEX_ENTRY_SIZE
     kind = "offset index"
+
+    def _shape_of(self, data: memoryview | bytes) -> IndexShape:
+        return offset_index_shape(data, self.base_offset)
 
     def _after_load(self) -> None:
         self._last_offset = self.base_offset
@@ -533,10 +563,10 @@ class OffsetIndex(_MmapIndex):
     def sanity_check(self, log_size: int | None = None) -> None:
         """Raise CorruptIndexError unless the file is a plausible offset index.
 
-        Beyond Kafka's checks (size a multiple of 8, last offset >= base offset) every
-        entry must strictly increase in offset and position, which is what rejects the
-        zero-filled tail of an index preallocated before a crash; with ``log_size`` the
-        last position must lie inside the log.
+        Beyond Kafka's checks (size a multiple of 8, last offset >= base offset) the
+        entries must obey index_entries.py's rules: offsets and positions strictly
+        increase, which is what rejects the zero-filled tail of an index preallocated
+        before a crash; with ``log_size`` the last position must lie inside the log.
         """
         _check_length(self)
         if self._entries == 0:
@@ -552,12 +582,16 @@ class OffsetIndex(_MmapIndex):
                 f"corrupt index found, index file ({self.path}) points at position "
                 f"{last.position} past the end of the log ({log_size} bytes)"
             )
-        for first, values in _chunked_ints(self, "i", 2):
-            if not _strictly_increasing(values[0::2]) or not _strictly_increasing(values[1::2]):
-                raise CorruptIndexError(
-                    f"corrupt index found, index file ({self.path}) has entries that do not "
-                    f"increase (near entry {first}); a zero-filled tail means an unclean shutdown"
-                )
+        shape = self.shape()
+        if not shape.sound:
+            # "near": the first entry of the chunk of _CHUNK_ENTRIES that holds the fault
+            # (one entry before it, after the first chunk: chunks overlap by one).
+            chunk = shape.usable // _CHUNK_ENTRIES
+            near = chunk * _CHUNK_ENTRIES - 1 if chunk else 0
+            raise CorruptIndexError(
+                f"corrupt index found, index file ({self.path}) has entries that do not "
+                f"increase (near entry {near}); a zero-filled tail means an unclean shutdown"
+            )
 
 
 class TimeIndex(_MmapIndex):
@@ -570,6 +604,9 @@ class TimeIndex(_MmapIndex):
 
     entry_size = TIME_INDEX_ENTRY_SIZE
     kind = "time index"
+
+    def _shape_of(self, data: memoryview | bytes) -> IndexShape:
+        return time_index_shape(data, self.base_offset)
 
     def _after_load(self) -> None:
         self._last_entry = TimestampOffset(NO_TIMESTAMP, self.base_offset)
@@ -688,17 +725,14 @@ class TimeIndex(_MmapIndex):
                 f"but the last offset is {last.offset} which is less than the base offset "
                 f"{self.base_offset}"
             )
-        previous: TimestampOffset | None = None
-        for n, entry in enumerate(self.iter_entries()):
-            if previous is not None and (
-                entry.timestamp <= previous.timestamp or entry.offset < previous.offset
-            ):
-                raise CorruptIndexError(
-                    f"corrupt time index found, time index file ({self.path}) has entries "
-                    f"that do not increase (entry {n}); a zero-filled tail means an unclean "
-                    "shutdown"
-                )
-            previous = entry
+        shape = self.shape()
+        if not shape.sound:
+            n = shape.usable if shape.unordered is None else shape.unordered
+            raise CorruptIndexError(
+                f"corrupt time index found, time index file ({self.path}) has entries "
+                f"that do not increase (entry {n}); a zero-filled tail means an unclean "
+                "shutdown"
+            )
 
 
 def _check_length(index: _MmapIndex) -> None:
@@ -707,23 +741,6 @@ def _check_length(index: _MmapIndex) -> None:
             f"{index.kind} file {index.path} is corrupt, found {index.length} bytes which is "
             f"neither positive nor a multiple of {index.entry_size}"
         )
-
-
-def _chunked_ints(
-    index: _MmapIndex, code: str, per_entry: int
-) -> Iterator[tuple[int, array[int]]]:
-    """(first entry number, native ints) for the index's valid entries, chunk by chunk."""
-    if index._mmap is None:
-        return
-    step = _CHUNK_ENTRIES * index.entry_size
-    end = index.entries * index.entry_size
-    for start in range(0, end, step):
-        # Overlap one entry so the increasing check spans chunk borders.
-        lo = max(0, start - index.entry_size)
-        values = array(code, index._mmap[lo : min(end, start + step)])
-        if sys.byteorder == "little":
-            values.byteswap()
-        yield lo // index.entry_size, values
 
 
 # -- transaction index ----------------------------------------------------------------------
@@ -844,6 +861,9 @@ class TransactionIndex:
         self._last_offset = None
 
     def sanity_check(self) -> None:
+        """Raise CorruptIndexError unless the file obeys index_entries.py's rules for a
+        .txnindex (Kafka's: whole entries of version 0, none ending below the base offset;
+        and what its appends guarantee: first <= last offset, last offsets in order)."""
         if not self.path.exists():
             return
         size = self.path.stat().st_size
@@ -852,16 +872,9 @@ class TransactionIndex:
                 f"transaction index {self.path} is corrupt: {size} bytes is not a multiple "
                 f"of {ABORTED_TXN_SIZE}"
             )
-        for txn in self.iter_entries():
-            if txn.version != ABORTED_TXN_VERSION:
-                raise CorruptIndexError(
-                    f"unexpected aborted transaction version {txn.version} in {self.path}"
-                )
-            if txn.last_offset < self.base_offset:
-                raise CorruptIndexError(
-                    f"last offset of aborted transaction {txn} in index {self.path} is less "
-                    f"than start offset {self.base_offset}"
-                )
+        shape = txn_index_shape(self.path.read_bytes(), self.base_offset)
+        if shape.problem is not None:
+            raise CorruptIndexError(f"transaction index {self.path} is corrupt: {shape.problem}")
 
     def close(self) -> None:
         """Nothing stays open between calls."""
@@ -897,27 +910,14 @@ def _iter_txn_file(path: Path) -> Iterator[AbortedTxn]:
 
 
 def read_offset_index_entries(path: Path | str, base_offset: int) -> list[tuple[int, int]]:
-    """Every raw (absolute offset, position) entry of an .index file, zero tail included.
-
-    The caller applies Kafka's DumpLogSegments rule of stopping at a zero entry. A partial
-    trailing entry is ignored.
-    """
-    data = Path(path).read_bytes()
-    whole = len(data) - len(data) % OFFSET_INDEX_ENTRY_SIZE
-    return [
-        (base_offset + relative, position)
-        for relative, position in _OFFSET_ENTRY.iter_unpack(memoryview(data)[:whole])
-    ]
+    """Every raw (absolute offset, position) entry of an .index file, zero tail included
+    (a partial trailing entry is left out): index_entries.offset_index_entries of its bytes."""
+    return offset_index_entries(Path(path).read_bytes(), base_offset)
 
 
 def read_time_index_entries(path: Path | str, base_offset: int) -> list[tuple[int, int]]:
     """Every raw (timestamp, absolute offset) entry of a .timeindex file, zero tail included."""
-    data = Path(path).read_bytes()
-    whole = len(data) - len(data) % TIME_INDEX_ENTRY_SIZE
-    return [
-        (timestamp, base_offset + relative)
-        for timestamp, relative in _TIME_ENTRY.iter_unpack(memoryview(data)[:whole])
-    ]
+    return time_index_entries(Path(path).read_bytes(), base_offset)
 
 
 def read_txn_index_entries(path: Path | str) -> list[AbortedTxn]:

@@ -1,7 +1,8 @@
 """The broker's log directories: locking, loading, creating, checkpointing, closing.
 
 This module owns Kafka's LogManager for ``log.dirs``: it locks each directory (``.lock``,
-fcntl.flock, so a second broker or tool on the same dirs fails with a clear error), loads
+through audit.py's ``lock_log_dir``, the lock Kafka and klog's tools take too, so a second
+broker or tool on the same dirs fails with a clear error), loads
 every partition directory into a ``PartitionLog`` (recovering from the recovery points
 when ``.kafka_cleanshutdown`` is absent, trusting them when it is present), places new
 partitions in the directory with the fewest partitions, and keeps the broker-level
@@ -51,7 +52,6 @@ public methods are thread-safe.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import logging
 import os
 import shutil
@@ -64,6 +64,8 @@ from pathlib import Path
 from typing import Protocol
 
 from klog.protocol.errors import KafkaStorageError
+from klog.storage.audit import LogDirLock, lock_log_dir
+from klog.storage.audit import LogDirLockedError as LogDirLockedError
 from klog.storage.checkpoints import (
     CheckpointError,
     MetaProperties,
@@ -94,10 +96,6 @@ LOCK_FILE = ".lock"
 META_PROPERTIES_FILE = "meta.properties"
 
 TopicPartition = tuple[str, int]
-
-
-class LogDirLockedError(RuntimeError):
-    """Another process (or another LogManager here) holds a log dir's ``.lock``."""
 
 
 class LogDirError(RuntimeError):
@@ -174,7 +172,7 @@ class LogManager:
         # Threads for loading and closing logs (fsync-bound work, which releases the GIL).
         self.recovery_threads = recovery_threads
         self._lock = threading.RLock()
-        self._lock_fds: dict[Path, int] = {}
+        self._dir_locks: dict[Path, LogDirLock] = {}
         self._logs: dict[TopicPartition, PartitionLog] = {}
         self._log_dir_of: dict[TopicPartition, Path] = {}
         self._logs_to_delete: list[tuple[int, Path]] = []
@@ -334,24 +332,12 @@ class LogManager:
         self.close()
 
     def _lock_dir(self, log_dir: Path) -> None:
-        fd = os.open(log_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            raise LogDirLockedError(
-                f"failed to acquire lock on file {LOCK_FILE} in {log_dir}: a Kafka or klog "
-                "instance in another process or thread is using this directory"
-            ) from None
-        self._lock_fds[log_dir] = fd
+        self._dir_locks[log_dir] = lock_log_dir(log_dir)
 
     def _unlock_all(self) -> None:
-        for fd in self._lock_fds.values():
-            try:
-                fcntl.flock(fd, fcntl.LOCK_UN)
-            finally:
-                os.close(fd)
-        self._lock_fds.clear()
+        for lock in self._dir_locks.values():
+            lock.release()
+        self._dir_locks.clear()
 
     def config_for(self, topic: str) -> LogConfig:
         if self._topic_config is not None:

@@ -189,6 +189,7 @@ def scan_segment(
     start_position: int = 0,
     expected_min_offset: int | None = None,
     progress: Callable[[int], None] | None = None,
+    on_batch: BatchCallback | None = None,
 ) -> SegmentScan:
     """Validate a .log file from ``start_position`` without writing anything.
 
@@ -199,6 +200,9 @@ def scan_segment(
     Int.MaxValue above it. A zero-filled tail shows up as a too-small record size.
     ``progress`` is called with the number of bytes just read (increments summing to the
     bytes examined). Memory is one chunk (8 MiB) plus, at most, one batch bigger than it.
+    ``on_batch(position, header, entry_bytes)`` sees each valid entry as it is read (the
+    bytes are valid during the call only), so a caller's own checks of the entries cost
+    no second read (the audit's record and index checks).
     """
     return _scan(
         log_path,
@@ -207,6 +211,7 @@ def scan_segment(
         start_position=start_position,
         expected_min_offset=expected_min_offset,
         progress=progress,
+        on_batch=on_batch,
     )[0]
 
 
@@ -218,6 +223,7 @@ def _scan(
     start_position: int,
     expected_min_offset: int | None,
     progress: Callable[[int], None] | None,
+    on_batch: BatchCallback | None = None,
 ) -> tuple[SegmentScan, int | None]:
     """scan_segment, plus the offending offset when the scan stopped at an offset overflow."""
     log_path = Path(log_path)
@@ -231,7 +237,7 @@ def _scan(
         last_offset: int | None = None
         max_timestamp = NO_TIMESTAMP
         offset_of_max = -1
-        for _pos, header, _entry in _iter_file_batches(
+        for position, header, entry in _iter_file_batches(
             fd,
             state,
             file_size,
@@ -247,6 +253,8 @@ def _scan(
             last_offset = header.last_offset
             if header.max_timestamp > max_timestamp:
                 max_timestamp, offset_of_max = header.max_timestamp, header.last_offset
+            if on_batch is not None:
+                on_batch(position, header, entry)
     finally:
         os.close(fd)
     scan = SegmentScan(

@@ -4,9 +4,9 @@ This module owns ``LogSegment`` (Kafka's LogSegment): it appends whole batches, 
 batches as file regions (never decoding records: only batch headers are read, with
 ``os.pread``), translates offsets and timestamps through the indexes, truncates, recovers
 and renames its files. Its memory does not depend on the segment's size. What it builds on
-lives beside it: the file names in files.py, the offline scan and index rebuild that
-recovery runs in scan.py, the values it returns (``FetchDataInfo``, ``LogOffsetMetadata``...)
-in values.py, the indexes in index.py.
+lives beside it: file names (files.py), recovery's scan and index rebuild (scan.py), the
+values it returns (values.py), the indexes (index.py), its reads' header walk (heads.py),
+its four files handled as one (segment_files.py).
 
 A read finds its first batch through the offset index (or a boundary remembered from the
 previous read: sequential readers ask for the offset after the last region) and its last
@@ -31,22 +31,13 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from socket import ntohl as _be32  # a C byte swap for index column views (see index.py)
 from types import ModuleType
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING
 
-from klog.protocol.errors import CorruptRecordError
 from klog.protocol.records.batch import (
     DEFAULT_MAX_BATCH_SIZE,
-    LAST_OFFSET_DELTA_OFFSET,
-    LEGACY_RECORD_OVERHEAD_V0,
-    LEGACY_TIMESTAMP_OFFSET,
     LOG_OVERHEAD,
     MAGIC_OFFSET,
-    MAGIC_V1,
     MAGIC_V2,
-    MAX_TIMESTAMP_OFFSET,
-    NO_PARTITION_LEADER_EPOCH,
-    NO_TIMESTAMP,
-    PARTITION_LEADER_EPOCH_OFFSET,
     RECORD_BATCH_OVERHEAD,
     V2_OFFSETS_HEAD,
     BatchHeader,
@@ -56,6 +47,14 @@ from klog.storage.files import (
     offset_index_file_path,
     time_index_file_path,
     txn_index_file_path,
+)
+from klog.storage.heads import (
+    WALK_CHUNK,
+    WALK_HEAD_SIZE,
+    Peek,
+    head_at,
+    iter_batches,
+    iter_peeks,
 )
 from klog.storage.index import (
     DEFAULT_INDEX_INTERVAL_BYTES,
@@ -72,6 +71,7 @@ from klog.storage.index import (
     TxnIndexSearchResult,
 )
 from klog.storage.scan import _scan, rebuild_indexes
+from klog.storage.segment_files import SegmentFiles
 from klog.storage.values import (
     FetchDataInfo,
     LogOffsetMetadata,
@@ -90,12 +90,7 @@ _OFFSET_ENTRY = struct.Struct(">ii")  # an .index entry (index.py's layout)
 _INT32 = struct.Struct(">i")
 _INT64 = struct.Struct(">q")
 
-# The read path's header walk: offset field, length and magic are where every format has
-# them; lastOffsetDelta (v2) ends at byte 27. Runs of small batches are walked from one
-# pread of _WALK_CHUNK bytes; after a big batch only the next header is read.
-_WALK_HEAD_SIZE = V2_OFFSETS_HEAD.size
 _new_tuple = tuple.__new__  # builds a NamedTuple without its Python-level __new__
-_WALK_CHUNK = 8192
 # Batch boundaries a segment remembers (see LogSegment._boundaries): one per sequential
 # reader and one for the high watermark are what is used; 32 (a few KiB) leaves room.
 _BOUNDARY_CACHE_SIZE = 32
@@ -127,23 +122,7 @@ class LogSegmentOffsetOverflowError(Exception):
 _new_object = object.__new__
 
 
-class _Peek(NamedTuple):
-    """The few header fields the read path needs, from one pread of <= 61 bytes."""
-
-    position: int
-    size: int
-    magic: int
-    base_offset: int
-    last_offset: int
-    max_timestamp: int
-    partition_leader_epoch: int
-
-    @property
-    def end(self) -> int:
-        return self.position + self.size
-
-
-class LogSegment:
+class LogSegment(SegmentFiles):
     """One segment: an append-only .log file plus its lazily opened indexes.
 
     Kafka's LogSegment. The .log file descriptor stays open for the segment's life (the
@@ -478,133 +457,11 @@ class LogSegment:
     ) -> TxnIndexSearchResult:
         return self.txn_index.collect_aborted_txns(fetch_offset, upper_bound_offset)
 
-    # -- header walking --------------------------------------------------------------------
-
-    def _peek(self, position: int, end: int) -> _Peek | None:
-        """Parse the header at ``position`` from at most 61 bytes; None at a clean end.
-
-        Only the fields the read path needs are read (offset fields and timestamps at
-        batch.py's positions); a header that cannot be right raises CorruptRecordError,
-        since the segment was validated when it was loaded.
-        """
-        if end - position < LOG_OVERHEAD:
-            return None
-        head = os.pread(self.fd, min(RECORD_BATCH_OVERHEAD, end - position), position)
-        if len(head) < LOG_OVERHEAD:
-            return None
-        offset, length = _LOG_OVERHEAD.unpack_from(head)
-        size = length + LOG_OVERHEAD
-        if length < LEGACY_RECORD_OVERHEAD_V0 or position + size > end:
-            if position + size > end and length >= LEGACY_RECORD_OVERHEAD_V0:
-                return None  # a partial batch (cannot happen after recovery)
-            raise CorruptRecordError(
-                f"invalid batch length {length} at position {position} of {self.log_path}"
-            )
-        magic = head[MAGIC_OFFSET] if len(head) > MAGIC_OFFSET else -1
-        if magic == MAGIC_V2 and len(head) >= RECORD_BATCH_OVERHEAD:
-            (last_delta,) = _INT32.unpack_from(head, LAST_OFFSET_DELTA_OFFSET)
-            (max_ts,) = _INT64.unpack_from(head, MAX_TIMESTAMP_OFFSET)
-            (epoch,) = _INT32.unpack_from(head, PARTITION_LEADER_EPOCH_OFFSET)
-            return _Peek(position, size, magic, offset, offset + last_delta, max_ts, epoch)
-        if magic in (0, MAGIC_V1):
-            ts = NO_TIMESTAMP
-            if magic == MAGIC_V1 and len(head) >= LEGACY_TIMESTAMP_OFFSET + 8:
-                (ts,) = _INT64.unpack_from(head, LEGACY_TIMESTAMP_OFFSET)
-            # A legacy entry's offset is its (wrapper's: last inner) offset.
-            return _Peek(position, size, magic, offset, offset, ts, NO_PARTITION_LEADER_EPOCH)
-        raise CorruptRecordError(f"unknown magic {magic} at position {position} of {self.log_path}")
-
-    def _iter_peeks(self, position: int, end: int | None = None) -> Iterator[_Peek]:
-        end = self._size if end is None else min(end, self._size)
-        while position < end:
-            peek = self._peek(position, end)
-            if peek is None:
-                return
-            yield peek
-            position = peek.end
-
     # -- reads -----------------------------------------------------------------------------
 
-    def _iter_batches(
-        self, position: int, end: int, small: bool = False
-    ) -> Iterator[tuple[int, int, int, int]]:
-        """(position, size, last offset, base offset) of each whole batch that starts in
-        [position, end), ``position`` being a batch start; the batch that crosses ``end``
-        is the last one yielded. Base offset is -1 for v0/v1 entries (a wrapper's first
-        offset is not in its header). Stops quietly at a partial batch at the end of the
-        file (cannot happen after recovery); a header that cannot be right raises
-        CorruptRecordError. Headers come from buffered preads (see _WALK_CHUNK); with
-        ``small`` the first read fetches one header only (big batches expected).
-        """
-        fd = self.fd
-        file_end = self._size
-        if end > file_end:
-            end = file_end
-        chunk = _WALK_HEAD_SIZE if small else _WALK_CHUNK
-        unpack_head = _LOG_OVERHEAD.unpack_from
-        unpack_delta = _INT32.unpack_from
-        while position < end:
-            want = end - position + _WALK_HEAD_SIZE
-            if want > chunk:
-                want = chunk
-            if want > file_end - position:
-                want = file_end - position
-            data = os.pread(fd, want, position)
-            n = len(data)
-            i = 0
-            size = 0
-            while n - i > MAGIC_OFFSET:
-                offset, length = unpack_head(data, i)
-                at = position + i
-                size = length + LOG_OVERHEAD
-                if length < LEGACY_RECORD_OVERHEAD_V0:
-                    raise CorruptRecordError(
-                        f"invalid batch length {length} at position {at} of {self.log_path}"
-                    )
-                if at + size > file_end:
-                    return  # a partial batch
-                magic = data[i + MAGIC_OFFSET]
-                if magic == MAGIC_V2:
-                    if size < RECORD_BATCH_OVERHEAD:
-                        raise CorruptRecordError(
-                            f"invalid batch length {length} at position {at} of {self.log_path}"
-                        )
-                    if n - i < _WALK_HEAD_SIZE:
-                        break
-                    last = offset + unpack_delta(data, i + LAST_OFFSET_DELTA_OFFSET)[0]
-                    base = offset
-                elif magic == 0 or magic == MAGIC_V1:
-                    last = offset  # a legacy entry's offset is its (wrapper's: last inner)
-                    base = -1
-                else:
-                    raise CorruptRecordError(
-                        f"unknown magic {magic} at position {at} of {self.log_path}"
-                    )
-                yield at, size, last, base
-                i += size
-                if at + size >= end:
-                    return
-            if i == 0:
-                return  # fewer header bytes than a header before the end of the file
-            position += i
-            # After a batch bigger than a chunk, the next header is all a read can use.
-            chunk = _WALK_HEAD_SIZE if size >= _WALK_CHUNK else _WALK_CHUNK
-
-    def _head_at(self, position: int) -> tuple[int, int, int] | None:
-        """(size, last offset, base offset) of the batch at ``position`` from one small
-        pread (v2); other formats and odd cases go through _iter_batches."""
-        fd = self._fd
-        if fd is None:
-            fd = self.fd  # raises: closed
-        head = os.pread(fd, _WALK_HEAD_SIZE, position)
-        if len(head) == _WALK_HEAD_SIZE and head[MAGIC_OFFSET] == MAGIC_V2:
-            offset, length, delta = V2_OFFSETS_HEAD.unpack(head)
-            size = length + LOG_OVERHEAD
-            if size >= RECORD_BATCH_OVERHEAD and position + size <= self._size:
-                return size, offset + delta, offset
-        for _at, size, last, base in self._iter_batches(position, position + 1, True):
-            return size, last, base
-        return None
+    def _peeks(self, position: int) -> Iterator[Peek]:
+        """The headers from the batch at ``position`` to the end (heads.py's walk)."""
+        return iter_peeks(self.fd, self.log_path, position, self._size)
 
     def _remember(self, offset: int, batch: tuple[int, int, int, int]) -> None:
         boundaries = self._boundaries
@@ -624,7 +481,7 @@ class LogSegment:
             if known[1]:
                 return known
             if known[0] < self._size:
-                head = self._head_at(known[0])
+                head = head_at(self.fd, self.log_path, known[0], self._size)
                 if head is not None:
                     batch = (known[0], head[0], head[1], known[3])
                     self._boundaries[offset] = batch
@@ -633,7 +490,9 @@ class LogSegment:
         index = self.offset_index
         slot = index.slot_for_offset(offset)
         position = index.position_at(slot) if slot >= 0 else 0
-        for at, size, last, _base in self._iter_batches(position, self._size):
+        for at, size, last, _base in iter_batches(
+            self.fd, self.log_path, position, self._size, self._size
+        ):
             if last >= offset:
                 batch = (at, size, last, slot)
                 # Any offset works as a key (the high watermark is looked up per fetch).
@@ -647,7 +506,7 @@ class LogSegment:
             found = self._locate(offset)
             return None if found is None else LogOffsetPosition(found[2], found[0], found[1])
         mapping = self.offset_index.lookup(offset)
-        for peek in self._iter_peeks(max(mapping.position, starting_position)):
+        for peek in self._peeks(max(mapping.position, starting_position)):
             if peek.last_offset >= offset:
                 return LogOffsetPosition(peek.last_offset, peek.position, peek.size)
         return None
@@ -712,8 +571,8 @@ class LogSegment:
                         (guess - 1) * OFFSET_INDEX_ENTRY_SIZE,
                     )
                     if end < jump <= budget_end:
-                        head = os.pread(fd, _WALK_HEAD_SIZE, jump)
-                        if len(head) == _WALK_HEAD_SIZE and head[MAGIC_OFFSET] == MAGIC_V2:
+                        head = os.pread(fd, WALK_HEAD_SIZE, jump)
+                        if len(head) == WALK_HEAD_SIZE and head[MAGIC_OFFSET] == MAGIC_V2:
                             base, length, delta = V2_OFFSETS_HEAD.unpack(head)
                             next_end = jump + length + LOG_OVERHEAD
                             if (
@@ -780,7 +639,7 @@ class LogSegment:
             for _attempt in (0, 1):
                 if jump <= end:
                     break
-                found = self._head_at(jump)
+                found = head_at(self.fd, self.log_path, jump, self._size)
                 if found is None:
                     break
                 size, jump_last, base = found
@@ -806,8 +665,8 @@ class LogSegment:
                 jump = _be32(positions[slot])
         if jump > end:
             slot = -1  # not a valid hint for what the walk finds
-        for at, size, batch_last, _base in self._iter_batches(
-            end, budget_end, batch_size >= _WALK_CHUNK
+        for at, size, batch_last, _base in iter_batches(
+            self.fd, self.log_path, end, budget_end, self._size, batch_size >= WALK_CHUNK
         ):
             if at + size > budget_end:
                 self._remember(last + 1, (at, size, batch_last, slot))
@@ -824,7 +683,9 @@ class LogSegment:
         if slot > 0:
             walk_from = max(floor, self.offset_index.position_at(slot - 1))
         last = -1
-        for _at, _size, batch_last, _base in self._iter_batches(walk_from, position):
+        for _at, _size, batch_last, _base in iter_batches(
+            self.fd, self.log_path, walk_from, position, self._size
+        ):
             last = batch_last
         return last
 
@@ -832,14 +693,14 @@ class LogSegment:
         """The offset after the last batch (the base offset when empty). Walks from the last
         index entry, so it costs at most ``index.interval.bytes`` of headers."""
         last = None
-        for peek in self._iter_peeks(
+        for peek in self._peeks(
             self.offset_index.lookup(self.offset_index.last_offset).position
         ):
             last = peek
         return self.base_offset if last is None else last.last_offset + 1
 
     def first_batch_timestamp(self) -> int | None:
-        for peek in self._iter_peeks(0):
+        for peek in self._peeks(0):
             return peek.max_timestamp
         return None
 
@@ -861,7 +722,7 @@ class LogSegment:
         starting = self.base_offset if starting_offset is None else starting_offset
         time_entry = self.time_index.lookup(timestamp)
         position = self.offset_index.lookup(max(time_entry.offset, starting)).position
-        for peek in self._iter_peeks(position):
+        for peek in self._peeks(position):
             if peek.max_timestamp < timestamp or peek.last_offset < starting:
                 continue
             epoch = peek.partition_leader_epoch if peek.partition_leader_epoch >= 0 else None
@@ -1000,7 +861,7 @@ class LogSegment:
         last = self.time_index.last_entry
         position = self.offset_index.lookup(last.offset).position
         best = last
-        for peek in self._iter_peeks(position):
+        for peek in self._peeks(position):
             if peek.max_timestamp > best.timestamp:
                 best = TimestampOffset(peek.max_timestamp, peek.last_offset)
         return best
@@ -1092,21 +953,6 @@ class LogSegment:
 
     # -- lifecycle -------------------------------------------------------------------------
 
-    def flush(self) -> None:
-        """fsync the log and flush the index mappings."""
-        os.fsync(self.fd)
-        if self._offset_index is not None:
-            self._offset_index.flush()
-        if self._time_index is not None:
-            self._time_index.flush()
-        self.txn_index.flush()
-
-    def _close_indexes(self) -> None:
-        for index in (self._offset_index, self._time_index):
-            if index is not None:
-                index.close_handler()
-        self._offset_index = self._time_index = None
-
     def close(self) -> None:
         """Record the max timestamp in the time index, trim the indexes, close the file."""
         if self._fd is None:
@@ -1122,84 +968,6 @@ class LogSegment:
         os.close(self._fd)
         self._fd = None
 
-    def close_handlers(self) -> None:
-        """Release files without writing (the disk may have failed)."""
-        self._close_indexes()
-        if self._fd is not None:
-            with contextlib.suppress(OSError):
-                os.close(self._fd)
-            self._fd = None
-
-    def change_file_suffixes(self, old_suffix: str, new_suffix: str) -> None:
-        """Rename every file of the segment, e.g. "" -> ".deleted" (the fd stays valid)."""
-
-        def renamed(path: Path) -> Path:
-            name = path.name
-            if old_suffix and not name.endswith(old_suffix):
-                raise ValueError(f"{path} does not end with {old_suffix!r}")
-            base = name[: len(name) - len(old_suffix)] if old_suffix else name
-            return path.with_name(base + new_suffix)
-
-        new_log = renamed(self.log_path)
-        os.replace(self.log_path, new_log)
-        self.log_path = new_log
-        for attr, index in (
-            ("offset_index_path", self._offset_index),
-            ("time_index_path", self._time_index),
-        ):
-            old_path: Path = getattr(self, attr)
-            new_path = renamed(old_path)
-            if index is not None:
-                index.rename_to(new_path)
-            elif old_path.exists():
-                os.replace(old_path, new_path)
-            setattr(self, attr, new_path)
-        self.txn_index.rename_to(renamed(self.txn_index.path))
-
-    def update_parent_dir(self, directory: Path) -> None:
-        """The partition directory was renamed (open files are unaffected)."""
-        self.directory = Path(directory)
-        self.log_path = self.directory / self.log_path.name
-        self.offset_index_path = self.directory / self.offset_index_path.name
-        self.time_index_path = self.directory / self.time_index_path.name
-        for index in (self._offset_index, self._time_index):
-            if index is not None:
-                index.path = self.directory / index.path.name
-        self.txn_index.path = self.directory / self.txn_index.path.name
-
-    def has_suffix(self, suffix: str) -> bool:
-        return all(
-            p.name.endswith(suffix)
-            for p in (
-                self.log_path,
-                self.offset_index_path,
-                self.time_index_path,
-                self.txn_index.path,
-            )
-        )
-
-    def delete_if_exists(self) -> None:
-        """Close and delete the segment's files."""
-        self.close_handlers()
-        for path in (
-            self.log_path,
-            self.offset_index_path,
-            self.time_index_path,
-            self.txn_index.path,
-        ):
-            path.unlink(missing_ok=True)
-
-    @property
-    def deleted(self) -> bool:
-        return not any(
-            p.exists()
-            for p in (
-                self.log_path,
-                self.offset_index_path,
-                self.time_index_path,
-                self.txn_index.path,
-            )
-        )
 
 
 def _now_ms() -> int:

@@ -101,6 +101,48 @@ def header_of_large_entry(head: bytes | bytearray, size: int) -> BatchHeader:
     return replace(read_batch_header(shrunk), batch_length=size - LOG_OVERHEAD)
 
 
+def read_entry_at(
+    fd: int, position: int, limit: int, *, max_batch_size: int, whole: bool
+) -> BatchHeader | None:
+    """The header of the entry that starts exactly at ``position`` and lies whole within
+    the first ``limit`` bytes of the file, else None: the one read of one entry that an
+    index entry names.
+
+    ``whole``: the entry is read whole and its CRC checked (None when it fails; what
+    ``klog verify`` asks of a batch an offset index names). Otherwise only its header is
+    read (at most 61 bytes; what ``klog dump-segment`` compares an index entry with).
+    Nothing is allocated from an untrusted length before it was checked against
+    ``limit`` and ``max_batch_size``.
+    """
+    if position < 0 or position + LOG_OVERHEAD > limit:
+        return None
+    head = os.pread(fd, RECORD_BATCH_OVERHEAD, position)
+    if len(head) < LOG_OVERHEAD:
+        return None
+    length = _INT32.unpack_from(head, 8)[0]
+    size = LOG_OVERHEAD + length
+    if whole and (length <= 0 or length > max_batch_size):
+        return None
+    if position + size > limit:
+        return None
+    try:
+        if not whole:
+            if size <= len(head):
+                return read_batch_header(head[:size], max_batch_size=max_batch_size)
+            if len(head) < RECORD_BATCH_OVERHEAD:
+                return None
+            return header_of_large_entry(head, size)
+        buf = head[:size] if size <= len(head) else head + os.pread(
+            fd, size - len(head), position + len(head)
+        )
+        if len(buf) < size:
+            return None
+        header = read_batch_header(buf, 0, max_batch_size=max_batch_size)
+    except CorruptRecordError:
+        return None
+    return header if header.is_valid(buf) else None
+
+
 def _offset_field(buf: bytes | bytearray | memoryview, position: int) -> int | None:
     if len(buf) - position >= 8:
         return int(_INT64.unpack_from(buf, position)[0])

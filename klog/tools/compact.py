@@ -31,6 +31,7 @@ from pathlib import Path
 
 from klog.protocol.errors import CorruptRecordError, KafkaError
 from klog.storage import checkpoints as cp
+from klog.storage.audit import list_segments
 from klog.storage.cleaner import (
     DEFAULT_DEDUPE_BUFFER_SIZE,
     Cleaner,
@@ -42,13 +43,12 @@ from klog.storage.cleaner import (
 from klog.storage.config import LogConfig
 from klog.storage.files import INDEX_FILE_SUFFIX, LOG_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX
 from klog.storage.log import PartitionLog
-from klog.tools.inspect import (
+from klog.tools.verify import (
     KIND_LOG_DIR,
     KIND_PARTITION,
     InspectError,
     PartitionDir,
     held_lock,
-    list_segments,
     resolve_target,
 )
 

@@ -254,3 +254,31 @@ def test_recover_keeps_a_damaged_index_aside(tmp_path: Path) -> None:
     assert f"moved damaged {index.name} aside to {saved.name}" in result.stdout
     assert saved.read_bytes() == padded
     assert runner.invoke(app, ["verify", str(pdir)]).exit_code == 0
+
+
+def test_verify_a_running_brokers_log_dir(klog_broker: object) -> None:
+    # A running broker holds its log dir and preallocates its active segments' indexes
+    # (segment.index.bytes of zero entries): Kafka's sanity check passes such an index,
+    # and so must verify. It exited 1, calling the zero entries damage.
+    from confluent_kafka import Producer
+
+    from klog.testing import KlogBroker
+
+    assert isinstance(klog_broker, KlogBroker)
+    producer = Producer({"bootstrap.servers": klog_broker.bootstrap_servers})
+    for n in range(20):
+        producer.produce("running", key=b"k%d" % n, value=b"v" * 50)
+    assert producer.flush(30) == 0
+    partition = klog_broker.log_dir / "running-0"
+    index = partition / segment_name(0, ".index")
+    # The active segment's indexes as a running broker has them: preallocated.
+    assert index.stat().st_size == 10 * 1024 * 1024
+    result = runner.invoke(app, ["verify", "--json", str(klog_broker.log_dir)])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert doc["status"] == "ok", doc["findings"]
+    # What it says: a broker holds the dir, nothing else.
+    assert [f["severity"] for f in doc["findings"]] == ["warning"]
+    assert "broker is running" in doc["findings"][0]["message"]
+    [row] = [p for p in doc["partitions"] if p["name"] == "running-0"]
+    assert (row["records"], row["log_end_offset"], row["status"]) == (20, 20, "ok")

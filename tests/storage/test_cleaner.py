@@ -45,7 +45,7 @@ from klog.storage.cleaner import (
 from klog.storage.config import LogConfig
 from klog.storage.log import PartitionLog
 from klog.storage.log_manager import LogManager
-from klog.tools.inspect import DAMAGE, verify
+from klog.tools.verify import DAMAGE, verify
 
 T0 = 1_600_000_000_000
 DAY = 86_400_000

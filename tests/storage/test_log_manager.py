@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -34,6 +36,51 @@ def test_lock_refuses_a_second_manager(tmp_path: Path) -> None:
         LogManager([tmp_path / "a"]).startup()
     first.close()
     LogManager([tmp_path / "a"]).startup().close()  # released on close
+
+
+def _hold_posix_lock(path: Path) -> subprocess.Popen[str]:
+    """Another process holding ``path``'s POSIX record lock, as Kafka's FileChannel.tryLock
+    does (a JVM broker on the dir)."""
+    holder = subprocess.Popen(
+        [sys.executable, "-c",
+         "import fcntl,os,sys; fd=os.open(sys.argv[1], os.O_RDWR | os.O_CREAT); "
+         "fcntl.lockf(fd, fcntl.LOCK_EX); print('locked', flush=True); sys.stdin.read()",
+         str(path)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )
+    assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
+    return holder
+
+
+def test_lock_refuses_a_dir_kafka_holds(tmp_path: Path) -> None:
+    # Kafka's lock is a POSIX record lock; a broker that took only an flock did not see it
+    # and started on a dir a Kafka broker was using.
+    (tmp_path / "a").mkdir()
+    holder = _hold_posix_lock(tmp_path / "a" / ".lock")
+    try:
+        with pytest.raises(LogDirLockedError, match="in another process or thread"):
+            LogManager([tmp_path / "a"]).startup()
+    finally:
+        assert holder.stdin is not None
+        holder.stdin.close()
+        holder.wait(timeout=10)
+    LogManager([tmp_path / "a"]).startup().close()
+
+
+def test_kafka_sees_a_running_managers_lock(tmp_path: Path) -> None:
+    manager = LogManager([tmp_path / "a"]).startup()
+    try:
+        probe = subprocess.run(
+            [sys.executable, "-c",
+             "import fcntl,os,sys; fd=os.open(sys.argv[1], os.O_RDWR)\n"
+             "try:\n    fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)\n"
+             "except OSError:\n    print('held')\nelse:\n    print('free')",
+             str(tmp_path / "a" / ".lock")],
+            capture_output=True, text=True, timeout=30, check=True,
+        )
+        assert probe.stdout.strip() == "held"
+    finally:
+        manager.close()
 
 
 def test_new_partitions_go_to_the_least_loaded_dir(tmp_path: Path) -> None:

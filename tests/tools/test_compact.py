@@ -14,7 +14,7 @@ from klog.storage import checkpoints as cp
 from klog.storage.config import LogConfig
 from klog.storage.log_manager import LogManager
 from klog.tools.compact import CompactError, compact, compaction_policy
-from klog.tools.inspect import DAMAGE, LogDirLockedError, verify
+from klog.tools.verify import DAMAGE, LogDirLockedError, verify
 
 T0 = 1_600_000_000_000
 COMPACT = LogConfig(cleanup_policy=("compact",), segment_bytes=600)

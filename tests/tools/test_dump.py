@@ -349,8 +349,10 @@ def test_batches_too_large_for_memory_are_checksummed_in_chunks(
 ) -> None:
     log = simple_log(tmp_path, batches=3, per_batch=50)
     expected, _, _ = run_dump([log])
-    monkeypatch.setattr(dump, "IN_MEMORY_BATCH_BOUND", 100)
-    monkeypatch.setattr(dump, "CHUNK_SIZE", 64)
+    from klog.tools.dump import log_file
+
+    monkeypatch.setattr(log_file, "IN_MEMORY_BATCH_BOUND", 100)
+    monkeypatch.setattr(log_file, "CHUNK_SIZE", 64)
     out, err, _ = run_dump([log], max_message_size=100)
     assert out == expected
     _, err, _ = run_dump([log], max_message_size=100, deep_iteration=True)
@@ -664,7 +666,7 @@ def test_text_fast_path_matches_record_by_record_text_on_varied_batches(tmp_path
     assert "".join(err) == slow_err
     assert "headerKeys: [%s%d,b]" in slow_out
     assert "sequence: 2147483647" in slow_out and "sequence: 0 " in slow_out
-    assert fast_run._non_consecutive == slow_run._non_consecutive != {}
+    assert fast_run._tally.non_consecutive == slow_run._tally.non_consecutive != {}
 
 
 # --------------------------------------------------------------------------------------------
@@ -688,41 +690,6 @@ def test_only_kafka_file_names_are_dumped_unless_forced(tmp_path: Path) -> None:
     (tmp_path / "leader-epoch-checkpoint").write_text("0\n0\n")
     _, err, run = run_dump([tmp_path / "leader-epoch-checkpoint"])
     assert run.failed == 0 and err.startswith("Ignoring unknown file")
-
-
-def test_index_shapes() -> None:
-    shape = dump.offset_index_shape
-    good = [(10, 100), (12, 300)]
-    assert shape(good, 0, 16) == dump.IndexShape(2)
-    # Entry 0 may be zero (Kafka prints it), and a zero tail ends the listing quietly.
-    assert shape([(0, 0), (0, 0)], 0, 16) == dump.IndexShape(1)
-    assert shape([*good, (0, 0), (0, 0)], 0, 32) == dump.IndexShape(2)
-    # Garbage after a zero tail is named where it is.
-    found = shape([*good, (0, 0), (7, 1)], 0, 32)
-    assert (found.usable, found.entry, found.byte, found.dropped) == (2, 3, 24, 2)
-    assert "follows the zero-filled tail that starts at entry 2" in (found.problem or "")
-    found = shape([*good, (11, 400)], 0, 24)
-    assert found.entry == 2 and "offset 11 is not above entry 1's offset 12" in (
-        found.problem or ""
-    )
-    found = shape([(99, 5)], 100, 8)
-    assert "offset 99 is below the segment's base offset 100" in (found.problem or "")
-    found = shape(good, 0, 19)
-    assert (found.usable, found.entry, found.byte) == (2, None, 16)
-
-    tshape = dump.time_index_shape
-    assert tshape([(5, 3), (5, 4), (0, 0)], 0, 36) == dump.IndexShape(2)  # ties: Kafka's report
-    assert "offset 2 is below entry 0's offset 3" in (tshape([(5, 3), (6, 2)], 0, 24).problem or "")
-    assert "repeats the base offset" in (tshape([(5, 0), (6, 0)], 0, 24).problem or "")
-
-    txn = [AbortedTxn(5, 10, 20, 30), AbortedTxn(6, 21, 15, 40)]
-    found = dump.txn_index_shape(txn, 0, 68)
-    assert found.entry == 1 and "first offset 21 is negative or after its last offset 15" in (
-        found.problem or ""
-    )
-    assert "below the segment's base offset 50" in (
-        dump.txn_index_shape(txn[:1], 50, 34).problem or ""
-    )
 
 
 def test_corrupt_index_is_counted_and_reported(tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""Tests for klog/tools/inspect.py: verify and recover on built and real Kafka log dirs."""
+"""Tests for klog/tools/verify/: verify and recover on built and real Kafka log dirs."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import pytest
 from klog.protocol.records.batch import crc32c
 from klog.storage import checkpoints as cp
 from klog.storage.scan import rebuild_indexes
-from klog.tools import inspect as ins
+from klog.tools import verify as ins
 from tests.storage.inspect_batches import (
     build_batch,
     record,
