@@ -36,6 +36,7 @@ from klog.daemon.metadata_cache import PartitionState
 from klog.protocol.errors import ErrorCode, KafkaError
 from klog.storage.log import LogAppendInfo, PartitionLog
 from klog.storage.producer_state import VerificationGuard
+from klog.storage.validator import RecordsBuffer, ValidatedRecords
 from klog.storage.values import FetchDataInfo, LogOffsetMetadata
 
 log = logging.getLogger(__name__)
@@ -224,10 +225,11 @@ class Partition:
     # -- leader side ------------------------------------------------------------------------
 
     def append_records_to_leader(
-        self, records: bytes | bytearray | memoryview, required_acks: int,
-        min_insync_replicas: int, origin: str = "client",
-        verification_guard: VerificationGuard | None = None,
+        self, records: ValidatedRecords | RecordsBuffer, required_acks: int,
+        min_insync_replicas: int, verification_guard: VerificationGuard | None = None,
     ) -> LogAppendInfo:
+        """Append on the leader (Kafka's Partition.appendRecordsToLeader): ``records``
+        validated (storage/validator.py), or a client's, which the log validates."""
         if not self.is_leader:
             raise NotLeaderOrFollowerError(
                 f"broker {self.local_broker_id} is not the leader of {self.topic}-{self.partition}"
@@ -237,7 +239,7 @@ class Partition:
                 f"the size of the ISR {list(self.isr)} is below min.insync.replicas "
                 f"({min_insync_replicas}) for {self.topic}-{self.partition}"
             )
-        info = self.log.append_as_leader(records, self.leader_epoch, origin=origin,
+        info = self.log.append_as_leader(records, self.leader_epoch,
                                          verification_guard=verification_guard)
         self.maybe_increment_high_watermark()
         return info

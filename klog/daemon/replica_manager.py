@@ -52,7 +52,6 @@ import asyncio
 import logging
 import math
 import os
-import struct
 import time
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -72,48 +71,36 @@ from klog.daemon.replication_quota import ReplicationQuotaManager
 from klog.protocol.errors import (
     CorruptRecordError,
     ErrorCode,
-    InvalidRecordError,
-    InvalidTimestampError,
     KafkaError,
     KafkaStorageError,
     OffsetOutOfRangeError,
     RecordError,
-    RecordTooLargeError,
 )
 from klog.protocol.records.batch import (
-    COMPRESSION_CODEC_MASK,
-    CONTROL_FLAG_MASK,
-    LOG_OVERHEAD,
     MAGIC_V2,
-    RECORD_BATCH_OVERHEAD,
-    CompressionType,
-    TimestampType,
     iter_batch_headers,
     read_batch_header,
 )
-from klog.protocol.records.convert import down_convert, is_legacy, up_convert
+from klog.protocol.records.convert import down_convert
 from klog.protocol.records.decode import iter_records as iter_any_records
-from klog.protocol.records.v2 import MIN_RECORD_SIZE, record_columns
-from klog.protocol.records.validate import (
-    CheckedBatch,
-    check_batch,
-    check_records,
-    recompressed,
-)
+from klog.protocol.records.v2 import record_columns
 from klog.protocol.records.validate import native as native_record_check
 from klog.storage.config import LogConfig
 from klog.storage.log import LogAppendInfo
 from klog.storage.log_manager import LogManager
 from klog.storage.producer_state import VerificationGuard
+from klog.storage.validator import (
+    AppendOrigin,
+    RecordsBuffer,
+    ValidatedRecords,
+    inline_weight,
+    validate_records,
+)
 from klog.storage.values import FetchDataInfo, LogOffsetMetadata, TimestampAndOffset
 
 if TYPE_CHECKING:
     from klog.daemon.metrics.counters import BrokerTopicMetrics, IsrMetrics
 
-# batchLength (@8), magic (@16), attributes (@21), lastOffsetDelta (@23), recordsCount (@57)
-# of a v2 batch header
-_ONE_BATCH = struct.Struct(">8xi4xb4xhi30xi")
-assert _ONE_BATCH.size == RECORD_BATCH_OVERHEAD
 # Uncompressed bytes of one produce request whose records are checked on the event loop;
 # the rest goes to the record checker's threads. The C walk does a 2 MiB section of the
 # smallest records (7 bytes) in about 2 ms, the Python one needs ~1 us per record.
@@ -139,14 +126,6 @@ ISR_CHANGE_PROPAGATION_INTERVAL_MS = 60_000
 ISR_CHANGE_CHECK_MS = 2_500
 UNDEFINED_EPOCH = -1
 UNDEFINED_EPOCH_OFFSET = -1
-
-_CODEC_BY_NAME = {
-    "uncompressed": CompressionType.NONE,
-    "gzip": CompressionType.GZIP,
-    "snappy": CompressionType.SNAPPY,
-    "lz4": CompressionType.LZ4,
-    "zstd": CompressionType.ZSTD,
-}
 
 
 class UnknownTopicOrPartitionError(KafkaError):
@@ -237,10 +216,6 @@ class MetastoreIsrStore:
     def notify_isr_change(self, tps: Iterable[TopicPartition]) -> None:
         data = paths.IsrChangeNotification(tuple(sorted(tps))).encode()
         self.store.create(paths.isr_change_path(), data, sequential=True, make_parents=True)
-
-
-#: A partition's record batches as a produce request or a follower fetch carries them.
-RecordsBuffer = bytes | bytearray | memoryview
 
 
 @dataclass(slots=True)
@@ -621,7 +596,7 @@ class ReplicaManager:
         self,
         entries: Mapping[TopicPartition, RecordsBuffer | None],
         required_acks: int,
-        origin: str = "client",
+        origin: AppendOrigin = AppendOrigin.CLIENT,
         verification_guards: Mapping[TopicPartition, VerificationGuard] | None = None,
     ) -> dict[TopicPartition, ProduceResult]:
         """Append each partition's batches on its leader replica; errors per partition.
@@ -636,11 +611,12 @@ class ReplicaManager:
                 partition = self.leader_partition(*tp)
                 if records is None:
                     raise CorruptRecordError("null records in a produce request")
-                records = self._validate(records, partition.log.config, origin)
+                validated = validate_records(records, partition.log.config, origin,
+                                             self.clock())
             except KafkaError as exc:
                 results[tp] = self._refused(tp, exc, records)
                 continue
-            results[tp] = self._append_validated(tp, records, required_acks, origin,
+            results[tp] = self._append_validated(tp, validated, required_acks,
                                                  _guard(verification_guards, tp))
         return results
 
@@ -668,7 +644,7 @@ class ReplicaManager:
             if partition is None or records is None:
                 inline[tp] = records  # refused at once, with the right error
                 continue
-            weight = _check_weight(records, partition.log.config)
+            weight = inline_weight(records, partition.log.config)
             if weight is not None and weight <= budget and tp not in self._appending:
                 budget -= weight
                 inline[tp] = records
@@ -844,7 +820,7 @@ class ReplicaManager:
         return task
 
     async def _append_checked(self, tp: TopicPartition,
-                              checking: asyncio.Future[RecordsBuffer | KafkaError],
+                              checking: asyncio.Future[ValidatedRecords | KafkaError],
                               before: asyncio.Task[ProduceResult] | None,
                               required_acks: int, size: int,
                               verification_guard: VerificationGuard | None) -> ProduceResult:
@@ -857,14 +833,14 @@ class ReplicaManager:
             self.leader_partition(*tp)  # leadership may have moved while it was checked
         except KafkaError as exc:
             return self._refused(tp, exc, size)
-        return self._append_validated(tp, checked, required_acks, "client",
-                                      verification_guard)
+        return self._append_validated(tp, checked, required_acks, verification_guard)
 
     def _validate_in_worker(self, records: RecordsBuffer, config: LogConfig
-                            ) -> RecordsBuffer | KafkaError:
-        """``_validate`` for the worker thread: the checked records or the KafkaError."""
+                            ) -> ValidatedRecords | KafkaError:
+        """A client's records validated in the worker thread: what the log appends, or the
+        KafkaError to answer."""
         try:
-            return self._validate(records, config, "client")
+            return validate_records(records, config, AppendOrigin.CLIENT, self.clock())
         except KafkaError as exc:
             # Only its code and message are answered; without its traceback the refused
             # request's buffers are freed as soon as it is answered.
@@ -882,15 +858,16 @@ class ReplicaManager:
                                                   thread_name_prefix="klog-record-check")
         return self._check_pool
 
-    def _append_validated(self, tp: TopicPartition, records: RecordsBuffer, required_acks: int,
-                          origin: str, verification_guard: VerificationGuard | None = None
+    def _append_validated(self, tp: TopicPartition, validated: ValidatedRecords,
+                          required_acks: int,
+                          verification_guard: VerificationGuard | None = None
                           ) -> ProduceResult:
+        records = validated.records
         try:
             partition = self.leader_partition(*tp)
             config = partition.log.config
             info = partition.append_records_to_leader(
-                records, required_acks, config.min_insync_replicas, origin,
-                verification_guard
+                validated, required_acks, config.min_insync_replicas, verification_guard
             )
         except KafkaError as exc:
             return self._refused(tp, exc, records)
@@ -926,111 +903,6 @@ class ReplicaManager:
             self.topic_metrics.record_refused(tp[0], int(exc.error_code), size)
         return ProduceResult(int(exc.error_code), error_message=str(exc),
                              record_errors=exc.record_errors)
-
-    def _validate(self, records: RecordsBuffer, config: LogConfig, origin: str) -> RecordsBuffer:
-        """LogValidator: the batch headers, every record (validate.check_batch), the
-        records' timestamps, and recompression to the topic's codec. Returns the records
-        to append (``records`` itself unless recompressed). Thread-safe: it reads only
-        its arguments and the clock."""
-        view = memoryview(records)
-        target = None if config.compression_type == "producer" else _CODEC_BY_NAME[
-            config.compression_type]
-        limits = config.timestamp_limits
-        require_keys = config.compact
-        from_client = origin == "client"
-        if target is None and limits is None:
-            # Then nothing is rewritten, and a produce request usually holds one
-            # uncompressed batch per partition: read its header fields in place and check
-            # its records section at once rather than walk the headers (same checks, same
-            # outcome for that case).
-            n = len(view)
-            if n >= RECORD_BATCH_OVERHEAD:
-                length, magic, attributes, delta, count = _ONE_BATCH.unpack_from(view, 0)
-                if (length + LOG_OVERHEAD == n and magic == MAGIC_V2 and delta >= 0
-                        and count == delta + 1 and not attributes & COMPRESSION_CODEC_MASK
-                        and n <= config.max_message_bytes
-                        and count * MIN_RECORD_SIZE <= n - RECORD_BATCH_OVERHEAD):
-                    try:
-                        check_records(view[RECORD_BATCH_OVERHEAD:], count,
-                                      require_keys and not attributes & CONTROL_FLAG_MASK)
-                    except KafkaError:
-                        # the walk's answer, CRC first
-                        check_batch(view, read_batch_header(view), from_client=from_client,
-                                    require_keys=require_keys)
-                        raise
-                    return records
-        now = self.clock()
-        if from_client and is_legacy(view):
-            # Produce v0-v2 from a pre-0.11 client: its v0/v1 message set becomes one v2
-            # batch (LogValidator's conversion; Produce v3+ never gets here with one: the
-            # handler refuses it), then is checked as any v2 batch is.
-            return self._validate(self._up_convert(view, config, now), config, origin)
-        # The range a CreateTime timestamp must lie in (Kafka's validateTimestamp): each
-        # record's is judged by the walk (offenders named, KIP-467), the header's base and
-        # max timestamps here (the log keeps the producer's max timestamp, which a time
-        # index and time retention then go by).
-        window = None if limits is None else (now - limits[0], now + limits[1])
-        # Recompressed batches are written out as each is checked, so that one inflated
-        # section at a time is held, never a whole request's.
-        out = bytearray() if target is not None else None
-        recompress = False
-        for h in iter_batch_headers(view):
-            if from_client and h.magic != MAGIC_V2:
-                raise InvalidRecordError(
-                    "produce requests v3+ may only contain record batches of magic 2"
-                )
-            if h.size > config.max_message_bytes:
-                # The log refuses it too; here, before anything is inflated.
-                raise RecordTooLargeError(
-                    f"the record batch at position {h.position} is {h.size} bytes, larger "
-                    f"than max.message.bytes ({config.max_message_bytes})"
-                )
-            batch = None
-            if h.magic == MAGIC_V2:
-                batch = check_batch(view, h, from_client=from_client,
-                                    require_keys=require_keys, timestamp_range=window)
-            if window is not None and h.timestamp_type is TimestampType.CREATE_TIME:
-                for ts in (h.base_timestamp, h.max_timestamp):
-                    if ts is not None and ts >= 0 and not window[0] <= ts <= window[1]:
-                        raise InvalidTimestampError(
-                            f"timestamp {ts} of the batch at position {h.position} is out of "
-                            f"range: the topic's timestamp limits allow [{window[0]}, "
-                            f"{window[1]}] now"
-                        )
-            if out is not None:
-                assert target is not None
-                if batch is None or h.is_control or h.compression is target:
-                    out += view[h.position:h.end]  # v0/v1 entries (never a client's) too
-                else:
-                    out += self._recompress(view, batch, target)
-                    recompress = True
-        return out if recompress and out is not None else records
-
-    @staticmethod
-    def _up_convert(view: memoryview, config: LogConfig, now: int) -> bytearray:
-        """A client's v0/v1 message set as one v2 batch in the topic's compression and
-        timestamp type (records.convert.up_convert), in a writable buffer (the log patches
-        offsets in place)."""
-        if view.nbytes > config.max_message_bytes:
-            raise RecordTooLargeError(
-                f"a message set of {view.nbytes} bytes is larger than max.message.bytes "
-                f"({config.max_message_bytes})")
-        return bytearray(up_convert(
-            view,
-            timestamp_type=TimestampType.LOG_APPEND_TIME if config.log_append_time
-            else TimestampType.CREATE_TIME,
-            compression=None if config.compression_type == "producer"
-            else _CODEC_BY_NAME[config.compression_type],
-            now=now))
-
-    @staticmethod
-    def _recompress(view: memoryview, batch: CheckedBatch, target: CompressionType) -> bytes:
-        """One batch rewritten with the topic's codec (Kafka's broker-side recompression)
-        from the records its check inflated: producer id, epoch, sequence, transactional
-        flag and timestamps are kept. Its CRC is checked first: the rewrite computes a new
-        one, which must not launder bytes damaged in transit."""
-        batch.header.ensure_valid(view)
-        return recompressed(view, batch, target)
 
     # -- down-conversion (Fetch v0-v3) --------------------------------------------------------
 
@@ -1585,34 +1457,6 @@ def _down_convert_all(jobs: list[tuple[int, FetchDataInfo, int, int]], magic: in
             log.error("reading records to down-convert failed: %s", exc)
             out[i] = KafkaError(f"reading the records failed: {exc}")
     return out
-
-
-def _check_weight(records: RecordsBuffer, config: LogConfig) -> int | None:
-    """Bytes the record check of ``records`` walks on the event loop, or None when the
-    check belongs in a worker thread: a compressed batch (inflating costs what the
-    producer's ratio says, up to the decompression bound) or one to recompress. Reads the
-    headers only; a payload whose headers do not parse weighs nothing (refused at once)."""
-    n = len(records)
-    target = None if config.compression_type == "producer" else int(
-        _CODEC_BY_NAME[config.compression_type])
-    if n >= RECORD_BATCH_OVERHEAD:
-        length, magic, attributes, _delta, _count = _ONE_BATCH.unpack_from(records, 0)
-        if magic < MAGIC_V2:
-            return None  # a v0/v1 message set to convert: a worker's job
-        if length + LOG_OVERHEAD == n:  # one batch: the common case
-            codec = attributes & COMPRESSION_CODEC_MASK
-            if codec or (target is not None and codec != target
-                         and not attributes & CONTROL_FLAG_MASK):
-                return None
-            return n
-    try:
-        for h in iter_batch_headers(memoryview(records)):
-            if h.magic == MAGIC_V2 and (h.compression_id or (
-                    target is not None and h.compression_id != target and not h.is_control)):
-                return None
-    except KafkaError:
-        return 0
-    return n
 
 
 def _record_offsets_and_timestamps(batch: bytes) -> Iterator[tuple[int, int]]:

@@ -5,8 +5,11 @@ replication and tiered-storage parts: the directory ``<topic>-<partition>`` and 
 segments (sorted by base offset, found with bisect), the log end offset, log start offset,
 recovery point and high watermark, the producer state and the leader epoch cache.
 
-Appends assign offsets by patching each v2 batch's baseOffset and partitionLeaderEpoch
-(outside the CRC) in a copy of the request bytes: records are never decoded. Reads return
+A leader's append takes records validated by validator.py (Kafka's LogValidator; raw
+records are validated first, once) and assigns offsets by patching each v2 batch's
+baseOffset and partitionLeaderEpoch (outside the CRC) in the request's buffer, or one copy
+of it: records are not decoded here. A follower's append checks sizes and CRCs only (its
+leader validated the records) and keeps the leader's offsets and epochs. Reads return
 whole batches as a file region. Loading follows Kafka's LogLoader: leftover ``.deleted`` /
 ``.cleaned`` / ``.swap`` / temporary files are resolved, index files that are missing or fail
 their sanity check are rebuilt (never trusted), and after an unclean shutdown every segment
@@ -37,36 +40,29 @@ from pathlib import Path
 from typing import Concatenate, NamedTuple, ParamSpec, TypeVar
 
 from klog.protocol.errors import (
-    CorruptRecordError,
     ErrorCode,
     InvalidRecordError,
     KafkaError,
     KafkaStorageError,
     OffsetOutOfRangeError,
-    RecordTooLargeError,
     UnsupportedForMessageFormatError,
 )
 from klog.protocol.records.batch import (
     ATTRIBUTES_OFFSET,
-    COMPRESSION_CODEC_MASK,
-    CONTROL_FLAG_MASK,
     CRC_OFFSET,
     DEFAULT_MAX_BATCH_SIZE,
     LOG_OVERHEAD,
     MAGIC_V2,
     MAX_TIMESTAMP_OFFSET,
-    NO_PRODUCER_ID,
     NO_TIMESTAMP,
-    RECORD_BATCH_OVERHEAD,
     TIMESTAMP_TYPE_MASK,
     V2_BASE_LENGTH_EPOCH,
-    V2_PRODUCE_FIELDS,
     BatchHeader,
     crc32c,
-    iter_batch_headers,
     patch_base_offset,
     patch_legacy_offset,
     patch_partition_leader_epoch,
+    read_batch_header,
 )
 from klog.storage.checkpoints import fsync_dir
 from klog.storage.config import LogConfig
@@ -93,6 +89,12 @@ from klog.storage.producer_state import (
 )
 from klog.storage.scan import _iter_file_batches, _ScanState, scan_segment
 from klog.storage.segment import LogSegment, fastread
+from klog.storage.validator import (
+    AppendOrigin,
+    ValidatedRecords,
+    check_batch_headers,
+    validate_records,
+)
 from klog.storage.values import FetchDataInfo, LogOffsetMetadata, TimestampAndOffset
 
 DELETE_DIR_SUFFIX = "-delete"
@@ -108,7 +110,6 @@ EARLIEST_LOCAL_TIMESTAMP = -4
 _INT64_STRUCT_MAX = 2**63 - 1
 
 _new_tuple = tuple.__new__  # builds a NamedTuple without its Python-level __new__
-_unpack_produce_fields = V2_PRODUCE_FIELDS.unpack_from
 _pack_base_length_epoch = V2_BASE_LENGTH_EPOCH.pack_into
 
 T = TypeVar("T")
@@ -212,15 +213,6 @@ def _locked(
             return method(self, *args, **kwargs)
 
     return wrapper
-
-
-def _writable(records: bytes | bytearray | memoryview) -> bytearray | memoryview:
-    """``records`` itself when it can be patched in place, else one copy of it."""
-    if isinstance(records, bytearray):
-        return records
-    if isinstance(records, memoryview) and not records.readonly:
-        return records
-    return bytearray(records)
 
 
 def _assigned(
@@ -572,112 +564,62 @@ class PartitionLog:
     # appends
     # ==========================================================================================
 
-    def _headers(self, records: bytes | bytearray | memoryview) -> list[BatchHeader]:
-        """Validate the shape, sizes and CRCs of a produce/fetch payload, batch by batch."""
-        headers: list[BatchHeader] = []
-        consumed = 0
-        max_bytes = self.config.max_message_bytes
-        view = memoryview(records)
-        for header in iter_batch_headers(view):
-            if header.batch_length + LOG_OVERHEAD > max_bytes:
-                raise RecordTooLargeError(
-                    f"the record batch at position {header.position} is {header.size} "
-                    f"bytes, larger than max.message.bytes ({max_bytes})"
-                )
-            if header.magic >= MAGIC_V2:
-                # Inline BatchHeader.ensure_valid: this runs once per produced batch.
-                start = header.position + ATTRIBUTES_OFFSET
-                if crc32c(view[start : header.position + header.batch_length + LOG_OVERHEAD]) \
-                        != header.crc:
-                    header.ensure_valid(view)  # raises with Kafka's message
-            else:
-                header.ensure_valid(view)
-            headers.append(header)
-            consumed = header.end
-        if consumed != len(view):
-            raise CorruptRecordError(
-                f"{len(view) - consumed} trailing bytes after the last whole batch "
-                f"(a truncated batch at position {consumed})"
-            )
-        if not headers:
-            raise InvalidRecordError("no record batch to append")
-        return headers
-
     def append_as_leader(
         self,
-        records: bytes | bytearray | memoryview,
+        records: bytes | bytearray | memoryview | ValidatedRecords,
         leader_epoch: int,
         *,
-        origin: str = "client",
+        origin: AppendOrigin = AppendOrigin.CLIENT,
         verification_guard: VerificationGuard | None = None,
     ) -> LogAppendInfo:
-        """Validate ``records`` (whole batches), assign offsets from the log end offset,
-        stamp ``leader_epoch``, and append. Records are not decoded.
+        """Append ``records`` as the leader: validated (storage/validator.py, Kafka's
+        LogValidator) unless they come as ``ValidatedRecords`` already, offsets assigned
+        from the log end offset, ``leader_epoch`` stamped. Records are not decoded here.
 
-        ``origin`` is "client" (producers: no control batches, sequence checks) or
-        "coordinator" (transaction markers). A duplicate of one of a producer's last 5
+        ``origin`` says who wrote raw ``records`` (validated ones carry theirs): a client
+        (no control batches; sequence checks) or a coordinator (transaction markers are
+        checked against the producer's epochs). A duplicate of one of a producer's last 5
         batches is not appended: its original offsets come back with ``duplicate=True``.
         ``verification_guard`` (KIP-890): when the broker verifies transactions, the guard
         ``maybe_start_transaction_verification`` gave (or the sentinel); a transactional
         batch that neither continues an ongoing transaction here nor carries the
         producer's current guard is INVALID_TXN_STATE. None: not checked.
-        Compressed v0/v1 wrappers would need recompression to assign inner offsets and
-        raise UnsupportedForMessageFormatError.
 
-        A writable ``records`` (bytearray, writable memoryview) is patched in place, as
-        Kafka patches the request buffer; anything else is copied once.
+        The validated buffer is patched in place, as Kafka patches the request buffer (a
+        writable input is that buffer; anything else was copied once by the validator).
+        Records validated against another LogConfig than the log's current one (a config
+        change while they were checked in a worker thread) are validated again.
         """
+        validated = records if type(records) is ValidatedRecords else validate_records(
+            records, self.config, origin, self.clock())  # type: ignore[arg-type]
         lock = self._lock
         lock.acquire()  # inline rather than @_locked (or ``with``): once per produce request
         try:
-            if origin == "client" and self.config.message_timestamp_type == "CreateTime":
-                info = self._append_one_plain_batch(records, leader_epoch)
-                if info is not None:
-                    return info
-            return self._append_as_leader(records, leader_epoch, origin, verification_guard)
+            config = self.config
+            if validated.config is not config:
+                validated = validate_records(validated.records, config, validated.origin,
+                                             self.clock())
+            plain = validated.plain
+            if plain is not None and config.message_timestamp_type == "CreateTime":
+                return self._append_one_plain_batch(validated.records, plain, leader_epoch)
+            return self._append_as_leader(validated, leader_epoch, verification_guard)
         finally:
             lock.release()
 
     def _append_one_plain_batch(
-        self, records: bytes | bytearray | memoryview, leader_epoch: int
-    ) -> LogAppendInfo | None:
-        """The produce path's common case in one pass: a client's single v2 batch without
-        a producer id (no idempotence state to check or update), CreateTime. None, having
-        changed nothing, for anything else (including anything invalid): the general path
-        then validates and answers exactly as it always does.
+        self, buf: bytearray | memoryview, fields: tuple[int, ...], leader_epoch: int
+    ) -> LogAppendInfo:
+        """The produce path's common case in one pass: one validated v2 batch without a
+        producer id (no idempotence state to check or update), CreateTime, described by
+        its header fields (``ValidatedRecords.plain``).
 
-        Same steps and results as the general path for such a batch: length, size limit,
-        CRC, record count, no control flag; offsets and epoch patched in (outside the
-        CRC); roll, write, index; leader epoch cache, map end offset, log end offset.
+        Same steps and results as the general path for such a batch: offsets and epoch
+        patched in (outside the CRC); roll, write, index; leader epoch cache, map end
+        offset, log end offset.
         """
-        n = len(records)
-        if n < RECORD_BATCH_OVERHEAD:
-            return None
-        (
-            batch_length,
-            magic,
-            crc,
-            attributes,
-            delta,
-            max_ts,
-            producer_id,
-            count,
-        ) = _unpack_produce_fields(records, 0)
+        batch_length, _magic, _crc, _attributes, delta, max_ts, _pid, count = fields
+        n = batch_length + LOG_OVERHEAD
         config = self.config
-        if (
-            magic != MAGIC_V2
-            or batch_length + LOG_OVERHEAD != n
-            or producer_id != NO_PRODUCER_ID
-            or attributes & CONTROL_FLAG_MASK
-            or delta < 0
-            or count != delta + 1
-            or n > config.max_message_bytes
-        ):
-            return None
-        view = records if type(records) is memoryview else memoryview(records)
-        if crc32c(view[ATTRIBUTES_OFFSET:]) != crc:
-            return None  # the general path raises with Kafka's message
-        buf = records if type(records) is bytearray else _writable(records)
         first = self._log_end_offset
         last = first + delta
         if max_ts > NO_TIMESTAMP:
@@ -717,22 +659,16 @@ class PartitionLog:
         return info
 
     def _append_as_leader(
-        self, records: bytes | bytearray | memoryview, leader_epoch: int, origin: str,
+        self, validated: ValidatedRecords, leader_epoch: int,
         verification_guard: VerificationGuard | None = None,
     ) -> LogAppendInfo:
-        headers = self._headers(records)
+        buf = validated.records
+        headers = validated.headers
+        if headers is None:  # ``plain`` said it all, but a LogAppendTime log stamps it
+            headers = [read_batch_header(buf)]
         now = self.clock()
-        if origin == "client":
+        if validated.origin is AppendOrigin.CLIENT:
             for h in headers:
-                if h.is_control:
-                    raise InvalidRecordError("clients are not allowed to write control records")
-                if h.magic >= MAGIC_V2 and (
-                    h.records_count is None or h.records_count != h.last_offset_delta + 1
-                ):
-                    raise InvalidRecordError(
-                        f"batch at position {h.position} has {h.records_count} records but a "
-                        f"lastOffsetDelta of {h.last_offset_delta}"
-                    )
                 if h.has_producer_id:
                     duplicate = self.producer_state.find_duplicate_batch(h)
                     if duplicate is not None:
@@ -742,19 +678,10 @@ class PartitionLog:
         else:
             for h in headers:
                 if h.is_control and h.has_producer_id:
-                    self.producer_state.check_marker(h, h.payload(records))
+                    self.producer_state.check_marker(h, h.payload(buf))
                 elif h.has_producer_id:
                     # A coordinator's transactional data (offset commits of a transaction).
                     self.producer_state.check_verified(h, verification_guard)
-        for h in headers:
-            if h.magic < MAGIC_V2 and h.attributes & COMPRESSION_CODEC_MASK:
-                raise UnsupportedForMessageFormatError(
-                    "compressed v0/v1 message sets are not supported: their inner offsets "
-                    "need recompression (produce with magic v2)"
-                )
-        # Kafka patches the request's buffer in place; so do we when the caller hands over
-        # a writable buffer (the broker's receive buffer). Read-only input is copied once.
-        buf = _writable(records)
         log_append = self.config.log_append_time
         next_offset = self._log_end_offset
         assigned: list[BatchHeader] = []
@@ -821,7 +748,7 @@ class PartitionLog:
         The first offset must be the log end offset and offsets must increase; batches
         stamped with a newer leader epoch update the leader epoch cache.
         """
-        headers = self._headers(records)
+        headers = check_batch_headers(records, self.config.max_message_bytes)
         first = (
             headers[0].base_offset if headers[0].base_offset is not None else headers[0].last_offset
         )

@@ -19,7 +19,7 @@ TransactionStateManager):
   partition's ids are dropped (``on_unloaded``);
 - writing a transition: key TransactionLogKey v0, value TransactionLogValue v0 (a
   tombstone for Dead), one record per batch, acks=all through the replica manager
-  (``origin="coordinator"``) within ``request.timeout.ms``; the metadata takes the new
+  (``origin=AppendOrigin.COORDINATOR``) within ``request.timeout.ms``; the metadata takes the new
   state only once the write is acknowledged and the partition is still ours at the same
   coordinator epoch (else NOT_COORDINATOR), and its pending state is dropped on failure.
 
@@ -53,6 +53,7 @@ from klog.protocol.internal_topics import (
 from klog.protocol.records.batch import iter_batch_headers
 from klog.protocol.records.decode import iter_records
 from klog.protocol.records.v2 import BatchBuilder
+from klog.storage.validator import AppendOrigin
 
 if TYPE_CHECKING:
     from klog.daemon.admin import AdminManager
@@ -372,7 +373,7 @@ class TransactionStateManager:
         rm = self.replica_manager
         code: ErrorCode
         try:
-            results = rm.append_records({tp: builder.build()}, -1, origin="coordinator")
+            results = rm.append_records({tp: builder.build()}, -1, origin=AppendOrigin.COORDINATOR)
             results = await rm.wait_for_isr(results, self.config.request_timeout_ms)
             raw = results[tp].error_code
             try:
