@@ -492,8 +492,11 @@ def run(opts: Options) -> dict[str, Any]:
                 for node in [*cluster.brokers.values(), *cluster.zookeepers.values()]:
                     with contextlib.suppress(Exception):
                         node.kill()
+            # One deadline for them all: a producer flushing to brokers just killed holds
+            # its thread until the deadline, and seven in a row outlived a SIGTERM's wait.
+            stop_deadline = time.monotonic() + 15
             for w in workloads.values():
-                w.stop(15)
+                w.stop(stop_deadline - time.monotonic())
             net.down()
             logging.getLogger().removeHandler(client_log)
             client_log.close()
@@ -549,7 +552,9 @@ def _check(opts: Options, events: list[Event], workloads: dict[str, Workload],
             anomalies.append(f"{name}: no record acknowledged in the 10 s after the cluster "
                              f"recovered (at {recovered_at:.1f} s): the client is stuck")
         bad = total.lost + total.offset_mismatch
-        strict = total.duplicated + total.reordered
+        # Without idempotence (acks=1 runs), retries with 5 requests in flight may
+        # duplicate and reorder, as Kafka documents: information, like the loss.
+        strict = total.duplicated + total.reordered if opts.acks == "all" else 0
         if notes and (strict or (bad and not lossy) or any("no producer" in n for n in notes)):
             anomalies += [f"{name}: {n}" for n in notes[:30]]
         elif notes:

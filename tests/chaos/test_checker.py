@@ -127,7 +127,7 @@ def test_schedules_replay_from_their_seed() -> None:
     assert Schedule(43, list(KINDS)).preview(300) != a
 
 
-def _judge(acks: str, lose: bool) -> dict[str, object]:
+def _judge(acks: str, lose: bool, reorder: bool = False) -> dict[str, object]:
     """runner._check on workloads built (never started) with hand-made histories."""
     from tests.chaos import runner
     from tests.chaos.workloads import (
@@ -148,6 +148,9 @@ def _judge(acks: str, lose: bool) -> dict[str, object]:
     finals = {"idempotent": _log(_ops(6)), "klog": _log(_ops(6)), "group": _log(_ops(6))}
     if lose:
         finals["idempotent"][0] = finals["idempotent"][0][:-1]
+    if reorder:  # the klog producer's first two records of partition 0 swapped
+        (o1, v1), (o2, v2), *rest = finals["klog"][0]
+        finals["klog"][0] = [(o1, v2), (o2, v1), *rest]
     txn = TransactionWorkload(clock, "x:1", "t", 2, seed=1)
     txn.txns = [Txn(0, 0, "commit", [(0, "a")], ended=9.0, outcome="committed")]
     finals["transactions"] = {0: [(0, "a")]}
@@ -168,6 +171,15 @@ def test_loss_fails_an_acks_all_run_and_informs_an_acks_1_run() -> None:
     lossy = _judge("1", lose=True)
     assert lossy["valid"] is True and "lost: w-0-4" in str(lossy["informational"])
     assert lossy["table"]["kill"]["lost"] == 1  # w-0-4, sent at 4.0 s: the kill
+
+
+def test_reordering_fails_an_acks_all_run_and_informs_an_acks_1_run() -> None:
+    """acks=1 producers are not idempotent: retries with requests in flight may reorder
+    (Kafka documents it), so an acks=1 run reports it as information."""
+    strict = _judge("all", lose=False, reorder=True)
+    assert strict["valid"] is False and "klog: reordered" in str(strict["anomalies"])
+    lossy = _judge("1", lose=False, reorder=True)
+    assert lossy["valid"] is True and "klog: reordered" in str(lossy["informational"])
 
 
 def test_an_acknowledgement_without_an_offset_checks_presence_only() -> None:

@@ -449,11 +449,12 @@ class GroupWorkload(Workload):
             self._join()
 
     def stop(self, timeout: float = 60.0) -> None:
-        super().stop(timeout)
+        deadline = time.monotonic() + timeout
         for flag in self._member_flags.values():
             flag.clear()
-        for t in self._member_threads.values():
-            t.join(30)
+        super().stop(timeout)
+        for t in list(self._member_threads.values()):
+            t.join(max(0.1, deadline - time.monotonic()))
 
     def _member(self, member: int, flag: threading.Event) -> None:
         consumer = confluent_kafka.Consumer({

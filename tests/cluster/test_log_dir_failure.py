@@ -177,6 +177,14 @@ def test_a_full_disk_moves_leadership_and_loses_nothing(
         assert ("safe", 0) in by_path[str(other)].replicas
         log = c.broker(1).log_tail(400)
         assert f"Stopping serving replicas in dir {small_disk}" in log
+        # Metadata names broker 1's replica of doomed-0 offline, as Kafka's does; the
+        # replica of safe-0 is not.
+        def offline() -> dict[str, tuple[int, ...]]:
+            topics = _admin(c.bootstrap_servers,
+                            lambda a: a.describe_topics(["doomed", "safe"]))
+            return {name: t.partitions[0].offline_replicas for name, t in topics.items()}
+        c.wait(lambda: offline() == {"doomed": (1,), "safe": ()}, 30,
+               "doomed-0's replica on broker 1 reported offline")
     finally:
         c.close()  # the brokers stop before the fixture unmounts the tmpfs
 

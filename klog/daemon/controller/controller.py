@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import time
 import uuid
@@ -948,6 +949,7 @@ class Controller:
         # still serves what it has not handed over); its leaderships are what move.
         brokers = list(self.live_brokers.values())
         topic_ids = self._topic_ids()
+        states = [self._with_offline_replicas(s) for s in states]
         targets = list(self.live_brokers) if broker_ids is None else list(broker_ids)
         for broker_id in targets:
             epoch = self.broker_epochs.get(broker_id, -1)
@@ -959,6 +961,15 @@ class Controller:
                                                         brokers, states, topic_ids)
                 self.channel.send(broker_id, channel.ControlRequest(
                     UPDATE_METADATA, _same_values(values)))
+
+    def _with_offline_replicas(self, state: PartitionState) -> PartitionState:
+        """Kafka's offlineReplicas: replicas on dead brokers or on failed log dirs."""
+        tp = (state.topic, state.partition)
+        offline = tuple(r for r in state.replicas
+                        if r not in self.live_brokers or not self.log_dirs.is_online(r, tp))
+        if offline == state.offline_replicas:
+            return state
+        return dataclasses.replace(state, offline_replicas=offline)
 
     def _send_stop_replica(self, broker_id: int, tps: list[TopicPartition], delete: bool,
                            epochs: dict[TopicPartition, int] | None = None) -> None:

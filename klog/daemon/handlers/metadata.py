@@ -207,7 +207,9 @@ def _topic(cache: MetadataCache, name: str, error: int, listener: str,
             "leader_epoch": state.leader_epoch,
             "replica_nodes": replicas,
             "isr_nodes": isr,
-            "offline_replicas": [r for r in state.replicas if r not in alive],
+            # Dead brokers' replicas, and those the controller knows on failed log dirs.
+            "offline_replicas": [r for r in state.replicas
+                                 if r not in alive or r in state.offline_replicas],
         })
     return {**base, "error_code": 0, "partitions": parts}
 
