@@ -37,6 +37,7 @@ from klog.daemon.fetch_session import FetchSessionCache
 from klog.daemon.group.coordinator import GroupCoordinator
 from klog.daemon.group.metadata_manager import GroupMetadataManager
 from klog.daemon.handlers import BrokerServices, load_handlers
+from klog.daemon.isr import MetastoreIsrStore
 from klog.daemon.log_cleaner import CleanerConfig, LogCleaner
 from klog.daemon.log_dir_failure import LogDirFailureHandler
 from klog.daemon.log_dir_mover import LogDirMover
@@ -57,7 +58,7 @@ from klog.daemon.producer_ids import ProducerIdManager
 from klog.daemon.quota_store import ClientQuotaAdmin, QuotaConfigLoader
 from klog.daemon.quotas import QuotaManagers
 from klog.daemon.replica_fetcher import ReplicaFetcherManager
-from klog.daemon.replica_manager import MetastoreIsrStore, ReplicaManager
+from klog.daemon.replica_manager import ReplicaManager
 from klog.daemon.replica_selector import selector_for
 from klog.daemon.replication_quota import ReplicationQuotaManager, ReplicationQuotas
 from klog.daemon.security.authorizer import AclAuthorizer
