@@ -16,10 +16,13 @@ While an acks=-1 produce waits for the ISR, the connection goes on with the prod
 next requests (a ``Deferred`` answer). The append itself may wait too, for a heavy record
 check done off the event loop; the connection's next request waits for that.
 
-Produce v0-v2 (clients of Kafka 0.9/0.10) carry v0/v1 message sets, which the replica
-manager converts to the topic's v2 format as Kafka's LogValidator does. From v3 on a
-request may hold only v2 batches: a partition whose records begin with a v0/v1 message
-gets INVALID_RECORD (Kafka's ProduceRequest.validateRecords), the others are appended.
+Produce v0-v2 (clients of Kafka 0.9/0.10) carry v0/v1 message sets, which the log's
+validator (klog/storage/validator.py) converts to the topic's v2 format as Kafka's
+LogValidator does. From v3 on a request may hold only v2 batches: a partition whose
+records begin with a v0/v1 message gets INVALID_RECORD (Kafka's
+ProduceRequest.validateRecords), the others are appended. That look and the
+transactional flag's are the handler's only reads of the records (one pass, the first
+batch's magic and attributes bytes); the batches are validated once, by the validator.
 
 With a producer_byte_rate quota on the client (klog/daemon/quotas.py), the request's
 record bytes are metered first and the response carries the throttle time (KIP-219).
@@ -57,7 +60,6 @@ from klog.protocol.records.batch import (
     RECORD_BATCH_OVERHEAD,
     TRANSACTIONAL_FLAG_MASK,
 )
-from klog.protocol.records.convert import is_legacy
 
 _TOPIC_AUTHORIZATION_FAILED = int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
 _NOT_LEADER_OR_FOLLOWER = int(ErrorCode.NOT_LEADER_OR_FOLLOWER)
@@ -88,9 +90,11 @@ async def handle(ctx: RequestContext, request: Request) -> Response:
         results = {tp: (int(ErrorCode.INVALID_REQUIRED_ACKS), None) for tp in entries}
         return _response(ctx, order, results, throttle_ms)
     transactional_id = getattr(request, "transactional_id", None)  # v3+
+    legacy, transactional = _first_batches(entries, ctx.api_version >= 3,
+                                           transactional_id is None)
     if (transactional_id is not None and not ctx.authorize(
             AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id)) or (
-            transactional_id is None and _has_transactional_batch(entries)):
+            transactional):
         # Kafka's KafkaApis: transactional records need an authorized transactional id
         # (without one they would escape KIP-890's verification).
         results = {tp: (int(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED), None)
@@ -98,10 +102,8 @@ async def handle(ctx: RequestContext, request: Request) -> Response:
         return _response(ctx, order, results, throttle_ms)
     # Write on each topic (one dict probe per request without an authorizer).
     refused = _refused(ctx, entries, order)
-    if ctx.api_version >= 3:
-        legacy = _legacy(entries)
-        if legacy:
-            refused = {**refused, **legacy}
+    if legacy:
+        refused = {**refused, **legacy}
     if refused:
         entries = {tp: r for tp, r in entries.items() if tp not in refused}
     rm = ctx.services.replica_manager
@@ -153,27 +155,32 @@ def _refused(ctx: RequestContext, entries: dict[tuple[str, int], Any],
             if tp[0] in denied} if denied else {}
 
 
-def _legacy(entries: dict[tuple[str, int], Any]) -> dict[tuple[str, int], ProduceResult]:
-    """Produce v3+ may hold only v2 batches: a partition whose records begin with a v0/v1
-    message gets INVALID_RECORD (Kafka's ProduceRequest.validateRecords)."""
-    return {tp: ProduceResult(int(ErrorCode.INVALID_RECORD),
-                              error_message="produce requests v3+ may only contain record "
-                                            "batches of magic 2")
-            for tp, records in entries.items() if records is not None and is_legacy(records)}
-
-
-def _has_transactional_batch(entries: dict[tuple[str, int], Any]) -> bool:
-    """Does a partition's first batch carry the transactional flag? As Kafka's
-    RequestUtils.hasTransactionalRecords, only a first batch whose length fits the bytes
-    counts (garbage is the append's to refuse). A v2 header's magic and attributes bytes
-    are read in place: asked of every produce without a transactional id."""
-    for records in entries.values():
-        if records is not None and len(records) >= RECORD_BATCH_OVERHEAD \
-                and records[_MAGIC_AT] >= 2 and records[_ATTRIBUTES_LOW_AT] & _TRANSACTIONAL:
+def _first_batches(entries: dict[tuple[str, int], Any], v2_only: bool, no_transactional_id: bool
+                   ) -> tuple[dict[tuple[str, int], ProduceResult], bool]:
+    """Kafka's two request-level looks at each partition's first batch, in one pass that
+    reads its magic byte once (the batches themselves are validated once, by the log's
+    validator): with ``v2_only`` (Produce v3+) a partition whose records begin with a
+    v0/v1 message gets INVALID_RECORD (ProduceRequest.validateRecords); with
+    ``no_transactional_id``, whether a first v2 batch carries the transactional flag
+    (RequestUtils.hasTransactionalRecords: only a first batch whose length fits the bytes
+    counts; garbage is the append's to refuse)."""
+    legacy: dict[tuple[str, int], ProduceResult] = {}
+    transactional = False
+    for tp, records in entries.items():
+        if records is None or len(records) <= _MAGIC_AT:
+            continue
+        if records[_MAGIC_AT] < 2:
+            if v2_only:
+                legacy[tp] = ProduceResult(
+                    int(ErrorCode.INVALID_RECORD),
+                    error_message="produce requests v3+ may only contain record batches of "
+                                  "magic 2")
+        elif (no_transactional_id and not transactional
+              and len(records) >= RECORD_BATCH_OVERHEAD
+              and records[_ATTRIBUTES_LOW_AT] & _TRANSACTIONAL):
             length = int.from_bytes(records[_LENGTH_AT:_LENGTH_AT + 4], "big", signed=True)
-            if RECORD_BATCH_OVERHEAD <= length + LOG_OVERHEAD <= len(records):
-                return True
-    return False
+            transactional = RECORD_BATCH_OVERHEAD <= length + LOG_OVERHEAD <= len(records)
+    return legacy, transactional
 
 
 async def _after(ctx: RequestContext, order: list[tuple[str, list[int]]],
