@@ -50,7 +50,6 @@ from klog.protocol.errors import (
 from klog.protocol.records.batch import (
     ATTRIBUTES_OFFSET,
     CRC_OFFSET,
-    DEFAULT_MAX_BATCH_SIZE,
     LOG_OVERHEAD,
     MAGIC_V2,
     MAX_TIMESTAMP_OFFSET,
@@ -69,25 +68,19 @@ from klog.storage.config import LogConfig
 from klog.storage.files import (
     CLEANED_FILE_SUFFIX,
     DELETED_FILE_SUFFIX,
-    INDEX_FILE_SUFFIX,
     INDEX_FILE_SUFFIXES,
-    LOG_FILE_SUFFIX,
     PRODUCER_SNAPSHOT_FILE_SUFFIX,
     SWAP_FILE_SUFFIX,
-    TIME_INDEX_FILE_SUFFIX,
-    TMP_FILE_SUFFIX,
-    TXN_INDEX_FILE_SUFFIX,
     filename_prefix_from_offset,
-    offset_from_filename_or_none,
 )
-from klog.storage.index import AbortedTxn, CorruptIndexError
+from klog.storage.index import AbortedTxn
 from klog.storage.leader_epoch import LEADER_EPOCH_CHECKPOINT_FILENAME, LeaderEpochFileCache
+from klog.storage.log_loader import LogLoader, replay_producer_state
 from klog.storage.producer_state import (
     BatchMetadata,
     ProducerStateManager,
     VerificationGuard,
 )
-from klog.storage.scan import _iter_file_batches, _ScanState, scan_segment
 from klog.storage.segment import LogSegment, fastread
 from klog.storage.validator import (
     AppendOrigin,
@@ -305,157 +298,17 @@ class PartitionLog:
     # ==========================================================================================
 
     def _load(self, had_clean_shutdown: bool) -> None:
-        self._remove_temp_files_and_resolve_swaps()
-        self._load_segment_files()
-        if not had_clean_shutdown:
-            self._recover_log()
-        if not self._base_offsets:
-            self._add_segment(self._new_segment(self._log_start_offset))
-        active = self.active_segment
-        # Checked (or rebuilt) above: the inactive segments' indexes are mapped again only
-        # when a read needs them, so a log dir of thousands of segments loads mapping few.
-        for base in self._base_offsets[:-1]:
-            self._segments[base].release_indexes()
-        active.resize_indexes(self.config.segment_index_bytes)
-        self._log_end_offset = active.read_next_offset()
-        first_base = self._base_offsets[0]
-        self._log_start_offset = max(self._log_start_offset, first_base)
-        self._log_start_offset = min(self._log_start_offset, self._log_end_offset)
-        self._recovery_point = min(max(self._recovery_point, 0), self._log_end_offset)
-        if had_clean_shutdown:
-            # A clean shutdown flushed everything.
-            self._recovery_point = self._log_end_offset
-        self.leader_epoch_cache.truncate_from_end(self._log_end_offset)
-        self.leader_epoch_cache.truncate_from_start(self._log_start_offset)
-        self._rebuild_producer_state(self._log_end_offset)
-
-    def _remove_temp_files_and_resolve_swaps(self) -> None:
-        """Kafka's removeTempFilesAndCollectSwapFiles + swap completion."""
-        swap_logs: list[Path] = []
-        min_cleaned: int | None = None
-        for entry in sorted(self.dir.iterdir()):
-            name = entry.name
-            if not entry.is_file():
-                continue
-            if name.endswith(DELETED_FILE_SUFFIX) or name.endswith(TMP_FILE_SUFFIX):
-                entry.unlink()  # scheduled deletions and half-written temporaries
-            elif name.endswith(CLEANED_FILE_SUFFIX):
-                base = offset_from_filename_or_none(name)
-                if base is not None:
-                    min_cleaned = base if min_cleaned is None else min(min_cleaned, base)
-                entry.unlink()  # an interrupted cleaning: the originals are intact
-            elif name.endswith(SWAP_FILE_SUFFIX):
-                if name.endswith(LOG_FILE_SUFFIX + SWAP_FILE_SUFFIX):
-                    swap_logs.append(entry)
-                else:
-                    entry.unlink()  # index swap files are rebuilt from the log
-        for swap in swap_logs:
-            base = offset_from_filename_or_none(swap.name)
-            if base is None:
-                continue
-            if min_cleaned is not None and base >= min_cleaned:
-                # Cleaning did not finish writing this group: the originals stay.
-                swap.unlink()
-                continue
-            scan = scan_segment(swap, verify_crc=False)
-            next_offset = base if scan.last_offset is None else scan.last_offset + 1
-            # The swap replaces every segment whose base offset it covers.
-            for log_file in self.dir.glob(f"*{LOG_FILE_SUFFIX}"):
-                other = offset_from_filename_or_none(log_file.name)
-                if other is not None and base <= other < max(next_offset, base + 1):
-                    for suffix in (
-                        LOG_FILE_SUFFIX,
-                        INDEX_FILE_SUFFIX,
-                        TIME_INDEX_FILE_SUFFIX,
-                        TXN_INDEX_FILE_SUFFIX,
-                    ):
-                        (self.dir / f"{log_file.name[:20]}{suffix}").unlink(missing_ok=True)
-            os.replace(swap, swap.with_name(swap.name[: -len(SWAP_FILE_SUFFIX)]))
-
-    def _load_segment_files(self) -> None:
-        # Orphaned index files (no .log) are removed, as Kafka does.
-        logs = {offset_from_filename_or_none(p.name) for p in self.dir.glob(f"*{LOG_FILE_SUFFIX}")}
-        for suffix in INDEX_FILE_SUFFIXES:
-            for index_file in self.dir.glob(f"*{suffix}"):
-                if offset_from_filename_or_none(index_file.name) not in logs:
-                    index_file.unlink()
-        for base in sorted(b for b in logs if b is not None):
-            segment = LogSegment.open(self.dir, base, self.config, file_already_exists=True)
-            try:
-                segment.sanity_check()
-            except (FileNotFoundError, CorruptIndexError):
-                # Indexes are accelerators: rebuild them from the log (and validate it).
-                self.bytes_truncated_on_load += segment.recover(DEFAULT_MAX_BATCH_SIZE)
-            self._add_segment(segment)
-
-    def _recover_log(self) -> None:
-        """After an unclean shutdown: recover every segment from the recovery point on."""
-        if not self._base_offsets:
-            return
-        i = max(0, bisect.bisect_right(self._base_offsets, self._recovery_point) - 1)
-        unflushed = self._base_offsets[i:]
-        first = unflushed[0]
-        state = ProducerStateManager(self.dir, self.producer_state.producer_id_expiration_ms)
-        state.truncate_and_reload(self._log_start_offset, first, self.clock())
-        self._replay_producer_state(state, state.map_end_offset, first)
-        for n, base in enumerate(unflushed):
-            segment = self._segments[base]
-            truncated = segment.recover(DEFAULT_MAX_BATCH_SIZE, state, self.leader_epoch_cache)
-            self.bytes_truncated_on_load += truncated
-            if truncated > 0:
-                # The log must stay contiguous: what follows a cut is scheduled for
-                # deletion, exactly like Kafka's recovery.
-                for later in unflushed[n + 1 :]:
-                    self._schedule_delete(self._remove_segment(later))
-                break
-        self._recovery_point = self.active_segment.read_next_offset()
-
-    def _rebuild_producer_state(self, last_offset: int) -> None:
-        """Kafka's rebuildProducerState: latest snapshot, then replay batch headers."""
-        state = self.producer_state
-        state.truncate_and_reload(self._log_start_offset, last_offset, self.clock())
-        if last_offset > state.map_end_offset:
-            self._replay_producer_state(state, state.map_end_offset, last_offset)
-            state.update_map_end_offset(last_offset)
-            state.take_snapshot()
-
-    def _replay_producer_state(self, state: ProducerStateManager, start: int, end: int) -> None:
-        """Apply the batches with offsets in [start, end) to ``state`` (headers only)."""
-        if start >= end:
-            return
-        for base in self._segments_from(start):
-            if base >= end:
-                break
-            segment = self._segments[base]
-            position = 0
-            if base <= start:
-                found = segment.translate_offset(start)
-                if found is None:
-                    continue
-                position = found.position
-            for header, entry in self._iter_segment_batches(segment, position):
-                if header.base_offset is not None and header.base_offset >= end:
-                    return
-                if header.magic >= MAGIC_V2 and header.last_offset >= start:
-                    completed = state.update_from_batch(header, entry)
-                    if completed is not None:
-                        # The .txnindex already holds it: only the state moves on.
-                        state.complete_txn(completed)
-                state.update_map_end_offset(header.last_offset + 1)
-
-    def _iter_segment_batches(
-        self, segment: LogSegment, position: int
-    ) -> Iterator[tuple[BatchHeader, memoryview]]:
-        state = _ScanState(position=position)
-        for _pos, header, entry in _iter_file_batches(
-            segment.fd,
-            state,
-            segment.size,
-            max_batch_size=DEFAULT_MAX_BATCH_SIZE,
-            verify_crc=False,
-            expected_min_offset=None,
-        ):
-            yield header, entry
+        """Kafka's LogLoader (log_loader.py) fills the segments and settles the offsets."""
+        loaded = LogLoader(self.dir, self.config, self.clock, self._base_offsets,
+                           self._segments, self.producer_state, self.leader_epoch_cache,
+                           self._new_segment).load(had_clean_shutdown, self._log_start_offset,
+                                                   self._recovery_point)
+        self._log_start_offset = loaded.log_start_offset
+        self._recovery_point = loaded.recovery_point
+        self._log_end_offset = loaded.log_end_offset
+        self.bytes_truncated_on_load = loaded.bytes_truncated
+        for segment in loaded.removed:
+            self._schedule_delete(segment)
 
     # ==========================================================================================
     # segment bookkeeping
@@ -1012,7 +865,8 @@ class PartitionLog:
         self.leader_epoch_cache.truncate_from_end(self._log_end_offset)
         state = self.producer_state
         state.truncate_and_reload(self._log_start_offset, self._log_end_offset, self.clock())
-        self._replay_producer_state(state, state.map_end_offset, self._log_end_offset)
+        replay_producer_state(self._base_offsets, self._segments, state, state.map_end_offset,
+                              self._log_end_offset)
         state.update_map_end_offset(self._log_end_offset)
         state.on_high_watermark_updated(self._high_watermark)
         return True
