@@ -1,19 +1,17 @@
-"""One partition's log: its segments, offsets, appends, reads, truncation and retention.
+"""One partition's log: its offsets, appends, reads, truncation and retention.
 
-This module owns ``PartitionLog``, Kafka's UnifiedLog + LocalLog + LogLoader without the
-replication and tiered-storage parts: the directory ``<topic>-<partition>`` and its
-segments (sorted by base offset, found with bisect), the log end offset, log start offset,
-recovery point and high watermark, the producer state and the leader epoch cache.
+This module owns ``PartitionLog``, Kafka's UnifiedLog without the replication and
+tiered-storage parts: on top of its segments in their directory (local_log.py, Kafka's
+LocalLog: segments, log end offset, recovery point, flushing, directory names) it keeps the
+log start offset and high watermark, the producer state and the leader epoch cache.
+Loading is log_loader.py's (Kafka's LogLoader); validation validator.py's.
 
 A leader's append takes records validated by validator.py (Kafka's LogValidator; raw
 records are validated first, once) and assigns offsets by patching each v2 batch's
 baseOffset and partitionLeaderEpoch (outside the CRC) in the request's buffer, or one copy
 of it: records are not decoded here. A follower's append checks sizes and CRCs only (its
 leader validated the records) and keeps the leader's offsets and epochs. Reads return
-whole batches as a file region. Loading follows Kafka's LogLoader: leftover ``.deleted`` /
-``.cleaned`` / ``.swap`` / temporary files are resolved, index files that are missing or fail
-their sanity check are rebuilt (never trusted), and after an unclean shutdown every segment
-from the recovery point on is recovered (validated, cut at the first invalid byte).
+whole batches as a file region.
 
 No scheduler lives here: the broker calls ``maybe_flush``, ``delete_old_segments`` and
 ``delete_pending`` periodically. The log cleaner (cleaner.py) rewrites segments outside the
@@ -27,17 +25,10 @@ used from several threads (the request path and the flusher/retention threads).
 
 from __future__ import annotations
 
-import bisect
-import functools
 import os
-import re
-import threading
-import time
-import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Concatenate, NamedTuple, ParamSpec, TypeVar
+from typing import NamedTuple, ParamSpec, TypeVar
 
 from klog.protocol.errors import (
     ErrorCode,
@@ -68,13 +59,21 @@ from klog.storage.config import LogConfig
 from klog.storage.files import (
     CLEANED_FILE_SUFFIX,
     DELETED_FILE_SUFFIX,
-    INDEX_FILE_SUFFIXES,
     PRODUCER_SNAPSHOT_FILE_SUFFIX,
     SWAP_FILE_SUFFIX,
-    filename_prefix_from_offset,
 )
 from klog.storage.index import AbortedTxn
 from klog.storage.leader_epoch import LEADER_EPOCH_CHECKPOINT_FILENAME, LeaderEpochFileCache
+from klog.storage.local_log import (
+    LocalLog,
+    PartitionDirName,
+    locked,
+    log_delete_dir_name,
+    log_dir_name,
+    log_future_dir_name,
+    parse_partition_dir_name,
+    wall_clock_ms,
+)
 from klog.storage.log_loader import LogLoader, replay_producer_state
 from klog.storage.producer_state import (
     BatchMetadata,
@@ -89,10 +88,6 @@ from klog.storage.validator import (
     validate_records,
 )
 from klog.storage.values import FetchDataInfo, LogOffsetMetadata, TimestampAndOffset
-
-DELETE_DIR_SUFFIX = "-delete"
-FUTURE_DIR_SUFFIX = "-future"
-STRAY_DIR_SUFFIX = "-stray"
 
 # ListOffsets special timestamps (Kafka's ListOffsetsRequest).
 EARLIEST_TIMESTAMP = -2
@@ -118,58 +113,8 @@ class UnexpectedAppendOffsetError(KafkaError):
     error_code = ErrorCode.UNKNOWN_SERVER_ERROR
 
 
-# -- directory names ------------------------------------------------------------------------
-
-_DIR_RE = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
-_SPECIAL_DIR_RE = re.compile(
-    r"^(?P<topic>.+)-(?P<partition>\d+)\.(?P<uid>[0-9a-fA-F]{32})(?P<kind>-delete|-future|-stray)$"
-)
-
-
 class SegmentsChangedError(RuntimeError):
     """``replace_segments`` found the segments it should replace changed (nothing done)."""
-
-
-@dataclass(frozen=True, slots=True)
-class PartitionDirName:
-    """What a partition directory's name says: topic, partition and its state."""
-
-    topic: str
-    partition: int
-    kind: str = ""  # "", "delete", "future" or "stray"
-
-
-def log_dir_name(topic: str, partition: int) -> str:
-    return f"{topic}-{partition}"
-
-
-def _special_dir_name(topic: str, partition: int, suffix: str) -> str:
-    # Kafka: <topic>-<partition>.<uuid without dashes><suffix>
-    return f"{topic}-{partition}.{uuid.uuid4().hex}{suffix}"
-
-
-def log_delete_dir_name(topic: str, partition: int) -> str:
-    return _special_dir_name(topic, partition, DELETE_DIR_SUFFIX)
-
-
-def log_future_dir_name(topic: str, partition: int) -> str:
-    return _special_dir_name(topic, partition, FUTURE_DIR_SUFFIX)
-
-
-def parse_partition_dir_name(name: str) -> PartitionDirName:
-    """Parse ``<topic>-<partition>`` (or its ``.<uuid>-delete`` / ``-future`` forms)."""
-    special = _SPECIAL_DIR_RE.match(name)
-    if special:
-        return PartitionDirName(
-            special["topic"], int(special["partition"]), special["kind"].lstrip("-")
-        )
-    plain = _DIR_RE.match(name)
-    if plain is None or not plain["topic"]:
-        raise ValueError(
-            f"found directory {name!r}, which is not in the form of topic-partition or "
-            "topic-partition.uniqueId-delete (if marked for deletion)"
-        )
-    return PartitionDirName(plain["topic"], int(plain["partition"]))
 
 
 # -- values ---------------------------------------------------------------------------------
@@ -197,17 +142,6 @@ class LogAppendInfo(NamedTuple):
         return self.record_count
 
 
-def _locked(
-    method: Callable[Concatenate[PartitionLog, P], T],
-) -> Callable[Concatenate[PartitionLog, P], T]:
-    @functools.wraps(method)
-    def wrapper(self: PartitionLog, /, *args: P.args, **kwargs: P.kwargs) -> T:
-        with self._lock:
-            return method(self, *args, **kwargs)
-
-    return wrapper
-
-
 def _assigned(
     h: BatchHeader, base: int, last: int, epoch: int, now: int, log_append: bool
 ) -> BatchHeader:
@@ -231,27 +165,11 @@ def _assigned(
     )
 
 
-def _wall_clock_ms() -> int:
-    return int(time.time() * 1000)
-
-
-class PartitionLog:
-    """A partition's log (Kafka's UnifiedLog/LocalLog/LogLoader, local storage only).
+class PartitionLog(LocalLog):
+    """A partition's log (Kafka's UnifiedLog, local storage only).
 
     Thread-safe: each public method holds the log's lock for its duration.
     """
-
-    # The attributes klog/storage/_fastread.c reads, as slots (it reads them at fixed
-    # offsets); everything else lives in the instance dict as usual.
-    __slots__ = (
-        "__dict__",
-        "__weakref__",
-        "_base_offsets",
-        "_lock",
-        "_log_end_offset",
-        "_log_start_offset",
-        "_segments",
-    )
 
     def __init__(
         self,
@@ -262,24 +180,11 @@ class PartitionLog:
         recovery_point: int = 0,
         high_watermark: int | None = None,
         had_clean_shutdown: bool = True,
-        clock: Callable[[], int] = _wall_clock_ms,
+        clock: Callable[[], int] = wall_clock_ms,
         producer_id_expiration_ms: int = 86_400_000,
     ) -> None:
-        self.dir = Path(directory)
-        self.config = config or LogConfig()
-        self.clock = clock
-        self._lock = threading.RLock()
-        name = parse_partition_dir_name(self.dir.name)
-        self.topic, self.partition = name.topic, name.partition
-        self.dir.mkdir(parents=True, exist_ok=True)
-        self._base_offsets: list[int] = []
-        self._segments: dict[int, LogSegment] = {}
-        self._pending_deletes: list[tuple[int, LogSegment]] = []
+        super().__init__(directory, config, clock, recovery_point)
         self._log_start_offset = log_start_offset
-        self._recovery_point = recovery_point
-        self._log_end_offset = 0
-        self._last_flush_ms = clock()
-        self._dir_needs_fsync = False
         self.leader_epoch_cache = LeaderEpochFileCache(self.dir / LEADER_EPOCH_CHECKPOINT_FILENAME)
         self.producer_state = ProducerStateManager(self.dir, producer_id_expiration_ms)
         self.loaded_with_recovery = not had_clean_shutdown
@@ -310,90 +215,13 @@ class PartitionLog:
         for segment in loaded.removed:
             self._schedule_delete(segment)
 
-    # ==========================================================================================
-    # segment bookkeeping
-    # ==========================================================================================
-
-    def _new_segment(self, base_offset: int) -> LogSegment:
-        self._dir_needs_fsync = True
-        for stale in self.dir.glob(f"{filename_prefix_from_offset(base_offset)}.*"):
-            # An empty leftover at the same base offset (e.g. after truncation) is replaced.
-            if stale.suffix in INDEX_FILE_SUFFIXES:
-                stale.unlink()
-        return LogSegment.open(self.dir, base_offset, self.config, now_ms=self.clock())
-
-    def _add_segment(self, segment: LogSegment) -> None:
-        if segment.base_offset not in self._segments:
-            bisect.insort(self._base_offsets, segment.base_offset)
-        self._segments[segment.base_offset] = segment
-
-    def _remove_segment(self, base_offset: int) -> LogSegment:
-        segment = self._segments.pop(base_offset)
-        self._base_offsets.remove(base_offset)
-        return segment
-
-    def _schedule_delete(self, segment: LogSegment) -> None:
-        """Rename to ``.deleted`` now, delete after file.delete.delay.ms (readers may still
-        be sending from it)."""
-        segment.change_file_suffixes("", DELETED_FILE_SUFFIX)
-        due = self.clock() + self.config.file_delete_delay_ms
-        self._pending_deletes.append((due, segment))
-
-    def _floor_segment(self, offset: int) -> LogSegment | None:
-        i = bisect.bisect_right(self._base_offsets, offset) - 1
-        return self._segments[self._base_offsets[i]] if i >= 0 else None
-
-    def _segments_from(self, offset: int) -> list[int]:
-        i = max(0, bisect.bisect_right(self._base_offsets, offset) - 1)
-        return self._base_offsets[i:]
-
-    # ==========================================================================================
-    # properties
-    # ==========================================================================================
-
-    @property
-    def active_segment(self) -> LogSegment:
-        return self._segments[self._base_offsets[-1]]
-
-    @property
-    def segments(self) -> list[LogSegment]:
-        with self._lock:
-            return [self._segments[b] for b in self._base_offsets]
-
-    @property
-    def number_of_segments(self) -> int:
-        return len(self._base_offsets)
-
-    @property
-    def log_end_offset(self) -> int:
-        return self._log_end_offset
-
     @property
     def log_start_offset(self) -> int:
         return self._log_start_offset
 
     @property
-    def recovery_point(self) -> int:
-        return self._recovery_point
-
-    @property
     def high_watermark(self) -> int:
         return self._high_watermark
-
-    @property
-    def size(self) -> int:
-        """Bytes of all segments."""
-        with self._lock:
-            return sum(s.size for s in self._segments.values())
-
-    @property
-    def log_end_offset_metadata(self) -> LogOffsetMetadata:
-        active = self.active_segment
-        return LogOffsetMetadata(self._log_end_offset, active.base_offset, active.size)
-
-    @property
-    def pending_deletes(self) -> list[Path]:
-        return [segment.log_path for _due, segment in self._pending_deletes]
 
     def __repr__(self) -> str:
         return (
@@ -401,11 +229,7 @@ class PartitionLog:
             f"log_end_offset={self._log_end_offset})"
         )
 
-    @_locked
-    def update_config(self, config: LogConfig) -> None:
-        self.config = config
-
-    @_locked
+    @locked
     def update_high_watermark(self, high_watermark: int) -> int:
         """Set the HW, clamped to [log_start_offset, log_end_offset]; return it."""
         hw = min(max(high_watermark, self._log_start_offset), self._log_end_offset)
@@ -446,7 +270,7 @@ class PartitionLog:
         validated = records if type(records) is ValidatedRecords else validate_records(
             records, self.config, origin, self.clock())  # type: ignore[arg-type]
         lock = self._lock
-        lock.acquire()  # inline rather than @_locked (or ``with``): once per produce request
+        lock.acquire()  # inline rather than @locked (or ``with``): once per produce request
         try:
             config = self.config
             if validated.config is not config:
@@ -556,7 +380,7 @@ class PartitionLog:
             buf, assigned, leader_epoch, assign_epoch=True, now=now, log_append=log_append
         )
 
-    @_locked
+    @locked
     def maybe_start_transaction_verification(self, producer_id: int, sequence: int,
                                              epoch: int) -> VerificationGuard:
         """KIP-890: the sentinel when ``producer_id`` has an ongoing transaction here (its
@@ -594,7 +418,7 @@ class PartitionLog:
             duplicate=True,
         )
 
-    @_locked
+    @locked
     def append_as_follower(self, records: bytes | bytearray | memoryview) -> LogAppendInfo:
         """Append a leader's batches as they are (offsets and epochs kept).
 
@@ -709,7 +533,7 @@ class PartitionLog:
             return self._roll(roll_offset)
         return segment
 
-    @_locked
+    @locked
     def roll(self, expected_next_offset: int | None = None) -> LogSegment:
         """Start a new active segment at max(expected_next_offset, log end offset)."""
         return self._roll(expected_next_offset)
@@ -754,7 +578,7 @@ class PartitionLog:
         Raises OffsetOutOfRangeError outside [log_start_offset, log_end_offset].
         """
         lock = self._lock
-        lock.acquire()  # inline rather than @_locked (or ``with``): this runs once per fetch
+        lock.acquire()  # inline rather than @locked (or ``with``): this runs once per fetch
         try:
             end = self._log_end_offset
             if start_offset == end:
@@ -808,7 +632,7 @@ class PartitionLog:
                 return info
         return FetchDataInfo(self.log_end_offset_metadata)
 
-    @_locked
+    @locked
     def offset_metadata(self, offset: int) -> LogOffsetMetadata:
         """Where ``offset`` sits: the segment and file position of the batch holding it, the
         log end's for offsets at or past it (Kafka's convertToOffsetMetadataOrThrow, which
@@ -843,7 +667,7 @@ class PartitionLog:
     # truncation and log start offset
     # ==========================================================================================
 
-    @_locked
+    @locked
     def truncate_to(self, target_offset: int) -> bool:
         """Remove everything at or past ``target_offset`` (a follower diverged). Returns
         False when there was nothing to remove."""
@@ -871,7 +695,7 @@ class PartitionLog:
         state.on_high_watermark_updated(self._high_watermark)
         return True
 
-    @_locked
+    @locked
     def truncate_fully_and_start_at(self, new_offset: int) -> None:
         """Drop every segment and start empty at ``new_offset``."""
         self._truncate_fully_and_start_at(new_offset)
@@ -889,7 +713,7 @@ class PartitionLog:
         self.leader_epoch_cache.clear_and_flush()
         self.producer_state.truncate_fully_and_start_at(new_offset)
 
-    @_locked
+    @locked
     def maybe_increment_log_start_offset(self, new_log_start_offset: int) -> bool:
         """DeleteRecords: move the log start offset forward (never past the high watermark).
 
@@ -912,7 +736,7 @@ class PartitionLog:
     # retention
     # ==========================================================================================
 
-    @_locked
+    @locked
     def delete_old_segments(self, now_ms: int | None = None) -> int:
         """Apply retention: segments wholly below the log start offset always; with
         cleanup.policy=delete also by retention.bytes and retention.ms (a segment's age is
@@ -977,7 +801,7 @@ class PartitionLog:
         self.producer_state.delete_snapshots_before(self._base_offsets[0])
         return deletable
 
-    @_locked
+    @locked
     def replace_segments(
         self, new_segment: LogSegment, old_segments: list[tuple[LogSegment, int]]
     ) -> None:
@@ -1031,64 +855,11 @@ class PartitionLog:
             self._pending_deletes.append((due, segment))
         self._add_segment(new_segment)
 
-    @_locked
-    def delete_pending(self, now_ms: int | None = None) -> int:
-        """Delete the ``.deleted`` segments whose file.delete.delay.ms has passed."""
-        now = self.clock() if now_ms is None else now_ms
-        due = [(t, s) for t, s in self._pending_deletes if t <= now]
-        self._pending_deletes = [(t, s) for t, s in self._pending_deletes if t > now]
-        for _t, segment in due:
-            segment.delete_if_exists()
-        return len(due)
-
-    # ==========================================================================================
-    # flushing
-    # ==========================================================================================
-
-    @_locked
-    def flush(self, offset: int | None = None) -> None:
-        """fsync segments holding offsets in [recovery_point, offset) (default: all) and
-        move the recovery point to ``offset``."""
-        self._flush(self._log_end_offset if offset is None else offset)
-
-    def _flush(self, offset: int) -> None:
-        offset = min(offset, self._log_end_offset)
-        if self._dir_needs_fsync:
-            fsync_dir(self.dir)
-            self._dir_needs_fsync = False
-        if offset <= self._recovery_point:
-            return
-        for base in self._segments_from(self._recovery_point):
-            if base >= offset:
-                break
-            self._segments[base].flush()
-        self._recovery_point = offset
-        self._last_flush_ms = self.clock()
-
-    @_locked
-    def maybe_flush(self, now_ms: int | None = None) -> bool:
-        """The flush policy: flush.messages unflushed messages, or flush.ms since the last
-        flush, or a rolled segment not yet flushed. Returns whether it flushed."""
-        now = self.clock() if now_ms is None else now_ms
-        unflushed = self._log_end_offset - self._recovery_point
-        if unflushed <= 0:
-            return False
-        if unflushed >= self.config.flush_messages or (
-            now - self._last_flush_ms >= self.config.flush_ms
-        ):
-            self._flush(self._log_end_offset)
-            return True
-        if self.active_segment.base_offset > self._recovery_point:
-            # Kafka flushes rolled segments right after a roll.
-            self._flush(self.active_segment.base_offset)
-            return True
-        return False
-
     # ==========================================================================================
     # ListOffsets
     # ==========================================================================================
 
-    @_locked
+    @locked
     def fetch_offset_by_timestamp(
         self,
         target_timestamp: int,
@@ -1130,7 +901,7 @@ class PartitionLog:
     # lifecycle
     # ==========================================================================================
 
-    @_locked
+    @locked
     def close(self) -> None:
         """Snapshot producer state and close every segment (no flush: call flush first)."""
         self.producer_state.update_map_end_offset(self._log_end_offset)
@@ -1140,7 +911,7 @@ class PartitionLog:
         for _due, segment in self._pending_deletes:
             segment.close_handlers()
 
-    @_locked
+    @locked
     def rename_dir(self, new_name: str) -> None:
         """Rename the partition directory (e.g. to its ``-delete`` name); files stay open."""
         new_dir = self.dir.parent / new_name
@@ -1151,18 +922,6 @@ class PartitionLog:
         self.leader_epoch_cache.path = new_dir / LEADER_EPOCH_CHECKPOINT_FILENAME
         self.producer_state.log_dir = new_dir
 
-    @_locked
-    def delete(self) -> None:
-        """Close and remove the whole directory (topic deletion, after the rename)."""
-        for base in list(self._base_offsets):
-            self._remove_segment(base).delete_if_exists()
-        for _t, segment in self._pending_deletes:
-            segment.delete_if_exists()
-        self._pending_deletes.clear()
-        for entry in self.dir.iterdir():
-            if entry.is_file():
-                entry.unlink()
-        self.dir.rmdir()
 
 
 # PartitionLog.read as written above: the reference, and what the C read (below) calls for
