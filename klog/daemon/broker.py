@@ -40,6 +40,7 @@ from klog.daemon.group.metadata_manager import GroupMetadataManager
 from klog.daemon.group.metrics import GroupCollector
 from klog.daemon.handlers import BrokerServices
 from klog.daemon.handlers.table import HANDLERS
+from klog.daemon.isr import MetastoreIsrStore
 from klog.daemon.log_cleaner import CleanerConfig, LogCleaner, LogCleanerCollector
 from klog.daemon.log_dir_failure import LogDirFailureHandler
 from klog.daemon.log_dir_mover import LogDirMover
@@ -52,7 +53,7 @@ from klog.daemon.producer_ids import ProducerIdManager
 from klog.daemon.quota_store import ClientQuotaAdmin, QuotaConfigLoader
 from klog.daemon.quotas import QuotaManagers
 from klog.daemon.replica_fetcher import FetcherLagCollector, ReplicaFetcherManager
-from klog.daemon.replica_manager import MetastoreIsrStore, ReplicaManager
+from klog.daemon.replica_manager import ReplicaManager
 from klog.daemon.replica_metrics import ReplicaManagerCollector
 from klog.daemon.replica_selector import selector_for
 from klog.daemon.replication_quota import ReplicationQuotaManager, ReplicationQuotas

@@ -10,7 +10,7 @@ Leader side of replication (Kafka's Partition.scala): followers' fetch positions
 through ``update_follower_fetch_state`` (Fetch with a replica id); a follower that reaches
 the high watermark (and this leader's epoch start) joins the ISR, one that has not caught
 up for replica.lag.time.max.ms leaves it (``maybe_shrink_isr``). An ISR change is only
-*proposed* here: ``isr_updater`` (the ReplicaManager) writes it to the partition state
+*proposed* here: ``isr_updater`` (klog/daemon/isr.py's IsrManager) writes it to the partition state
 znode with compare-and-set and calls ``complete_isr_update``. While a change is pending,
 the high watermark is computed over the union of the old and proposed ISR (Kafka's
 "maximal ISR"), so it never advances on the strength of a change not yet committed.
@@ -18,7 +18,14 @@ the high watermark is computed over the union of the old and proposed ISR (Kafka
 Fetches (``read``) stop where their FetchIsolation says: followers at the log end offset,
 consumers at the high watermark, read_committed ones at the last stable offset;
 ``end_offset_metadata`` places that end in a segment, for the waiting fetches
-(klog/daemon/delayed.py) to compare their position with.
+(klog/daemon/delayed.py) to compare their position with. A leader also answers the
+replica's questions that Kafka's Partition answers: OffsetForLeaderEpoch
+(``last_offset_for_leader_epoch``), ListOffsets by timestamp
+(``fetch_offset_for_timestamp``, which decodes the one batch the time index leads to),
+DescribeProducers (``active_producers``) and a consumer's preferred read replica (KIP-392).
+
+A leader's append (``append_records_to_leader``) takes records validated by
+klog/storage/validator.py (or validates them through the log).
 
 Everything runs on the event loop thread; the PartitionLog has its own lock for off-loop
 flushes.
@@ -29,14 +36,21 @@ from __future__ import annotations
 import enum
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
+from typing import Protocol
 
 from klog.daemon.metadata_cache import PartitionState
-from klog.protocol.errors import ErrorCode, KafkaError
-from klog.storage.log import LogAppendInfo, PartitionLog
+from klog.daemon.replica_selector import ClientMetadata, ReplicaView
+from klog.protocol.errors import ErrorCode, KafkaError, OffsetOutOfRangeError
+from klog.protocol.records.batch import MAGIC_V2, read_batch_header
+from klog.protocol.records.decode import iter_records as iter_any_records
+from klog.protocol.records.v2 import record_columns
+from klog.storage.leader_epoch import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
+from klog.storage.log import MAX_TIMESTAMP, LogAppendInfo, PartitionLog
 from klog.storage.producer_state import VerificationGuard
-from klog.storage.values import FetchDataInfo, LogOffsetMetadata
+from klog.storage.validator import RecordsBuffer, ValidatedRecords
+from klog.storage.values import FetchDataInfo, LogOffsetMetadata, TimestampAndOffset
 
 log = logging.getLogger(__name__)
 
@@ -100,6 +114,26 @@ class ReplicaState:
 
 def _now_ms() -> int:
     return int(time.time() * 1000)
+
+
+class ReplicaSelector(Protocol):
+    """KIP-392's choice of a consumer's read replica
+    (klog.daemon.replica_selector.RackAwareReplicaSelector)."""
+
+    def preferred_read_replica(self, client: ClientMetadata, leader: ReplicaView,
+                               followers: Iterable[ReplicaView]) -> int | None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerStateInfo:
+    """One producer's state in a partition, as DescribeProducers answers it."""
+
+    producer_id: int
+    producer_epoch: int
+    last_sequence: int
+    last_timestamp: int
+    coordinator_epoch: int
+    current_txn_start_offset: int  # -1: no open transaction
 
 
 @dataclass(slots=True)
@@ -224,10 +258,11 @@ class Partition:
     # -- leader side ------------------------------------------------------------------------
 
     def append_records_to_leader(
-        self, records: bytes | bytearray | memoryview, required_acks: int,
-        min_insync_replicas: int, origin: str = "client",
-        verification_guard: VerificationGuard | None = None,
+        self, records: ValidatedRecords | RecordsBuffer, required_acks: int,
+        min_insync_replicas: int, verification_guard: VerificationGuard | None = None,
     ) -> LogAppendInfo:
+        """Append on the leader (Kafka's Partition.appendRecordsToLeader): ``records``
+        validated (storage/validator.py), or a client's, which the log validates."""
         if not self.is_leader:
             raise NotLeaderOrFollowerError(
                 f"broker {self.local_broker_id} is not the leader of {self.topic}-{self.partition}"
@@ -237,7 +272,7 @@ class Partition:
                 f"the size of the ISR {list(self.isr)} is below min.insync.replicas "
                 f"({min_insync_replicas}) for {self.topic}-{self.partition}"
             )
-        info = self.log.append_as_leader(records, self.leader_epoch, origin=origin,
+        info = self.log.append_as_leader(records, self.leader_epoch,
                                          verification_guard=verification_guard)
         self.maybe_increment_high_watermark()
         return info
@@ -364,6 +399,79 @@ class Partition:
             return True, int(ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND)
         return False, 0
 
+    def fetch_offset_for_timestamp(self, timestamp: int) -> TimestampAndOffset | None:
+        """ListOffsets' lookup (Kafka's Partition.fetchOffsetForTimestamp): earliest (-2),
+        latest (-1), max timestamp (-3), or the first record whose timestamp is >=
+        ``timestamp``.
+
+        Kafka answers with the exact record, not the batch holding it: a timestamp lookup
+        decodes the records of the one batch the time index leads to, and the max-timestamp
+        answer is the first record of its batch carrying that timestamp. These are the only
+        reads that look inside batches, one batch per lookup.
+        """
+        plog = self.log
+        if timestamp >= 0:
+            return plog.fetch_offset_by_timestamp(timestamp, _record_offsets_and_timestamps)
+        found = plog.fetch_offset_by_timestamp(timestamp)
+        if timestamp != MAX_TIMESTAMP or found is None or found.offset < 0:
+            return found
+        try:
+            region = plog.read(found.offset, 1, None, True)
+        except OffsetOutOfRangeError:  # removed by retention meanwhile
+            return found
+        data = region.read_bytes()
+        if not data:
+            return found
+        for offset, ts in _record_offsets_and_timestamps(data):
+            if ts == found.timestamp:
+                return TimestampAndOffset(ts, offset, found.leader_epoch)
+        return found
+
+    def last_offset_for_leader_epoch(self, current_leader_epoch: int, leader_epoch: int
+                                     ) -> tuple[int, int, int]:
+        """OffsetForLeaderEpoch: (error code, leader epoch, end offset) -- the largest epoch
+        <= ``leader_epoch`` this leader knows and where it ends (Kafka's
+        Partition.lastOffsetForLeaderEpoch, leader only)."""
+        try:
+            # as Kafka: only -1 means "no epoch given"
+            self.check_leader_epoch(current_leader_epoch, only_minus_one_absent=True)
+            if not self.is_leader:
+                raise NotLeaderOrFollowerError(
+                    f"not the leader of {self.topic}-{self.partition}")
+        except KafkaError as exc:
+            return int(exc.error_code), UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
+        epoch, end = self.log.leader_epoch_cache.end_offset_for(leader_epoch,
+                                                                 self.log_end_offset)
+        if end == UNDEFINED_EPOCH_OFFSET:
+            return 0, UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
+        return 0, epoch, end
+
+    def active_producers(self) -> list[ProducerStateInfo]:
+        """The producer state of this replica's log, leader or follower (Kafka's
+        activeProducerState reads the local log), by producer id."""
+        producers = self.log.producer_state.active_producers()
+        return [
+            ProducerStateInfo(
+                pid, entry.producer_epoch, entry.last_seq, entry.last_timestamp,
+                entry.coordinator_epoch,
+                -1 if entry.current_txn_first_offset is None
+                else entry.current_txn_first_offset)
+            for pid, entry in sorted(producers.items())]
+
+    def preferred_read_replica(self, selector: ReplicaSelector, client: ClientMetadata,
+                               fetch_offset: int, now: int) -> int | None:
+        """Kafka's findPreferredReadReplica on a leader: ``selector`` picks among the
+        leader and the in-sync followers whose log covers ``fetch_offset``."""
+        followers = []
+        for broker_id in self.isr:
+            state = self.remote_replicas.get(broker_id)
+            if state is not None and state.log_start_offset <= fetch_offset \
+                    <= state.log_end_offset:
+                followers.append(ReplicaView(broker_id, state.log_end_offset,
+                                             now - state.last_caught_up_time_ms))
+        leader = ReplicaView(self.local_broker_id, self.log_end_offset, 0)
+        return selector.preferred_read_replica(client, leader, followers)
+
     def check_leader_epoch(self, current_leader_epoch: int, *,
                            only_minus_one_absent: bool = False) -> None:
         """Kafka's fencing of requests that carry the epoch the client believes current.
@@ -412,3 +520,13 @@ class Partition:
         first_unstable = self.log.producer_state.first_unstable_offset
         hw = self.log.high_watermark
         return hw if first_unstable is None else min(hw, first_unstable)
+
+
+def _record_offsets_and_timestamps(batch: bytes) -> Iterator[tuple[int, int]]:
+    """(offset, timestamp) of each record of the first batch in ``batch`` (the record
+    locator of timestamp lookups): column-wise for v2, record by record for v0/v1."""
+    header = read_batch_header(batch, 0)
+    if header.magic == MAGIC_V2:
+        columns = record_columns(batch, header)
+        return zip(columns.offsets, columns.timestamps, strict=True)
+    return ((r.offset, r.timestamp) for r in iter_any_records(batch, header))

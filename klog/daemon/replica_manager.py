@@ -4,20 +4,15 @@ Owns the map of hosted Partitions and applies LeaderAndIsr / StopReplica decisio
 controller. Owns produce and fetch end to end, as Kafka's ReplicaManager: the handlers hand
 it a request's partitions and await the answer.
 
-Produce (``produce``; ``append_records`` for the broker's own appends): validates batches
-the way Kafka's LogValidator does (magic, sizes, timestamps, and every record:
-klog/protocol/records/validate.py), recompresses when the topic's compression.type asks for
-a codec other than the producer's, appends, and for acks=-1 parks a DelayedProduce in the
-produce purgatory until the ISR has the records (``wait_for_isr``). A transactional
-produce is first verified (KIP-890 part 1, ``transaction.partition.verification.enable``):
-each partition whose log has no ongoing transaction of the producer yet gets a
-verification guard from its log, ``txn_verifier`` asks the transaction coordinator whether
-the partition is in the producer's ongoing transaction, and only the partitions it confirms
-are appended, each with its guard (a marker written meanwhile voids the guard, so the late
-write is refused instead of opening a transaction nobody will end). Runs on the event loop
-thread, except the record checks that would hold it (inflating a compressed batch,
-recompressing, a big uncompressed walk): those run in the record checker's two threads,
-and the appends they precede still happen on the loop, in each partition's arrival order.
+Produce (``produce``; ``append_records`` for the broker's own appends): each partition's
+batches are validated once (klog/storage/validator.py, Kafka's LogValidator), appended by
+its leader Partition, and for acks=-1 a DelayedProduce waits in the produce purgatory until
+the ISR has them (``wait_for_isr``). A transactional produce is first verified with the
+transaction coordinator (KIP-890 part 1, klog/daemon/txn_verification.py). Runs on the
+event loop thread, except the validations that would hold it (inflating, recompressing, a
+big uncompressed walk): the record checker's threads run those, and the appends they
+precede still happen on the loop, in each partition's arrival order
+(klog/daemon/record_checker.py).
 
 Fetch (``fetch_messages``; ``read`` for one partition): reads every partition within the
 request's bytes, records a follower's position (which may grow the ISR and move the high
@@ -33,10 +28,8 @@ produces and fetches (Kafka's tryCompleteDelayedRequests).
 
 Replication (cluster mode): LeaderAndIsr hands follower partitions to the replica fetchers
 (``fetcher_manager``, klog/daemon/replica_fetcher.py) and takes leaders away from them;
-ISR changes the partitions propose are written through ``isr_store`` (compare-and-set on
-the partition state znode) off the loop, and the partitions whose ISR changed are announced
-under /isr_change_notification in batches (Kafka's blackout of 5 s / at most every 60 s,
-checked every 2.5 s).
+the ISR of the partitions led here is shrunk, written and announced by ``isr_manager``
+(klog/daemon/isr.py).
 
 Logs are created off the event loop: ``create_logs`` makes the missing logs of the
 partitions a LeaderAndIsr is about to hand this broker in worker threads,
@@ -51,79 +44,60 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
-import os
-import struct
 import time
-from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from klog.daemon.delayed import DelayedFetch, DelayedProduce, FetchKey, FetchParams
+from klog.daemon.isr import IsrChangeCounts, IsrManager, IsrStore
+from klog.daemon.log_dirs import LogDirInfo, describe_log_dirs
 from klog.daemon.metadata_cache import PartitionState
-from klog.daemon.metastore import paths
-from klog.daemon.metastore.base import BadVersionError, MetadataStore, MetastoreError, NoNodeError
 from klog.daemon.metrics.counters import BYTES_IN, MESSAGES_IN, TOTAL_PRODUCE
 from klog.daemon.partition import (
     FetchIsolation,
     NotLeaderOrFollowerError,
     Partition,
+    ProducerStateInfo,
+    ReplicaSelector,
     UnknownLeaderEpochError,
 )
 from klog.daemon.purgatory import DelayedOperationPurgatory, Timer
-from klog.daemon.replica_selector import ClientMetadata, ReplicaView
+from klog.daemon.record_checker import INLINE_CHECK_BYTES, RecordChecker
+from klog.daemon.replica_selector import ClientMetadata
 from klog.daemon.replication_quota import ReplicationQuotaManager
+from klog.daemon.txn_verification import (
+    TransactionVerifier,
+    guard_for,
+    transactional_producers,
+    verification_refusal,
+    verify_partitions,
+)
 from klog.protocol.errors import (
     CorruptRecordError,
     ErrorCode,
-    InvalidRecordError,
-    InvalidTimestampError,
     KafkaError,
     KafkaStorageError,
     OffsetOutOfRangeError,
     RecordError,
-    RecordTooLargeError,
 )
-from klog.protocol.records.batch import (
-    COMPRESSION_CODEC_MASK,
-    CONTROL_FLAG_MASK,
-    LOG_OVERHEAD,
-    MAGIC_V2,
-    RECORD_BATCH_OVERHEAD,
-    CompressionType,
-    TimestampType,
-    iter_batch_headers,
-    read_batch_header,
-)
-from klog.protocol.records.convert import down_convert, is_legacy, up_convert
-from klog.protocol.records.decode import iter_records as iter_any_records
-from klog.protocol.records.v2 import MIN_RECORD_SIZE, record_columns
-from klog.protocol.records.validate import (
-    CheckedBatch,
-    check_batch,
-    check_records,
-    recompressed,
-)
-from klog.protocol.records.validate import native as native_record_check
 from klog.storage.config import LogConfig
 from klog.storage.log import LogAppendInfo
 from klog.storage.log_manager import LogManager
 from klog.storage.producer_state import VerificationGuard
-from klog.storage.values import FetchDataInfo, LogOffsetMetadata, TimestampAndOffset
+from klog.storage.validator import (
+    AppendOrigin,
+    RecordsBuffer,
+    ValidatedRecords,
+    inline_weight,
+    validate_records,
+)
+from klog.storage.values import FetchDataInfo, LogOffsetMetadata
 
 if TYPE_CHECKING:
-    from klog.daemon.metrics.counters import BrokerTopicMetrics, IsrMetrics
+    from klog.daemon.metrics.counters import BrokerTopicMetrics
 
-# batchLength (@8), magic (@16), attributes (@21), lastOffsetDelta (@23), recordsCount (@57)
-# of a v2 batch header
-_ONE_BATCH = struct.Struct(">8xi4xb4xhi30xi")
-assert _ONE_BATCH.size == RECORD_BATCH_OVERHEAD
-# Uncompressed bytes of one produce request whose records are checked on the event loop;
-# the rest goes to the record checker's threads. The C walk does a 2 MiB section of the
-# smallest records (7 bytes) in about 2 ms, the Python one needs ~1 us per record.
-INLINE_CHECK_BYTES = 2 << 20 if native_record_check is not None else 64 << 10
-CHECK_THREADS = 2
 log = logging.getLogger(__name__)
 
 #: Logs created per worker-thread step (about 30-100 ms of directory and file creation).
@@ -135,23 +109,9 @@ TopicPartition = tuple[str, int]
 _LOG_END = FetchIsolation.LOG_END
 _TXN_COMMITTED = FetchIsolation.TXN_COMMITTED
 
-MAX_TIMESTAMP = -3  # ListOffsets: the record with the largest timestamp (KIP-734)
 
-# Kafka's ReplicaManager.IsrChangePropagationBlackOut / IsrChangePropagationInterval and the
-# period of its "isr-change-propagation" task.
-ISR_CHANGE_PROPAGATION_BLACKOUT_MS = 5_000
-ISR_CHANGE_PROPAGATION_INTERVAL_MS = 60_000
-ISR_CHANGE_CHECK_MS = 2_500
 UNDEFINED_EPOCH = -1
 UNDEFINED_EPOCH_OFFSET = -1
-
-_CODEC_BY_NAME = {
-    "uncompressed": CompressionType.NONE,
-    "gzip": CompressionType.GZIP,
-    "snappy": CompressionType.SNAPPY,
-    "lz4": CompressionType.LZ4,
-    "zstd": CompressionType.ZSTD,
-}
 
 
 class UnknownTopicOrPartitionError(KafkaError):
@@ -166,14 +126,6 @@ class FetcherManager(Protocol):
     def remove_partitions(self, tps: list[TopicPartition]) -> None: ...
 
 
-class ReplicaSelector(Protocol):
-    """KIP-392's choice of a consumer's read replica
-    (klog.daemon.replica_selector.RackAwareReplicaSelector)."""
-
-    def preferred_read_replica(self, client: ClientMetadata, leader: ReplicaView,
-                               followers: Iterable[ReplicaView]) -> int | None: ...
-
-
 class LogDirMoves(Protocol):
     """Moves between log dirs (klog.daemon.log_dir_mover.LogDirMover), told which
     partitions came and went."""
@@ -181,71 +133,6 @@ class LogDirMoves(Protocol):
     def partitions_hosted(self, tps: Iterable[TopicPartition]) -> None: ...
 
     def partitions_stopped(self, tps: Iterable[TopicPartition]) -> None: ...
-
-
-class TransactionVerifier(Protocol):
-    """KIP-890's question to the transaction coordinator
-    (klog.daemon.transaction.verification.AddPartitionsToTxnManager)."""
-
-    @property
-    def enabled(self) -> bool:
-        """transaction.partition.verification.enable, as it is now (a dynamic config)."""
-        ...
-
-    async def verify(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                     partitions: list[TopicPartition], abortable: bool
-                     ) -> dict[TopicPartition, ErrorCode]:
-        """The partitions not verified, each with its error (none: all verified)."""
-        ...
-
-
-class IsrStore(Protocol):
-    """Where a leader writes ISR changes (blocking calls: run off the event loop)."""
-
-    def update_partition_state(self, topic: str, partition: int,
-                               state: paths.LeaderIsrAndControllerEpoch,
-                               zk_version: int) -> int | None:
-        """Compare-and-set the partition state znode; its new version, None on a conflict."""
-
-    def read_partition_state(self, topic: str, partition: int
-                             ) -> tuple[paths.LeaderIsrAndControllerEpoch, int] | None:
-        """The state znode and its version (None if absent)."""
-
-    def notify_isr_change(self, tps: Iterable[TopicPartition]) -> None:
-        """Tell the controller (/isr_change_notification/isr_change_<seq>)."""
-
-
-class MetastoreIsrStore:
-    """IsrStore on the broker's metastore (ZooKeeper in cluster mode)."""
-
-    def __init__(self, store: MetadataStore) -> None:
-        self.store = store
-
-    def update_partition_state(self, topic: str, partition: int,
-                               state: paths.LeaderIsrAndControllerEpoch,
-                               zk_version: int) -> int | None:
-        try:
-            stat = self.store.set(paths.partition_state_path(topic, partition), state.encode(),
-                                  version=zk_version)
-        except (BadVersionError, NoNodeError):
-            return None
-        return stat.version
-
-    def read_partition_state(self, topic: str, partition: int
-                             ) -> tuple[paths.LeaderIsrAndControllerEpoch, int] | None:
-        try:
-            data, stat = self.store.get(paths.partition_state_path(topic, partition))
-        except NoNodeError:
-            return None
-        return paths.LeaderIsrAndControllerEpoch.decode(data), stat.version
-
-    def notify_isr_change(self, tps: Iterable[TopicPartition]) -> None:
-        data = paths.IsrChangeNotification(tuple(sorted(tps))).encode()
-        self.store.create(paths.isr_change_path(), data, sequential=True, make_parents=True)
-
-
-#: A partition's record batches as a produce request or a follower fetch carries them.
-RecordsBuffer = bytes | bytearray | memoryview
 
 
 @dataclass(slots=True)
@@ -280,39 +167,6 @@ class FetchResult:
 ProduceResults = dict[TopicPartition, ProduceResult]
 
 
-@dataclass(frozen=True, slots=True)
-class ProducerStateInfo:
-    """One producer's state in a partition, as DescribeProducers answers it."""
-
-    producer_id: int
-    producer_epoch: int
-    last_sequence: int
-    last_timestamp: int
-    coordinator_epoch: int
-    current_txn_start_offset: int  # -1: no open transaction
-
-
-@dataclass(slots=True)
-class ReplicaInfo:
-    """One partition's log in a log dir, as DescribeLogDirs reports it."""
-
-    partition: int
-    size: int
-    # Log end behind the high watermark; -1 for a log no replica serves. A future log
-    # (a move in progress): how far it is behind the partition's log.
-    offset_lag: int
-    is_future: bool = False
-
-
-@dataclass(slots=True)
-class LogDirInfo:
-    log_dir: str
-    error_code: int = 0
-    total_bytes: int = -1
-    usable_bytes: int = -1
-    topics: dict[str, list[ReplicaInfo]] | None = None
-
-
 class ReplicaManager:
     """See the module docstring. ``timer`` drives both purgatories' timeouts (a new one,
     closed at ``shutdown``, when not given); ``leader_quota`` is the leader's replication
@@ -331,16 +185,14 @@ class ReplicaManager:
         fetch_purge_interval: int = 1000,
         produce_purge_interval: int = 1000,
         topic_metrics: BrokerTopicMetrics | None = None,
-        isr_metrics: IsrMetrics | None = None,
+        isr_metrics: IsrChangeCounts | None = None,
     ) -> None:
         self.broker_id = broker_id
         # Kafka's BrokerTopicStats and the ISR change counts (klog/daemon/metrics); None
         # when metrics are off: produce and fetch then skip them at one test.
         self.topic_metrics = topic_metrics
-        self.isr_metrics = isr_metrics
         self.log_manager = log_manager
         self.topic_config = topic_config
-        self.isr_store = isr_store
         self.leader_quota = leader_quota
         self._owns_timer = timer is None
         self.timer = Timer() if timer is None else timer
@@ -348,7 +200,6 @@ class ReplicaManager:
             DelayedOperationPurgatory("Fetch", self.timer, fetch_purge_interval)
         self.produce_purgatory: DelayedOperationPurgatory[DelayedProduce] = \
             DelayedOperationPurgatory("Produce", self.timer, produce_purge_interval)
-        self.replica_lag_time_max_ms = replica_lag_time_max_ms
         self.partitions: dict[TopicPartition, Partition] = {}
         # Partitions whose log could not be created here, with the reason (an OSError's
         # text); cleared when the log is made or the replica stopped.
@@ -357,15 +208,13 @@ class ReplicaManager:
         # The replica fetchers (klog.daemon.replica_fetcher.ReplicaFetcherManager); the
         # broker sets it (the fetchers need the replica manager first).
         self.fetcher_manager: FetcherManager | None = None
-        self.isr_changes: set[TopicPartition] = set()
-        self.last_isr_change_ms = 0
-        self.last_isr_propagation_ms = 0
-        self._tasks: list[asyncio.Task[None]] = []
-        self._isr_writes: set[asyncio.Task[None]] = set()
-        # Per partition, the last append whose records are being checked off the loop:
-        # later appends to that partition wait for it (arrival order).
-        self._appending: dict[TopicPartition, asyncio.Task[ProduceResult]] = {}
-        self._check_pool: ThreadPoolExecutor | None = None
+        # Shrinks, writes and announces the ISR of the partitions led here (daemon/isr.py).
+        self.isr_manager = IsrManager(
+            broker_id, self.partitions, store=isr_store,
+            replica_lag_time_max_ms=replica_lag_time_max_ms, clock=lambda: self.clock(),
+            on_high_watermark_moved=self.try_complete_delayed_requests, metrics=isr_metrics)
+        # Validates a client's heavy produce in worker threads (daemon/record_checker.py).
+        self.record_checker: RecordChecker[ProduceResult] = RecordChecker(lambda: self.clock())
         # KIP-890's verification with the transaction coordinator; the broker sets it (the
         # verifier needs the coordinator, built after this). None: never verified.
         self.txn_verifier: TransactionVerifier | None = None
@@ -409,7 +258,7 @@ class ReplicaManager:
                     continue
                 partition = self._get_or_create(tp)
                 if state.leader == self.broker_id:
-                    partition.isr_updater = self._propose_isr if self.isr_store else None
+                    partition.isr_updater = self.isr_manager.updater
                     before = partition.high_watermark
                     partition.make_leader(state)
                     leaders.append(tp)
@@ -557,68 +406,18 @@ class ReplicaManager:
 
     def active_producers(self, topic: str, partition: int
                          ) -> tuple[ErrorCode, list[ProducerStateInfo]]:
-        """The producer state of a partition hosted here, leader or follower (Kafka's
-        activeProducerState reads the local log); UNKNOWN_TOPIC_OR_PARTITION when it is
-        not hosted."""
+        """DescribeProducers of a partition hosted here, leader or follower;
+        UNKNOWN_TOPIC_OR_PARTITION when it is not hosted."""
         p = self.partitions.get((topic, partition))
         if p is None:
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, []
-        producers = p.log.producer_state.active_producers()
-        return ErrorCode.NONE, [
-            ProducerStateInfo(
-                pid, entry.producer_epoch, entry.last_seq, entry.last_timestamp,
-                entry.coordinator_epoch,
-                -1 if entry.current_txn_first_offset is None
-                else entry.current_txn_first_offset)
-            for pid, entry in sorted(producers.items())]
+        return ErrorCode.NONE, p.active_producers()
 
     # -- log dirs ---------------------------------------------------------------------------
 
     def describe_log_dirs(self, wanted: set[TopicPartition] | None) -> list[LogDirInfo]:
-        """Per log dir, the partitions it holds (those in ``wanted``, or all) with their
-        sizes, and the file system's total and usable bytes. As Kafka: a requested topic
-        listed in a dir without any of the requested partitions still appears, with none.
-        Blocking (statvfs, directory sizes): a worker thread."""
-        hosted = set(self.partitions)
-        lm = self.log_manager
-        by_dir: dict[str, dict[str, list[ReplicaInfo]]] = {}
-        for tp, plog in sorted(lm.all_logs().items()):
-            held_in = lm.log_dir_of(*tp)
-            if held_in is None:
-                continue
-            parts = by_dir.setdefault(os.path.abspath(held_in), {}).setdefault(tp[0], [])
-            if wanted is not None and tp not in wanted:
-                continue
-            lag = max(plog.high_watermark - plog.log_end_offset, 0) if tp in hosted else -1
-            parts.append(ReplicaInfo(tp[1], plog.size, lag))
-        for tp, future in sorted(lm.all_future_logs().items()):
-            held_in = lm.future_log_dir_of(*tp)
-            current = lm.get_log(*tp)
-            if held_in is None:
-                continue
-            parts = by_dir.setdefault(os.path.abspath(held_in), {}).setdefault(tp[0], [])
-            if wanted is not None and tp not in wanted:
-                continue
-            # Kafka's getLogEndOffsetLag of a future replica: the log's end minus its own.
-            lag = current.log_end_offset - future.log_end_offset if current is not None else -1
-            parts.append(ReplicaInfo(tp[1], future.size, lag, is_future=True))
-        results = []
-        offline = {os.path.abspath(d) for d in lm.offline_dirs}
-        for log_dir in dict.fromkeys(os.path.abspath(d) for d in lm.log_dirs):
-            if log_dir in offline:  # as Kafka: the dir, with the error and nothing else
-                results.append(LogDirInfo(log_dir, int(ErrorCode.KAFKA_STORAGE_ERROR)))
-                continue
-            try:
-                st = os.statvfs(log_dir)
-            except OSError:
-                results.append(LogDirInfo(log_dir, int(ErrorCode.KAFKA_STORAGE_ERROR)))
-                continue
-            topics = by_dir.get(log_dir, {})
-            if wanted is not None:
-                topics = {t: p for t, p in topics.items() if any(w[0] == t for w in wanted)}
-            results.append(LogDirInfo(log_dir, 0, st.f_blocks * st.f_frsize,
-                                      st.f_bavail * st.f_frsize, topics))
-        return results
+        """DescribeLogDirs (klog/daemon/log_dirs.py); blocking: a worker thread."""
+        return describe_log_dirs(self.log_manager, set(self.partitions), wanted)
 
     # -- produce ----------------------------------------------------------------------------
 
@@ -626,7 +425,7 @@ class ReplicaManager:
         self,
         entries: Mapping[TopicPartition, RecordsBuffer | None],
         required_acks: int,
-        origin: str = "client",
+        origin: AppendOrigin = AppendOrigin.CLIENT,
         verification_guards: Mapping[TopicPartition, VerificationGuard] | None = None,
     ) -> dict[TopicPartition, ProduceResult]:
         """Append each partition's batches on its leader replica; errors per partition.
@@ -641,12 +440,13 @@ class ReplicaManager:
                 partition = self.leader_partition(*tp)
                 if records is None:
                     raise CorruptRecordError("null records in a produce request")
-                records = self._validate(records, partition.log.config, origin)
+                validated = validate_records(records, partition.log.config, origin,
+                                             self.clock())
             except KafkaError as exc:
                 results[tp] = self._refused(tp, exc, records)
                 continue
-            results[tp] = self._append_validated(tp, records, required_acks, origin,
-                                                 _guard(verification_guards, tp))
+            results[tp] = self._append_validated(tp, validated, required_acks,
+                                                 guard_for(verification_guards, tp))
         return results
 
     async def append_records_from_client(
@@ -673,13 +473,13 @@ class ReplicaManager:
             if partition is None or records is None:
                 inline[tp] = records  # refused at once, with the right error
                 continue
-            weight = _check_weight(records, partition.log.config)
-            if weight is not None and weight <= budget and tp not in self._appending:
+            weight = inline_weight(records, partition.log.config)
+            if weight is not None and weight <= budget and not self.record_checker.busy(tp):
                 budget -= weight
                 inline[tp] = records
             else:
                 later[tp] = self._append_in_order(tp, records, required_acks,
-                                                  _guard(verification_guards, tp))
+                                                  guard_for(verification_guards, tp))
         results = self.append_records(inline, required_acks,
                                       verification_guards=verification_guards) if inline else {}
         if later:
@@ -729,29 +529,14 @@ class ReplicaManager:
                                  abortable: bool
                                  ) -> tuple[dict[TopicPartition, ErrorCode],
                                             dict[TopicPartition, VerificationGuard]]:
-        """Kafka's maybeStartTransactionVerificationForPartitions: per partition (mapped to
-        the first sequence the producer writes there) a guard from its log -- none needed
-        where the producer's transaction is ongoing already -- and for those that need
-        one, the coordinator's answer. Returns (errors of the partitions that may not be
-        appended, the guards to append the others with). Call only while
-        ``verifies_transactions``."""
+        """KIP-890's verification of the partitions a producer writes to (mapped to the
+        first sequence it writes there): (errors of the partitions that may not be
+        appended, the guards to append the others with); daemon/txn_verification.py.
+        Call only while ``verifies_transactions``."""
         verifier = self.txn_verifier
         assert verifier is not None
-        errors: dict[TopicPartition, ErrorCode] = {}
-        guards: dict[TopicPartition, VerificationGuard] = {}
-        for tp, sequence in first_sequences.items():
-            try:
-                guard = self.leader_partition(*tp).maybe_start_transaction_verification(
-                    producer_id, sequence, producer_epoch)
-            except KafkaError as exc:
-                errors[tp] = exc.error_code
-                continue
-            if guard is not VerificationGuard.SENTINEL:
-                guards[tp] = guard
-        if guards:
-            errors.update(await verifier.verify(transactional_id, producer_id,
-                                                producer_epoch, list(guards), abortable))
-        return errors, guards
+        return await verify_partitions(self.leader_partition, verifier, transactional_id,
+                                       producer_id, producer_epoch, first_sequences, abortable)
 
     async def _verify_produce(self, entries: Mapping[TopicPartition, RecordsBuffer | None],
                               transactional_id: str, abortable: bool
@@ -760,19 +545,7 @@ class ReplicaManager:
         """The produce side of ``verify_transaction`` (Kafka's handleProduceAppend): the
         refused partitions' results, with the coordinator's errors as a producer knows
         them, and the guards of the rest."""
-        producers: set[tuple[int, int]] = set()
-        first_sequences: dict[TopicPartition, int] = {}
-        for tp, records in entries.items():
-            if records is None:
-                continue
-            try:
-                headers = list(iter_batch_headers(memoryview(records)))
-            except KafkaError:
-                continue  # the append refuses it, with its own answer
-            txn = [h for h in headers if h.has_producer_id and h.is_transactional]
-            if txn:
-                producers.update((h.producer_id, h.producer_epoch) for h in txn)
-                first_sequences[tp] = headers[0].base_sequence
+        producers, first_sequences = transactional_producers(entries)
         if not producers:
             return {}, {}
         if len(producers) > 1:
@@ -782,7 +555,9 @@ class ReplicaManager:
         ((producer_id, producer_epoch),) = producers
         errors, guards = await self.verify_transaction(
             transactional_id, producer_id, producer_epoch, first_sequences, abortable)
-        return {tp: _verification_refusal(code) for tp, code in errors.items()}, guards
+        refused = {tp: verification_refusal(code) for tp, code in errors.items()}
+        return {tp: ProduceResult(code, error_message=message)
+                for tp, (code, message) in refused.items()}, guards
 
     async def wait_for_isr(self, results: ProduceResults, timeout_ms: int) -> ProduceResults:
         """acks=-1: wait in the produce purgatory until each partition's high watermark
@@ -832,70 +607,31 @@ class ReplicaManager:
     def _append_in_order(self, tp: TopicPartition, records: RecordsBuffer,
                          required_acks: int, verification_guard: VerificationGuard | None
                          ) -> asyncio.Task[ProduceResult]:
-        loop = asyncio.get_running_loop()
-        config = self.partitions[tp].log.config
-        checking = loop.run_in_executor(self._checker(), self._validate_in_worker, records,
-                                        config)
-        task = loop.create_task(self._append_checked(tp, checking, self._appending.get(tp),
-                                                     required_acks, len(records),
-                                                     verification_guard))
-        self._appending[tp] = task
+        """Records validated by the record checker's threads, appended in arrival order."""
+        size = len(records)
 
-        def done(t: asyncio.Task[ProduceResult]) -> None:
-            if self._appending.get(tp) is t:
-                del self._appending[tp]
+        def finish(checked: ValidatedRecords | KafkaError) -> ProduceResult:
+            if isinstance(checked, KafkaError):
+                return self._refused(tp, checked, size)
+            try:
+                self.leader_partition(*tp)  # leadership may have moved while it was checked
+            except KafkaError as exc:
+                return self._refused(tp, exc, size)
+            return self._append_validated(tp, checked, required_acks, verification_guard)
 
-        task.add_done_callback(done)
-        return task
+        return self.record_checker.append_in_order(tp, records, self.partitions[tp].log.config,
+                                                   finish)
 
-    async def _append_checked(self, tp: TopicPartition,
-                              checking: asyncio.Future[RecordsBuffer | KafkaError],
-                              before: asyncio.Task[ProduceResult] | None,
-                              required_acks: int, size: int,
-                              verification_guard: VerificationGuard | None) -> ProduceResult:
-        checked = await checking
-        if before is not None:
-            await asyncio.wait([before])
-        if isinstance(checked, KafkaError):
-            return self._refused(tp, checked, size)
-        try:
-            self.leader_partition(*tp)  # leadership may have moved while it was checked
-        except KafkaError as exc:
-            return self._refused(tp, exc, size)
-        return self._append_validated(tp, checked, required_acks, "client",
-                                      verification_guard)
-
-    def _validate_in_worker(self, records: RecordsBuffer, config: LogConfig
-                            ) -> RecordsBuffer | KafkaError:
-        """``_validate`` for the worker thread: the checked records or the KafkaError."""
-        try:
-            return self._validate(records, config, "client")
-        except KafkaError as exc:
-            # Only its code and message are answered; without its traceback the refused
-            # request's buffers are freed as soon as it is answered.
-            return exc.with_traceback(None)
-        except Exception as exc:  # a klog bug: answer it, do not lose the connection
-            log.exception("checking produced records failed")
-            return KafkaError(f"checking the records failed: {exc}")
-
-    def _checker(self) -> ThreadPoolExecutor:
-        """The record checker's threads (made at first use): their own pool, so that a
-        flood of compressed batches cannot starve the default executor's fsyncs and
-        metastore calls; two threads bound the inflated bytes held at once."""
-        if self._check_pool is None:
-            self._check_pool = ThreadPoolExecutor(CHECK_THREADS,
-                                                  thread_name_prefix="klog-record-check")
-        return self._check_pool
-
-    def _append_validated(self, tp: TopicPartition, records: RecordsBuffer, required_acks: int,
-                          origin: str, verification_guard: VerificationGuard | None = None
+    def _append_validated(self, tp: TopicPartition, validated: ValidatedRecords,
+                          required_acks: int,
+                          verification_guard: VerificationGuard | None = None
                           ) -> ProduceResult:
+        records = validated.records
         try:
             partition = self.leader_partition(*tp)
             config = partition.log.config
             info = partition.append_records_to_leader(
-                records, required_acks, config.min_insync_replicas, origin,
-                verification_guard
+                validated, required_acks, config.min_insync_replicas, verification_guard
             )
         except KafkaError as exc:
             return self._refused(tp, exc, records)
@@ -940,173 +676,6 @@ class ReplicaManager:
         return ProduceResult(code, log_start_offset=start,
                              error_message=str(exc) if exc.record_errors else None,
                              record_errors=exc.record_errors)
-
-    def _validate(self, records: RecordsBuffer, config: LogConfig, origin: str) -> RecordsBuffer:
-        """LogValidator: the batch headers, every record (validate.check_batch), the
-        records' timestamps, and recompression to the topic's codec. Returns the records
-        to append (``records`` itself unless recompressed). Thread-safe: it reads only
-        its arguments and the clock."""
-        view = memoryview(records)
-        target = None if config.compression_type == "producer" else _CODEC_BY_NAME[
-            config.compression_type]
-        limits = config.timestamp_limits
-        require_keys = config.compact
-        from_client = origin == "client"
-        if target is None and limits is None:
-            # Then nothing is rewritten, and a produce request usually holds one
-            # uncompressed batch per partition: read its header fields in place and check
-            # its records section at once rather than walk the headers (same checks, same
-            # outcome for that case).
-            n = len(view)
-            if n >= RECORD_BATCH_OVERHEAD:
-                length, magic, attributes, delta, count = _ONE_BATCH.unpack_from(view, 0)
-                if (length + LOG_OVERHEAD == n and magic == MAGIC_V2 and delta >= 0
-                        and count == delta + 1 and not attributes & COMPRESSION_CODEC_MASK
-                        and n <= config.max_message_bytes
-                        and count * MIN_RECORD_SIZE <= n - RECORD_BATCH_OVERHEAD):
-                    try:
-                        check_records(view[RECORD_BATCH_OVERHEAD:], count,
-                                      require_keys and not attributes & CONTROL_FLAG_MASK)
-                    except KafkaError:
-                        # the walk's answer, CRC first
-                        check_batch(view, read_batch_header(view), from_client=from_client,
-                                    require_keys=require_keys)
-                        raise
-                    return records
-        now = self.clock()
-        if from_client and is_legacy(view):
-            # Produce v0-v2 from a pre-0.11 client: its v0/v1 message set becomes one v2
-            # batch (LogValidator's conversion; Produce v3+ never gets here with one: the
-            # handler refuses it), then is checked as any v2 batch is.
-            return self._validate(self._up_convert(view, config, now), config, origin)
-        # The range a CreateTime timestamp must lie in (Kafka's validateTimestamp): each
-        # record's is judged by the walk (offenders named, KIP-467), the header's base and
-        # max timestamps here (the log keeps the producer's max timestamp, which a time
-        # index and time retention then go by).
-        window = None if limits is None else (now - limits[0], now + limits[1])
-        # Recompressed batches are written out as each is checked, so that one inflated
-        # section at a time is held, never a whole request's.
-        out = bytearray() if target is not None else None
-        recompress = False
-        for h in iter_batch_headers(view):
-            if from_client and h.magic != MAGIC_V2:
-                raise InvalidRecordError(
-                    "produce requests v3+ may only contain record batches of magic 2"
-                )
-            if h.size > config.max_message_bytes:
-                # The log refuses it too; here, before anything is inflated.
-                raise RecordTooLargeError(
-                    f"the record batch at position {h.position} is {h.size} bytes, larger "
-                    f"than max.message.bytes ({config.max_message_bytes})"
-                )
-            batch = None
-            if h.magic == MAGIC_V2:
-                batch = check_batch(view, h, from_client=from_client,
-                                    require_keys=require_keys, timestamp_range=window)
-            if window is not None and h.timestamp_type is TimestampType.CREATE_TIME:
-                for ts in (h.base_timestamp, h.max_timestamp):
-                    if ts is not None and ts >= 0 and not window[0] <= ts <= window[1]:
-                        raise InvalidTimestampError(
-                            f"timestamp {ts} of the batch at position {h.position} is out of "
-                            f"range: the topic's timestamp limits allow [{window[0]}, "
-                            f"{window[1]}] now"
-                        )
-            if out is not None:
-                assert target is not None
-                if batch is None or h.is_control or h.compression is target:
-                    out += view[h.position:h.end]  # v0/v1 entries (never a client's) too
-                else:
-                    out += self._recompress(view, batch, target)
-                    recompress = True
-        return out if recompress and out is not None else records
-
-    @staticmethod
-    def _up_convert(view: memoryview, config: LogConfig, now: int) -> bytearray:
-        """A client's v0/v1 message set as one v2 batch in the topic's compression and
-        timestamp type (records.convert.up_convert), in a writable buffer (the log patches
-        offsets in place)."""
-        if view.nbytes > config.max_message_bytes:
-            raise RecordTooLargeError(
-                f"a message set of {view.nbytes} bytes is larger than max.message.bytes "
-                f"({config.max_message_bytes})")
-        return bytearray(up_convert(
-            view,
-            timestamp_type=TimestampType.LOG_APPEND_TIME if config.log_append_time
-            else TimestampType.CREATE_TIME,
-            compression=None if config.compression_type == "producer"
-            else _CODEC_BY_NAME[config.compression_type],
-            now=now))
-
-    @staticmethod
-    def _recompress(view: memoryview, batch: CheckedBatch, target: CompressionType) -> bytes:
-        """One batch rewritten with the topic's codec (Kafka's broker-side recompression)
-        from the records its check inflated: producer id, epoch, sequence, transactional
-        flag and timestamps are kept. Its CRC is checked first: the rewrite computes a new
-        one, which must not launder bytes damaged in transit."""
-        batch.header.ensure_valid(view)
-        return recompressed(view, batch, target)
-
-    # -- down-conversion (Fetch v0-v3) --------------------------------------------------------
-
-    async def down_convert(self, wanted: list[FetchKey], results: list[FetchResult],
-                           magic: int) -> dict[int, bytes]:
-        """A consumer's Fetch v0-v3 (Kafka's maybeConvertFetchedData): the records of each
-        partition read (index into ``results``) as a message set of ``magic``, each bounded
-        by its partition max bytes (the first entry always whole). A partition of a topic
-        with message.downconversion.enable=false gets UNSUPPORTED_VERSION, a zstd batch
-        UNSUPPORTED_COMPRESSION_TYPE (set on its result, its records dropped). Reading and
-        converting run in a worker thread: inflating and rewriting a fetch's worth of
-        records must not hold the event loop."""
-        jobs: list[tuple[int, FetchDataInfo, int, int]] = []
-        for i, ((topic, partition, fetch_offset, max_bytes, _e), r) in enumerate(
-                zip(wanted, results, strict=True)):
-            if r.error_code or r.data is None or not r.size:
-                continue
-            hosted = self.partitions.get((topic, partition))
-            if hosted is not None and not hosted.log.config.message_downconversion_enable:
-                r.error_code = int(ErrorCode.UNSUPPORTED_VERSION)
-                continue
-            jobs.append((i, r.data, fetch_offset, max_bytes))
-        if not jobs:
-            return {}
-        converted = await asyncio.to_thread(_down_convert_all, jobs, magic)
-        out: dict[int, bytes] = {}
-        for i, answer in converted.items():
-            if isinstance(answer, KafkaError):
-                results[i].error_code = int(answer.error_code)
-            else:
-                out[i] = answer
-        return out
-
-    # -- list offsets -----------------------------------------------------------------------
-
-    @staticmethod
-    def offset_for_timestamp(partition: Partition, timestamp: int) -> TimestampAndOffset | None:
-        """ListOffsets' lookup: earliest (-2), latest (-1), max timestamp (-3), or the first
-        record whose timestamp is >= ``timestamp``.
-
-        Kafka answers with the exact record, not the batch holding it: a timestamp lookup
-        decodes the records of the one batch the time index leads to, and the max-timestamp
-        answer is the first record of its batch carrying that timestamp. These are the only
-        reads that look inside batches, one batch per lookup.
-        """
-        plog = partition.log
-        if timestamp >= 0:
-            return plog.fetch_offset_by_timestamp(timestamp, _record_offsets_and_timestamps)
-        found = plog.fetch_offset_by_timestamp(timestamp)
-        if timestamp != MAX_TIMESTAMP or found is None or found.offset < 0:
-            return found
-        try:
-            region = plog.read(found.offset, 1, None, True)
-        except OffsetOutOfRangeError:  # removed by retention meanwhile
-            return found
-        data = region.read_bytes()
-        if not data:
-            return found
-        for offset, ts in _record_offsets_and_timestamps(data):
-            if ts == found.timestamp:
-                return TimestampAndOffset(ts, offset, found.leader_epoch)
-        return found
 
     # -- fetch ------------------------------------------------------------------------------
 
@@ -1169,23 +738,6 @@ class ReplicaManager:
         if require_leader and not p.is_leader:
             raise NotLeaderOrFollowerError(f"not the leader of {topic}-{partition}")
         return p
-
-    def _preferred_read_replica(self, p: Partition, client: ClientMetadata,
-                                fetch_offset: int) -> int | None:
-        """Kafka's findPreferredReadReplica on a leader: the selector picks among the
-        leader and the in-sync followers whose log covers ``fetch_offset``."""
-        selector = self.replica_selector
-        assert selector is not None
-        now = self.clock()
-        followers = []
-        for broker_id in p.isr:
-            state = p.remote_replicas.get(broker_id)
-            if state is not None and state.log_start_offset <= fetch_offset \
-                    <= state.log_end_offset:
-                followers.append(ReplicaView(broker_id, state.log_end_offset,
-                                             now - state.last_caught_up_time_ms))
-        leader = ReplicaView(self.broker_id, p.log_end_offset, 0)
-        return selector.preferred_read_replica(client, leader, followers)
 
     def should_leader_throttle(self, topic: str, partition: int, replica_id: int) -> bool:
         """Kafka's shouldLeaderThrottle: a throttled partition, the leader's quota exceeded,
@@ -1291,8 +843,8 @@ class ReplicaManager:
                 p = self._partition_for_fetch(topic, partition_index, current_leader_epoch,
                                               False)
                 if self.replica_selector is not None and p.is_leader:
-                    preferred = self._preferred_read_replica(p, client_metadata,
-                                                             fetch_offset)
+                    preferred = p.preferred_read_replica(
+                        self.replica_selector, client_metadata, fetch_offset, self.clock())
                     if preferred is not None:
                         return FetchResult(0, p.high_watermark, p.last_stable_offset,
                                            p.log_start_offset, preferred_read_replica=preferred)
@@ -1401,23 +953,13 @@ class ReplicaManager:
     def last_offset_for_leader_epoch(self, topic: str, partition_index: int,
                                      current_leader_epoch: int, leader_epoch: int
                                      ) -> tuple[int, int, int]:
-        """OffsetForLeaderEpoch: (error code, leader epoch, end offset) -- the largest epoch
-        <= ``leader_epoch`` this leader knows and where it ends (Kafka's
-        Partition.lastOffsetForLeaderEpoch, leader only)."""
-        try:
-            p = self.partitions.get((topic, partition_index))
-            if p is None:
-                raise UnknownTopicOrPartitionError(f"{topic}-{partition_index} is not hosted")
-            # as Kafka: only -1 means "no epoch given"
-            p.check_leader_epoch(current_leader_epoch, only_minus_one_absent=True)
-            if not p.is_leader:
-                raise NotLeaderOrFollowerError(f"not the leader of {topic}-{partition_index}")
-        except KafkaError as exc:
-            return int(exc.error_code), UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
-        epoch, end = p.log.leader_epoch_cache.end_offset_for(leader_epoch, p.log_end_offset)
-        if end == UNDEFINED_EPOCH_OFFSET:
-            return 0, UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
-        return 0, epoch, end
+        """OffsetForLeaderEpoch of a hosted partition: (error code, leader epoch, end
+        offset), Partition.last_offset_for_leader_epoch."""
+        p = self.partitions.get((topic, partition_index))
+        if p is None:
+            return (int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), UNDEFINED_EPOCH,
+                    UNDEFINED_EPOCH_OFFSET)
+        return p.last_offset_for_leader_epoch(current_leader_epoch, leader_epoch)
 
     def check_enough_replicas_reach_offset(self, tp: TopicPartition,
                                            required_offset: int) -> tuple[bool, int]:
@@ -1430,125 +972,13 @@ class ReplicaManager:
         return p.check_enough_replicas_reach_offset(required_offset,
                                                     p.log.config.min_insync_replicas)
 
-    def _propose_isr(self, partition: Partition, new_isr: tuple[int, ...]) -> None:
-        """Partition.isr_updater: write the change off the loop, then complete it."""
-        state = paths.LeaderIsrAndControllerEpoch(
-            leader=self.broker_id, leader_epoch=partition.leader_epoch, isr=new_isr,
-            controller_epoch=partition.controller_epoch)
-        task = asyncio.get_running_loop().create_task(
-            self._write_isr(partition, state, partition.zk_version))
-        self._isr_writes.add(task)
-        task.add_done_callback(self._isr_writes.discard)
-
-    async def _write_isr(self, partition: Partition, state: paths.LeaderIsrAndControllerEpoch,
-                         zk_version: int) -> None:
-        store = self.isr_store
-        assert store is not None
-        tp = (partition.topic, partition.partition)
-        old_isr = partition.isr
-        current = None
-        try:
-            new_version = await asyncio.to_thread(store.update_partition_state, tp[0], tp[1],
-                                                  state, zk_version)
-            if new_version is None:
-                current = await asyncio.to_thread(store.read_partition_state, tp[0], tp[1])
-        except (MetastoreError, OSError, ValueError) as exc:
-            log.warning("writing the ISR %s of %s-%d failed: %s", list(state.isr), tp[0],
-                        tp[1], exc)
-            new_version = None
-        moved = partition.complete_isr_update(state.isr, state.leader_epoch, new_version)
-        if new_version is None:
-            if (current is not None and current[0].leader == self.broker_id
-                    and current[0].leader_epoch == partition.leader_epoch
-                    and partition.pending_isr is None and partition.is_leader):
-                # The znode is this very leadership's state at a version we were not told
-                # (Kafka checks the data the same way): adopt it; the next fetch or
-                # expiration pass proposes the change again on top of it.
-                log.info("ISR %s of %s-%d not written: zk version %d is stale; adopting the "
-                         "state znode (ISR %s, version %d)", list(state.isr), tp[0], tp[1],
-                         zk_version, list(current[0].isr), current[1])
-                partition.isr = current[0].isr
-                partition.zk_version = current[1]
-                moved = partition.maybe_increment_high_watermark()
-            else:
-                log.info("ISR %s of %s-%d not written: the state znode moved on (%s); "
-                         "waiting for the controller's LeaderAndIsr", list(state.isr), tp[0],
-                         tp[1], current[0] if current is not None else "absent")
-        if new_version is not None and self.partitions.get(tp) is partition:
-            if self.isr_metrics is not None and partition.isr == state.isr:
-                self.isr_metrics.record_change(old_isr, state.isr)
-            self.isr_changes.add(tp)
-            self.last_isr_change_ms = self.clock()
-        if moved:
-            self.try_complete_delayed_requests(tp)
-
-    def maybe_shrink_isrs(self) -> int:
-        """The isr-expiration pass: every led partition drops followers that lag."""
-        now = self.clock()
-        shrunk = 0
-        for p in list(self.partitions.values()):
-            if p.is_leader and len(p.isr) > 1 and p.maybe_shrink_isr(
-                    self.replica_lag_time_max_ms, now):
-                shrunk += 1
-                if p.isr_updater is None:  # applied at once: the HW may have moved
-                    if self.isr_metrics is not None:
-                        self.isr_metrics.shrinks += 1
-                    self.isr_changes.add((p.topic, p.partition))
-                    self.last_isr_change_ms = now
-                    self.try_complete_delayed_requests((p.topic, p.partition))
-        return shrunk
-
-    async def maybe_propagate_isr_changes(self, force: bool = False) -> bool:
-        """Write one /isr_change_notification for the ISR changes since the last one, when
-        none happened for 5 s or the last notification is 60 s old (Kafka's rule)."""
-        if not self.isr_changes or self.isr_store is None:
-            return False
-        now = self.clock()
-        if not (force or now - self.last_isr_change_ms > ISR_CHANGE_PROPAGATION_BLACKOUT_MS
-                or now - self.last_isr_propagation_ms > ISR_CHANGE_PROPAGATION_INTERVAL_MS):
-            return False
-        changes, self.isr_changes = self.isr_changes, set()
-        try:
-            await asyncio.to_thread(self.isr_store.notify_isr_change, changes)
-        except (MetastoreError, OSError) as exc:
-            log.warning("writing an ISR change notification failed: %s", exc)
-            self.isr_changes |= changes
-            return False
-        self.last_isr_propagation_ms = now
-        return True
-
     def startup(self) -> None:
-        """Start the isr-expiration (every replica.lag.time.max.ms / 2) and ISR change
-        propagation tasks."""
-        loop = asyncio.get_running_loop()
-        self._tasks = [loop.create_task(self._isr_expiration()),
-                       loop.create_task(self._isr_propagation())]
-
-    async def _isr_expiration(self) -> None:
-        while True:
-            await asyncio.sleep(max(self.replica_lag_time_max_ms // 2, 10) / 1000)
-            try:
-                self.maybe_shrink_isrs()
-            except Exception:
-                log.exception("ISR expiration failed")
-
-    async def _isr_propagation(self) -> None:
-        while True:
-            await asyncio.sleep(ISR_CHANGE_CHECK_MS / 1000)
-            try:
-                await self.maybe_propagate_isr_changes()
-            except Exception:
-                log.exception("ISR change propagation failed")
+        """Start the ISR manager's isr-expiration and ISR change propagation tasks."""
+        self.isr_manager.startup()
 
     def shutdown(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-        self._tasks = []
-        for task in list(self._isr_writes):
-            task.cancel()
-        if self._check_pool is not None:
-            self._check_pool.shutdown(wait=False, cancel_futures=True)
-            self._check_pool = None
+        self.isr_manager.shutdown()
+        self.record_checker.shutdown()
         self.partitions.clear()
         # Waiting requests are not answered: their connections are closed by now.
         self.produce_purgatory.shutdown()
@@ -1557,41 +987,11 @@ class ReplicaManager:
             self.timer.close()
 
 
-def _guard(guards: Mapping[TopicPartition, VerificationGuard] | None, tp: TopicPartition
-           ) -> VerificationGuard | None:
-    """A partition's guard for its append: None when nothing is verified, the sentinel when
-    the partition needed none (its transaction is ongoing, or it has no transactional data)."""
-    if guards is None:
-        return None
-    return guards.get(tp, VerificationGuard.SENTINEL)
-
-
-#: Verification errors a producer may not retry correctly, answered as NOT_ENOUGH_REPLICAS
-#: (retriable, and no metadata refresh), as Kafka's ReplicaManager does.
-_RETRY_VERIFICATION = frozenset({
-    ErrorCode.CONCURRENT_TRANSACTIONS, ErrorCode.NETWORK_EXCEPTION,
-    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    ErrorCode.NOT_COORDINATOR})
-
-
 #: The refusals Kafka answers with its unknown append info (log start offset -1).
 _UNKNOWN_APPEND_INFO = frozenset(int(c) for c in (
     ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.NOT_LEADER_OR_FOLLOWER,
     ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.RECORD_LIST_TOO_LARGE, ErrorCode.CORRUPT_MESSAGE,
     ErrorCode.KAFKA_STORAGE_ERROR))
-
-
-def _verification_refusal(code: ErrorCode) -> ProduceResult:
-    """A partition the coordinator did not confirm, as the producer is answered (Kafka's
-    handleProduceAppend postVerificationCallback)."""
-    if code is ErrorCode.INVALID_TXN_STATE:
-        return ProduceResult(int(code), error_message="Partition was not added to the "
-                                                      "transaction")
-    if code in _RETRY_VERIFICATION:
-        return ProduceResult(int(ErrorCode.NOT_ENOUGH_REPLICAS), error_message=(
-            "Unable to verify the partition has been added to the transaction. "
-            f"Underlying error: {code.name}"))
-    return ProduceResult(int(code))
 
 
 def _satisfied(results: list[FetchResult], min_bytes: int) -> bool:
@@ -1612,56 +1012,3 @@ def _apply_isr_errors(results: ProduceResults, errors: dict[TopicPartition, int]
             results[tp] = ProduceResult(error, r.base_offset, r.log_append_time_ms,
                                         r.log_start_offset,
                                         error_message=ErrorCode(error).name, info=r.info)
-
-
-def _down_convert_all(jobs: list[tuple[int, FetchDataInfo, int, int]], magic: int
-                      ) -> dict[int, bytes | KafkaError]:
-    """``ReplicaManager.down_convert``'s worker: read each region and convert it."""
-    out: dict[int, bytes | KafkaError] = {}
-    for i, data, fetch_offset, max_bytes in jobs:
-        try:
-            out[i] = down_convert(data.read_bytes(), magic, fetch_offset, max_bytes=max_bytes)
-        except KafkaError as exc:
-            out[i] = exc.with_traceback(None)
-        except OSError as exc:
-            log.error("reading records to down-convert failed: %s", exc)
-            out[i] = KafkaError(f"reading the records failed: {exc}")
-    return out
-
-
-def _check_weight(records: RecordsBuffer, config: LogConfig) -> int | None:
-    """Bytes the record check of ``records`` walks on the event loop, or None when the
-    check belongs in a worker thread: a compressed batch (inflating costs what the
-    producer's ratio says, up to the decompression bound) or one to recompress. Reads the
-    headers only; a payload whose headers do not parse weighs nothing (refused at once)."""
-    n = len(records)
-    target = None if config.compression_type == "producer" else int(
-        _CODEC_BY_NAME[config.compression_type])
-    if n >= RECORD_BATCH_OVERHEAD:
-        length, magic, attributes, _delta, _count = _ONE_BATCH.unpack_from(records, 0)
-        if magic < MAGIC_V2:
-            return None  # a v0/v1 message set to convert: a worker's job
-        if length + LOG_OVERHEAD == n:  # one batch: the common case
-            codec = attributes & COMPRESSION_CODEC_MASK
-            if codec or (target is not None and codec != target
-                         and not attributes & CONTROL_FLAG_MASK):
-                return None
-            return n
-    try:
-        for h in iter_batch_headers(memoryview(records)):
-            if h.magic == MAGIC_V2 and (h.compression_id or (
-                    target is not None and h.compression_id != target and not h.is_control)):
-                return None
-    except KafkaError:
-        return 0
-    return n
-
-
-def _record_offsets_and_timestamps(batch: bytes) -> Iterator[tuple[int, int]]:
-    """(offset, timestamp) of each record of the first batch in ``batch`` (the record
-    locator of timestamp lookups): column-wise for v2, record by record for v0/v1."""
-    header = read_batch_header(batch, 0)
-    if header.magic == MAGIC_V2:
-        columns = record_columns(batch, header)
-        return zip(columns.offsets, columns.timestamps, strict=True)
-    return ((r.offset, r.timestamp) for r in iter_any_records(batch, header))

@@ -1,16 +1,17 @@
-"""One partition's log: its segments, offsets, appends, reads, truncation and retention.
+"""One partition's log: its offsets, appends, reads, truncation and retention.
 
-This module owns ``PartitionLog``, Kafka's UnifiedLog + LocalLog + LogLoader without the
-replication and tiered-storage parts: the directory ``<topic>-<partition>`` and its
-segments (sorted by base offset, found with bisect), the log end offset, log start offset,
-recovery point and high watermark, the producer state and the leader epoch cache.
+This module owns ``PartitionLog``, Kafka's UnifiedLog without the replication and
+tiered-storage parts: on top of its segments in their directory (local_log.py, Kafka's
+LocalLog: segments, log end offset, recovery point, flushing, directory names) it keeps the
+log start offset and high watermark, the producer state and the leader epoch cache.
+Loading is log_loader.py's (Kafka's LogLoader); validation validator.py's.
 
-Appends assign offsets by patching each v2 batch's baseOffset and partitionLeaderEpoch
-(outside the CRC) in a copy of the request bytes: records are never decoded. Reads return
-whole batches as a file region. Loading follows Kafka's LogLoader: leftover ``.deleted`` /
-``.cleaned`` / ``.swap`` / temporary files are resolved, index files that are missing or fail
-their sanity check are rebuilt (never trusted), and after an unclean shutdown every segment
-from the recovery point on is recovered (validated, cut at the first invalid byte).
+A leader's append takes records validated by validator.py (Kafka's LogValidator; raw
+records are validated first, once) and assigns offsets by patching each v2 batch's
+baseOffset and partitionLeaderEpoch (outside the CRC) in the request's buffer, or one copy
+of it: records are not decoded here. A follower's append checks sizes and CRCs only (its
+leader validated the records) and keeps the leader's offsets and epochs. Reads return
+whole batches as a file region.
 
 No scheduler lives here: the broker calls ``maybe_flush``, ``delete_old_segments`` and
 ``delete_pending`` periodically. The log cleaner (cleaner.py) rewrites segments outside the
@@ -24,80 +25,69 @@ used from several threads (the request path and the flusher/retention threads).
 
 from __future__ import annotations
 
-import bisect
-import functools
 import os
-import re
-import threading
-import time
-import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Concatenate, NamedTuple, ParamSpec, TypeVar
+from typing import NamedTuple, ParamSpec, TypeVar
 
 from klog.protocol.errors import (
-    CorruptRecordError,
     ErrorCode,
     InvalidRecordError,
     KafkaError,
     KafkaStorageError,
     OffsetOutOfRangeError,
-    RecordTooLargeError,
     UnsupportedForMessageFormatError,
 )
 from klog.protocol.records.batch import (
     ATTRIBUTES_OFFSET,
-    COMPRESSION_CODEC_MASK,
-    CONTROL_FLAG_MASK,
     CRC_OFFSET,
-    DEFAULT_MAX_BATCH_SIZE,
     LOG_OVERHEAD,
     MAGIC_V2,
     MAX_TIMESTAMP_OFFSET,
-    NO_PRODUCER_ID,
     NO_TIMESTAMP,
-    RECORD_BATCH_OVERHEAD,
     TIMESTAMP_TYPE_MASK,
     V2_BASE_LENGTH_EPOCH,
-    V2_PRODUCE_FIELDS,
     BatchHeader,
     crc32c,
-    iter_batch_headers,
     patch_base_offset,
     patch_legacy_offset,
     patch_partition_leader_epoch,
+    read_batch_header,
 )
 from klog.storage.checkpoints import fsync_dir
 from klog.storage.config import LogConfig
 from klog.storage.files import (
     CLEANED_FILE_SUFFIX,
     DELETED_FILE_SUFFIX,
-    INDEX_FILE_SUFFIX,
-    INDEX_FILE_SUFFIXES,
-    LOG_FILE_SUFFIX,
     PRODUCER_SNAPSHOT_FILE_SUFFIX,
     SWAP_FILE_SUFFIX,
-    TIME_INDEX_FILE_SUFFIX,
-    TMP_FILE_SUFFIX,
-    TXN_INDEX_FILE_SUFFIX,
-    filename_prefix_from_offset,
-    offset_from_filename_or_none,
 )
-from klog.storage.index import AbortedTxn, CorruptIndexError
+from klog.storage.index import AbortedTxn
 from klog.storage.leader_epoch import LEADER_EPOCH_CHECKPOINT_FILENAME, LeaderEpochFileCache
+from klog.storage.local_log import (
+    LocalLog,
+    PartitionDirName,
+    locked,
+    log_delete_dir_name,
+    log_dir_name,
+    log_future_dir_name,
+    parse_partition_dir_name,
+    wall_clock_ms,
+)
+from klog.storage.log_loader import LogLoader, replay_producer_state
 from klog.storage.producer_state import (
     BatchMetadata,
     ProducerStateManager,
     VerificationGuard,
 )
-from klog.storage.scan import _iter_file_batches, _ScanState, scan_segment
 from klog.storage.segment import LogSegment, fastread
+from klog.storage.validator import (
+    AppendOrigin,
+    ValidatedRecords,
+    check_batch_headers,
+    validate_records,
+)
 from klog.storage.values import FetchDataInfo, LogOffsetMetadata, TimestampAndOffset
-
-DELETE_DIR_SUFFIX = "-delete"
-FUTURE_DIR_SUFFIX = "-future"
-STRAY_DIR_SUFFIX = "-stray"
 
 # ListOffsets special timestamps (Kafka's ListOffsetsRequest).
 EARLIEST_TIMESTAMP = -2
@@ -108,7 +98,6 @@ EARLIEST_LOCAL_TIMESTAMP = -4
 _INT64_STRUCT_MAX = 2**63 - 1
 
 _new_tuple = tuple.__new__  # builds a NamedTuple without its Python-level __new__
-_unpack_produce_fields = V2_PRODUCE_FIELDS.unpack_from
 _pack_base_length_epoch = V2_BASE_LENGTH_EPOCH.pack_into
 
 T = TypeVar("T")
@@ -124,58 +113,8 @@ class UnexpectedAppendOffsetError(KafkaError):
     error_code = ErrorCode.UNKNOWN_SERVER_ERROR
 
 
-# -- directory names ------------------------------------------------------------------------
-
-_DIR_RE = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
-_SPECIAL_DIR_RE = re.compile(
-    r"^(?P<topic>.+)-(?P<partition>\d+)\.(?P<uid>[0-9a-fA-F]{32})(?P<kind>-delete|-future|-stray)$"
-)
-
-
 class SegmentsChangedError(RuntimeError):
     """``replace_segments`` found the segments it should replace changed (nothing done)."""
-
-
-@dataclass(frozen=True, slots=True)
-class PartitionDirName:
-    """What a partition directory's name says: topic, partition and its state."""
-
-    topic: str
-    partition: int
-    kind: str = ""  # "", "delete", "future" or "stray"
-
-
-def log_dir_name(topic: str, partition: int) -> str:
-    return f"{topic}-{partition}"
-
-
-def _special_dir_name(topic: str, partition: int, suffix: str) -> str:
-    # Kafka: <topic>-<partition>.<uuid without dashes><suffix>
-    return f"{topic}-{partition}.{uuid.uuid4().hex}{suffix}"
-
-
-def log_delete_dir_name(topic: str, partition: int) -> str:
-    return _special_dir_name(topic, partition, DELETE_DIR_SUFFIX)
-
-
-def log_future_dir_name(topic: str, partition: int) -> str:
-    return _special_dir_name(topic, partition, FUTURE_DIR_SUFFIX)
-
-
-def parse_partition_dir_name(name: str) -> PartitionDirName:
-    """Parse ``<topic>-<partition>`` (or its ``.<uuid>-delete`` / ``-future`` forms)."""
-    special = _SPECIAL_DIR_RE.match(name)
-    if special:
-        return PartitionDirName(
-            special["topic"], int(special["partition"]), special["kind"].lstrip("-")
-        )
-    plain = _DIR_RE.match(name)
-    if plain is None or not plain["topic"]:
-        raise ValueError(
-            f"found directory {name!r}, which is not in the form of topic-partition or "
-            "topic-partition.uniqueId-delete (if marked for deletion)"
-        )
-    return PartitionDirName(plain["topic"], int(plain["partition"]))
 
 
 # -- values ---------------------------------------------------------------------------------
@@ -203,26 +142,6 @@ class LogAppendInfo(NamedTuple):
         return self.record_count
 
 
-def _locked(
-    method: Callable[Concatenate[PartitionLog, P], T],
-) -> Callable[Concatenate[PartitionLog, P], T]:
-    @functools.wraps(method)
-    def wrapper(self: PartitionLog, /, *args: P.args, **kwargs: P.kwargs) -> T:
-        with self._lock:
-            return method(self, *args, **kwargs)
-
-    return wrapper
-
-
-def _writable(records: bytes | bytearray | memoryview) -> bytearray | memoryview:
-    """``records`` itself when it can be patched in place, else one copy of it."""
-    if isinstance(records, bytearray):
-        return records
-    if isinstance(records, memoryview) and not records.readonly:
-        return records
-    return bytearray(records)
-
-
 def _assigned(
     h: BatchHeader, base: int, last: int, epoch: int, now: int, log_append: bool
 ) -> BatchHeader:
@@ -246,27 +165,11 @@ def _assigned(
     )
 
 
-def _wall_clock_ms() -> int:
-    return int(time.time() * 1000)
-
-
-class PartitionLog:
-    """A partition's log (Kafka's UnifiedLog/LocalLog/LogLoader, local storage only).
+class PartitionLog(LocalLog):
+    """A partition's log (Kafka's UnifiedLog, local storage only).
 
     Thread-safe: each public method holds the log's lock for its duration.
     """
-
-    # The attributes klog/storage/_fastread.c reads, as slots (it reads them at fixed
-    # offsets); everything else lives in the instance dict as usual.
-    __slots__ = (
-        "__dict__",
-        "__weakref__",
-        "_base_offsets",
-        "_lock",
-        "_log_end_offset",
-        "_log_start_offset",
-        "_segments",
-    )
 
     def __init__(
         self,
@@ -277,24 +180,11 @@ class PartitionLog:
         recovery_point: int = 0,
         high_watermark: int | None = None,
         had_clean_shutdown: bool = True,
-        clock: Callable[[], int] = _wall_clock_ms,
+        clock: Callable[[], int] = wall_clock_ms,
         producer_id_expiration_ms: int = 86_400_000,
     ) -> None:
-        self.dir = Path(directory)
-        self.config = config or LogConfig()
-        self.clock = clock
-        self._lock = threading.RLock()
-        name = parse_partition_dir_name(self.dir.name)
-        self.topic, self.partition = name.topic, name.partition
-        self.dir.mkdir(parents=True, exist_ok=True)
-        self._base_offsets: list[int] = []
-        self._segments: dict[int, LogSegment] = {}
-        self._pending_deletes: list[tuple[int, LogSegment]] = []
+        super().__init__(directory, config, clock, recovery_point)
         self._log_start_offset = log_start_offset
-        self._recovery_point = recovery_point
-        self._log_end_offset = 0
-        self._last_flush_ms = clock()
-        self._dir_needs_fsync = False
         self.leader_epoch_cache = LeaderEpochFileCache(self.dir / LEADER_EPOCH_CHECKPOINT_FILENAME)
         self.producer_state = ProducerStateManager(self.dir, producer_id_expiration_ms)
         self.loaded_with_recovery = not had_clean_shutdown
@@ -313,242 +203,25 @@ class PartitionLog:
     # ==========================================================================================
 
     def _load(self, had_clean_shutdown: bool) -> None:
-        self._remove_temp_files_and_resolve_swaps()
-        self._load_segment_files()
-        if not had_clean_shutdown:
-            self._recover_log()
-        if not self._base_offsets:
-            self._add_segment(self._new_segment(self._log_start_offset))
-        active = self.active_segment
-        # Checked (or rebuilt) above: the inactive segments' indexes are mapped again only
-        # when a read needs them, so a log dir of thousands of segments loads mapping few.
-        for base in self._base_offsets[:-1]:
-            self._segments[base].release_indexes()
-        active.resize_indexes(self.config.segment_index_bytes)
-        self._log_end_offset = active.read_next_offset()
-        first_base = self._base_offsets[0]
-        self._log_start_offset = max(self._log_start_offset, first_base)
-        self._log_start_offset = min(self._log_start_offset, self._log_end_offset)
-        self._recovery_point = min(max(self._recovery_point, 0), self._log_end_offset)
-        if had_clean_shutdown:
-            # A clean shutdown flushed everything.
-            self._recovery_point = self._log_end_offset
-        self.leader_epoch_cache.truncate_from_end(self._log_end_offset)
-        self.leader_epoch_cache.truncate_from_start(self._log_start_offset)
-        self._rebuild_producer_state(self._log_end_offset)
-
-    def _remove_temp_files_and_resolve_swaps(self) -> None:
-        """Kafka's removeTempFilesAndCollectSwapFiles + swap completion."""
-        swap_logs: list[Path] = []
-        min_cleaned: int | None = None
-        for entry in sorted(self.dir.iterdir()):
-            name = entry.name
-            if not entry.is_file():
-                continue
-            if name.endswith(DELETED_FILE_SUFFIX) or name.endswith(TMP_FILE_SUFFIX):
-                entry.unlink()  # scheduled deletions and half-written temporaries
-            elif name.endswith(CLEANED_FILE_SUFFIX):
-                base = offset_from_filename_or_none(name)
-                if base is not None:
-                    min_cleaned = base if min_cleaned is None else min(min_cleaned, base)
-                entry.unlink()  # an interrupted cleaning: the originals are intact
-            elif name.endswith(SWAP_FILE_SUFFIX):
-                if name.endswith(LOG_FILE_SUFFIX + SWAP_FILE_SUFFIX):
-                    swap_logs.append(entry)
-                else:
-                    entry.unlink()  # index swap files are rebuilt from the log
-        for swap in swap_logs:
-            base = offset_from_filename_or_none(swap.name)
-            if base is None:
-                continue
-            if min_cleaned is not None and base >= min_cleaned:
-                # Cleaning did not finish writing this group: the originals stay.
-                swap.unlink()
-                continue
-            scan = scan_segment(swap, verify_crc=False)
-            next_offset = base if scan.last_offset is None else scan.last_offset + 1
-            # The swap replaces every segment whose base offset it covers.
-            for log_file in self.dir.glob(f"*{LOG_FILE_SUFFIX}"):
-                other = offset_from_filename_or_none(log_file.name)
-                if other is not None and base <= other < max(next_offset, base + 1):
-                    for suffix in (
-                        LOG_FILE_SUFFIX,
-                        INDEX_FILE_SUFFIX,
-                        TIME_INDEX_FILE_SUFFIX,
-                        TXN_INDEX_FILE_SUFFIX,
-                    ):
-                        (self.dir / f"{log_file.name[:20]}{suffix}").unlink(missing_ok=True)
-            os.replace(swap, swap.with_name(swap.name[: -len(SWAP_FILE_SUFFIX)]))
-
-    def _load_segment_files(self) -> None:
-        # Orphaned index files (no .log) are removed, as Kafka does.
-        logs = {offset_from_filename_or_none(p.name) for p in self.dir.glob(f"*{LOG_FILE_SUFFIX}")}
-        for suffix in INDEX_FILE_SUFFIXES:
-            for index_file in self.dir.glob(f"*{suffix}"):
-                if offset_from_filename_or_none(index_file.name) not in logs:
-                    index_file.unlink()
-        for base in sorted(b for b in logs if b is not None):
-            segment = LogSegment.open(self.dir, base, self.config, file_already_exists=True)
-            try:
-                segment.sanity_check()
-            except (FileNotFoundError, CorruptIndexError):
-                # Indexes are accelerators: rebuild them from the log (and validate it).
-                self.bytes_truncated_on_load += segment.recover(DEFAULT_MAX_BATCH_SIZE)
-            self._add_segment(segment)
-
-    def _recover_log(self) -> None:
-        """After an unclean shutdown: recover every segment from the recovery point on."""
-        if not self._base_offsets:
-            return
-        i = max(0, bisect.bisect_right(self._base_offsets, self._recovery_point) - 1)
-        unflushed = self._base_offsets[i:]
-        first = unflushed[0]
-        state = ProducerStateManager(self.dir, self.producer_state.producer_id_expiration_ms)
-        state.truncate_and_reload(self._log_start_offset, first, self.clock())
-        self._replay_producer_state(state, state.map_end_offset, first)
-        for n, base in enumerate(unflushed):
-            segment = self._segments[base]
-            truncated = segment.recover(DEFAULT_MAX_BATCH_SIZE, state, self.leader_epoch_cache)
-            self.bytes_truncated_on_load += truncated
-            if truncated > 0:
-                # The log must stay contiguous: what follows a cut is scheduled for
-                # deletion, exactly like Kafka's recovery.
-                for later in unflushed[n + 1 :]:
-                    self._schedule_delete(self._remove_segment(later))
-                break
-        self._recovery_point = self.active_segment.read_next_offset()
-
-    def _rebuild_producer_state(self, last_offset: int) -> None:
-        """Kafka's rebuildProducerState: latest snapshot, then replay batch headers."""
-        state = self.producer_state
-        state.truncate_and_reload(self._log_start_offset, last_offset, self.clock())
-        if last_offset > state.map_end_offset:
-            self._replay_producer_state(state, state.map_end_offset, last_offset)
-            state.update_map_end_offset(last_offset)
-            state.take_snapshot()
-
-    def _replay_producer_state(self, state: ProducerStateManager, start: int, end: int) -> None:
-        """Apply the batches with offsets in [start, end) to ``state`` (headers only)."""
-        if start >= end:
-            return
-        for base in self._segments_from(start):
-            if base >= end:
-                break
-            segment = self._segments[base]
-            position = 0
-            if base <= start:
-                found = segment.translate_offset(start)
-                if found is None:
-                    continue
-                position = found.position
-            for header, entry in self._iter_segment_batches(segment, position):
-                if header.base_offset is not None and header.base_offset >= end:
-                    return
-                if header.magic >= MAGIC_V2 and header.last_offset >= start:
-                    completed = state.update_from_batch(header, entry)
-                    if completed is not None:
-                        # The .txnindex already holds it: only the state moves on.
-                        state.complete_txn(completed)
-                state.update_map_end_offset(header.last_offset + 1)
-
-    def _iter_segment_batches(
-        self, segment: LogSegment, position: int
-    ) -> Iterator[tuple[BatchHeader, memoryview]]:
-        state = _ScanState(position=position)
-        for _pos, header, entry in _iter_file_batches(
-            segment.fd,
-            state,
-            segment.size,
-            max_batch_size=DEFAULT_MAX_BATCH_SIZE,
-            verify_crc=False,
-            expected_min_offset=None,
-        ):
-            yield header, entry
-
-    # ==========================================================================================
-    # segment bookkeeping
-    # ==========================================================================================
-
-    def _new_segment(self, base_offset: int) -> LogSegment:
-        self._dir_needs_fsync = True
-        for stale in self.dir.glob(f"{filename_prefix_from_offset(base_offset)}.*"):
-            # An empty leftover at the same base offset (e.g. after truncation) is replaced.
-            if stale.suffix in INDEX_FILE_SUFFIXES:
-                stale.unlink()
-        return LogSegment.open(self.dir, base_offset, self.config, now_ms=self.clock())
-
-    def _add_segment(self, segment: LogSegment) -> None:
-        if segment.base_offset not in self._segments:
-            bisect.insort(self._base_offsets, segment.base_offset)
-        self._segments[segment.base_offset] = segment
-
-    def _remove_segment(self, base_offset: int) -> LogSegment:
-        segment = self._segments.pop(base_offset)
-        self._base_offsets.remove(base_offset)
-        return segment
-
-    def _schedule_delete(self, segment: LogSegment) -> None:
-        """Rename to ``.deleted`` now, delete after file.delete.delay.ms (readers may still
-        be sending from it)."""
-        segment.change_file_suffixes("", DELETED_FILE_SUFFIX)
-        due = self.clock() + self.config.file_delete_delay_ms
-        self._pending_deletes.append((due, segment))
-
-    def _floor_segment(self, offset: int) -> LogSegment | None:
-        i = bisect.bisect_right(self._base_offsets, offset) - 1
-        return self._segments[self._base_offsets[i]] if i >= 0 else None
-
-    def _segments_from(self, offset: int) -> list[int]:
-        i = max(0, bisect.bisect_right(self._base_offsets, offset) - 1)
-        return self._base_offsets[i:]
-
-    # ==========================================================================================
-    # properties
-    # ==========================================================================================
-
-    @property
-    def active_segment(self) -> LogSegment:
-        return self._segments[self._base_offsets[-1]]
-
-    @property
-    def segments(self) -> list[LogSegment]:
-        with self._lock:
-            return [self._segments[b] for b in self._base_offsets]
-
-    @property
-    def number_of_segments(self) -> int:
-        return len(self._base_offsets)
-
-    @property
-    def log_end_offset(self) -> int:
-        return self._log_end_offset
+        """Kafka's LogLoader (log_loader.py) fills the segments and settles the offsets."""
+        loaded = LogLoader(self.dir, self.config, self.clock, self._base_offsets,
+                           self._segments, self.producer_state, self.leader_epoch_cache,
+                           self._new_segment).load(had_clean_shutdown, self._log_start_offset,
+                                                   self._recovery_point)
+        self._log_start_offset = loaded.log_start_offset
+        self._recovery_point = loaded.recovery_point
+        self._log_end_offset = loaded.log_end_offset
+        self.bytes_truncated_on_load = loaded.bytes_truncated
+        for segment in loaded.removed:
+            self._schedule_delete(segment)
 
     @property
     def log_start_offset(self) -> int:
         return self._log_start_offset
 
     @property
-    def recovery_point(self) -> int:
-        return self._recovery_point
-
-    @property
     def high_watermark(self) -> int:
         return self._high_watermark
-
-    @property
-    def size(self) -> int:
-        """Bytes of all segments."""
-        with self._lock:
-            return sum(s.size for s in self._segments.values())
-
-    @property
-    def log_end_offset_metadata(self) -> LogOffsetMetadata:
-        active = self.active_segment
-        return LogOffsetMetadata(self._log_end_offset, active.base_offset, active.size)
-
-    @property
-    def pending_deletes(self) -> list[Path]:
-        return [segment.log_path for _due, segment in self._pending_deletes]
 
     def __repr__(self) -> str:
         return (
@@ -556,11 +229,7 @@ class PartitionLog:
             f"log_end_offset={self._log_end_offset})"
         )
 
-    @_locked
-    def update_config(self, config: LogConfig) -> None:
-        self.config = config
-
-    @_locked
+    @locked
     def update_high_watermark(self, high_watermark: int) -> int:
         """Set the HW, clamped to [log_start_offset, log_end_offset]; return it."""
         hw = min(max(high_watermark, self._log_start_offset), self._log_end_offset)
@@ -572,112 +241,62 @@ class PartitionLog:
     # appends
     # ==========================================================================================
 
-    def _headers(self, records: bytes | bytearray | memoryview) -> list[BatchHeader]:
-        """Validate the shape, sizes and CRCs of a produce/fetch payload, batch by batch."""
-        headers: list[BatchHeader] = []
-        consumed = 0
-        max_bytes = self.config.max_message_bytes
-        view = memoryview(records)
-        for header in iter_batch_headers(view):
-            if header.batch_length + LOG_OVERHEAD > max_bytes:
-                raise RecordTooLargeError(
-                    f"the record batch at position {header.position} is {header.size} "
-                    f"bytes, larger than max.message.bytes ({max_bytes})"
-                )
-            if header.magic >= MAGIC_V2:
-                # Inline BatchHeader.ensure_valid: this runs once per produced batch.
-                start = header.position + ATTRIBUTES_OFFSET
-                if crc32c(view[start : header.position + header.batch_length + LOG_OVERHEAD]) \
-                        != header.crc:
-                    header.ensure_valid(view)  # raises with Kafka's message
-            else:
-                header.ensure_valid(view)
-            headers.append(header)
-            consumed = header.end
-        if consumed != len(view):
-            raise CorruptRecordError(
-                f"{len(view) - consumed} trailing bytes after the last whole batch "
-                f"(a truncated batch at position {consumed})"
-            )
-        if not headers:
-            raise InvalidRecordError("no record batch to append")
-        return headers
-
     def append_as_leader(
         self,
-        records: bytes | bytearray | memoryview,
+        records: bytes | bytearray | memoryview | ValidatedRecords,
         leader_epoch: int,
         *,
-        origin: str = "client",
+        origin: AppendOrigin = AppendOrigin.CLIENT,
         verification_guard: VerificationGuard | None = None,
     ) -> LogAppendInfo:
-        """Validate ``records`` (whole batches), assign offsets from the log end offset,
-        stamp ``leader_epoch``, and append. Records are not decoded.
+        """Append ``records`` as the leader: validated (storage/validator.py, Kafka's
+        LogValidator) unless they come as ``ValidatedRecords`` already, offsets assigned
+        from the log end offset, ``leader_epoch`` stamped. Records are not decoded here.
 
-        ``origin`` is "client" (producers: no control batches, sequence checks) or
-        "coordinator" (transaction markers). A duplicate of one of a producer's last 5
+        ``origin`` says who wrote raw ``records`` (validated ones carry theirs): a client
+        (no control batches; sequence checks) or a coordinator (transaction markers are
+        checked against the producer's epochs). A duplicate of one of a producer's last 5
         batches is not appended: its original offsets come back with ``duplicate=True``.
         ``verification_guard`` (KIP-890): when the broker verifies transactions, the guard
         ``maybe_start_transaction_verification`` gave (or the sentinel); a transactional
         batch that neither continues an ongoing transaction here nor carries the
         producer's current guard is INVALID_TXN_STATE. None: not checked.
-        Compressed v0/v1 wrappers would need recompression to assign inner offsets and
-        raise UnsupportedForMessageFormatError.
 
-        A writable ``records`` (bytearray, writable memoryview) is patched in place, as
-        Kafka patches the request buffer; anything else is copied once.
+        The validated buffer is patched in place, as Kafka patches the request buffer (a
+        writable input is that buffer; anything else was copied once by the validator).
+        Records validated against another LogConfig than the log's current one (a config
+        change while they were checked in a worker thread) are validated again.
         """
+        validated = records if type(records) is ValidatedRecords else validate_records(
+            records, self.config, origin, self.clock())  # type: ignore[arg-type]
         lock = self._lock
-        lock.acquire()  # inline rather than @_locked (or ``with``): once per produce request
+        lock.acquire()  # inline rather than @locked (or ``with``): once per produce request
         try:
-            if origin == "client" and self.config.message_timestamp_type == "CreateTime":
-                info = self._append_one_plain_batch(records, leader_epoch)
-                if info is not None:
-                    return info
-            return self._append_as_leader(records, leader_epoch, origin, verification_guard)
+            config = self.config
+            if validated.config is not config:
+                validated = validate_records(validated.records, config, validated.origin,
+                                             self.clock())
+            plain = validated.plain
+            if plain is not None and config.message_timestamp_type == "CreateTime":
+                return self._append_one_plain_batch(validated.records, plain, leader_epoch)
+            return self._append_as_leader(validated, leader_epoch, verification_guard)
         finally:
             lock.release()
 
     def _append_one_plain_batch(
-        self, records: bytes | bytearray | memoryview, leader_epoch: int
-    ) -> LogAppendInfo | None:
-        """The produce path's common case in one pass: a client's single v2 batch without
-        a producer id (no idempotence state to check or update), CreateTime. None, having
-        changed nothing, for anything else (including anything invalid): the general path
-        then validates and answers exactly as it always does.
+        self, buf: bytearray | memoryview, fields: tuple[int, ...], leader_epoch: int
+    ) -> LogAppendInfo:
+        """The produce path's common case in one pass: one validated v2 batch without a
+        producer id (no idempotence state to check or update), CreateTime, described by
+        its header fields (``ValidatedRecords.plain``).
 
-        Same steps and results as the general path for such a batch: length, size limit,
-        CRC, record count, no control flag; offsets and epoch patched in (outside the
-        CRC); roll, write, index; leader epoch cache, map end offset, log end offset.
+        Same steps and results as the general path for such a batch: offsets and epoch
+        patched in (outside the CRC); roll, write, index; leader epoch cache, map end
+        offset, log end offset.
         """
-        n = len(records)
-        if n < RECORD_BATCH_OVERHEAD:
-            return None
-        (
-            batch_length,
-            magic,
-            crc,
-            attributes,
-            delta,
-            max_ts,
-            producer_id,
-            count,
-        ) = _unpack_produce_fields(records, 0)
+        batch_length, _magic, _crc, _attributes, delta, max_ts, _pid, count = fields
+        n = batch_length + LOG_OVERHEAD
         config = self.config
-        if (
-            magic != MAGIC_V2
-            or batch_length + LOG_OVERHEAD != n
-            or producer_id != NO_PRODUCER_ID
-            or attributes & CONTROL_FLAG_MASK
-            or delta < 0
-            or count != delta + 1
-            or n > config.max_message_bytes
-        ):
-            return None
-        view = records if type(records) is memoryview else memoryview(records)
-        if crc32c(view[ATTRIBUTES_OFFSET:]) != crc:
-            return None  # the general path raises with Kafka's message
-        buf = records if type(records) is bytearray else _writable(records)
         first = self._log_end_offset
         last = first + delta
         if max_ts > NO_TIMESTAMP:
@@ -717,22 +336,16 @@ class PartitionLog:
         return info
 
     def _append_as_leader(
-        self, records: bytes | bytearray | memoryview, leader_epoch: int, origin: str,
+        self, validated: ValidatedRecords, leader_epoch: int,
         verification_guard: VerificationGuard | None = None,
     ) -> LogAppendInfo:
-        headers = self._headers(records)
+        buf = validated.records
+        headers = validated.headers
+        if headers is None:  # ``plain`` said it all, but a LogAppendTime log stamps it
+            headers = [read_batch_header(buf)]
         now = self.clock()
-        if origin == "client":
+        if validated.origin is AppendOrigin.CLIENT:
             for h in headers:
-                if h.is_control:
-                    raise InvalidRecordError("clients are not allowed to write control records")
-                if h.magic >= MAGIC_V2 and (
-                    h.records_count is None or h.records_count != h.last_offset_delta + 1
-                ):
-                    raise InvalidRecordError(
-                        f"batch at position {h.position} has {h.records_count} records but a "
-                        f"lastOffsetDelta of {h.last_offset_delta}"
-                    )
                 if h.has_producer_id:
                     duplicate = self.producer_state.find_duplicate_batch(h)
                     if duplicate is not None:
@@ -742,19 +355,10 @@ class PartitionLog:
         else:
             for h in headers:
                 if h.is_control and h.has_producer_id:
-                    self.producer_state.check_marker(h, h.payload(records))
+                    self.producer_state.check_marker(h, h.payload(buf))
                 elif h.has_producer_id:
                     # A coordinator's transactional data (offset commits of a transaction).
                     self.producer_state.check_verified(h, verification_guard)
-        for h in headers:
-            if h.magic < MAGIC_V2 and h.attributes & COMPRESSION_CODEC_MASK:
-                raise UnsupportedForMessageFormatError(
-                    "compressed v0/v1 message sets are not supported: their inner offsets "
-                    "need recompression (produce with magic v2)"
-                )
-        # Kafka patches the request's buffer in place; so do we when the caller hands over
-        # a writable buffer (the broker's receive buffer). Read-only input is copied once.
-        buf = _writable(records)
         log_append = self.config.log_append_time
         next_offset = self._log_end_offset
         assigned: list[BatchHeader] = []
@@ -776,7 +380,7 @@ class PartitionLog:
             buf, assigned, leader_epoch, assign_epoch=True, now=now, log_append=log_append
         )
 
-    @_locked
+    @locked
     def maybe_start_transaction_verification(self, producer_id: int, sequence: int,
                                              epoch: int) -> VerificationGuard:
         """KIP-890: the sentinel when ``producer_id`` has an ongoing transaction here (its
@@ -814,14 +418,14 @@ class PartitionLog:
             duplicate=True,
         )
 
-    @_locked
+    @locked
     def append_as_follower(self, records: bytes | bytearray | memoryview) -> LogAppendInfo:
         """Append a leader's batches as they are (offsets and epochs kept).
 
         The first offset must be the log end offset and offsets must increase; batches
         stamped with a newer leader epoch update the leader epoch cache.
         """
-        headers = self._headers(records)
+        headers = check_batch_headers(records, self.config.max_message_bytes)
         first = (
             headers[0].base_offset if headers[0].base_offset is not None else headers[0].last_offset
         )
@@ -929,7 +533,7 @@ class PartitionLog:
             return self._roll(roll_offset)
         return segment
 
-    @_locked
+    @locked
     def roll(self, expected_next_offset: int | None = None) -> LogSegment:
         """Start a new active segment at max(expected_next_offset, log end offset)."""
         return self._roll(expected_next_offset)
@@ -974,7 +578,7 @@ class PartitionLog:
         Raises OffsetOutOfRangeError outside [log_start_offset, log_end_offset].
         """
         lock = self._lock
-        lock.acquire()  # inline rather than @_locked (or ``with``): this runs once per fetch
+        lock.acquire()  # inline rather than @locked (or ``with``): this runs once per fetch
         try:
             end = self._log_end_offset
             if start_offset == end:
@@ -1028,7 +632,7 @@ class PartitionLog:
                 return info
         return FetchDataInfo(self.log_end_offset_metadata)
 
-    @_locked
+    @locked
     def offset_metadata(self, offset: int) -> LogOffsetMetadata:
         """Where ``offset`` sits: the segment and file position of the batch holding it, the
         log end's for offsets at or past it (Kafka's convertToOffsetMetadataOrThrow, which
@@ -1063,7 +667,7 @@ class PartitionLog:
     # truncation and log start offset
     # ==========================================================================================
 
-    @_locked
+    @locked
     def truncate_to(self, target_offset: int) -> bool:
         """Remove everything at or past ``target_offset`` (a follower diverged). Returns
         False when there was nothing to remove."""
@@ -1085,12 +689,13 @@ class PartitionLog:
         self.leader_epoch_cache.truncate_from_end(self._log_end_offset)
         state = self.producer_state
         state.truncate_and_reload(self._log_start_offset, self._log_end_offset, self.clock())
-        self._replay_producer_state(state, state.map_end_offset, self._log_end_offset)
+        replay_producer_state(self._base_offsets, self._segments, state, state.map_end_offset,
+                              self._log_end_offset)
         state.update_map_end_offset(self._log_end_offset)
         state.on_high_watermark_updated(self._high_watermark)
         return True
 
-    @_locked
+    @locked
     def truncate_fully_and_start_at(self, new_offset: int) -> None:
         """Drop every segment and start empty at ``new_offset``."""
         self._truncate_fully_and_start_at(new_offset)
@@ -1108,7 +713,7 @@ class PartitionLog:
         self.leader_epoch_cache.clear_and_flush()
         self.producer_state.truncate_fully_and_start_at(new_offset)
 
-    @_locked
+    @locked
     def maybe_increment_log_start_offset(self, new_log_start_offset: int) -> bool:
         """DeleteRecords: move the log start offset forward (never past the high watermark).
 
@@ -1131,7 +736,7 @@ class PartitionLog:
     # retention
     # ==========================================================================================
 
-    @_locked
+    @locked
     def delete_old_segments(self, now_ms: int | None = None) -> int:
         """Apply retention: segments wholly below the log start offset always; with
         cleanup.policy=delete also by retention.bytes and retention.ms (a segment's age is
@@ -1196,7 +801,7 @@ class PartitionLog:
         self.producer_state.delete_snapshots_before(self._base_offsets[0])
         return deletable
 
-    @_locked
+    @locked
     def replace_segments(
         self, new_segment: LogSegment, old_segments: list[tuple[LogSegment, int]]
     ) -> None:
@@ -1250,64 +855,11 @@ class PartitionLog:
             self._pending_deletes.append((due, segment))
         self._add_segment(new_segment)
 
-    @_locked
-    def delete_pending(self, now_ms: int | None = None) -> int:
-        """Delete the ``.deleted`` segments whose file.delete.delay.ms has passed."""
-        now = self.clock() if now_ms is None else now_ms
-        due = [(t, s) for t, s in self._pending_deletes if t <= now]
-        self._pending_deletes = [(t, s) for t, s in self._pending_deletes if t > now]
-        for _t, segment in due:
-            segment.delete_if_exists()
-        return len(due)
-
-    # ==========================================================================================
-    # flushing
-    # ==========================================================================================
-
-    @_locked
-    def flush(self, offset: int | None = None) -> None:
-        """fsync segments holding offsets in [recovery_point, offset) (default: all) and
-        move the recovery point to ``offset``."""
-        self._flush(self._log_end_offset if offset is None else offset)
-
-    def _flush(self, offset: int) -> None:
-        offset = min(offset, self._log_end_offset)
-        if self._dir_needs_fsync:
-            fsync_dir(self.dir)
-            self._dir_needs_fsync = False
-        if offset <= self._recovery_point:
-            return
-        for base in self._segments_from(self._recovery_point):
-            if base >= offset:
-                break
-            self._segments[base].flush()
-        self._recovery_point = offset
-        self._last_flush_ms = self.clock()
-
-    @_locked
-    def maybe_flush(self, now_ms: int | None = None) -> bool:
-        """The flush policy: flush.messages unflushed messages, or flush.ms since the last
-        flush, or a rolled segment not yet flushed. Returns whether it flushed."""
-        now = self.clock() if now_ms is None else now_ms
-        unflushed = self._log_end_offset - self._recovery_point
-        if unflushed <= 0:
-            return False
-        if unflushed >= self.config.flush_messages or (
-            now - self._last_flush_ms >= self.config.flush_ms
-        ):
-            self._flush(self._log_end_offset)
-            return True
-        if self.active_segment.base_offset > self._recovery_point:
-            # Kafka flushes rolled segments right after a roll.
-            self._flush(self.active_segment.base_offset)
-            return True
-        return False
-
     # ==========================================================================================
     # ListOffsets
     # ==========================================================================================
 
-    @_locked
+    @locked
     def fetch_offset_by_timestamp(
         self,
         target_timestamp: int,
@@ -1349,7 +901,7 @@ class PartitionLog:
     # lifecycle
     # ==========================================================================================
 
-    @_locked
+    @locked
     def close(self) -> None:
         """Snapshot producer state and close every segment (no flush: call flush first)."""
         self.producer_state.update_map_end_offset(self._log_end_offset)
@@ -1359,7 +911,7 @@ class PartitionLog:
         for _due, segment in self._pending_deletes:
             segment.close_handlers()
 
-    @_locked
+    @locked
     def rename_dir(self, new_name: str) -> None:
         """Rename the partition directory (e.g. to its ``-delete`` name); files stay open."""
         new_dir = self.dir.parent / new_name
@@ -1370,18 +922,6 @@ class PartitionLog:
         self.leader_epoch_cache.path = new_dir / LEADER_EPOCH_CHECKPOINT_FILENAME
         self.producer_state.log_dir = new_dir
 
-    @_locked
-    def delete(self) -> None:
-        """Close and remove the whole directory (topic deletion, after the rename)."""
-        for base in list(self._base_offsets):
-            self._remove_segment(base).delete_if_exists()
-        for _t, segment in self._pending_deletes:
-            segment.delete_if_exists()
-        self._pending_deletes.clear()
-        for entry in self.dir.iterdir():
-            if entry.is_file():
-                entry.unlink()
-        self.dir.rmdir()
 
 
 # PartitionLog.read as written above: the reference, and what the C read (below) calls for

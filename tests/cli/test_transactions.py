@@ -17,6 +17,7 @@ from typer.testing import CliRunner
 
 from klog.cli.app import app
 from klog.protocol.records.v2 import BatchBuilder
+from klog.storage.validator import AppendOrigin
 from tests.daemon.wire import InProcessBroker
 
 pytestmark = pytest.mark.timeout(90)
@@ -62,7 +63,7 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcessBroker
         rm = b.broker.replica_manager
         for batch in (builder.build(), txn.build()):
             result = b.call(lambda batch=batch: rm.append_records({("t", 1): batch}, 1,
-                                                                 origin="coordinator"))
+                                                                 origin=AppendOrigin.COORDINATOR))
             assert result[("t", 1)].error_code == 0
         yield b
     finally:

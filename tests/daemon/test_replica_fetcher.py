@@ -131,13 +131,13 @@ def test_follower_replicates_and_joins_the_isr(tmp_path: Path) -> None:
             assert stat.version == state.zk_version + 1 == leader.zk_version  # type: ignore
             # ... and is announced under /isr_change_notification.
             rm = b1.replica_manager
-            assert rm is not None and rm.isr_changes == {("t", 0)}
-            assert await rm.maybe_propagate_isr_changes(force=True)
+            assert rm is not None and rm.isr_manager.changes == {("t", 0)}
+            assert await rm.isr_manager.maybe_propagate_isr_changes(force=True)
             names = b1.metastore.get_children(paths.ISR_CHANGE_NOTIFICATION)
             assert len(names) == 1 and names[0].startswith("isr_change_")
             note, _ = b1.metastore.get(f"{paths.ISR_CHANGE_NOTIFICATION}/{names[0]}")
             assert paths.IsrChangeNotification.decode(note).partitions == (("t", 0),)
-            assert rm.isr_changes == set()
+            assert rm.isr_manager.changes == set()
             # The leader epoch is on every batch, and in both epoch caches.
             raw = _log_bytes(b2, "t")
             assert {h.partition_leader_epoch for h in iter_batch_headers(raw)} == \

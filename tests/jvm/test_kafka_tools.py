@@ -24,6 +24,7 @@ from typer.testing import CliRunner
 
 from klog.cli.app import app
 from klog.protocol.records.v2 import BatchBuilder
+from klog.storage.validator import AppendOrigin
 from tests.cluster.conftest import Cluster
 from tests.daemon.wire import InProcessBroker
 from tests.jvm.conftest import wait_until_settled
@@ -426,7 +427,7 @@ def txn_broker(tmp_path: Path) -> Iterator[InProcessBroker]:
         txn.append(OLD_TS, None, b"in-txn")
         rm = b.broker.replica_manager
         result = b.call(lambda: rm.append_records({("hang", 0): txn.build()}, 1,
-                                                  origin="coordinator"))
+                                                  origin=AppendOrigin.COORDINATOR))
         assert result[("hang", 0)].error_code == 0
         yield b
     finally:

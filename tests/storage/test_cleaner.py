@@ -45,6 +45,7 @@ from klog.storage.cleaner import (
 from klog.storage.config import LogConfig
 from klog.storage.log import PartitionLog
 from klog.storage.log_manager import LogManager
+from klog.storage.validator import AppendOrigin
 from klog.tools.verify import DAMAGE, verify
 
 T0 = 1_600_000_000_000
@@ -315,10 +316,12 @@ def test_batches_keep_their_fields_and_codec(tmp_path: Path, codec: CompressionT
 
 
 def test_records_without_a_key_are_removed(tmp_path: Path) -> None:
-    log = make_log(tmp_path)
+    # Written before the topic was compacted: a compacted topic refuses keyless records.
+    log = make_log(tmp_path, cleanup_policy=("delete",))
     produce(log, [(None, b"a"), (b"k", b"b"), (None, b"c")])
     log.roll()
     produce(log, [(None, b"d")])
+    log.update_config(LogConfig(cleanup_policy=("compact",)))
     stats = clean(log)
     assert [(r.key, r.value) for r in read_all(log)] == [(b"k", b"b"), (None, b"d")]
     assert stats.invalid_messages_read == 2
@@ -433,7 +436,7 @@ def test_transaction_markers_are_kept(tmp_path: Path) -> None:
     log.append_as_leader(
         build_control_batch(EndTransactionMarker(ControlRecordType.COMMIT, 0), producer_id=4,
                             producer_epoch=0, timestamp=T0),
-        leader_epoch=1, origin="coordinator",
+        leader_epoch=1, origin=AppendOrigin.COORDINATOR,
     )
     produce(log, [(b"k", b"2")])
     log.roll()
@@ -467,7 +470,7 @@ class Txns:
         self.log.append_as_leader(
             build_control_batch(EndTransactionMarker(kind, 0), producer_id=pid,
                                 producer_epoch=0, timestamp=ts),
-            leader_epoch=1, origin="coordinator",
+            leader_epoch=1, origin=AppendOrigin.COORDINATOR,
         )
         self.log.update_high_watermark(self.log.log_end_offset)
 

@@ -23,10 +23,14 @@ from klog.storage.producer_state import (
     VerificationGuard,
 )
 from klog.storage.scan import scan_segment
+from klog.storage.validator import AppendOrigin, validate_records
 
 from .batches import build_batch, build_control_batch
 
 T0 = 1_600_000_000_000
+
+
+COORD = AppendOrigin.COORDINATOR  # the transaction coordinator's markers
 
 
 class Clock:
@@ -527,9 +531,9 @@ def _spy_general(log: PartitionLog) -> list[int]:
     calls: list[int] = []
     general = log._append_as_leader
 
-    def spy(records, leader_epoch, origin, guard=None):  # type: ignore[no-untyped-def]
+    def spy(validated, leader_epoch, guard=None):  # type: ignore[no-untyped-def]
         calls.append(1)
-        return general(records, leader_epoch, origin, guard)
+        return general(validated, leader_epoch, guard)
 
     log._append_as_leader = spy  # type: ignore[method-assign]
     return calls
@@ -566,7 +570,9 @@ def test_single_batch_fast_path_matches_the_general_path(
         clock.now += rng.choice((0, 1, 1000))
         got = fast.append_as_leader(kind(batch), leader_epoch=epoch)
         with general._lock:
-            want = general._append_as_leader(kind(batch), epoch, "client")
+            validated = validate_records(kind(batch), general.config, AppendOrigin.CLIENT,
+                                         clock.now)
+            want = general._append_as_leader(validated, epoch)
         assert got == want and type(got) is type(want)
     assert not calls  # every append above took the fast path
     assert fast.log_end_offset == general.log_end_offset
@@ -606,16 +612,16 @@ def test_fast_path_leaves_everything_else_to_the_general_path(tmp_path: Path) ->
         before = bytearray(records)
         with pytest.raises(error):
             log.append_as_leader(bytearray(records), 0)
-        assert bytes(before) == records  # nothing patched before the general path ran
+        assert bytes(before) == records  # refused by the validator: nothing patched
     assert log.log_end_offset == 2 and log.size == size
-    assert len(calls) == len(declined)
+    assert not calls  # neither append path saw them
     # Valid input the fast path does not handle: several batches, a producer id.
     info = log.append_as_leader(build_batch(0, count=2) + build_batch(0, count=3), 0)
     assert (info.first_offset, info.last_offset, info.batch_count) == (2, 6, 2)
     idempotent = build_batch(0, count=2, producer_id=9, producer_epoch=0, base_sequence=0)
     assert log.append_as_leader(idempotent, 0).first_offset == 7
     assert log.append_as_leader(idempotent, 0).duplicate
-    assert len(calls) == len(declined) + 3
+    assert len(calls) == 3
     log.close()
 
 
@@ -751,10 +757,10 @@ def test_transaction_markers_are_checked_and_complete_transactions(tmp_path: Pat
     assert log.producer_state.first_unstable_offset == 0
     with pytest.raises(InvalidProducerEpochError):
         log.append_as_leader(build_control_batch(0, commit=False, producer_id=5,
-                                                 producer_epoch=2), 0, origin="coordinator")
+                                                 producer_epoch=2), 0, origin=COORD)
     abort = build_control_batch(0, commit=False, producer_id=5, producer_epoch=3,
                                 coordinator_epoch=4)
-    log.append_as_leader(abort, 0, origin="coordinator")
+    log.append_as_leader(abort, 0, origin=COORD)
     # Completed, but unstable until the high watermark passes the marker.
     assert log.producer_state.first_unstable_offset == 0
     log.update_high_watermark(3)
@@ -764,10 +770,10 @@ def test_transaction_markers_are_checked_and_complete_transactions(tmp_path: Pat
     with pytest.raises(TransactionCoordinatorFencedError):
         log.append_as_leader(build_control_batch(0, commit=True, producer_id=5,
                                                  producer_epoch=3, coordinator_epoch=3), 0,
-                             origin="coordinator")
+                             origin=COORD)
     # An empty transaction's marker: no CompletedTxn, so nothing unstable is left behind.
     log.append_as_leader(build_control_batch(0, commit=True, producer_id=9, producer_epoch=0),
-                         0, origin="coordinator")
+                         0, origin=COORD)
     assert log.producer_state.first_unstable_offset is None
 
 
@@ -787,11 +793,11 @@ def test_ended_transactions_replayed_after_a_crash_are_stable_below_the_high_wat
     log.append_as_leader(build_batch(0, count=2, producer_id=5, producer_epoch=0,
                                      base_sequence=0, attributes=0x10), 0)
     log.append_as_leader(build_control_batch(0, commit=True, producer_id=5,
-                                             producer_epoch=0), 0, origin="coordinator")
+                                             producer_epoch=0), 0, origin=COORD)
     log.append_as_leader(build_batch(0, count=1, producer_id=5, producer_epoch=0,
                                      base_sequence=2, attributes=0x10), 0)
     log.append_as_leader(build_control_batch(0, commit=False, producer_id=5,
-                                             producer_epoch=0), 0, origin="coordinator")
+                                             producer_epoch=0), 0, origin=COORD)
     log.update_high_watermark(log.log_end_offset)
     assert log.producer_state.first_unstable_offset is None
     _crash(log)
@@ -820,7 +826,7 @@ def test_an_open_transaction_replayed_after_a_crash_stays_unstable(tmp_path: Pat
                          had_clean_shutdown=False)
     assert again.producer_state.first_unstable_offset == 2
     again.append_as_leader(build_control_batch(0, commit=False, producer_id=7,
-                                               producer_epoch=0), 0, origin="coordinator")
+                                               producer_epoch=0), 0, origin=COORD)
     again.update_high_watermark(again.log_end_offset)
     assert again.producer_state.first_unstable_offset is None
     again.close()
@@ -832,7 +838,7 @@ def test_truncation_releases_ended_transactions_below_the_high_watermark(
     log.append_as_leader(build_batch(0, count=2, producer_id=5, producer_epoch=0,
                                      base_sequence=0, attributes=0x10), 0)
     log.append_as_leader(build_control_batch(0, commit=True, producer_id=5,
-                                             producer_epoch=0), 0, origin="coordinator")
+                                             producer_epoch=0), 0, origin=COORD)
     append_n(log, 2, records=1)
     log.update_high_watermark(log.log_end_offset)
     log.truncate_to(4)
@@ -873,10 +879,10 @@ def test_a_marker_between_verification_and_append_refuses_the_late_write(
     log.append_as_leader(_txn(), 0, verification_guard=log.maybe_start_transaction_verification(
         5, 0, 0))
     log.append_as_leader(build_control_batch(0, commit=False, producer_id=5, producer_epoch=0),
-                         0, origin="coordinator")
+                         0, origin=COORD)
     guard = log.maybe_start_transaction_verification(5, 1, 0)
     log.append_as_leader(build_control_batch(0, commit=False, producer_id=5, producer_epoch=0),
-                         0, origin="coordinator")
+                         0, origin=COORD)
     with pytest.raises(InvalidTxnStateError):
         log.append_as_leader(_txn(seq=1), 0, verification_guard=guard)
     assert log.log_end_offset == 3
@@ -891,11 +897,11 @@ def test_a_coordinators_transactional_data_is_verified_too(tmp_path: Path) -> No
     nothing."""
     log = make_log(tmp_path)
     with pytest.raises(InvalidTxnStateError):
-        log.append_as_leader(_txn(), 0, origin="coordinator",
+        log.append_as_leader(_txn(), 0, origin=COORD,
                              verification_guard=VerificationGuard.SENTINEL)
     guard = log.maybe_start_transaction_verification(5, -1, 0)
-    log.append_as_leader(_txn(), 0, origin="coordinator", verification_guard=guard)
+    log.append_as_leader(_txn(), 0, origin=COORD, verification_guard=guard)
     log.append_as_leader(build_control_batch(0, commit=True, producer_id=5, producer_epoch=0),
-                         0, origin="coordinator", verification_guard=VerificationGuard.SENTINEL)
+                         0, origin=COORD, verification_guard=VerificationGuard.SENTINEL)
     log.append_as_leader(_txn(pid=9), 0)
     assert log.log_end_offset == 3

@@ -76,6 +76,7 @@ from klog.protocol.internal_topics import (
 from klog.protocol.records.batch import NO_SEQUENCE, BatchHeader, CompressionType
 from klog.protocol.records.decode import iter_records
 from klog.protocol.records.v2 import BatchBuilder
+from klog.storage.validator import AppendOrigin
 
 if TYPE_CHECKING:
     from klog.daemon.admin import AdminManager
@@ -478,7 +479,7 @@ class GroupMetadataManager(CoordinatorPartitions[LoadResult]):
             builder.append(timestamp, key, value)
         tp = (OFFSETS_TOPIC, partition)
         acks = self.config.offsets_commit_required_acks
-        results = rm.append_records({tp: builder.build()}, acks, origin="coordinator")
+        results = rm.append_records({tp: builder.build()}, acks, origin=AppendOrigin.COORDINATOR)
         if acks == -1:
             results = await rm.wait_for_isr(results, self.config.offsets_commit_timeout_ms)
         code = results[tp].error_code
@@ -631,7 +632,7 @@ class GroupMetadataManager(CoordinatorPartitions[LoadResult]):
         rm = self.replica_manager
         tp = (OFFSETS_TOPIC, partition)
         acks = self.config.offsets_commit_required_acks
-        results = rm.append_records({tp: builder.build()}, acks, origin="coordinator",
+        results = rm.append_records({tp: builder.build()}, acks, origin=AppendOrigin.COORDINATOR,
                                     verification_guards=guards)
         if acks == -1:
             results = await rm.wait_for_isr(results, self.config.offsets_commit_timeout_ms)

@@ -11,7 +11,7 @@ UNKNOWN_TOPIC_OR_PARTITION.
 from __future__ import annotations
 
 from klog.daemon.handlers import Request, RequestContext, Response
-from klog.daemon.replica_manager import ProducerStateInfo
+from klog.daemon.partition import ProducerStateInfo
 from klog.protocol.acls import AclOperation, ResourceType
 from klog.protocol.errors import ErrorCode
 

@@ -27,7 +27,8 @@ metadata cache knows and its endpoint (KIP-951), as Kafka 3.9 does in ZooKeeper 
 
 Fetch v0-v3 come from consumers that cannot read message format v2 (Kafka 0.9/0.10): their
 records are down-converted to v0 (Fetch v0-v1) or v1 (v2-v3) by
-``ReplicaManager.down_convert``; from v4 on the file regions go out as they are (sendfile).
+klog/daemon/down_conversion.py, after the read; from v4 on the file regions go out as they
+are (sendfile).
 
 Fetch sessions (KIP-227, v7+): a request with session epoch -1 and no session (klog's
 replica fetcher and most clients) is a plain full fetch and skips the session cache; any
@@ -49,6 +50,7 @@ import uuid
 from typing import Any, cast
 
 from klog.daemon.delayed import FetchKey, FetchParams
+from klog.daemon.down_conversion import down_convert_fetched
 from klog.daemon.fetch_session import SessionKey
 from klog.daemon.handlers import CLUSTER_ACTION, Request, RequestContext, Response
 from klog.daemon.partition import FetchIsolation
@@ -171,7 +173,8 @@ async def handle(ctx: RequestContext, request: Request) -> Response:
         return _encode(version, [keys[i] for i in keep], [results[i] for i in keep],
                        session_id=session_id, leaders=leaders)
     if version <= 3 and replica_id < 0:
-        converted = await rm.down_convert(wanted, results, LEGACY_MAGIC[version])
+        converted = await down_convert_fetched(wanted, results, LEGACY_MAGIC[version],
+                                               rm.topic_config)
         return _encode(version, keys, results, converted)
     return _encode(version, keys, results, leaders=leaders)
 

@@ -2,7 +2,7 @@
 
 "Latest" is the high watermark for read_uncommitted and the last stable offset for
 read_committed, as consumers expect; a timestamp is looked up through the time index and
-answered with the exact record (``ReplicaManager.offset_for_timestamp``).
+answered with the exact record (``Partition.fetch_offset_for_timestamp``).
 
 As Kafka's ReplicaManager.fetchOffset: a partition named twice in one request is answered
 once, INVALID_REQUEST; a special timestamp the request's version does not know (max
@@ -75,7 +75,7 @@ async def handle(ctx: RequestContext, request: Request) -> Response:
                     # As Kafka: the partition's current leader epoch.
                     out.update(offset=offset, leader_epoch=partition.leader_epoch)
                 else:
-                    found = rm.offset_for_timestamp(partition, ts)
+                    found = partition.fetch_offset_for_timestamp(ts)
                     hw = partition.high_watermark
                     if found is not None and (found.offset < hw or ts == EARLIEST
                                               or from_follower):

@@ -16,8 +16,9 @@ While an acks=-1 produce waits for the ISR, the connection goes on with the prod
 next requests (a ``Deferred`` answer). The append itself may wait too, for a heavy record
 check done off the event loop; the connection's next request waits for that.
 
-Produce v0-v2 (clients of Kafka 0.9/0.10) carry v0/v1 message sets, which the replica
-manager converts to the topic's v2 format as Kafka's LogValidator does. From v3 on each
+Produce v0-v2 (clients of Kafka 0.9/0.10) carry v0/v1 message sets, which the log's
+validator (klog/storage/validator.py) converts to the topic's v2 format as Kafka's
+LogValidator does. From v3 on each
 partition's records must be exactly one whole v2 batch (Kafka's
 ProduceRequest.validateRecords): none (empty or cut short), a v0/v1 message or a second
 batch is INVALID_RECORD, a length below any entry's CORRUPT_MESSAGE, zstd below v7

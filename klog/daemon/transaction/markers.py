@@ -3,7 +3,7 @@
 ``MarkerWriter`` is the partition side (Kafka's KafkaApis.handleWriteTxnMarkersRequest):
 for each partition one control batch -- producer id and epoch of the transaction, one
 COMMIT or ABORT record carrying the coordinator epoch -- appended with acks=all through
-the replica manager (``origin="coordinator"``). The log checks the epochs (a stale
+the replica manager (``origin=AppendOrigin.COORDINATOR``). The log checks the epochs (a stale
 producer epoch is INVALID_PRODUCER_EPOCH, an older coordinator epoch
 TRANSACTION_COORDINATOR_FENCED), ends the producer's transaction (the last stable offset
 moves on) and indexes an abort in ``.txnindex``. A marker written to a partition of
@@ -41,6 +41,7 @@ from klog.protocol.records.control import (
     EndTransactionMarker,
     build_control_batch,
 )
+from klog.storage.validator import AppendOrigin
 
 if TYPE_CHECKING:
     from klog.daemon.config.dynamic import DynamicBrokerConfig
@@ -91,7 +92,7 @@ class MarkerWriter:
         entries = {tp: bytearray(batch) for tp in dict.fromkeys(partitions)}
         if not entries:
             return {}
-        results = rm.append_records(entries, -1, origin="coordinator")
+        results = rm.append_records(entries, -1, origin=AppendOrigin.COORDINATOR)
         results = await rm.wait_for_isr(results, self._config.current.request_timeout_ms)
         out = {tp: int(r.error_code) for tp, r in results.items()}
         for (topic, partition), code in out.items():

@@ -17,7 +17,7 @@ with the group coordinator):
   partition's ids are dropped (``on_unloaded``);
 - writing a transition: key TransactionLogKey v0, value TransactionLogValue v0 (a
   tombstone for Dead), one record per batch, acks=all through the replica manager
-  (``origin="coordinator"``) within ``request.timeout.ms``; the metadata takes the new
+  (``origin=AppendOrigin.COORDINATOR``) within ``request.timeout.ms``; the metadata takes the new
   state only once the write is acknowledged and the partition is still ours at the same
   coordinator epoch (else NOT_COORDINATOR), and its pending state is dropped on failure.
 
@@ -52,6 +52,7 @@ from klog.protocol.internal_topics import (
 from klog.protocol.records.batch import BatchHeader
 from klog.protocol.records.decode import iter_records
 from klog.protocol.records.v2 import BatchBuilder
+from klog.storage.validator import AppendOrigin
 
 if TYPE_CHECKING:
     from klog.daemon.admin import AdminManager
@@ -226,7 +227,7 @@ class TransactionStateManager(CoordinatorPartitions[LoadResult]):
         rm = self.replica_manager
         code: ErrorCode
         try:
-            results = rm.append_records({tp: builder.build()}, -1, origin="coordinator")
+            results = rm.append_records({tp: builder.build()}, -1, origin=AppendOrigin.COORDINATOR)
             results = await rm.wait_for_isr(results, self.config.request_timeout_ms)
             raw = results[tp].error_code
             try:

@@ -32,6 +32,7 @@ from klog.protocol.internal_topics import (
 )
 from klog.protocol.records.batch import iter_batch_headers
 from klog.protocol.records.v2 import iter_records
+from klog.storage.validator import AppendOrigin
 from tests.daemon.wire import InProcessBroker
 
 T = TypeVar("T")
@@ -394,7 +395,7 @@ def test_read_offsets_partition_transactions(tmp_path: Path) -> None:
         for batch in (commit_batch(-1, "plain", 1, False), commit_batch(7, "committed", 2, True),
                       commit_batch(8, "aborted", 3, True), marker(7, True), marker(8, False),
                       commit_batch(9, "open", 4, True)):
-            plog.append_as_leader(batch, 0, origin="coordinator")
+            plog.append_as_leader(batch, 0, origin=AppendOrigin.COORDINATOR)
         result = read_offsets_partition(plog, 64)
         assert {g: {tp: om.offset for tp, om in o.items()} for g, o in result.offsets.items()} \
             == {"plain": {("t", 0): 1}, "committed": {("t", 0): 2}}
@@ -426,7 +427,7 @@ def test_a_cleaning_swapped_in_while_loading_changes_nothing(tmp_path: Path,
             tp = ("t", i % 4)
             b = BatchBuilder()
             b.append(i, *offset_commit_record("g", tp, OffsetAndMetadata(i, -1, "", i)))
-            plog.append_as_leader(b.build(), 0, origin="coordinator")
+            plog.append_as_leader(b.build(), 0, origin=AppendOrigin.COORDINATOR)
             latest[tp] = i
         plog.update_high_watermark(plog.log_end_offset)
         read = plog.read
@@ -531,7 +532,7 @@ def test_undecodable_records_are_skipped(tmp_path: Path) -> None:
         b.append(1, OffsetCommitKey("g", "t", 0).encode(), b"\x00\x03\x00")  # cut value
         b.append(1, OffsetCommitKey("g", "t", 1).encode(), OffsetCommitValue(9).encode())
         b.append(1, GroupMetadataKey("g").encode(), b"\x7f\x7f")  # unknown value version
-        plog.append_as_leader(b.build(), 0, origin="coordinator")
+        plog.append_as_leader(b.build(), 0, origin=AppendOrigin.COORDINATOR)
         result = read_offsets_partition(plog, 1 << 20)
         assert {g: {tp: om.offset for tp, om in o.items()} for g, o in result.offsets.items()} \
             == {"g": {("t", 1): 9}}
@@ -612,7 +613,7 @@ def _marker(broker: InProcessBroker, partition: int, producer_id: int, epoch: in
                                 producer_epoch=epoch)
     rm = broker.broker.replica_manager
     tp = (OFFSETS_TOPIC, partition)
-    result = broker.call(lambda: rm.append_records({tp: batch}, 1, origin="coordinator"))
+    result = broker.call(lambda: rm.append_records({tp: batch}, 1, origin=AppendOrigin.COORDINATOR))
     assert result[tp].error_code == 0
     mgr = _manager(broker)
     broker.call(lambda: mgr.complete_transaction(partition, producer_id, commit))
@@ -696,7 +697,7 @@ def test_loading_applies_markers_and_keeps_open_transactions_pending(tmp_path: P
             batch = build_control_batch(EndTransactionMarker(kind, 0), producer_id=pid,
                                         producer_epoch=0)
             broker.call(lambda b=batch: rm.append_records({(OFFSETS_TOPIC, p): b}, 1,
-                                                          origin="coordinator"))
+                                                          origin=AppendOrigin.COORDINATOR))
     finally:
         broker.stop()
     broker = _start(tmp_path)

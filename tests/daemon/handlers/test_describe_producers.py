@@ -7,7 +7,7 @@ import asyncio
 from typing import Any
 
 from klog.daemon.handlers.describe_producers import handle
-from klog.daemon.replica_manager import ProducerStateInfo
+from klog.daemon.partition import ProducerStateInfo
 from klog.protocol import apis
 from klog.protocol.entities import build
 from klog.protocol.errors import ErrorCode

@@ -27,6 +27,7 @@ from klog.protocol.errors import ErrorCode
 from klog.protocol.internal_topics import TransactionLogKey, TransactionLogValue
 from klog.protocol.records.batch import read_batch_header
 from klog.protocol.records.v2 import iter_records
+from klog.storage.validator import AppendOrigin
 
 PARTITIONS = 4
 NOW = 1_700_000_000_000
@@ -38,8 +39,8 @@ class FakeReplicaManager:
         self.error = 0
 
     def append_records(self, entries: dict[tuple[str, int], Any], acks: int,
-                       origin: str) -> dict[tuple[str, int], ProduceResult]:
-        assert acks == -1 and origin == "coordinator"
+                       origin: AppendOrigin) -> dict[tuple[str, int], ProduceResult]:
+        assert acks == -1 and origin is AppendOrigin.COORDINATOR
         out = {}
         for (topic, partition), records in entries.items():
             assert topic == TRANSACTION_STATE_TOPIC
@@ -452,7 +453,7 @@ def test_what_is_written_loads_back(tmp_path: Any) -> None:
     plog = PartitionLog(tmp_path / f"{TRANSACTION_STATE_TOPIC}-0", LogConfig())
 
     def append_records(entries: dict[tuple[str, int], Any], acks: int,
-                       origin: str) -> dict[tuple[str, int], ProduceResult]:
+                       origin: AppendOrigin) -> dict[tuple[str, int], ProduceResult]:
         for records in entries.values():
             plog.append_as_leader(bytes(records), 0, origin=origin)
         return real_append(entries, acks, origin)

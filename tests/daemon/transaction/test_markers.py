@@ -14,6 +14,7 @@ from klog.protocol.errors import ErrorCode
 from klog.protocol.records.batch import read_batch_header
 from klog.protocol.records.control import ControlRecordType, EndTransactionMarker
 from klog.protocol.records.v2 import iter_records
+from klog.storage.validator import AppendOrigin
 
 CONFIG = SimpleNamespace(current=SimpleNamespace(request_timeout_ms=1000))
 
@@ -24,7 +25,7 @@ class FakeReplicaManager:
         self.appended: list[tuple[tuple[str, int], bytes, str]] = []
 
     def append_records(self, entries: dict[tuple[str, int], Any], acks: int,
-                       origin: str) -> dict[tuple[str, int], ProduceResult]:
+                       origin: AppendOrigin) -> dict[tuple[str, int], ProduceResult]:
         assert acks == -1
         out = {}
         for tp, records in entries.items():
@@ -51,7 +52,7 @@ def test_writer_appends_control_batches_and_tells_the_offsets_listener() -> None
     tp, data, origin = rm.appended[0]
     header = read_batch_header(data)
     assert (tp, origin, header.producer_id, header.producer_epoch, header.is_control,
-            header.is_transactional) == (("a", 0), "coordinator", 42, 3, True, True)
+            header.is_transactional) == (("a", 0), AppendOrigin.COORDINATOR, 42, 3, True, True)
     (record,) = iter_records(data, header)
     assert EndTransactionMarker.from_record(record) == EndTransactionMarker(
         ControlRecordType.COMMIT, 7)

@@ -19,6 +19,7 @@ from klog.protocol.internal_topics import TransactionLogKey
 from klog.protocol.records.v2 import BatchBuilder
 from klog.storage.config import LogConfig
 from klog.storage.log import PartitionLog
+from klog.storage.validator import AppendOrigin
 
 CONFIG = SimpleNamespace(current=SimpleNamespace(
     transaction_state_log_num_partitions=50, transaction_state_log_load_buffer_size=64,
@@ -53,7 +54,7 @@ def test_load_on_leadership_and_unload_on_its_loss(tmp_path: Path) -> None:
         md.complete_transition(value)
         builder.append(10 + i, TransactionLogKey("my-txn").encode(),
                        value.to_log_value().encode())
-        plog.append_as_leader(builder.build(), 0, origin="coordinator")
+        plog.append_as_leader(builder.build(), 0, origin=AppendOrigin.COORDINATOR)
     sm = _manager(plog)
     loaded: list[tuple[int, int, list[str]]] = []
     sm.on_loaded = lambda p, e, mds: loaded.append((p, e, [m.transactional_id for m in mds]))
