@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup test bench lint run clean
+.PHONY: setup test bench lint run clean chaos
 
 # setup.py and the C sources: editing them rebuilds the extensions in place.
 $(STAMP): pyproject.toml setup.py $(wildcard klog/*/*.c klog/*/*/*.c klog/*.h)
@@ -39,6 +39,13 @@ test: $(STAMP) $(JVMSTAMP)
 # A standalone broker on 127.0.0.1:9092 with its data in ./klog-data (Ctrl-C stops it cleanly).
 run: $(STAMP)
 	$(VENV)/bin/klog broker start
+
+# The chaos harness's long form (needs root): every nemesis for CHAOS_DURATION seconds on
+# a 3-node ZooKeeper ensemble; the result in chaos-result.json. CHAOS_SEED replays a run.
+CHAOS_DURATION ?= 1800
+CHAOS_SEED ?= $(shell date +%s)
+chaos: $(STAMP)
+	$(PY) -m tests.chaos --seed $(CHAOS_SEED) --duration $(CHAOS_DURATION) --json chaos-result.json
 
 bench: $(STAMP)
 	$(PY) benchmarks/run_all.py

@@ -12,8 +12,13 @@ reassignment tool alike. It owns the two assignments Kafka makes:
   alternated rack by rack, each further replica on the next broker (shifted) whose rack,
   and then itself, holds no replica of the partition yet.
 
+``assign_replicas_to_brokers`` chooses between them as Kafka's
+``AdminUtils.assignReplicasToBrokers`` does: rack-aware when any broker has a rack, and then
+every broker must have one (``MixedRacksError`` otherwise).
+
 Input it refuses raises a ``PlacementError`` subclass named after Kafka's exception
-(``InvalidPartitionsError``, ``InvalidReplicationFactorError``); the broker turns them into
+(``InvalidPartitionsError``, ``InvalidReplicationFactorError``, ``MixedRacksError`` for
+its AdminOperationException); the broker turns them into
 its error codes, the tools into their own messages. No I/O, no state: plain values in,
 ``{partition: [broker, ...]}`` out.
 """
@@ -41,13 +46,17 @@ class InvalidReplicationFactorError(PlacementError):
     """Kafka's InvalidReplicationFactorException: too few brokers, or a factor below 1."""
 
 
-def assign_replicas(brokers: Sequence[int], num_partitions: int, replication_factor: int,
-                    start_partition: int = 0, rng: random.Random | None = None,
-                    fixed_start_index: int = -1) -> dict[int, list[int]]:
-    """Kafka's rack-unaware assignment: leaders spread round-robin from a random broker,
-    followers shifted so that replicas of consecutive partitions land on different
-    brokers. ``fixed_start_index`` (>= 0) replaces both random choices, as Kafka does when
-    adding partitions (the new ones continue the existing round-robin)."""
+class MixedRacksError(PlacementError):
+    """Kafka's AdminOperationException when some brokers have a rack and others none."""
+
+
+#: Kafka's message for a rack-aware placement over brokers some of which have no rack.
+MIXED_RACKS = "Not all brokers have rack information for replica rack aware assignment."
+
+
+def _check_counts(num_partitions: int, replication_factor: int, start_partition: int,
+                  brokers: int) -> None:
+    """Kafka's checks before either placement, with its messages."""
     if num_partitions <= 0:
         raise InvalidPartitionsError("Number of partitions must be larger than 0.")
     if start_partition + num_partitions > MAX_PARTITIONS_PER_TOPIC:
@@ -56,11 +65,40 @@ def assign_replicas(brokers: Sequence[int], num_partitions: int, replication_fac
             f"klog's limit of {MAX_PARTITIONS_PER_TOPIC} per topic.")
     if replication_factor <= 0:
         raise InvalidReplicationFactorError("Replication factor must be larger than 0.")
+    if replication_factor > brokers:
+        raise InvalidReplicationFactorError(
+            f"Replication factor: {replication_factor} larger than available brokers: "
+            f"{brokers}.")
+
+
+def assign_replicas_to_brokers(racks: Mapping[int, str | None], num_partitions: int,
+                               replication_factor: int, start_partition: int = 0,
+                               rng: random.Random | None = None,
+                               fixed_start_index: int = -1) -> dict[int, list[int]]:
+    """Kafka's assignReplicasToBrokers over ``racks`` (every broker to place on -> its
+    rack, None for none): rack-unaware when no broker has a rack, rack-aware when all
+    have one; a mix raises ``MixedRacksError``, as Kafka refuses it."""
+    _check_counts(num_partitions, replication_factor, start_partition, len(racks))
+    if all(rack is None for rack in racks.values()):
+        return assign_replicas(list(racks), num_partitions, replication_factor,
+                               start_partition, rng, fixed_start_index)
+    if any(rack is None for rack in racks.values()):
+        raise MixedRacksError(MIXED_RACKS)
+    return assign_replicas_rack_aware({b: r for b, r in racks.items() if r is not None},
+                                      num_partitions, replication_factor, rng,
+                                      fixed_start_index, start_partition)
+
+
+def assign_replicas(brokers: Sequence[int], num_partitions: int, replication_factor: int,
+                    start_partition: int = 0, rng: random.Random | None = None,
+                    fixed_start_index: int = -1) -> dict[int, list[int]]:
+    """Kafka's rack-unaware assignment: leaders spread round-robin from a random broker,
+    followers shifted so that replicas of consecutive partitions land on different
+    brokers. ``fixed_start_index`` (>= 0) replaces both random choices, as Kafka does when
+    adding partitions (the new ones continue the existing round-robin)."""
     ids = sorted(brokers)
     n = len(ids)
-    if replication_factor > n:
-        raise InvalidReplicationFactorError(
-            f"Replication factor: {replication_factor} larger than available brokers: {n}.")
+    _check_counts(num_partitions, replication_factor, start_partition, n)
     rng = rng or random.Random()
     start_index = fixed_start_index if fixed_start_index >= 0 else rng.randrange(n)
     shift = fixed_start_index if fixed_start_index >= 0 else rng.randrange(n)
@@ -99,15 +137,14 @@ def rack_alternated(racks: Mapping[int, str]) -> list[int]:
 
 def assign_replicas_rack_aware(racks: Mapping[int, str], num_partitions: int,
                                replication_factor: int, rng: random.Random | None = None,
-                               fixed_start_index: int = -1) -> dict[int, list[int]]:
+                               fixed_start_index: int = -1, start_partition: int = 0
+                               ) -> dict[int, list[int]]:
     """Kafka's assignReplicasToBrokersRackAware: the leaders round-robin over the
     rack-alternated broker list; each further replica goes to the next broker (shifted)
     whose rack, and then itself, holds no replica yet, while such racks/brokers remain.
-    ``racks`` maps every broker to place on to its rack."""
-    if replication_factor > len(racks):
-        raise InvalidReplicationFactorError(
-            f"Replication factor: {replication_factor} larger than available brokers: "
-            f"{len(racks)}.")
+    ``racks`` maps every broker to place on to its rack. ``start_partition`` and
+    ``fixed_start_index`` continue an existing topic's round-robin (adding partitions)."""
+    _check_counts(num_partitions, replication_factor, start_partition, len(racks))
     rng = rng or random.Random()
     arranged = rack_alternated(racks)
     n = len(arranged)
@@ -115,7 +152,7 @@ def assign_replicas_rack_aware(racks: Mapping[int, str], num_partitions: int,
     start_index = fixed_start_index if fixed_start_index >= 0 else rng.randrange(n)
     shift = fixed_start_index if fixed_start_index >= 0 else rng.randrange(n)
     out: dict[int, list[int]] = {}
-    for partition in range(num_partitions):
+    for partition in range(max(0, start_partition), max(0, start_partition) + num_partitions):
         if partition > 0 and partition % n == 0:
             shift += 1
         first = (partition + start_index) % n

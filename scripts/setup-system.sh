@@ -27,6 +27,12 @@ command -v javac >/dev/null 2>&1 || missing+=(openjdk-17-jdk-headless)
 command -v mvn >/dev/null 2>&1 || missing+=(maven)
 # The security tests make their TLS certificates with the openssl command line.
 command -v openssl >/dev/null 2>&1 || missing+=(openssl)
+# The chaos harness (tests/chaos): network namespaces, veths and a bridge (ip, tc from
+# iproute2), faults as nftables rules, and NFQUEUE rules (iptables) for latency where the
+# kernel has no sch_netem.
+command -v ip >/dev/null 2>&1 || missing+=(iproute2)
+command -v nft >/dev/null 2>&1 || missing+=(nftables)
+command -v iptables >/dev/null 2>&1 || missing+=(iptables)
 
 if [ ${#missing[@]} -eq 0 ]; then
     exit 0

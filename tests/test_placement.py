@@ -12,10 +12,13 @@ import pytest
 
 from klog.placement import (
     MAX_PARTITIONS_PER_TOPIC,
+    MIXED_RACKS,
     InvalidPartitionsError,
     InvalidReplicationFactorError,
+    MixedRacksError,
     assign_replicas,
     assign_replicas_rack_aware,
+    assign_replicas_to_brokers,
     rack_alternated,
 )
 
@@ -81,3 +84,39 @@ def test_rack_aware_refuses_more_replicas_than_brokers() -> None:
     with pytest.raises(InvalidReplicationFactorError,
                        match=r"^Replication factor: 3 larger than available brokers: 2\.$"):
         assign_replicas_rack_aware({0: "a", 1: "b"}, 1, 3)
+
+
+def test_assign_to_brokers_is_rack_unaware_without_racks() -> None:
+    brokers = {1: None, 2: None, 3: None}
+    assert assign_replicas_to_brokers(brokers, 6, 2, fixed_start_index=0) == \
+        assign_replicas([1, 2, 3], 6, 2, fixed_start_index=0)
+
+
+def test_assign_to_brokers_is_rack_aware_with_racks() -> None:
+    racks = {0: "rack1", 1: "rack3", 2: "rack3", 3: "rack2", 4: "rack2", 5: "rack1"}
+    assert assign_replicas_to_brokers(racks, 7, 3, fixed_start_index=0) == \
+        assign_replicas_rack_aware(racks, 7, 3, fixed_start_index=0)
+    # Random starts: every partition still has one replica in each of the three racks.
+    for seed in range(20):
+        out = assign_replicas_to_brokers(racks, 12, 3, rng=random.Random(seed))
+        for replicas in out.values():
+            assert sorted(racks[b] for b in replicas) == ["rack1", "rack2", "rack3"]
+
+
+def test_assign_to_brokers_refuses_a_mix_of_racked_and_unracked_brokers() -> None:
+    with pytest.raises(MixedRacksError) as info:
+        assign_replicas_to_brokers({1: "a", 2: None, 3: "b"}, 1, 1)
+    assert str(info.value) == MIXED_RACKS == (
+        "Not all brokers have rack information for replica rack aware assignment.")
+
+
+def test_rack_aware_continues_from_a_start_partition() -> None:
+    # Adding partitions 7.. to the topic of Kafka's example continues its round-robin of
+    # leaders (the followers' shift starts anew, as in Kafka), one replica in each rack.
+    racks = {0: "rack1", 1: "rack3", 2: "rack3", 3: "rack2", 4: "rack2", 5: "rack1"}
+    whole = assign_replicas_rack_aware(racks, 10, 3, fixed_start_index=0)
+    added = assign_replicas_rack_aware(racks, 3, 3, fixed_start_index=0, start_partition=7)
+    assert sorted(added) == [7, 8, 9]
+    assert [added[p][0] for p in added] == [whole[p][0] for p in (7, 8, 9)]
+    for replicas in added.values():
+        assert sorted(racks[b] for b in replicas) == ["rack1", "rack2", "rack3"]

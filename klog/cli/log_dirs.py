@@ -2,8 +2,10 @@
 (kafka-log-dirs.sh --describe).
 
 Formatting only: the figures are DescribeLogDirs' (klog.client.admin.AdminClient
-.describe_log_dirs). A table by default; ``--json`` prints the document kafka-log-dirs.sh
-prints, so scripts written for it read klog's:
+.describe_log_dirs). A table by default, then the moves between log dirs in progress
+(AlterReplicaLogDirs: a replica's future log in another dir; ``klog reassign`` with
+``log_dirs`` starts them); ``--json`` prints the document kafka-log-dirs.sh prints, so
+scripts written for it read klog's (a move shows as an ``isFuture`` entry):
 
     {"version":1,"brokers":[{"broker":0,"logDirs":[{"logDir":"/data","error":null,
       "partitions":[{"partition":"t-0","size":123,"offsetLag":0,"isFuture":false}]}]}]}
@@ -84,16 +86,43 @@ def describe(
     if as_json:
         console.emit_json(doc)
         return
-    t = table("BROKER", "LOG DIR", "PARTITION", "SIZE", "OFFSET LAG", "ERROR",
+    t = table("BROKER", "LOG DIR", "PARTITION", "SIZE", "OFFSET LAG", "FUTURE", "ERROR",
               right=("SIZE", "OFFSET LAG"))
     for b in doc["brokers"]:
         for d in b["logDirs"]:
             if not d["partitions"]:
-                t.add_row(str(b["broker"]), d["logDir"], "-", "-", "-", d["error"] or "")
+                t.add_row(str(b["broker"]), d["logDir"], "-", "-", "-", "-", d["error"] or "")
             for p in d["partitions"]:
                 t.add_row(str(b["broker"]), d["logDir"], p["partition"], str(p["size"]),
-                          str(p["offsetLag"]), d["error"] or "")
+                          str(p["offsetLag"]), "yes" if p["isFuture"] else "no",
+                          d["error"] or "")
     print_table(t)
+    moves = moves_in_progress(doc)
+    if moves:
+        console.line("")
+        m = table("BROKER", "PARTITION", "FROM", "TO", "COPIED", "BEHIND",
+                  right=("COPIED", "BEHIND"))
+        for move in moves:
+            m.add_row(str(move["broker"]), move["partition"], move["from"] or "-",
+                      move["to"], str(move["copied"]), str(move["behind"]))
+        console.out.print("[bold]Moves between log dirs in progress[/bold]")
+        print_table(m)
+
+
+def moves_in_progress(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each replica with a future log: its broker, where it is and where it goes, the
+    bytes copied so far and how many offsets the copy is behind."""
+    out = []
+    for b in doc["brokers"]:
+        current = {p["partition"]: d["logDir"] for d in b["logDirs"]
+                   for p in d["partitions"] if not p["isFuture"]}
+        for d in b["logDirs"]:
+            for p in d["partitions"]:
+                if p["isFuture"]:
+                    out.append({"broker": b["broker"], "partition": p["partition"],
+                                "from": current.get(p["partition"]), "to": d["logDir"],
+                                "copied": p["size"], "behind": p["offsetLag"]})
+    return out
 
 
 def register(app: typer.Typer) -> None:

@@ -29,7 +29,7 @@ from klog.cli.topic import (
 
 if TYPE_CHECKING:
     from klog.client.admin import AdminClient
-    from klog.tools.reassignment import PartitionStatus, ReplicaProgress
+    from klog.tools.reassignment import LogDirMoveState, PartitionStatus, ReplicaProgress
 
 reassign_app = typer.Typer(
     name="reassign",
@@ -175,9 +175,6 @@ def execute(
 
     proposed, log_dirs = _plan(r.parse_reassignment,
                                _read(reassignment_json_file, "--reassignment-json-file"))
-    refused = r.unsupported_log_dirs(log_dirs)
-    if refused:
-        fail(refused, console.EXIT_USAGE)
     if timeout <= 0:
         fail("--timeout must be positive", console.EXIT_USAGE)
     report: dict[str, Any] = {"throttle": throttle if throttle >= 0 else None,
@@ -206,22 +203,38 @@ def execute(
             report["throttled_brokers"] = sorted(r.reassigning_brokers(moves))
             say(f"The inter-broker throttle limit was set to {throttle} B/s")
         if replica_alter_log_dirs_throttle >= 0:
-            # No replica changes log dir (klog refuses those moves above): no broker to
-            # write it on, as Kafka's calculateMovingBrokers finds none either.
-            say(f"The replica-alter-dir throttle limit was set to "
-                f"{replica_alter_log_dirs_throttle} B/s")
+            # On the brokers whose replicas change log dir (Kafka's calculateMovingBrokers).
+            movers = sorted(r.moving_brokers(log_dirs))
+            report["log_dir_throttled_brokers"] = movers
+            if movers:
+                await r.apply_changes(admin, r.log_dir_throttle_changes(
+                    movers, replica_alter_log_dirs_throttle))
+                say(f"The replica-alter-dir throttle limit was set to "
+                    f"{replica_alter_log_dirs_throttle} B/s")
+            else:
+                say("No replica changes log directory: the replica-alter-dir throttle "
+                    "was not set")
         errors = await r.start(admin, proposed)
         if errors:
             fail("Error reassigning partition(s): " + "; ".join(
                 f"{r.tp_name(tp)}: {errors[tp]}" for tp in r.sorted_tps(errors)))
+        started = [r.tp_name(tp) for tp in r.sorted_tps(proposed)]
+        report["started"] = started
+        say(f"Successfully started partition reassignment{'' if len(started) == 1 else 's'}"
+            f" for {','.join(started)}")
+        if log_dirs:
+            # Kafka's executeMoves: retried until each replica is on its broker.
+            moved = await r.start_log_dir_moves(admin, log_dirs, timeout)
+            report["log_dir_moves"] = [{"topic": t, "partition": p, "broker": b,
+                                        "log_dir": log_dirs[(t, p, b)]}
+                                       for t, p, b in moved]
+            for t, p, b in moved:
+                say(f"Successfully started moving log directory to {log_dirs[(t, p, b)]} "
+                    f"for replica {t}-{p} with broker {b}")
 
     _run(bootstrap_server, body, timeout, command_config)
-    started = [r.tp_name(tp) for tp in r.sorted_tps(proposed)]
     if json_out:
-        console.emit_json({**report, "started": started})
-        return
-    console.line(f"Successfully started partition reassignment{'' if len(started) == 1 else 's'}"
-                 f" for {','.join(started)}")
+        console.emit_json(report)
 
 
 # --- verify -------------------------------------------------------------------------------
@@ -257,48 +270,54 @@ def verify(
     way, as Kafka's tool."""
     from klog.tools import reassignment as r
 
-    targets, _ = _plan(r.parse_reassignment,
-                       _read(reassignment_json_file, "--reassignment-json-file"),
-                       validate=False)
+    targets, log_dirs = _plan(r.parse_reassignment,
+                              _read(reassignment_json_file, "--reassignment-json-file"),
+                              validate=False)
     if interval <= 0 or timeout < 0:
         fail("--interval must be positive and --timeout not negative", console.EXIT_USAGE)
     live = wait and console.out.is_terminal and not json_out
 
-    async def poll(admin: AdminClient) -> tuple[list[PartitionStatus], list[ReplicaProgress]]:
+    async def poll(admin: AdminClient) -> tuple[list[PartitionStatus], list[ReplicaProgress],
+                                                list[LogDirMoveState]]:
         states = await r.partition_statuses(admin, targets)
         moving = []
         if progress or live:
             ongoing = await admin.list_partition_reassignments(
                 [(s.topic, s.partition) for s in states if not s.done])
             moving = await r.progress(admin, ongoing)
-        return states, moving
+        return states, moving, await r.log_dir_move_states(admin, log_dirs)
+
+    def finished(states: list[PartitionStatus], moves: list[LogDirMoveState]) -> bool:
+        return all(s.done for s in states) and all(m.done for m in moves)
 
     async def body(admin: AdminClient) -> dict[str, Any]:
         deadline = time.monotonic() + timeout / 1000 if timeout else None
-        states, moving = await poll(admin)
-        if wait and any(not s.done for s in states):
+        states, moving, moves = await poll(admin)
+        if wait and not finished(states, moves):
             from rich.live import Live
 
             with Live(_progress_table(moving), console=console.out, transient=True,
                       auto_refresh=False) if live else _nothing() as view:
-                while any(not s.done for s in states):
+                while not finished(states, moves):
                     if deadline is not None and time.monotonic() >= deadline:
                         break
                     await asyncio.sleep(interval)
-                    states, moving = await poll(admin)
+                    states, moving, moves = await poll(admin)
                     if live:
                         view.update(_progress_table(moving), refresh=True)
         cleared = None
-        if all(s.done for s in states) and not preserve_throttles:
+        if finished(states, moves) and not preserve_throttles:
             cleared = await r.clear_throttles(admin, targets)
-        return {"states": states, "progress": moving, "cleared": cleared}
+        return {"states": states, "progress": moving, "moves": moves, "cleared": cleared}
 
     result = _run(bootstrap_server, body, command_config=command_config)
     states, moving, cleared = result["states"], result["progress"], result["cleared"]
+    moves = result["moves"]
     if json_out:
         doc: dict[str, Any] = {
             "partitions": [_status_json(s) for s in states],
-            "done": all(s.done for s in states),
+            "log_dir_moves": [_move_json(m) for m in moves],
+            "done": finished(states, moves),
             "throttles_cleared": None if cleared is None else
             {"brokers": cleared[0], "topics": cleared[1]}}
         if progress:
@@ -308,6 +327,11 @@ def verify(
     console.line("Status of partition reassignment:")
     for s in states:
         console.line(r.status_line(s))
+    if moves:
+        console.line("")
+        console.line("Status of replica log directory moves:")
+        for m in moves:
+            console.line(m.line())
     if progress and moving:
         print_table(_progress_table(moving))
     if cleared is not None:
@@ -317,6 +341,12 @@ def verify(
                      f"{','.join(map(str, brokers))}")
         console.line(f"Clearing topic-level throttles on topic{'' if len(topics) == 1 else 's'}"
                      f" {','.join(topics)}")
+
+
+def _move_json(m: LogDirMoveState) -> dict[str, Any]:
+    return {"topic": m.replica[0], "partition": m.replica[1], "broker": m.replica[2],
+            "status": m.state, "target_log_dir": m.target_dir,
+            "current_log_dir": m.current_dir, "future_log_dir": m.future_dir}
 
 
 class _nothing:  # stands in for rich's Live when not on a terminal
@@ -351,25 +381,32 @@ def cancel(
     --preserve-throttles)."""
     from klog.tools import reassignment as r
 
-    targets, _ = _plan(r.parse_reassignment,
-                       _read(reassignment_json_file, "--reassignment-json-file"),
-                       validate=False)
+    targets, log_dirs = _plan(r.parse_reassignment,
+                              _read(reassignment_json_file, "--reassignment-json-file"),
+                              validate=False)
     if timeout <= 0:
         fail("--timeout must be positive", console.EXIT_USAGE)
 
-    async def body(admin: AdminClient) -> tuple[list[Any], Any]:
+    async def body(admin: AdminClient) -> tuple[list[Any], list[Any], Any]:
         cancelled, errors = await r.cancel(admin, targets)
         if errors:
             fail(f"Error cancelling partition reassignment{'' if len(errors) == 1 else 's'}"
                  " for: " + "; ".join(f"{r.tp_name(tp)}: {errors[tp]}"
                                       for tp in r.sorted_tps(errors)))
+        # Kafka: an active move between log dirs is cancelled by asking for the dir the
+        # replica is in now.
+        active = {m.replica: m.current_dir for m in await r.log_dir_move_states(admin, log_dirs)
+                  if not m.done and m.current_dir is not None}
+        stopped = await r.start_log_dir_moves(admin, active, timeout) if active else []
         cleared = None if preserve_throttles else await r.clear_throttles(admin, targets)
-        return cancelled, cleared
+        return cancelled, stopped, cleared
 
-    cancelled, cleared = _run(bootstrap_server, body, timeout, command_config)
+    cancelled, stopped, cleared = _run(bootstrap_server, body, timeout, command_config)
     names = [r.tp_name(tp) for tp in cancelled]
     if json_out:
-        console.emit_json({"cancelled": names, "throttles_cleared": None if cleared is None
+        console.emit_json({"cancelled": names,
+                           "cancelled_log_dir_moves": [r.replica_name(m) for m in stopped],
+                           "throttles_cleared": None if cleared is None
                            else {"brokers": cleared[0], "topics": cleared[1]}})
         return
     if names:
@@ -377,6 +414,11 @@ def cancel(
                      f"{'' if len(names) == 1 else 's'} for: {','.join(names)}")
     else:
         console.line("None of the specified partition reassignments are active.")
+    if log_dirs and not stopped:
+        console.line("None of the specified partition moves are active.")
+    for replica in stopped:
+        console.line(f"Successfully cancelled the log directory move of replica "
+                     f"{r.replica_name(replica)}")
     if cleared is not None:
         brokers, topics = cleared
         console.line(f"Clearing broker-level throttles on brokers "

@@ -301,7 +301,9 @@ def partition_selected(p: PartitionDescription, which: str, alive: set[int],
     return len(p.isr) == min_isr
 
 
-def _topic_json(topic: TopicDescription, entries: list[ConfigEntry]) -> dict[str, Any]:
+def _topic_json(topic: TopicDescription, entries: list[ConfigEntry],
+                racks: dict[int, str | None] | None = None) -> dict[str, Any]:
+    racks = racks or {}
     return {
         "topic": topic.name, "topic_id": topic.topic_id, "internal": topic.internal,
         "partitions": len(topic.partitions), "replicas": topic.replication_factor,
@@ -309,6 +311,8 @@ def _topic_json(topic: TopicDescription, entries: list[ConfigEntry]) -> dict[str
         "partition_details": [{
             "partition": p.partition, "leader": p.leader, "leader_epoch": p.leader_epoch,
             "replicas": list(p.replicas), "isr": list(p.isr),
+            # Each replica's broker.rack (null: no rack, or the broker is not alive).
+            "replica_racks": [racks.get(r) for r in p.replicas],
             "offline_replicas": list(p.offline_replicas), "error_code": p.error_code,
             "log_start_offset": p.log_start_offset, "high_watermark": p.high_watermark,
         } for p in topic.partitions],
@@ -355,7 +359,8 @@ def describe(
     single = len(patterns) == 1 and not (_REGEX_CHARS & set(patterns[0])) and not filters
 
     async def body(admin: AdminClient) -> tuple[list[tuple[TopicDescription,
-                                                           list[ConfigEntry]]], set[int]]:
+                                                           list[ConfigEntry]]],
+                                                dict[int, str | None]]:
         if single:
             wanted = patterns
         else:
@@ -367,28 +372,28 @@ def describe(
         described = await admin.describe_topics(wanted) if wanted else {}
         resources = [ConfigResource.of("topic", t) for t in wanted]
         entries = await admin.describe_configs(resources) if resources else {}
-        alive = ({b.node_id for b in (await admin.describe_cluster()).brokers} if filters
-                 else set())
-        return [(described[t], entries[ConfigResource.of("topic", t)]) for t in wanted], alive
+        # The live brokers and their racks (broker.rack): each replica's rack is shown.
+        racks = {b.node_id: b.rack for b in (await admin.describe_cluster()).brokers}
+        return [(described[t], entries[ConfigResource.of("topic", t)]) for t in wanted], racks
 
-    found, alive = with_admin(bootstrap_server, body, command_config=command_config)
+    found, racks = with_admin(bootstrap_server, body, command_config=command_config)
     if filters:
-        _print_filtered(found, filters[0], alive, json_out)
+        _print_filtered(found, filters[0], set(racks), json_out)
         return
     if single:
         topic, entries = found[0]
         if json_out:
-            console.emit_json(_topic_json(topic, entries))
+            console.emit_json(_topic_json(topic, entries, racks))
         else:
-            _print_topic(topic, entries, summary, configs, partitions)
+            _print_topic(topic, entries, summary, configs, partitions, racks)
         return
     if json_out:
-        console.emit_json({"topics": [_topic_json(t, e) for t, e in found]})
+        console.emit_json({"topics": [_topic_json(t, e, racks) for t, e in found]})
         return
     for index, (topic, entries) in enumerate(found):
         if index:
             console.line("")
-        _print_topic(topic, entries, summary, configs, partitions)
+        _print_topic(topic, entries, summary, configs, partitions, racks)
 
 
 def _min_isr(entries: list[ConfigEntry]) -> int:
@@ -419,8 +424,17 @@ def _print_filtered(found: list[tuple[TopicDescription, list[ConfigEntry]]], whi
                     f"Isr: {','.join(map(str, p.isr))}\n")
 
 
+def _replica_racks(replicas: tuple[int, ...], racks: dict[int, str | None]) -> str:
+    """Each replica's rack, in replica order ("-": none, or the broker is not alive)."""
+    return ",".join(racks.get(r) or "-" for r in replicas)
+
+
 def _print_topic(topic: TopicDescription, entries: list[ConfigEntry], summary: bool,
-                 configs: bool, partitions: bool) -> None:
+                 configs: bool, partitions: bool,
+                 racks: dict[int, str | None] | None = None) -> None:
+    racks = racks or {}
+    # A RACKS column when the cluster has racks (broker.rack set on some broker).
+    racked = any(rack is not None for rack in racks.values())
     everything = not (summary or configs or partitions)
     sections = []
     if everything or summary:
@@ -438,14 +452,15 @@ def _print_topic(topic: TopicDescription, entries: list[ConfigEntry], summary: b
         sections.append(("CONFIGS", lambda: print_configs(entries)))
     if everything or partitions:
         def show_partitions() -> None:
-            t = table("PARTITION", "LEADER", "EPOCH", "REPLICAS", "ISR", "LOG-START-OFFSET",
-                      "HIGH-WATERMARK",
-                      right=("PARTITION", "LEADER", "EPOCH", "LOG-START-OFFSET",
-                             "HIGH-WATERMARK"))
+            columns = ["PARTITION", "LEADER", "EPOCH", "REPLICAS", *(
+                ["RACKS"] if racked else []), "ISR", "LOG-START-OFFSET", "HIGH-WATERMARK"]
+            t = table(*columns, right=("PARTITION", "LEADER", "EPOCH", "LOG-START-OFFSET",
+                                       "HIGH-WATERMARK"))
             for p in topic.partitions:
                 t.add_row(str(p.partition), str(p.leader), str(p.leader_epoch),
-                          ids(p.replicas), ids(p.isr), str(p.log_start_offset),
-                          str(p.high_watermark))
+                          ids(p.replicas), *([_replica_racks(p.replicas, racks)]
+                                            if racked else []),
+                          ids(p.isr), str(p.log_start_offset), str(p.high_watermark))
             print_table(t)
         sections.append(("PARTITIONS", show_partitions))
     for index, (title, show) in enumerate(sections):

@@ -141,6 +141,7 @@ class ProducerBatch:
         "partition",
         "payload",
         "pieces",
+        "producer_id",
         "records",
         "size",
         "topic",
@@ -168,6 +169,8 @@ class ProducerBatch:
         self.drained_ms: float | None = None
         self.attempts = 0
         self.base_sequence: int | None = None
+        #: The producer id the batch was built (or restamped) with; -1 before.
+        self.producer_id = -1
         self.payload: bytes | bytearray | None = None  # set when drained; kept for retries
         self.in_flight = False
         self.done = False
@@ -320,6 +323,7 @@ class ProducerBatch:
             )
             _CRC.pack_into(buffer, CRC_OFFSET, crc32c(memoryview(buffer)[ATTRIBUTES_OFFSET:]))
             self.base_sequence = base_sequence if base_sequence >= 0 else None
+            self.producer_id = producer_id
             # Never written to again (a restamp makes new bytes): kept as it is, no copy.
             self.payload = buffer
         return self.payload
@@ -333,6 +337,7 @@ class ProducerBatch:
                             base_sequence)
         _CRC.pack_into(batch, CRC_OFFSET, crc32c(memoryview(batch)[ATTRIBUTES_OFFSET:]))
         self.base_sequence = base_sequence
+        self.producer_id = producer_id
         self.payload = bytes(batch)
         return self.payload
 
@@ -496,6 +501,9 @@ class RecordAccumulator:
         #: gap the broker would refuse, so the sender gets a new producer id and the
         #: sequences start again (Kafka bumps the epoch for the same reason, KIP-360).
         self.needs_sequence_reset = False
+        #: The partitions whose batch failed for good: their retries are renumbered at
+        #: the reset (Kafka's partitionsToRewriteSequences).
+        self._partitions_to_renumber: set[TopicPartition] = set()
         self._drain_index = 0
         self._loop: asyncio.AbstractEventLoop | None = None  # the producer's, on first append
 
@@ -634,10 +642,18 @@ class RecordAccumulator:
                         continue
                     seq = first.base_sequence
                     if seq is not None and in_flight and any(
-                        (b.base_sequence or 0) < seq for b in in_flight
+                        b.producer_id == first.producer_id and (b.base_sequence or 0) < seq
+                        for b in in_flight
                     ):
                         # A retried batch goes out only after every earlier one of its
                         # partition is answered, or the broker would see a gap.
+                        continue
+                    if seq is None and in_flight and any(
+                        b.producer_id != producer_id for b in in_flight
+                    ):
+                        # Batches sent under the producer id before a reset are answered
+                        # first: a new one must not overtake them (Kafka's client waits for
+                        # in-flight batches of a stale epoch the same way).
                         continue
                 if batches and size + first.size > max_request_size:
                     break
@@ -694,6 +710,7 @@ class RecordAccumulator:
     def fail(self, batch: ProducerBatch, exc: BaseException) -> None:
         if self.idempotent and batch.base_sequence is not None:
             self.needs_sequence_reset = True
+            self._partitions_to_renumber.add(batch.tp)
         self.in_flight_done(batch)
         dq = self.batches.get(batch.tp)
         if dq and batch in dq:
@@ -728,24 +745,37 @@ class RecordAccumulator:
         if seq is None:
             return False
         tp = batch.tp
+        pid = batch.producer_id
         for other in self.in_flight.get(tp, ()):
             if other is not batch and other.base_sequence is not None and \
-                    other.base_sequence < seq:
+                    other.producer_id == pid and other.base_sequence < seq:
                 return True
         for other in self.batches.get(tp, ()):
-            if other.base_sequence is not None and other.base_sequence < seq:
+            if other.base_sequence is not None and other.producer_id == pid and \
+                    other.base_sequence < seq:
                 return True
         return False
 
     def reset_sequences(self) -> None:
-        """Forget every partition's sequence (with no batch in flight): queued batches
-        that had one are numbered again, under the new producer id, when drained."""
+        """Forget every partition's sequence (with no batch in flight), for a new producer
+        id. In the partitions where a batch failed for good, queued batches that had a
+        sequence are numbered again under the new id when drained: the broker refused
+        them for the gap. Elsewhere a queued retry keeps its producer id and sequence:
+        an earlier attempt may have been written with its response lost, and only the
+        same id and sequence let the broker recognise it (renumbered, it was written
+        twice); new batches of its partition wait until it is answered (drain)."""
         assert not any(self.in_flight.values())
         self.next_sequence.clear()
-        for dq in self.batches.values():
-            for batch in dq:
-                batch.base_sequence = None
+        for tp, dq in self.batches.items():
+            if tp in self._partitions_to_renumber:
+                for batch in dq:
+                    batch.base_sequence = None
+        self._partitions_to_renumber.clear()
         self.needs_sequence_reset = False
+
+    def has_in_flight(self) -> bool:
+        """Whether any batch is in a request not yet answered."""
+        return any(self.in_flight.values())
 
     def has_undrained(self) -> bool:
         return any(self.batches.values())

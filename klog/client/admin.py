@@ -61,6 +61,7 @@ _R = TypeVar("_R")
 
 LIST_OFFSETS, CREATE_TOPICS, DELETE_TOPICS, DELETE_RECORDS = 2, 19, 20, 21
 DESCRIBE_CONFIGS, DESCRIBE_LOG_DIRS, CREATE_PARTITIONS = 32, 35, 37
+ALTER_REPLICA_LOG_DIRS = 34
 INCREMENTAL_ALTER_CONFIGS, DESCRIBE_CLUSTER = 44, 60
 OFFSET_COMMIT, OFFSET_FETCH, DESCRIBE_GROUPS, LIST_GROUPS = 8, 9, 15, 16
 DELETE_GROUPS, OFFSET_DELETE = 42, 47
@@ -899,6 +900,34 @@ class AdminClient:
                     for t in d.topics for p in t.partitions
                 },
             ) for d in response.results]
+        return out
+
+    async def alter_replica_log_dirs(self, moves: Mapping[tuple[str, int, int], str]
+                                     ) -> dict[tuple[str, int, int], KafkaClientError | None]:
+        """Move replicas between the log dirs of their brokers (AlterReplicaLogDirs, one
+        request per broker): (topic, partition, broker) -> the absolute dir; each replica
+        -> None when its move started (or it is there), else the error its broker gave
+        (REPLICA_NOT_AVAILABLE: not on that broker yet)."""
+        by_broker: dict[int, dict[str, dict[str, list[int]]]] = defaultdict(
+            lambda: defaultdict(lambda: defaultdict(list)))
+        for (topic, partition, broker), path in sorted(moves.items()):
+            by_broker[broker][path][topic].append(partition)
+
+        async def one(broker: int, dirs: dict[str, dict[str, list[int]]]) -> Any:
+            return await self.client.send(broker, ALTER_REPLICA_LOG_DIRS, {"dirs": [
+                {"path": path, "topics": [{"name": t, "partitions": ps}
+                                          for t, ps in topics.items()]}
+                for path, topics in dirs.items()]})
+
+        brokers = sorted(by_broker)
+        answers = await asyncio.gather(*(one(b, by_broker[b]) for b in brokers))
+        out: dict[tuple[str, int, int], KafkaClientError | None] = {}
+        for broker, response in zip(brokers, answers, strict=True):
+            for t in response.results:
+                for p in t.partitions:
+                    key = (t.topic_name, int(p.partition_index), broker)
+                    out[key] = _error(p.error_code, None,
+                                      f"replica {t.topic_name}-{p.partition_index}-{broker}")
         return out
 
     # -- partition reassignments

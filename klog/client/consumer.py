@@ -132,6 +132,8 @@ class Consumer:
             value_deserializer=value_deserializer,
             retry_backoff_ms=retry_backoff_ms,
             request_timeout_ms=request_timeout_ms,
+            client_rack=client_rack,
+            metadata_max_age_ms=metadata_max_age_ms,
         )
         self._fetcher: Fetcher | None = None
         self._started = False

@@ -9,6 +9,13 @@ it is on the wire while the application works (prefetch).
 
 A background task (``_run``) resolves offset resets with ListOffsets, sends the Fetches and
 refreshes metadata after NOT_LEADER_OR_FOLLOWER / UNKNOWN_TOPIC_OR_PARTITION and friends.
+
+Follower fetching (KIP-392), as Kafka's consumer does it: with ``client_rack`` set, each
+Fetch names the rack; a leader with replica.selector.class set may answer a partition with
+a preferred read replica, which the partition is then fetched from until
+``metadata_max_age_ms`` passes (then the leader is asked again), the replica leaves the
+metadata, its fetch fails, or it answers the partition with an error -- OFFSET_OUT_OF_RANGE
+from a follower sends the partition back to its leader rather than resetting it.
 Everything runs on one event loop; nothing is thread-safe. A fetch answer is used only if
 the partition's position is still the offset it was fetched at (a seek in between makes it
 stale).
@@ -103,8 +110,14 @@ class Fetcher:
         value_deserializer: Deserializer | None = None,
         retry_backoff_ms: int = 100,
         request_timeout_ms: int = 30000,
+        client_rack: str | None = None,
+        metadata_max_age_ms: int = 300000,
     ) -> None:
         self.client = client
+        self.client_rack = client_rack or ""
+        self.metadata_max_age_ms = metadata_max_age_ms
+        # KIP-392: partition -> (the replica to fetch it from, until when: monotonic s)
+        self._preferred: dict[TopicPartition, tuple[int, float]] = {}
         self.fetch_min_bytes = fetch_min_bytes
         self.fetch_max_wait_ms = fetch_max_wait_ms
         self.fetch_max_bytes = fetch_max_bytes
@@ -307,7 +320,7 @@ class Fetcher:
         return self.retry_backoff if self._metadata_stale else None
 
     def _fetchable(self) -> dict[int, dict[TopicPartition, int]]:
-        by_leader: dict[int, dict[TopicPartition, int]] = {}
+        by_node: dict[int, dict[TopicPartition, int]] = {}
         for tp, state in self.states.items():
             if state.position is None or state.paused or tp in self._buffers:
                 continue
@@ -315,17 +328,32 @@ class Fetcher:
             if leader is None:
                 self._metadata_stale = True
                 continue
-            if leader in self._in_flight:
+            node = self._read_replica(tp, leader)
+            if node in self._in_flight:
                 continue
-            by_leader.setdefault(leader, {})[tp] = state.position
-        return by_leader
+            by_node.setdefault(node, {})[tp] = state.position
+        return by_node
+
+    def _read_replica(self, tp: TopicPartition, leader: int) -> int:
+        """Where to fetch ``tp`` from: its preferred read replica while that holds (Kafka's
+        selectReadReplica: not expired, still in the metadata), else its leader."""
+        preferred = self._preferred.get(tp)
+        if preferred is None:
+            return leader
+        node, until = preferred
+        if time.monotonic() >= until or node not in self.client.cluster.brokers:
+            del self._preferred[tp]
+            return leader
+        return node
 
     def _send_fetches(self) -> None:
         loop = asyncio.get_running_loop()
-        for leader, offsets in self._fetchable().items():
-            self._in_flight[leader] = loop.create_task(self._fetch(leader, offsets))
+        for node, offsets in self._fetchable().items():
+            self._in_flight[node] = loop.create_task(self._fetch(node, offsets))
 
     async def _fetch(self, leader: int, offsets: dict[TopicPartition, int]) -> None:
+        """One Fetch to node ``leader`` -- the partitions' leader, or for some partitions
+        their preferred read replica (KIP-392)."""
         topics: dict[str, list[dict[str, Any]]] = {}
         for tp, offset in offsets.items():
             topics.setdefault(tp.topic, []).append({
@@ -348,7 +376,7 @@ class Fetcher:
             "topics": [{"topic": t, "topic_id": ids.get(t), "partitions": ps}
                        for t, ps in topics.items()],
             "forgotten_topics_data": [],
-            "rack_id": "",
+            "rack_id": self.client_rack,
         }
         backoff = False
         try:
@@ -359,9 +387,11 @@ class Fetcher:
             if top:
                 raise error_for(top, "fetch")
             names = {tid: name for name, tid in ids.items()}
-            backoff = self._handle_fetch(response, offsets, names)
+            backoff = self._handle_fetch(response, offsets, names, leader)
         except KafkaClientError as exc:
             log.debug("fetch from node %s failed: %s", leader, exc)
+            for tp in offsets:  # as Kafka's handleFetchFailure: back to the leaders
+                self._preferred.pop(tp, None)
             self._metadata_stale = True
             backoff = True
         finally:
@@ -387,9 +417,10 @@ class Fetcher:
         return version, cast("dict[str, uuid.UUID]", ids)
 
     def _handle_fetch(self, response: Any, offsets: dict[TopicPartition, int],
-                      names: Mapping[uuid.UUID, str] | None = None) -> bool:
-        """Fold a FetchResponse in (``names``: v13+'s topic ids to the names the request
-        used); True when some partition wants a backoff."""
+                      names: Mapping[uuid.UUID, str] | None = None,
+                      node: int | None = None) -> bool:
+        """Fold a FetchResponse from ``node`` in (``names``: v13+'s topic ids to the names
+        the request used); True when some partition wants a backoff."""
         backoff = False
         read_committed = self.isolation_level == READ_COMMITTED
         for topic in response.responses:
@@ -404,6 +435,21 @@ class Fetcher:
                         or tp in self._buffers):
                     continue  # sought, reassigned or reset meanwhile
                 code = int(p.error_code)
+                from_follower = tp in self._preferred
+                if code != ErrorCode.NONE and from_follower:
+                    # Any error from a preferred read replica sends the partition back to
+                    # its leader (Kafka clears the preferred replica, and an out-of-range
+                    # offset there is the leader's to judge, not a reason to reset).
+                    del self._preferred[tp]
+                    if code == ErrorCode.OFFSET_OUT_OF_RANGE:
+                        continue
+                preferred = int(getattr(p, "preferred_read_replica", -1))
+                if code == ErrorCode.NONE and preferred >= 0 and preferred != node:
+                    log.debug("fetching %s-%d from its preferred read replica %d", tp.topic,
+                              tp.partition, preferred)
+                    self._preferred[tp] = (preferred, time.monotonic()
+                                           + self.metadata_max_age_ms / 1000)
+                    continue
                 if code == ErrorCode.NONE:
                     state.high_watermark = int(p.high_watermark)
                     state.last_stable_offset = int(p.last_stable_offset)

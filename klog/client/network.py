@@ -99,9 +99,11 @@ class ClusterMetadata:
     cluster_id: str | None = None
 
     def leader_for(self, topic: str, partition: int) -> int | None:
-        """The leader's node id, or None when unknown or leaderless (-1)."""
+        """The leader's node id, or None when unknown or leaderless (-1), or when the
+        leader is not among the brokers (a partial update left a leader the latest
+        response no longer lists: as Kafka's client, unknown until metadata names it)."""
         meta = self.topics.get(topic, {}).get(partition)
-        if meta is None or meta.leader < 0:
+        if meta is None or meta.leader < 0 or meta.leader not in self.brokers:
             return None
         return meta.leader
 

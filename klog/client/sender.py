@@ -143,8 +143,9 @@ class Sender:
         acc = self.accumulator
         now = now_ms()
         acc.expire(now)
-        if acc.needs_sequence_reset and not self._requests:
-            # Nothing in flight any more: start over under a new producer id.
+        if acc.needs_sequence_reset and not self._requests and not acc.has_in_flight():
+            # Nothing in flight any more (requests written at once are in flight too,
+            # without a task in _requests): start over under a new producer id.
             log.info("producer id %d: a batch failed for good, getting a new producer id",
                      self.producer_id)
             acc.reset_sequences()
@@ -360,6 +361,11 @@ class Sender:
 
     def _failed_request(self, batches: list[ProducerBatch], exc: KafkaClientError) -> None:
         code = exc.error_code if exc.error_code is not None else ErrorCode.NETWORK_EXCEPTION
+        if code == ErrorCode.BROKER_NOT_AVAILABLE:
+            # The leader the batches were drained for left the metadata before the
+            # connection was made (a broker restarting): nothing was sent, so, as Kafka's
+            # client, wait for the new leader instead of failing the records for good.
+            code = ErrorCode.NETWORK_EXCEPTION
         for batch in batches:
             self._complete_with_error(batch, int(code), str(exc), exc)
         self.client.request_metadata_refresh()

@@ -90,9 +90,12 @@ log = logging.getLogger(__name__)
 MAX_TOPIC_NAME_LENGTH = 249
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
 # Kafka's exception -> error code mapping for the placement refusals (Errors.java).
+# A mix of racked and unracked brokers is Kafka's AdminOperationException, which it
+# answers UNKNOWN_SERVER_ERROR (klog keeps the message, which says what to fix).
 _PLACEMENT_ERROR_CODES: dict[type[placement.PlacementError], ErrorCode] = {
     placement.InvalidPartitionsError: ErrorCode.INVALID_PARTITIONS,
     placement.InvalidReplicationFactorError: ErrorCode.INVALID_REPLICATION_FACTOR,
+    placement.MixedRacksError: ErrorCode.UNKNOWN_SERVER_ERROR,
 }
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 ZERO_UUID = uuid.UUID(int=0)
@@ -210,14 +213,17 @@ def validate_topic_name(name: str) -> None:
                          "than ASCII alphanumerics, '.', '_' and '-'")
 
 
-def assign_replicas(brokers: Sequence[int], num_partitions: int, replication_factor: int,
-                    start_partition: int = 0, rng: random.Random | None = None,
+def assign_replicas(brokers: Mapping[int, str | None] | Sequence[int], num_partitions: int,
+                    replication_factor: int, start_partition: int = 0,
+                    rng: random.Random | None = None,
                     fixed_start_index: int = -1) -> dict[int, list[int]]:
-    """``placement.assign_replicas`` (Kafka's rack-unaware placement), its refusals as the
-    AdminError with the code Kafka answers for them."""
+    """``placement.assign_replicas_to_brokers`` (Kafka's assignReplicasToBrokers: rack-aware
+    when the brokers have racks, ``brokers`` mapping each to its rack; a plain sequence of
+    ids has none), its refusals as the AdminError with the code Kafka answers for them."""
+    racks = brokers if isinstance(brokers, Mapping) else dict.fromkeys(brokers)
     try:
-        return placement.assign_replicas(brokers, num_partitions, replication_factor,
-                                         start_partition, rng, fixed_start_index)
+        return placement.assign_replicas_to_brokers(racks, num_partitions, replication_factor,
+                                                    start_partition, rng, fixed_start_index)
     except placement.PlacementError as exc:
         raise AdminError(_PLACEMENT_ERROR_CODES[type(exc)], str(exc)) from None
 
@@ -247,11 +253,13 @@ def check_assignment(assignment: Mapping[int, Sequence[int]], brokers: Iterable[
                          f"{', '.join(map(str, unknown))}.")
 
 
-def new_partitions_assignment(existing: Mapping[int, Sequence[int]], brokers: Sequence[int],
+def new_partitions_assignment(existing: Mapping[int, Sequence[int]],
+                              brokers: Mapping[int, str | None] | Sequence[int],
                               count: int, proposed: Sequence[Sequence[int]] | None = None,
                               rng: random.Random | None = None) -> dict[int, list[int]]:
     """The replicas of the partitions CreatePartitions adds to a topic that has
-    ``existing``, growing it to ``count`` (Kafka's checks, messages and placement)."""
+    ``existing``, growing it to ``count`` (Kafka's checks, messages and placement:
+    rack-aware when ``brokers`` map to racks, continuing the topic's round-robin)."""
     old = len(existing)
     increment = count - old
     if increment < 0:
@@ -266,8 +274,11 @@ def new_partitions_assignment(existing: Mapping[int, Sequence[int]], brokers: Se
         raise AdminError(ErrorCode.UNKNOWN_SERVER_ERROR,
                          "the topic does not have partition 0 in its assignment")
     if proposed is None:
+        # Kafka's startIndex: into the brokers sorted by id, whichever placement runs.
         start = next((i for i, b in enumerate(ids) if b >= first[0]), 0)
-        return assign_replicas(ids, increment, len(first), start_partition=old, rng=rng,
+        racks = {b: brokers[b] for b in ids} if isinstance(brokers, Mapping) \
+            else dict.fromkeys(ids)
+        return assign_replicas(racks, increment, len(first), start_partition=old, rng=rng,
                                fixed_start_index=start)
     unknown = sorted({b for r in proposed for b in r} - set(ids))
     if unknown:
@@ -589,7 +600,7 @@ class AdminManager:
             raise AdminError(ErrorCode.INVALID_REQUEST,
                              f"Null value not supported for topic configs : {','.join(nulls)}")
         config = self.config
-        brokers = cache.alive_broker_ids()
+        brokers = cache.alive_broker_racks()
         if spec.assignments:
             if spec.num_partitions != -1 or spec.replication_factor != -1:
                 raise AdminError(ErrorCode.INVALID_REQUEST,
@@ -840,7 +851,7 @@ class AdminManager:
                                  f"'{spec.name}'.")
             existing = {p: list(ra.replicas) for p, ra in current.partitions.items()}
             added = new_partitions_assignment(existing,
-                                              self.metadata_cache.alive_broker_ids(),
+                                              self.metadata_cache.alive_broker_racks(),
                                               spec.count, spec.assignments)
             local = self._local_partitions(added.values())
             self._check_descriptors(local)

@@ -40,6 +40,8 @@ from klog.daemon.group.metadata_manager import GroupMetadataManager
 from klog.daemon.handlers import BrokerServices
 from klog.daemon.handlers.table import HANDLERS
 from klog.daemon.log_cleaner import CleanerConfig, LogCleaner, LogCleanerCollector
+from klog.daemon.log_dir_failure import LogDirFailureHandler
+from klog.daemon.log_dir_mover import LogDirMover
 from klog.daemon.metadata_cache import BrokerEndpoint, BrokerInfo, MetadataCache
 from klog.daemon.metastore import paths
 from klog.daemon.metastore.base import MetadataStore, MetastoreError, NodeExistsError, NoNodeError
@@ -51,7 +53,8 @@ from klog.daemon.quotas import QuotaManagers
 from klog.daemon.replica_fetcher import FetcherLagCollector, ReplicaFetcherManager
 from klog.daemon.replica_manager import MetastoreIsrStore, ReplicaManager
 from klog.daemon.replica_metrics import ReplicaManagerCollector
-from klog.daemon.replication_quota import ReplicationQuotas
+from klog.daemon.replica_selector import selector_for
+from klog.daemon.replication_quota import ReplicationQuotaManager, ReplicationQuotas
 from klog.daemon.security.authorizer import AclAuthorizer
 from klog.daemon.security.credentials import ScramCredentialCache, ScramCredentialManager
 from klog.daemon.security.listener import ListenerConfigError, inter_broker_client_security
@@ -121,6 +124,10 @@ class Broker:
             broker_id, self.replica_manager, self._replication_endpoint, config,
             quota=quotas.follower, security=_inter_broker_security(config))
         self.replica_manager.fetcher_manager = self.fetcher_manager
+        # KIP-392: replica.selector.class sends consumers with a client.rack to a replica
+        # in their rack (klog/daemon/replica_selector.py).
+        self.replica_manager.replica_selector = selector_for(
+            config.replica_selector_class, self.metadata_cache)
         # Producer ids for InitProducerId (klog/daemon/producer_ids.py), claimed in blocks
         # from /latest_producer_id_block.
         self.producer_ids = ProducerIdManager(broker_id, self.metastore)
@@ -135,6 +142,24 @@ class Broker:
                 CleanerConfig.from_broker_config(new)))
             dynamic.add_reconfigurable(lambda _old, new: cleaner.reconfigure(
                 CleanerConfig.from_broker_config(new)))
+        # Moves between log dirs (AlterReplicaLogDirs, klog/daemon/log_dir_mover.py),
+        # throttled by replica.alter.log.dirs.io.max.bytes.per.second (dynamic).
+        self.log_dir_mover = mover = LogDirMover(
+            self.replica_manager, self.log_manager,
+            fetch_max_bytes=config.replica_fetch_max_bytes,
+            quota=ReplicationQuotaManager(
+                "AlterLogDirs", config.get("replica.alter.log.dirs.io.max.bytes.per.second")))
+        self.replica_manager.log_dir_mover = mover
+        # Failed log dirs (klog/daemon/log_dir_failure.py): an I/O error anywhere on a dir
+        # takes it offline, its partitions' leadership moves, the other dirs go on.
+        self.log_dir_failures = failures = LogDirFailureHandler(
+            broker_id, self.log_manager, self.replica_manager, self.metastore,
+            timeout_ms=config.get("log.dir.failure.timeout.ms"), moves=mover)
+        self.log_manager.failure_listener = failures.report
+        self.replica_manager.on_io_error = failures.report
+        mover.offline_dirs = failures
+        dynamic.add_reconfigurable(lambda _old, new: mover.update_quota(
+            new.get("replica.alter.log.dirs.io.max.bytes.per.second")))
         # Who may send this broker control requests over the wire: the controller that
         # ZooKeeper names, nobody when standalone (klog/daemon/controller/identity.py).
         metastore = self.metastore
@@ -214,7 +239,8 @@ class Broker:
                           else apis.STANDALONE_ADVERTISED),
             scram_credentials=self.scram_credentials,
             fetch_sessions=FetchSessionCache(config.max_incremental_fetch_session_cache_slots),
-            quotas=self.client_quotas, client_quota_admin=self.client_quota_admin)
+            quotas=self.client_quotas, client_quota_admin=self.client_quota_admin,
+            log_dir_mover=self.log_dir_mover)
         self.server = Server(dynamic, HANDLERS, self.services, self.scram_cache,
                              request_metrics=counting.requests if counting else None)
         if counting:
@@ -237,6 +263,7 @@ class Broker:
         self._stopped = asyncio.Event()
         self._shutting_down = False
         self._session_lost = False
+        self._suspended = False  # the metastore connection dropped, the session may stand
         # What start() reached, so that shutdown after a failed start closes only that.
         self._started: set[str] = set()
         self.loop: asyncio.AbstractEventLoop | None = None
@@ -301,6 +328,8 @@ class Broker:
         # it lives under were created above).
         self.producer_ids.start()
         self.replica_manager.startup()
+        self.log_dir_mover.startup()
+        self.log_dir_failures.startup()
         # -- admin (klog/daemon/admin.py): dynamic broker configs from the metastore, and in
         # cluster mode the /config/changes listener; before clients can connect.
         await self.admin.startup()
@@ -408,12 +437,21 @@ class Broker:
         # re-register from a worker thread once a session follows a lost one.
         if state == "LOST":
             self._session_lost = True
+        elif state == "SUSPENDED":
+            self._suspended = True
         elif state == "CONNECTED" and self._session_lost and not self._shutting_down:
-            self._session_lost = False
+            self._session_lost = self._suspended = False
             loop = self.loop
             if loop is not None and not loop.is_closed():
                 loop.call_soon_threadsafe(
                     lambda: self._tasks.append(loop.create_task(self._reregister())))
+        elif state == "CONNECTED" and self._suspended and not self._shutting_down:
+            # The same session: registrations stand, but the watches went with the
+            # connection; the controller sets its own again.
+            self._suspended = False
+            running = self.loop
+            if running is not None and not running.is_closed():
+                running.call_soon_threadsafe(self.controller.connection_restored)
 
     async def _reregister(self) -> None:
         store = self.metastore
@@ -522,6 +560,8 @@ class Broker:
         await self.txn_state_manager.shutdown()
         await self.producer_ids.close()  # no block claim may outlive the metastore
         await self.fetcher_manager.shutdown()
+        await self.log_dir_mover.shutdown()  # a copy step in flight ends first
+        await self.log_dir_failures.shutdown()
         self.replica_manager.shutdown()  # its purgatories and timer too
         if self.log_cleaner is not None:  # stops at its next check; before the logs close
             await asyncio.to_thread(self.log_cleaner.shutdown)

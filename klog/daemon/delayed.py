@@ -34,12 +34,15 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
 
 from klog.daemon.partition import FetchIsolation
 from klog.daemon.purgatory import DelayedOperation
 from klog.protocol.errors import ErrorCode, KafkaError
 from klog.storage.values import LogOffsetMetadata
+
+if TYPE_CHECKING:
+    from klog.daemon.replica_selector import ClientMetadata
 
 TopicPartition = tuple[str, int]
 # One partition of a fetch: topic, partition, fetch offset, partition max bytes, and the
@@ -57,19 +60,33 @@ class FetchParams:
     min_bytes: int
     max_bytes: int
     isolation: FetchIsolation
+    #: A consumer's Fetch v11+ (KIP-392): its rack and listener. A consumer fetch without
+    #: it (Fetch v0-v10) may only be answered by the leader (Kafka's fetchOnlyLeader).
+    client_metadata: ClientMetadata | None = None
+    #: A follower's fetch: its log start offset per partition (Fetch v5+), which the
+    #: leader keeps to pick preferred read replicas whose log covers a consumer's offset.
+    follower_log_start_offsets: dict[TopicPartition, int] | None = None
 
     @property
     def is_from_follower(self) -> bool:
         return self.replica_id >= 0
+
+    @property
+    def fetch_only_leader(self) -> bool:
+        """Kafka's FetchParams.fetchOnlyLeader: a follower's fetch, or a consumer's without
+        client metadata; a consumer's Fetch v11+ may read from a follower."""
+        return self.replica_id >= 0 or self.client_metadata is None
 
 
 class FetchOffsets(Protocol):
     """What a DelayedFetch asks of the replica manager at each check."""
 
     def end_offset_metadata(self, topic: str, partition: int, current_leader_epoch: int,
-                            isolation: FetchIsolation) -> LogOffsetMetadata:
+                            isolation: FetchIsolation, fetch_only_leader: bool = True
+                            ) -> LogOffsetMetadata:
         """Where a fetch may read up to on ``topic``-``partition``; a KafkaError when the
-        partition cannot be fetched here (not the leader, gone, epoch mismatch)."""
+        partition cannot be fetched here (not the leader when ``fetch_only_leader``, gone,
+        epoch mismatch)."""
 
     def should_leader_throttle(self, topic: str, partition: int, replica_id: int) -> bool:
         """Whether the leader's replication throttle holds this partition back from
@@ -99,6 +116,7 @@ class DelayedFetch(DelayedOperation, Generic[R]):
         params = self.params
         isolation = params.isolation
         replica_id = params.replica_id
+        only_leader = params.fetch_only_leader
         offsets = self._offsets
         accumulated = 0
         for (topic, partition, _offset, max_bytes, epoch), start in zip(
@@ -106,7 +124,8 @@ class DelayedFetch(DelayedOperation, Generic[R]):
             if start.segment_base_offset < 0:
                 continue  # where the fetch offset sits is unknown: nothing to compare
             try:
-                end = offsets.end_offset_metadata(topic, partition, epoch, isolation)
+                end = offsets.end_offset_metadata(topic, partition, epoch, isolation,
+                                                  only_leader)
             except (KafkaError, OSError):
                 return self.force_complete()  # the read answers the error
             if end.message_offset == start.message_offset:

@@ -127,6 +127,11 @@ class MetadataCache:
     def alive_broker_ids(self) -> list[int]:
         return sorted(self.brokers)
 
+    def alive_broker_racks(self) -> dict[int, str | None]:
+        """Each live broker's rack (None: broker.rack unset), by broker id: what replica
+        placement is given (Kafka's getAliveBrokers with their racks)."""
+        return {b: self.brokers[b].rack for b in sorted(self.brokers)}
+
     def broker(self, broker_id: int) -> BrokerInfo | None:
         return self.brokers.get(broker_id)
 

@@ -72,6 +72,9 @@ class ReplicaState:
 
     broker_id: int
     log_end_offset: int = -1
+    # As the follower's fetches say (Fetch v5+); -1 unknown. KIP-392's read replica
+    # choice needs a follower's log to cover the consumer's offset.
+    log_start_offset: int = -1
     last_caught_up_time_ms: int = 0
     last_fetch_time_ms: int = 0
     last_fetch_leader_log_end_offset: int = 0
@@ -273,14 +276,17 @@ class Partition:
         return self.isr + tuple(r for r in self.pending_isr if r not in self.isr)
 
     def update_follower_fetch_state(self, replica_id: int, fetch_offset: int,
-                                    leader_end_offset: int, now_ms: int | None = None
-                                    ) -> bool | None:
-        """A follower fetched from ``fetch_offset``: record its position, maybe add it to the
-        ISR, maybe move the high watermark. None if ``replica_id`` is not a replica of this
-        partition (Kafka then answers with empty records); else whether the HW moved."""
+                                    leader_end_offset: int, now_ms: int | None = None,
+                                    log_start_offset: int = -1) -> bool | None:
+        """A follower fetched from ``fetch_offset``: record its position (and its log start
+        offset, when the fetch says it), maybe add it to the ISR, maybe move the high
+        watermark. None if ``replica_id`` is not a replica of this partition (Kafka then
+        answers with empty records); else whether the HW moved."""
         remote = self.remote_replicas.get(replica_id)
         if remote is None or not self.is_leader:
             return None
+        if log_start_offset >= 0:
+            remote.log_start_offset = log_start_offset
         remote.update_fetch_state(fetch_offset, leader_end_offset,
                                   _now_ms() if now_ms is None else now_ms)
         self.maybe_expand_isr(remote)

@@ -57,6 +57,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from klog.daemon.delayed import DelayedFetch, DelayedProduce, FetchKey, FetchParams
@@ -66,6 +67,7 @@ from klog.daemon.metastore.base import BadVersionError, MetadataStore, Metastore
 from klog.daemon.metrics.counters import BYTES_IN, MESSAGES_IN, TOTAL_PRODUCE
 from klog.daemon.partition import FetchIsolation, NotLeaderOrFollowerError, Partition
 from klog.daemon.purgatory import DelayedOperationPurgatory, Timer
+from klog.daemon.replica_selector import ClientMetadata, ReplicaView
 from klog.daemon.replication_quota import ReplicationQuotaManager
 from klog.protocol.errors import (
     CorruptRecordError,
@@ -159,6 +161,23 @@ class FetcherManager(Protocol):
     def remove_partitions(self, tps: list[TopicPartition]) -> None: ...
 
 
+class ReplicaSelector(Protocol):
+    """KIP-392's choice of a consumer's read replica
+    (klog.daemon.replica_selector.RackAwareReplicaSelector)."""
+
+    def preferred_read_replica(self, client: ClientMetadata, leader: ReplicaView,
+                               followers: Iterable[ReplicaView]) -> int | None: ...
+
+
+class LogDirMoves(Protocol):
+    """Moves between log dirs (klog.daemon.log_dir_mover.LogDirMover), told which
+    partitions came and went."""
+
+    def partitions_hosted(self, tps: Iterable[TopicPartition]) -> None: ...
+
+    def partitions_stopped(self, tps: Iterable[TopicPartition]) -> None: ...
+
+
 class TransactionVerifier(Protocol):
     """KIP-890's question to the transaction coordinator
     (klog.daemon.transaction.verification.AddPartitionsToTxnManager)."""
@@ -244,6 +263,9 @@ class FetchResult:
     log_start_offset: int = -1
     data: FetchDataInfo | None = None
     aborted_transactions: list[tuple[int, int]] | None = None
+    #: KIP-392: the follower the consumer should read this partition from (no records
+    #: then); -1 for none.
+    preferred_read_replica: int = -1
 
     @property
     def size(self) -> int:
@@ -271,7 +293,10 @@ class ReplicaInfo:
 
     partition: int
     size: int
-    offset_lag: int  # log end behind the high watermark; -1 for a log no replica serves
+    # Log end behind the high watermark; -1 for a log no replica serves. A future log
+    # (a move in progress): how far it is behind the partition's log.
+    offset_lag: int
+    is_future: bool = False
 
 
 @dataclass(slots=True)
@@ -339,6 +364,15 @@ class ReplicaManager:
         # KIP-890's verification with the transaction coordinator; the broker sets it (the
         # verifier needs the coordinator, built after this). None: never verified.
         self.txn_verifier: TransactionVerifier | None = None
+        # KIP-392's replica.selector.class (klog/daemon/replica_selector.py); the broker
+        # sets it. None: consumers are never sent to followers.
+        self.replica_selector: ReplicaSelector | None = None
+        # Moves between log dirs (klog/daemon/log_dir_mover.py); the broker sets it.
+        self.log_dir_mover: LogDirMoves | None = None
+        # Where an I/O error met by produce or fetch is reported: the log dir failure
+        # handler (klog/daemon/log_dir_failure.py) takes the dir offline. None: answered
+        # KAFKA_STORAGE_ERROR only.
+        self.on_io_error: Callable[[Path, OSError], None] | None = None
 
     # -- controller decisions --------------------------------------------------------------
 
@@ -401,6 +435,9 @@ class ReplicaManager:
             # Followers: produce requests waiting for acks here can never complete: answer
             # them now. Leaders: their high watermark moved.
             self.try_complete_delayed_requests(tp)
+        if self.log_dir_mover is not None:
+            # A move a restart interrupted goes on once the partition is hosted again.
+            self.log_dir_mover.partitions_hosted(tp for tp, e in errors.items() if not e)
         return errors
 
     def _get_or_create(self, tp: TopicPartition) -> Partition:
@@ -444,7 +481,7 @@ class ReplicaManager:
                     # fsyncs) here rather than on the event loop; make_leader then finds
                     # it recorded. Nothing else knows this new log yet.
                     plog.leader_epoch_cache.assign(s.leader_epoch, plog.log_end_offset)
-            except OSError as exc:
+            except (OSError, KafkaError) as exc:  # KafkaStorageError: its dir is offline
                 failures[(s.topic, s.partition)] = str(exc)
         return failures
 
@@ -452,6 +489,8 @@ class ReplicaManager:
         tps = list(tps)
         if self.fetcher_manager is not None:
             self.fetcher_manager.remove_partitions(tps)
+        if self.log_dir_mover is not None:
+            self.log_dir_mover.partitions_stopped(tps)
         for tp in tps:
             self.log_creation_failures.pop(tp, None)
             stopped = self.partitions.pop(tp, None)
@@ -480,10 +519,36 @@ class ReplicaManager:
     def leader_partition(self, topic: str, partition: int) -> Partition:
         p = self.partitions.get((topic, partition))
         if p is None:
+            self._check_offline(topic, partition)
             raise UnknownTopicOrPartitionError(f"{topic}-{partition} is not hosted here")
         if not p.is_leader:
             raise NotLeaderOrFollowerError(f"not the leader of {topic}-{partition}")
         return p
+
+    # -- offline log dirs -------------------------------------------------------------------
+
+    def _check_offline(self, topic: str, partition: int) -> None:
+        """Kafka's HostedPartition.Offline: KAFKA_STORAGE_ERROR for a partition whose log
+        is in a failed dir (klog/daemon/log_dir_failure.py)."""
+        if (topic, partition) in self.log_manager.offline_partitions:
+            raise KafkaStorageError(f"Partition {topic}-{partition} is in an offline log "
+                                    "directory")
+
+    def mark_offline(self, tps: Iterable[TopicPartition]) -> None:
+        """Their log dir failed (Kafka's markPartitionOffline): no fetcher follows them, no
+        request reads or writes them (KAFKA_STORAGE_ERROR from now on), and requests
+        waiting on them are answered now."""
+        tps = [tp for tp in tps if tp in self.partitions]
+        if self.fetcher_manager is not None:
+            self.fetcher_manager.remove_partitions(tps)
+        for tp in tps:
+            self.partitions.pop(tp, None)
+            self.try_complete_delayed_requests(tp)
+
+    def report_io_error(self, where: Path, exc: OSError) -> None:
+        """An I/O error under ``where`` (a partition's log dir): to the failure handler."""
+        if self.on_io_error is not None:
+            self.on_io_error(where, exc)
 
     def active_producers(self, topic: str, partition: int
                          ) -> tuple[ErrorCode, list[ProducerStateInfo]]:
@@ -521,8 +586,23 @@ class ReplicaManager:
                 continue
             lag = max(plog.high_watermark - plog.log_end_offset, 0) if tp in hosted else -1
             parts.append(ReplicaInfo(tp[1], plog.size, lag))
+        for tp, future in sorted(lm.all_future_logs().items()):
+            held_in = lm.future_log_dir_of(*tp)
+            current = lm.get_log(*tp)
+            if held_in is None:
+                continue
+            parts = by_dir.setdefault(os.path.abspath(held_in), {}).setdefault(tp[0], [])
+            if wanted is not None and tp not in wanted:
+                continue
+            # Kafka's getLogEndOffsetLag of a future replica: the log's end minus its own.
+            lag = current.log_end_offset - future.log_end_offset if current is not None else -1
+            parts.append(ReplicaInfo(tp[1], future.size, lag, is_future=True))
         results = []
+        offline = {os.path.abspath(d) for d in lm.offline_dirs}
         for log_dir in dict.fromkeys(os.path.abspath(d) for d in lm.log_dirs):
+            if log_dir in offline:  # as Kafka: the dir, with the error and nothing else
+                results.append(LogDirInfo(log_dir, int(ErrorCode.KAFKA_STORAGE_ERROR)))
+                continue
             try:
                 st = os.statvfs(log_dir)
             except OSError:
@@ -816,6 +896,7 @@ class ReplicaManager:
             return self._refused(tp, exc, records)
         except OSError as exc:
             log.error("append to %s-%d failed: %s", tp[0], tp[1], exc)
+            self.report_io_error(partition.log.dir, exc)
             return self._refused(tp, KafkaStorageError(str(exc)), records)
         counts = partition.topic_counts
         if counts is not None:  # metrics on (BrokerTopicMetrics): Kafka's appendToLocalLog
@@ -1053,24 +1134,44 @@ class ReplicaManager:
         return results
 
     def end_offset_metadata(self, topic: str, partition: int, current_leader_epoch: int,
-                            isolation: FetchIsolation) -> LogOffsetMetadata:
+                            isolation: FetchIsolation, fetch_only_leader: bool = True
+                            ) -> LogOffsetMetadata:
         """DelayedFetch's check: where a fetch of ``isolation`` may read up to (Kafka's
         fetchOffsetSnapshot); the KafkaError its read would answer, if any."""
-        return self._leader_for_fetch(topic, partition, current_leader_epoch
-                                      ).end_offset_metadata(isolation)
+        return self._partition_for_fetch(topic, partition, current_leader_epoch,
+                                         fetch_only_leader).end_offset_metadata(isolation)
 
-    def _leader_for_fetch(self, topic: str, partition: int,
-                          current_leader_epoch: int) -> Partition:
-        """The partition a fetch reads, as Kafka checks it: hosted here, then the epoch
-        the client names (when it names one), then leadership."""
+    def _partition_for_fetch(self, topic: str, partition: int, current_leader_epoch: int,
+                             require_leader: bool = True) -> Partition:
+        """The partition a fetch reads, as Kafka checks it (Partition.getLocalLog): hosted
+        here, then the epoch the client names (when it names one), then leadership unless
+        a follower may answer (a consumer's Fetch v11+, KIP-392)."""
         p = self.partitions.get((topic, partition))
         if p is None:
+            self._check_offline(topic, partition)
             raise UnknownTopicOrPartitionError(f"{topic}-{partition} is not hosted")
         if current_leader_epoch >= 0:
             p.check_leader_epoch(current_leader_epoch)
-        if not p.is_leader:
+        if require_leader and not p.is_leader:
             raise NotLeaderOrFollowerError(f"not the leader of {topic}-{partition}")
         return p
+
+    def _preferred_read_replica(self, p: Partition, client: ClientMetadata,
+                                fetch_offset: int) -> int | None:
+        """Kafka's findPreferredReadReplica on a leader: the selector picks among the
+        leader and the in-sync followers whose log covers ``fetch_offset``."""
+        selector = self.replica_selector
+        assert selector is not None
+        now = self.clock()
+        followers = []
+        for broker_id in p.isr:
+            state = p.remote_replicas.get(broker_id)
+            if state is not None and state.log_start_offset <= fetch_offset \
+                    <= state.log_end_offset:
+                followers.append(ReplicaView(broker_id, state.log_end_offset,
+                                             now - state.last_caught_up_time_ms))
+        leader = ReplicaView(self.broker_id, p.log_end_offset, 0)
+        return selector.preferred_read_replica(client, leader, followers)
 
     def should_leader_throttle(self, topic: str, partition: int, replica_id: int) -> bool:
         """Kafka's shouldLeaderThrottle: a throttled partition, the leader's quota exceeded,
@@ -1108,6 +1209,8 @@ class ReplicaManager:
         isolation = params.isolation
         committed = isolation is _TXN_COMMITTED
         from_follower = isolation is _LOG_END
+        client = params.client_metadata
+        starts = params.follower_log_start_offsets
         remaining = params.max_bytes
         min_one = True
         out = []
@@ -1122,15 +1225,18 @@ class ReplicaManager:
                     p = self.partitions.get((topic, partition))
                     # Kafka answers with no records; the follower's position still counts.
                     held = p is None or replica_id not in p.isr
+            start = -1 if starts is None else starts.get((topic, partition), -1)
             if held or (limit <= 0 and not min_one):
                 r = self.read(topic, partition, offset, 0, isolation_committed=committed,
                               from_follower=from_follower, min_one_message=False,
-                              current_leader_epoch=epoch, replica_id=replica_id)
+                              current_leader_epoch=epoch, replica_id=replica_id,
+                              client_metadata=client, follower_log_start_offset=start)
             else:
                 r = self.read(topic, partition, offset, max(limit, 0),
                               isolation_committed=committed, from_follower=from_follower,
                               min_one_message=min_one, current_leader_epoch=epoch,
-                              replica_id=replica_id)
+                              replica_id=replica_id, client_metadata=client,
+                              follower_log_start_offset=start)
             if r.size:
                 min_one = False
                 remaining -= r.size
@@ -1149,15 +1255,32 @@ class ReplicaManager:
         min_one_message: bool,
         current_leader_epoch: int = -1,
         replica_id: int = -1,
+        client_metadata: ClientMetadata | None = None,
+        follower_log_start_offset: int = -1,
     ) -> FetchResult:
         """Read for a consumer (up to the high watermark) or, with ``from_follower``, a
         follower (up to the log end offset). A ``replica_id`` >= 0 also records that
-        follower's position (its fetch offset) on the leader, as Kafka does after the read."""
+        follower's position (its fetch offset, and its log start offset) on the leader, as
+        Kafka does after the read.
+
+        KIP-392: a consumer with ``client_metadata`` (Fetch v11+) may be answered by a
+        follower, up to the follower's high watermark; on the leader, a replica selector
+        may name a follower for it instead (no records, ``preferred_read_replica``)."""
         try:
-            p = self._leader_for_fetch(topic, partition_index, current_leader_epoch)
-            if replica_id >= 0:
-                return self._read_for_follower(p, replica_id, fetch_offset, max_bytes,
-                                               min_one_message)
+            if client_metadata is None or replica_id >= 0:
+                p = self._partition_for_fetch(topic, partition_index, current_leader_epoch)
+                if replica_id >= 0:
+                    return self._read_for_follower(p, replica_id, fetch_offset, max_bytes,
+                                                   min_one_message, follower_log_start_offset)
+            else:
+                p = self._partition_for_fetch(topic, partition_index, current_leader_epoch,
+                                              False)
+                if self.replica_selector is not None and p.is_leader:
+                    preferred = self._preferred_read_replica(p, client_metadata,
+                                                             fetch_offset)
+                    if preferred is not None:
+                        return FetchResult(0, p.high_watermark, p.last_stable_offset,
+                                           p.log_start_offset, preferred_read_replica=preferred)
             hw = p.high_watermark
             lso = p.last_stable_offset
             data = p.read(fetch_offset, max_bytes, isolation_committed=isolation_committed,
@@ -1175,14 +1298,21 @@ class ReplicaManager:
                                p2.log_start_offset if p2 else -1)
         except KafkaError as exc:
             return FetchResult(int(exc.error_code))
+        except OSError as exc:
+            p3 = self.partitions.get((topic, partition_index))
+            log.error("reading %s-%d failed: %s", topic, partition_index, exc)
+            if p3 is not None:
+                self.report_io_error(p3.log.dir, exc)
+            return FetchResult(int(ErrorCode.KAFKA_STORAGE_ERROR))
 
     def _read_for_follower(self, p: Partition, replica_id: int, fetch_offset: int,
-                           max_bytes: int, min_one_message: bool) -> FetchResult:
+                           max_bytes: int, min_one_message: bool,
+                           follower_log_start_offset: int = -1) -> FetchResult:
         leader_end = p.log_end_offset
         data = p.read(fetch_offset, max_bytes, isolation_committed=False, from_follower=True,
                       min_one_message=min_one_message)
         moved = p.update_follower_fetch_state(replica_id, fetch_offset, leader_end,
-                                              self.clock())
+                                              self.clock(), follower_log_start_offset)
         if moved is None:
             log.warning("leader %d ignoring a fetch of %s-%d from broker %d: not one of its "
                         "replicas %s", self.broker_id, p.topic, p.partition, replica_id,
@@ -1203,8 +1333,18 @@ class ReplicaManager:
             raise NotLeaderOrFollowerError(f"{tp[0]}-{tp[1]} is not a follower here")
         if self.topic_metrics is not None:
             self.topic_metrics.record_replication_in(len(records))
-        return p.append_records_to_follower(records, leader_high_watermark,
-                                            leader_log_start_offset)
+        before = p.high_watermark
+        try:
+            info = p.append_records_to_follower(records, leader_high_watermark,
+                                                leader_log_start_offset)
+        except OSError as exc:
+            self.report_io_error(p.log.dir, exc)
+            raise KafkaStorageError(f"appending to {tp[0]}-{tp[1]} failed: {exc}") from None
+        if p.high_watermark != before:
+            # Consumers reading from this follower (KIP-392) wait for its high watermark
+            # (Kafka's completeDelayedFetchRequests after a follower's fetch).
+            self.fetch_purgatory.check_and_complete(tp)
+        return info
 
     def truncate_to(self, tp: TopicPartition, offset: int) -> None:
         p = self.partitions.get(tp)
@@ -1249,6 +1389,8 @@ class ReplicaManager:
         """DelayedProduce's test for one partition: (done, error code)."""
         p = self.partitions.get(tp)
         if p is None:
+            if tp in self.log_manager.offline_partitions:
+                return True, int(ErrorCode.KAFKA_STORAGE_ERROR)
             return True, int(ErrorCode.NOT_LEADER_OR_FOLLOWER)
         return p.check_enough_replicas_reach_offset(required_offset,
                                                     p.log.config.min_insync_replicas)
@@ -1411,10 +1553,11 @@ def _verification_refusal(code: ErrorCode) -> ProduceResult:
 
 
 def _satisfied(results: list[FetchResult], min_bytes: int) -> bool:
-    """A fetch answers at once with an error to tell or min_bytes (at least 1) read."""
+    """A fetch answers at once with an error to tell, a preferred read replica to name
+    (KIP-392), or min_bytes (at least 1) read."""
     total = 0
     for r in results:
-        if r.error_code:
+        if r.error_code or r.preferred_read_replica >= 0:
             return True
         total += r.size
     return total >= max(min_bytes, 1)

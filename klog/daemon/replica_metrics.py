@@ -40,7 +40,9 @@ class ReplicaManagerCollector:
                 under_min += 1
             elif isr == min_isr:
                 at_min += 1
-        offline = len(self.replica_manager.log_creation_failures)
+        # Replicas whose log could not be made here, or whose log dir failed.
+        offline = len(set(self.replica_manager.log_creation_failures)
+                      | self.replica_manager.log_manager.offline_partitions)
         for name, mbean, value in (
             ("partitioncount", "PartitionCount", len(partitions)),
             ("leadercount", "LeaderCount", leaders),

@@ -157,6 +157,7 @@ _TABLE: tuple[ApiSpec, ...] = (
     _kio(31, "DeleteAcls", "delete_acls", 0, 3, 2, advertised=(0, 3)),
     _kio(32, "DescribeConfigs", "describe_configs", 0, 4, 4, advertised=(0, 4)),
     _kio(33, "AlterConfigs", "alter_configs", 0, 2, 2, advertised=(0, 2)),
+    _kio(34, "AlterReplicaLogDirs", "alter_replica_log_dirs", 0, 2, 2, advertised=(0, 2)),
     _kio(35, "DescribeLogDirs", "describe_log_dirs", 0, 5, 2, advertised=(0, 4)),
     _kio(36, "SaslAuthenticate", "sasl_authenticate", 0, 2, 2, advertised=(0, 2)),
     _kio(37, "CreatePartitions", "create_partitions", 0, 3, 2, advertised=(0, 3)),

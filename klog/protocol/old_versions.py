@@ -2,8 +2,8 @@
 
 Owns: Produce v0-2, Fetch v0-3, ListOffsets v0, OffsetCommit v0-1, OffsetFetch v0,
 CreateTopics v0-1, DeleteTopics v0, OffsetForLeaderEpoch v0-1, WriteTxnMarkers v0,
-DescribeAcls v0, CreateAcls v0, DeleteAcls v0, DescribeConfigs v0 and DescribeLogDirs v0,
-requests and responses.
+DescribeAcls v0, CreateAcls v0, DeleteAcls v0, DescribeConfigs v0, AlterReplicaLogDirs v0
+and DescribeLogDirs v0, requests and responses.
 
 kio generated its entities from Kafka 4.0's JSON specs, and Kafka 4.0 removed these versions
 (KIP-896); Kafka 3.x (ZooKeeper mode) serves them, and the clients of Kafka 0.9-0.11's era
@@ -40,6 +40,7 @@ The differences, from clients/src/main/resources/common/message/*.json of Kafka 
   DeleteAclsResponse     PatternType 1+
   DescribeConfigsRequest IncludeSynonyms 1+
   DescribeConfigsResponse  IsDefault 0 only; ConfigSource 1+, Synonyms 1+
+  AlterReplicaLogDirs    v0 is v1 (v1 changed only how throttling is applied)
   DescribeLogDirs        v0 is v1 (v1 changed only how throttling is applied)
 """
 
@@ -96,7 +97,7 @@ _KIO_NAMES: Mapping[int, str] = MappingProxyType({
     19: "create_topics", 20: "delete_topics", 23: "offset_for_leader_epoch",
     27: "write_txn_markers",
     29: "describe_acls", 30: "create_acls", 31: "delete_acls", 32: "describe_configs",
-    35: "describe_log_dirs",
+    34: "alter_replica_log_dirs", 35: "describe_log_dirs",
 })
 
 _REQ, _RESP = EntityType.request, EntityType.response
@@ -165,6 +166,8 @@ _DERIVATIONS: Mapping[tuple[int, EntityType], Mapping[int, _Derivation]] = Mappi
     (32, _RESP): {0: _d(1, {"DescribeConfigsResourceResult": {"config_source", "synonyms"}},
                         {"DescribeConfigsResourceResult": (
                             _Add("is_default", bool, "bool", "read_only", False),)})},
+    (34, _REQ): {0: _d(1)},
+    (34, _RESP): {0: _d(1)},
     (35, _REQ): {0: _d(1)},
     (35, _RESP): {0: _d(1)},
 })

@@ -8,7 +8,12 @@ Kafka's assignReplicasToBrokers, rack-aware unless disabled); the throttles ``ex
 (broker rates on every broker a move touches, topic ``partition:broker`` lists: leaders =
 the current replicas of moving partitions, followers = the replicas being added) and
 ``verify``/``cancel`` clear; each partition's status; and the byte progress of the
-replicas being added, from DescribeLogDirs. The pure parts take and return plain values;
+replicas being added, from DescribeLogDirs. Replica moves between a broker's log dirs
+(``log_dirs`` other than ``any``) as Kafka's tool makes them: AlterReplicaLogDirs retried
+until each replica is on its broker (``start_log_dir_moves``), the
+replica.alter.log.dirs.io.max.bytes.per.second throttle on the brokers whose replicas move
+(``log_dir_throttle_changes``), and each move's state from DescribeLogDirs
+(``log_dir_move_states``). The pure parts take and return plain values;
 the ``async`` ones take a started AdminClient. Not thread-safe (one event loop).
 """
 
@@ -31,6 +36,7 @@ from klog.client.admin import (
     TopicPartition,
 )
 from klog.client.errors import KafkaClientError
+from klog.protocol.errors import ErrorCode
 
 # The configs a throttled reassignment writes, by Kafka's names.
 LEADER_RATE = "leader.replication.throttled.rate"
@@ -524,12 +530,141 @@ async def progress(admin: AdminClient, ongoing: Mapping[TopicPartition, Partitio
     return out
 
 
-def unsupported_log_dirs(log_dirs: Mapping[tuple[str, int, int], str]) -> str | None:
-    """klog has no AlterReplicaLogDirs: a request to place replicas in given log dirs is
-    refused rather than silently ignored."""
-    if not log_dirs:
-        return None
-    (topic, partition, broker), d = sorted(log_dirs.items())[0]
-    return (f"moving replicas between log directories is not supported by klog "
-            f"({topic}-{partition} on broker {broker} asks for {d!r}); use \"any\"")
+# --- moves between log dirs (JBOD) ---------------------------------------------------------
+
+#: A replica of a partition on one broker (Kafka's TopicPartitionReplica).
+Replica = tuple[str, int, int]
+#: How long Kafka's executeMoves waits between AlterReplicaLogDirs attempts.
+LOG_DIR_RETRY_S = 0.1
+
+
+def replica_name(replica: Replica) -> str:
+    """Kafka's TopicPartitionReplica.toString: ``topic-partition-broker``."""
+    return f"{replica[0]}-{replica[1]}-{replica[2]}"
+
+
+def sorted_replicas(replicas: Iterable[Replica]) -> list[Replica]:
+    """Kafka's compareTopicPartitionReplicas: by broker, then topic, then partition."""
+    return sorted(replicas, key=lambda r: (r[2], r[0], r[1]))
+
+
+def moving_brokers(log_dirs: Mapping[Replica, str]) -> set[int]:
+    """Kafka's calculateMovingBrokers: the brokers of the replicas given a log dir."""
+    return {broker for _t, _p, broker in log_dirs}
+
+
+def log_dir_throttle_changes(brokers: Iterable[int], rate: int
+                             ) -> dict[ConfigResource, list[AlterConfigOp]]:
+    """--replica-alter-log-dirs-throttle: the rate on each broker whose replicas move."""
+    return {ConfigResource.of("broker", str(b)): [AlterConfigOp(LOG_DIR_RATE, str(rate))]
+            for b in sorted(set(brokers))}
+
+
+async def start_log_dir_moves(admin: AdminClient, moves: Mapping[Replica, str],
+                              timeout_ms: int) -> list[Replica]:
+    """Kafka's executeMoves: AlterReplicaLogDirs for every replica, again every 100 ms for
+    those not on their broker yet (REPLICA_NOT_AVAILABLE: a reassignment is bringing
+    them), until all are started or ``timeout_ms`` passes. Returns them in the order they
+    started; any other error, or the timeout, is a ReassignmentError with Kafka's words."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_ms / 1000
+    pending = dict(moves)
+    started: list[Replica] = []
+    while pending:
+        results = await admin.alter_replica_log_dirs(pending)
+        for replica in sorted_replicas(results):
+            error = results[replica]
+            if error is None:
+                started.append(replica)
+                pending.pop(replica, None)
+            elif error.error_code != ErrorCode.REPLICA_NOT_AVAILABLE:
+                raise ReassignmentError(f"Failed to alter dir for {replica_name(replica)}: "
+                                        f"{error}")
+        if not pending:
+            break
+        if loop.time() >= deadline:
+            raise ReassignmentError(
+                f"Timed out before log directory move{'' if len(pending) == 1 else 's'} "
+                f"could be started for: "
+                f"{','.join(replica_name(r) for r in sorted_replicas(pending))}")
+        await asyncio.sleep(LOG_DIR_RETRY_S)
+    return started
+
+
+@dataclass(frozen=True)
+class LogDirMoveState:
+    """Kafka's LogDirMoveState of one replica: where it is, where it is going."""
+
+    replica: Replica
+    target_dir: str
+    current_dir: str | None  # None: not in any live log dir of its broker
+    future_dir: str | None  # None: no move in progress
+    found: bool = True  # False: its broker said nothing of it
+
+    @property
+    def done(self) -> bool:
+        """Kafka: every state but an active move is done."""
+        return not (self.found and self.current_dir is not None
+                    and self.future_dir is not None)
+
+    @property
+    def state(self) -> str:
+        if not self.found:
+            return "missing_replica"
+        if self.current_dir is None:
+            return "missing_log_dir"
+        if self.future_dir is not None:
+            return "in_progress"
+        return "completed" if self.current_dir == self.target_dir else "cancelled"
+
+    def line(self) -> str:
+        """Kafka's replicaMoveStatesToString line."""
+        topic, partition, broker = self.replica
+        name = replica_name(self.replica)
+        state = self.state
+        if state == "missing_log_dir":
+            return (f"Partition {topic}-{partition} is not found in any live log dir on "
+                    f"broker {broker}. There is likely an offline log directory on the "
+                    f"broker.")
+        if state == "missing_replica":
+            return (f"Partition {topic}-{partition} cannot be found in any live log "
+                    f"directory on broker {broker}.")
+        if state == "in_progress":
+            if self.future_dir == self.target_dir:
+                return f"Reassignment of replica {name} is still in progress."
+            return (f"Partition {topic}-{partition} on broker {broker} is being moved to log "
+                    f"dir {self.future_dir} instead of {self.target_dir}.")
+        if state == "cancelled":
+            return (f"Partition {topic}-{partition} on broker {broker} is not being moved "
+                    f"from log dir {self.current_dir} to {self.target_dir}.")
+        return f"Reassignment of replica {name} completed successfully."
+
+
+async def log_dir_move_states(admin: AdminClient, targets: Mapping[Replica, str]
+                              ) -> list[LogDirMoveState]:
+    """Kafka's findLogDirMoveStates, from DescribeLogDirs of the brokers involved (for the
+    moving partitions only); in Kafka's replica order."""
+    if not targets:
+        return []
+    wanted: dict[int, dict[str, set[int]]] = defaultdict(lambda: defaultdict(set))
+    for topic, partition, broker in targets:
+        wanted[broker][topic].add(partition)
+    where: dict[Replica, dict[bool, str]] = defaultdict(dict)  # is_future -> dir
+    answered: set[int] = set()
+
+    async def one(broker: int, topics: dict[str, set[int]]) -> None:
+        try:
+            dirs = await admin.describe_log_dirs([broker], {t: sorted(ps)
+                                                            for t, ps in topics.items()})
+        except KafkaClientError:
+            return  # a broker that does not answer: its replicas are missing
+        answered.add(broker)
+        for d in dirs.get(broker, []):
+            for (topic, partition), info in d.replicas.items():
+                where[(topic, partition, broker)][info.is_future] = d.log_dir
+
+    await asyncio.gather(*(one(b, ts) for b, ts in wanted.items()))
+    return [LogDirMoveState(replica, targets[replica], where[replica].get(False),
+                            where[replica].get(True), found=replica[2] in answered)
+            for replica in sorted_replicas(targets)]
 

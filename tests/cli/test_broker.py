@@ -146,8 +146,7 @@ def test_unimplemented_configs_are_one_start_up_warning_line(tmp_path) -> None:
     )
 
     broker = KlogBroker(tmp_path / "data", overrides={
-        "replica.selector.class":
-            "org.apache.kafka.common.replica.RackAwareReplicaSelector",
+        "background.threads": "4",
     })
     with broker:
         admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
@@ -168,10 +167,10 @@ def test_unimplemented_configs_are_one_start_up_warning_line(tmp_path) -> None:
     # first start: the override; the AlterConfigs: its name; the restart: both, one line
     assert len(warned) == 3, lines
     assert warned[0].split("accepted, not implemented: ")[1].startswith(
-        "replica.selector.class (")
+        "background.threads (")
     assert " WARNING accepted, not implemented: sasl.kerberos.min.time.before.relogin (" \
         in warned[1]
-    assert ("WARNING accepted, not implemented: replica.selector.class, "
+    assert ("WARNING accepted, not implemented: background.threads, "
             "sasl.kerberos.min.time.before.relogin (klog.daemon.broker)") in warned[2]
 
 

@@ -88,7 +88,7 @@ def test_broker_describe_marks_what_klog_does_not_implement(broker: KlogBroker) 
         implemented = {c["name"]: c["implemented"] for c in json.loads(everything)["configs"]}
         assert implemented["num.partitions"] is True
         assert implemented["log.cleaner.enable"] is True
-        assert implemented["replica.selector.class"] is False
+        assert implemented["background.threads"] is False
         code, out, _ = klog(broker, "configs", "describe", "broker", "0")
         rows = [line.rstrip().split(None, 3) for line in out.splitlines()]
         assert rows[0] == ["KEY", "VALUE", "SOURCE", "NOTE"]

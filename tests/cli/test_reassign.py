@@ -46,8 +46,6 @@ def _plan(tmp_path: Path, name: str, partitions: dict[tuple[str, int], list[int]
     (["execute", "--reassignment-json-file", "{bad}"], "not valid JSON"),
     (["execute", "--reassignment-json-file", "{empty}"],
      "Partition reassignment list cannot be empty."),
-    (["execute", "--reassignment-json-file", "{dirs}"],
-     "moving replicas between log directories is not supported"),
     (["execute", "--reassignment-json-file", "{dup}"],
      "Partition reassignment contains duplicate topic partitions: t-0"),
     (["generate", "--topics-to-move-json-file", "{topics}", "--broker-list", "1,1"],
@@ -59,12 +57,10 @@ def _plan(tmp_path: Path, name: str, partitions: dict[tuple[str, int], list[int]
 def test_usage_errors_are_one_line_and_exit_2(tmp_path: Path, args: list[str],
                                               message: str) -> None:
     files = {"missing": tmp_path / "nope.json", "bad": tmp_path / "bad.json",
-             "empty": tmp_path / "empty.json", "dirs": tmp_path / "dirs.json",
+             "empty": tmp_path / "empty.json",
              "dup": tmp_path / "dup.json", "topics": tmp_path / "topics.json"}
     files["bad"].write_text("{\"partitions\": [")
     files["empty"].write_text('{"version":1,"partitions":[]}')
-    files["dirs"].write_text('{"version":1,"partitions":[{"topic":"t","partition":0,'
-                             '"replicas":[1],"log_dirs":["/data/a"]}]}')
     files["dup"].write_text('{"version":1,"partitions":[{"topic":"t","partition":0,'
                             '"replicas":[1]},{"topic":"t","partition":0,"replicas":[2]}]}')
     files["topics"].write_text('{"version":1,"topics":[{"topic":"t"}]}')
@@ -277,7 +273,8 @@ def test_generate_execute_throttled_list_verify_cancel(cluster: Any,  # noqa: F8
                                    f"replica set is {now} rather than 4,3,2.")
     code, out, _ = klog(bs, "cancel", "--reassignment-json-file", back, "--json",
                         "--preserve-throttles")
-    assert code == 0 and json.loads(out) == {"cancelled": [], "throttles_cleared": None}
+    assert code == 0 and json.loads(out) == {"cancelled": [], "cancelled_log_dir_moves": [],
+                                             "throttles_cleared": None}
     code, out, _ = klog(bs, "cancel", "--reassignment-json-file", back, "--preserve-throttles")
     assert out == "None of the specified partition reassignments are active.\n"
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from klog.client.consumer import Consumer, NoOffsetForPartitionError, TopicPartition
-from klog.protocol.errors import OffsetOutOfRangeError
+from klog.protocol.errors import ErrorCode, OffsetOutOfRangeError
 from klog.testing import KlogBroker
 
 with warnings.catch_warnings():
@@ -307,6 +307,7 @@ def test_consumer_survives_a_broker_restart(broker: KlogBroker, topic: str) -> N
 class _Cluster:
     def __init__(self, leaders: dict[tuple[str, int], int | None]) -> None:
         self.leaders = leaders
+        self.brokers: dict[int, Any] = {1: None, 2: None, 3: None}
 
     def leader_for(self, topic: str, partition: int) -> int | None:
         return self.leaders.get((topic, partition))
@@ -364,12 +365,14 @@ def _ns(**kw: Any) -> Any:
     return SimpleNamespace(**kw)
 
 
-def _fetch_response(parts: dict[tuple[str, int], tuple[int, bytes | None]]) -> Any:
+def _fetch_response(parts: dict[tuple[str, int], tuple[int, bytes | None]],
+                    preferred: int = -1) -> Any:
     topics: dict[str, list[Any]] = {}
     for (t, p), (code, records) in parts.items():
         topics.setdefault(t, []).append(_ns(
             partition_index=p, error_code=code, high_watermark=100, last_stable_offset=100,
-            log_start_offset=0, aborted_transactions=None, records=records))
+            log_start_offset=0, aborted_transactions=None, records=records,
+            preferred_read_replica=preferred))
     return _ns(error_code=0, responses=[_ns(topic=t, partitions=ps) for t, ps in topics.items()])
 
 
@@ -517,6 +520,66 @@ def test_fetch_request_values() -> None:
         assert values["max_bytes"] == 1000 and values["replica_id"] == -1
         assert values["topics"][0]["partitions"][0]["partition_max_bytes"] == 300
         assert values["topics"][0]["partitions"][0]["fetch_offset"] == 42
+        await consumer.close()
+
+    _run(main())
+
+
+def test_client_rack_follows_the_preferred_read_replica_kip_392() -> None:
+    client = _ScriptedClient({("t", 0): 1})
+    follower_out_of_range = {"once": True}
+
+    def fetch(node: int, values: dict[str, Any]) -> Any:
+        assert values["rack_id"] == "rack-c"
+        offsets = _requested(values)
+        if node == 1 and offsets[("t", 0)] in (0, 10):
+            # The leader names broker 3 (no records) ...
+            return _fetch_response({tp: (0, b"") for tp in offsets}, preferred=3)
+        if node == 3 and offsets[("t", 0)] == 10 and follower_out_of_range.pop("once", None):
+            # ... whose offset out of range sends the partition back to the leader,
+            # without a reset of the position.
+            return _fetch_response({tp: (int(ErrorCode.OFFSET_OUT_OF_RANGE), None)
+                                    for tp in offsets})
+        return _answer_from_log(values)
+
+    client.fetch = fetch
+
+    async def main() -> None:
+        consumer = await _scripted_consumer(client, client_rack="rack-c")
+        tp = TopicPartition("t", 0)
+        consumer.assign([tp])
+        offsets: list[int] = []
+        while len(offsets) < 15:
+            got = await consumer.getmany(timeout_ms=5000)
+            offsets += [r.offset for r in got.get(tp, [])]
+        assert offsets[:15] == list(range(15))
+        nodes = [n for n, _v in client.fetches()]
+        assert nodes[:2] == [1, 3]  # named by the leader, then read from the follower
+        at_ten = [n for n, v in client.fetches() if _requested(v)[("t", 0)] == 10]
+        assert at_ten[:3] == [3, 1, 3]  # out of range there: the leader, which names it again
+        await consumer.close()
+
+    _run(main())
+
+
+def test_a_preferred_replica_gone_from_the_metadata_is_dropped() -> None:
+    client = _ScriptedClient({("t", 0): 1})
+
+    def fetch(node: int, values: dict[str, Any]) -> Any:
+        offsets = _requested(values)
+        if node == 1 and 3 in client.cluster.brokers:
+            client.cluster.brokers.pop(3)  # broker 3 leaves the cluster meanwhile
+            return _fetch_response({tp: (0, b"") for tp in offsets}, preferred=3)
+        return _answer_from_log(values)
+
+    client.fetch = fetch
+
+    async def main() -> None:
+        consumer = await _scripted_consumer(client, client_rack="rack-c")
+        consumer.assign([("t", 0)])
+        got = await consumer.getmany(timeout_ms=5000)
+        assert [r.offset for r in got[TopicPartition("t", 0)]] == [0, 1, 2, 3, 4]
+        assert {n for n, _v in client.fetches()} == {1}
         await consumer.close()
 
     _run(main())

@@ -23,6 +23,7 @@ from klog.client import errors
 from klog.client.accumulator import BufferPool, ProducerBatch, RecordAccumulator
 from klog.client.errors import KafkaClientError, KafkaTimeoutError
 from klog.client.producer import Producer, RecordMetadata, SyncProducer
+from klog.protocol.errors import ErrorCode
 from klog.protocol.records.batch import read_batch_header
 from klog.protocol.records.compression import CompressionType
 from klog.protocol.records.v2 import BatchBuilder
@@ -508,3 +509,120 @@ def test_a_sequence_reset_renumbers_built_batches() -> None:
         header.ensure_valid(b1.payload)  # the CRC covers them and was recomputed
 
     asyncio.run(main())
+
+
+def test_a_sequence_reset_waits_for_requests_written_at_once() -> None:
+    """A batch failed for good while another was in flight in a request written at once
+    (the fast path, which has no task in ``Sender._requests``): the sender waited for no
+    task, reset the sequences under the in-flight batch and died on the accumulator's
+    assertion, failing every record after it (found by the chaos harness, seed 2 of
+    ``python -m tests.chaos --nemeses kill``)."""
+    from klog.client.sender import Sender
+
+    async def main() -> None:
+        acc = RecordAccumulator(batch_size=30, linger_ms=0, idempotent=True)
+        for partition in (0, 1):
+            _append(acc, partition, b"v" * 25, now=0)
+        drained = acc.drain({1: [("t", 0), ("t", 1)]}, 1 << 20, now=1, producer_id=5,
+                            producer_epoch=0)[1]
+        failed, in_flight = sorted(drained, key=lambda b: b.partition)
+        sender = Sender(None, acc, acks=-1, retries=5,  # type: ignore[arg-type]
+                        request_timeout_ms=1000, max_in_flight=5, max_request_size=1 << 20,
+                        retry_backoff_ms=1, idempotent=True)
+        sender.producer_id, sender.producer_epoch = 5, 0
+        acc.fail(failed, KafkaClientError("gone"))
+        assert acc.needs_sequence_reset and acc.has_in_flight()
+        # Waits: the other batch is still in flight.
+        await asyncio.wait_for(sender._run_once(), 5)
+        assert acc.needs_sequence_reset and sender.producer_id == 5
+        acc.complete(in_flight, 0)
+        sender.wakeup()  # nothing is left to send: the sender would sleep until woken
+        await asyncio.wait_for(sender._run_once(), 5)
+        assert not acc.needs_sequence_reset and sender.producer_id == -1
+
+    asyncio.run(main())
+
+
+def test_a_sequence_reset_keeps_the_retries_of_other_partitions_as_they_were_sent() -> None:
+    """A batch of one partition failed for good; another partition's batch, sent and
+    waiting for a retry (its first attempt may be written, the answer lost), keeps its
+    producer id and sequence so the broker can recognise it, and that partition's new
+    batches wait for it. Renumbered under the new producer id, it was written twice: the
+    chaos harness found such duplicates after kill -9 of every broker (seed 3)."""
+    async def main() -> None:
+        acc = RecordAccumulator(batch_size=30, linger_ms=0, idempotent=True)
+        for partition in (0, 1):
+            _append(acc, partition, b"v" * 25, now=0)
+        drained = acc.drain({1: [("t", 0), ("t", 1)]}, 1 << 20, now=1, producer_id=5,
+                            producer_epoch=0)[1]
+        failed, retried = sorted(drained, key=lambda b: b.partition)
+        acc.reenqueue(retried, now=2)       # connection lost: outcome unknown
+        acc.fail(failed, KafkaClientError("gone"))
+        fresh = _append(acc, 1, b"w" * 25, now=3)
+        acc.reset_sequences()
+        (again,) = acc.drain({1: [("t", 1)]}, 1 << 20, now=500, producer_id=9,
+                             producer_epoch=0)[1]
+        assert again is retried
+        header = read_batch_header(retried.payload, 0)
+        assert (header.producer_id, header.base_sequence) == (5, 0)  # as first sent
+        # The new batch does not overtake the one sent under the old producer id.
+        assert acc.drain({1: [("t", 1)]}, 1 << 20, now=501, producer_id=9,
+                         producer_epoch=0) == {}
+        acc.complete(retried, 0)
+        (new,) = acc.drain({1: [("t", 1)]}, 1 << 20, now=502, producer_id=9,
+                           producer_epoch=0)[1]
+        assert new.records[0][0] is fresh
+        header = read_batch_header(new.payload, 0)
+        assert (header.producer_id, header.base_sequence) == (9, 0)
+
+    asyncio.run(main())
+
+
+def test_a_leader_gone_from_the_metadata_before_connecting_is_retried() -> None:
+    """Batches drained for a leader that then left the metadata (the connection attempt
+    says BROKER_NOT_AVAILABLE): nothing was sent, so they wait for the new leader. They
+    failed for good (24 records of the chaos harness's long run, seed 2929)."""
+    from klog.client.sender import Sender
+
+    class NoSuchBroker:
+        def __init__(self) -> None:
+            self.refreshes = 0
+
+        async def connect_to(self, node: int) -> None:
+            raise KafkaClientError(f"broker {node} is not in the cluster metadata",
+                                   ErrorCode.BROKER_NOT_AVAILABLE)
+
+        def request_metadata_refresh(self) -> None:
+            self.refreshes += 1
+
+    async def main() -> None:
+        from klog.client.accumulator import now_ms
+
+        acc = RecordAccumulator(batch_size=30, linger_ms=0, idempotent=True)
+        start = now_ms()  # the retry is decided on the clock: within delivery.timeout.ms
+        _append(acc, 0, b"v" * 25, now=start)
+        (batch,) = acc.drain({3: [("t", 0)]}, 1 << 20, now=start + 1, producer_id=5,
+                             producer_epoch=0)[3]
+        client = NoSuchBroker()
+        sender = Sender(client, acc, acks=-1, retries=5,  # type: ignore[arg-type]
+                        request_timeout_ms=1000, max_in_flight=5, max_request_size=1 << 20,
+                        retry_backoff_ms=1, idempotent=True)
+        sender._in_flight_requests[3] = 1
+        await sender._produce(3, [batch])
+        assert not batch.done and batch.attempts == 1
+        assert client.refreshes >= 1
+
+    asyncio.run(main())
+
+
+def test_a_leader_missing_from_the_brokers_is_no_leader() -> None:
+    """A partial metadata update can leave a partition's leader that the latest response
+    no longer lists; producing to it failed for good (BROKER_NOT_AVAILABLE) instead of
+    waiting for metadata, and the failure reset the producer's sequences (chaos seed 3)."""
+    from klog.client.network import BrokerMeta, ClusterMetadata, PartitionMeta
+
+    cluster = ClusterMetadata(brokers={1: BrokerMeta(1, "h", 1)},
+                              topics={"t": {0: PartitionMeta("t", 0, 1, 0, (1, 3), (1, 3), 0),
+                                            1: PartitionMeta("t", 1, 3, 0, (3, 1), (3, 1), 0)}})
+    assert cluster.leader_for("t", 0) == 1
+    assert cluster.leader_for("t", 1) is None

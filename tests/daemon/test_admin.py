@@ -90,6 +90,19 @@ def test_assign_replicas_checks_partitions_before_replication_factor() -> None:
     assert _code(assign_replicas, [], 1, 1)[0] == ErrorCode.INVALID_REPLICATION_FACTOR
 
 
+def test_assign_replicas_places_by_rack() -> None:
+    racks = {1: "a", 2: "b", 3: "c", 4: "a", 5: "b", 6: "c"}
+    for replicas in assign_replicas(racks, 12, 3).values():
+        assert sorted(racks[b] for b in replicas) == ["a", "b", "c"]
+
+
+def test_assign_replicas_refuses_mixed_racks_as_kafka() -> None:
+    # Kafka's AdminOperationException, answered UNKNOWN_SERVER_ERROR.
+    assert _code(assign_replicas, {1: "a", 2: None}, 1, 1) == (
+        ErrorCode.UNKNOWN_SERVER_ERROR,
+        "Not all brokers have rack information for replica rack aware assignment.")
+
+
 # -- CreateTopics assignments ---------------------------------------------------------------
 
 
@@ -122,6 +135,19 @@ def test_new_partitions_continue_the_round_robin() -> None:
         assert len(replicas) == 2 and len(set(replicas)) == 2
     # Kafka starts the new partitions' round-robin at partition 0's leader.
     assert [added[p][0] for p in (3, 4, 5)] == [2, 3, 1]
+
+
+def test_new_partitions_are_placed_by_rack() -> None:
+    racks = {1: "a", 2: "b", 3: "c"}
+    added = new_partitions_assignment({0: [1, 2], 1: [2, 3]}, racks, 8)
+    assert sorted(added) == [2, 3, 4, 5, 6, 7]
+    for replicas in added.values():
+        assert len({racks[b] for b in replicas}) == 2
+    assert _code(new_partitions_assignment, {0: [1]}, {1: "a", 2: None}, 2) == (
+        ErrorCode.UNKNOWN_SERVER_ERROR,
+        "Not all brokers have rack information for replica rack aware assignment.")
+    # An explicit assignment needs no racks.
+    assert new_partitions_assignment({0: [1]}, {1: "a", 2: None}, 2, [[2]]) == {1: [2]}
 
 
 def test_new_partitions_with_explicit_replicas() -> None:
@@ -1076,3 +1102,32 @@ def test_concurrent_auto_creations_of_one_topic_both_wait_for_its_leaders(
                 t.join(30)
             assert [(a.error_code, len(a.partitions)) for a in answers] == \
                 [(0, partitions)] * 2, attempt
+
+
+def test_creations_refuse_a_mix_of_racked_and_unracked_brokers(tmp_path: Path) -> None:
+    # Kafka's assignReplicasToBrokers: with racks, every broker needs one. CreateTopics and
+    # auto-creation are refused (UNKNOWN_SERVER_ERROR, Kafka's AdminOperationException),
+    # unless the request gives the replica assignment.
+    from klog.daemon.metadata_cache import BrokerEndpoint, BrokerInfo
+
+    with running_broker(tmp_path, broker_rack="rack-a") as node:
+        cache = node.broker.metadata_cache
+        assert node.call(lambda: cache.alive_broker_racks()) == {0: "rack-a"}
+        unracked = BrokerInfo(7, (BrokerEndpoint("PLAINTEXT", "127.0.0.1", 1),), None)
+
+        def add() -> None:
+            cache.brokers[7] = unracked
+
+        node.call(add)
+        with node.connect() as client:
+            refused = _create(client, "mixed", partitions=1, rf=1)
+            assert (refused.error_code, refused.error_message) == (
+                ErrorCode.UNKNOWN_SERVER_ERROR,
+                "Not all brokers have rack information for replica rack aware assignment.")
+            given = _create(client, "given", assignments=[(0, [0])])
+            assert given.error_code == 0
+            node.call(add)  # the creation's UpdateMetadata named the live brokers again
+            assert client.metadata(["auto-mixed"]).topics[0].error_code == \
+                ErrorCode.UNKNOWN_SERVER_ERROR
+            node.call(lambda: cache.brokers.pop(7))
+            assert _create(client, "racked", partitions=2, rf=1).error_code == 0

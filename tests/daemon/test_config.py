@@ -144,6 +144,7 @@ EXPECTED_DEFAULTS = {
     "broker_id_generation_enable": True,
     "reserved_broker_max_id": 1000,
     "broker_rack": None,
+    "replica_selector_class": None,
     "cluster_id": None,
     "log_dirs": [Path("./klog-data")],
     "num_partitions": 1,
@@ -1059,6 +1060,16 @@ def test_an_authorizer_klog_lacks_refuses_start_up() -> None:
         BrokerConfig.load(None, ["authorizer.class.name=com.example.Custom"])
 
 
+def test_replica_selector_class_is_kafkas_rack_aware_one_or_refused() -> None:
+    name = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
+    config = BrokerConfig.load(None, [f"replica.selector.class={name}"])
+    assert config.replica_selector_class == name
+    assert config.unimplemented_keys == []
+    with pytest.raises(ConfigError, match=r"replica\.selector\.class=com\.example\.Mine is "
+                                          r"not a replica selector klog has"):
+        BrokerConfig.load(None, ["replica.selector.class=com.example.Mine"])
+
+
 def test_super_users_must_be_principals() -> None:
     with pytest.raises(ConfigError, match=r"super\.users"):
         BrokerConfig.load(None, ["super.users=admin"])
@@ -1106,11 +1117,11 @@ def test_kafka_names_take_kafkas_type_range_and_dynamic_mode() -> None:
 
 
 def test_unimplemented_keys_list_names_set_in_every_layer() -> None:
-    config = broker(replica_selector_class="com.example.RackAware", num_partitions="2")
-    assert config.unimplemented_keys == ["replica.selector.class"]
+    config = broker(queued_max_request_bytes="200000000", num_partitions="2")
+    assert config.unimplemented_keys == ["queued.max.request.bytes"]
     config = config.with_dynamic({"sasl.kerberos.min.time.before.relogin": "1000"},
                                  {"metric.reporters": "com.example.Reporter"})
-    assert config.unimplemented_keys == ["metric.reporters", "replica.selector.class",
+    assert config.unimplemented_keys == ["metric.reporters", "queued.max.request.bytes",
                                          "sasl.kerberos.min.time.before.relogin"]
     assert broker(num_partitions="2", log_cleaner_enable="false").unimplemented_keys == []
 
@@ -1120,9 +1131,10 @@ def test_the_unimplemented_set_leaves_implemented_names_out() -> None:
     from klog.daemon.config.specs import UNIMPLEMENTED_BROKER_CONFIGS
 
     for name in ("log.cleaner.enable", "num.partitions", "listeners", "sasl.jaas.config",
-                 "max.connections", "socket.send.buffer.bytes", "authorizer.class.name"):
+                 "max.connections", "socket.send.buffer.bytes", "authorizer.class.name",
+                 "replica.selector.class"):
         assert name not in UNIMPLEMENTED_BROKER_CONFIGS
-    for name in ("replica.selector.class", "metric.reporters", "process.roles",
+    for name in ("queued.max.request.bytes", "metric.reporters", "process.roles",
                  "sasl.kerberos.min.time.before.relogin", "num.network.threads"):
         assert name in UNIMPLEMENTED_BROKER_CONFIGS
 
@@ -1160,12 +1172,12 @@ def test_a_security_weakening_name_is_refused_dynamically_too() -> None:
 
 
 def test_describe_marks_unimplemented_configs_and_never_reports_them_on() -> None:
-    config = broker(replica_selector_class="com.example.RackAware",
+    config = broker(queued_max_request_bytes="200000000",
                     auto_include_jmx_reporter="true")
     entries = {e.name: e for e in describe_broker_configs(config)}
     assert set(entries) >= set(_kafka_3_9_broker_config_names())  # Kafka lists them all
-    selector = entries["replica.selector.class"]
-    assert selector.value == "com.example.RackAware"  # the value as set ...
+    selector = entries["queued.max.request.bytes"]
+    assert selector.value == "200000000"  # the value as set ...
     assert selector.source == ConfigSource.STATIC_BROKER_CONFIG
     assert "accepted, not implemented by klog" in (selector.documentation or "")
     relogin = entries["sasl.kerberos.min.time.before.relogin"]

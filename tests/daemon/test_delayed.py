@@ -92,7 +92,8 @@ class Offsets:
         self.asked: list[tuple[str, int, int, FetchIsolation]] = []
 
     def end_offset_metadata(self, topic: str, partition: int, current_leader_epoch: int,
-                            isolation: FetchIsolation) -> Meta:
+                            isolation: FetchIsolation, fetch_only_leader: bool = True
+                            ) -> Meta:
         self.asked.append((topic, partition, current_leader_epoch, isolation))
         end = self.ends[((topic, partition), isolation)]
         if isinstance(end, Exception):

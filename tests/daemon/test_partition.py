@@ -210,3 +210,36 @@ def test_a_leader_that_stays_keeps_its_followers_positions_across_an_epoch(
     p.make_follower(PartitionState("t", 0, 2, 2, (1, 2, 3), (1, 2)))
     p.make_leader(PartitionState("t", 0, 1, 3, (1, 2, 3), (1, 2)))
     assert p.remote_replicas[2].log_end_offset == -1
+
+
+def test_a_leader_loaded_without_a_checkpointed_high_watermark_waits_for_its_isr(
+        tmp_path: Path) -> None:
+    """After a crash, a log with no replication-offset-checkpoint entry loads with its high
+    watermark at the log start (LogManager), so as leader it serves only what its ISR
+    followers have fetched; a one-replica ISR (standalone) serves everything at once."""
+    from klog.storage.log_manager import LogManager
+
+    manager = LogManager([tmp_path / "logs"]).startup()
+    for partition in (0, 1):
+        manager.get_or_create_log("t", partition).append_as_leader(
+            _batch(b"a", b"b", b"c", b"d"), 0)
+    manager._unlock_all()  # kill -9 before any checkpoint
+    reloaded = LogManager([tmp_path / "logs"]).startup()
+    try:
+        shared = reloaded.get_log("t", 0)
+        alone = reloaded.get_log("t", 1)
+        assert shared is not None and alone is not None
+        p = Partition("t", 0, 1, shared)
+        p.make_leader(PartitionState("t", 0, 1, 1, (1, 2, 3), (1, 2, 3)))
+        assert p.high_watermark == 0  # the followers may have none of it
+        now = int(time.time() * 1000)
+        p.update_follower_fetch_state(2, 2, 4, now)
+        p.update_follower_fetch_state(3, 4, 4, now)
+        assert p.high_watermark == 2
+        p.update_follower_fetch_state(2, 4, 4, now)
+        assert p.high_watermark == 4
+        single = Partition("t", 1, 1, alone)
+        single.make_leader(PartitionState("t", 1, 1, 1, (1,), (1,)))
+        assert single.high_watermark == 4
+    finally:
+        reloaded.close()

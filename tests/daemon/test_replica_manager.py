@@ -549,3 +549,123 @@ def test_two_producers_in_one_transactional_request_are_refused(tmp_path: Path) 
             _close(manager)
 
     asyncio.run(go())
+
+
+# -- KIP-392: preferred read replicas and consumers reading from followers -------------------
+
+
+def _consumer(rack: str, min_bytes: int = 1, max_wait_ms: int = 0) -> Any:
+    from klog.daemon.delayed import FetchParams
+    from klog.daemon.partition import FetchIsolation
+    from klog.daemon.replica_selector import ClientMetadata
+
+    return FetchParams(-1, max_wait_ms, min_bytes, 1 << 20, FetchIsolation.HIGH_WATERMARK,
+                       ClientMetadata(rack, "PLAINTEXT"))
+
+
+def _racked_cache() -> Any:
+    from klog.daemon.metadata_cache import BrokerEndpoint, BrokerInfo, MetadataCache
+
+    cache = MetadataCache(1)
+    cache.update_brokers([BrokerInfo(b, (BrokerEndpoint("PLAINTEXT", "h", 9000 + b),), rack)
+                          for b, rack in {1: "a", 2: "b", 3: "c"}.items()], 1)
+    return cache
+
+
+def test_a_leader_names_the_follower_in_the_consumers_rack(tmp_path: Path) -> None:
+    from klog.daemon.delayed import FetchParams
+    from klog.daemon.metadata_cache import PartitionState
+    from klog.daemon.partition import FetchIsolation
+    from klog.daemon.replica_selector import RackAwareReplicaSelector
+    from klog.storage.log_manager import LogManager
+
+    async def go() -> None:
+        manager = ReplicaManager(1, LogManager([tmp_path]), lambda topic: LogConfig())
+        manager.replica_selector = RackAwareReplicaSelector(_racked_cache())
+        try:
+            tp = ("t", 0)
+            manager.become_leader_or_follower([PartitionState("t", 0, 1, 0, (1, 2, 3),
+                                                              (1, 2, 3))])
+            for _ in range(3):
+                manager.append_records({tp: _value_batch(100)}, 1)
+            end = manager.partitions[tp].log_end_offset
+            # Follower 2 has everything (log start 0), follower 3 only up to offset 1.
+            follower = FetchParams(2, 0, 1, 1 << 20, FetchIsolation.LOG_END,
+                                   follower_log_start_offsets={tp: 0})
+            await manager.fetch_messages(follower, [("t", 0, end, 1 << 20, 0)])
+            await manager.fetch_messages(FetchParams(3, 0, 1, 1 << 20, FetchIsolation.LOG_END),
+                                         [("t", 0, 1, 1 << 20, 0)])
+            assert manager.partitions[tp].remote_replicas[2].log_start_offset == 0
+            # A consumer in rack b is sent to broker 2, at once (no long poll), no records.
+            (r,) = await asyncio.wait_for(manager.fetch_messages(
+                _consumer("b", min_bytes=1 << 20, max_wait_ms=600_000),
+                [("t", 0, 0, 1 << 20, -1)]), 10)
+            assert (r.error_code, r.preferred_read_replica, r.size) == (0, 2, 0)
+            assert r.high_watermark == manager.partitions[tp].high_watermark
+            # Rack c: broker 3's log reaches offset 1, not 2: the leader answers there.
+            (r,) = await manager.fetch_messages(_consumer("c"), [("t", 0, 1, 1 << 20, -1)])
+            assert r.preferred_read_replica == 3
+            (r,) = await manager.fetch_messages(_consumer("c"), [("t", 0, 2, 1 << 20, -1)])
+            assert r.preferred_read_replica == -1 and r.error_code == 0
+            # The leader's own rack, no rack, or a pre-v11 consumer: the leader answers.
+            for params in (_consumer("a"), _consumer(""), _params(1)):
+                (r,) = await manager.fetch_messages(params, [("t", 0, 0, 1 << 20, -1)])
+                assert r.preferred_read_replica == -1 and r.size > 0
+            # Out of the ISR: never preferred.
+            manager.become_leader_or_follower([PartitionState("t", 0, 1, 1, (1, 2, 3),
+                                                              (1, 3))])
+            (r,) = await manager.fetch_messages(_consumer("b"), [("t", 0, 0, 1 << 20, -1)])
+            assert r.preferred_read_replica == -1
+        finally:
+            _close(manager)
+
+    asyncio.run(go())
+
+
+def test_a_follower_serves_v11_consumers_up_to_its_high_watermark(tmp_path: Path) -> None:
+    from klog.daemon.metadata_cache import PartitionState
+    from klog.storage.log_manager import LogManager
+
+    async def go() -> None:
+        manager = ReplicaManager(1, LogManager([tmp_path]), lambda topic: LogConfig())
+        try:
+            tp = ("t", 0)
+            manager.become_leader_or_follower([PartitionState("t", 0, 2, 5, (2, 1), (2, 1))])
+            first = bytearray(build_batch([(NOW, None, b"a" * 50)], base_offset=0,
+                                          partition_leader_epoch=5))
+            second = bytearray(build_batch([(NOW, None, b"b" * 50)], base_offset=1,
+                                           partition_leader_epoch=5))
+            manager.append_as_follower(tp, first, 1, 0)  # the leader's high watermark: 1
+            manager.append_as_follower(tp, second, 1, 0)
+            p = manager.partitions[tp]
+            assert (p.high_watermark, p.log_end_offset) == (1, 2)
+            # A consumer without client metadata (Fetch v0-v10) is for leaders only.
+            (r,) = await manager.fetch_messages(_params(1), [("t", 0, 0, 1 << 20, -1)])
+            assert r.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+            # Fetch v11+: read up to the follower's high watermark.
+            (r,) = await manager.fetch_messages(_consumer("b"), [("t", 0, 0, 1 << 20, 5)])
+            assert r.error_code == 0 and r.size == len(first) and r.high_watermark == 1
+            # Between the high watermark and the log end: nothing yet; past the log end:
+            # OFFSET_OUT_OF_RANGE (the consumer goes back to the leader).
+            (r,) = await manager.fetch_messages(_consumer("b"), [("t", 0, 1, 1 << 20, 5)])
+            assert (r.error_code, r.size) == (0, 0)
+            (r,) = await manager.fetch_messages(_consumer("b"), [("t", 0, 3, 1 << 20, 5)])
+            assert r.error_code == ErrorCode.OFFSET_OUT_OF_RANGE
+            # The leader epoch the consumer names is checked as on a leader.
+            (r,) = await manager.fetch_messages(_consumer("b"), [("t", 0, 0, 1 << 20, 4)])
+            assert r.error_code == ErrorCode.FENCED_LEADER_EPOCH
+            (r,) = await manager.fetch_messages(_consumer("b"), [("t", 0, 0, 1 << 20, 6)])
+            assert r.error_code == ErrorCode.UNKNOWN_LEADER_EPOCH
+            # A consumer waiting at the follower's high watermark is answered when the
+            # next replica fetch moves it (Kafka's completeDelayedFetchRequests).
+            waiting = asyncio.ensure_future(manager.fetch_messages(
+                _consumer("b", max_wait_ms=600_000), [("t", 0, 1, 1 << 20, 5)]))
+            await asyncio.sleep(0)
+            assert manager.fetch_purgatory.delayed() == 1 and not waiting.done()
+            manager.append_as_follower(tp, bytearray(), 2, 0)
+            (r,) = await asyncio.wait_for(waiting, 10)
+            assert r.error_code == 0 and r.size == len(second) and r.high_watermark == 2
+        finally:
+            _close(manager)
+
+    asyncio.run(go())

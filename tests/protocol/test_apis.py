@@ -33,6 +33,8 @@ BROKER_APIS = {
     0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24,
     25, 26, 27, 29, 30, 31, 32, 33, 35, 36, 37, 42, 43, 44, 45, 46, 47, 50, 51, 60,
 }
+# Issue 33's JBOD moves: AlterReplicaLogDirs.
+BROKER_APIS |= {34}
 # Issue 21's tools side: TxnOffsetCommit, DescribeProducers, DescribeTransactions,
 # ListTransactions.
 BROKER_APIS |= {28, 61, 65, 66}
@@ -105,6 +107,7 @@ KAFKA_3_RANGES = {
     31: (0, 3),  # DeleteAcls
     32: (0, 4),  # DescribeConfigs
     33: (0, 2),  # AlterConfigs
+    34: (0, 2),  # AlterReplicaLogDirs
     35: (0, 4),  # DescribeLogDirs
     37: (0, 3),  # CreatePartitions
     42: (0, 2),  # DeleteGroups

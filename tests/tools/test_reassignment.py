@@ -53,9 +53,33 @@ def test_parse_reassignment_with_and_without_log_dirs() -> None:
     _, dirs = r.parse_reassignment(json.dumps({"partitions": [
         {"topic": "t", "partition": 0, "replicas": [1, 2], "log_dirs": ["any", "/d2"]}]}))
     assert dirs == {("t", 0, 2): "/d2"}
-    assert r.unsupported_log_dirs(dirs) is not None
-    assert "t-0 on broker 2" in (r.unsupported_log_dirs(dirs) or "")
-    assert r.unsupported_log_dirs({}) is None
+    assert r.moving_brokers(dirs) == {2}
+    changes = r.log_dir_throttle_changes([2], 1000)
+    ((resource, (op,)),) = changes.items()
+    assert (resource.name, op.name, op.value) == (
+        "2", "replica.alter.log.dirs.io.max.bytes.per.second", "1000")
+
+
+def test_log_dir_move_states_say_what_kafka_says() -> None:
+    replica = ("t", 0, 2)
+    states = {
+        "completed": r.LogDirMoveState(replica, "/b", "/b", None),
+        "in_progress": r.LogDirMoveState(replica, "/b", "/a", "/b"),
+        "cancelled": r.LogDirMoveState(replica, "/b", "/a", None),
+        "missing_log_dir": r.LogDirMoveState(replica, "/b", None, None),
+        "missing_replica": r.LogDirMoveState(replica, "/b", None, None, found=False),
+    }
+    assert {name: s.state for name, s in states.items()} == {n: n for n in states}
+    assert [n for n, s in states.items() if not s.done] == ["in_progress"]
+    assert states["completed"].line() == \
+        "Reassignment of replica t-0-2 completed successfully."
+    assert states["in_progress"].line() == "Reassignment of replica t-0-2 is still in progress."
+    assert r.LogDirMoveState(replica, "/b", "/a", "/c").line() == (
+        "Partition t-0 on broker 2 is being moved to log dir /c instead of /b.")
+    assert states["cancelled"].line() == (
+        "Partition t-0 on broker 2 is not being moved from log dir /a to /b.")
+    assert r.sorted_replicas([("b", 0, 1), ("a", 1, 2), ("a", 0, 2)]) == [
+        ("b", 0, 1), ("a", 0, 2), ("a", 1, 2)]
 
 
 @pytest.mark.parametrize(("partitions", "message"), [

@@ -30,6 +30,7 @@ from klog.daemon.config.specs import (
     LISTENER_OVERRIDABLE_CONFIGS,
     LISTENER_SECURITY_CONFIGS,
     MUST_NOT_BE_IGNORED,
+    REPLICA_SELECTOR_CLASSES,
     TOPIC_CONFIGS,
     UNIMPLEMENTED_BROKER_CONFIGS,
 )
@@ -339,6 +340,13 @@ class BrokerConfig:
                 f"{' or '.join(ACL_AUTHORIZER_CLASSES)} (klog's ACL authorizer), or leave it "
                 "empty for none")
         self._refuse_ignored_security_configs()
+        selector = v["replica.selector.class"]
+        # A selector klog lacks is refused, not ignored: consumers would read from leaders
+        # across racks where the operator asked otherwise.
+        require(not selector or selector in REPLICA_SELECTOR_CLASSES,
+                f"replica.selector.class={selector} is not a replica selector klog has; use "
+                f"{' or '.join(REPLICA_SELECTOR_CLASSES)}, or leave it unset (consumers "
+                "fetch from leaders)")
         callback = v["client.quota.callback.class"]
         # Never ignored: quotas a custom callback would compute would silently not apply.
         require(not callback, f"client.quota.callback.class={callback} is not supported: "
@@ -618,6 +626,7 @@ class BrokerConfig:
     broker_id_generation_enable = _Setting[bool]("broker.id.generation.enable")
     reserved_broker_max_id = _Setting[int]("reserved.broker.max.id")
     broker_rack = _Setting["str | None"]("broker.rack")
+    replica_selector_class = _Setting["str | None"]("replica.selector.class")
     message_max_bytes = _Setting[int]("message.max.bytes")
     num_network_threads = _Setting[int]("num.network.threads")
     num_io_threads = _Setting[int]("num.io.threads")

@@ -48,6 +48,10 @@ def _spec(name: str, type_: ConfigType, default: str | None, doc: str, **kw: Any
     return ConfigSpec(name, type_, default, doc, **kw)
 
 
+#: The replica.selector.class values klog has (KIP-392's one selector Kafka ships).
+RACK_AWARE_REPLICA_SELECTOR = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
+REPLICA_SELECTOR_CLASSES = (RACK_AWARE_REPLICA_SELECTOR,)
+
 #: The authorizer.class.name values that turn on klog's ACL authorizer
 #: (klog/daemon/security/authorizer.py): Kafka's ZooKeeper-mode class and its KRaft-era one.
 ACL_AUTHORIZER_CLASSES = (
@@ -256,7 +260,10 @@ _BROKER_SPEC_LIST: tuple[ConfigSpec, ...] = (
           minimum=0),
     _spec("replica.high.watermark.checkpoint.interval.ms", _L, "5000",
           "How often high watermarks are checkpointed."),
-    _spec("replica.selector.class", _S, None, "Picks the replica a consumer fetches from."),
+    _spec("replica.selector.class", _S, None,
+          "Picks the replica a consumer fetches from (KIP-392): "
+          "org.apache.kafka.common.replica.RackAwareReplicaSelector sends a consumer with a "
+          "client.rack to a replica in its rack; unset, consumers fetch from leaders."),
     _spec("fetch.purgatory.purge.interval.requests", _I, "1000",
           "Purge interval of the fetch purgatory."),
     _spec("producer.purgatory.purge.interval.requests", _I, "1000",
@@ -291,6 +298,9 @@ _BROKER_SPEC_LIST: tuple[ConfigSpec, ...] = (
           "Length of each controller_mutation_rate quota sample.", minimum=1),
     _spec("client.quota.callback.class", _C, None,
           "A custom client quota callback; klog has none (start-up refuses a value)."),
+    _spec("log.dir.failure.timeout.ms", _L, "30000",
+          "How long a broker whose log dir failed tries to tell the controller before it "
+          "shuts down.", minimum=1),
     _spec("replica.alter.log.dirs.io.max.bytes.per.second", _L, str(LONG_MAX),
           "Throttle of moves between log directories, bytes/s (dynamic only).", minimum=0,
           dynamic=_CW),
@@ -497,7 +507,6 @@ _KAFKA_UNIMPLEMENTED_SPEC_LIST: tuple[ConfigSpec, ...] = (
     _k("initial.broker.registration.timeout.ms", _I, "60000", "M", _RO),
     _k("kafka.metrics.polling.interval.secs", _I, "10", "L", _RO, minimum=1),
     _k("kafka.metrics.reporters", _LI, "", "L", _RO),
-    _k("log.dir.failure.timeout.ms", _L, "30000", "L", _RO, minimum=1),
     _k("log.local.retention.bytes", _L, "-2", "M", _CW, minimum=-2),
     _k("log.local.retention.ms", _L, "-2", "M", _CW, minimum=-2),
     _k("max.request.partition.size.limit", _I, "2000", "M", _RO, minimum=1),
@@ -619,8 +628,8 @@ _UNIMPLEMENTED_KNOWN_NAMES = frozenset({
     "metric.reporters", "metrics.num.samples",
     "metrics.recording.level", "metrics.sample.window.ms",
     "num.replica.alter.log.dirs.threads", "password.encoder.secret",
-    "queued.max.request.bytes", "replica.alter.log.dirs.io.max.bytes.per.second",
-    "replica.high.watermark.checkpoint.interval.ms", "replica.selector.class",
+    "queued.max.request.bytes",
+    "replica.high.watermark.checkpoint.interval.ms",
     "replica.socket.receive.buffer.bytes",
     "zookeeper.max.in.flight.requests", "zookeeper.set.acl", "zookeeper.sync.time.ms",
 })

@@ -13,6 +13,9 @@ A broker gone from /brokers/ids leaves the ISRs it followed at once (Kafka's
 onBrokerFailure), not after its leaders' lag checks: on the broker change, and at
 failover for brokers that died while no controller watched -- the previous
 controller's own broker first of all (Kafka's onControllerFailover).
+
+A replica on a failed log dir of its broker (log_dir_events.py, from the brokers'
+LeaderAndIsr answers) is never elected, and gives up its leadership and ISR places.
 """
 
 from __future__ import annotations
@@ -28,7 +31,14 @@ from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 from prometheus_client.core import Metric
 
 from klog.daemon.config_changes import read_entity_config
-from klog.daemon.controller import channel, identity, leader_balance, reassignment, receiver
+from klog.daemon.controller import (
+    channel,
+    identity,
+    leader_balance,
+    log_dir_events,
+    reassignment,
+    receiver,
+)
 from klog.daemon.metadata_cache import BrokerEndpoint, BrokerInfo, PartitionState
 from klog.daemon.metastore import paths
 from klog.daemon.metastore.base import (
@@ -109,6 +119,8 @@ class Controller:
         self.balance = leader_balance.LeaderBalancer(self)
         # Partition reassignments (KIP-455) and /admin/reassign_partitions (R).
         self.reassignments = reassignment.ReassignmentManager(self)
+        # Replicas on failed log dirs: /log_dir_event_notification, LeaderAndIsr answers.
+        self.log_dirs = log_dir_events.LogDirEvents(self)
 
     def _reconfigure(self, old: BrokerConfig, new: BrokerConfig) -> None:
         if new.unclean_leader_election_enable and not old.unclean_leader_election_enable:
@@ -131,6 +143,7 @@ class Controller:
         self.active = False
         self.deletion_waiting.clear()  # the next controller finds them in the znodes
         self.balance.on_resign()
+        self.log_dirs.on_resign()
         if self.channel is not None:
             chan, self.channel = self.channel, None
             await chan.close()
@@ -140,6 +153,34 @@ class Controller:
         with it, so run the election again (become controller, or watch the one there)."""
         if self._loop is not None and not self._closed:
             self._queue.put_nowait(("controller_change", None))
+
+    def connection_restored(self) -> None:
+        """The metastore connection came back within the same session. ZooKeeper's own
+        client keeps watches across such a blip; kazoo drops them all (metastore/
+        zookeeper.py), so every watch is set again here. Without it a controller went
+        deaf: brokers leaving and joining were never noticed again (the chaos harness,
+        seed 2929: a broker restarted after a ZooKeeper node was cut off never got a
+        LeaderAndIsr and answered its followers UNKNOWN_TOPIC_OR_PARTITION)."""
+        if self._loop is not None and not self._closed:
+            self._queue.put_nowait(("reconnected", None))
+
+    async def _on_reconnected(self) -> None:
+        """Read again what each lost watch was on, setting it anew, and act on what
+        changed meanwhile, as if each watch had fired (each handler re-reads, so an event
+        that changed nothing costs one read)."""
+        if not self.active:
+            await self._elect()  # watches /controller again (or takes office if it went)
+            return
+        await self._call(self.store.exists, paths.CONTROLLER, self._watcher("controller_change"))
+        events: list[tuple[str, Any]] = [("brokers", None), ("topics", None),
+                                         ("isr_change", None), ("delete_topics", None),
+                                         ("reassign_partitions", None),
+                                         (leader_balance.PREFERRED_REPLICA_ELECTION, None)]
+        events += [("topic_data", name) for name in sorted(self.topics)]
+        watched, self.reassignments._watched = self.reassignments._watched, set()
+        events += [("reassign_isr", tp) for tp in sorted(watched)]
+        for event in events:
+            self._queue.put_nowait(event)
 
     async def elect_leaders(self, election_type: int, tps: list[TopicPartition] | None
                             ) -> dict[TopicPartition, tuple[int, str | None]]:
@@ -212,6 +253,9 @@ class Controller:
         if kind == "controller_change":
             await self._elect()
             return
+        if kind == "reconnected":
+            await self._on_reconnected()
+            return
         if kind in leader_balance.EVENTS:
             await self.balance.process(kind, arg)
             return
@@ -244,6 +288,10 @@ class Controller:
             await self.reassignments.on_legacy_znode()
         elif kind == "reassign_isr":
             await self.reassignments.on_isr_watch(arg)
+        elif kind == "log_dir_event":
+            await self.log_dirs.on_notification()
+        elif kind == "leader_and_isr_response":
+            await self.log_dirs.process_response(*arg)
 
     async def _call(self, fn: Callable[_P, _T], *args: _P.args, **kwargs: _P.kwargs) -> _T:
         """A blocking metastore call, made in a worker thread."""
@@ -333,6 +381,7 @@ class Controller:
         await self._on_delete_topics()
         self._send_all()
         await self._on_isr_change()
+        await self.log_dirs.on_notification()
         await self.reassignments.on_failover()
         await self.balance.on_failover()
 
@@ -399,6 +448,11 @@ class Controller:
         """Eligible to lead: registered and not shutting down."""
         return broker_id in self.live_brokers and broker_id not in self.shutting_down
 
+    def _replica_online(self, broker_id: int, tp: TopicPartition) -> bool:
+        """Eligible to lead ``tp``: alive, and its replica not on a failed log dir
+        (Kafka's isReplicaOnline)."""
+        return self._alive(broker_id) and self.log_dirs.is_online(broker_id, tp)
+
     async def _read_assignment(self, name: str) -> paths.TopicAssignment | None:
         try:
             data, _ = await self._call(self.store.get, paths.topic_path(name),
@@ -449,7 +503,7 @@ class Controller:
                 creates.append(PartitionState(tp[0], tp[1], leader, 0, replicas,
                                               tuple(alive) if alive else replicas, self.epoch))
                 continue
-            if self._alive(current.leader) and current.leader in replicas:
+            if self._replica_online(current.leader, tp) and current.leader in replicas:
                 if current.replicas != replicas:
                     self.states[tp] = _replace(current, replicas=replicas)
                 continue
@@ -473,23 +527,27 @@ class Controller:
         return [self.states.get((s.topic, s.partition), s) for s in creates + updates]
 
     def _choose_leader(self, replicas: tuple[int, ...], isr: Iterable[int],
-                       unclean: bool = False) -> tuple[int, tuple[int, ...]]:
+                       unclean: bool = False, tp: TopicPartition | None = None
+                       ) -> tuple[int, tuple[int, ...]]:
         """Kafka's OfflinePartitionLeaderElectionStrategy: (leader, new ISR). ``unclean``:
         the topic's unclean.leader.election.enable (``_unclean_enabled``), which matters
-        only when ``_needs_unclean``."""
+        only when ``_needs_unclean``. With ``tp``, replicas on failed log dirs are out."""
         isr = tuple(isr)
-        isr_alive = [r for r in replicas if r in isr and self._alive(r)]
+        online = self._alive if tp is None else (lambda r: self._replica_online(r, tp))
+        isr_alive = [r for r in replicas if r in isr and online(r)]
         if isr_alive:
             return isr_alive[0], tuple(isr_alive)
-        alive = [r for r in replicas if self._alive(r)]
+        alive = [r for r in replicas if online(r)]
         if unclean and alive:
             return alive[0], (alive[0],)
         return -1, isr
 
-    def _needs_unclean(self, replicas: tuple[int, ...], isr: Iterable[int]) -> bool:
+    def _needs_unclean(self, replicas: tuple[int, ...], isr: Iterable[int],
+                       tp: TopicPartition | None = None) -> bool:
         """No ISR member of ``replicas`` is alive, but another replica is."""
         isr = set(isr)
-        alive = [r for r in replicas if self._alive(r)]
+        online = self._alive if tp is None else (lambda r: self._replica_online(r, tp))
+        alive = [r for r in replicas if online(r)]
         return bool(alive) and not any(r in isr for r in alive)
 
     def _unclean_enabled(self, topic: str) -> bool:
@@ -508,9 +566,9 @@ class Controller:
     async def _choose_leader_async(self, tp: TopicPartition, replicas: tuple[int, ...],
                                    isr: Iterable[int]) -> tuple[int, tuple[int, ...]]:
         isr = tuple(isr)
-        unclean = self._needs_unclean(replicas, isr) and \
+        unclean = self._needs_unclean(replicas, isr, tp) and \
             await self._call(self._unclean_enabled, tp[0])
-        return self._choose_leader(replicas, isr, unclean)
+        return self._choose_leader(replicas, isr, unclean, tp)
 
     def unclean_enabled_changed(self, topics: Iterable[str] | None) -> None:
         """unclean.leader.election.enable may have been turned on (for ``topics``, or
@@ -579,16 +637,17 @@ class Controller:
                         s, leader=st.leader, leader_epoch=st.leader_epoch, isr=tuple(st.isr),
                         controller_epoch=st.controller_epoch, zk_version=fresh.version)
                     continue
-                if s.leader >= 0 and s.leader in st.isr and self._alive(s.leader):
+                tp = (s.topic, s.partition)
+                if s.leader >= 0 and s.leader in st.isr and self._replica_online(s.leader, tp):
                     # Our leader is still in the ISR: keep it, on the ISR both agree on.
                     isr = tuple(r for r in s.isr if r in st.isr) or (s.leader,)
                     leader = s.leader
                 else:
                     # The ISR we chose from lost the replica we picked: elect again from
                     # the ISR as it is now (never a replica that fell behind).
-                    unclean = self._needs_unclean(s.replicas, st.isr) and \
+                    unclean = self._needs_unclean(s.replicas, st.isr, tp) and \
                         self._unclean_enabled(s.topic)
-                    leader, isr = self._choose_leader(s.replicas, st.isr, unclean)
+                    leader, isr = self._choose_leader(s.replicas, st.isr, unclean, tp)
                 s = _replace(s, leader=leader, isr=isr, zk_version=fresh.version)
                 stat = self._write_state(path, s)
             self.states[(s.topic, s.partition)] = _replace(s, zk_version=stat.version)
@@ -750,6 +809,8 @@ class Controller:
         before = set(self.live_brokers)
         bounced = await self._read_brokers()
         after = set(self.live_brokers)
+        # Kafka forgets the offline replicas of brokers that start up or fail.
+        self.log_dirs.broker_changed((before - after) | (after - before) | bounced)
         if before == after and not bounced:
             self._send_update_metadata(list(self.states.values()))
             return
@@ -865,10 +926,14 @@ class Controller:
         return {t: a.topic_id for t, a in self.topics.items() if a.topic_id is not None}
 
     def _send_leader_and_isr(self, broker_id: int, states: list[PartitionState]) -> None:
+        # Every answer tells which replicas are on failed log dirs (log_dir_events.py).
         if broker_id == self.broker_id:
-            self.control_requests.leader_and_isr(
+            error, errors = self.control_requests.leader_and_isr(
                 self.broker_id, self.epoch, self.broker_epochs.get(broker_id, -1), states,
                 self._topic_ids())
+            if (not error and any(e == ErrorCode.KAFKA_STORAGE_ERROR for e in errors.values())) \
+                    or self.log_dirs.offline.get(broker_id):
+                self._queue.put_nowait(("leader_and_isr_response", (broker_id, errors)))
             return
         if self.channel is None:
             return
@@ -878,7 +943,7 @@ class Controller:
             self.broker_id, self.epoch, self.broker_epochs.get(broker_id, -1), states,
             self._topic_ids(), unique, self.channel.listener_name)
         self.channel.send(broker_id, channel.ControlRequest(
-            LEADER_AND_ISR, _same_values(values)))
+            LEADER_AND_ISR, _same_values(values), self.log_dirs.on_leader_and_isr_response))
 
     def _send_update_metadata(self, states: list[PartitionState],
                               broker_ids: Iterable[int] | None = None) -> None:

@@ -260,7 +260,7 @@ class LeaderBalancer:
         s = c.states.get(tp)
         if s is None:
             return False
-        alive = [r for r in replicas if c._alive(r)]
+        alive = [r for r in replicas if c._replica_online(r, tp)]
         return preferred_leader(replicas, s.isr, alive) is not None
 
     # -- elections
@@ -285,7 +285,7 @@ class LeaderBalancer:
             if election_type == PREFERRED:
                 needed = bool(replicas) and s.leader != replicas[0]
             else:
-                needed = s.leader < 0 or not c._alive(s.leader)
+                needed = s.leader < 0 or not c._replica_online(s.leader, tp)
             if needed:
                 electable.append(tp)
             else:
@@ -298,7 +298,7 @@ class LeaderBalancer:
         """The new state of ``s`` under the election, or None when no replica qualifies."""
         c = self.controller
         replicas = tuple(c.topics[s.topic].partitions[s.partition].replicas)
-        alive = [r for r in replicas if c._alive(r)]
+        alive = [r for r in replicas if c._replica_online(r, (s.topic, s.partition))]
         if election_type == PREFERRED:
             leader = preferred_leader(replicas, s.isr, alive)
             if leader is None:

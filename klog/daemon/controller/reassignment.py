@@ -197,7 +197,7 @@ class ReassignmentManager:
             # start following. A leader that is going away stays leader until the end.
             isr = tuple(r for r in state.isr if r in new.replicas) or state.isr
             leader = state.leader
-            if leader not in new.replicas or not c._alive(leader):
+            if leader not in new.replicas or not c._replica_online(leader, tp):
                 leader, isr = await c._choose_leader_async(tp, new.replicas, isr)
             updated = PartitionState(
                 tp[0], tp[1], leader, state.leader_epoch + 1, new.replicas, isr, c.epoch,
@@ -236,8 +236,8 @@ class ReassignmentManager:
         removing = tuple(dict.fromkeys((*ra.removing_replicas, *stop)))
         isr = tuple(r for r in state.isr if r in target)
         leader = state.leader
-        if leader not in target or not c._alive(leader):
-            eligible = [r for r in target if r in isr and c._alive(r)]
+        if leader not in target or not c._replica_online(leader, tp):
+            eligible = [r for r in target if r in isr and c._replica_online(r, tp)]
             if not eligible:
                 log.warning("reassignment of %s-%d cannot complete yet: no target replica "
                             "is alive and in the ISR %s", tp[0], tp[1], list(state.isr))

@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from klog.daemon.fetch_session import FetchSessionCache
     from klog.daemon.group.coordinator import GroupCoordinator
     from klog.daemon.group.metadata_manager import GroupMetadataManager
+    from klog.daemon.log_dir_mover import LogDirMover
     from klog.daemon.metadata_cache import MetadataCache
     from klog.daemon.producer_ids import ProducerIdManager
     from klog.daemon.quota_store import ClientQuotaAdmin
@@ -122,6 +123,9 @@ class BrokerServices:
     quotas: QuotaManagers | None = None
     #: DescribeClientQuotas / AlterClientQuotas (klog/daemon/quota_store.py).
     client_quota_admin: ClientQuotaAdmin | None = None
+    #: AlterReplicaLogDirs: moves between this broker's log dirs
+    #: (klog/daemon/log_dir_mover.py); None in tests that have no need.
+    log_dir_mover: LogDirMover | None = None
 
 
 @dataclass(slots=True)

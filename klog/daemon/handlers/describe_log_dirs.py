@@ -2,9 +2,10 @@
 the file system's total and usable bytes.
 
 As Kafka: offset_lag is how far the log end offset trails the high watermark (0 for a
-hosted replica, -1 for a log no replica serves), is_future_key is False (klog moves no
-replicas between dirs), and a requested topic listed in a dir without any of the requested
-partitions still appears, with none.
+hosted replica, -1 for a log no replica serves); a replica being moved to another dir
+(AlterReplicaLogDirs) is listed there too with is_future_key true and, as offset_lag, how
+far its future log is behind; a requested topic listed in a dir without any of the
+requested partitions still appears, with none.
 """
 
 from __future__ import annotations
@@ -30,6 +31,6 @@ async def handle(ctx: RequestContext, request: Request) -> Response:
          "usable_bytes": d.usable_bytes, "topics": [
              {"name": t, "partitions": [
                  {"partition_index": r.partition, "partition_size": r.size,
-                  "offset_lag": r.offset_lag, "is_future_key": False} for r in replicas]}
+                  "offset_lag": r.offset_lag, "is_future_key": r.is_future} for r in replicas]}
              for t, replicas in (d.topics or {}).items()]}
         for d in dirs]})

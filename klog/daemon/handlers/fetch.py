@@ -9,9 +9,15 @@ with sendfile. The request's max_bytes is bounded by the broker's fetch.max.byte
 
 A fetch with a replica id >= 0 is a follower's (klog/daemon/replica_fetcher.py): it reads
 up to the log end offset instead of the high watermark (the last stable offset under
-read_committed, for consumers). v15+ carry the replica id in ReplicaState (KIP-903);
-``protocol.fetch.request_replica_id`` reads either, so a forged id needs ClusterAction
-whichever field carries it.
+read_committed, for consumers); its log start offsets (v5+) are kept by the leader. v15+
+carry the replica id in ReplicaState (KIP-903); ``protocol.fetch.request_replica_id`` reads
+either, so a forged id needs ClusterAction whichever field carries it.
+
+Follower fetching (KIP-392): a consumer's v11+ fetch carries its rack (``rack_id``) and may
+be answered by a follower, up to the follower's high watermark; a leader with
+replica.selector.class set answers a partition whose preferred read replica is another
+broker with no records and that broker's id (klog/daemon/replica_selector.py). Fetch v0-v10
+from consumers are answered by leaders only, as in Kafka.
 
 Fetch v13+ name topics by id (Kafka 3.9 serves up to v17): the ids are resolved to names
 with the metadata cache; an id it does not know answers UNKNOWN_TOPIC_ID for its
@@ -48,6 +54,7 @@ from klog.daemon.handlers import CLUSTER_ACTION, Request, RequestContext, Respon
 from klog.daemon.partition import FetchIsolation
 from klog.daemon.quotas import ClientQuotaManager
 from klog.daemon.replica_manager import FetchResult
+from klog.daemon.replica_selector import ClientMetadata
 from klog.protocol.acls import AclOperation, ResourceType
 from klog.protocol.entities import as_millis
 from klog.protocol.errors import ErrorCode
@@ -71,6 +78,9 @@ _TOPIC_AUTHORIZATION_FAILED = int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
 _UNKNOWN_TOPIC_ID = int(ErrorCode.UNKNOWN_TOPIC_ID)
 _LEADER_MOVED = frozenset({int(ErrorCode.NOT_LEADER_OR_FOLLOWER),
                            int(ErrorCode.FENCED_LEADER_EPOCH)})
+# Fetch v5 adds the fetcher's log start offset; v11 the consumer's rack (KIP-392).
+LOG_START_OFFSET_FROM = 5
+CLIENT_METADATA_FROM = 11
 # Fetch v0-v3: the message format each reads (0 or 1), as Kafka picks it.
 LEGACY_MAGIC = {v: down_convert_magic(v) or 0 for v in range(4)}
 
@@ -87,6 +97,16 @@ async def handle(ctx: RequestContext, request: Request) -> Response:
                          getattr(p, "current_leader_epoch", -1)))
     services = ctx.services
     replica_id = request_replica_id(request)
+    client = None
+    starts = None
+    if replica_id >= 0:
+        if version >= LOG_START_OFFSET_FROM:
+            # The follower's log start offsets, which the leader keeps for KIP-392.
+            starts = _follower_log_starts(ctx, request, by_id)
+    elif version >= CLIENT_METADATA_FROM:
+        # KIP-392: a consumer's v11+ fetch may be answered by a follower, and its rack
+        # picks its preferred read replica.
+        client = ClientMetadata(request.rack_id or "", ctx.listener_name)
     session = None
     if version >= 7 and (request.session_epoch != -1 or request.session_id != 0):
         session = services.fetch_sessions.new_context(
@@ -117,6 +137,8 @@ async def handle(ctx: RequestContext, request: Request) -> Response:
         request.min_bytes,
         max_bytes,
         isolation,
+        client,
+        starts,
     )
     rm = services.replica_manager
     # v13+: the topics' names, from the ids (None: an id this broker does not know)
@@ -174,6 +196,22 @@ def _current_leaders(ctx: RequestContext, wanted: list[FetchKey], results: list[
         if broker is not None and endpoint is not None:
             nodes[leader] = NodeEndpoint(leader, endpoint.host, endpoint.port, broker.rack)
     return leaders, list(nodes.values())
+
+
+def _follower_log_starts(ctx: RequestContext, request: Request, by_id: bool
+                         ) -> dict[tuple[str, int], int]:
+    """A follower's log start offset per partition (Fetch v5+), by topic name."""
+    out: dict[tuple[str, int], int] = {}
+    for topic in request.topics:
+        if by_id:
+            name = ctx.services.metadata_cache.topic_by_id(topic.topic_id) \
+                if topic.topic_id else None
+        else:
+            name = topic.topic
+        if name:
+            for p in topic.partitions:
+                out[(name, p.partition)] = p.log_start_offset
+    return out
 
 
 def _names(ctx: RequestContext, keys: list[SessionKey]) -> list[str | None]:
@@ -252,6 +290,7 @@ def _encode(version: int, keys: list[SessionKey], results: list[FetchResult],
             last_stable_offset=r.last_stable_offset,
             log_start_offset=r.log_start_offset,
             aborted_transactions=r.aborted_transactions,
+            preferred_read_replica=r.preferred_read_replica,
             records=records,
         ))
     if converted is not None:

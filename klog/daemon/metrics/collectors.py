@@ -15,6 +15,7 @@ in the HTTP thread. Names as the Prometheus JMX exporter's Kafka rules give Kafk
 - kafka.server:type=ReplicaManager,name=X -> ``kafka_server_replicamanager_x``
 - kafka.controller:type=KafkaController,name=X -> ``kafka_controller_kafkacontroller_x``
 - kafka.log:type=Log,name=X,topic=T,partition=P -> ``kafka_log_log_x{topic,partition}``
+- kafka.log:type=LogManager,name=X -> ``kafka_log_logmanager_x``
 - kafka.server:type=FetcherLagMetrics,name=ConsumerLag,clientId=C,topic=T,partition=P ->
   ``kafka_server_fetcherlagmetrics_consumerlag{clientId,topic,partition}``
 - kafka.coordinator.group:type=GroupMetadataManager,name=X ->
@@ -43,7 +44,7 @@ def gauge(name: str, doc: str, value: float) -> GaugeMetricFamily:
 
 class LogCollector:
     """kafka.log:type=Log: Size, NumLogSegments, LogStartOffset, LogEndOffset per
-    partition log held here."""
+    partition log held here; kafka.log:type=LogManager,name=OfflineLogDirectoryCount."""
 
     def __init__(self, log_manager: LogManager) -> None:
         self.log_manager = log_manager
@@ -64,3 +65,6 @@ class LogCollector:
             families["logstartoffset"].add_metric(labels, plog.log_start_offset)
             families["logendoffset"].add_metric(labels, plog.log_end_offset)
         yield from families.values()
+        yield gauge("kafka_log_logmanager_offlinelogdirectorycount",
+                    "kafka.log:type=LogManager,name=OfflineLogDirectoryCount",
+                    len(self.log_manager.offline_dirs))

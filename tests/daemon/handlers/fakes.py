@@ -17,7 +17,9 @@ def services(config: dict[str, Any] | None = None, **components: Any) -> BrokerS
     given: dict[str, Any] = {f.name: None for f in dataclasses.fields(BrokerServices)}
     given["broker_id"] = 0
     given["api_versions"] = apis.ADVERTISED
-    given["config"] = SimpleNamespace(current=SimpleNamespace(**(config or {})))
+    # A request without a connection came on the first listener (RequestContext).
+    current = {"listeners": [SimpleNamespace(listener_name="PLAINTEXT")], **(config or {})}
+    given["config"] = SimpleNamespace(current=SimpleNamespace(**current))
     given.update(components)
     return BrokerServices(**given)
 

@@ -21,6 +21,7 @@ from klog.daemon.metadata_cache import BrokerEndpoint, BrokerInfo, MetadataCache
 from klog.daemon.partition import FetchIsolation
 from klog.daemon.quotas import DEFAULT, QuotaManagers
 from klog.daemon.replica_manager import FetchResult
+from klog.daemon.replica_selector import ClientMetadata
 from klog.daemon.security.principal import KafkaPrincipal
 from klog.protocol import apis
 from klog.protocol.entities import build
@@ -59,27 +60,31 @@ class FakeReplicaManager:
         return out
 
 
-def _ctx(rm: FakeReplicaManager) -> RequestContext:
-    return context(RequestHeader(FETCH, VERSION, 3, "test", 1), replica_manager=rm,
-                   config={"fetch_max_bytes": 50_000}, fetch_sessions=FetchSessionCache(10))
+def _ctx(rm: FakeReplicaManager, version: int = VERSION) -> RequestContext:
+    return context(RequestHeader(FETCH, version, 3, "test", 1), replica_manager=rm,
+                   config={"fetch_max_bytes": 50_000,
+                           "listeners": [SimpleNamespace(listener_name="PLAINTEXT")]},
+                   fetch_sessions=FetchSessionCache(10))
 
 
 def _request(replica_id: int = -1, isolation_level: int = 1, session_id: int = 0,
-             session_epoch: int = -1) -> Any:
+             session_epoch: int = -1, rack_id: str = "", version: int = VERSION,
+             log_start_offset: int = -1) -> Any:
     values = {
         "replica_id": replica_id, "max_wait": 500, "min_bytes": 100, "max_bytes": 1 << 20,
         "isolation_level": isolation_level, "session_id": session_id,
         "session_epoch": session_epoch,
         "topics": [{"topic": "t", "partitions": [
             {"partition": p, "current_leader_epoch": 4, "fetch_offset": 10 * p,
-             "log_start_offset": -1, "partition_max_bytes": 1000} for p in (0, 1)]},
+             "log_start_offset": log_start_offset, "partition_max_bytes": 1000}
+            for p in (0, 1)]},
             {"topic": "gone", "partitions": [
                 {"partition": 0, "current_leader_epoch": -1, "fetch_offset": 0,
                  "log_start_offset": -1, "partition_max_bytes": 1000}]}],
-        "forgotten_topics_data": [], "rack_id": "",
+        "forgotten_topics_data": [], "rack_id": rack_id,
     }
-    entity = build(apis.spec_for(FETCH).request_entity(VERSION), values)
-    return apis.decode_request(FETCH, VERSION, apis.encode_request(entity))
+    entity = build(apis.spec_for(FETCH).request_entity(version), values)
+    return apis.decode_request(FETCH, version, apis.encode_request(entity))
 
 
 def _decoded(chunks: list[Any]) -> Any:
@@ -93,7 +98,8 @@ def test_one_call_with_the_requests_parameters_and_its_results_encoded() -> None
     ((params, wanted),) = rm.calls
     assert params == FetchParams(replica_id=-1, max_wait_ms=500, min_bytes=100,
                                  max_bytes=50_000,  # bounded by fetch.max.bytes
-                                 isolation=FetchIsolation.TXN_COMMITTED)
+                                 isolation=FetchIsolation.TXN_COMMITTED,
+                                 client_metadata=ClientMetadata("", "PLAINTEXT"))
     assert wanted == [("t", 0, 0, 1000, 4), ("t", 1, 10, 1000, 4), ("gone", 0, 0, 1000, -1)]
     parts = {(t.topic, p.partition_index): p for t in response.responses for p in t.partitions}
     assert parts[("t", 1)].error_code == 0
@@ -113,6 +119,33 @@ def test_a_followers_fetch_reads_to_the_log_end() -> None:
     assert rm.calls[1][0].isolation is FetchIsolation.HIGH_WATERMARK
 
 
+def test_kip_392_client_metadata_and_follower_log_starts() -> None:
+    # v11+: the consumer's rack and listener (a follower may answer it); v10: none (only
+    # a leader may); a follower's fetch brings its log start offsets instead.
+    rm = FakeReplicaManager()
+    asyncio.run(handle(_ctx(rm), _request(rack_id="rack-b")))
+    assert rm.calls[0][0].client_metadata == ClientMetadata("rack-b", "PLAINTEXT")
+    asyncio.run(handle(_ctx(rm, 10), _request(version=10)))
+    assert rm.calls[1][0].client_metadata is None
+    asyncio.run(handle(_ctx(rm), _request(replica_id=2, isolation_level=0,
+                                          log_start_offset=7)))
+    params = rm.calls[2][0]
+    assert params.client_metadata is None
+    assert params.follower_log_start_offsets == {("t", 0): 7, ("t", 1): 7, ("gone", 0): -1}
+
+
+def test_a_preferred_read_replica_is_answered() -> None:
+    class Preferring(FakeReplicaManager):
+        async def fetch_messages(self, params: FetchParams, wanted: list[Any]
+                                 ) -> list[FetchResult]:
+            return [FetchResult(0, 30, 30, 0, preferred_read_replica=3) for _ in wanted]
+
+    response = _decoded(asyncio.run(handle(_ctx(Preferring()), _request(rack_id="c"))))
+    parts = [p for t in response.responses for p in t.partitions]
+    assert [p.preferred_read_replica for p in parts] == [3, 3, 3]
+    assert all(not p.records for p in parts)
+
+
 def test_an_unknown_fetch_session_is_refused_without_reading() -> None:
     rm = FakeReplicaManager()
     response = _decoded(asyncio.run(handle(_ctx(rm), _request(session_id=9, session_epoch=1))))
@@ -123,6 +156,7 @@ def test_an_unknown_fetch_session_is_refused_without_reading() -> None:
 class ThrottledConnection:
     principal = KafkaPrincipal("User", "ANONYMOUS")
     peer = "127.0.0.1:1"
+    listener_name = "PLAINTEXT"
 
     def __init__(self) -> None:
         self.throttled: list[int] = []
