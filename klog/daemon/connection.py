@@ -94,6 +94,7 @@ from klog.daemon.pipeline import (
     RequestPipeline,
     Step,
     Waiting,
+    all_bytes,
 )
 from klog.daemon.security.listener import ListenerSecurity
 from klog.daemon.security.principal import KafkaPrincipal
@@ -620,7 +621,7 @@ class Connection(asyncio.Protocol):
         transport = self.transport
         if transport is None or self.closed:
             return
-        if _all_bytes(chunks):
+        if all_bytes(chunks):
             self._gather(chunks)
             if self._out and not self._flush_scheduled:
                 self._schedule_flush()
@@ -751,12 +752,6 @@ async def _timed_send(writing: Coroutine[Any, Any, None], timing: RequestTiming)
     """Send an answer with file regions, then count its ResponseSendTimeMs."""
     await writing
     timing.finish(send_end=time.monotonic())
-
-
-def _all_bytes(chunks: Sequence[Chunk]) -> bool:
-    if len(chunks) == 1:  # most answers: one piece
-        return isinstance(chunks[0], (bytes, bytearray, memoryview))
-    return all(isinstance(c, (bytes, bytearray, memoryview)) for c in chunks)
 
 
 def _cork(transport: asyncio.Transport, on: bool) -> bool:

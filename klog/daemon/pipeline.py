@@ -52,7 +52,7 @@ import datetime
 import logging
 import time
 import types
-from collections.abc import Awaitable, Coroutine, Generator, Mapping
+from collections.abc import Awaitable, Coroutine, Generator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from klog.daemon.handlers import BrokerServices, Deferred, Handler, RequestContext, Response
@@ -449,7 +449,7 @@ class RequestPipeline:
                 self.outbox.append((header, None, response))
         elif response is not None:
             chunks = self.encode(header, response)
-            if not _all_bytes(chunks):
+            if not all_bytes(chunks):
                 return Regions(chunks, timing)
             if timing is not None:
                 timing.finish()
@@ -512,7 +512,8 @@ def _with_throttle_time(response: Any, throttle_ms: int) -> Any:
     return response
 
 
-def _all_bytes(chunks: list[Chunk]) -> bool:
+def all_bytes(chunks: Sequence[Chunk]) -> bool:
+    """Whether an answer is bytes only (no file region to send with sendfile)."""
     if len(chunks) == 1:  # most answers: one piece
         return isinstance(chunks[0], (bytes, bytearray, memoryview))
     return all(isinstance(c, (bytes, bytearray, memoryview)) for c in chunks)
