@@ -535,7 +535,12 @@ class Connection(asyncio.Protocol):
         except RemoteProtocolError as exc:
             self._refused(exc)
             return None
-        return None if step is None else self._take(step)
+        if step is None:
+            return None
+        if type(step) is list:  # most answers: all bytes, gathered for the next send
+            self._gather(step)
+            return None
+        return self._take(step)
 
     def _take(self, step: Step) -> Coroutine[Any, Any, None] | None:
         """Carry out a pipeline step (klog/daemon/pipeline.py); what is left to await."""
