@@ -1,15 +1,23 @@
-"""One client connection: read frames, dispatch them in order, write the answers.
+"""One client connection's transport: bytes from the socket into its request pipeline,
+the pipeline's answers onto the socket.
 
-Owns a connection's byte stream. Frames are cut by ``framing.FrameDecoder`` (sizes checked
-against socket.request.max.bytes before anything is buffered); requests are processed one
-at a time in arrival order, as Kafka's SocketServer does (it mutes a channel while one of
-its requests is in flight), so responses go out in request order -- pipelining clients may
-send ahead, and what they send ahead waits in this connection's queue. One difference from
-Kafka, for speed: a handler may answer ``Deferred`` (an acks=-1 produce waiting for the ISR
-after its append); the connection then starts on the next request while that answer waits,
-up to MAX_DEFERRED of them, and every answer still goes out in request order. Kafka keeps
-the channel muted through the wait, which makes replicated produce one round trip per
-request; nothing else changes, as the appends themselves still happen in request order.
+The decisions about requests -- framing and size limits, the SASL gate, the handler
+trampoline, the request metrics and quotas, the KIP-219 mute, the order of answers -- are
+the sans-I/O request pipeline's (klog/daemon/pipeline.py, ``RequestPipeline``). This module
+owns what touches the transport and the event loop: reading (and when not to read),
+the task that starts queued requests and awaits the handlers that wait, the drainer of
+deferred answers, writing (coalescing, sendfile, TLS), and closing. Its server is reached
+through a small Protocol (``ConnectionOwner``), so it does not import server.py.
+
+Requests are processed one at a time in arrival order, as Kafka's SocketServer does (it
+mutes a channel while one of its requests is in flight), so responses go out in request
+order -- pipelining clients may send ahead, and what they send ahead waits in the
+pipeline's queue. One difference from Kafka, for speed: a handler may answer ``Deferred``
+(an acks=-1 produce waiting for the ISR after its append); the connection then starts on
+the next request while that answer waits, up to MAX_DEFERRED of them, and every answer
+still goes out in request order. Kafka keeps the channel muted through the wait, which
+makes replicated produce one round trip per request; nothing else changes, as the appends
+themselves still happen in request order.
 
 Requests that arrive on an idle connection are handled in the read callback itself, up to
 their handler's first wait (most never wait: a produce with acks 0 or 1, metadata), and
@@ -34,23 +42,20 @@ transport, which decrypts straight into the frame decoder's buffers (``TlsConnec
 and record regions are read and written through it in pieces
 (``_write_regions_tls``) -- sendfile would put the file's bytes on the socket unencrypted;
 plaintext keeps sendfile. A verified client certificate on an SSL listener names the
-principal (``ssl.principal.mapping.rules``). On a SASL listener the connection's
-``SaslAuthenticator`` holds the authentication: until it completes only ApiVersions,
-SaslHandshake and SaslAuthenticate are served (anything else closes the connection), frames
-are limited to sasl.server.max.receive.size, and after a v0 SaslHandshake the tokens come
-as bare frames (``_raw_sasl_token``); a failed authentication is answered and the
-connection closed after connection.failed.authentication.delay.ms; a request after the
-session expired (connections.max.reauth.ms) without re-authentication closes it.
+principal (``ssl.principal.mapping.rules``, decided by the pipeline). On a SASL listener a
+failed authentication is answered, nothing more is read, and the connection is closed
+after connection.failed.authentication.delay.ms (``close_after``).
 
 Client quotas (KIP-219, klog/daemon/quotas.py): a handler that finds its client over a
-quota says the throttle time in the response and calls ``throttle``; the connection then
-starts none of that client's further requests until the time has passed (they wait in its
-queue, whose read-ahead bound stops reading from the socket, as Kafka mutes the channel).
-Under a request_percentage quota each handler's time up to its first wait is recorded.
+quota says the throttle time in the response and calls ``throttle`` (on the pipeline); the
+connection then starts none of that client's further requests until the time has passed
+(they wait in its queue, whose read-ahead bound stops reading from the socket, as Kafka
+mutes the channel).
 
-What closes a connection, as in Kafka: a frame size out of bounds, an unknown api key, a
-version not advertised (except ApiVersions, which is answered in v0 with
-UNSUPPORTED_VERSION), a header or body that does not decode, idleness beyond
+What closes a connection, as in Kafka: what the pipeline refuses (``RemoteProtocolError``:
+a frame size out of bounds, an unknown api key, a version not advertised -- except
+ApiVersions, which is answered in v0 with UNSUPPORTED_VERSION --, a header or body that
+does not decode, a request the SASL state does not allow), idleness beyond
 connections.max.idle.ms, and a record region that shrank while being sent. A peer that
 shuts down its sending side (end of stream) still has every whole request it sent
 processed and answered -- an acks=0 producer that closes right after its last request
@@ -67,47 +72,41 @@ on TLS the peer's close_notify is awaited) within CLOSE_GRACE_SECONDS.
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
-import dataclasses
-import datetime
 import logging
 import os
 import socket
 import time
-import types
-from collections.abc import Awaitable, Coroutine, Generator, Mapping, Sequence
+from collections.abc import Coroutine, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
-from klog.daemon.handlers import BrokerServices, Deferred, Handler, RequestContext, Response
-from klog.daemon.metrics.counters import FETCH, SAMPLE_MASK
-from klog.daemon.security.listener import ListenerSecurity
-from klog.daemon.security.principal import ANONYMOUS, USER_TYPE, KafkaPrincipal
-from klog.daemon.security.sasl import SASL_AUTHENTICATE, SASL_HANDSHAKE, SaslAuthenticator
-from klog.daemon.security.ssl_principal import NoMatchingRuleError, distinguished_name
-from klog.protocol import apis
-from klog.protocol.errors import InvalidRequestError, KafkaError
-from klog.protocol.fetch import request_replica_id
-from klog.protocol.framing import (
-    FrameDecoder,
-    FrameSizeError,
-    RequestHeader,
-    api_versions_fallback_response,
-    is_unsupported_api_versions,
-    parse_request_header,
-    response_prefix,
+from klog.daemon.handlers import Response
+from klog.daemon.pipeline import (
+    MAX_DEFERRED,
+    READ_AHEAD_BYTES,
+    Chunk,
+    Defer,
+    Dispatch,
+    LocalProtocolError,
+    PendingAnswer,
+    Regions,
+    RemoteProtocolError,
+    RequestPipeline,
+    Step,
+    Waiting,
+    all_bytes,
 )
+from klog.daemon.security.listener import ListenerSecurity
+from klog.daemon.security.principal import KafkaPrincipal
+from klog.protocol.framing import RequestHeader
 
 if TYPE_CHECKING:
-    from klog.daemon.metrics.counters import RequestMetrics, RequestTiming
-    from klog.daemon.quotas import ClientQuotaManager
+    from klog.daemon.metrics.counters import RequestTiming
+
+__all__ = ["CLOSE_GRACE_SECONDS", "MAX_DEFERRED", "READ_AHEAD_BYTES", "Connection",
+           "ConnectionOwner", "FileRegion", "ShortSendError", "TlsConnection"]
 
 log = logging.getLogger(__name__)
-
-#: A piece of an answer: bytes, or a file region sent with sendfile (a FetchDataInfo from
-#: klog/storage/values.py or a FileRegion; what they share -- size, fd, position -- is read
-#: by duck typing, as the fetch path hands either).
-Chunk = Any
 
 # Answers to pipelined requests are gathered and handed to the socket together: one send
 # for all the responses ready before the connection's task yields (up to this many bytes).
@@ -118,20 +117,11 @@ Chunk = Any
 _COALESCE_BYTES = 64 << 10
 _COALESCE_SECONDS = 0.0005
 
-#: Bytes of complete requests one connection may hold, not yet started, before the broker
-#: stops reading its socket: enough for a pipelining client's next requests to be ready
-#: when the current one finishes (one more request always fits, whatever its size).
-READ_AHEAD_BYTES = 1 << 20
-
 #: Longest a graceful close (after the peer's end of stream, after a failed authentication)
 #: waits for the answers written to go out and, on TLS, for the peer's close_notify before
 #: the connection is dropped; until then it holds its slot in the connection limits. Kafka
 #: closes at once; a client still reading its last answers gets this long.
 CLOSE_GRACE_SECONDS = 5.0
-
-#: Answers one connection may have waiting (``Deferred``) before it stops starting new
-#: requests: more than a producer keeps in flight with idempotence (5).
-MAX_DEFERRED = 16
 
 
 class FileRegion:
@@ -173,18 +163,6 @@ class _FdFile:
         return len(data)
 
 
-class _RequestCounting:
-    """A connection's side of Kafka's RequestMetrics (klog/daemon/metrics/counters.py):
-    where it counts its requests, and the receipt time of each frame in its queue (same
-    order), for RequestQueueTimeMs."""
-
-    __slots__ = ("counts", "received", "requests")
-
-    def __init__(self, requests: RequestMetrics) -> None:
-        self.requests = requests
-        self.counts = requests.counts
-        self.received: collections.deque[float] = collections.deque()
-
 
 class ShortSendError(ConnectionError):
     """A record region shrank while it was being sent (the log was truncated)."""
@@ -194,17 +172,13 @@ class ShortSendError(ConnectionError):
 TLS_REGION_CHUNK = 256 << 10
 
 
-class ConnectionOwner(Protocol):
-    """What a connection uses of the server that accepted it (klog/daemon/server.py's
-    Server): the handler table and services, the limits, the queued-request count it
-    shares with its sibling connections, and where it reports its end. A Protocol, so that
-    this module does not import server.py, which imports it."""
 
-    handlers: Mapping[int, Handler]
-    services: BrokerServices
-    request_metrics: RequestMetrics | None
-    advertised: Mapping[int, apis.VersionRange]
-    max_request_bytes: int
+class ConnectionOwner(Dispatch, Protocol):
+    """What a connection uses of the server that accepted it (klog/daemon/server.py's
+    Server): what its pipeline dispatches with (``Dispatch``), the queued-request count it
+    shares with its sibling connections and their limit, and where it reports its end. A
+    Protocol, so that this module does not import server.py, which imports it."""
+
     queued_max_requests: int
     queued: int
     connections: set[Connection]
@@ -219,7 +193,6 @@ class Connection(asyncio.Protocol):
     def __init__(self, server: ConnectionOwner, listener_name: str, address: str | None = None,
                  security: ListenerSecurity | None = None) -> None:
         self.server = server
-        self.services = server.services
         self.listener_name = listener_name
         self.security = security or ListenerSecurity(listener_name, "PLAINTEXT")
         #: TLS: record regions are read and written through the TLS transport.
@@ -227,61 +200,49 @@ class Connection(asyncio.Protocol):
         # The peer's address as the connection limits count it; None: not counted.
         self.address = address
         self._counted = address is not None
-        self.decoder = FrameDecoder(server.max_request_bytes)
-        self.queue: collections.deque[memoryview] = collections.deque()
-        self.queued_bytes = 0  # sum of the sizes of the frames in ``queue``
+        #: Every decision about this connection's requests (klog/daemon/pipeline.py).
+        self.pipeline = RequestPipeline(server, self, listener_name, self.security)
         self.transport: asyncio.Transport | None = None
         self.peer: str = "?"
-        # Who this connection is: ANONYMOUS until an authentication says otherwise.
-        self.principal: KafkaPrincipal = ANONYMOUS
-        # SASL listeners: the authentication state; until it completes only ApiVersions
-        # and the SASL requests are served, in frames of at most sasl.server.max.receive.size.
-        self.authenticator: SaslAuthenticator | None = None
-        self._authentication_failed = False
-        sasl = self.security.sasl
-        if sasl is not None:
-            self.authenticator = SaslAuthenticator(sasl, self._authenticated,
-                                                   self._authentication_failure)
-            self.decoder.max_frame_bytes = min(server.max_request_bytes,
-                                               sasl.max_receive_size)
         self.closed = False
         self.reading_paused = False
         self.busy = False
         self._in_sendfile = False
         self._eof = False  # the peer will send nothing more
         self.last_active = time.monotonic()
-        # KIP-219: a client over its quota has its next request held until this time
-        # (time.monotonic(); 0: not throttled).
-        self.throttled_until = 0.0
-        quotas = self.services.quotas
-        self._request_quota = None if quotas is None else quotas.request
         self._wakeup = asyncio.Event()
         self._can_write = asyncio.Event()
         self._can_write.set()
         self._task: asyncio.Task[None] | None = None
         # A request begun in the read callback whose handler waits: the task finishes it
-        # before anything in ``queue``.
+        # before anything in the queue.
         self._started: Coroutine[Any, Any, None] | None = None
         self._out: list[Chunk] = []  # response bytes not yet handed to the transport
         self._out_size = 0
         self._out_since = 0.0  # perf_counter() when the oldest unsent answer was gathered
         self._flush_scheduled = False
-        # Answers not yet sent, in request order, while any of them is a Deferred one
-        # still waiting; the drainer task sends them as they complete.
-        self.deferred: collections.deque[tuple[RequestHeader, asyncio.Future[Any]]] = \
-            collections.deque()
         self._deferred_space = asyncio.Event()
         self._drainer: asyncio.Task[None] | None = None
-        # Kafka's RequestMetrics; None: metrics off. One attribute for all of it: CPython
-        # keeps an instance's attributes in a shared-key table only up to 30 of them, and
-        # past that every attribute of the connection is read more slowly.
-        self._metrics = None if server.request_metrics is None \
-            else _RequestCounting(server.request_metrics)
 
     @property
     def task(self) -> asyncio.Task[None] | None:
         """The task processing this connection's requests (None before it is connected)."""
         return self._task
+
+    @property
+    def principal(self) -> KafkaPrincipal:
+        """Who the connection authenticated as (the pipeline's; ANONYMOUS until then)."""
+        return self.pipeline.principal
+
+    @property
+    def queue(self) -> Sequence[memoryview]:
+        """The frames received and not yet started."""
+        return self.pipeline.queue
+
+    @property
+    def deferred(self) -> Sequence[tuple[RequestHeader, PendingAnswer | None, Response]]:
+        """The answers not yet written while a Deferred one waits (the pipeline's outbox)."""
+        return self.pipeline.outbox
 
     # -- asyncio.Protocol -------------------------------------------------------------------
 
@@ -289,18 +250,20 @@ class Connection(asyncio.Protocol):
         assert isinstance(transport, asyncio.Transport)
         self.transport = transport
         peer = transport.get_extra_info("peername")
-        self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        self.peer = self.pipeline.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         self.server.connections.add(self)
         if self.security.principal_mapper is not None:
-            self._certificate_principal(transport)
+            try:
+                self.pipeline.certificate_principal(transport.get_extra_info("peercert"))
+            except RemoteProtocolError as exc:
+                self._refused(exc)
         self._task = asyncio.get_running_loop().create_task(self._process())
 
     def data_received(self, data: bytes) -> None:
         try:
-            frames = self.decoder.feed(data)
-        except FrameSizeError as exc:
-            log.info("closing connection from %s: %s", self.peer, exc)
-            self.close()
+            frames = self.pipeline.receive_data(data)
+        except RemoteProtocolError as exc:
+            self._refused(exc)
             return
         self._frames_received(frames)
 
@@ -309,15 +272,13 @@ class Connection(asyncio.Protocol):
         if not frames or self.closed:  # closing: nothing more is read into the queue
             return
         self.server.queued += len(frames)
-        if not self.busy and not self.queue and self._started is None and not self.closed \
-                and not self.throttled_until:
+        pipeline = self.pipeline
+        if not self.busy and not pipeline.queue and self._started is None \
+                and not pipeline.throttled_until:
             frames = self._handle_at_once(frames, received)
             if not frames:
                 return
-        self.queue.extend(frames)
-        if self._metrics is not None:
-            self._metrics.received.extend([received] * len(frames))
-        self.queued_bytes += sum(len(f) for f in frames) if len(frames) > 1 else len(frames[0])
+        pipeline.enqueue(frames, received)
         if self._over_limits():
             self.update_reading()
         self._wakeup.set()
@@ -327,9 +288,10 @@ class Connection(asyncio.Protocol):
         wait (for its handler, the socket, or room for deferred answers); the frames not
         handled are returned for the task. The answers gathered leave in one send."""
         handled = 0
+        pipeline = self.pipeline
         for frame in frames:
-            if self.closed or not self._can_write.is_set() or len(self.deferred) >= MAX_DEFERRED \
-                    or self.throttled_until:
+            if self.closed or not self._can_write.is_set() or pipeline.outbox_full() \
+                    or pipeline.throttled_until:
                 break
             handled += 1
             self.busy = True
@@ -369,11 +331,7 @@ class Connection(asyncio.Protocol):
         self.closed = True
         self.transport = None
         self.release()
-        self.server.queued -= len(self.queue)
-        self.queue.clear()
-        if self._metrics is not None:
-            self._metrics.received.clear()
-        self.queued_bytes = 0
+        self.server.queued -= self.pipeline.drop_queue()
         self.server.connections.discard(self)
         self.server.paused.discard(self)
         self._wakeup.set()
@@ -384,68 +342,6 @@ class Connection(asyncio.Protocol):
             # pinned descriptor) would wait forever. Soon, not now: the transport fails
             # its own waiter right after this call, and must find it not yet cancelled.
             asyncio.get_running_loop().call_soon(self._cancel_stuck_send)
-
-    # -- authentication ---------------------------------------------------------------------
-
-    def _certificate_principal(self, transport: asyncio.BaseTransport) -> None:
-        """SSL listeners: a verified client certificate names the principal (its DN through
-        ssl.principal.mapping.rules); without one the connection stays ANONYMOUS."""
-        peercert = transport.get_extra_info("peercert")
-        if not peercert:
-            return
-        dn = distinguished_name(peercert)
-        mapper = self.security.principal_mapper
-        assert mapper is not None
-        try:
-            self.principal = KafkaPrincipal(USER_TYPE, mapper.name(dn))
-        except NoMatchingRuleError as exc:
-            log.info("closing connection from %s: %s", self.peer, exc)
-            self.close()
-
-    def _authenticated(self, principal: KafkaPrincipal) -> None:
-        self.principal = principal
-        self.decoder.max_frame_bytes = self.server.max_request_bytes
-        log.debug("connection %s authenticated as %s", self.peer, principal)
-
-    def _authentication_failure(self) -> None:
-        """Kafka's delayed close: the failure's answer goes out, nothing more is read or
-        served, and the connection closes after connection.failed.authentication.delay.ms
-        (a client retrying a wrong password cannot spin the broker)."""
-        if self._authentication_failed:
-            return
-        self._authentication_failed = True
-        log.info("authentication of connection %s failed; closing it", self.peer)
-        if self.transport is not None and not self.closed:
-            self.transport.pause_reading()
-        delay = self.security.failed_authentication_delay_ms / 1000
-        asyncio.get_running_loop().call_later(delay, self._close_after_writes)
-
-    def _raw_sasl_token(self, frame: memoryview) -> None:
-        """A SASL token sent bare after a v0 SaslHandshake; answered bare (a size, the
-        token), as Kafka's SaslServerAuthenticator does."""
-        assert self.authenticator is not None
-        answer = self.authenticator.raw_token(bytes(frame))
-        if answer is not None:
-            self._gather([len(answer).to_bytes(4, "big") + answer])
-
-    def _refused_by_authentication(self, header: RequestHeader) -> bool:
-        """SASL listeners: close the connection for a request it may not send now (before
-        authentication, or after its session expired without re-authentication)."""
-        auth = self.authenticator
-        if auth is None:
-            return False
-        reason = None
-        if not auth.allows(header.api_key):
-            reason = (f"{apis.spec_for(header.api_key).name} request before SASL "
-                      "authentication completed")
-        elif (auth.authenticated and header.api_key not in (SASL_HANDSHAKE, SASL_AUTHENTICATE)
-              and auth.session_expired()):
-            reason = "SASL session expired without re-authentication (connections.max.reauth.ms)"
-        if reason is None:
-            return False
-        log.info("closing connection from %s: %s", self.peer, reason)
-        self.close()
-        return True
 
     def release(self) -> None:
         """Stop counting against the connection limits (once; the socket is closed)."""
@@ -469,7 +365,7 @@ class Connection(asyncio.Protocol):
 
     def _over_limits(self) -> bool:
         return (self.server.queued >= self.server.queued_max_requests
-                or self.queued_bytes >= READ_AHEAD_BYTES)
+                or self.pipeline.over_read_ahead())
 
     def update_reading(self) -> None:
         """Pause or resume reading the socket, as the broker's and this connection's
@@ -491,6 +387,8 @@ class Connection(asyncio.Protocol):
             transport.resume_reading()
             self.server.paused.discard(self)
 
+    # -- closing ----------------------------------------------------------------------------
+
     def close(self) -> None:
         """Close at once, dropping anything not yet written (an error, shutdown, idle).
         Also cuts short a graceful close still under way (``_close_after_writes``)."""
@@ -502,6 +400,18 @@ class Connection(asyncio.Protocol):
         drainer = self._drainer
         if drainer is not None and not drainer.done() and drainer is not asyncio.current_task():
             drainer.cancel()  # its answers have nowhere to go
+
+    def close_after(self, delay: float) -> None:
+        """Read nothing more, and close gracefully after ``delay`` seconds (a failed SASL
+        authentication: the failure's answer goes out first)."""
+        if self.transport is not None and not self.closed:
+            self.transport.pause_reading()
+        asyncio.get_running_loop().call_later(delay, self._close_after_writes)
+
+    def _refused(self, exc: RemoteProtocolError) -> None:
+        """The pipeline refused what the peer sent: close, as Kafka does."""
+        log.info("closing connection from %s: %s", self.peer, exc)
+        self.close()
 
     def _close_after_writes(self) -> None:
         """Close gracefully -- after the peer's end of stream, after a failed
@@ -537,6 +447,7 @@ class Connection(asyncio.Protocol):
 
     async def _process(self) -> None:
         started: Coroutine[Any, Any, None] | None
+        pipeline = self.pipeline
         try:
             while not self.closed:
                 if self._started is not None:  # begun in the read callback
@@ -548,7 +459,7 @@ class Connection(asyncio.Protocol):
                     finally:
                         self._request_done()
                     continue
-                if not self.queue:
+                if not pipeline.queue:
                     if self._eof:
                         if self._drainer is not None and not self._drainer.done():
                             await asyncio.wait([self._drainer])
@@ -557,24 +468,21 @@ class Connection(asyncio.Protocol):
                     self._wakeup.clear()
                     await self._wakeup.wait()
                     continue
-                if len(self.deferred) >= MAX_DEFERRED:
+                if pipeline.outbox_full():
                     self._deferred_space.clear()
                     await self._deferred_space.wait()
                     continue
                 if not self._can_write.is_set():
                     await self._can_write.wait()
                     continue
-                if self.throttled_until:
-                    delay = self.throttled_until - time.monotonic()
+                if pipeline.throttled_until:
+                    delay = pipeline.mute_remaining(time.monotonic())
                     if delay > 0:  # muted for a quota (KIP-219); close() wakes us
                         self._wakeup.clear()
                         with contextlib.suppress(TimeoutError):
                             await asyncio.wait_for(self._wakeup.wait(), delay)
                         continue
-                    self.throttled_until = 0.0
-                frame = self.queue.popleft()
-                received = 0.0 if self._metrics is None else self._metrics.received.popleft()
-                self.queued_bytes -= len(frame)
+                frame, received = pipeline.next_request()
                 if self.reading_paused:
                     self.update_reading()
                 self.busy = True
@@ -604,8 +512,13 @@ class Connection(asyncio.Protocol):
 
     def _failed(self, exc: Exception) -> None:
         """A processing task ended on ``exc``: the peer went away, or a klog bug."""
+        if isinstance(exc, RemoteProtocolError):
+            self._refused(exc)
+            return
         if isinstance(exc, (ConnectionError, OSError)):
             log.debug("connection %s: %s", self.peer, exc)
+        elif isinstance(exc, LocalProtocolError):
+            log.error("closing connection from %s: %s", self.peer, exc)
         else:
             log.error("unexpected error on connection %s; closing it", self.peer,
                       exc_info=exc)
@@ -613,143 +526,64 @@ class Connection(asyncio.Protocol):
 
     def _start(self, frame: memoryview, received: float = 0.0
                ) -> Coroutine[Any, Any, None] | None:
-        """Handle one request as far as it goes without waiting. Returns what is left to
-        await (a handler that waits, or an answer with file regions to send), else None:
-        the answer is gathered for the next send, deferred, or not due. ``received``: when
-        its frame was read (time.monotonic), for the request metrics."""
-        if self._authentication_failed:
-            return None  # closing after the failure's delay: nothing more is served
-        if self.authenticator is not None and self.authenticator.raw_tokens:
-            self._raw_sasl_token(frame)
-            return None
+        """Start one request in the pipeline and carry out its step as far as it goes
+        without waiting. Returns what is left to await (a handler that waits, or an answer
+        with file regions to send), else None: the answer is gathered for the next send,
+        deferred, or not due."""
         try:
-            header, offset = parse_request_header(frame, self.server.advertised)
-        except KafkaError as exc:
-            log.info("closing connection from %s: %s", self.peer, exc)
-            self.close()
+            step = self.pipeline.start(frame, received)
+        except RemoteProtocolError as exc:
+            self._refused(exc)
             return None
-        if self.authenticator is not None and self._refused_by_authentication(header):
+        if step is None:
             return None
-        if is_unsupported_api_versions(header, self.server.advertised):
-            self._gather([api_versions_fallback_response(header.correlation_id,
-                                                         self.server.advertised)])
+        if type(step) is list:  # most answers: all bytes, gathered for the next send
+            self._gather(step)
             return None
-        try:
-            request = apis.decode_request(header.api_key, header.api_version, frame[offset:])
-        except InvalidRequestError as exc:
-            log.info("closing connection from %s: cannot decode %s v%d: %s", self.peer,
-                     apis.spec_for(header.api_key).name, header.api_version, exc)
-            self.close()
-            return None
-        handler = self.server.handlers.get(header.api_key)
-        if handler is None:  # advertised without a handler: a klog bug; refuse loudly
-            log.error("no handler for api key %d", header.api_key)
-            self.close()
-            return None
-        timing = None
-        m = self._metrics
-        if m is not None:  # metrics on: count inline, time one in SAMPLE_EVERY
-            by_version = m.counts[header.api_key]
-            n = by_version[header.api_version] = by_version[header.api_version] + 1
-            if n & SAMPLE_MASK == 1 or header.api_key == FETCH:
-                timing = m.requests.begin(header.api_key, header.api_version, request,
-                                          received)
-        handling = handler(RequestContext(header, self.services, self), request)
-        request_quota = self._request_quota
-        if request_quota is not None and request_quota.active and not _exempt(header, request):
-            return self._start_metered(header, handling, request_quota, timing)
-        try:
-            waits_on = handling.send(None)
-        except StopIteration as done:
-            return self._answer(header, done.value, timing)
-        return self._finish_waiting(header, _resume(handling, waits_on), timing)
+        return self._take(step)
 
-    def _start_metered(self, header: RequestHeader, handling: Coroutine[Any, Any, Any],
-                       request_quota: ClientQuotaManager, timing: RequestTiming | None
-                       ) -> Coroutine[Any, Any, None] | None:
-        """``_start``'s last step under a request_percentage quota: the handler's time up
-        to its first wait is recorded as a percentage of one thread (Kafka's
-        ClientRequestQuotaManager), and a client over its quota is muted."""
-        started = time.perf_counter()
-        try:
-            waits_on = handling.send(None)
-        except StopIteration as done:
-            throttle_ms = self._record_request_time(header, request_quota, started)
-            response = done.value
-            if throttle_ms > 0:
-                response = _with_throttle_time(response, throttle_ms)
-            return self._answer(header, response, timing)
-        self._record_request_time(header, request_quota, started)
-        return self._finish_waiting(header, _resume(handling, waits_on), timing)
-
-    def _record_request_time(self, header: RequestHeader, request_quota: ClientQuotaManager,
-                             started: float) -> int:
-        percent_seconds = (time.perf_counter() - started) * 100.0
-        throttle_ms = request_quota.record(self.principal.name, header.client_id or "",
-                                           percent_seconds)
-        if throttle_ms > 0:
-            self.throttle(throttle_ms)
-        return throttle_ms
-
-    def throttle(self, throttle_ms: int) -> None:
-        """KIP-219: after this request's response, hold the connection's next request for
-        ``throttle_ms`` (Kafka mutes the channel; here the frames wait in the queue, whose
-        read-ahead bound stops reading from the socket)."""
-        until = time.monotonic() + throttle_ms / 1000.0
-        if until > self.throttled_until:
-            self.throttled_until = until
-
-    async def _finish_waiting(self, header: RequestHeader, handling: Awaitable[Any],
-                              timing: RequestTiming | None) -> None:
-        """The rest of a request whose handler waits, run by the connection's task."""
-        started = self._answer(header, await handling, timing)
-        if started is not None:
-            await started
-
-    def _answer(self, header: RequestHeader, response: Response,
-                timing: RequestTiming | None = None) -> Coroutine[Any, Any, None] | None:
-        if self.closed:
-            if isinstance(response, Deferred) and asyncio.iscoroutine(response.response):
-                response.response.close()  # nobody to answer: do not leave it unawaited
+    def _take(self, step: Step) -> Coroutine[Any, Any, None] | None:
+        """Carry out a pipeline step (klog/daemon/pipeline.py); what is left to await."""
+        if type(step) is list:  # an answer, all bytes: the next send takes it
+            self._gather(step)
             return None
-        if timing is not None:
-            timing.local_done()
-        if isinstance(response, Deferred):
-            answer = asyncio.ensure_future(response.response)
-            if timing is not None:
-                answer.add_done_callback(timing.remote_done)
-            self._defer(header, answer)
-            return None
-        if self.deferred:  # behind an answer still waiting: keep the order
-            if response is not None:
-                ready: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-                ready.set_result(response)
-                self._defer(header, ready)
-        elif response is not None:
-            chunks = self._response_chunks(header, response)
-            if not _all_bytes(chunks):
-                writing = self._write(chunks)
-                return writing if timing is None else _timed_send(writing, timing)
-            self._gather(chunks)
-        if timing is not None:
-            timing.finish()
-        return None
-
-    def _defer(self, header: RequestHeader, answer: asyncio.Future[Any]) -> None:
-        self.deferred.append((header, answer))
+        if type(step) is Waiting:
+            return self._finish_waiting(step)
+        if type(step) is Regions:
+            writing = self._write(step.chunks)
+            return writing if step.timing is None else _timed_send(writing, step.timing)
+        assert type(step) is Defer
+        answer = asyncio.ensure_future(step.response)
+        if step.timing is not None:
+            answer.add_done_callback(step.timing.remote_done)
+        self.pipeline.defer(step.header, answer)
         if self._drainer is None or self._drainer.done():
             self._drainer = asyncio.get_running_loop().create_task(self._drain())
+        return None
+
+    async def _finish_waiting(self, waiting: Waiting) -> None:
+        """The rest of a request whose handler waits, run by the connection's task."""
+        response = await waiting.handling
+        step = self.pipeline.answer(waiting.header, response, waiting.timing)
+        if step is not None:
+            started = self._take(step)
+            if started is not None:
+                await started
 
     async def _drain(self) -> None:
-        """Send the deferred answers in request order as each completes."""
+        """Send the deferred answers, and those behind them, in request order as each
+        completes."""
+        pipeline = self.pipeline
+        outbox = pipeline.outbox
         try:
-            while self.deferred and not self.closed:
-                header, answer = self.deferred[0]
-                response = await answer
+            while outbox and not self.closed:
+                header, answer, response = outbox[0]
+                if answer is not None:
+                    response = await answer
                 if response is not None and not self.closed:
                     await self.send_response(header, response)
-                # Popped only once sent: while it is queued, newer answers queue behind it.
-                self.deferred.popleft()
+                # Removed only once sent: while it is there, newer answers queue behind it.
+                pipeline.answer_sent()
                 self._deferred_space.set()
         except asyncio.CancelledError:
             self.close()
@@ -758,26 +592,14 @@ class Connection(asyncio.Protocol):
             self._failed(exc)
         finally:
             if self.closed:
-                for _, answer in self.deferred:
-                    answer.cancel()
-                self.deferred.clear()
+                for pending in pipeline.drop_outbox():
+                    pending.cancel()
                 self._deferred_space.set()
 
     async def send_response(self, header: RequestHeader, response: Response) -> None:
-        await self._write(self._response_chunks(header, response))
+        await self._write(self.pipeline.encode(header, response))
 
-    @staticmethod
-    def _response_chunks(header: RequestHeader, response: Response) -> list[Chunk]:
-        header_version = apis.response_header_version(header.api_key, header.api_version)
-        if isinstance(response, list):
-            if len(response) == 1 and isinstance(response[0], bytes):  # most answers
-                size = len(response[0])
-            else:
-                size = sum(len(c) if isinstance(c, (bytes, bytearray, memoryview)) else c.size
-                           for c in response)
-            return [response_prefix(header_version, header.correlation_id, size), *response]
-        body = apis.encode_response(response)
-        return [response_prefix(header_version, header.correlation_id, len(body)) + body]
+    # -- writing ----------------------------------------------------------------------------
 
     def _gather(self, chunks: Sequence[Chunk]) -> None:
         """Add an answer's bytes to the next send; send now if the answers gathered are
@@ -804,7 +626,7 @@ class Connection(asyncio.Protocol):
         transport = self.transport
         if transport is None or self.closed:
             return
-        if _all_bytes(chunks):
+        if all_bytes(chunks):
             self._gather(chunks)
             if self._out and not self._flush_scheduled:
                 self._schedule_flush()
@@ -909,6 +731,7 @@ class Connection(asyncio.Protocol):
             self.transport.write(out[0] if len(out) == 1 else b"".join(out))
 
 
+
 class TlsConnection(Connection, asyncio.BufferedProtocol):
     """A connection on a TLS listener. asyncio's TLS transport decrypts straight into the
     frame decoder's buffers when its protocol is a BufferedProtocol; given a plain
@@ -919,14 +742,13 @@ class TlsConnection(Connection, asyncio.BufferedProtocol):
     ``data_received``: there the two cost the same, and bytes let frames be views."""
 
     def get_buffer(self, sizehint: int) -> memoryview:
-        return self.decoder.get_buffer()
+        return self.pipeline.get_buffer()
 
     def buffer_updated(self, nbytes: int) -> None:
         try:
-            frames = self.decoder.buffer_updated(nbytes)
-        except FrameSizeError as exc:
-            log.info("closing connection from %s: %s", self.peer, exc)
-            self.close()
+            frames = self.pipeline.buffer_updated(nbytes)
+        except RemoteProtocolError as exc:
+            self._refused(exc)
             return
         self._frames_received(frames)
 
@@ -935,57 +757,6 @@ async def _timed_send(writing: Coroutine[Any, Any, None], timing: RequestTiming)
     """Send an answer with file regions, then count its ResponseSendTimeMs."""
     await writing
     timing.finish(send_end=time.monotonic())
-
-
-def _exempt(header: RequestHeader, request: Any) -> bool:
-    """Requests no request_percentage quota throttles, as Kafka exempts them: the
-    inter-broker APIs and followers' fetches (replication has its own throttles)."""
-    api_key = header.api_key
-    return (api_key in apis.INTER_BROKER_CONTROL_APIS or api_key == _WRITE_TXN_MARKERS
-            or (api_key == _FETCH and request_replica_id(request) >= 0))
-
-
-_FETCH, _WRITE_TXN_MARKERS = 1, 27
-
-
-def _with_throttle_time(response: Any, throttle_ms: int) -> Any:
-    """A kio response entity with its throttle_time set (request_percentage: the time is
-    known only after the handler ran). Answers encoded by hand (produce, fetch: chunks)
-    keep their own, the byte quotas'."""
-    if dataclasses.is_dataclass(response) and not isinstance(response, type) and any(
-            f.name == "throttle_time" for f in dataclasses.fields(response)):
-        current = getattr(response, "throttle_time", None)
-        wanted = datetime.timedelta(milliseconds=throttle_ms)
-        if current is None or current < wanted:
-            return dataclasses.replace(response, throttle_time=wanted)
-    return response
-
-
-def _all_bytes(chunks: Sequence[Chunk]) -> bool:
-    if len(chunks) == 1:  # most answers: one piece
-        return isinstance(chunks[0], (bytes, bytearray, memoryview))
-    return all(isinstance(c, (bytes, bytearray, memoryview)) for c in chunks)
-
-
-@types.coroutine
-def _resume(handling: Coroutine[Any, Any, Any], waits_on: Any) -> Generator[Any, Any, Any]:
-    """Go on with a coroutine begun outside any task (``handling.send(None)`` gave
-    ``waits_on``) inside the task that awaits this: what the coroutine waits for is passed
-    up to that task, and what the task sends or throws (a result, a cancellation) is
-    passed down."""
-    while True:
-        try:
-            value = yield waits_on
-        except BaseException as exc:
-            try:
-                waits_on = handling.throw(exc)
-            except StopIteration as done:
-                return done.value
-        else:
-            try:
-                waits_on = handling.send(value)
-            except StopIteration as done:
-                return done.value
 
 
 def _cork(transport: asyncio.Transport, on: bool) -> bool:

@@ -43,7 +43,7 @@ config change. Everything runs on the broker's event loop; no locks.
 
 Enforcement (KIP-219) is the handlers' and the connection's: the response carries the
 throttle time and the connection starts no further request of that client until the time
-has passed (``Connection.throttle``, klog/daemon/connection.py).
+has passed (``RequestPipeline.throttle``, klog/daemon/pipeline.py).
 """
 
 from __future__ import annotations

@@ -101,7 +101,7 @@ def test_confluent_kafka_produces_and_consumes(broker: InProcessBroker, pki: Pki
 
 def test_confluent_kafka_oauthbearer_unsecured_token(broker: InProcessBroker, pki: Pki,
                                                     caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.DEBUG, logger="klog.daemon.connection")
+    caplog.set_level(logging.DEBUG, logger="klog.daemon.pipeline")
     producer = ck.Producer({
         "bootstrap.servers": f"127.0.0.1:{port(broker, 'SASL_SSL')}",
         "security.protocol": "SASL_SSL", "ssl.ca.location": str(pki.ca_cert),
@@ -114,7 +114,7 @@ def test_confluent_kafka_oauthbearer_unsecured_token(broker: InProcessBroker, pk
 
 def test_confluent_kafka_reauthenticates_past_the_session_lifetime(
         broker: InProcessBroker, pki: Pki, caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.DEBUG, logger="klog.daemon.connection")
+    caplog.set_level(logging.DEBUG, logger="klog.daemon.pipeline")
     settings = confluent_settings(broker, pki, "SCRAM-SHA-512")
     producer = ck.Producer({**settings, "message.timeout.ms": 20000})
     producer.produce("ck-reauth", b"before")

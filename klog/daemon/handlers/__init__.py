@@ -71,7 +71,7 @@ Response = Any
 
 
 class ClientConnection(Protocol):
-    """The connection a request came on, as a handler sees it (klog/daemon/connection.py)."""
+    """The connection a request came on, as a handler sees it (klog/daemon/pipeline.py)."""
 
     listener_name: str
     peer: str
