@@ -242,6 +242,21 @@ def check_data(data: bytes, path: str) -> bytes:
 # --- the interface --------------------------------------------------------------------------
 
 
+def check_ops(ops: Sequence[Op]) -> list[Op]:
+    """A multi's ops, each checked before any is applied (its path, the root never
+    deleted, its data's size): the first bad one raises."""
+    checked = list(ops)
+    for op in checked:
+        if not isinstance(op, Op):
+            raise TypeError(f"multi takes Op values, not {type(op).__name__}")
+        validate_path(op.path, op.kind == "create" and op.sequential)
+        if op.kind == "delete" and op.path == "/":
+            raise InvalidPathError("the root node cannot be deleted", op.path)
+        if op.kind in ("create", "set"):
+            check_data(op.data, op.path)
+    return checked
+
+
 class MetadataStore(ABC):
     """ZooKeeper's data model and session; see the module docstring for the rules."""
 

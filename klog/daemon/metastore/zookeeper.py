@@ -48,6 +48,7 @@ from klog.daemon.metastore.base import (
     Watcher,
     ZnodeStat,
     check_data,
+    check_ops,
     join_path,
     log,
     validate_path,
@@ -353,15 +354,7 @@ class ZooKeeperMetadataStore(MetadataStore):
         return sorted(children)
 
     def multi(self, ops: Sequence[Op]) -> list[str | ZnodeStat | None]:
-        ops = list(ops)
-        for op in ops:
-            if not isinstance(op, Op):
-                raise TypeError(f"multi takes Op values, not {type(op).__name__}")
-            validate_path(op.path, op.kind == "create" and op.sequential)
-            if op.kind == "delete" and op.path == "/":
-                raise InvalidPathError("the root node cannot be deleted", op.path)
-            if op.kind in ("create", "set"):
-                check_data(op.data, op.path)
+        ops = check_ops(ops)
         if not ops:
             return []
         client = self._kazoo()
