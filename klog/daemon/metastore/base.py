@@ -271,7 +271,6 @@ class MetadataStore(ABC):
         """End the session: this session's ephemeral nodes vanish; watches are dropped
         without firing and listeners hear nothing more. Idempotent."""
 
-    @abstractmethod
     def create(
         self,
         path: str,
@@ -283,6 +282,13 @@ class MetadataStore(ABC):
     ) -> str:
         """Create ``path`` and return the created path (with its suffix when sequential).
         Missing parents are created empty and persistent when ``make_parents``."""
+        validate_path(path, sequential)
+        return self._create(path, check_data(data, path), ephemeral, sequential, make_parents)
+
+    @abstractmethod
+    def _create(self, path: str, data: bytes, ephemeral: bool, sequential: bool,
+                make_parents: bool) -> str:
+        """``create`` once its path and data are checked: the store's own work."""
 
     @abstractmethod
     def get(self, path: str, watch: Watcher | None = None) -> tuple[bytes, ZnodeStat]:

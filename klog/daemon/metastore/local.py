@@ -339,17 +339,8 @@ class LocalMetadataStore(MetadataStore):
 
     # --- writes -------------------------------------------------------------------------
 
-    def create(
-        self,
-        path: str,
-        data: bytes = b"",
-        *,
-        ephemeral: bool = False,
-        sequential: bool = False,
-        make_parents: bool = False,
-    ) -> str:
-        validate_path(path, sequential)
-        data = check_data(data, path)
+    def _create(self, path: str, data: bytes, ephemeral: bool, sequential: bool,
+                make_parents: bool) -> str:
         return self._write(
             lambda txn: self._do_create(txn, path, data, ephemeral, sequential, make_parents)
         )

@@ -279,17 +279,8 @@ class ZooKeeperMetadataStore(MetadataStore):
             raise SessionExpiredError("the ZooKeeper metadata store is not started (or closed)")
         return client
 
-    def create(
-        self,
-        path: str,
-        data: bytes = b"",
-        *,
-        ephemeral: bool = False,
-        sequential: bool = False,
-        make_parents: bool = False,
-    ) -> str:
-        validate_path(path, sequential)
-        data = check_data(data, path)
+    def _create(self, path: str, data: bytes, ephemeral: bool, sequential: bool,
+                make_parents: bool) -> str:
         client = self._kazoo()
         created: str = self._call(  # the created path (kazoo is untyped)
             path, client.create_async, path, data,
