@@ -19,7 +19,7 @@ import logging
 from collections.abc import Callable
 
 from klog.daemon.delayed import FetchKey
-from klog.daemon.replica_manager import FetchResult
+from klog.daemon.replica_results import FetchResult
 from klog.protocol.errors import ErrorCode, KafkaError
 from klog.protocol.records.convert import down_convert
 from klog.storage.config import LogConfig

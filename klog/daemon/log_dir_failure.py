@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from klog.daemon.metastore import paths
 from klog.daemon.metastore.base import MetastoreError
+from klog.daemon.tasks import stop_task
 
 if TYPE_CHECKING:
     from klog.daemon.metastore.base import MetadataStore
@@ -133,10 +134,7 @@ class LogDirFailureHandler:
 
     async def shutdown(self) -> None:
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await stop_task(task, what="the log dir failure handler")
 
     async def _run(self) -> None:
         while True:

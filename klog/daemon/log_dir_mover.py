@@ -37,12 +37,12 @@ progress) in worker threads.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Protocol
 
 from klog.daemon.replication_quota import ReplicationQuotaManager
+from klog.daemon.tasks import stop_task
 from klog.protocol.errors import ErrorCode
 from klog.storage.log import log_future_dir_name
 from klog.storage.log_manager import FutureLogError, LogDirNotFoundError
@@ -109,10 +109,7 @@ class LogDirMover:
 
     async def shutdown(self) -> None:
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await stop_task(task, what="the log dir mover")
 
     def update_quota(self, bytes_per_second: int) -> None:
         """replica.alter.log.dirs.io.max.bytes.per.second changed (dynamic config)."""

@@ -182,12 +182,7 @@ class Partition:
         """Become leader for ``state``; True if this is a new leadership (epoch changed)."""
         new_leader = not self.is_leader
         new_epoch = state.leader_epoch != self.leader_epoch or new_leader
-        self.leader_id = state.leader
-        self.leader_epoch = state.leader_epoch
-        self.replicas = state.replicas
-        self.isr = state.isr
-        self.controller_epoch = state.controller_epoch
-        self.zk_version = state.zk_version
+        self._take_state(state)
         self.pending_isr = None
         now = _now_ms()
         if new_epoch:
@@ -219,14 +214,18 @@ class Partition:
         self.maybe_increment_high_watermark()
         return new_epoch
 
-    def make_follower(self, state: PartitionState) -> bool:
-        changed = state.leader != self.leader_id or state.leader_epoch != self.leader_epoch
+    def _take_state(self, state: PartitionState) -> None:
+        """The controller's decision for this partition, leader or follower."""
         self.leader_id = state.leader
         self.leader_epoch = state.leader_epoch
         self.replicas = state.replicas
         self.isr = state.isr
         self.controller_epoch = state.controller_epoch
         self.zk_version = state.zk_version
+
+    def make_follower(self, state: PartitionState) -> bool:
+        changed = state.leader != self.leader_id or state.leader_epoch != self.leader_epoch
+        self._take_state(state)
         self.remote_replicas = {}
         self.pending_isr = None
         self.leader_epoch_start_offset = -1

@@ -2,7 +2,8 @@
 
 Owns the map of hosted Partitions and applies LeaderAndIsr / StopReplica decisions from the
 controller. Owns produce and fetch end to end, as Kafka's ReplicaManager: the handlers hand
-it a request's partitions and await the answer.
+it a request's partitions and await the answer (ProduceResult, FetchResult: their shapes
+and the rules of a refused append are klog/daemon/replica_results.py's).
 
 Produce (``produce``; ``append_records`` for the broker's own appends): each partition's
 batches are validated once (klog/storage/validator.py, Kafka's LogValidator), appended by
@@ -46,7 +47,6 @@ import logging
 import math
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
@@ -65,6 +65,14 @@ from klog.daemon.partition import (
 )
 from klog.daemon.purgatory import DelayedOperationPurgatory, Timer
 from klog.daemon.record_checker import INLINE_CHECK_BYTES, RecordChecker
+from klog.daemon.replica_results import (
+    FetchResult,
+    ProduceResult,
+    ProduceResults,
+    apply_isr_errors,
+    fetch_satisfied,
+    refused,
+)
 from klog.daemon.replica_selector import ClientMetadata
 from klog.daemon.replication_quota import ReplicationQuotaManager
 from klog.daemon.txn_verification import (
@@ -80,7 +88,6 @@ from klog.protocol.errors import (
     KafkaError,
     KafkaStorageError,
     OffsetOutOfRangeError,
-    RecordError,
 )
 from klog.storage.config import LogConfig
 from klog.storage.log import LogAppendInfo
@@ -133,38 +140,6 @@ class LogDirMoves(Protocol):
     def partitions_hosted(self, tps: Iterable[TopicPartition]) -> None: ...
 
     def partitions_stopped(self, tps: Iterable[TopicPartition]) -> None: ...
-
-
-@dataclass(slots=True)
-class ProduceResult:
-    error_code: int = 0
-    base_offset: int = -1
-    log_append_time_ms: int = -1
-    log_start_offset: int = -1
-    error_message: str | None = None
-    info: LogAppendInfo | None = None
-    # A batch refused for some of its records: each by its index in the batch (KIP-467).
-    record_errors: tuple[RecordError, ...] = ()
-
-
-@dataclass(slots=True)
-class FetchResult:
-    error_code: int = 0
-    high_watermark: int = -1
-    last_stable_offset: int = -1
-    log_start_offset: int = -1
-    data: FetchDataInfo | None = None
-    aborted_transactions: list[tuple[int, int]] | None = None
-    #: KIP-392: the follower the consumer should read this partition from (no records
-    #: then); -1 for none.
-    preferred_read_replica: int = -1
-
-    @property
-    def size(self) -> int:
-        return self.data.size if self.data is not None else 0
-
-
-ProduceResults = dict[TopicPartition, ProduceResult]
 
 
 class ReplicaManager:
@@ -579,7 +554,7 @@ class ReplicaManager:
             if done:
                 del required[tp]
                 errors[tp] = error
-        _apply_isr_errors(results, errors)
+        apply_isr_errors(results, errors)
         if not required:
             return None
         loop = asyncio.get_running_loop()
@@ -588,7 +563,7 @@ class ReplicaManager:
 
         def answer(f: asyncio.Future[dict[TopicPartition, int]]) -> None:
             if not final.done():
-                _apply_isr_errors(results, f.result())
+                apply_isr_errors(results, f.result())
                 final.set_result(results)
 
         replicated.add_done_callback(answer)
@@ -659,23 +634,8 @@ class ReplicaManager:
 
     def _refused(self, tp: TopicPartition, exc: KafkaError,
                  records: RecordsBuffer | int | None) -> ProduceResult:
-        """The result of an append refused with ``exc``, counted when metrics are on
-        (``records``: the refused records or their size)."""
-        if self.topic_metrics is not None:
-            size = records if isinstance(records, int) else \
-                len(records) if records is not None else 0
-            self.topic_metrics.record_refused(tp[0], int(exc.error_code), size)
-        # As Kafka's appendToLocalLog answers a refused append: a message only beside record
-        # errors (its RecordValidationException), and the partition's log start offset
-        # except for the errors it answers before knowing the log (its UNKNOWN append info).
-        code = int(exc.error_code)
-        start = -1
-        if code not in _UNKNOWN_APPEND_INFO:
-            p = self.partitions.get(tp)
-            start = p.log_start_offset if p is not None else -1
-        return ProduceResult(code, log_start_offset=start,
-                             error_message=str(exc) if exc.record_errors else None,
-                             record_errors=exc.record_errors)
+        """The result of an append refused with ``exc`` (klog/daemon/replica_results.py)."""
+        return refused(tp[0], exc, records, self.partitions.get(tp), self.topic_metrics)
 
     # -- fetch ------------------------------------------------------------------------------
 
@@ -700,7 +660,7 @@ class ReplicaManager:
         max_wait = params.max_wait_ms
         if quota is not None and max_wait > 0:
             max_wait = self._throttled_wait(quota, wanted, params.replica_id, max_wait)
-        if max_wait > 0 and wanted and not _satisfied(results, params.min_bytes):
+        if max_wait > 0 and wanted and not fetch_satisfied(results, params.min_bytes):
             done: asyncio.Future[list[FetchResult]] = \
                 asyncio.get_running_loop().create_future()
             starts = [r.data.fetch_offset_metadata if r.data is not None
@@ -985,30 +945,3 @@ class ReplicaManager:
         self.fetch_purgatory.shutdown()
         if self._owns_timer:
             self.timer.close()
-
-
-#: The refusals Kafka answers with its unknown append info (log start offset -1).
-_UNKNOWN_APPEND_INFO = frozenset(int(c) for c in (
-    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.NOT_LEADER_OR_FOLLOWER,
-    ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.RECORD_LIST_TOO_LARGE, ErrorCode.CORRUPT_MESSAGE,
-    ErrorCode.KAFKA_STORAGE_ERROR))
-
-
-def _satisfied(results: list[FetchResult], min_bytes: int) -> bool:
-    """A fetch answers at once with an error to tell, a preferred read replica to name
-    (KIP-392), or min_bytes (at least 1) read."""
-    total = 0
-    for r in results:
-        if r.error_code or r.preferred_read_replica >= 0:
-            return True
-        total += r.size
-    return total >= max(min_bytes, 1)
-
-
-def _apply_isr_errors(results: ProduceResults, errors: dict[TopicPartition, int]) -> None:
-    for tp, error in errors.items():
-        if error:
-            r = results[tp]
-            results[tp] = ProduceResult(error, r.base_offset, r.log_append_time_ms,
-                                        r.log_start_offset,
-                                        error_message=ErrorCode(error).name, info=r.info)

@@ -256,19 +256,11 @@ class ControllerChannelManager:
 def leader_and_isr_values(controller_id: int, controller_epoch: int, broker_epoch: int,
                           states: Iterable[PartitionState], topic_ids: dict[str, uuid.UUID],
                           leaders: Iterable[BrokerInfo], listener_name: str) -> Values:
-    by_topic: dict[str, list[Values]] = {}
-    flat: list[Values] = []
-    for s in states:
-        values = {
-            "topic_name": s.topic, "partition_index": s.partition,
-            "controller_epoch": s.controller_epoch, "leader": s.leader,
-            "leader_epoch": s.leader_epoch, "isr": list(s.isr), "zk_version": s.zk_version,
-            "replicas": list(s.replicas), "adding_replicas": list(s.adding_replicas),
-            "removing_replicas": list(s.removing_replicas), "is_new": False,
-            "leader_recovery_state": 0,
-        }
-        flat.append(values)
-        by_topic.setdefault(s.topic, []).append(values)
+    flat, topic_states = _partition_states(states, topic_ids, lambda s: {
+        "adding_replicas": list(s.adding_replicas),
+        "removing_replicas": list(s.removing_replicas), "is_new": False,
+        "leader_recovery_state": 0,
+    })
     live_leaders = []
     for info in leaders:
         ep = info.endpoint(listener_name) or (info.endpoints[0] if info.endpoints else None)
@@ -279,8 +271,7 @@ def leader_and_isr_values(controller_id: int, controller_epoch: int, broker_epoc
         "controller_id": controller_id, "controller_epoch": controller_epoch,
         "broker_epoch": broker_epoch, "type": 0,
         "ungrouped_partition_states": flat,
-        "topic_states": [{"topic_name": t, "topic_id": topic_ids.get(t),
-                          "partition_states": parts} for t, parts in by_topic.items()],
+        "topic_states": topic_states,
         "live_leaders": live_leaders,
     }
 
@@ -288,17 +279,8 @@ def leader_and_isr_values(controller_id: int, controller_epoch: int, broker_epoc
 def update_metadata_values(controller_id: int, controller_epoch: int, broker_epoch: int,
                            brokers: Iterable[BrokerInfo], states: Iterable[PartitionState],
                            topic_ids: dict[str, uuid.UUID]) -> Values:
-    by_topic: dict[str, list[Values]] = {}
-    flat: list[Values] = []
-    for s in states:
-        values = {
-            "topic_name": s.topic, "partition_index": s.partition,
-            "controller_epoch": s.controller_epoch, "leader": s.leader,
-            "leader_epoch": s.leader_epoch, "isr": list(s.isr), "zk_version": s.zk_version,
-            "replicas": list(s.replicas), "offline_replicas": list(s.offline_replicas),
-        }
-        flat.append(values)
-        by_topic.setdefault(s.topic, []).append(values)
+    flat, topic_states = _partition_states(
+        states, topic_ids, lambda s: {"offline_replicas": list(s.offline_replicas)})
     live = []
     for info in brokers:
         plaintext = next((e for e in info.endpoints if e.security_protocol == "PLAINTEXT"),
@@ -315,10 +297,29 @@ def update_metadata_values(controller_id: int, controller_epoch: int, broker_epo
     return {
         "controller_id": controller_id, "controller_epoch": controller_epoch,
         "broker_epoch": broker_epoch, "ungrouped_partition_states": flat,
-        "topic_states": [{"topic_name": t, "topic_id": topic_ids.get(t),
-                          "partition_states": parts} for t, parts in by_topic.items()],
+        "topic_states": topic_states,
         "live_brokers": live,
     }
+
+
+def _partition_states(states: Iterable[PartitionState], topic_ids: dict[str, uuid.UUID],
+                      extra: Callable[[PartitionState], Values]
+                      ) -> tuple[list[Values], list[Values]]:
+    """The partition states of a LeaderAndIsr or UpdateMetadata: the fields both carry,
+    with ``extra``'s, as the ungrouped list (v0-v4) and grouped by topic (v5+)."""
+    by_topic: dict[str, list[Values]] = {}
+    flat: list[Values] = []
+    for s in states:
+        values = {
+            "topic_name": s.topic, "partition_index": s.partition,
+            "controller_epoch": s.controller_epoch, "leader": s.leader,
+            "leader_epoch": s.leader_epoch, "isr": list(s.isr), "zk_version": s.zk_version,
+            "replicas": list(s.replicas), **extra(s),
+        }
+        flat.append(values)
+        by_topic.setdefault(s.topic, []).append(values)
+    return flat, [{"topic_name": t, "topic_id": topic_ids.get(t), "partition_states": parts}
+                  for t, parts in by_topic.items()]
 
 
 def stop_replica_values(controller_id: int, controller_epoch: int, broker_epoch: int,

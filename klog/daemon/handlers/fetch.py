@@ -55,7 +55,7 @@ from klog.daemon.fetch_session import SessionKey
 from klog.daemon.handlers import CLUSTER_ACTION, Request, RequestContext, Response
 from klog.daemon.partition import FetchIsolation
 from klog.daemon.quotas import ClientQuotaManager
-from klog.daemon.replica_manager import FetchResult
+from klog.daemon.replica_results import FetchResult
 from klog.daemon.replica_selector import ClientMetadata
 from klog.protocol.acls import AclOperation, ResourceType
 from klog.protocol.entities import as_millis

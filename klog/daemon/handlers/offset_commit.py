@@ -25,39 +25,19 @@ from klog.protocol.offset_commit import encode_offset_commit_response
 
 DEFAULT_RETENTION_TIME = -1
 
+TopicPartition = tuple[str, int]
+
 
 async def handle(ctx: RequestContext, request: Request) -> Response:
     coordinator = ctx.services.group_coordinator
-    cache = ctx.services.metadata_cache
     now = int(time.time() * 1000)
     retention = getattr(request, "retention_time", None)
     retention_ms = DEFAULT_RETENTION_TIME if retention is None else as_millis(retention)
     expire = None if retention_ms == DEFAULT_RETENTION_TIME else now + retention_ms
-    errors: dict[tuple[str, int], ErrorCode] = {}
-    offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
-    order: list[tuple[str, int]] = []
     group_denied = not ctx.authorize(AclOperation.READ, ResourceType.GROUP, request.group_id)
-    denied = ctx.denied(AclOperation.READ, ResourceType.TOPIC, [t.name for t in request.topics])
-    for topic in request.topics:
-        for p in topic.partitions:
-            tp = (topic.name, p.partition_index)
-            order.append(tp)
-            if group_denied:
-                errors[tp] = ErrorCode.GROUP_AUTHORIZATION_FAILED
-                continue
-            if topic.name in denied:
-                errors[tp] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
-                continue
-            if cache.partition_state(topic.name, p.partition_index) is None:
-                errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                continue
-            offsets[tp] = OffsetAndMetadata(
-                offset=p.committed_offset,
-                leader_epoch=getattr(p, "committed_leader_epoch", -1),
-                metadata=p.committed_metadata or "",
-                commit_timestamp=_commit_timestamp(p, now),
-                expire_timestamp=expire,
-            )
+    order, errors, offsets = offsets_to_commit(
+        ctx, request, ErrorCode.GROUP_AUTHORIZATION_FAILED if group_denied else None, now,
+        expire)
     if offsets:
         errors.update(await coordinator.commit_offsets(
             request.group_id,
@@ -72,7 +52,43 @@ async def handle(ctx: RequestContext, request: Request) -> Response:
     return [encode_offset_commit_response(ctx.api_version, list(topics.items()))]
 
 
+def offsets_to_commit(ctx: RequestContext, request: Request, refusal: ErrorCode | None,
+                      now: int, expire: int | None
+                      ) -> tuple[list[TopicPartition], dict[TopicPartition, ErrorCode],
+                                 dict[TopicPartition, OffsetAndMetadata]]:
+    """The partitions of an OffsetCommit or TxnOffsetCommit ``request`` in order, the
+    errors of those refused (``refusal`` for all, when given, else Read on the topic, then
+    a partition this broker's metadata does not know) and the offsets of the others."""
+    cache = ctx.services.metadata_cache
+    errors: dict[TopicPartition, ErrorCode] = {}
+    offsets: dict[TopicPartition, OffsetAndMetadata] = {}
+    order: list[TopicPartition] = []
+    denied = ctx.denied(AclOperation.READ, ResourceType.TOPIC, [t.name for t in request.topics])
+    for topic in request.topics:
+        for p in topic.partitions:
+            tp = (topic.name, p.partition_index)
+            order.append(tp)
+            if refusal is not None:
+                errors[tp] = refusal
+                continue
+            if topic.name in denied:
+                errors[tp] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                continue
+            if cache.partition_state(topic.name, p.partition_index) is None:
+                errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            offsets[tp] = OffsetAndMetadata(
+                offset=p.committed_offset,
+                leader_epoch=getattr(p, "committed_leader_epoch", -1),
+                metadata=p.committed_metadata or "",
+                commit_timestamp=_commit_timestamp(p, now),
+                expire_timestamp=expire,
+            )
+    return order, errors, offsets
+
+
 def _commit_timestamp(partition: object, now: int) -> int:
-    """v1's own commit timestamp when the client gave one (-1: none), else now."""
+    """v1's own commit timestamp when the client gave one (-1: none), else now (a
+    TxnOffsetCommit's partitions carry none)."""
     given: int = getattr(partition, "commit_timestamp", -1)
     return now if given == -1 else given

@@ -46,7 +46,7 @@ from typing import Any
 
 from klog.daemon.handlers import Deferred, Request, RequestContext, Response
 from klog.daemon.quotas import ClientQuotaManager
-from klog.daemon.replica_manager import ProduceResult
+from klog.daemon.replica_results import ProduceResult
 from klog.protocol import produce
 from klog.protocol.acls import AclOperation, ResourceType
 from klog.protocol.entities import as_millis

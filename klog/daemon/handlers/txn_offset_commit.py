@@ -21,8 +21,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from klog.daemon.group.metadata_manager import OffsetAndMetadata
 from klog.daemon.handlers import Request, RequestContext, Response
+from klog.daemon.handlers.offset_commit import offsets_to_commit
 from klog.protocol.acls import AclOperation, ResourceType
 from klog.protocol.errors import ErrorCode
 
@@ -31,37 +31,14 @@ FIRST_ABORTABLE_VERSION = 4
 
 
 async def handle(ctx: RequestContext, request: Request) -> Response:
-    cache = ctx.services.metadata_cache
     now = int(time.time() * 1000)
-    errors: dict[tuple[str, int], ErrorCode] = {}
-    offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
-    order: list[tuple[str, int]] = []
     refusal: ErrorCode | None = None
     if not ctx.authorize(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID,
                          request.transactional_id):
         refusal = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
     elif not ctx.authorize(AclOperation.READ, ResourceType.GROUP, request.group_id):
         refusal = ErrorCode.GROUP_AUTHORIZATION_FAILED
-    denied = ctx.denied(AclOperation.READ, ResourceType.TOPIC, [t.name for t in request.topics])
-    for topic in request.topics:
-        for p in topic.partitions:
-            tp = (topic.name, p.partition_index)
-            order.append(tp)
-            if refusal is not None:
-                errors[tp] = refusal
-                continue
-            if topic.name in denied:
-                errors[tp] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
-                continue
-            if cache.partition_state(topic.name, p.partition_index) is None:
-                errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                continue
-            offsets[tp] = OffsetAndMetadata(
-                offset=p.committed_offset,
-                leader_epoch=getattr(p, "committed_leader_epoch", -1),
-                metadata=p.committed_metadata or "",
-                commit_timestamp=now,
-            )
+    order, errors, offsets = offsets_to_commit(ctx, request, refusal, now, None)
     if offsets:
         errors.update(await ctx.services.group_coordinator.commit_txn_offsets(
             request.group_id,

@@ -242,6 +242,21 @@ def check_data(data: bytes, path: str) -> bytes:
 # --- the interface --------------------------------------------------------------------------
 
 
+def check_ops(ops: Sequence[Op]) -> list[Op]:
+    """A multi's ops, each checked before any is applied (its path, the root never
+    deleted, its data's size): the first bad one raises."""
+    checked = list(ops)
+    for op in checked:
+        if not isinstance(op, Op):
+            raise TypeError(f"multi takes Op values, not {type(op).__name__}")
+        validate_path(op.path, op.kind == "create" and op.sequential)
+        if op.kind == "delete" and op.path == "/":
+            raise InvalidPathError("the root node cannot be deleted", op.path)
+        if op.kind in ("create", "set"):
+            check_data(op.data, op.path)
+    return checked
+
+
 class MetadataStore(ABC):
     """ZooKeeper's data model and session; see the module docstring for the rules."""
 
@@ -256,7 +271,6 @@ class MetadataStore(ABC):
         """End the session: this session's ephemeral nodes vanish; watches are dropped
         without firing and listeners hear nothing more. Idempotent."""
 
-    @abstractmethod
     def create(
         self,
         path: str,
@@ -268,6 +282,13 @@ class MetadataStore(ABC):
     ) -> str:
         """Create ``path`` and return the created path (with its suffix when sequential).
         Missing parents are created empty and persistent when ``make_parents``."""
+        validate_path(path, sequential)
+        return self._create(path, check_data(data, path), ephemeral, sequential, make_parents)
+
+    @abstractmethod
+    def _create(self, path: str, data: bytes, ephemeral: bool, sequential: bool,
+                make_parents: bool) -> str:
+        """``create`` once its path and data are checked: the store's own work."""
 
     @abstractmethod
     def get(self, path: str, watch: Watcher | None = None) -> tuple[bytes, ZnodeStat]:

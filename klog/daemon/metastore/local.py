@@ -69,6 +69,7 @@ from klog.daemon.metastore.base import (
     Watcher,
     ZnodeStat,
     check_data,
+    check_ops,
     join_path,
     log,
     parent_path,
@@ -338,17 +339,8 @@ class LocalMetadataStore(MetadataStore):
 
     # --- writes -------------------------------------------------------------------------
 
-    def create(
-        self,
-        path: str,
-        data: bytes = b"",
-        *,
-        ephemeral: bool = False,
-        sequential: bool = False,
-        make_parents: bool = False,
-    ) -> str:
-        validate_path(path, sequential)
-        data = check_data(data, path)
+    def _create(self, path: str, data: bytes, ephemeral: bool, sequential: bool,
+                make_parents: bool) -> str:
         return self._write(
             lambda txn: self._do_create(txn, path, data, ephemeral, sequential, make_parents)
         )
@@ -365,16 +357,7 @@ class LocalMetadataStore(MetadataStore):
         self._write(lambda txn: self._do_delete(txn, path, version, recursive))
 
     def multi(self, ops: Sequence[Op]) -> list[str | ZnodeStat | None]:
-        prepared: list[Op] = []
-        for op in ops:
-            if not isinstance(op, Op):
-                raise TypeError(f"multi takes Op values, not {type(op).__name__}")
-            validate_path(op.path, op.kind == "create" and op.sequential)
-            if op.kind == "delete" and op.path == "/":
-                raise InvalidPathError("the root node cannot be deleted", op.path)
-            if op.kind in ("create", "set"):
-                check_data(op.data, op.path)
-            prepared.append(op)
+        prepared = check_ops(ops)
 
         def apply(txn: _Txn) -> list[str | ZnodeStat | None]:
             results: list[str | ZnodeStat | None] = []

@@ -48,6 +48,7 @@ from klog.daemon.metastore.base import (
     Watcher,
     ZnodeStat,
     check_data,
+    check_ops,
     join_path,
     log,
     validate_path,
@@ -278,17 +279,8 @@ class ZooKeeperMetadataStore(MetadataStore):
             raise SessionExpiredError("the ZooKeeper metadata store is not started (or closed)")
         return client
 
-    def create(
-        self,
-        path: str,
-        data: bytes = b"",
-        *,
-        ephemeral: bool = False,
-        sequential: bool = False,
-        make_parents: bool = False,
-    ) -> str:
-        validate_path(path, sequential)
-        data = check_data(data, path)
+    def _create(self, path: str, data: bytes, ephemeral: bool, sequential: bool,
+                make_parents: bool) -> str:
         client = self._kazoo()
         created: str = self._call(  # the created path (kazoo is untyped)
             path, client.create_async, path, data,
@@ -353,15 +345,7 @@ class ZooKeeperMetadataStore(MetadataStore):
         return sorted(children)
 
     def multi(self, ops: Sequence[Op]) -> list[str | ZnodeStat | None]:
-        ops = list(ops)
-        for op in ops:
-            if not isinstance(op, Op):
-                raise TypeError(f"multi takes Op values, not {type(op).__name__}")
-            validate_path(op.path, op.kind == "create" and op.sequential)
-            if op.kind == "delete" and op.path == "/":
-                raise InvalidPathError("the root node cannot be deleted", op.path)
-            if op.kind in ("create", "set"):
-                check_data(op.data, op.path)
+        ops = check_ops(ops)
         if not ops:
             return []
         client = self._kazoo()

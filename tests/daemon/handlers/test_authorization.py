@@ -28,7 +28,7 @@ from klog.daemon.handlers import (
     produce,
 )
 from klog.daemon.metadata_cache import BrokerEndpoint, BrokerInfo, MetadataCache, PartitionState
-from klog.daemon.replica_manager import FetchResult, ProduceResult
+from klog.daemon.replica_results import FetchResult, ProduceResult
 from klog.daemon.security.authorizer import AclAuthorizer
 from klog.daemon.security.principal import ANONYMOUS, KafkaPrincipal
 from klog.protocol import apis

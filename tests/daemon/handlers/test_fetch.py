@@ -20,7 +20,7 @@ from klog.daemon.handlers.fetch import handle
 from klog.daemon.metadata_cache import BrokerEndpoint, BrokerInfo, MetadataCache, PartitionState
 from klog.daemon.partition import FetchIsolation
 from klog.daemon.quotas import DEFAULT, QuotaManagers
-from klog.daemon.replica_manager import FetchResult
+from klog.daemon.replica_results import FetchResult
 from klog.daemon.replica_selector import ClientMetadata
 from klog.daemon.security.principal import KafkaPrincipal
 from klog.protocol import apis

@@ -16,7 +16,7 @@ from klog.daemon.handlers import Deferred, RequestContext
 from klog.daemon.handlers.produce import handle
 from klog.daemon.metadata_cache import BrokerEndpoint, BrokerInfo, MetadataCache, PartitionState
 from klog.daemon.quotas import QuotaManagers
-from klog.daemon.replica_manager import ProduceResult
+from klog.daemon.replica_results import ProduceResult
 from klog.daemon.security.principal import KafkaPrincipal
 from klog.protocol import apis, produce
 from klog.protocol.errors import ErrorCode

@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from types import SimpleNamespace
 from typing import Any
 
-from klog.daemon.replica_manager import ProduceResult
+from klog.daemon.replica_results import ProduceResult
 from klog.daemon.transaction.coordinator import TransactionCoordinator
 from klog.daemon.transaction.metadata import (
     COMPLETE_COMMIT,

@@ -7,7 +7,7 @@ import asyncio
 from types import SimpleNamespace
 from typing import Any
 
-from klog.daemon.replica_manager import ProduceResult
+from klog.daemon.replica_results import ProduceResult
 from klog.daemon.transaction import markers
 from klog.daemon.transaction.markers import MarkerWriter, TransactionMarkerChannelManager
 from klog.protocol.errors import ErrorCode
