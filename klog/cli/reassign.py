@@ -31,12 +31,8 @@ if TYPE_CHECKING:
     from klog.client.admin import AdminClient
     from klog.tools.reassignment import LogDirMoveState, PartitionStatus, ReplicaProgress
 
-reassign_app = typer.Typer(
-    name="reassign",
-    help="Move partitions between brokers (kafka-reassign-partitions.sh).",
-    no_args_is_help=True,
-    context_settings={"help_option_names": ["-h", "--help"]},
-)
+reassign_app = console.command_group(
+    "reassign", "Move partitions between brokers (kafka-reassign-partitions.sh).")
 
 _JSON_FILE_HELP = "The reassignment JSON ({\"version\":1,\"partitions\":[...]})."
 _PRESERVE_HELP = "Leave the throttles in place when the reassignment is done."
