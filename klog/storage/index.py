@@ -411,6 +411,19 @@ class _MmapIndex:
             yield from struct_.iter_unpack(chunk)
 
 
+def _field_reader(entry: struct.Struct, column: int) -> Callable[[_MmapIndex, int], int]:
+    """A method reading one field of the entry in a slot: the binary search's key."""
+    unpack_from = entry.unpack_from
+    size = entry.size
+
+    def field(index: _MmapIndex, slot: int) -> int:
+        assert index._mmap is not None
+        value: int = unpack_from(index._mmap, slot * size)[column]
+        return value
+
+    return field
+
+
 class OffsetIndex(_MmapIndex):
     """Maps offsets to file positions of the batches that hold them (Kafka's OffsetIndex).
 
@@ -435,15 +448,8 @@ class OffsetIndex(_MmapIndex):
         """The offset of the last entry, or the base offset when empty."""
         return self._last_offset
 
-    def _relative(self, slot: int) -> int:
-        assert self._mmap is not None
-        value: int = _OFFSET_ENTRY.unpack_from(self._mmap, slot * OFFSET_INDEX_ENTRY_SIZE)[0]
-        return value
-
-    def _position(self, slot: int) -> int:
-        assert self._mmap is not None
-        value: int = _OFFSET_ENTRY.unpack_from(self._mmap, slot * OFFSET_INDEX_ENTRY_SIZE)[1]
-        return value
+    _relative = _field_reader(_OFFSET_ENTRY, 0)
+    _position = _field_reader(_OFFSET_ENTRY, 1)
 
     def entry(self, n: int) -> OffsetPosition:
         if n < 0 or n >= self._entries:
@@ -623,15 +629,8 @@ class TimeIndex(_MmapIndex):
         """The last entry, or (-1, base_offset) when empty."""
         return self._last_entry
 
-    def _timestamp(self, slot: int) -> int:
-        assert self._mmap is not None
-        value: int = _TIME_ENTRY.unpack_from(self._mmap, slot * TIME_INDEX_ENTRY_SIZE)[0]
-        return value
-
-    def _relative(self, slot: int) -> int:
-        assert self._mmap is not None
-        value: int = _TIME_ENTRY.unpack_from(self._mmap, slot * TIME_INDEX_ENTRY_SIZE)[1]
-        return value
+    _timestamp = _field_reader(_TIME_ENTRY, 0)
+    _relative = _field_reader(_TIME_ENTRY, 1)
 
     def entry(self, n: int) -> TimestampOffset:
         if n < 0 or n >= self._entries:
