@@ -190,6 +190,8 @@ class _MmapIndex:
 
     entry_size: ClassVar[int]
     kind: ClassVar[str]
+    # The relative offset of the entry in a slot (each index's _field_reader of its column).
+    _relative: ClassVar[Callable[[_MmapIndex, int], int]]
 
     def __init__(
         self,
@@ -338,6 +340,21 @@ class _MmapIndex:
         """Drop every entry and grow back to the maximum size (ready for rebuilding)."""
         self._truncate_to_entries(0)
         self.resize(self.max_index_size)
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove every entry with offset >= ``offset``."""
+        relative = offset - self.base_offset
+        slot = self._slot_for(relative, self._relative, False)
+        if slot < 0:
+            new_entries = 0
+        elif self._relative(slot) == relative:
+            new_entries = slot
+        else:
+            new_entries = slot + 1
+        self._truncate_to_entries(new_entries)
+
+    def truncate(self) -> None:
+        self._truncate_to_entries(0)
 
     def _truncate_to_entries(self, entries: int) -> None:
         self._entries = entries
@@ -547,21 +564,6 @@ class OffsetIndex(_MmapIndex):
         self._entries = entries + 1
         self._last_offset = offset
 
-    def truncate_to(self, offset: int) -> None:
-        """Remove every entry with offset >= ``offset``."""
-        relative = offset - self.base_offset
-        slot = self._slot_for(relative, self._relative, False)
-        if slot < 0:
-            new_entries = 0
-        elif self._relative(slot) == relative:
-            new_entries = slot
-        else:
-            new_entries = slot + 1
-        self._truncate_to_entries(new_entries)
-
-    def truncate(self) -> None:
-        self._truncate_to_entries(0)
-
     def iter_entries(self) -> Iterator[OffsetPosition]:
         for relative, position in self._iter_raw(_OFFSET_ENTRY):
             yield OffsetPosition(self.base_offset + relative, position)
@@ -680,21 +682,6 @@ class TimeIndex(_MmapIndex):
         self._entries = entries + 1
         self._last_entry = TimestampOffset(timestamp, offset)
         return True
-
-    def truncate_to(self, offset: int) -> None:
-        """Remove every entry with offset >= ``offset``."""
-        relative = offset - self.base_offset
-        slot = self._slot_for(relative, self._relative, False)
-        if slot < 0:
-            new_entries = 0
-        elif self._relative(slot) == relative:
-            new_entries = slot
-        else:
-            new_entries = slot + 1
-        self._truncate_to_entries(new_entries)
-
-    def truncate(self) -> None:
-        self._truncate_to_entries(0)
 
     def iter_entries(self) -> Iterator[TimestampOffset]:
         for timestamp, relative in self._iter_raw(_TIME_ENTRY):
