@@ -52,12 +52,7 @@ from klog.protocol.acls import (
 if TYPE_CHECKING:
     from klog.client.admin import AdminClient
 
-acls_app = typer.Typer(
-    name="acls",
-    help="Add, list and remove ACLs (kafka-acls.sh).",
-    no_args_is_help=True,
-    context_settings={"help_option_names": ["-h", "--help"]},
-)
+acls_app = console.command_group("acls", "Add, list and remove ACLs (kafka-acls.sh).")
 
 OP = AclOperation
 

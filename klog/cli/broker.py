@@ -12,12 +12,7 @@ import typer
 
 from klog.cli import console
 
-broker_app = typer.Typer(
-    name="broker",
-    help="Run a Kafka-compatible broker.",
-    no_args_is_help=True,
-    context_settings={"help_option_names": ["-h", "--help"]},
-)
+broker_app = console.command_group("broker", "Run a Kafka-compatible broker.")
 
 
 @broker_app.command("start")

@@ -14,12 +14,8 @@ import typer
 from klog.cli import console
 from klog.cli.topic import parse_pairs, print_table, table, text
 
-cluster_app = typer.Typer(
-    name="cluster",
-    help="Start, inspect and stop a local cluster (ZooKeeper + N brokers).",
-    no_args_is_help=True,
-    context_settings={"help_option_names": ["-h", "--help"]},
-)
+cluster_app = console.command_group(
+    "cluster", "Start, inspect and stop a local cluster (ZooKeeper + N brokers).")
 
 DATA_DIR_HELP = ("Directory of the cluster's state file, ZooKeeper and broker data; default "
                  "$KLOG_CLUSTER_DIR or ~/.local/state/klog/cluster.")

@@ -43,13 +43,9 @@ if TYPE_CHECKING:
 DYNAMIC_SOURCES = frozenset({"DYNAMIC_TOPIC_CONFIG", "DYNAMIC_BROKER_CONFIG",
                              "DYNAMIC_DEFAULT_BROKER_CONFIG", "DYNAMIC_BROKER_LOGGER_CONFIG"})
 
-configs_app = typer.Typer(
-    name="configs",
-    help="Describe and alter topic, broker, user (SCRAM credentials, quotas) and client "
-         "(quota) configs.",
-    no_args_is_help=True,
-    context_settings={"help_option_names": ["-h", "--help"]},
-)
+configs_app = console.command_group(
+    "configs", "Describe and alter topic, broker, user (SCRAM credentials, quotas) and client "
+    "(quota) configs.")
 
 
 def _resource(kind: str, name: str | None, entity_default: bool = False) -> ConfigResource:

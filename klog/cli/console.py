@@ -3,6 +3,7 @@
 Normal output goes to stdout, diagnostics and errors to stderr. Markup is off for
 anything that came from user data (topic names, payloads), so a payload containing
 ``[red]`` prints as it is. Progress bars degrade to nothing when stderr is not a TTY.
+Also the conventions every command shares: the exit codes, ``-h``, how a group is made.
 """
 
 from __future__ import annotations
@@ -30,6 +31,16 @@ err = Console(stderr=True, highlight=False, soft_wrap=True)
 EXIT_OK = 0
 EXIT_DAMAGE = 1
 EXIT_USAGE = 2
+
+#: ``-h`` as well as ``--help``, on the root and on every command group.
+HELP_OPTIONS: dict[str, list[str]] = {"help_option_names": ["-h", "--help"]}
+
+
+def command_group(name: str, help: str) -> typer.Typer:
+    """A command group (``klog NAME ...``) as every group module makes it: its help, the
+    group's help on a bare ``klog NAME``, ``-h``."""
+    return typer.Typer(name=name, help=help, no_args_is_help=True,
+                       context_settings=HELP_OPTIONS)
 
 
 def line(text: str) -> None:

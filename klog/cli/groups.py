@@ -28,12 +28,8 @@ from klog.cli.topic import (
 if TYPE_CHECKING:
     from klog.client.admin import AdminClient, GroupDescription, PartitionLag
 
-groups_app = typer.Typer(
-    name="groups",
-    help="List, describe, delete consumer groups and reset their offsets.",
-    no_args_is_help=True,
-    context_settings={"help_option_names": ["-h", "--help"]},
-)
+groups_app = console.command_group(
+    "groups", "List, describe, delete consumer groups and reset their offsets.")
 
 #: Group states in which Kafka lets an admin reset offsets (no active member).
 _INACTIVE = ("Empty", "Dead")

@@ -32,8 +32,8 @@ from klog.cli.topic import (
 if TYPE_CHECKING:
     from klog.client.admin import AdminClient, LogDirDescription
 
-log_dirs_app = typer.Typer(help="Log directories of the brokers (kafka-log-dirs.sh).",
-                           no_args_is_help=True)
+log_dirs_app = console.command_group(
+    "log-dirs", "Log directories of the brokers (kafka-log-dirs.sh).")
 
 
 def _csv(value: str | None, what: str, conv: type = str) -> list[Any] | None:

@@ -12,11 +12,8 @@ import typer
 
 from klog.cli import console
 
-perf_app = typer.Typer(
-    name="perf",
-    help="Measure producer and consumer throughput against a cluster.",
-    no_args_is_help=True,
-)
+perf_app = console.command_group(
+    "perf", "Measure producer and consumer throughput against a cluster.")
 
 
 # ---------------------------------------------------------------------------------------

@@ -29,14 +29,15 @@ from klog.cli.topic import (
 
 if TYPE_CHECKING:
     from klog.client.admin import AdminClient
-    from klog.tools.reassignment import LogDirMoveState, PartitionStatus, ReplicaProgress
+    from klog.tools.reassignment import (
+        Assignment,
+        LogDirMoveState,
+        PartitionStatus,
+        ReplicaProgress,
+    )
 
-reassign_app = typer.Typer(
-    name="reassign",
-    help="Move partitions between brokers (kafka-reassign-partitions.sh).",
-    no_args_is_help=True,
-    context_settings={"help_option_names": ["-h", "--help"]},
-)
+reassign_app = console.command_group(
+    "reassign", "Move partitions between brokers (kafka-reassign-partitions.sh).")
 
 _JSON_FILE_HELP = "The reassignment JSON ({\"version\":1,\"partitions\":[...]})."
 _PRESERVE_HELP = "Leave the throttles in place when the reassignment is done."
@@ -48,6 +49,18 @@ def _read(path: Path, flag: str) -> str:
         return path.read_text()
     except OSError as exc:
         fail(f"{flag} {path}: {exc.strerror or exc}", console.EXIT_USAGE)
+
+
+def _json_file_option() -> Any:
+    return typer.Option(..., "--reassignment-json-file", help=_JSON_FILE_HELP)
+
+
+def _preserve_option() -> Any:
+    return typer.Option(False, "--preserve-throttles", help=_PRESERVE_HELP)
+
+
+def _timeout_option() -> Any:
+    return typer.Option(10000, "--timeout", help="Milliseconds to wait for the cluster's answers.")
 
 
 def _plan(call: Any, *args: Any, **kwargs: Any) -> Any:
@@ -72,6 +85,27 @@ def _run(bootstrap: str | None, body: Any, timeout_ms: int = 30000,
             fail(str(exc))
 
     return with_admin(bootstrap, guarded, timeout_ms, command_config=command_config)
+
+
+def _read_plan(path: Path, validate: bool = True
+               ) -> tuple[Assignment, dict[tuple[str, int, int], str]]:
+    """The --reassignment-json-file's (targets, log dirs); ``validate``: as a new plan."""
+    from klog.tools import reassignment as r
+
+    plan: tuple[Assignment, dict[tuple[str, int, int], str]] = _plan(
+        r.parse_reassignment, _read(path, "--reassignment-json-file"), validate=validate)
+    return plan
+
+
+def _cleared_json(cleared: tuple[list[int], list[str]] | None) -> dict[str, Any] | None:
+    return None if cleared is None else {"brokers": cleared[0], "topics": cleared[1]}
+
+
+def _say_cleared(cleared: tuple[list[int], list[str]]) -> None:
+    brokers, topics = cleared
+    console.line(f"Clearing broker-level throttles on brokers {','.join(map(str, brokers))}")
+    console.line(f"Clearing topic-level throttles on topic{'' if len(topics) == 1 else 's'}"
+                 f" {','.join(topics)}")
 
 
 def _human(n: int) -> str:
@@ -149,8 +183,7 @@ def generate(
 
 @reassign_app.command("execute")
 def execute(
-    reassignment_json_file: Path = typer.Option(
-        ..., "--reassignment-json-file", help=_JSON_FILE_HELP),
+    reassignment_json_file: Path = _json_file_option(),
     throttle: int = typer.Option(
         -1, "--throttle",
         help="Limit replication between brokers to this many bytes/s while it moves "
@@ -162,8 +195,7 @@ def execute(
         False, "--additional",
         help="Start this even though other reassignments are running (also: change the "
         "throttle of a running one by resubmitting it)."),
-    timeout: int = typer.Option(
-        10000, "--timeout", help="Milliseconds to wait for the cluster's answers."),
+    timeout: int = _timeout_option(),
     json_out: bool = json_option(),
     bootstrap_server: str | None = bootstrap_option(),
     command_config: Path | None = command_config_option(),
@@ -173,8 +205,7 @@ def execute(
     First prints the current assignment of its partitions: save it to roll back."""
     from klog.tools import reassignment as r
 
-    proposed, log_dirs = _plan(r.parse_reassignment,
-                               _read(reassignment_json_file, "--reassignment-json-file"))
+    proposed, log_dirs = _read_plan(reassignment_json_file)
     if timeout <= 0:
         fail("--timeout must be positive", console.EXIT_USAGE)
     report: dict[str, Any] = {"throttle": throttle if throttle >= 0 else None,
@@ -248,10 +279,8 @@ def _status_json(s: PartitionStatus) -> dict[str, Any]:
 
 @reassign_app.command("verify")
 def verify(
-    reassignment_json_file: Path = typer.Option(
-        ..., "--reassignment-json-file", help=_JSON_FILE_HELP),
-    preserve_throttles: bool = typer.Option(False, "--preserve-throttles",
-                                            help=_PRESERVE_HELP),
+    reassignment_json_file: Path = _json_file_option(),
+    preserve_throttles: bool = _preserve_option(),
     progress: bool = typer.Option(False, "--progress", help=_PROGRESS_HELP),
     wait: bool = typer.Option(
         False, "--wait", help="Poll until every partition is done (live progress on a "
@@ -270,9 +299,7 @@ def verify(
     way, as Kafka's tool."""
     from klog.tools import reassignment as r
 
-    targets, log_dirs = _plan(r.parse_reassignment,
-                              _read(reassignment_json_file, "--reassignment-json-file"),
-                              validate=False)
+    targets, log_dirs = _read_plan(reassignment_json_file, validate=False)
     if interval <= 0 or timeout < 0:
         fail("--interval must be positive and --timeout not negative", console.EXIT_USAGE)
     live = wait and console.out.is_terminal and not json_out
@@ -318,8 +345,7 @@ def verify(
             "partitions": [_status_json(s) for s in states],
             "log_dir_moves": [_move_json(m) for m in moves],
             "done": finished(states, moves),
-            "throttles_cleared": None if cleared is None else
-            {"brokers": cleared[0], "topics": cleared[1]}}
+            "throttles_cleared": _cleared_json(cleared)}
         if progress:
             doc["progress"] = [_progress_json(p) for p in moving]
         console.emit_json(doc)
@@ -335,12 +361,8 @@ def verify(
     if progress and moving:
         print_table(_progress_table(moving))
     if cleared is not None:
-        brokers, topics = cleared
         console.line("")
-        console.line(f"Clearing broker-level throttles on brokers "
-                     f"{','.join(map(str, brokers))}")
-        console.line(f"Clearing topic-level throttles on topic{'' if len(topics) == 1 else 's'}"
-                     f" {','.join(topics)}")
+        _say_cleared(cleared)
 
 
 def _move_json(m: LogDirMoveState) -> dict[str, Any]:
@@ -365,12 +387,9 @@ class _nothing:  # stands in for rich's Live when not on a terminal
 
 @reassign_app.command("cancel")
 def cancel(
-    reassignment_json_file: Path = typer.Option(
-        ..., "--reassignment-json-file", help=_JSON_FILE_HELP),
-    preserve_throttles: bool = typer.Option(False, "--preserve-throttles",
-                                            help=_PRESERVE_HELP),
-    timeout: int = typer.Option(
-        10000, "--timeout", help="Milliseconds to wait for the cluster's answers."),
+    reassignment_json_file: Path = _json_file_option(),
+    preserve_throttles: bool = _preserve_option(),
+    timeout: int = _timeout_option(),
     json_out: bool = json_option(),
     bootstrap_server: str | None = bootstrap_option(),
     command_config: Path | None = command_config_option(),
@@ -381,9 +400,7 @@ def cancel(
     --preserve-throttles)."""
     from klog.tools import reassignment as r
 
-    targets, log_dirs = _plan(r.parse_reassignment,
-                              _read(reassignment_json_file, "--reassignment-json-file"),
-                              validate=False)
+    targets, log_dirs = _read_plan(reassignment_json_file, validate=False)
     if timeout <= 0:
         fail("--timeout must be positive", console.EXIT_USAGE)
 
@@ -406,8 +423,7 @@ def cancel(
     if json_out:
         console.emit_json({"cancelled": names,
                            "cancelled_log_dir_moves": [r.replica_name(m) for m in stopped],
-                           "throttles_cleared": None if cleared is None
-                           else {"brokers": cleared[0], "topics": cleared[1]}})
+                           "throttles_cleared": _cleared_json(cleared)})
         return
     if names:
         console.line(f"Successfully cancelled partition reassignment"
@@ -420,11 +436,7 @@ def cancel(
         console.line(f"Successfully cancelled the log directory move of replica "
                      f"{r.replica_name(replica)}")
     if cleared is not None:
-        brokers, topics = cleared
-        console.line(f"Clearing broker-level throttles on brokers "
-                     f"{','.join(map(str, brokers))}")
-        console.line(f"Clearing topic-level throttles on topic{'' if len(topics) == 1 else 's'}"
-                     f" {','.join(topics)}")
+        _say_cleared(cleared)
 
 
 # --- list ---------------------------------------------------------------------------------

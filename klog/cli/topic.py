@@ -185,12 +185,8 @@ def print_configs(entries: list[ConfigEntry], notes: Mapping[str, str] | None = 
     print_table(t)
 
 
-topic_app = typer.Typer(
-    name="topic",
-    help="Create, list, describe, alter and delete topics on a cluster.",
-    no_args_is_help=True,
-    context_settings={"help_option_names": ["-h", "--help"]},
-)
+topic_app = console.command_group(
+    "topic", "Create, list, describe, alter and delete topics on a cluster.")
 
 
 @topic_app.command("create")

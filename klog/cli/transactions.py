@@ -30,12 +30,9 @@ from klog.cli.topic import (
 if TYPE_CHECKING:
     from klog.client.admin import AdminClient, ProducerState
 
-transactions_app = typer.Typer(
-    name="transactions",
-    help="List, describe and abort transactions; find hanging ones (kafka-transactions.sh).",
-    no_args_is_help=True,
-    context_settings={"help_option_names": ["-h", "--help"]},
-)
+transactions_app = console.command_group(
+    "transactions",
+    "List, describe and abort transactions; find hanging ones (kafka-transactions.sh).")
 
 
 def _none(value: int | None) -> str:

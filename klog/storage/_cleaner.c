@@ -38,6 +38,19 @@
 /* Below this many bytes the GIL is kept: releasing it costs more than the walk. */
 #define RELEASE_GIL_FROM 16384
 
+/* STATUS = CALL, a walk over LEN bytes, without the GIL from RELEASE_GIL_FROM bytes on (the
+ * walk touches no Python object). A macro: the walks take jobs of different types. */
+#define RUN_WALK(status, len, call)         \
+    do {                                    \
+        if ((len) >= RELEASE_GIL_FROM) {    \
+            Py_BEGIN_ALLOW_THREADS          \
+            (status) = (call);              \
+            Py_END_ALLOW_THREADS            \
+        } else {                            \
+            (status) = (call);              \
+        }                                   \
+    } while (0)
+
 /* ---------------------------------------------------------------------------------------
  * MD5 (RFC 1321) */
 
@@ -230,6 +243,19 @@ static int get_hash(PyObject *obj, Py_buffer *view)
     return 0;
 }
 
+/* table_put's and table_get's buffers: both, or neither (and an exception). */
+static int get_table_and_hash(PyObject *table_obj, Py_buffer *table, Py_ssize_t slots,
+                              PyObject *hash_obj, Py_buffer *hash)
+{
+    if (get_table(table_obj, table, slots) < 0)
+        return -1;
+    if (get_hash(hash_obj, hash) < 0) {
+        PyBuffer_Release(table);
+        return -1;
+    }
+    return 0;
+}
+
 static PyObject *py_md5(PyObject *self, PyObject *arg)
 {
     Py_buffer data;
@@ -249,12 +275,8 @@ static PyObject *py_table_put(PyObject *self, PyObject *args)
     Py_buffer table, hash;
     if (!PyArg_ParseTuple(args, "OnOL", &table_obj, &slots, &hash_obj, &offset))
         return NULL;
-    if (get_table(table_obj, &table, slots) < 0)
+    if (get_table_and_hash(table_obj, &table, slots, hash_obj, &hash) < 0)
         return NULL;
-    if (get_hash(hash_obj, &hash) < 0) {
-        PyBuffer_Release(&table);
-        return NULL;
-    }
     int result = table_put_hash((uint8_t *)table.buf, (uint64_t)slots, hash.buf, offset);
     PyBuffer_Release(&hash);
     PyBuffer_Release(&table);
@@ -268,12 +290,8 @@ static PyObject *py_table_get(PyObject *self, PyObject *args)
     Py_buffer table, hash;
     if (!PyArg_ParseTuple(args, "OnO", &table_obj, &slots, &hash_obj))
         return NULL;
-    if (get_table(table_obj, &table, slots) < 0)
+    if (get_table_and_hash(table_obj, &table, slots, hash_obj, &hash) < 0)
         return NULL;
-    if (get_hash(hash_obj, &hash) < 0) {
-        PyBuffer_Release(&table);
-        return NULL;
-    }
     int64_t result = table_get_hash((const uint8_t *)table.buf, (uint64_t)slots, hash.buf);
     PyBuffer_Release(&hash);
     PyBuffer_Release(&table);
@@ -362,13 +380,7 @@ static PyObject *py_map_records(PyObject *self, PyObject *args)
     map_job j = {(uint8_t *)table.buf, (uint64_t)slots, size, max_size, count, base_offset,
                  start_offset, 0, -1, 0};
     int status;
-    if (data.len >= RELEASE_GIL_FROM) {
-        Py_BEGIN_ALLOW_THREADS
-        status = run_map(&w, &j);
-        Py_END_ALLOW_THREADS
-    } else {
-        status = run_map(&w, &j);
-    }
+    RUN_WALK(status, data.len, run_map(&w, &j));
     PyBuffer_Release(&data);
     PyBuffer_Release(&table);
     if (status < 0)
@@ -460,13 +472,7 @@ static PyObject *py_filter_records(PyObject *self, PyObject *args)
                     base_offset, base_timestamp, retain_deletes, out,
                     0, 0, 0, 0, 0, 0, 0, 0};
     int status;
-    if (data.len >= RELEASE_GIL_FROM) {
-        Py_BEGIN_ALLOW_THREADS
-        status = run_filter(&w, &j);
-        Py_END_ALLOW_THREADS
-    } else {
-        status = run_filter(&w, &j);
-    }
+    RUN_WALK(status, data.len, run_filter(&w, &j));
     PyBuffer_Release(&data);
     PyBuffer_Release(&table);
     if (status < 0) {

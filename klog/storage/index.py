@@ -190,6 +190,8 @@ class _MmapIndex:
 
     entry_size: ClassVar[int]
     kind: ClassVar[str]
+    # The relative offset of the entry in a slot (each index's _field_reader of its column).
+    _relative: ClassVar[Callable[[_MmapIndex, int], int]]
 
     def __init__(
         self,
@@ -339,6 +341,21 @@ class _MmapIndex:
         self._truncate_to_entries(0)
         self.resize(self.max_index_size)
 
+    def truncate_to(self, offset: int) -> None:
+        """Remove every entry with offset >= ``offset``."""
+        relative = offset - self.base_offset
+        slot = self._slot_for(relative, self._relative, False)
+        if slot < 0:
+            new_entries = 0
+        elif self._relative(slot) == relative:
+            new_entries = slot
+        else:
+            new_entries = slot + 1
+        self._truncate_to_entries(new_entries)
+
+    def truncate(self) -> None:
+        self._truncate_to_entries(0)
+
     def _truncate_to_entries(self, entries: int) -> None:
         self._entries = entries
         self._after_load()
@@ -411,6 +428,19 @@ class _MmapIndex:
             yield from struct_.iter_unpack(chunk)
 
 
+def _field_reader(entry: struct.Struct, column: int) -> Callable[[_MmapIndex, int], int]:
+    """A method reading one field of the entry in a slot: the binary search's key."""
+    unpack_from = entry.unpack_from
+    size = entry.size
+
+    def field(index: _MmapIndex, slot: int) -> int:
+        assert index._mmap is not None
+        value: int = unpack_from(index._mmap, slot * size)[column]
+        return value
+
+    return field
+
+
 class OffsetIndex(_MmapIndex):
     """Maps offsets to file positions of the batches that hold them (Kafka's OffsetIndex).
 
@@ -435,15 +465,8 @@ class OffsetIndex(_MmapIndex):
         """The offset of the last entry, or the base offset when empty."""
         return self._last_offset
 
-    def _relative(self, slot: int) -> int:
-        assert self._mmap is not None
-        value: int = _OFFSET_ENTRY.unpack_from(self._mmap, slot * OFFSET_INDEX_ENTRY_SIZE)[0]
-        return value
-
-    def _position(self, slot: int) -> int:
-        assert self._mmap is not None
-        value: int = _OFFSET_ENTRY.unpack_from(self._mmap, slot * OFFSET_INDEX_ENTRY_SIZE)[1]
-        return value
+    _relative = _field_reader(_OFFSET_ENTRY, 0)
+    _position = _field_reader(_OFFSET_ENTRY, 1)
 
     def entry(self, n: int) -> OffsetPosition:
         if n < 0 or n >= self._entries:
@@ -541,21 +564,6 @@ class OffsetIndex(_MmapIndex):
         self._entries = entries + 1
         self._last_offset = offset
 
-    def truncate_to(self, offset: int) -> None:
-        """Remove every entry with offset >= ``offset``."""
-        relative = offset - self.base_offset
-        slot = self._slot_for(relative, self._relative, False)
-        if slot < 0:
-            new_entries = 0
-        elif self._relative(slot) == relative:
-            new_entries = slot
-        else:
-            new_entries = slot + 1
-        self._truncate_to_entries(new_entries)
-
-    def truncate(self) -> None:
-        self._truncate_to_entries(0)
-
     def iter_entries(self) -> Iterator[OffsetPosition]:
         for relative, position in self._iter_raw(_OFFSET_ENTRY):
             yield OffsetPosition(self.base_offset + relative, position)
@@ -623,15 +631,8 @@ class TimeIndex(_MmapIndex):
         """The last entry, or (-1, base_offset) when empty."""
         return self._last_entry
 
-    def _timestamp(self, slot: int) -> int:
-        assert self._mmap is not None
-        value: int = _TIME_ENTRY.unpack_from(self._mmap, slot * TIME_INDEX_ENTRY_SIZE)[0]
-        return value
-
-    def _relative(self, slot: int) -> int:
-        assert self._mmap is not None
-        value: int = _TIME_ENTRY.unpack_from(self._mmap, slot * TIME_INDEX_ENTRY_SIZE)[1]
-        return value
+    _timestamp = _field_reader(_TIME_ENTRY, 0)
+    _relative = _field_reader(_TIME_ENTRY, 1)
 
     def entry(self, n: int) -> TimestampOffset:
         if n < 0 or n >= self._entries:
@@ -681,21 +682,6 @@ class TimeIndex(_MmapIndex):
         self._entries = entries + 1
         self._last_entry = TimestampOffset(timestamp, offset)
         return True
-
-    def truncate_to(self, offset: int) -> None:
-        """Remove every entry with offset >= ``offset``."""
-        relative = offset - self.base_offset
-        slot = self._slot_for(relative, self._relative, False)
-        if slot < 0:
-            new_entries = 0
-        elif self._relative(slot) == relative:
-            new_entries = slot
-        else:
-            new_entries = slot + 1
-        self._truncate_to_entries(new_entries)
-
-    def truncate(self) -> None:
-        self._truncate_to_entries(0)
 
     def iter_entries(self) -> Iterator[TimestampOffset]:
         for timestamp, relative in self._iter_raw(_TIME_ENTRY):
