@@ -33,17 +33,17 @@ loggers DescribeConfigs BROKER_LOGGER lists are log4j's, as in a real installati
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import os
 import signal
 import socket
 import subprocess
 import time
-import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+from klog.daemon.metastore.paths import new_kafka_uuid, uuid_to_str
 
 ROOT = Path(__file__).resolve().parent.parent
 JVM_PROJECT = ROOT / "tests" / "jvm"
@@ -142,8 +142,10 @@ def free_port(host: str = LOOPBACK) -> int:
 
 
 def new_cluster_id() -> str:
-    """A KRaft cluster id: 16 random bytes in URL-safe base64 without padding (Uuid)."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    """A KRaft cluster id as Kafka's Uuid.randomUuid makes one: never one whose text starts
+    with '-', which kafka-storage's argument parser takes for an option (a CI run failed
+    on "-Pe2STzEQw-ScrSJvFU6LA": one id in 64 starts so)."""
+    return uuid_to_str(new_kafka_uuid())
 
 
 def java_command(main: str, *args: str, options: Sequence[str] = (),

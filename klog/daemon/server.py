@@ -211,7 +211,8 @@ class Server:
             self.bound[name] = (endpoint.host, bound_port)
             self.acceptors.append(Acceptor(self, name, sock))
             log.info("listening on %s://%s:%d", name, _display(sock), bound_port)
-        self._idle_task = loop.create_task(self._idle_sweep())
+        if self.connections_max_idle_ms >= 0:  # -1: no idle limit
+            self._idle_task = loop.create_task(self._idle_sweep())
 
     async def serve(self) -> None:
         """Start accepting connections on every listener (after ``start``)."""
