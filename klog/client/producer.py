@@ -372,11 +372,7 @@ class Producer:
                     await self._batch_ready()
                 assert future is not None
                 return future
-        if self._closed:
-            raise KafkaClientError("cannot send: the producer is closed")
-        if self._txn_state is not None and self._txn_state != "in_transaction":
-            raise KafkaClientError(f"cannot send outside a transaction (state "
-                                   f"{self._txn_state}): call begin_transaction first")
+        self._check_can_send()
         sender = self._sender
         if sender is None:
             await self.start()
@@ -407,19 +403,22 @@ class Producer:
         assert future is not None
         return future
 
-    def send_nowait(
-        self,
-        topic: str,
-        value: Any = None,
-        key: Any = None,
-        *,
-        headers: HeadersArg | None = None,
-        partition: int | None = None,
-        timestamp_ms: int | None = None,
-        on_delivery: DeliveryCallback | None = None,
-    ) -> bool:
+    def _check_can_send(self) -> None:
+        """Refuse a record the producer may not take now (closed, or outside a transaction
+        of a transactional producer)."""
+        if self._closed:
+            raise KafkaClientError("cannot send: the producer is closed")
+        if self._txn_state is not None and self._txn_state != "in_transaction":
+            raise KafkaClientError(f"cannot send outside a transaction (state "
+                                   f"{self._txn_state}): call begin_transaction first")
+
+    def send_nowait(self, topic: str, value: Any = None, key: Any = None, *,
+                    headers: HeadersArg | None = None, partition: int | None = None,
+                    timestamp_ms: int | None = None,
+                    on_delivery: DeliveryCallback | None = None) -> bool:
         """Queue one record without waiting and without a future (as librdkafka's
-        ``produce``): ``on_delivery`` alone reports its outcome.
+        ``produce``): ``on_delivery`` alone reports its outcome. The parameters are
+        ``send``'s.
 
         Raises ``WouldBlockError`` when queueing would mean waiting -- for the topic's
         metadata, for buffer memory, or for ``start()`` -- so the caller can ``await
@@ -443,11 +442,7 @@ class Producer:
                         sender.wakeup()  # full (no room for another record)
                         return True
                     return False
-        if self._closed:
-            raise KafkaClientError("cannot send: the producer is closed")
-        if self._txn_state is not None and self._txn_state != "in_transaction":
-            raise KafkaClientError(f"cannot send outside a transaction (state "
-                                   f"{self._txn_state}): call begin_transaction first")
+        self._check_can_send()
         sender = self._sender
         if sender is None:
             raise WouldBlockError("the producer is not started")

@@ -77,8 +77,8 @@ import logging
 import os
 import socket
 import time
-from collections.abc import Coroutine, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Callable, Coroutine, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from klog.daemon.handlers import Response
 from klog.daemon.pipeline import (
@@ -107,6 +107,8 @@ __all__ = ["CLOSE_GRACE_SECONDS", "MAX_DEFERRED", "READ_AHEAD_BYTES", "Connectio
            "ConnectionOwner", "FileRegion", "ShortSendError", "TlsConnection"]
 
 log = logging.getLogger(__name__)
+
+_T = TypeVar("_T")
 
 # Answers to pipelined requests are gathered and handed to the socket together: one send
 # for all the responses ready before the connection's task yields (up to this many bytes).
@@ -260,8 +262,13 @@ class Connection(asyncio.Protocol):
         self._task = asyncio.get_running_loop().create_task(self._process())
 
     def data_received(self, data: bytes) -> None:
+        self._received(self.pipeline.receive_data, data)
+
+    def _received(self, step: Callable[[_T], list[memoryview]], received: _T) -> None:
+        """Frame what arrived with the pipeline's ``step`` (bytes for a plain connection, a
+        count of bytes in its buffer for TLS), and queue the frames."""
         try:
-            frames = self.pipeline.receive_data(data)
+            frames = step(received)
         except RemoteProtocolError as exc:
             self._refused(exc)
             return
@@ -494,16 +501,22 @@ class Connection(asyncio.Protocol):
                         self._schedule_flush()
                 finally:
                     self._request_done()
-        except asyncio.CancelledError:
-            self.close()
-            raise
-        except Exception as exc:
-            self._failed(exc)
+        except BaseException as exc:
+            self._task_failed(exc)
         finally:
             if self._started is not None:  # closed before the task could finish it
                 self._started.close()
                 self._started = None
                 self._request_done()
+
+    def _task_failed(self, exc: BaseException) -> None:
+        """How the request and answer tasks end on an exception: a cancellation (or an
+        interrupt) closes the connection and goes on up; a failure is told by _failed."""
+        if isinstance(exc, Exception):
+            self._failed(exc)
+            return
+        self.close()
+        raise exc
 
     def _request_done(self) -> None:
         self.busy = False
@@ -585,11 +598,8 @@ class Connection(asyncio.Protocol):
                 # Removed only once sent: while it is there, newer answers queue behind it.
                 pipeline.answer_sent()
                 self._deferred_space.set()
-        except asyncio.CancelledError:
-            self.close()
-            raise
-        except Exception as exc:
-            self._failed(exc)
+        except BaseException as exc:
+            self._task_failed(exc)
         finally:
             if self.closed:
                 for pending in pipeline.drop_outbox():
@@ -745,12 +755,7 @@ class TlsConnection(Connection, asyncio.BufferedProtocol):
         return self.pipeline.get_buffer()
 
     def buffer_updated(self, nbytes: int) -> None:
-        try:
-            frames = self.pipeline.buffer_updated(nbytes)
-        except RemoteProtocolError as exc:
-            self._refused(exc)
-            return
-        self._frames_received(frames)
+        self._received(self.pipeline.buffer_updated, nbytes)
 
 
 async def _timed_send(writing: Coroutine[Any, Any, None], timing: RequestTiming) -> None:

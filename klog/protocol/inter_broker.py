@@ -260,8 +260,9 @@ def _build(message: _Message) -> Mapping[int, type]:
 
 # --- LeaderAndIsr (4) ---------------------------------------------------------------------
 
-_LEADER_AND_ISR_PARTITION_STATE = _Struct("LeaderAndIsrPartitionState", (
-    _f("TopicName", "string", "0-1"),
+# The fields both LeaderAndIsr's and UpdateMetadata's partition states carry, in that order:
+# the leadership the controller decided.
+_PARTITION_LEADERSHIP = (
     _f("PartitionIndex", "int32"),
     _f("ControllerEpoch", "int32"),
     _f("Leader", "int32"),
@@ -269,6 +270,11 @@ _LEADER_AND_ISR_PARTITION_STATE = _Struct("LeaderAndIsrPartitionState", (
     _f("Isr", "[]int32"),
     _f("ZkVersion", "int32"),
     _f("Replicas", "[]int32"),
+)
+
+_LEADER_AND_ISR_PARTITION_STATE = _Struct("LeaderAndIsrPartitionState", (
+    _f("TopicName", "string", "0-1"),
+    *_PARTITION_LEADERSHIP,
     _f("AddingReplicas", "[]int32", "3+"),
     _f("RemovingReplicas", "[]int32", "3+"),
     _f("IsNew", "bool", "1+", default=False),
@@ -355,13 +361,7 @@ STOP_REPLICA_RESPONSE = _build(_Message(
 
 _UPDATE_METADATA_PARTITION_STATE = _Struct("UpdateMetadataPartitionState", (
     _f("TopicName", "string", "0-4"),
-    _f("PartitionIndex", "int32"),
-    _f("ControllerEpoch", "int32"),
-    _f("Leader", "int32"),
-    _f("LeaderEpoch", "int32"),
-    _f("Isr", "[]int32"),
-    _f("ZkVersion", "int32"),
-    _f("Replicas", "[]int32"),
+    *_PARTITION_LEADERSHIP,
     _f("OfflineReplicas", "[]int32", "4+"),
 ))
 

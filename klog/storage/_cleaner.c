@@ -231,26 +231,28 @@ static int get_table(PyObject *obj, Py_buffer *view, Py_ssize_t slots)
     return 0;
 }
 
-static int get_hash(PyObject *obj, Py_buffer *view)
+/* The table and a batch's records section (or a key hash): both views or neither. */
+static int get_table_and_data(PyObject *table_obj, Py_buffer *table, Py_ssize_t slots,
+                              PyObject *data_obj, Py_buffer *data)
 {
-    if (PyObject_GetBuffer(obj, view, PyBUF_SIMPLE) < 0)
+    if (get_table(table_obj, table, slots) < 0)
         return -1;
-    if (view->len != HASH_SIZE) {
-        PyBuffer_Release(view);
-        PyErr_SetString(PyExc_ValueError, "a key hash has 16 bytes");
+    if (PyObject_GetBuffer(data_obj, data, PyBUF_SIMPLE) < 0) {
+        PyBuffer_Release(table);
         return -1;
     }
     return 0;
 }
 
-/* table_put's and table_get's buffers: both, or neither (and an exception). */
 static int get_table_and_hash(PyObject *table_obj, Py_buffer *table, Py_ssize_t slots,
                               PyObject *hash_obj, Py_buffer *hash)
 {
-    if (get_table(table_obj, table, slots) < 0)
+    if (get_table_and_data(table_obj, table, slots, hash_obj, hash) < 0)
         return -1;
-    if (get_hash(hash_obj, hash) < 0) {
+    if (hash->len != HASH_SIZE) {
+        PyBuffer_Release(hash);
         PyBuffer_Release(table);
+        PyErr_SetString(PyExc_ValueError, "a key hash has 16 bytes");
         return -1;
     }
     return 0;
@@ -369,12 +371,8 @@ static PyObject *py_map_records(PyObject *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "OnLLOLLLL", &table_obj, &slots, &size, &max_size, &data_obj,
                           &count, &base_offset, &start_offset, &batch_position))
         return NULL;
-    if (get_table(table_obj, &table, slots) < 0)
+    if (get_table_and_data(table_obj, &table, slots, data_obj, &data) < 0)
         return NULL;
-    if (PyObject_GetBuffer(data_obj, &data, PyBUF_SIMPLE) < 0) {
-        PyBuffer_Release(&table);
-        return NULL;
-    }
     v2_walk w;
     v2_walk_init(&w, data.buf, data.len);
     map_job j = {(uint8_t *)table.buf, (uint64_t)slots, size, max_size, count, base_offset,
@@ -454,12 +452,8 @@ static PyObject *py_filter_records(PyObject *self, PyObject *args)
                           &count, &base_offset, &base_timestamp, &retain_deletes,
                           &batch_position))
         return NULL;
-    if (get_table(table_obj, &table, slots) < 0)
+    if (get_table_and_data(table_obj, &table, slots, data_obj, &data) < 0)
         return NULL;
-    if (PyObject_GetBuffer(data_obj, &data, PyBUF_SIMPLE) < 0) {
-        PyBuffer_Release(&table);
-        return NULL;
-    }
     uint8_t *out = malloc(data.len > 0 ? (size_t)data.len : 1);
     if (out == NULL) {
         PyBuffer_Release(&data);

@@ -190,6 +190,7 @@ class _MmapIndex:
 
     entry_size: ClassVar[int]
     kind: ClassVar[str]
+    _entry_struct: ClassVar[struct.Struct]
     # The relative offset of the entry in a slot (each index's _field_reader of its column).
     _relative: ClassVar[Callable[[_MmapIndex, int], int]]
 
@@ -324,11 +325,7 @@ class _MmapIndex:
 
     def delete_if_exists(self) -> bool:
         self._unmap()
-        try:
-            self.path.unlink()
-        except FileNotFoundError:
-            return False
-        return True
+        return _unlink_if_exists(self.path)
 
     def rename_to(self, new_path: Path) -> None:
         try:
@@ -428,6 +425,24 @@ class _MmapIndex:
             yield from struct_.iter_unpack(chunk)
 
 
+    def _stored_entry(self, n: int) -> tuple[int, int]:
+        """Entry ``n``'s two fields as stored (IndexError outside the valid entries)."""
+        if n < 0 or n >= self._entries:
+            raise IndexError(f"attempt to fetch entry {n} of {self.kind} with {self._entries}")
+        assert self._mmap is not None
+        fields: tuple[int, int] = self._entry_struct.unpack_from(self._mmap, n * self.entry_size)
+        return fields
+
+
+def _unlink_if_exists(path: Path) -> bool:
+    """Delete the file; False when there was none."""
+    try:
+        path.unlink()
+    except FileNotFoundError:
+        return False
+    return True
+
+
 def _field_reader(entry: struct.Struct, column: int) -> Callable[[_MmapIndex, int], int]:
     """A method reading one field of the entry in a slot: the binary search's key."""
     unpack_from = entry.unpack_from
@@ -450,6 +465,7 @@ class OffsetIndex(_MmapIndex):
     """
 
     entry_size = OFFSET_INDEX_ENTRY_SIZE
+    _entry_struct = _OFFSET_ENTRY
     kind = "offset index"
 
     def _shape_of(self, data: memoryview | bytes) -> IndexShape:
@@ -469,10 +485,7 @@ class OffsetIndex(_MmapIndex):
     _position = _field_reader(_OFFSET_ENTRY, 1)
 
     def entry(self, n: int) -> OffsetPosition:
-        if n < 0 or n >= self._entries:
-            raise IndexError(f"attempt to fetch entry {n} of {self.kind} with {self._entries}")
-        assert self._mmap is not None
-        relative, position = _OFFSET_ENTRY.unpack_from(self._mmap, n * OFFSET_INDEX_ENTRY_SIZE)
+        relative, position = self._stored_entry(n)
         return OffsetPosition(self.base_offset + relative, position)
 
     def columns(self) -> tuple[memoryview, memoryview]:
@@ -611,6 +624,7 @@ class TimeIndex(_MmapIndex):
     """
 
     entry_size = TIME_INDEX_ENTRY_SIZE
+    _entry_struct = _TIME_ENTRY
     kind = "time index"
 
     def _shape_of(self, data: memoryview | bytes) -> IndexShape:
@@ -635,10 +649,7 @@ class TimeIndex(_MmapIndex):
     _relative = _field_reader(_TIME_ENTRY, 1)
 
     def entry(self, n: int) -> TimestampOffset:
-        if n < 0 or n >= self._entries:
-            raise IndexError(f"attempt to fetch entry {n} of {self.kind} with {self._entries}")
-        assert self._mmap is not None
-        timestamp, relative = _TIME_ENTRY.unpack_from(self._mmap, n * TIME_INDEX_ENTRY_SIZE)
+        timestamp, relative = self._stored_entry(n)
         return TimestampOffset(timestamp, self.base_offset + relative)
 
     def lookup(self, target_timestamp: int) -> TimestampOffset:
@@ -866,11 +877,7 @@ class TransactionIndex:
         """Nothing stays open between calls."""
 
     def delete_if_exists(self) -> bool:
-        try:
-            self.path.unlink()
-        except FileNotFoundError:
-            return False
-        return True
+        return _unlink_if_exists(self.path)
 
     def rename_to(self, new_path: Path) -> None:
         with contextlib.suppress(FileNotFoundError):

@@ -102,6 +102,8 @@ LEGACY_TIMESTAMP_TYPE_MASK = 0x08
 DEFAULT_MAX_BATCH_SIZE = 2**31 - 1 - LOG_OVERHEAD
 
 _V2_HEADER = struct.Struct(">qiibIhiqqqhii")
+# Its fields as unpacked: BatchHeader's fields from base_offset to records_count.
+_V2Fields = tuple[int, int, int, int, int, int, int, int, int, int, int, int, int]
 
 # Partial views of the v2 header for the broker's hot paths, one (un)pack each:
 # - the fields checked on produce (batchLength, magic, crc, attributes, lastOffsetDelta,
@@ -334,40 +336,12 @@ def _parse_header(
                 f"v2 batch length {length} is smaller than the header "
                 f"({RECORD_BATCH_OVERHEAD - LOG_OVERHEAD})",
             )
-        (
-            base_offset,
-            batch_length,
-            leader_epoch,
-            _magic,
-            crc,
-            attributes,
-            last_offset_delta,
-            base_timestamp,
-            max_timestamp,
-            producer_id,
-            producer_epoch,
-            base_sequence,
-            count,
-        ) = _V2_HEADER.unpack_from(buf, position)
+        # The header's fields in BatchHeader's order (its magic is the byte read above).
+        fields: _V2Fields = _V2_HEADER.unpack_from(buf, position)
+        last_offset_delta = fields[6]
         if last_offset_delta < 0:
             raise _corrupt(position, f"negative lastOffsetDelta {last_offset_delta}")
-        return BatchHeader(
-            position,
-            base_offset,
-            batch_length,
-            leader_epoch,
-            magic,
-            crc,
-            attributes,
-            last_offset_delta,
-            base_timestamp,
-            max_timestamp,
-            producer_id,
-            producer_epoch,
-            base_sequence,
-            count,
-            base_offset + last_offset_delta,
-        )
+        return BatchHeader(position, *fields, fields[0] + last_offset_delta)
     if magic in (MAGIC_V0, MAGIC_V1):
         overhead = LEGACY_RECORD_OVERHEAD_V0 if magic == MAGIC_V0 else LEGACY_RECORD_OVERHEAD_V1
         if length < overhead:

@@ -110,6 +110,7 @@ def check_records(
     batch_position: int = 0,
     base_timestamp: int = 0,
     timestamp_range: tuple[int, int] | None = None,
+    python: bool = False,
 ) -> tuple[int, int]:
     """Walk the ``count`` records of a (decompressed) v2 records section and apply the
     per-record rules; return the smallest and largest timestamp delta ((0, 0) for none).
@@ -122,45 +123,22 @@ def check_records(
     CorruptRecordError for a section that does not decode (the first malformation met);
     for one that decodes and breaks a rule, InvalidTimestampError if some timestamp is out
     of range, else InvalidRecordError, with ``record_errors`` naming every offender.
+
+    The C twin (``_records.c``) does the walk when it is built, unless ``python`` asks for
+    the reference in Python: v2.py's ``walk_records``, then the rules on its rows.
     """
     if timestamp_range is not None and not (
             timestamp_range[0] >= _INT64_MIN and timestamp_range[1] <= _INT64_MAX):
         # both sides compare int64 values
         timestamp_range = (max(timestamp_range[0], _INT64_MIN),
                            min(timestamp_range[1], _INT64_MAX))
-    if native is not None:
+    if native is not None and not python:
         answer = native.check_v2(data, count, offset_rule, require_keys, batch_position,
                                  base_timestamp, timestamp_range)
         if len(answer) == 2:  # valid: the timestamp deltas
             deltas: tuple[int, int] = answer
             return deltas
         raise _refusal(*answer)
-    return check_records_reference(data, count, require_keys=require_keys,
-                                   offset_rule=offset_rule, batch_position=batch_position,
-                                   base_timestamp=base_timestamp,
-                                   timestamp_range=timestamp_range)
-
-
-def _refusal(kind: int, message: str, errors: list[RecordError] | None) -> KafkaError:
-    """The C twin's refusal as the exception the reference raises."""
-    if kind == 1:
-        return CorruptRecordError(message)
-    exc: KafkaError = InvalidTimestampError(message) if kind == 3 else InvalidRecordError(message)
-    exc.record_errors = tuple(errors or ())
-    return exc
-
-
-def check_records_reference(
-    data: bytes | bytearray | memoryview,
-    count: int,
-    *,
-    require_keys: bool = False,
-    offset_rule: bool = True,
-    batch_position: int = 0,
-    base_timestamp: int = 0,
-    timestamp_range: tuple[int, int] | None = None,
-) -> tuple[int, int]:
-    """``check_records`` in Python: v2.py's ``walk_records``, then the rules on its rows."""
     rows: list[RecordFieldsRow] = []
     walk_records(bytes(data), count, batch_position, rows)  # decodes whole, or raises
     if not rows:
@@ -181,6 +159,15 @@ def check_records_reference(
         if errors:
             raise _rejected(errors, len(rows), batch_position)
     return low, high
+
+
+def _refusal(kind: int, message: str, errors: list[RecordError] | None) -> KafkaError:
+    """The C twin's refusal as the exception the reference raises."""
+    if kind == 1:
+        return CorruptRecordError(message)
+    exc: KafkaError = InvalidTimestampError(message) if kind == 3 else InvalidRecordError(message)
+    exc.record_errors = tuple(errors or ())
+    return exc
 
 
 def _record_errors(

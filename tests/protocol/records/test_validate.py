@@ -58,7 +58,7 @@ def _native(data: bytes, count: int, *, require_keys: bool, batch_position: int,
 
 def _same(data: bytes, count: int, require_keys: bool = False, **rules: Any) -> Any:
     """The reference's outcome, after checking the C twin's is the same (when built)."""
-    python = _outcome(validate.check_records_reference, data, count, require_keys, **rules)
+    python = _outcome(validate.check_records, data, count, require_keys, python=True, **rules)
     if validate.native is not None:
         assert _outcome(_native, data, count, require_keys, **rules) == python, (
             data.hex(), count, rules)
