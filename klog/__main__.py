@@ -1,5 +1,5 @@
 """``python -m klog`` runs the klog command line."""
 
-from klog.cli.app import main
+from klog.cli.entry import main
 
 main()

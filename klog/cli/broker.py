@@ -29,52 +29,9 @@ def start(
     ),
 ) -> None:
     """Start a broker. With no options: standalone on 127.0.0.1:9092, data in ./klog-data."""
-    import asyncio
-    import logging
-    import sys
+    from klog.cli.broker_start import start_broker
 
-    # kio registers hypothesis strategies when hypothesis is importable (a test-only
-    # dependency); in a broker that costs ~0.2 s of start-up and leaves a .hypothesis
-    # directory in the working directory. Make it look absent to kio.
-    # None in sys.modules is Python's documented "import fails"; typeshed wants a module.
-    sys.modules.setdefault("hypothesis", None)  # type: ignore[arg-type]
-
-    from rich.logging import RichHandler
-
-    from klog.daemon.config import BrokerConfig, ConfigError
-
-    level = getattr(logging, log_level.upper(), None)
-    if not isinstance(level, int):
-        console.fail(f"unknown log level {log_level!r}", console.EXIT_USAGE)
-    if console.err.is_terminal:
-        handler: logging.Handler = RichHandler(console=console.err, show_path=False,
-                                               markup=False)
-        handler.setFormatter(logging.Formatter("%(message)s", datefmt="[%X]"))
-    else:
-        # A log file, a pipe or a journal: one unwrapped line per record in Kafka's
-        # log4j layout ("[time] LEVEL message (logger)"), which greps well and costs
-        # ~20 us per line where rich's layout costs ~1 ms (a leader move of 1,000
-        # partitions logs a line each).
-        handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(logging.Formatter("[%(asctime)s] %(levelname)s %(message)s "
-                                               "(%(name)s)"))
-    logging.basicConfig(level=level, handlers=[handler])
-    if config is not None and not config.is_file():
-        console.fail(f"config file {config} does not exist", console.EXIT_USAGE)
-    try:
-        broker_config = BrokerConfig.load(config, override)
-    except (ConfigError, OSError) as exc:
-        console.fail(str(exc), console.EXIT_USAGE)
-    for key in getattr(broker_config, "unknown_keys", ()):
-        console.warn(f"unknown config {key} is ignored")
-    from klog.daemon.runner import run_broker
-
-    try:
-        asyncio.run(run_broker(broker_config))
-    except KeyboardInterrupt:
-        pass
-    except Exception as exc:  # a start-up failure: one line, non-zero exit
-        console.fail(f"broker failed: {exc}")
+    start_broker(config, override, log_level)
 
 
 def register(app: typer.Typer) -> None:

@@ -12,18 +12,15 @@ import json
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
-import typer
 from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    DownloadColumn,
-    Progress,
-    TextColumn,
-    TimeRemainingColumn,
-    TransferSpeedColumn,
-)
+
+if TYPE_CHECKING:
+    import typer
+
+# typer and rich's progress bars are imported where they are used: `klog broker start`
+# runs without them (klog/cli/entry.py), and they are a fifth of its start-up.
 
 out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -39,6 +36,8 @@ HELP_OPTIONS: dict[str, list[str]] = {"help_option_names": ["-h", "--help"]}
 def command_group(name: str, help: str) -> typer.Typer:
     """A command group (``klog NAME ...``) as every group module makes it: its help, the
     group's help on a bare ``klog NAME``, ``-h``."""
+    import typer
+
     return typer.Typer(name=name, help=help, no_args_is_help=True,
                        context_settings=HELP_OPTIONS)
 
@@ -68,6 +67,8 @@ def warn(text: str) -> None:
 
 def fail(text: str, code: int = EXIT_DAMAGE) -> NoReturn:
     """Print one clear error line to stderr and exit non-zero."""
+    import typer
+
     err.print(f"[bold red]error:[/bold red] {_escape(text)}")
     raise typer.Exit(code)
 
@@ -81,11 +82,9 @@ def exit_now(code: int) -> NoReturn:
 
 
 def fail_now(text: str, code: int = EXIT_DAMAGE) -> NoReturn:
-    """``fail``, exiting through ``exit_now``."""
-    try:
-        fail(text, code)
-    except typer.Exit as exc:
-        exit_now(exc.exit_code)
+    """``fail``, exiting through ``exit_now`` (also where no typer app runs)."""
+    err.print(f"[bold red]error:[/bold red] {_escape(text)}")
+    exit_now(code)
 
 
 def _escape(text: str) -> str:
@@ -103,6 +102,15 @@ def progress(description: str, total: int | None, *, bytes_: bool = True) -> Ite
     if not err.is_terminal:
         yield lambda n=1: None
         return
+    from rich.progress import (
+        BarColumn,
+        DownloadColumn,
+        Progress,
+        TextColumn,
+        TimeRemainingColumn,
+        TransferSpeedColumn,
+    )
+
     columns: list[Any] = [TextColumn("{task.description}"), BarColumn()]
     if bytes_:
         columns += [DownloadColumn(), TransferSpeedColumn()]

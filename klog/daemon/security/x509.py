@@ -18,8 +18,12 @@ import re
 import ssl
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
-from cryptography import x509
+if TYPE_CHECKING:
+    # Imported where a certificate is parsed: a broker without TLS never needs it, and
+    # it is ~30 ms of every broker's start-up.
+    from cryptography import x509
 
 #: RFC 2253 keywords of the attribute types certificates carry (others: dotted OID).
 _KEYWORDS = {"2.5.4.3": "CN", "2.5.4.6": "C", "2.5.4.7": "L", "2.5.4.8": "ST",
@@ -27,9 +31,6 @@ _KEYWORDS = {"2.5.4.3": "CN", "2.5.4.6": "C", "2.5.4.7": "L", "2.5.4.8": "ST",
              "0.9.2342.19200300.100.1.25": "DC", "0.9.2342.19200300.100.1.1": "UID"}
 #: GeneralName tags -> how OpenSSL prints them.
 _GENERAL_NAMES = {0x81: "email", 0x82: "DNS", 0x86: "URI", 0x87: "IP"}
-_GENERAL_NAME_KINDS: dict[int, type[x509.GeneralName]] = {
-    0x81: x509.RFC822Name, 0x82: x509.DNSName, 0x86: x509.UniformResourceIdentifier,
-    0x87: x509.IPAddress}
 _PEM_CERT = re.compile(r"-----BEGIN CERTIFICATE-----.+?-----END CERTIFICATE-----", re.S)
 
 
@@ -89,6 +90,8 @@ def first_pem_certificate(pem: str) -> Certificate | None:
 
 
 def parse_certificate(der: bytes) -> Certificate:
+    from cryptography import x509
+
     # cryptography decodes lazily: a malformed extension raises when it is read, inside.
     try:
         cert = x509.load_der_x509_certificate(der)
@@ -109,7 +112,12 @@ def parse_certificate(der: bytes) -> Certificate:
 def _general_name(name: x509.GeneralName) -> tuple[int, str]:
     """A subject alternative name as (its GeneralName tag, its value as OpenSSL prints it);
     other kinds (otherName, directoryName...) are compared by their representation."""
-    for tag, kind in _GENERAL_NAME_KINDS.items():
+    from cryptography import x509
+
+    kinds: dict[int, type[x509.GeneralName]] = {
+        0x81: x509.RFC822Name, 0x82: x509.DNSName, 0x86: x509.UniformResourceIdentifier,
+        0x87: x509.IPAddress}
+    for tag, kind in kinds.items():
         if isinstance(name, kind):
             return tag, str(name.value)
     return 0, repr(name)
